@@ -1,0 +1,289 @@
+"""The shared data contracts of resurrect.
+
+Everything that crosses a boundary (sensor -> workflow, workflow -> activity, activity ->
+scheduler, CLI -> JSON) is one of these pydantic models. This module imports nothing else of
+resurrect, so every other module can depend on it without cycles, and workflow code can pass
+it through the Temporal sandbox.
+
+Models are strict at the edges: unknown fields are rejected (``extra="forbid"``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Contract(BaseModel):
+    """Base of every contract: unknown fields are an error, not silently dropped."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class FaultClass(StrEnum):
+    """The attribution vocabulary. The values are public interface: never rename them."""
+
+    GPU_HARDWARE = "gpu.hardware"
+    NETWORK_FABRIC = "network.fabric"
+    COLLECTIVE_TIMEOUT = "collective.timeout"
+    NODE_LOST = "node.lost"
+    MEMORY_DEVICE_OOM = "memory.device_oom"
+    MEMORY_HOST_OOM = "memory.host_oom"
+    CUDA_ERROR = "cuda.error"
+    PROCESS_CRASH = "process.crash"
+    APP_ERROR = "app.error"
+    STORAGE_ERROR = "storage.error"
+    JOB_TIME_LIMIT = "job.time_limit"
+    JOB_PREEMPTED = "job.preempted"
+    JOB_CANCELLED = "job.cancelled"
+    JOB_HANG = "job.hang"
+    JOB_STRAGGLER = "job.straggler"
+    UNKNOWN = "unknown"
+
+
+class RecoveryAction(StrEnum):
+    """What a diagnosis implies should happen to the job."""
+
+    DRAIN_AND_RESTART = "drain_and_restart"
+    RESTART = "restart"
+    STOP = "stop"
+    NONE = "none"
+
+
+# The default action of each class, as the taxonomy states it.
+DEFAULT_ACTION: dict[FaultClass, RecoveryAction] = {
+    FaultClass.GPU_HARDWARE: RecoveryAction.DRAIN_AND_RESTART,
+    FaultClass.NETWORK_FABRIC: RecoveryAction.DRAIN_AND_RESTART,
+    FaultClass.COLLECTIVE_TIMEOUT: RecoveryAction.RESTART,
+    FaultClass.NODE_LOST: RecoveryAction.DRAIN_AND_RESTART,
+    FaultClass.MEMORY_DEVICE_OOM: RecoveryAction.STOP,
+    FaultClass.MEMORY_HOST_OOM: RecoveryAction.STOP,
+    FaultClass.CUDA_ERROR: RecoveryAction.RESTART,
+    FaultClass.PROCESS_CRASH: RecoveryAction.RESTART,
+    FaultClass.APP_ERROR: RecoveryAction.STOP,
+    FaultClass.STORAGE_ERROR: RecoveryAction.RESTART,
+    FaultClass.JOB_TIME_LIMIT: RecoveryAction.RESTART,
+    FaultClass.JOB_PREEMPTED: RecoveryAction.RESTART,
+    FaultClass.JOB_CANCELLED: RecoveryAction.NONE,
+    FaultClass.JOB_HANG: RecoveryAction.RESTART,
+    FaultClass.JOB_STRAGGLER: RecoveryAction.RESTART,
+    FaultClass.UNKNOWN: RecoveryAction.RESTART,
+}
+
+
+class SignalKind(StrEnum):
+    """Where a piece of evidence came from; rules declare which kinds they apply to."""
+
+    JOB_LOG = "job_log"
+    KERNEL_LOG = "kernel_log"
+    GPU_EVENT = "gpu_event"
+    GPU_METRIC = "gpu_metric"
+    SCHEDULER_STATE = "scheduler_state"
+    HEARTBEAT = "heartbeat"
+
+
+EvidenceRole = Literal["root", "cascade", "diagnostic"]
+
+
+class Evidence(Contract):
+    """One observation supporting a diagnosis: a log line, a GPU reading, a scheduler state."""
+
+    kind: SignalKind
+    text: str
+    rule: str | None = None
+    role: EvidenceRole = "diagnostic"
+    fault_class: FaultClass | None = None
+    file: str | None = None
+    line: int | None = None
+    host: str | None = None
+    rank: int | None = None
+    gpu: str | None = None
+    fields: dict[str, str] = Field(default_factory=dict)
+    observed_at: datetime | None = None
+
+
+class Diagnosis(Contract):
+    """The attribution of one interruption: exactly one primary class, culprits, evidence."""
+
+    fault_class: FaultClass
+    action: RecoveryAction
+    confidence: float = Field(ge=0.0, le=1.0)
+    culprit_hosts: list[str] = Field(default_factory=list)
+    culprit_ranks: list[int] = Field(default_factory=list)
+    culprit_gpus: list[str] = Field(default_factory=list)
+    evidence: list[Evidence] = Field(default_factory=list)
+    cascade: list[Evidence] = Field(default_factory=list)
+    summary: str = ""
+
+
+class JobState(StrEnum):
+    """Slurm base job states resurrect distinguishes (others map to OTHER)."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    SUSPENDED = "SUSPENDED"
+    COMPLETING = "COMPLETING"
+    COMPLETED = "COMPLETED"
+    CANCELLED = "CANCELLED"
+    FAILED = "FAILED"
+    TIMEOUT = "TIMEOUT"
+    NODE_FAIL = "NODE_FAIL"
+    PREEMPTED = "PREEMPTED"
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+    BOOT_FAIL = "BOOT_FAIL"
+    DEADLINE = "DEADLINE"
+    REQUEUED = "REQUEUED"
+    OTHER = "OTHER"
+
+
+class JobInfo(Contract):
+    """What the scheduler knows about one job."""
+
+    job_id: str
+    name: str = ""
+    state: JobState
+    state_reason: str = ""
+    user: str = ""
+    user_id: int | None = None
+    partition: str = ""
+    nodes: list[str] = Field(default_factory=list)
+    excluded_nodes: list[str] = Field(default_factory=list)
+    num_nodes: int = 0
+    restart_count: int = 0
+    requeue_allowed: bool = True
+    held: bool = False
+    comment: str = ""
+    stdout_path: str | None = None
+    stderr_path: str | None = None
+    work_dir: str | None = None
+    exit_code: int | None = None
+    exit_signal: int | None = None
+    start_time: datetime | None = None
+    end_time: datetime | None = None
+
+
+class NodeInfo(Contract):
+    """What the scheduler knows about one node."""
+
+    name: str
+    state: str  # base state, upper case: IDLE, ALLOCATED, MIXED, DOWN, ...
+    flags: list[str] = Field(default_factory=list)  # DRAIN, NOT_RESPONDING, COMPLETING, ...
+    reason: str = ""
+    partitions: list[str] = Field(default_factory=list)
+
+    @property
+    def drained(self) -> bool:
+        return "DRAIN" in self.flags or self.state in {"DRAIN", "DRAINED", "DRAINING"}
+
+    @property
+    def unavailable(self) -> bool:
+        return (
+            self.state in {"DOWN", "FAIL", "FUTURE", "UNKNOWN"}
+            or "NOT_RESPONDING" in self.flags
+            or "FAIL" in self.flags
+        )
+
+
+class MutationResult(Contract):
+    """What a scheduler mutation did. ``changed`` is False when it was already so (idempotent)."""
+
+    target: str
+    operation: str
+    changed: bool
+    detail: str = ""
+
+
+RecoveryMode = Literal["observe", "act"]
+
+
+class JobPolicy(Contract):
+    """A job's recovery policy: from its opt-in comment, else the partition default."""
+
+    enabled: bool = True
+    mode: RecoveryMode | None = None  # None: the cluster's mode
+    max_restarts: int = Field(default=3, ge=0, le=1000)
+    checkpoint_dir: str | None = None
+    allow_restart_from_scratch: bool = True
+    notify: list[str] = Field(default_factory=list)
+
+
+class Interruption(Contract):
+    """A sensor's report that an opted-in job was interrupted (or is about to be)."""
+
+    cluster: str
+    job_id: str
+    restart_count: int = Field(ge=0)
+    source: str  # "slurm_watcher", "log_tail", "node_agent", ...
+    reason: str
+    observed_at: datetime
+    job_state: JobState | None = None
+    nodes: list[str] = Field(default_factory=list)
+    suspect_nodes: list[str] = Field(default_factory=list)
+    fault_hint: FaultClass | None = None
+    evidence: list[Evidence] = Field(default_factory=list)
+
+    @property
+    def workflow_id(self) -> str:
+        return recovery_workflow_id(self.cluster, self.job_id, self.restart_count)
+
+
+def recovery_workflow_id(cluster: str, job_id: str, restart_count: int) -> str:
+    """The identity of a recovery: one workflow per (cluster, job, attempt)."""
+    return f"recover/{cluster}/{job_id}/{restart_count}"
+
+
+class RecoveryPlan(Contract):
+    """What the recovery will do, decided from the diagnosis and the job's policy."""
+
+    action: RecoveryAction
+    drain_nodes: list[str] = Field(default_factory=list)
+    exclude_nodes: list[str] = Field(default_factory=list)
+    cancel_running_job: bool = False
+    requeue: bool = False
+    counts_against_budget: bool = True
+    verify_checkpoint: bool = True
+    reasons: list[str] = Field(default_factory=list)
+
+
+class CheckpointCandidate(Contract):
+    path: str
+    step: int | None
+    valid: bool
+    reason: str
+
+
+class CheckpointVerdict(Contract):
+    """Which checkpoint the job will resume from, and why."""
+
+    root: str | None
+    verified: bool
+    latest_valid: str | None = None
+    resume_step: int | None = None
+    candidates: list[CheckpointCandidate] = Field(default_factory=list)
+    quarantined: list[str] = Field(default_factory=list)
+    note: str = ""
+
+
+class RecoveryOutcome(Contract):
+    """The result of one RecoveryWorkflow: what was decided, what was done, how it ended."""
+
+    workflow_id: str
+    cluster: str
+    job_id: str
+    restart_count: int
+    mode: RecoveryMode
+    fault_class: FaultClass
+    action: RecoveryAction
+    recovered: bool
+    outcome: str  # "recovered", "observed", "stopped", "budget_exhausted", "failed", ...
+    drained_nodes: list[str] = Field(default_factory=list)
+    excluded_nodes: list[str] = Field(default_factory=list)
+    requeued: bool = False
+    job_running_again: bool = False
+    checkpoint: CheckpointVerdict | None = None
+    diagnosis: Diagnosis | None = None
+    notes: list[str] = Field(default_factory=list)
+    would_have: list[str] = Field(default_factory=list)  # observe mode: what act would do

@@ -1,0 +1,68 @@
+"""The one exception tree of resurrect.
+
+Every error resurrect raises on purpose derives from :class:`ResurrectError`. Callers that
+must distinguish retryable from permanent failures (Temporal activities, the CLI) look at
+the subclasses below rather than at message text.
+
+ResurrectError
+├── ConfigError            bad configuration (names the file and the field)
+├── RuleError              a rule pack failed to load or its examples failed (names file+rule)
+├── SchedulerError         talking to the scheduler failed
+│   ├── SchedulerUnavailable   the controller did not answer (transient: retry)
+│   ├── JobNotFound            no such job (permanent)
+│   ├── NodeNotFound           no such node (permanent)
+│   └── SchedulerRefused       the scheduler said no (permanent unless stated otherwise)
+├── CheckpointError        a checkpoint root could not be examined at all
+├── PolicyError            a job's opt-in policy could not be parsed
+└── PluginError            a plugin or plan failed to load
+"""
+
+from __future__ import annotations
+
+
+class ResurrectError(Exception):
+    """Base of every deliberate resurrect error."""
+
+
+class ConfigError(ResurrectError):
+    """Configuration is invalid; the message names the file and the field."""
+
+
+class RuleError(ResurrectError):
+    """A rule pack is invalid; the message names the file and the rule."""
+
+
+class SchedulerError(ResurrectError):
+    """A scheduler operation failed."""
+
+    transient: bool = False
+
+
+class SchedulerUnavailable(SchedulerError):
+    """The scheduler did not answer (controller down, timeout). Retrying may help."""
+
+    transient = True
+
+
+class JobNotFound(SchedulerError):
+    """The scheduler has no such job."""
+
+
+class NodeNotFound(SchedulerError):
+    """The scheduler has no such node."""
+
+
+class SchedulerRefused(SchedulerError):
+    """The scheduler refused the operation (e.g. requeue of a --no-requeue job)."""
+
+
+class CheckpointError(ResurrectError):
+    """A checkpoint root could not be examined."""
+
+
+class PolicyError(ResurrectError):
+    """A job's policy (its opt-in comment) is malformed."""
+
+
+class PluginError(ResurrectError):
+    """A plugin or recovery plan failed to load or validate."""
