@@ -287,3 +287,82 @@ class RecoveryOutcome(Contract):
     diagnosis: Diagnosis | None = None
     notes: list[str] = Field(default_factory=list)
     would_have: list[str] = Field(default_factory=list)  # observe mode: what act would do
+
+
+# ---------------------------------------------------------------------------------------
+# Inputs and outputs of the recovery activities (what the workflow history records).
+
+
+class EvidenceBundle(Contract):
+    """What ``gather_evidence`` found: the job, its nodes, its policy, the mode to run in."""
+
+    interruption: Interruption
+    job: JobInfo
+    nodes: list[NodeInfo] = Field(default_factory=list)
+    policy: JobPolicy
+    policy_source: str
+    policy_problems: list[str] = Field(default_factory=list)
+    mode: RecoveryMode
+    wait_running_timeout_s: float
+    activity_timeout_s: float
+    checkpoint_level: Literal["quick", "full"] = "quick"
+
+
+class AttributeRequest(Contract):
+    bundle: EvidenceBundle
+    reported: list[Evidence] = Field(default_factory=list)  # evidence other sensors sent
+
+
+class DrainRequest(Contract):
+    nodes: list[str]
+    reason: str
+    incident: str
+    dry_run: bool
+
+
+class DrainResult(Contract):
+    drained: list[str] = Field(default_factory=list)  # drained now or already by us
+    refused: list[str] = Field(default_factory=list)  # over the blast-radius budget etc.
+    results: list[MutationResult] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+
+class VerifyCheckpointRequest(Contract):
+    job: JobInfo
+    policy: JobPolicy
+    level: Literal["quick", "full"] = "quick"
+    dry_run: bool
+
+
+class RequeueRequest(Contract):
+    job_id: str
+    exclude_nodes: list[str]
+    failed_restart_count: int
+    dry_run: bool
+
+
+class WaitRunningRequest(Contract):
+    job_id: str
+    exclude_nodes: list[str]
+    timeout_s: float
+    poll_interval_s: float = 1.0
+
+
+class WaitRunningResult(Contract):
+    running: bool
+    job: JobInfo | None = None
+    note: str = ""
+
+
+class NotifyRequest(Contract):
+    workflow_id: str
+    job: JobInfo
+    policy: JobPolicy
+    message: str
+    dry_run: bool
+
+
+class ChargedRestartsRequest(Contract):
+    cluster: str
+    job_id: str
+    current_workflow_id: str

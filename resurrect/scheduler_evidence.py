@@ -1,0 +1,155 @@
+"""Attribution from what the scheduler knows: job end state, node states, sensor hints.
+
+Turns scheduler facts into :class:`Evidence` and combines them with the log diagnosis:
+a specific root cause found in the logs (an Xid on a node, an IB link error, an OOM) is more
+precise than "NODE_FAIL" and wins, while the scheduler supplies culprit nodes the logs could
+not name; a time limit or preemption is a scheduler fact no log line overrides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from resurrect.contracts import (
+    DEFAULT_ACTION,
+    Diagnosis,
+    Evidence,
+    FaultClass,
+    Interruption,
+    JobInfo,
+    JobState,
+    NodeInfo,
+    RecoveryAction,
+    SignalKind,
+)
+
+STATE_CLASS: dict[JobState, FaultClass] = {
+    JobState.NODE_FAIL: FaultClass.NODE_LOST,
+    JobState.BOOT_FAIL: FaultClass.NODE_LOST,
+    JobState.TIMEOUT: FaultClass.JOB_TIME_LIMIT,
+    JobState.DEADLINE: FaultClass.JOB_TIME_LIMIT,
+    JobState.PREEMPTED: FaultClass.JOB_PREEMPTED,
+    JobState.OUT_OF_MEMORY: FaultClass.MEMORY_HOST_OOM,
+    JobState.CANCELLED: FaultClass.JOB_CANCELLED,
+}
+
+# Scheduler facts that no log line overrides.
+AUTHORITATIVE = frozenset({FaultClass.JOB_TIME_LIMIT, FaultClass.JOB_PREEMPTED})
+# Log classes too vague to beat a scheduler-observed node loss.
+WEAK_LOG_CLASSES = frozenset(
+    {FaultClass.UNKNOWN, FaultClass.COLLECTIVE_TIMEOUT, FaultClass.PROCESS_CRASH, FaultClass.JOB_HANG}
+)
+
+
+def scheduler_evidence(
+    interruption: Interruption, job: JobInfo, nodes: Sequence[NodeInfo]
+) -> list[Evidence]:
+    """Evidence from job and node states, plus the hint of the sensor that reported."""
+    found: list[Evidence] = []
+    job_class = STATE_CLASS.get(interruption.job_state or job.state) or STATE_CLASS.get(job.state)
+    if job_class is not None:
+        state = interruption.job_state or job.state
+        found.append(
+            Evidence(
+                kind=SignalKind.SCHEDULER_STATE,
+                text=f"job {job.job_id} state {state.value} ({job.state_reason or 'no reason'})",
+                rule="scheduler.job_state",
+                role="root",
+                fault_class=job_class,
+            )
+        )
+    job_nodes = set(job.nodes) | set(interruption.nodes)
+    for node in nodes:
+        if node.name in job_nodes and node.unavailable:
+            found.append(
+                Evidence(
+                    kind=SignalKind.SCHEDULER_STATE,
+                    text=f"node {node.name} {node.state}{'+' + '+'.join(node.flags) if node.flags else ''}"
+                    f" ({node.reason or 'no reason'})",
+                    rule="scheduler.node_state",
+                    role="root",
+                    fault_class=FaultClass.NODE_LOST,
+                    host=node.name,
+                )
+            )
+    if interruption.fault_hint is not None and interruption.suspect_nodes:
+        for node_name in interruption.suspect_nodes:
+            found.append(
+                Evidence(
+                    kind=SignalKind.HEARTBEAT
+                    if interruption.fault_hint is FaultClass.NODE_LOST
+                    else SignalKind.SCHEDULER_STATE,
+                    text=f"{interruption.source}: {interruption.reason}",
+                    rule=f"sensor.{interruption.source}",
+                    role="root",
+                    fault_class=interruption.fault_hint,
+                    host=node_name,
+                )
+            )
+    return found
+
+
+def scheduler_diagnosis(evidence: Sequence[Evidence]) -> Diagnosis | None:
+    """A diagnosis from scheduler evidence alone, or None when it says nothing."""
+    if not evidence:
+        return None
+    ranked = sorted(evidence, key=lambda e: _precedence(e.fault_class))
+    fault = ranked[0].fault_class or FaultClass.UNKNOWN
+    hosts = sorted({e.host for e in evidence if e.host and e.fault_class is fault})
+    action = DEFAULT_ACTION[fault]
+    if action is RecoveryAction.DRAIN_AND_RESTART and not hosts:
+        action = RecoveryAction.RESTART
+    return Diagnosis(
+        fault_class=fault,
+        action=action,
+        confidence=0.9 if hosts or fault in AUTHORITATIVE else 0.7,
+        culprit_hosts=hosts,
+        evidence=[e for e in evidence if e.fault_class is fault],
+        summary=f"scheduler: {fault.value}" + (f" on {', '.join(hosts)}" if hosts else ""),
+    )
+
+
+def _precedence(fault: FaultClass | None) -> int:
+    order = [
+        FaultClass.JOB_CANCELLED,
+        FaultClass.JOB_TIME_LIMIT,
+        FaultClass.JOB_PREEMPTED,
+        FaultClass.MEMORY_HOST_OOM,
+        FaultClass.NODE_LOST,
+    ]
+    return order.index(fault) if fault in order else len(order)
+
+
+def combine(log: Diagnosis | None, scheduler: Diagnosis | None) -> Diagnosis:
+    """One diagnosis from the log's and the scheduler's."""
+    if scheduler is None and log is None:
+        return Diagnosis(
+            fault_class=FaultClass.UNKNOWN,
+            action=DEFAULT_ACTION[FaultClass.UNKNOWN],
+            confidence=0.1,
+            summary="no evidence matched any rule",
+        )
+    if scheduler is None:
+        assert log is not None
+        return log
+    if log is None or log.fault_class is FaultClass.UNKNOWN:
+        return scheduler
+    if scheduler.fault_class in AUTHORITATIVE or scheduler.fault_class is FaultClass.JOB_CANCELLED:
+        return scheduler.model_copy(update={"cascade": [*scheduler.cascade, *log.evidence]})
+    if scheduler.fault_class is FaultClass.NODE_LOST and log.fault_class in WEAK_LOG_CLASSES:
+        # ranks timing out because a node vanished: the node loss is the root
+        return scheduler.model_copy(
+            update={"cascade": [*scheduler.cascade, *log.evidence, *log.cascade]}
+        )
+    # the log names a more specific root cause; the scheduler may know the node
+    hosts = log.culprit_hosts or scheduler.culprit_hosts
+    action = log.action
+    if log.action is RecoveryAction.RESTART and hosts and DEFAULT_ACTION[log.fault_class] is RecoveryAction.DRAIN_AND_RESTART:
+        action = RecoveryAction.DRAIN_AND_RESTART
+    return log.model_copy(
+        update={
+            "culprit_hosts": hosts,
+            "action": action,
+            "evidence": [*log.evidence, *scheduler.evidence],
+        }
+    )

@@ -1,0 +1,55 @@
+"""The search attributes resurrect sets on its workflows, so people can filter recoveries
+in the Temporal UI (e.g. ``ResurrectJobId = "1234"`` or ``ResurrectFaultClass = "gpu.hardware"``).
+
+The embedded dev server registers them at start; on an existing cluster an operator registers
+them once (``resurrect temporal register-search-attributes`` prints the commands).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+
+from resurrect.contracts import Interruption
+
+JOB_ID = SearchAttributeKey.for_keyword("ResurrectJobId")
+CLUSTER = SearchAttributeKey.for_keyword("ResurrectCluster")
+FAULT_CLASS = SearchAttributeKey.for_keyword("ResurrectFaultClass")
+NODES = SearchAttributeKey.for_keyword_list("ResurrectNodes")
+PHASE = SearchAttributeKey.for_keyword("ResurrectPhase")
+OUTCOME = SearchAttributeKey.for_keyword("ResurrectOutcome")
+BUDGET_CHARGED = SearchAttributeKey.for_bool("ResurrectBudgetCharged")
+
+ALL_KEYS: tuple[SearchAttributeKey[Any], ...] = (
+    JOB_ID,
+    CLUSTER,
+    FAULT_CLASS,
+    NODES,
+    PHASE,
+    OUTCOME,
+    BUDGET_CHARGED,
+)
+
+# `temporal server start-dev --search-attribute NAME=TYPE` spelling of each key.
+DEV_SERVER_TYPES: dict[str, str] = {
+    "ResurrectJobId": "Keyword",
+    "ResurrectCluster": "Keyword",
+    "ResurrectFaultClass": "Keyword",
+    "ResurrectNodes": "KeywordList",
+    "ResurrectPhase": "Keyword",
+    "ResurrectOutcome": "Keyword",
+    "ResurrectBudgetCharged": "Bool",
+}
+
+
+def initial_attributes(interruption: Interruption) -> TypedSearchAttributes:
+    """What a recovery is searchable by from the moment it starts."""
+    return TypedSearchAttributes(
+        [
+            SearchAttributePair(JOB_ID, interruption.job_id),
+            SearchAttributePair(CLUSTER, interruption.cluster),
+            SearchAttributePair(NODES, sorted(set(interruption.nodes))),
+            SearchAttributePair(PHASE, "reported"),
+        ]
+    )

@@ -1,0 +1,130 @@
+"""Running resurrect's long-lived parts: embedded Temporal, worker, watcher, log follower.
+
+``Service`` composes the parts a deployment enables. ``resurrect serve`` runs them all in
+one process (the single-host setup and the demo); production runs ``resurrect worker`` and
+``resurrect watch`` beside slurmctld against an existing Temporal cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from temporalio.client import Client
+
+from resurrect.config import ResurrectConfig
+from resurrect.contracts import Interruption
+from resurrect.scheduler.base import Scheduler
+from resurrect.temporal_client import connect
+from resurrect.temporal_server import EmbeddedTemporal
+
+log = logging.getLogger(__name__)
+
+
+def scheduler_from_config(config: ResurrectConfig) -> Scheduler:
+    from resurrect.scheduler.factory import make_scheduler
+
+    cluster = config.cluster
+    return make_scheduler(
+        cluster.scheduler,
+        cluster_name=cluster.name,
+        slurm_conf=str(cluster.slurm_conf) if cluster.slurm_conf else None,
+        bin_dir=str(cluster.slurm_bin_dir) if cluster.slurm_bin_dir else None,
+        command_timeout_s=cluster.command_timeout_s,
+    )
+
+
+def embedded_server(config: ResurrectConfig) -> EmbeddedTemporal:
+    host, _, port = config.temporal.address.rpartition(":")
+    return EmbeddedTemporal(
+        state_dir=config.temporal.state_dir,
+        host=host or "127.0.0.1",
+        port=int(port),
+        ui_port=config.temporal.ui_port,
+        namespace=config.temporal.namespace,
+        binary=config.temporal.temporal_binary,
+    )
+
+
+@contextlib.asynccontextmanager
+async def temporal_for(config: ResurrectConfig) -> AsyncIterator[Client]:
+    """A client, starting the embedded server first when the config asks for it."""
+    server = embedded_server(config) if config.temporal.embedded else None
+    if server is not None:
+        await asyncio.to_thread(server.start)
+        log.info("embedded Temporal on %s, web UI %s", server.address, server.ui_url)
+    try:
+        yield await connect(config.temporal, attempts=20)
+    finally:
+        if server is not None:
+            await asyncio.to_thread(server.stop)
+
+
+def stop_on_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+
+
+@dataclass
+class ServiceParts:
+    worker: bool = True
+    watcher: bool = True
+    follow_logs: bool = True
+
+
+async def run_service(
+    config: ResurrectConfig,
+    parts: ServiceParts,
+    stop: asyncio.Event,
+    *,
+    client: Client | None = None,
+    scheduler: Scheduler | None = None,
+) -> None:
+    """Run the enabled parts until ``stop`` is set."""
+    from sensors.report import report_interruption
+    from workers.recovery_worker import build_worker, run_worker
+
+    async with contextlib.AsyncExitStack() as stack:
+        if client is None:
+            client = await stack.enter_async_context(temporal_for(config))
+        scheduler = scheduler or scheduler_from_config(config)
+        active_client = client
+
+        async def report(interruption: Interruption) -> str:
+            return await report_interruption(
+                active_client, interruption, task_queue=config.temporal.task_queue
+            )
+
+        tasks: list[asyncio.Task[None]] = []
+        if parts.worker:
+            worker = build_worker(client, config, scheduler)
+            tasks.append(asyncio.create_task(run_worker(worker, stop), name="worker"))
+        if parts.watcher:
+            from sensors.slurm_watcher import SlurmWatcher
+
+            watcher = SlurmWatcher(scheduler, config, report)
+            tasks.append(asyncio.create_task(watcher.run(stop), name="watcher"))
+        if parts.follow_logs and config.watcher.follow_logs:
+            from resurrect.rules import load_engine
+            from sensors.log_follower import JobLogFollower
+
+            follower = JobLogFollower(scheduler, config, load_engine(config.rules.extra_packs), report)
+            tasks.append(asyncio.create_task(follower.run(stop), name="log-follower"))
+        if not tasks:
+            return
+        log.info("resurrect running: %s (mode %s)", ", ".join(t.get_name() for t in tasks), config.mode)
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            if task.exception() is not None:
+                stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for task in done:
+            exc = task.exception()
+            if exc is not None:
+                raise exc

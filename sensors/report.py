@@ -1,0 +1,45 @@
+"""How every sensor reports an interruption: signal-with-start of the job's RecoveryWorkflow.
+
+The workflow id is per job attempt (``recover/<cluster>/<job>/<restart>``), the conflict
+policy is USE_EXISTING and the reuse policy REJECT_DUPLICATE: ten sensors reporting one
+failure make one workflow (the later reports arrive as ``report`` signals carrying their
+evidence), and a recovery that already finished is never started again for the same attempt.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from temporalio.client import Client
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
+
+from resurrect import search_attributes as sa
+from resurrect.contracts import Interruption
+from workflows.names import RECOVERY_WORKFLOW, REPORT_SIGNAL
+
+log = logging.getLogger(__name__)
+
+
+async def report_interruption(
+    client: Client, interruption: Interruption, *, task_queue: str
+) -> str:
+    """Start (or signal) the recovery of ``interruption``'s job attempt; returns the id."""
+    workflow_id = interruption.workflow_id
+    attributes = sa.initial_attributes(interruption)
+    try:
+        await client.start_workflow(
+            RECOVERY_WORKFLOW,
+            interruption,
+            id=workflow_id,
+            task_queue=task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            start_signal=REPORT_SIGNAL,
+            start_signal_args=[interruption],
+            search_attributes=attributes,
+        )
+        log.info("recovery %s: reported by %s (%s)", workflow_id, interruption.source, interruption.reason)
+    except WorkflowAlreadyStartedError:
+        log.info("recovery %s already finished; report from %s ignored", workflow_id, interruption.source)
+    return workflow_id

@@ -1,0 +1,180 @@
+"""The Slurm watcher: notices job and node transitions and reports interruptions.
+
+It polls the scheduler (``watcher.poll_interval_s``; a push hook can ``kick`` it to poll at
+once) and reports, for opted-in jobs only:
+
+* a job that ended NODE_FAIL, FAILED, TIMEOUT, PREEMPTED, OUT_OF_MEMORY (or BOOT_FAIL,
+  DEADLINE), keyed by the attempt that ended;
+* a running job one of whose nodes went DOWN / NOT_RESPONDING (a suspected node loss, often
+  seconds before the job itself is failed);
+* a job slurmctld requeued by itself (its restart count went up while we watched it run):
+  the attempt we saw running was interrupted.
+
+Each report is an :class:`Interruption` handed to ``report`` (normally
+:func:`sensors.report.report_interruption`); the workflow id is per (cluster, job, attempt),
+so reporting twice is harmless. The watcher never touches the scheduler itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+
+from resurrect.config import ResurrectConfig
+from resurrect.contracts import FaultClass, Interruption, JobInfo, JobState, NodeInfo
+from resurrect.errors import SchedulerError
+from resurrect.policy import resolve_job_policy
+from resurrect.scheduler.base import Scheduler
+
+log = logging.getLogger(__name__)
+
+Reporter = Callable[[Interruption], Awaitable[object]]
+
+FAILED_STATES = frozenset(
+    {
+        JobState.NODE_FAIL,
+        JobState.FAILED,
+        JobState.TIMEOUT,
+        JobState.PREEMPTED,
+        JobState.OUT_OF_MEMORY,
+        JobState.BOOT_FAIL,
+        JobState.DEADLINE,
+    }
+)
+STATE_HINT = {
+    JobState.NODE_FAIL: FaultClass.NODE_LOST,
+    JobState.TIMEOUT: FaultClass.JOB_TIME_LIMIT,
+    JobState.PREEMPTED: FaultClass.JOB_PREEMPTED,
+    JobState.OUT_OF_MEMORY: FaultClass.MEMORY_HOST_OOM,
+}
+RUNNING_STATES = frozenset({JobState.RUNNING, JobState.COMPLETING})
+
+
+class SlurmWatcher:
+    """Polls the scheduler and reports interruptions of opted-in jobs."""
+
+    def __init__(self, scheduler: Scheduler, config: ResurrectConfig, report: Reporter) -> None:
+        self.scheduler = scheduler
+        self.config = config
+        self.report = report
+        self._last_jobs: dict[str, JobInfo] = {}
+        self._reported: set[str] = set()
+        self._kick = asyncio.Event()
+        self.polls = 0
+
+    def kick(self) -> None:
+        """Poll now (push hooks call this through the service)."""
+        self._kick.set()
+
+    def _interruption(
+        self,
+        job: JobInfo,
+        *,
+        restart_count: int,
+        reason: str,
+        state: JobState | None,
+        suspects: list[str] | None = None,
+        hint: FaultClass | None = None,
+    ) -> Interruption:
+        return Interruption(
+            cluster=self.config.cluster.name,
+            job_id=job.job_id,
+            restart_count=restart_count,
+            source="slurm_watcher",
+            reason=reason,
+            observed_at=datetime.now(UTC),
+            job_state=state,
+            nodes=list(job.nodes),
+            suspect_nodes=suspects or [],
+            fault_hint=hint,
+        )
+
+    def detect(self, jobs: list[JobInfo], nodes: list[NodeInfo]) -> list[Interruption]:
+        """The interruptions this snapshot shows (pure: no I/O, easy to test)."""
+        found: list[Interruption] = []
+        bad_nodes = {n.name: n for n in nodes if n.unavailable}
+        for job in jobs:
+            if not resolve_job_policy(job, self.config).opted_in:
+                continue
+            before = self._last_jobs.get(job.job_id)
+            if job.state in FAILED_STATES:
+                found.append(
+                    self._interruption(
+                        job,
+                        restart_count=job.restart_count,
+                        reason=f"job ended {job.state.value}",
+                        state=job.state,
+                        suspects=[n for n in job.nodes if n in bad_nodes],
+                        hint=STATE_HINT.get(job.state),
+                    )
+                )
+            elif job.state in RUNNING_STATES and any(n in bad_nodes for n in job.nodes):
+                suspects = [n for n in job.nodes if n in bad_nodes]
+                states = ", ".join(
+                    f"{n} {bad_nodes[n].state}{'+' + '+'.join(bad_nodes[n].flags) if bad_nodes[n].flags else ''}"
+                    for n in suspects
+                )
+                found.append(
+                    self._interruption(
+                        job,
+                        restart_count=job.restart_count,
+                        reason=f"node(s) of the running job unavailable: {states}",
+                        state=job.state,
+                        suspects=suspects,
+                        hint=FaultClass.NODE_LOST,
+                    )
+                )
+            elif (
+                before is not None
+                and before.state in RUNNING_STATES
+                and job.restart_count > before.restart_count
+            ):
+                found.append(
+                    self._interruption(
+                        before,
+                        restart_count=before.restart_count,
+                        reason=f"slurmctld requeued the job (now {job.state.value}, "
+                        f"reason {job.state_reason or 'none'}, restart {job.restart_count})",
+                        state=None,
+                        suspects=[n for n in before.nodes if n in bad_nodes],
+                        hint=FaultClass.NODE_LOST if any(n in bad_nodes for n in before.nodes) else None,
+                    )
+                )
+        self._last_jobs = {job.job_id: job for job in jobs}
+        return [i for i in found if i.workflow_id not in self._reported]
+
+    async def poll_once(self) -> list[Interruption]:
+        jobs = await self.scheduler.list_jobs()
+        nodes = await self.scheduler.list_nodes()
+        self.polls += 1
+        reported: list[Interruption] = []
+        for interruption in self.detect(jobs, nodes):
+            try:
+                await self.report(interruption)
+            except Exception:  # reporting failed: keep it unreported, try next poll
+                log.exception("cannot report interruption of job %s", interruption.job_id)
+                continue
+            self._reported.add(interruption.workflow_id)
+            reported.append(interruption)
+            log.info("reported %s: %s", interruption.workflow_id, interruption.reason)
+        return reported
+
+    async def run(self, stop: asyncio.Event) -> None:
+        interval = self.config.watcher.poll_interval_s
+        failures = 0
+        while not stop.is_set():
+            try:
+                await self.poll_once()
+                failures = 0
+            except SchedulerError as exc:
+                failures += 1
+                log.warning("scheduler poll failed (%d in a row): %s", failures, exc)
+            delay = interval if failures == 0 else min(30.0, interval * 2 ** min(failures, 4))
+            self._kick.clear()
+            stopper = asyncio.ensure_future(stop.wait())
+            kicker = asyncio.ensure_future(self._kick.wait())
+            await asyncio.wait({stopper, kicker}, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
+            stopper.cancel()
+            kicker.cancel()

@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+import json
+
+from resurrect.config import ResurrectConfig
+from resurrect.contracts import FaultClass, Interruption, JobInfo, JobState
+from resurrect.errors import SchedulerUnavailable
+from resurrect.testing import FakeScheduler
+from sensors.slurm_watcher import SlurmWatcher
+
+OPT_IN = json.dumps({"resurrect": {}})
+CONFIG = ResurrectConfig.model_validate({"cluster": {"name": "c1"}})
+
+
+class Collector:
+    def __init__(self) -> None:
+        self.reports: list[Interruption] = []
+        self.fail = 0
+
+    async def __call__(self, interruption: Interruption) -> str:
+        if self.fail:
+            self.fail -= 1
+            raise RuntimeError("temporal down")
+        self.reports.append(interruption)
+        return interruption.workflow_id
+
+
+def running(job_id: str, comment: str = OPT_IN, nodes: tuple[str, ...] = ("node1", "node2")) -> JobInfo:
+    return JobInfo(job_id=job_id, state=JobState.RUNNING, comment=comment, nodes=list(nodes))
+
+
+async def test_failed_states_of_opted_in_jobs_are_reported_once() -> None:
+    s = FakeScheduler.with_nodes(4)
+    s.jobs["1"] = running("1").model_copy(update={"state": JobState.NODE_FAIL})
+    s.jobs["2"] = running("2", comment="").model_copy(update={"state": JobState.FAILED})
+    s.jobs["3"] = running("3").model_copy(update={"state": JobState.COMPLETED})
+    s.jobs["4"] = running("4").model_copy(update={"state": JobState.OUT_OF_MEMORY})
+    report = Collector()
+    watcher = SlurmWatcher(s, CONFIG, report)
+    await watcher.poll_once()
+    await watcher.poll_once()
+    assert [(r.job_id, r.fault_hint) for r in report.reports] == [
+        ("1", FaultClass.NODE_LOST),
+        ("4", FaultClass.MEMORY_HOST_OOM),
+    ]
+    assert report.reports[0].workflow_id == "recover/c1/1/0"
+
+
+async def test_running_job_on_a_down_node_is_reported_with_the_suspect() -> None:
+    s = FakeScheduler.with_nodes(4)
+    s.jobs["5"] = running("5")
+    report = Collector()
+    watcher = SlurmWatcher(s, CONFIG, report)
+    assert await watcher.poll_once() == []
+    s.nodes["node2"] = s.nodes["node2"].model_copy(update={"state": "IDLE", "flags": ["NOT_RESPONDING"]})
+    [found] = await watcher.poll_once()
+    assert found.suspect_nodes == ["node2"] and found.fault_hint is FaultClass.NODE_LOST
+
+
+async def test_requeue_by_slurmctld_is_an_interruption_of_the_attempt_we_saw() -> None:
+    s = FakeScheduler.with_nodes(4)
+    s.jobs["6"] = running("6")
+    report = Collector()
+    watcher = SlurmWatcher(s, CONFIG, report)
+    await watcher.poll_once()
+    s.jobs["6"] = s.jobs["6"].model_copy(update={"state": JobState.PENDING, "restart_count": 1, "state_reason": "BeginTime"})
+    [found] = await watcher.poll_once()
+    assert found.restart_count == 0 and "requeued" in found.reason
+
+
+async def test_report_failure_is_retried_next_poll() -> None:
+    s = FakeScheduler.with_nodes(2)
+    s.jobs["7"] = running("7").model_copy(update={"state": JobState.TIMEOUT})
+    report = Collector()
+    report.fail = 1
+    watcher = SlurmWatcher(s, CONFIG, report)
+    assert await watcher.poll_once() == []
+    assert len(await watcher.poll_once()) == 1
+
+
+async def test_scheduler_down_raises_for_the_run_loop_to_back_off() -> None:
+    s = FakeScheduler.with_nodes(2)
+    s.fail_next = 1
+    watcher = SlurmWatcher(s, CONFIG, Collector())
+    try:
+        await watcher.poll_once()
+    except SchedulerUnavailable:
+        pass
+    else:  # pragma: no cover
+        raise AssertionError("expected SchedulerUnavailable")
+    assert await watcher.poll_once() == []

@@ -1,0 +1,228 @@
+"""NodeHealthWorkflow: one per node (id ``node-health/<cluster>/<node>``), fed by its agent.
+
+The agent signal-with-starts it with ``heartbeat`` (every ~2 s), ``findings`` (de-duplicated
+rule evidence) and ``agent_stopped`` (a deliberate stop). The workflow holds the node's
+latest health (query ``health``) and acts in two cases, through the activity
+``node_health.report_node_fault`` (which starts or signals the recovery of every opted-in
+job running on the node):
+
+* a **root finding** (e.g. Xid 79, a lost GPU, a recovery action "reset"): the node is
+  faulty now, whatever Slurm believes;
+* **heartbeat silence** longer than ``silence_threshold_s`` while the agent had not said it
+  was stopping: the node is suspected lost (``node.lost``), seconds after it happened and
+  long before Slurm's SlurmdTimeout; Slurm's own NODE_FAIL later corroborates it in the
+  recovery workflow.
+
+The same (rule, GPU) is reported at most once per ``report_dedup_s``; silence is reported
+once per silent spell. History stays bounded: after ``max_signals_per_run`` signals the
+workflow continues as new, carrying its state.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from resurrect.contracts import Evidence, FaultClass, SignalKind
+    from sensors.node_agent.models import (
+        AGENT_STOPPED_SIGNAL,
+        FINDINGS_SIGNAL,
+        HEALTH_QUERY,
+        HEARTBEAT_SIGNAL,
+        NODE_HEALTH_WORKFLOW,
+        REPORT_NODE_FAULT_ACTIVITY,
+        AgentStopped,
+        NodeFaultReport,
+        NodeFaultResult,
+        NodeFindings,
+        NodeHealth,
+        NodeHealthInput,
+        NodeHeartbeat,
+        NodeStatus,
+    )
+
+MAX_FINDINGS_KEPT = 64
+MAX_REPORTED_KEPT = 32
+REPORT_TIMEOUT = timedelta(seconds=60)
+REPORT_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=20),
+    maximum_attempts=10,
+)
+
+
+def _finding_key(evidence: Evidence) -> str:
+    return (
+        f"{evidence.gpu or evidence.fields.get('pci') or 'node'}|{evidence.rule or evidence.text}"
+    )
+
+
+@workflow.defn(name=NODE_HEALTH_WORKFLOW)
+class NodeHealthWorkflow:
+    """Holds one node's health; reports faults and silence to the jobs running there."""
+
+    @workflow.init
+    def __init__(self, params: NodeHealthInput) -> None:
+        self._params = params
+        self._health = params.carried or NodeHealth(cluster=params.cluster, node=params.node)
+        self._signals = 0
+        self._beats = 0  # heartbeats received in this run (wakes the silence timer)
+        self._beats_at_wait = 0
+        self._pending_roots: list[Evidence] = []
+
+    # -- signals and query ---------------------------------------------------------------
+
+    @workflow.signal(name=HEARTBEAT_SIGNAL)
+    def heartbeat(self, beat: NodeHeartbeat) -> None:
+        self._signals += 1
+        health = self._health
+        if beat.seq < health.last_seq or health.status == "stopped":
+            # a new agent process (restart, node reboot): old findings are history
+            health.findings = []
+        health.last_seq = beat.seq
+        health.last_heartbeat_at = workflow.now()
+        health.gpus = beat.gpus
+        health.nvml = beat.nvml
+        health.silent_since = None
+        self._beats += 1
+        health.status = self._status_from_findings()
+
+    @workflow.signal(name=FINDINGS_SIGNAL)
+    def findings(self, found: NodeFindings) -> None:
+        self._signals += 1
+        health = self._health
+        latest = {_finding_key(item): item for item in health.findings}
+        for item in found.evidence:
+            latest[_finding_key(item)] = item
+            if item.role == "root":
+                self._pending_roots.append(item)
+        health.findings = list(latest.values())[-MAX_FINDINGS_KEPT:]
+        if health.status not in ("silent", "stopped"):
+            health.status = self._status_from_findings()
+
+    @workflow.signal(name=AGENT_STOPPED_SIGNAL)
+    def agent_stopped(self, stopped: AgentStopped) -> None:
+        self._signals += 1
+        self._health.status = "stopped"
+
+    @workflow.query(name=HEALTH_QUERY)
+    def health(self) -> NodeHealth:
+        return self._health
+
+    # -- main loop -----------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, params: NodeHealthInput) -> NodeHealth:
+        threshold = timedelta(seconds=params.silence_threshold_s)
+        while True:
+            if self._pending_roots:
+                await self._report_roots()
+                continue
+            if self._signals >= params.max_signals_per_run and workflow.all_handlers_finished():
+                workflow.continue_as_new(params.model_copy(update={"carried": self._health}))
+            self._beats_at_wait = beats = self._beats
+            watching = self._health.status not in ("silent", "stopped", "unknown")
+            last = self._health.last_heartbeat_at
+            if not watching or last is None:
+                await workflow.wait_condition(self._should_wake)
+                continue
+            remaining = (last + threshold - workflow.now()).total_seconds()
+            if remaining > 0:
+                try:
+                    await workflow.wait_condition(
+                        self._should_wake, timeout=timedelta(seconds=remaining)
+                    )
+                    continue
+                except TimeoutError:
+                    pass
+            if self._beats == beats and self._health.status not in ("silent", "stopped"):
+                await self._report_silence(last)
+
+    def _should_wake(self) -> bool:
+        """A root finding to report, a heartbeat, or time to continue as new."""
+        return (
+            bool(self._pending_roots)
+            or self._beats != self._beats_at_wait
+            or self._signals >= self._params.max_signals_per_run
+        )
+
+    def _status_from_findings(self) -> NodeStatus:
+        findings = self._health.findings
+        if any(item.role == "root" for item in findings):
+            return "faulty"
+        if findings:
+            return "degraded"
+        return "healthy"
+
+    async def _report_roots(self) -> None:
+        now = workflow.now()
+        window = timedelta(seconds=self._params.report_dedup_s)
+        fresh: list[Evidence] = []
+        for item in self._pending_roots:
+            key = _finding_key(item)
+            last = self._health.reported_at.get(key)
+            if last is None or now - last >= window:
+                self._health.reported_at[key] = now
+                fresh.append(item)
+        self._pending_roots = []
+        if len(self._health.reported_at) > MAX_REPORTED_KEPT:
+            recent = sorted(self._health.reported_at.items(), key=lambda kv: kv[1])
+            self._health.reported_at = dict(recent[-MAX_REPORTED_KEPT:])
+        if not fresh:
+            return
+        primary = fresh[0]
+        reason = f"node agent: {primary.rule} on {self._params.node}" + (
+            f" GPU {primary.gpu}" if primary.gpu else ""
+        )
+        await self._report(
+            primary.fault_class or FaultClass.GPU_HARDWARE, reason, fresh, observed_at=now
+        )
+
+    async def _report_silence(self, last: datetime) -> None:
+        now = workflow.now()
+        health = self._health
+        health.status = "silent"
+        health.silent_since = last
+        silent_for = (now - last).total_seconds()
+        evidence = Evidence(
+            kind=SignalKind.HEARTBEAT,
+            text=(
+                f"node agent on {self._params.node} silent for {silent_for:.1f}s "
+                f"(threshold {self._params.silence_threshold_s:.1f}s, last heartbeat "
+                f"seq {health.last_seq} at {last.isoformat()})"
+            ),
+            rule="node_agent.heartbeat_silence",
+            role="root",
+            fault_class=FaultClass.NODE_LOST,
+            host=self._params.node,
+            observed_at=now,
+            fields={"silent_s": f"{silent_for:.1f}", "last_seq": str(health.last_seq)},
+        )
+        reason = f"node agent on {self._params.node} silent for {silent_for:.0f}s"
+        await self._report(FaultClass.NODE_LOST, reason, [evidence], observed_at=now)
+
+    async def _report(
+        self, fault: FaultClass, reason: str, evidence: list[Evidence], *, observed_at: datetime
+    ) -> None:
+        report = NodeFaultReport(
+            cluster=self._params.cluster,
+            node=self._params.node,
+            fault_class=fault,
+            reason=reason,
+            observed_at=observed_at,
+            evidence=evidence,
+        )
+        result = await workflow.execute_activity(
+            REPORT_NODE_FAULT_ACTIVITY,
+            report,
+            result_type=NodeFaultResult,
+            start_to_close_timeout=REPORT_TIMEOUT,
+            retry_policy=REPORT_RETRY,
+        )
+        health = self._health
+        health.faults_reported += 1
+        health.reported_jobs = [*health.reported_jobs, *result.reported][-MAX_REPORTED_KEPT:]
