@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# demo.sh - from a fresh machine: install what is needed, then run `resurrect demo`
+# (a local 4-node Slurm cluster, the Temporal server with its web UI on :8233, resurrect,
+# a 2-node torchrun training job, an injected node failure, the recovery). Run as root.
+# Arguments go to `resurrect demo`, e.g. deploy/demo.sh --scenario gpu-error --json
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+deploy/install.sh
+exec .venv/bin/resurrect demo "$@"

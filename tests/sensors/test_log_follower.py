@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from resurrect.config import ResurrectConfig
+from resurrect.contracts import Evidence, FaultClass, Interruption, JobInfo, JobState, SignalKind
+from resurrect.testing import FakeScheduler
+from sensors.log_follower import FollowedFile, JobLogFollower
+
+CONFIG = ResurrectConfig.model_validate({"cluster": {"name": "c1"}})
+
+
+class KeywordEngine:
+    """Matches lines containing 'XID79 on <host>' as a gpu.hardware root cause."""
+
+    def __init__(self) -> None:
+        self.lines: list[bytes] = []
+
+    def scan_line(
+        self,
+        text: str | bytes,
+        *,
+        kind: SignalKind = SignalKind.JOB_LOG,
+        file: str | None = None,
+        line: int | None = None,
+        host: str | None = None,
+    ) -> list[Evidence]:
+        raw = text if isinstance(text, bytes) else text.encode()
+        self.lines.append(raw)
+        if b"XID79 on " not in raw:
+            return []
+        found_host = raw.split(b"XID79 on ")[1].split()[0].decode()
+        return [
+            Evidence(kind=kind, text=raw.decode(errors="replace"), rule="t.xid", role="root",
+                     fault_class=FaultClass.GPU_HARDWARE, file=file, line=line, host=found_host)
+        ]
+
+
+def test_followed_file_handles_partial_lines_truncation_and_rotation(tmp_path: Path) -> None:
+    path = tmp_path / "out"
+    path.write_bytes(b"one\ntw")
+    followed = FollowedFile(str(path))
+    assert followed.read_new_lines() == [(1, b"one")]
+    with open(path, "ab") as handle:
+        handle.write(b"o\nthree\n")
+    assert followed.read_new_lines() == [(2, b"two"), (3, b"three")]
+    path.write_bytes(b"new\n")  # truncated
+    assert followed.read_new_lines() == [(1, b"new")]
+    path.rename(tmp_path / "out.1")
+    path.write_bytes(b"rotated-line-longer\n")
+    assert followed.read_new_lines() == [(1, b"rotated-line-longer")]
+    assert FollowedFile(str(tmp_path / "missing")).read_new_lines() == []
+
+
+def test_huge_line_is_cut_not_buffered_forever(tmp_path: Path) -> None:
+    path = tmp_path / "out"
+    path.write_bytes(b"x" * (3 << 20))
+    followed = FollowedFile(str(path))
+    lines = followed.read_new_lines()
+    assert len(lines) == 1 and len(lines[0][1]) == 256 << 10
+    assert followed.pending == b""
+
+
+async def test_root_cause_in_a_running_jobs_output_is_reported_once(tmp_path: Path) -> None:
+    out = tmp_path / "slurm-9.out"
+    out.write_text("[rank0] step 1\n")
+    s = FakeScheduler.with_nodes(4)
+    s.jobs["9"] = JobInfo(job_id="9", state=JobState.RUNNING, nodes=["node1", "node2"],
+                          comment=json.dumps({"resurrect": {}}), stdout_path=str(out))
+    s.jobs["10"] = JobInfo(job_id="10", state=JobState.RUNNING, nodes=["node3"], stdout_path=str(out))
+    reports: list[Interruption] = []
+
+    async def report(i: Interruption) -> None:
+        reports.append(i)
+
+    follower = JobLogFollower(s, CONFIG, KeywordEngine(), report)
+    await follower.refresh_jobs()
+    assert list(follower.jobs) == [("9", 0)]  # job 10 did not opt in
+    assert await follower.poll_once() == []
+    with open(out, "a") as handle:
+        handle.write("[rank1] fatal: XID79 on node2 \xff\n".encode("latin-1").decode("latin-1"))
+    [found] = await follower.poll_once()
+    assert found.suspect_nodes == ["node2"] and found.fault_hint is FaultClass.GPU_HARDWARE
+    assert found.workflow_id == "recover/c1/9/0" and found.evidence[0].line == 2
+    with open(out, "a") as handle:
+        handle.write("XID79 on node1\n")
+    assert await follower.poll_once() == []  # one report per attempt
+    s.jobs["9"] = s.jobs["9"].model_copy(update={"state": JobState.PENDING})
+    await follower.refresh_jobs()
+    assert follower.jobs == {}

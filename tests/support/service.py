@@ -1,0 +1,61 @@
+"""Run resurrect's service (worker, watcher, log follower) inside a test, on real daemons."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+
+from resurrect.config import ResurrectConfig
+from resurrect.scheduler.base import Scheduler
+from resurrect.service import ServiceParts, run_service
+
+
+def service_config(
+    tmp_path: Path, cluster_name: str, slurm_conf: str, address: str, **overrides: Any
+) -> ResurrectConfig:
+    data: dict[str, Any] = {
+        "mode": "act",
+        "cluster": {"name": cluster_name, "slurm_conf": slurm_conf, "scheduler": "cli"},
+        "temporal": {
+            "embedded": False,
+            "address": address,
+            "task_queue": f"e2e-{uuid.uuid4().hex[:8]}",
+            "state_dir": str(tmp_path / "resurrect-state"),
+        },
+        "watcher": {"poll_interval_s": 1.0, "log_poll_interval_s": 0.1},
+        "recovery": {"wait_running_timeout_s": 120, "activity_timeout_s": 30},
+    }
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(data.get(key), dict):
+            data[key] = {**data[key], **value}
+        else:
+            data[key] = value
+    return ResurrectConfig.model_validate(data)
+
+
+@contextlib.asynccontextmanager
+async def running_service(
+    config: ResurrectConfig,
+    client: Client,
+    scheduler: Scheduler,
+    parts: ServiceParts | None = None,
+) -> AsyncIterator[asyncio.Event]:
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_service(config, parts or ServiceParts(), stop, client=client, scheduler=scheduler))
+    try:
+        await asyncio.sleep(0.2)
+        if task.done():
+            task.result()
+        yield stop
+    finally:
+        stop.set()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(task, timeout=30)
+        if task.done() and not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
