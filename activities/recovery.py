@@ -15,9 +15,10 @@ import logging
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from temporalio import activity
 from temporalio.client import Client
@@ -74,7 +75,7 @@ class RecoveryActivities:
         self.client = client
         self._engine: object | None = None
 
-    def all(self) -> list[object]:
+    def all(self) -> list[Callable[..., Any]]:
         """Every activity of this object, for Worker(activities=...)."""
         return [
             self.gather_evidence,
@@ -94,7 +95,11 @@ class RecoveryActivities:
             job = await self.scheduler.get_job(interruption.job_id)
         except JobNotFound as exc:
             raise _permanent(exc) from exc
-        nodes = [node for node in await self.scheduler.list_nodes() if node.name in set(job.nodes) | set(interruption.nodes)]
+        nodes = [
+            node
+            for node in await self.scheduler.list_nodes()
+            if node.name in set(job.nodes) | set(interruption.nodes)
+        ]
         resolution = resolve_job_policy(job, self.config)
         for problem in resolution.problems:
             log.warning("%s", problem)
@@ -138,7 +143,9 @@ class RecoveryActivities:
         log_found = await asyncio.to_thread(self._log_evidence, bundle.job)
         log_found.extend(e for e in request.reported if e.kind is not SignalKind.SCHEDULER_STATE)
         log_diagnosis = attribute_evidence(log_found) if log_found else None
-        sched = scheduler_diagnosis(scheduler_evidence(bundle.interruption, bundle.job, bundle.nodes))
+        sched = scheduler_diagnosis(
+            scheduler_evidence(bundle.interruption, bundle.job, bundle.nodes)
+        )
         return combine(log_diagnosis, sched)
 
     @activity.defn(name=Activity.CHARGED_RESTARTS)
@@ -181,7 +188,10 @@ class RecoveryActivities:
             if request.dry_run:
                 result.results.append(
                     MutationResult(
-                        target=name, operation="drain", changed=False, detail=f"would drain {name}: {reason}"
+                        target=name,
+                        operation="drain",
+                        changed=False,
+                        detail=f"would drain {name}: {reason}",
                     )
                 )
                 continue
@@ -202,7 +212,9 @@ class RecoveryActivities:
         root_text = request.policy.checkpoint_dir
         if not root_text:
             return CheckpointVerdict(
-                root=None, verified=False, note="no checkpoint_dir in the job's policy: not verified"
+                root=None,
+                verified=False,
+                note="no checkpoint_dir in the job's policy: not verified",
             )
         root = Path(root_text)
         if not root.is_absolute() and request.job.work_dir:
@@ -236,7 +248,8 @@ class RecoveryActivities:
                 target=request.job_id,
                 operation="requeue",
                 changed=False,
-                detail=f"job {job.job_id} already requeued (restart {job.restart_count}), excluding {excluded}",
+                detail=f"job {job.job_id} already requeued (restart {job.restart_count}),"
+                f" excluding {excluded}",
             )
         if request.dry_run:
             return MutationResult(
@@ -272,7 +285,9 @@ class RecoveryActivities:
                 return WaitRunningResult(running=not bad, job=last, note=note)
             if last.state not in (JobState.PENDING, JobState.REQUEUED):
                 return WaitRunningResult(
-                    running=False, job=last, note=f"job {last.job_id} ended {last.state.value} before running"
+                    running=False,
+                    job=last,
+                    note=f"job {last.job_id} ended {last.state.value} before running",
                 )
             await asyncio.sleep(request.poll_interval_s)
         return WaitRunningResult(
@@ -293,7 +308,12 @@ class RecoveryActivities:
             "message": request.message,
             "dry_run": request.dry_run,
         }
-        log.warning("recovery %s: job %s needs attention: %s", request.workflow_id, request.job.job_id, request.message)
+        log.warning(
+            "recovery %s: job %s needs attention: %s",
+            request.workflow_id,
+            request.job.job_id,
+            request.message,
+        )
         state_dir = self.config.temporal.state_dir
         await asyncio.to_thread(_append_json_line, state_dir / "notifications.jsonl", record)
         return MutationResult(

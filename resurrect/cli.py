@@ -53,7 +53,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING,
+        level=logging.DEBUG
+        if args.verbose > 1
+        else logging.INFO
+        if args.verbose
+        else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     handler: Handler | None = getattr(args, "handler", None)

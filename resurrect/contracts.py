@@ -175,6 +175,11 @@ class NodeInfo(Contract):
     partitions: list[str] = Field(default_factory=list)
 
     @property
+    def state_text(self) -> str:
+        """State with flags, as sinfo shows it: ``IDLE+DRAIN+NOT_RESPONDING``."""
+        return "+".join([self.state, *self.flags])
+
+    @property
     def drained(self) -> bool:
         return "DRAIN" in self.flags or self.state in {"DRAIN", "DRAINED", "DRAINING"}
 

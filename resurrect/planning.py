@@ -87,7 +87,8 @@ def plan_recovery(
 
     if counts and charged_restarts >= policy.max_restarts:
         reasons.append(
-            f"restart budget spent: {charged_restarts} of {policy.max_restarts} charged restarts used"
+            f"restart budget spent: {charged_restarts} of {policy.max_restarts}"
+            " charged restarts used"
         )
         return RecoveryPlan(
             action=RecoveryAction.STOP,

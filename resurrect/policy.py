@@ -71,7 +71,9 @@ def resolve_job_policy(job: JobInfo, config: ResurrectConfig) -> PolicyResolutio
         return malformed('expected a JSON object with a "resurrect" key')
     section = document["resurrect"]
     if section is True:
-        return PolicyResolution(policy=fallback.model_copy(update={"enabled": True}), source="comment")
+        return PolicyResolution(
+            policy=fallback.model_copy(update={"enabled": True}), source="comment"
+        )
     if section is False:
         return PolicyResolution(
             policy=fallback.model_copy(update={"enabled": False}), source="comment"

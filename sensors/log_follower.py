@@ -142,7 +142,12 @@ class JobLogFollower:
                         while followed.read_new_lines():
                             pass
                 self.jobs[key] = FollowedJob(job=job, files=files)
-                log.info("following output of job %s attempt %s: %s", job.job_id, job.restart_count, paths)
+                log.info(
+                    "following output of job %s attempt %s: %s",
+                    job.job_id,
+                    job.restart_count,
+                    paths,
+                )
         for key in list(self.jobs):
             if key not in live:
                 del self.jobs[key]

@@ -39,7 +39,14 @@ async def report_interruption(
             start_signal_args=[interruption],
             search_attributes=attributes,
         )
-        log.info("recovery %s: reported by %s (%s)", workflow_id, interruption.source, interruption.reason)
+        log.info(
+            "recovery %s: reported by %s (%s)",
+            workflow_id,
+            interruption.source,
+            interruption.reason,
+        )
     except WorkflowAlreadyStartedError:
-        log.info("recovery %s already finished; report from %s ignored", workflow_id, interruption.source)
+        log.info(
+            "recovery %s already finished; report from %s ignored", workflow_id, interruption.source
+        )
     return workflow_id

@@ -112,10 +112,7 @@ class SlurmWatcher:
                 )
             elif job.state in RUNNING_STATES and any(n in bad_nodes for n in job.nodes):
                 suspects = [n for n in job.nodes if n in bad_nodes]
-                states = ", ".join(
-                    f"{n} {bad_nodes[n].state}{'+' + '+'.join(bad_nodes[n].flags) if bad_nodes[n].flags else ''}"
-                    for n in suspects
-                )
+                states = ", ".join(f"{n} {bad_nodes[n].state_text}" for n in suspects)
                 found.append(
                     self._interruption(
                         job,
@@ -139,7 +136,9 @@ class SlurmWatcher:
                         f"reason {job.state_reason or 'none'}, restart {job.restart_count})",
                         state=None,
                         suspects=[n for n in before.nodes if n in bad_nodes],
-                        hint=FaultClass.NODE_LOST if any(n in bad_nodes for n in before.nodes) else None,
+                        hint=FaultClass.NODE_LOST
+                        if any(n in bad_nodes for n in before.nodes)
+                        else None,
                     )
                 )
         self._last_jobs = {job.job_id: job for job in jobs}
@@ -175,6 +174,8 @@ class SlurmWatcher:
             self._kick.clear()
             stopper = asyncio.ensure_future(stop.wait())
             kicker = asyncio.ensure_future(self._kick.wait())
-            await asyncio.wait({stopper, kicker}, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                {stopper, kicker}, timeout=delay, return_when=asyncio.FIRST_COMPLETED
+            )
             stopper.cancel()
             kicker.cancel()

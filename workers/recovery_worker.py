@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 from datetime import timedelta
 
 from temporalio.client import Client
@@ -26,7 +27,13 @@ log = logging.getLogger(__name__)
 
 # Our own pure modules are passed through the sandbox: they are deterministic, and
 # re-importing them (and pydantic) per workflow run costs 2-3x throughput.
-PASSTHROUGH_MODULES = ("resurrect", "workflows.names", "pydantic", "pydantic_core", "annotated_types")
+PASSTHROUGH_MODULES = (
+    "resurrect",
+    "workflows.names",
+    "pydantic",
+    "pydantic_core",
+    "annotated_types",
+)
 
 
 def workflow_classes() -> list[type]:
@@ -39,7 +46,9 @@ def workflow_classes() -> list[type]:
     return classes
 
 
-def extra_activities(scheduler: Scheduler, config: ResurrectConfig, client: Client) -> list[object]:
+def extra_activities(
+    scheduler: Scheduler, config: ResurrectConfig, client: Client
+) -> list[Callable[..., Any]]:
     try:
         from activities.node_health import NodeHealthActivities
     except ImportError:
@@ -52,7 +61,7 @@ def build_worker(
     config: ResurrectConfig,
     scheduler: Scheduler,
     *,
-    extra: Sequence[object] = (),
+    extra: Sequence[Callable[..., Any]] = (),
     graceful_shutdown_s: float = 10.0,
 ) -> Worker:
     recovery = RecoveryActivities(scheduler=scheduler, config=config, client=client)

@@ -23,9 +23,9 @@ with workflow.unsafe.imports_passed_through():
     from resurrect import search_attributes as sa
     from resurrect.contracts import (
         AttributeRequest,
-        Contract,
         ChargedRestartsRequest,
         CheckpointVerdict,
+        Contract,
         Diagnosis,
         DrainRequest,
         DrainResult,
@@ -43,7 +43,13 @@ with workflow.unsafe.imports_passed_through():
         WaitRunningResult,
     )
     from resurrect.planning import plan_recovery
-    from workflows.names import PHASE_QUERY, RECOVERY_WORKFLOW, REPORT_SIGNAL, STATUS_QUERY, Activity
+    from workflows.names import (
+        PHASE_QUERY,
+        RECOVERY_WORKFLOW,
+        REPORT_SIGNAL,
+        STATUS_QUERY,
+        Activity,
+    )
 
 # Retries for activities that talk to the scheduler: a controller that is down for minutes
 # must not fail the recovery, so retry with backoff for a long time; bad input does not retry.
@@ -156,7 +162,9 @@ class RecoveryWorkflow:
     # ------------------------------------------------------------------ the recovery
     @workflow.run
     async def run(self, interruption: Interruption) -> RecoveryOutcome:
-        workflow.logger.info("recovery of job %s attempt %s", interruption.job_id, interruption.restart_count)
+        workflow.logger.info(
+            "recovery of job %s attempt %s", interruption.job_id, interruption.restart_count
+        )
         self._notes.append(f"reported by {interruption.source}: {interruption.reason}")
 
         # 1. gather evidence
@@ -268,7 +276,9 @@ class RecoveryWorkflow:
             and verdict.latest_valid is None
             and not bundle.policy.allow_restart_from_scratch
         ):
-            self._notes.append("no intact checkpoint and the job does not allow a restart from scratch")
+            self._notes.append(
+                "no intact checkpoint and the job does not allow a restart from scratch"
+            )
             return self._outcome(
                 interruption,
                 bundle,

@@ -88,22 +88,32 @@ class FakeScheduler:
         if not reason.startswith(DRAIN_REASON_PREFIX):
             reason = f"{DRAIN_REASON_PREFIX} {reason}"
         if node.drained:
-            return MutationResult(target=name, operation="drain", changed=False, detail=f"{name} already drained")
+            return MutationResult(
+                target=name, operation="drain", changed=False, detail=f"{name} already drained"
+            )
         self.calls.append(("drain", name))
-        self.nodes[name] = node.model_copy(update={"flags": [*node.flags, "DRAIN"], "reason": reason})
-        return MutationResult(target=name, operation="drain", changed=True, detail=f"drained {name}")
+        self.nodes[name] = node.model_copy(
+            update={"flags": [*node.flags, "DRAIN"], "reason": reason}
+        )
+        return MutationResult(
+            target=name, operation="drain", changed=True, detail=f"drained {name}"
+        )
 
     async def resume_node(self, name: str) -> MutationResult:
         node = await self.get_node(name)
         if not node.drained:
-            return MutationResult(target=name, operation="resume", changed=False, detail=f"{name} not drained")
+            return MutationResult(
+                target=name, operation="resume", changed=False, detail=f"{name} not drained"
+            )
         if not node.reason.startswith(DRAIN_REASON_PREFIX):
             raise SchedulerRefused(f"fake: {name} was drained by someone else ({node.reason})")
         self.calls.append(("resume", name))
         self.nodes[name] = node.model_copy(
             update={"flags": [f for f in node.flags if f != "DRAIN"], "reason": ""}
         )
-        return MutationResult(target=name, operation="resume", changed=True, detail=f"resumed {name}")
+        return MutationResult(
+            target=name, operation="resume", changed=True, detail=f"resumed {name}"
+        )
 
     async def requeue_excluding(self, job_id: str, exclude_nodes: list[str]) -> MutationResult:
         job = await self.get_job(job_id)
@@ -128,13 +138,20 @@ class FakeScheduler:
                 update |= {"state": JobState.RUNNING, "nodes": healthy[:count]}
         self.jobs[job_id] = job.model_copy(update=update)
         return MutationResult(
-            target=job_id, operation="requeue", changed=True, detail=f"requeued {job_id} excluding {excluded}"
+            target=job_id,
+            operation="requeue",
+            changed=True,
+            detail=f"requeued {job_id} excluding {excluded}",
         )
 
     async def cancel_job(self, job_id: str) -> MutationResult:
         job = await self.get_job(job_id)
         if job.state in FINISHED:
-            return MutationResult(target=job_id, operation="cancel", changed=False, detail="already finished")
+            return MutationResult(
+                target=job_id, operation="cancel", changed=False, detail="already finished"
+            )
         self.calls.append(("cancel", job_id))
         self.jobs[job_id] = job.model_copy(update={"state": JobState.CANCELLED})
-        return MutationResult(target=job_id, operation="cancel", changed=True, detail=f"cancelled {job_id}")
+        return MutationResult(
+            target=job_id, operation="cancel", changed=True, detail=f"cancelled {job_id}"
+        )

@@ -32,8 +32,16 @@ class KeywordEngine:
             return []
         found_host = raw.split(b"XID79 on ")[1].split()[0].decode()
         return [
-            Evidence(kind=kind, text=raw.decode(errors="replace"), rule="t.xid", role="root",
-                     fault_class=FaultClass.GPU_HARDWARE, file=file, line=line, host=found_host)
+            Evidence(
+                kind=kind,
+                text=raw.decode(errors="replace"),
+                rule="t.xid",
+                role="root",
+                fault_class=FaultClass.GPU_HARDWARE,
+                file=file,
+                line=line,
+                host=found_host,
+            )
         ]
 
 
@@ -66,9 +74,16 @@ async def test_root_cause_in_a_running_jobs_output_is_reported_once(tmp_path: Pa
     out = tmp_path / "slurm-9.out"
     out.write_text("[rank0] step 1\n")
     s = FakeScheduler.with_nodes(4)
-    s.jobs["9"] = JobInfo(job_id="9", state=JobState.RUNNING, nodes=["node1", "node2"],
-                          comment=json.dumps({"resurrect": {}}), stdout_path=str(out))
-    s.jobs["10"] = JobInfo(job_id="10", state=JobState.RUNNING, nodes=["node3"], stdout_path=str(out))
+    s.jobs["9"] = JobInfo(
+        job_id="9",
+        state=JobState.RUNNING,
+        nodes=["node1", "node2"],
+        comment=json.dumps({"resurrect": {}}),
+        stdout_path=str(out),
+    )
+    s.jobs["10"] = JobInfo(
+        job_id="10", state=JobState.RUNNING, nodes=["node3"], stdout_path=str(out)
+    )
     reports: list[Interruption] = []
 
     async def report(i: Interruption) -> None:

@@ -25,7 +25,9 @@ class Collector:
         return interruption.workflow_id
 
 
-def running(job_id: str, comment: str = OPT_IN, nodes: tuple[str, ...] = ("node1", "node2")) -> JobInfo:
+def running(
+    job_id: str, comment: str = OPT_IN, nodes: tuple[str, ...] = ("node1", "node2")
+) -> JobInfo:
     return JobInfo(job_id=job_id, state=JobState.RUNNING, comment=comment, nodes=list(nodes))
 
 
@@ -52,7 +54,9 @@ async def test_running_job_on_a_down_node_is_reported_with_the_suspect() -> None
     report = Collector()
     watcher = SlurmWatcher(s, CONFIG, report)
     assert await watcher.poll_once() == []
-    s.nodes["node2"] = s.nodes["node2"].model_copy(update={"state": "IDLE", "flags": ["NOT_RESPONDING"]})
+    s.nodes["node2"] = s.nodes["node2"].model_copy(
+        update={"state": "IDLE", "flags": ["NOT_RESPONDING"]}
+    )
     [found] = await watcher.poll_once()
     assert found.suspect_nodes == ["node2"] and found.fault_hint is FaultClass.NODE_LOST
 
@@ -63,7 +67,9 @@ async def test_requeue_by_slurmctld_is_an_interruption_of_the_attempt_we_saw() -
     report = Collector()
     watcher = SlurmWatcher(s, CONFIG, report)
     await watcher.poll_once()
-    s.jobs["6"] = s.jobs["6"].model_copy(update={"state": JobState.PENDING, "restart_count": 1, "state_reason": "BeginTime"})
+    s.jobs["6"] = s.jobs["6"].model_copy(
+        update={"state": JobState.PENDING, "restart_count": 1, "state_reason": "BeginTime"}
+    )
     [found] = await watcher.poll_once()
     assert found.restart_count == 0 and "requeued" in found.reason
 

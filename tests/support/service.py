@@ -47,7 +47,9 @@ async def running_service(
     parts: ServiceParts | None = None,
 ) -> AsyncIterator[asyncio.Event]:
     stop = asyncio.Event()
-    task = asyncio.create_task(run_service(config, parts or ServiceParts(), stop, client=client, scheduler=scheduler))
+    task = asyncio.create_task(
+        run_service(config, parts or ServiceParts(), stop, client=client, scheduler=scheduler)
+    )
     try:
         await asyncio.sleep(0.2)
         if task.done():

@@ -22,7 +22,9 @@ def diag(fault: FaultClass, hosts: list[str] | None = None) -> Diagnosis:
 
 
 def test_gpu_fault_drains_the_culprit_and_keeps_earlier_exclusions() -> None:
-    plan = plan_recovery(diag(FaultClass.GPU_HARDWARE, ["gpu-2.cluster.local"]), JOB, POLICY, charged_restarts=9)
+    plan = plan_recovery(
+        diag(FaultClass.GPU_HARDWARE, ["gpu-2.cluster.local"]), JOB, POLICY, charged_restarts=9
+    )
     assert plan.action is RecoveryAction.DRAIN_AND_RESTART
     assert plan.drain_nodes == ["gpu-2"]
     assert plan.exclude_nodes == ["gpu-9", "gpu-2"]
@@ -56,7 +58,9 @@ def test_budget_counts_only_for_non_infrastructure_faults() -> None:
 
 def test_running_job_is_cancelled_by_the_requeue() -> None:
     running = JOB.model_copy(update={"state": JobState.RUNNING})
-    plan = plan_recovery(diag(FaultClass.GPU_HARDWARE, ["gpu-1"]), running, POLICY, charged_restarts=0)
+    plan = plan_recovery(
+        diag(FaultClass.GPU_HARDWARE, ["gpu-1"]), running, POLICY, charged_restarts=0
+    )
     assert plan.cancel_running_job
 
 

@@ -20,7 +20,11 @@ JOB = JobInfo(job_id="5", state=JobState.NODE_FAIL, nodes=["n1", "n2"])
 
 def report(**extra: object) -> Interruption:
     data: dict[str, object] = {
-        "cluster": "c", "job_id": "5", "restart_count": 0, "source": "t", "reason": "r",
+        "cluster": "c",
+        "job_id": "5",
+        "restart_count": 0,
+        "source": "t",
+        "reason": "r",
         "observed_at": datetime.now(UTC),
     }
     data.update(extra)
@@ -28,7 +32,10 @@ def report(**extra: object) -> Interruption:
 
 
 def test_node_fail_with_a_down_node_names_that_node() -> None:
-    nodes = [NodeInfo(name="n1", state="IDLE"), NodeInfo(name="n2", state="DOWN", flags=["NOT_RESPONDING"])]
+    nodes = [
+        NodeInfo(name="n1", state="IDLE"),
+        NodeInfo(name="n2", state="DOWN", flags=["NOT_RESPONDING"]),
+    ]
     diagnosis = scheduler_diagnosis(scheduler_evidence(report(), JOB, nodes))
     assert diagnosis is not None
     assert diagnosis.fault_class is FaultClass.NODE_LOST
@@ -39,15 +46,27 @@ def test_node_fail_with_a_down_node_names_that_node() -> None:
 def test_time_limit_beats_log_lines() -> None:
     job = JOB.model_copy(update={"state": JobState.TIMEOUT})
     sched = scheduler_diagnosis(scheduler_evidence(report(), job, []))
-    log = Diagnosis(fault_class=FaultClass.COLLECTIVE_TIMEOUT, action=RecoveryAction.RESTART, confidence=0.8)
+    log = Diagnosis(
+        fault_class=FaultClass.COLLECTIVE_TIMEOUT, action=RecoveryAction.RESTART, confidence=0.8
+    )
     assert combine(log, sched).fault_class is FaultClass.JOB_TIME_LIMIT
 
 
 def test_specific_log_root_beats_node_fail_and_borrows_its_node() -> None:
     nodes = [NodeInfo(name="n2", state="DOWN")]
     sched = scheduler_diagnosis(scheduler_evidence(report(), JOB, nodes))
-    xid = Evidence(kind=SignalKind.JOB_LOG, text="NVRM: Xid 79", role="root", fault_class=FaultClass.GPU_HARDWARE)
-    log = Diagnosis(fault_class=FaultClass.GPU_HARDWARE, action=RecoveryAction.RESTART, confidence=0.9, evidence=[xid])
+    xid = Evidence(
+        kind=SignalKind.JOB_LOG,
+        text="NVRM: Xid 79",
+        role="root",
+        fault_class=FaultClass.GPU_HARDWARE,
+    )
+    log = Diagnosis(
+        fault_class=FaultClass.GPU_HARDWARE,
+        action=RecoveryAction.RESTART,
+        confidence=0.9,
+        evidence=[xid],
+    )
     combined = combine(log, sched)
     assert combined.fault_class is FaultClass.GPU_HARDWARE
     assert combined.culprit_hosts == ["n2"]
@@ -57,14 +76,18 @@ def test_specific_log_root_beats_node_fail_and_borrows_its_node() -> None:
 def test_vague_log_class_yields_to_node_loss() -> None:
     nodes = [NodeInfo(name="n1", state="DOWN")]
     sched = scheduler_diagnosis(scheduler_evidence(report(), JOB, nodes))
-    log = Diagnosis(fault_class=FaultClass.COLLECTIVE_TIMEOUT, action=RecoveryAction.RESTART, confidence=0.9)
+    log = Diagnosis(
+        fault_class=FaultClass.COLLECTIVE_TIMEOUT, action=RecoveryAction.RESTART, confidence=0.9
+    )
     assert combine(log, sched).fault_class is FaultClass.NODE_LOST
 
 
 def test_heartbeat_hint_from_a_sensor() -> None:
     running = JOB.model_copy(update={"state": JobState.RUNNING})
     evidence = scheduler_evidence(
-        report(fault_hint=FaultClass.NODE_LOST, suspect_nodes=["n1"], source="node_agent"), running, []
+        report(fault_hint=FaultClass.NODE_LOST, suspect_nodes=["n1"], source="node_agent"),
+        running,
+        [],
     )
     diagnosis = scheduler_diagnosis(evidence)
     assert diagnosis is not None and diagnosis.culprit_hosts == ["n1"]

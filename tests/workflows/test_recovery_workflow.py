@@ -111,7 +111,9 @@ async def harness(temporal_client: Client, tmp_path: Path) -> AsyncIterator[Harn
 
 async def test_node_loss_drains_exactly_that_node_and_requeues(harness: Harness) -> None:
     s = harness.scheduler
-    s.nodes["node2"] = s.nodes["node2"].model_copy(update={"state": "DOWN", "flags": ["NOT_RESPONDING"]})
+    s.nodes["node2"] = s.nodes["node2"].model_copy(
+        update={"state": "DOWN", "flags": ["NOT_RESPONDING"]}
+    )
     s.jobs["100"] = job()
     outcome = await harness.recover(interruption(harness.config, s.jobs["100"]))
     assert outcome.recovered, outcome.notes
@@ -132,7 +134,11 @@ async def test_duplicate_reports_make_one_workflow(harness: Harness) -> None:
     report = interruption(harness.config, s.jobs["101"])
     ids = await asyncio.gather(
         *[
-            report_interruption(harness.client, report.model_copy(update={"source": f"s{i}"}), task_queue=harness.config.temporal.task_queue)
+            report_interruption(
+                harness.client,
+                report.model_copy(update={"source": f"s{i}"}),
+                task_queue=harness.config.temporal.task_queue,
+            )
             for i in range(5)
         ]
     )
@@ -155,7 +161,9 @@ async def test_observe_mode_changes_nothing_and_records_what_it_would_do(
     s.jobs["102"] = job("102")
     before_nodes = dict(s.nodes)
     async with build_worker(temporal_client, config, s):
-        outcome = await Harness(temporal_client, config, s).recover(interruption(config, s.jobs["102"]))
+        outcome = await Harness(temporal_client, config, s).recover(
+            interruption(config, s.jobs["102"])
+        )
     assert outcome.outcome == "observed" and not outcome.recovered
     assert s.calls == []
     assert s.nodes == before_nodes and s.jobs["102"].state is JobState.NODE_FAIL

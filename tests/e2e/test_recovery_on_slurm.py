@@ -1,0 +1,380 @@
+"""The recovery loop end to end on the real local Slurm cluster and the real Temporal server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+import yaml
+from support.service import running_service, service_config
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from resurrect.config import ResurrectConfig
+from resurrect.contracts import FaultClass, JobInfo, JobState, RecoveryOutcome, recovery_workflow_id
+from resurrect.scheduler.base import DRAIN_REASON_PREFIX
+from resurrect.service import ServiceParts
+from resurrect.temporal_server import EmbeddedTemporal
+from sensors.log_follower import JobLogFollower
+
+pytestmark = [pytest.mark.slurm, pytest.mark.temporal]
+
+OPT_IN = json.dumps({"resurrect": {"max_restarts": 3}})
+
+# First attempt: runs long (so a fault can hit it); after a requeue: finishes in seconds.
+LONG_THEN_SHORT = """#!/bin/bash
+steps=200; [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ] && steps=6
+echo "attempt ${SLURM_RESTART_COUNT:-0} on $SLURM_JOB_NODELIST"
+srun bash -c 'for i in $(seq 1 '"$steps"'); do echo "[$SLURMD_NODENAME] step $i"; sleep 0.5; done'
+"""
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[JobInfo]],
+    ok: Callable[[JobInfo], bool],
+    timeout: float,
+    what: str,
+) -> JobInfo:
+    deadline = time.monotonic() + timeout
+    last: JobInfo | None = None
+    while time.monotonic() < deadline:
+        try:
+            last = await probe()
+            if ok(last):
+                return last
+        except Exception:
+            pass
+        await asyncio.sleep(0.25)
+    raise AssertionError(f"timed out waiting for {what}; last: {last}")
+
+
+async def outcome_of(client: Client, workflow_id: str, timeout: float = 180) -> RecoveryOutcome:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            await client.get_workflow_handle(workflow_id).describe()
+            break
+        except RPCError:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"workflow {workflow_id} never started") from None
+            await asyncio.sleep(0.2)
+    handle = client.get_workflow_handle(workflow_id, result_type=RecoveryOutcome)
+    result: RecoveryOutcome = await asyncio.wait_for(handle.result(), timeout=timeout)
+    return result
+
+
+@pytest.fixture
+def cluster(local_slurm):  # type: ignore[no-untyped-def]
+    local_slurm.reset()
+    yield local_slurm
+    local_slurm.reset()
+
+
+def config_for(
+    cluster, temporal_server: EmbeddedTemporal, tmp_path: Path, **overrides: object
+) -> ResurrectConfig:  # type: ignore[no-untyped-def]
+    return service_config(
+        tmp_path, cluster.cluster_name, cluster.slurm_conf, temporal_server.address, **overrides
+    )
+
+
+async def test_node_loss_drains_that_node_requeues_and_completes(
+    cluster,
+    temporal_server: EmbeddedTemporal,
+    temporal_client: Client,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    config = config_for(cluster, temporal_server, tmp_path)
+    scheduler = cluster.scheduler()
+    async with running_service(config, temporal_client, scheduler):
+        job_id = cluster.submit(LONG_THEN_SHORT, comment=OPT_IN, nodes=2)
+        before = await eventually(
+            lambda: scheduler.get_job(job_id),
+            lambda j: j.state is JobState.RUNNING and len(j.nodes) == 2,
+            60,
+            "job running",
+        )
+        victim = before.nodes[-1]
+        t_fault = time.time()
+        cluster.kill_node(victim)
+        workflow_id = recovery_workflow_id(cluster.cluster_name, job_id, 0)
+        outcome = await outcome_of(temporal_client, workflow_id)
+        description = await temporal_client.get_workflow_handle(workflow_id).describe()
+        detect_s = description.start_time.timestamp() - t_fault
+        print(f"\nnode loss: detected {detect_s:.1f} s after the kill")
+
+        assert outcome.recovered, outcome.notes
+        assert outcome.fault_class is FaultClass.NODE_LOST
+        assert outcome.drained_nodes == [victim]
+        node = cluster.node(victim)
+        assert node["Reason"].startswith(DRAIN_REASON_PREFIX), node
+        others = [n for n in cluster.nodes if n != victim]
+        for name in others:
+            assert not cluster.node(name).get("Reason", "").startswith(DRAIN_REASON_PREFIX)
+        after = await eventually(
+            lambda: scheduler.get_job(job_id),
+            lambda j: j.state is JobState.COMPLETED,
+            120,
+            "job completed",
+        )
+        assert (
+            after.job_id == before.job_id
+            and after.user == before.user
+            and after.user_id == before.user_id
+        )
+        assert after.restart_count >= 1 and victim not in after.nodes
+        assert victim in after.excluded_nodes
+
+
+async def test_three_jobs_failing_at_once_make_three_recoveries(
+    cluster,
+    temporal_server: EmbeddedTemporal,
+    temporal_client: Client,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    crash_once = """#!/bin/bash
+if [ "${SLURM_RESTART_COUNT:-0}" -eq 0 ]; then
+  sleep 3; echo "srun: error: $SLURMD_NODENAME: task 0: Segmentation fault (core dumped)"; exit 139
+fi
+echo "attempt ${SLURM_RESTART_COUNT} fine"; sleep 1
+"""
+    config = config_for(cluster, temporal_server, tmp_path)
+    scheduler = cluster.scheduler()
+    async with running_service(config, temporal_client, scheduler):
+        jobs = [cluster.submit(crash_once, comment=OPT_IN, nodes=1) for _ in range(3)]
+        outcomes = await asyncio.gather(
+            *[
+                outcome_of(temporal_client, recovery_workflow_id(cluster.cluster_name, j, 0))
+                for j in jobs
+            ]
+        )
+        for job_id, outcome in zip(jobs, outcomes, strict=True):
+            assert outcome.recovered, (job_id, outcome.notes)
+            assert outcome.fault_class is FaultClass.PROCESS_CRASH
+            done = await eventually(
+                lambda j=job_id: scheduler.get_job(j),
+                lambda x: x.state is JobState.COMPLETED,
+                90,
+                f"job {job_id} completed",
+            )
+            assert done.restart_count == 1
+        for job_id in jobs:
+            count = await temporal_client.count_workflows(
+                f"ResurrectCluster = '{cluster.cluster_name}' AND ResurrectJobId = '{job_id}'"
+            )
+            assert count.count == 1
+
+
+async def test_observe_mode_changes_no_node_and_no_job(
+    cluster,
+    temporal_server: EmbeddedTemporal,
+    temporal_client: Client,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    config = config_for(cluster, temporal_server, tmp_path, mode="observe")
+    scheduler = cluster.scheduler()
+    async with running_service(config, temporal_client, scheduler):
+        job_id = cluster.submit(LONG_THEN_SHORT, comment=OPT_IN, nodes=2, requeue=False)
+        before = await eventually(
+            lambda: scheduler.get_job(job_id),
+            lambda j: j.state is JobState.RUNNING and len(j.nodes) == 2,
+            60,
+            "job running",
+        )
+        victim = before.nodes[0]
+        cluster.kill_node(victim)
+        outcome = await outcome_of(
+            temporal_client, recovery_workflow_id(cluster.cluster_name, job_id, 0)
+        )
+    assert outcome.outcome == "observed" and not outcome.requeued and outcome.drained_nodes == []
+    assert any(f"would drain {victim}" in line for line in outcome.would_have)
+    assert any(f"would requeue job {job_id}" in line for line in outcome.would_have)
+    job = cluster.job(job_id)
+    assert job["Restarts"] == "0" and job["JobState"] in {"NODE_FAIL", "FAILED"}
+    for name in cluster.nodes:
+        assert not cluster.node(name).get("Reason", "").startswith(DRAIN_REASON_PREFIX)
+
+
+async def test_worker_killed_mid_recovery_finishes_with_one_drain_and_one_requeue(
+    cluster,
+    temporal_server: EmbeddedTemporal,
+    temporal_client: Client,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    config = config_for(
+        cluster,
+        temporal_server,
+        tmp_path,
+        recovery={"wait_running_timeout_s": 120, "activity_timeout_s": 10},
+    )
+    config_file = tmp_path / "worker.yaml"
+    config_file.write_text(yaml.safe_dump(config.model_dump(mode="json")))
+    env = {**os.environ, "SLURM_CONF": cluster.slurm_conf, "PYTHONUNBUFFERED": "1"}
+    argv = [sys.executable, "-m", "resurrect.cli", "worker", "-c", str(config_file)]
+    log = open(tmp_path / "worker.log", "ab")
+    worker = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+    scheduler = cluster.scheduler()
+    try:
+        async with running_service(
+            config, temporal_client, scheduler, ServiceParts(worker=False, follow_logs=False)
+        ):
+            job_id = cluster.submit(LONG_THEN_SHORT, comment=OPT_IN, nodes=2)
+            before = await eventually(
+                lambda: scheduler.get_job(job_id),
+                lambda j: j.state is JobState.RUNNING and len(j.nodes) == 2,
+                60,
+                "job running",
+            )
+            victim = before.nodes[-1]
+            cluster.kill_node(victim)
+            workflow_id = recovery_workflow_id(cluster.cluster_name, job_id, 0)
+            handle = temporal_client.get_workflow_handle(workflow_id)
+            deadline = time.monotonic() + 120
+            phase = ""
+            while phase not in {
+                "draining",
+                "verifying_checkpoint",
+                "requeuing",
+                "waiting_for_restart",
+                "done",
+            }:
+                assert time.monotonic() < deadline, "recovery never reached draining"
+                try:
+                    phase = await handle.query("phase")
+                except RPCError:
+                    await asyncio.sleep(0.05)
+            worker.send_signal(signal.SIGKILL)
+            worker.wait(timeout=10)
+            print(f"\nworker SIGKILLed in phase {phase}")
+            worker = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+            outcome = await outcome_of(temporal_client, workflow_id, timeout=240)
+            assert outcome.recovered, outcome.notes
+            assert outcome.drained_nodes == [victim]
+            done = await eventually(
+                lambda: scheduler.get_job(job_id),
+                lambda j: j.state is JobState.COMPLETED,
+                120,
+                "job completed",
+            )
+            assert done.restart_count == 1  # requeued exactly once
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)
+        log.close()
+    ctld_log = (cluster.state_dir / "log" / "slurmctld.log").read_text(errors="replace")
+    drains = [
+        line
+        for line in ctld_log.splitlines()
+        if f"node {victim}" in line and "DRAIN" in line.upper() and "update_node" in line
+    ]
+    assert len(drains) == 1, drains
+
+
+async def test_slurmctld_down_during_recovery_is_waited_out(
+    cluster,
+    temporal_server: EmbeddedTemporal,
+    temporal_client: Client,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    config = config_for(cluster, temporal_server, tmp_path)
+    scheduler = cluster.scheduler()
+    async with running_service(config, temporal_client, scheduler):
+        job_id = cluster.submit(LONG_THEN_SHORT, comment=OPT_IN, nodes=2)
+        before = await eventually(
+            lambda: scheduler.get_job(job_id),
+            lambda j: j.state is JobState.RUNNING and len(j.nodes) == 2,
+            60,
+            "job running",
+        )
+        victim = before.nodes[-1]
+        cluster.kill_node(victim)
+        workflow_id = recovery_workflow_id(cluster.cluster_name, job_id, 0)
+        handle = temporal_client.get_workflow_handle(workflow_id)
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                await handle.describe()
+                break
+            except RPCError:
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.1)
+        cluster.stop_controller()
+        await asyncio.sleep(8)
+        cluster.start_controller()
+        outcome = await outcome_of(temporal_client, workflow_id, timeout=240)
+        assert outcome.recovered, outcome.notes
+        assert outcome.drained_nodes == [victim]
+
+
+async def test_fatal_gpu_line_is_detected_within_a_second_and_that_node_drained(
+    cluster,
+    temporal_server: EmbeddedTemporal,
+    temporal_client: Client,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    """One rank prints a fatal GPU error naming its host while the others block."""
+    gpu_fault = """#!/bin/bash
+if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then echo "attempt ${SLURM_RESTART_COUNT} fine"; sleep 2; exit 0; fi
+srun bash -c '
+if [ "$SLURM_NODEID" = 1 ]; then
+  sleep 4
+  printf "%s:%s:%s [0] NCCL WARN Cuda failure '"'"'uncorrectable ECC error encountered'"'"' t=%s\\n" "$SLURMD_NODENAME" $$ $$ "$(date +%s.%N)"
+fi
+sleep 600   # every rank now blocks, as in a collective'
+"""
+    config = config_for(cluster, temporal_server, tmp_path)
+    scheduler = cluster.scheduler()
+    from resurrect.rules import load_engine
+
+    reports: list[float] = []
+    async with running_service(config, temporal_client, scheduler, ServiceParts(follow_logs=False)):
+        from sensors.report import report_interruption
+
+        async def report(interruption):  # type: ignore[no-untyped-def]
+            reports.append(time.time())
+            return await report_interruption(
+                temporal_client, interruption, task_queue=config.temporal.task_queue
+            )
+
+        follower = JobLogFollower(scheduler, config, load_engine(), report)
+        stop = asyncio.Event()
+        follow = asyncio.create_task(follower.run(stop))
+        try:
+            job_id = cluster.submit(gpu_fault, comment=OPT_IN, nodes=2)
+            running = await eventually(
+                lambda: scheduler.get_job(job_id),
+                lambda j: j.state is JobState.RUNNING and len(j.nodes) == 2,
+                60,
+                "job running",
+            )
+            victim = running.nodes[1]
+            outcome = await outcome_of(
+                temporal_client, recovery_workflow_id(cluster.cluster_name, job_id, 0)
+            )
+        finally:
+            stop.set()
+            await follow
+    out = Path(running.stdout_path or "")
+    line = next(x for x in out.read_text().splitlines() if "uncorrectable ECC" in x)
+    written = float(line.rsplit("t=", 1)[1])
+    latency = reports[0] - written
+    print(f"\nGPU error line detected {latency * 1000:.0f} ms after it was written")
+    assert latency < 1.0
+    assert outcome.recovered, outcome.notes
+    assert outcome.fault_class is FaultClass.GPU_HARDWARE
+    assert outcome.drained_nodes == [victim]
+    done = await eventually(
+        lambda: scheduler.get_job(job_id),
+        lambda j: j.state is JobState.COMPLETED,
+        90,
+        "job completed",
+    )
+    assert victim not in done.nodes
