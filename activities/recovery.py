@@ -1,22 +1,16 @@
-"""The built-in recovery activities.
+"""The activities every recovery runs before its plan: evidence, attribution, budget, plans.
 
-Each activity is a method of :class:`RecoveryActivities`, which holds its dependencies (the
-scheduler, the configuration, a Temporal client), so tests can build one with a fake
-scheduler and call the methods directly. Every mutating activity is idempotent: it checks
-the current state first (draining a drained node, requeueing a job that was already
-requeued, are no-ops) and honours ``dry_run`` (observe mode) by reporting what it would do.
+They are methods of :class:`RecoveryActivities`, which holds their dependencies (the
+scheduler, the configuration, a Temporal client, the checked plans), so tests can build one
+with a fake scheduler and call the methods directly. None of them changes anything; the
+plan steps that do live in :mod:`activities.steps`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import math
-import os
-import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,27 +22,18 @@ from resurrect.config import ResurrectConfig
 from resurrect.contracts import (
     AttributeRequest,
     ChargedRestartsRequest,
-    CheckpointVerdict,
     Diagnosis,
-    DrainRequest,
-    DrainResult,
     Evidence,
     EvidenceBundle,
     Interruption,
     JobInfo,
-    JobState,
-    MutationResult,
-    NotifyRequest,
-    RequeueRequest,
     SignalKind,
-    VerifyCheckpointRequest,
-    WaitRunningRequest,
-    WaitRunningResult,
 )
-from resurrect.errors import JobNotFound, NodeNotFound, SchedulerError, SchedulerRefused
+from resurrect.errors import JobNotFound, SchedulerError
 from resurrect.log_reading import read_tail_lines
+from resurrect.plans.models import ResolvedPlan
 from resurrect.policy import resolve_job_policy
-from resurrect.scheduler.base import DRAIN_REASON_PREFIX, Scheduler
+from resurrect.scheduler.base import Scheduler
 from resurrect.scheduler_evidence import combine, scheduler_diagnosis, scheduler_evidence
 from workflows.names import Activity
 
@@ -69,10 +54,12 @@ class RecoveryActivities:
         scheduler: Scheduler,
         config: ResurrectConfig,
         client: Client | None = None,
+        plans: Sequence[ResolvedPlan] = (),
     ) -> None:
         self.scheduler = scheduler
         self.config = config
         self.client = client
+        self.plans = list(plans)
         self._engine: object | None = None
 
     def all(self) -> list[Callable[..., Any]]:
@@ -81,11 +68,7 @@ class RecoveryActivities:
             self.gather_evidence,
             self.attribute,
             self.charged_restarts,
-            self.drain_nodes,
-            self.verify_checkpoint,
-            self.requeue_job,
-            self.wait_running,
-            self.notify,
+            self.recovery_plans,
         ]
 
     # ------------------------------------------------------------------ evidence
@@ -162,167 +145,7 @@ class RecoveryActivities:
         count = await self.client.count_workflows(query)
         return int(count.count)
 
-    # ------------------------------------------------------------------ isolation
-    async def _drain_budget(self, requested: Sequence[str]) -> tuple[set[str], int]:
-        nodes = await self.scheduler.list_nodes()
-        ours = {n.name for n in nodes if n.drained and n.reason.startswith(DRAIN_REASON_PREFIX)}
-        budget = max(
-            self.config.isolation.min_drain_budget,
-            math.floor(self.config.isolation.max_drain_fraction * len(nodes)),
-        )
-        return ours, budget
-
-    @activity.defn(name=Activity.DRAIN_NODES)
-    async def drain_nodes(self, request: DrainRequest) -> DrainResult:
-        result = DrainResult()
-        already_ours, budget = await self._drain_budget(request.nodes)
-        in_use = len(already_ours)
-        reason = f"{DRAIN_REASON_PREFIX} {request.reason} [{request.incident}]"
-        for name in request.nodes:
-            if name not in already_ours and in_use >= budget:
-                result.refused.append(name)
-                result.notes.append(
-                    f"not draining {name}: blast-radius budget of {budget} drained nodes reached"
-                )
-                continue
-            if request.dry_run:
-                result.results.append(
-                    MutationResult(
-                        target=name,
-                        operation="drain",
-                        changed=False,
-                        detail=f"would drain {name}: {reason}",
-                    )
-                )
-                continue
-            try:
-                mutation = await self.scheduler.drain_node(name, reason)
-            except NodeNotFound as exc:
-                result.notes.append(f"cannot drain {name}: {exc}")
-                continue
-            result.results.append(mutation)
-            result.drained.append(name)
-            if name not in already_ours:
-                in_use += 1
-        return result
-
-    # ------------------------------------------------------------------ checkpoint
-    @activity.defn(name=Activity.VERIFY_CHECKPOINT)
-    async def verify_checkpoint(self, request: VerifyCheckpointRequest) -> CheckpointVerdict:
-        root_text = request.policy.checkpoint_dir
-        if not root_text:
-            return CheckpointVerdict(
-                root=None,
-                verified=False,
-                note="no checkpoint_dir in the job's policy: not verified",
-            )
-        root = Path(root_text)
-        if not root.is_absolute() and request.job.work_dir:
-            root = Path(request.job.work_dir) / root
-        from resurrect.checkpoint import prepare_resume
-
-        def progress(message: str) -> None:
-            activity.heartbeat(message)
-
-        verdict: CheckpointVerdict = await asyncio.to_thread(
-            prepare_resume, root, level=request.level, act=not request.dry_run, progress=progress
-        )
-        return verdict
-
-    # ------------------------------------------------------------------ restart
-    @activity.defn(name=Activity.REQUEUE_JOB)
-    async def requeue_job(self, request: RequeueRequest) -> MutationResult:
-        try:
-            job = await self.scheduler.get_job(request.job_id)
-        except JobNotFound as exc:
-            raise _permanent(exc) from exc
-        excluded = ", ".join(request.exclude_nodes) or "no nodes"
-        already = (
-            job.restart_count > request.failed_restart_count
-            and job.state in (JobState.PENDING, JobState.RUNNING)
-            and not job.held
-            and set(request.exclude_nodes) <= set(job.excluded_nodes)
-        )
-        if already:
-            return MutationResult(
-                target=request.job_id,
-                operation="requeue",
-                changed=False,
-                detail=f"job {job.job_id} already requeued (restart {job.restart_count}),"
-                f" excluding {excluded}",
-            )
-        if request.dry_run:
-            return MutationResult(
-                target=request.job_id,
-                operation="requeue",
-                changed=False,
-                detail=f"would requeue job {job.job_id} ({job.state.value}) excluding {excluded}",
-            )
-        try:
-            return await self.scheduler.requeue_excluding(request.job_id, request.exclude_nodes)
-        except (JobNotFound, SchedulerRefused) as exc:
-            raise _permanent(exc) from exc
-
-    @activity.defn(name=Activity.WAIT_RUNNING)
-    async def wait_running(self, request: WaitRunningRequest) -> WaitRunningResult:
-        deadline = time.monotonic() + request.timeout_s
-        last: JobInfo | None = None
-        while time.monotonic() < deadline:
-            try:
-                last = await self.scheduler.get_job(request.job_id)
-            except JobNotFound as exc:
-                raise _permanent(exc) from exc
-            except SchedulerError as exc:
-                activity.heartbeat(f"scheduler: {exc}")
-                await asyncio.sleep(request.poll_interval_s)
-                continue
-            activity.heartbeat(f"job {last.job_id} {last.state.value}")
-            if last.state in (JobState.RUNNING, JobState.COMPLETING, JobState.COMPLETED):
-                bad = sorted(set(last.nodes) & set(request.exclude_nodes))
-                note = f"job {last.job_id} {last.state.value} on {','.join(last.nodes)}"
-                if bad:
-                    note += f" - WARNING: on excluded node(s) {','.join(bad)}"
-                return WaitRunningResult(running=not bad, job=last, note=note)
-            if last.state not in (JobState.PENDING, JobState.REQUEUED):
-                return WaitRunningResult(
-                    running=False,
-                    job=last,
-                    note=f"job {last.job_id} ended {last.state.value} before running",
-                )
-            await asyncio.sleep(request.poll_interval_s)
-        return WaitRunningResult(
-            running=False,
-            job=last,
-            note=f"job {request.job_id} not running after {request.timeout_s:.0f} s",
-        )
-
-    @activity.defn(name=Activity.NOTIFY)
-    async def notify(self, request: NotifyRequest) -> MutationResult:
-        """Record a notification for people: a log line and a JSON line in the state dir."""
-        record = {
-            "time": datetime.now(UTC).isoformat(),
-            "workflow_id": request.workflow_id,
-            "job_id": request.job.job_id,
-            "user": request.job.user,
-            "recipients": request.policy.notify,
-            "message": request.message,
-            "dry_run": request.dry_run,
-        }
-        log.warning(
-            "recovery %s: job %s needs attention: %s",
-            request.workflow_id,
-            request.job.job_id,
-            request.message,
-        )
-        state_dir = self.config.temporal.state_dir
-        await asyncio.to_thread(_append_json_line, state_dir / "notifications.jsonl", record)
-        return MutationResult(
-            target=request.job.job_id, operation="notify", changed=True, detail=request.message
-        )
-
-
-def _append_json_line(path: Path, record: dict[str, object]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
-    with os.fdopen(fd, "a", encoding="utf-8") as handle:
-        handle.write(json.dumps(record, sort_keys=True) + "\n")
+    @activity.defn(name=Activity.RECOVERY_PLANS)
+    async def recovery_plans(self) -> list[ResolvedPlan]:
+        """The plans this worker checked at start, in match order (recorded in history)."""
+        return list(self.plans)

@@ -109,6 +109,20 @@ class RulesSettings(Section):
     extra_packs: list[Path] = Field(default_factory=list)
 
 
+class PlansSettings(Section):
+    """Recovery plans: your files are matched before the shipped defaults."""
+
+    paths: list[Path] = Field(default_factory=list)
+    include_shipped: bool = True
+
+
+class PluginSettings(Section):
+    """Plugins run only when named here; ``settings`` are handed to each plugin's steps."""
+
+    enabled: list[str] = Field(default_factory=list)
+    settings: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
 class ResurrectConfig(Section):
     """The whole configuration. Every section has working defaults for a single host."""
 
@@ -120,9 +134,10 @@ class ResurrectConfig(Section):
     watcher: WatcherSettings = Field(default_factory=WatcherSettings)
     recovery: RecoverySettings = Field(default_factory=RecoverySettings)
     rules: RulesSettings = Field(default_factory=RulesSettings)
-    # Settings of other parts (node agent, plugins) are validated by those parts.
+    plans: PlansSettings = Field(default_factory=PlansSettings)
+    plugins: PluginSettings = Field(default_factory=PluginSettings)
+    # The node agent's settings are validated by the agent (sensors.node_agent).
     agent: dict[str, Any] = Field(default_factory=dict)
-    plugins: dict[str, Any] = Field(default_factory=dict)
 
 
 def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -371,3 +371,47 @@ class ChargedRestartsRequest(Contract):
     cluster: str
     job_id: str
     current_workflow_id: str
+
+
+# ---------------------------------------------------------------------------------------
+# Recovery steps (built-in and plugin activities run by a recovery plan).
+
+
+class IncidentState(Contract):
+    """What the recovery has done so far; each step's result is folded into it."""
+
+    drained_nodes: list[str] = Field(default_factory=list)
+    excluded_nodes: list[str] = Field(default_factory=list)
+    requeued: bool = False
+    running_again: bool = False
+    checkpoint: CheckpointVerdict | None = None
+
+
+class StepInput(Contract):
+    """The one input every plan step receives: the incident, its parameters, the mode."""
+
+    workflow_id: str
+    activity: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    dry_run: bool
+    bundle: EvidenceBundle
+    diagnosis: Diagnosis
+    plan: RecoveryPlan
+    state: IncidentState = Field(default_factory=IncidentState)
+
+
+class StepResult(Contract):
+    """What a step reports. Unset fields leave the incident state as it was."""
+
+    ok: bool = True
+    detail: str = ""
+    notes: list[str] = Field(default_factory=list)
+    would_have: list[str] = Field(default_factory=list)  # observe mode
+    drained_nodes: list[str] = Field(default_factory=list)
+    excluded_nodes: list[str] = Field(default_factory=list)
+    requeued: bool | None = None
+    running_again: bool | None = None
+    checkpoint: CheckpointVerdict | None = None
+    stop_recovery: bool = False  # end the recovery after this step
+    outcome: str | None = None  # the outcome to report when stopping
+    data: dict[str, Any] = Field(default_factory=dict)

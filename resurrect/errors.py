@@ -14,7 +14,11 @@ ResurrectError
 │   └── SchedulerRefused       the scheduler said no (permanent unless stated otherwise)
 ├── CheckpointError        a checkpoint root could not be examined at all
 ├── PolicyError            a job's opt-in policy could not be parsed
-└── PluginError            a plugin or plan failed to load
+├── PluginError            a plugin failed to load, or plugins conflict
+│   └── PlanError              a recovery plan file is invalid (names file, plan, step)
+└── StepError              raised by recovery steps (plugins) to say how they failed
+    ├── PermanentStepError     do not retry: the step cannot succeed
+    └── TransientStepError     retry per the plan's retry policy
 """
 
 from __future__ import annotations
@@ -65,4 +69,20 @@ class PolicyError(ResurrectError):
 
 
 class PluginError(ResurrectError):
-    """A plugin or recovery plan failed to load or validate."""
+    """A plugin failed to load, or two plugins claim one name."""
+
+
+class PlanError(PluginError):
+    """A recovery plan file is invalid; the message names the file, the plan and the step."""
+
+
+class StepError(ResurrectError):
+    """Base of the errors a recovery step raises on purpose."""
+
+
+class PermanentStepError(StepError):
+    """The step cannot succeed; retrying is pointless. The plan's ``on_failure`` applies."""
+
+
+class TransientStepError(StepError):
+    """The step failed this time; it is retried per the plan's retry policy."""

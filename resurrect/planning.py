@@ -66,10 +66,18 @@ def plan_recovery(
     policy: JobPolicy,
     *,
     charged_restarts: int,
+    counts_against_budget: bool | None = None,
 ) -> RecoveryPlan:
-    """The plan for one interrupted job attempt."""
+    """The plan for one interrupted job attempt.
+
+    ``counts_against_budget`` overrides the class default (a recovery plan may say so).
+    """
     reasons: list[str] = [f"diagnosis: {diagnosis.fault_class.value} -> {diagnosis.action.value}"]
-    counts = diagnosis.fault_class not in FREE_RESTART_CLASSES
+    counts = (
+        diagnosis.fault_class not in FREE_RESTART_CLASSES
+        if counts_against_budget is None
+        else counts_against_budget
+    )
 
     if diagnosis.action in (RecoveryAction.STOP, RecoveryAction.NONE):
         reasons.append(
@@ -111,7 +119,7 @@ def plan_recovery(
     if counts:
         reasons.append(f"restart charged to budget ({charged_restarts + 1}/{policy.max_restarts})")
     else:
-        reasons.append("infrastructure fault: restart not charged to the job's budget")
+        reasons.append("restart not charged to the job's budget (not the job's fault)")
     return RecoveryPlan(
         action=RecoveryAction.DRAIN_AND_RESTART if drain else RecoveryAction.RESTART,
         drain_nodes=drain,

@@ -1,8 +1,11 @@
 """The worker process: hosts the recovery workflows and activities (beside slurmctld).
 
-Only wiring lives here. ``run_worker`` runs until ``stop`` is set (SIGTERM/SIGINT in the
-CLI), then shuts down gracefully: it stops polling and lets running activities finish
-within ``graceful_shutdown_s``; Temporal hands anything unfinished to the next worker.
+Only wiring lives here: the built-in and plugin steps become activities, the recovery plans
+are loaded and checked against exactly those activities (a plan naming an activity that no
+worker registers stops start-up, instead of failing a recovery midway). ``run_worker`` runs
+until ``stop`` is set (SIGTERM/SIGINT in the CLI), then shuts down gracefully: it stops
+polling and lets running activities finish within ``graceful_shutdown_s``; Temporal hands
+anything unfinished to the next worker.
 """
 
 from __future__ import annotations
@@ -11,16 +14,22 @@ import asyncio
 import concurrent.futures
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from temporalio.client import Client
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.recovery import RecoveryActivities
+from activities.steps import builtin_steps
 from resurrect.config import ResurrectConfig
+from resurrect.plans.loader import check_plans, load_plans
+from resurrect.plans.models import ResolvedPlan
+from resurrect.plugins import Plugin, discover, params_registry, step_registry
 from resurrect.scheduler.base import Scheduler
+from resurrect.steps.runtime import StepFn, StepRuntime, make_activity
 from workflows.recovery import RecoveryWorkflow
 
 log = logging.getLogger(__name__)
@@ -36,6 +45,32 @@ PASSTHROUGH_MODULES = (
 )
 
 
+@dataclass
+class RecoveryCatalogue:
+    """What a worker runs: every step by activity name, and the checked plans."""
+
+    steps: dict[str, StepFn]
+    plans: list[ResolvedPlan]
+    plugins: list[Plugin]
+    plugin_errors: list[str]
+
+
+def load_catalogue(
+    config: ResurrectConfig, *, plugins: Sequence[Plugin] | None = None
+) -> RecoveryCatalogue:
+    """Plugins (enabled by name), steps, plans; raises PluginError/PlanError on conflicts."""
+    if plugins is None:
+        loaded = discover(config.plugins.enabled)
+        found, errors = loaded.plugins, loaded.errors
+    else:
+        found, errors = list(plugins), []
+    steps = step_registry(builtin_steps(), found)
+    plan_paths = [*config.plans.paths, *(p for plugin in found for p in plugin.plans)]
+    plans = load_plans(plan_paths, include_shipped=config.plans.include_shipped)
+    check_plans(plans, params_registry(steps))
+    return RecoveryCatalogue(steps=steps, plans=plans, plugins=list(found), plugin_errors=errors)
+
+
 def workflow_classes() -> list[type]:
     classes: list[type] = [RecoveryWorkflow]
     try:
@@ -46,14 +81,15 @@ def workflow_classes() -> list[type]:
     return classes
 
 
-def extra_activities(
+def node_health_activities(
     scheduler: Scheduler, config: ResurrectConfig, client: Client
 ) -> list[Callable[..., Any]]:
     try:
         from activities.node_health import NodeHealthActivities
     except ImportError:
         return []
-    return list(NodeHealthActivities(scheduler=scheduler, config=config, client=client).all())
+    activities = NodeHealthActivities(scheduler=scheduler, client=client, config=config)
+    return [activities.report_node_fault]
 
 
 def build_worker(
@@ -61,11 +97,33 @@ def build_worker(
     config: ResurrectConfig,
     scheduler: Scheduler,
     *,
-    extra: Sequence[Callable[..., Any]] = (),
+    plugins: Sequence[Plugin] | None = None,
     graceful_shutdown_s: float = 10.0,
 ) -> Worker:
-    recovery = RecoveryActivities(scheduler=scheduler, config=config, client=client)
-    activities = [*recovery.all(), *extra_activities(scheduler, config, client), *extra]
+    catalogue = load_catalogue(config, plugins=plugins)
+    runtime = StepRuntime(scheduler=scheduler, config=config, client=client)
+    step_activities = [
+        make_activity(
+            fn,
+            runtime,
+            activity_name=name,
+            settings=config.plugins.settings.get(name.split(".", 1)[0], {}),
+        )
+        for name, fn in catalogue.steps.items()
+    ]
+    recovery = RecoveryActivities(
+        scheduler=scheduler, config=config, client=client, plans=catalogue.plans
+    )
+    activities = [
+        *recovery.all(),
+        *step_activities,
+        *node_health_activities(scheduler, config, client),
+    ]
+    log.info(
+        "worker: %d plans, steps %s",
+        len(catalogue.plans),
+        ", ".join(sorted(catalogue.steps)),
+    )
     return Worker(
         client,
         task_queue=config.temporal.task_queue,

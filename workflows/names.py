@@ -1,7 +1,7 @@
 """Names by which workflows, signals, queries and activities are called.
 
 Workflows call activities by name (never by importing their code), so activities can live
-in another process, and a plugin can replace one by registering the same name.
+in another process, and plugins add steps under their own namespace.
 """
 
 RECOVERY_WORKFLOW = "RecoveryWorkflow"
@@ -11,13 +11,14 @@ STATUS_QUERY = "status"
 
 
 class Activity:
-    """Activity names of the built-in recovery steps."""
+    """The fixed activities every recovery runs before its plan's steps.
+
+    The built-in plan steps (``recovery.drain_nodes``, ``recovery.verify_checkpoint``,
+    ``recovery.requeue_job``, ``recovery.wait_running``, ``recovery.notify``,
+    ``recovery.run_program``) are named in the plan files.
+    """
 
     GATHER_EVIDENCE = "recovery.gather_evidence"
     ATTRIBUTE = "recovery.attribute"
     CHARGED_RESTARTS = "recovery.charged_restarts"
-    DRAIN_NODES = "recovery.drain_nodes"
-    VERIFY_CHECKPOINT = "recovery.verify_checkpoint"
-    REQUEUE_JOB = "recovery.requeue_job"
-    WAIT_RUNNING = "recovery.wait_running"
-    NOTIFY = "recovery.notify"
+    RECOVERY_PLANS = "recovery.plans"

@@ -1,13 +1,16 @@
 """RecoveryWorkflow: one per interrupted job attempt.
 
-gather evidence -> attribute -> plan -> drain implicated nodes -> verify checkpoint ->
-requeue excluding implicated nodes -> wait until the job runs again -> outcome.
+gather evidence -> attribute -> plan -> run the chosen recovery plan's steps (by default:
+drain implicated nodes -> verify checkpoint -> requeue excluding them -> wait until the job
+runs again) -> outcome.
 
-The workflow only decides and orders; every side effect is an activity called by name
-(``workflows.names.Activity``), idempotent and retried. In ``observe`` mode the mutating
-activities run with ``dry_run`` and report what they would have done. The current phase is
-a query (``phase``) and a search attribute (``ResurrectPhase``), so people can follow a
-recovery and filter recoveries in the Temporal UI.
+The workflow decides and orders; every side effect is an activity called by name. Which
+steps run is data: the first recovery plan (``resurrect/plans``) whose rule matches the
+diagnosis. Each step gets a :class:`StepInput` and returns a :class:`StepResult` that is
+folded into the incident state. In ``observe`` mode the steps run with ``dry_run`` and
+report what they would have done. The phase (the step running) is a query (``phase``) and
+a search attribute (``ResurrectPhase``), so people can follow and filter recoveries in
+the Temporal UI.
 """
 
 from __future__ import annotations
@@ -24,25 +27,21 @@ with workflow.unsafe.imports_passed_through():
     from resurrect.contracts import (
         AttributeRequest,
         ChargedRestartsRequest,
-        CheckpointVerdict,
         Contract,
         Diagnosis,
-        DrainRequest,
-        DrainResult,
         Evidence,
         EvidenceBundle,
+        IncidentState,
         Interruption,
-        MutationResult,
-        NotifyRequest,
         RecoveryAction,
         RecoveryOutcome,
         RecoveryPlan,
-        RequeueRequest,
-        VerifyCheckpointRequest,
-        WaitRunningRequest,
-        WaitRunningResult,
+        StepInput,
+        StepResult,
     )
     from resurrect.planning import plan_recovery
+    from resurrect.plans.models import ResolvedPlan, ResolvedStep
+    from resurrect.plans.selection import select_plan
     from workflows.names import (
         PHASE_QUERY,
         RECOVERY_WORKFLOW,
@@ -51,8 +50,8 @@ with workflow.unsafe.imports_passed_through():
         Activity,
     )
 
-# Retries for activities that talk to the scheduler: a controller that is down for minutes
-# must not fail the recovery, so retry with backoff for a long time; bad input does not retry.
+# Retries of the evidence activities, which talk to the scheduler: a controller that is down
+# for minutes must not fail the recovery; errors that cannot get better do not retry.
 SCHEDULER_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     backoff_coefficient=2.0,
@@ -68,9 +67,54 @@ class RecoveryWorkflowStatus(Contract):
     """What the ``status`` query returns."""
 
     phase: str
+    plan: str | None = None
     fault_class: str | None = None
-    drained_nodes: list[str] = []
+    state: IncidentState = IncidentState()
     notes: list[str] = []
+
+
+def _phase_of(activity_name: str) -> str:
+    namespace, _, name = activity_name.partition(".")
+    return name if namespace == "recovery" else activity_name
+
+
+def _retry_policy(step: ResolvedStep) -> RetryPolicy:
+    return RetryPolicy(
+        initial_interval=timedelta(seconds=step.retry.initial_interval_s),
+        backoff_coefficient=step.retry.backoff,
+        maximum_interval=timedelta(seconds=step.retry.max_interval_s),
+        maximum_attempts=step.retry.max_attempts,
+        non_retryable_error_types=[
+            "PermanentStepError",
+            "JobNotFound",
+            "NodeNotFound",
+            "SchedulerRefused",
+        ],
+    )
+
+
+def _fold(state: IncidentState, result: StepResult) -> IncidentState:
+    update: dict[str, object] = {}
+    if result.drained_nodes:
+        update["drained_nodes"] = list(dict.fromkeys([*state.drained_nodes, *result.drained_nodes]))
+    if result.excluded_nodes:
+        update["excluded_nodes"] = list(
+            dict.fromkeys([*state.excluded_nodes, *result.excluded_nodes])
+        )
+    if result.requeued is not None:
+        update["requeued"] = result.requeued
+    if result.running_again is not None:
+        update["running_again"] = result.running_again
+    if result.checkpoint is not None:
+        update["checkpoint"] = result.checkpoint
+    return state.model_copy(update=update)
+
+
+def _cause(err: BaseException) -> str:
+    cause = err.__cause__
+    if isinstance(cause, ApplicationError):
+        return f"{cause.type}: {cause.message}"
+    return str(cause or err)
 
 
 @workflow.defn(name=RECOVERY_WORKFLOW)
@@ -80,7 +124,8 @@ class RecoveryWorkflow:
         self._reported: list[Interruption] = []
         self._notes: list[str] = []
         self._fault_class: str | None = None
-        self._drained: list[str] = []
+        self._plan_name: str | None = None
+        self._state = IncidentState()
 
     # ------------------------------------------------------------------ signals/queries
     @workflow.signal(name=REPORT_SIGNAL)
@@ -97,8 +142,9 @@ class RecoveryWorkflow:
     def status(self) -> RecoveryWorkflowStatus:
         return RecoveryWorkflowStatus(
             phase=self._phase,
+            plan=self._plan_name,
             fault_class=self._fault_class,
-            drained_nodes=list(self._drained),
+            state=self._state,
             notes=list(self._notes),
         )
 
@@ -107,7 +153,7 @@ class RecoveryWorkflow:
         self._phase = phase
         workflow.upsert_search_attributes([sa.PHASE.value_set(phase)])
 
-    async def _call(
+    async def _evidence_call(
         self,
         name: str,
         arg: object,
@@ -118,7 +164,7 @@ class RecoveryWorkflow:
     ) -> ResultT:
         result: ResultT = await workflow.execute_activity(
             name,
-            arg,
+            args=[] if arg is None else [arg],
             result_type=result_type,
             start_to_close_timeout=timedelta(seconds=timeout_s),
             schedule_to_close_timeout=SCHEDULE_TO_CLOSE,
@@ -130,17 +176,17 @@ class RecoveryWorkflow:
     def _outcome(
         self,
         interruption: Interruption,
-        bundle: EvidenceBundle | None,
-        diagnosis: Diagnosis | None,
         *,
         outcome: str,
-        recovered: bool = False,
+        bundle: EvidenceBundle | None = None,
+        diagnosis: Diagnosis | None = None,
         action: RecoveryAction | None = None,
-        **extra: object,
+        would_have: list[str] | None = None,
     ) -> RecoveryOutcome:
         self._set_phase("done")
         workflow.upsert_search_attributes([sa.OUTCOME.value_set(outcome)])
         fault = diagnosis.fault_class if diagnosis else (interruption.fault_hint or "unknown")
+        state = self._state
         return RecoveryOutcome.model_validate(
             {
                 "workflow_id": workflow.info().workflow_id,
@@ -150,56 +196,81 @@ class RecoveryWorkflow:
                 "mode": bundle.mode if bundle else "observe",
                 "fault_class": fault,
                 "action": action or (diagnosis.action if diagnosis else RecoveryAction.NONE),
-                "recovered": recovered,
+                "recovered": state.requeued and state.running_again,
                 "outcome": outcome,
                 "diagnosis": diagnosis,
-                "drained_nodes": list(self._drained),
+                "drained_nodes": state.drained_nodes,
+                "excluded_nodes": state.excluded_nodes,
+                "requeued": state.requeued,
+                "job_running_again": state.running_again,
+                "checkpoint": state.checkpoint,
                 "notes": list(self._notes),
-                **extra,
+                "would_have": would_have or [],
             }
         )
+
+    def _choose(
+        self,
+        plans: list[ResolvedPlan],
+        diagnosis: Diagnosis,
+        bundle: EvidenceBundle,
+        charged: int,
+    ) -> tuple[RecoveryPlan, ResolvedPlan | None]:
+        draft = plan_recovery(diagnosis, bundle.job, bundle.policy, charged_restarts=charged)
+        chosen = select_plan(plans, diagnosis, draft.action, bundle.job, bundle.mode)
+        if (
+            chosen is not None
+            and chosen.counts_against_budget is not None
+            and chosen.counts_against_budget != draft.counts_against_budget
+            and draft.requeue
+        ):
+            draft = plan_recovery(
+                diagnosis,
+                bundle.job,
+                bundle.policy,
+                charged_restarts=charged,
+                counts_against_budget=chosen.counts_against_budget,
+            )
+            chosen = select_plan(plans, diagnosis, draft.action, bundle.job, bundle.mode)
+        return draft, chosen
 
     # ------------------------------------------------------------------ the recovery
     @workflow.run
     async def run(self, interruption: Interruption) -> RecoveryOutcome:
-        workflow.logger.info(
-            "recovery of job %s attempt %s", interruption.job_id, interruption.restart_count
-        )
         self._notes.append(f"reported by {interruption.source}: {interruption.reason}")
 
         # 1. gather evidence
         self._set_phase("gathering_evidence")
         try:
-            bundle = await self._call(
+            bundle = await self._evidence_call(
                 Activity.GATHER_EVIDENCE, interruption, EvidenceBundle, timeout_s=60
             )
         except ActivityError as err:
             self._notes.append(f"cannot gather evidence: {_cause(err)}")
-            return self._outcome(interruption, None, None, outcome="job_unknown")
+            return self._outcome(interruption, outcome="job_unknown")
         self._notes.extend(bundle.policy_problems)
         dry_run = bundle.mode == "observe"
-        timeout = bundle.activity_timeout_s
 
-        # 2. attribute (log evidence + scheduler state + what other sensors reported)
+        # 2. attribute: log evidence + scheduler state + what other sensors reported
         self._set_phase("attributing")
         reported: list[Evidence] = []
         for report in [interruption, *self._reported]:
             for item in report.evidence:
                 if item not in reported:
                     reported.append(item)
-        diagnosis = await self._call(
+        diagnosis = await self._evidence_call(
             Activity.ATTRIBUTE,
             AttributeRequest(bundle=bundle, reported=reported),
             Diagnosis,
-            timeout_s=timeout,
+            timeout_s=bundle.activity_timeout_s,
             heartbeat_s=30,
         )
         self._fault_class = diagnosis.fault_class.value
         workflow.upsert_search_attributes([sa.FAULT_CLASS.value_set(diagnosis.fault_class.value)])
 
-        # 3. plan
+        # 3. plan: the budget, then the first recovery plan whose rule matches
         self._set_phase("planning")
-        charged = await self._call(
+        charged = await self._evidence_call(
             Activity.CHARGED_RESTARTS,
             ChargedRestartsRequest(
                 cluster=interruption.cluster,
@@ -209,146 +280,91 @@ class RecoveryWorkflow:
             int,
             timeout_s=30,
         )
-        plan = plan_recovery(diagnosis, bundle.job, bundle.policy, charged_restarts=charged)
-        self._notes.extend(plan.reasons)
-        if plan.counts_against_budget and plan.requeue and not dry_run:
-            workflow.upsert_search_attributes([sa.BUDGET_CHARGED.value_set(True)])
-        nodes = sorted(set(interruption.nodes) | set(bundle.job.nodes) | set(plan.drain_nodes))
+        plans = await self._evidence_call(
+            Activity.RECOVERY_PLANS, None, list[ResolvedPlan], timeout_s=30
+        )
+        draft, chosen = self._choose(plans, diagnosis, bundle, charged)
+        self._notes.extend(draft.reasons)
+        nodes = sorted(set(interruption.nodes) | set(bundle.job.nodes) | set(draft.drain_nodes))
         workflow.upsert_search_attributes([sa.NODES.value_set(nodes)])
+        if chosen is None:
+            self._notes.append(f"no recovery plan matches action {draft.action.value}")
+            return self._outcome(
+                interruption,
+                outcome="no_plan",
+                bundle=bundle,
+                diagnosis=diagnosis,
+                action=draft.action,
+            )
+        self._plan_name = chosen.name
+        self._notes.append(f"plan '{chosen.name}' ({chosen.source})")
+        self._state = IncidentState(excluded_nodes=list(draft.exclude_nodes))
+
+        # 4. run the plan's steps in order
         would_have: list[str] = []
-
-        if not plan.requeue:
-            self._set_phase("notifying")
-            await self._call(
-                Activity.NOTIFY,
-                NotifyRequest(
-                    workflow_id=workflow.info().workflow_id,
-                    job=bundle.job,
-                    policy=bundle.policy,
-                    message="; ".join(plan.reasons),
-                    dry_run=dry_run,
-                ),
-                MutationResult,
-                timeout_s=timeout,
-            )
-            outcome = "nothing_to_do" if plan.action is RecoveryAction.NONE else "stopped"
-            return self._outcome(
-                interruption, bundle, diagnosis, outcome=outcome, action=plan.action
-            )
-
-        # 4. isolate
-        excluded = list(plan.exclude_nodes)
-        if plan.drain_nodes:
-            self._set_phase("draining")
-            drained = await self._call(
-                Activity.DRAIN_NODES,
-                DrainRequest(
-                    nodes=plan.drain_nodes,
-                    reason=f"{diagnosis.fault_class.value} job {interruption.job_id}",
-                    incident=workflow.info().workflow_id,
-                    dry_run=dry_run,
-                ),
-                DrainResult,
-                timeout_s=timeout,
-            )
-            self._notes.extend(drained.notes)
-            if dry_run:
-                would_have.extend(r.detail for r in drained.results)
-            else:
-                self._drained = list(drained.drained)
-
-        # 5. verify the checkpoint the job will resume from
-        self._set_phase("verifying_checkpoint")
-        verdict = await self._call(
-            Activity.VERIFY_CHECKPOINT,
-            VerifyCheckpointRequest(
-                job=bundle.job, policy=bundle.policy, level=bundle.checkpoint_level, dry_run=dry_run
-            ),
-            CheckpointVerdict,
-            timeout_s=max(timeout, 600),
-            heartbeat_s=60,
-        )
-        if verdict.note:
-            self._notes.append(f"checkpoint: {verdict.note}")
-        if (
-            verdict.verified
-            and verdict.root is not None
-            and verdict.latest_valid is None
-            and not bundle.policy.allow_restart_from_scratch
-        ):
-            self._notes.append(
-                "no intact checkpoint and the job does not allow a restart from scratch"
-            )
-            return self._outcome(
-                interruption,
-                bundle,
-                diagnosis,
-                outcome="stopped_no_checkpoint",
-                action=RecoveryAction.STOP,
-                checkpoint=verdict,
-            )
-
-        # 6. requeue excluding implicated nodes (holding it first, keeping id and owner)
-        self._set_phase("requeuing")
-        requeue = await self._call(
-            Activity.REQUEUE_JOB,
-            RequeueRequest(
-                job_id=interruption.job_id,
-                exclude_nodes=excluded,
-                failed_restart_count=interruption.restart_count,
+        outcome: str | None = None
+        for step in chosen.steps:
+            self._set_phase(_phase_of(step.activity))
+            step_input = StepInput(
+                workflow_id=workflow.info().workflow_id,
+                activity=step.activity,
+                params=step.params,
                 dry_run=dry_run,
-            ),
-            MutationResult,
-            timeout_s=timeout,
-        )
-        self._notes.append(f"requeue: {requeue.detail}")
-        if dry_run:
-            would_have.append(requeue.detail)
-            return self._outcome(
-                interruption,
-                bundle,
-                diagnosis,
-                outcome="observed",
-                action=plan.action,
-                checkpoint=verdict,
-                excluded_nodes=excluded,
-                would_have=would_have,
+                bundle=bundle,
+                diagnosis=diagnosis,
+                plan=draft,
+                state=self._state,
             )
+            try:
+                result: StepResult = await workflow.execute_activity(
+                    step.activity,
+                    step_input,
+                    result_type=StepResult,
+                    start_to_close_timeout=timedelta(seconds=step.timeout_s),
+                    schedule_to_close_timeout=timedelta(seconds=step.deadline_s),
+                    heartbeat_timeout=(
+                        timedelta(seconds=step.heartbeat_s) if step.heartbeat_s else None
+                    ),
+                    retry_policy=_retry_policy(step),
+                )
+            except ActivityError as err:
+                self._notes.append(f"{step.activity} failed: {_cause(err)}")
+                if step.on_failure == "stop":
+                    outcome = "failed"
+                    break
+                continue
+            self._state = _fold(self._state, result)
+            would_have.extend(result.would_have)
+            self._notes.extend(result.notes)
+            if result.detail:
+                self._notes.append(f"{step.activity}: {result.detail}")
+            if result.requeued and draft.counts_against_budget and not dry_run:
+                workflow.upsert_search_attributes([sa.BUDGET_CHARGED.value_set(True)])
+            if result.stop_recovery:
+                outcome = result.outcome or "stopped"
+                break
+            if not result.ok and step.on_failure == "stop":
+                outcome = "failed"
+                break
 
-        # 7. watch it run again
-        self._set_phase("waiting_for_restart")
-        waited = await self._call(
-            Activity.WAIT_RUNNING,
-            WaitRunningRequest(
-                job_id=interruption.job_id,
-                exclude_nodes=excluded,
-                timeout_s=bundle.wait_running_timeout_s,
-            ),
-            WaitRunningResult,
-            timeout_s=bundle.wait_running_timeout_s + 60,
-            heartbeat_s=20,
-        )
-        if waited.note:
-            self._notes.append(waited.note)
+        if outcome is None:
+            if dry_run:
+                outcome = "observed"
+            elif draft.action is RecoveryAction.STOP:
+                outcome = "stopped"
+            elif draft.action is RecoveryAction.NONE:
+                outcome = "nothing_to_do"
+            elif self._state.requeued and self._state.running_again:
+                outcome = "recovered"
+            elif self._state.requeued:
+                outcome = "requeued_not_running"
+            else:
+                outcome = "not_requeued"
         return self._outcome(
             interruption,
-            bundle,
-            diagnosis,
-            outcome="recovered" if waited.running else "requeued_not_running",
-            recovered=waited.running,
-            action=plan.action,
-            checkpoint=verdict,
-            excluded_nodes=excluded,
-            requeued=True,
-            job_running_again=waited.running,
+            outcome=outcome,
+            bundle=bundle,
+            diagnosis=diagnosis,
+            action=draft.action,
+            would_have=would_have,
         )
-
-
-def _cause(err: BaseException) -> str:
-    cause = err.__cause__
-    if isinstance(cause, ApplicationError):
-        return f"{cause.type}: {cause.message}"
-    return str(cause or err)
-
-
-__all__ = ["RecoveryPlan", "RecoveryWorkflow"]

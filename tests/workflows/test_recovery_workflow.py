@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -253,20 +254,38 @@ async def test_phase_query_and_search_attributes(harness: Harness) -> None:
     assert (await harness.client.count_workflows(query)).count == 1
 
 
-async def test_histories_replay_without_nondeterminism(harness: Harness) -> None:
-    """Record a fresh history and replay it together with the stored ones."""
+async def test_histories_replay_without_nondeterminism(harness: Harness, tmp_path: Path) -> None:
+    """Replay fresh histories of three kinds of recovery, and every stored one.
+
+    Stored histories (tests/fixtures/histories) guard workflow changes: a change that
+    breaks replay of a recorded recovery would break recoveries in flight during an
+    upgrade. RESURRECT_RECORD_HISTORIES=1 rewrites them from this run.
+    """
     s = harness.scheduler
     s.nodes["node3"] = s.nodes["node3"].model_copy(update={"state": "DOWN"})
     s.jobs["108"] = job("108", nodes=("node3", "node4"))
-    outcome = await harness.recover(interruption(harness.config, s.jobs["108"]))
-    fresh = await harness.client.get_workflow_handle(outcome.workflow_id).fetch_history()
-    histories = [fresh]
-    for path in sorted(HISTORIES.glob("*.json")):
-        histories.append(WorkflowHistory.from_json(path.stem, path.read_text()))
-    assert len(histories) >= 2, "stored histories missing from tests/fixtures/histories"
+    log = tmp_path / "app.out"
+    log.write_text("Traceback (most recent call last):\nKeyError: 'labels'\n")
+    s.jobs["109"] = job("109", state=JobState.FAILED, stdout=log)
+    s.jobs["110"] = job("110", comment=json.dumps({"resurrect": {"mode": "observe"}}))
+    fresh = {}
+    for name, job_id in (("node-loss", "108"), ("app-error-stop", "109"), ("observe", "110")):
+        outcome = await harness.recover(interruption(harness.config, s.jobs[job_id]))
+        handle = harness.client.get_workflow_handle(outcome.workflow_id)
+        fresh[name] = await handle.fetch_history()
+    if os.environ.get("RESURRECT_RECORD_HISTORIES"):
+        HISTORIES.mkdir(parents=True, exist_ok=True)
+        for name, history in fresh.items():
+            (HISTORIES / f"{name}.json").write_text(history.to_json())
+    stored = [
+        WorkflowHistory.from_json(path.stem, path.read_text())
+        for path in sorted(HISTORIES.glob("*.json"))
+    ]
+    assert len(stored) >= 3, "stored histories missing from tests/fixtures/histories"
     replayer = Replayer(workflows=[RecoveryWorkflow], data_converter=harness.client.data_converter)
-    async for result in replayer.replay_workflows(histories, raise_on_replay_failure=False):
-        assert result.replay_failure is None, result.replay_failure
+    for history in [*fresh.values(), *stored]:
+        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+        assert result.replay_failure is None, (history.workflow_id, result.replay_failure)
 
 
 __all__ = ["NodeInfo"]

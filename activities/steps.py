@@ -1,0 +1,249 @@
+"""The built-in recovery steps, run by recovery plans (``resurrect/plans/default.yaml``).
+
+They are registered under the ``recovery.`` namespace. Each is idempotent: it checks the
+current state before acting and reports ``changed=False`` work as done (draining a drained
+node, requeueing a job that was already requeued are no-ops), so a retry after a killed
+worker repeats nothing. Each describes in observe mode what it would have done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from resurrect.contracts import CheckpointVerdict, JobInfo, JobState, StepResult
+from resurrect.errors import (
+    JobNotFound,
+    NodeNotFound,
+    PermanentStepError,
+    SchedulerError,
+    SchedulerRefused,
+)
+from resurrect.scheduler.base import DRAIN_REASON_PREFIX
+from resurrect.steps.runtime import StepContext, StepFn, step
+
+NAMESPACE = "recovery"
+
+
+class Params(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ---------------------------------------------------------------------------- drain
+@step("drain_nodes", handles_observe=True)
+async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
+    """Drain the plan's implicated nodes with our reason prefix, within the blast radius."""
+    nodes = await ctx.scheduler.list_nodes()
+    ours = {n.name for n in nodes if n.drained and n.reason.startswith(DRAIN_REASON_PREFIX)}
+    isolation = ctx.config.isolation
+    budget = max(isolation.min_drain_budget, math.floor(isolation.max_drain_fraction * len(nodes)))
+    in_use = len(ours)
+    reason = (
+        f"{DRAIN_REASON_PREFIX} {ctx.diagnosis.fault_class.value} job {ctx.job.job_id}"
+        f" [{ctx.incident_id}]"
+    )
+    result = StepResult()
+    for name in ctx.plan.drain_nodes:
+        if name not in ours and in_use >= budget:
+            result.notes.append(
+                f"not draining {name}: blast-radius budget of {budget} drained nodes reached"
+            )
+            continue
+        if ctx.observe:
+            result.would_have.append(f"would drain {name}: {reason}")
+            continue
+        try:
+            mutation = await ctx.scheduler.drain_node(name, reason)
+        except NodeNotFound as exc:
+            result.notes.append(f"cannot drain {name}: {exc}")
+            continue
+        result.drained_nodes.append(name)
+        result.notes.append(mutation.detail)
+        if name not in ours:
+            in_use += 1
+    result.detail = f"drained {', '.join(result.drained_nodes) or 'nothing'}"
+    return result
+
+
+# ---------------------------------------------------------------------------- checkpoint
+class VerifyParams(Params):
+    level: Literal["quick", "full"] | None = None  # default: recovery.checkpoint_level
+
+
+@step("verify_checkpoint", handles_observe=True)
+async def verify_checkpoint(ctx: StepContext, params: VerifyParams) -> StepResult:
+    """Verify the checkpoint the job will resume from; fall back past damaged ones."""
+    root_text = ctx.input.bundle.policy.checkpoint_dir
+    if not root_text:
+        verdict = CheckpointVerdict(
+            root=None, verified=False, note="no checkpoint_dir in the job's policy: not verified"
+        )
+        return StepResult(detail=verdict.note, checkpoint=verdict)
+    root = Path(root_text)
+    if not root.is_absolute() and ctx.job.work_dir:
+        root = Path(ctx.job.work_dir) / root
+    from resurrect.checkpoint import prepare_resume
+
+    level = params.level or ctx.input.bundle.checkpoint_level
+    verdict = await asyncio.to_thread(
+        prepare_resume, root, level=level, act=not ctx.observe, progress=ctx.heartbeat
+    )
+    result = StepResult(
+        checkpoint=verdict, detail=verdict.note or f"resume from {verdict.latest_valid}"
+    )
+    if ctx.observe and verdict.quarantined:
+        result.would_have.append(f"would quarantine {', '.join(verdict.quarantined)}")
+    if (
+        verdict.verified
+        and verdict.latest_valid is None
+        and not ctx.input.bundle.policy.allow_restart_from_scratch
+    ):
+        result.stop_recovery = True
+        result.outcome = "stopped_no_checkpoint"
+        result.notes.append(
+            "no intact checkpoint and the job does not allow a restart from scratch"
+        )
+    return result
+
+
+# ---------------------------------------------------------------------------- requeue
+def _already_requeued(job: JobInfo, failed_restart_count: int, exclude: list[str]) -> bool:
+    return (
+        job.restart_count > failed_restart_count
+        and job.state in (JobState.PENDING, JobState.RUNNING)
+        and not job.held
+        and set(exclude) <= set(job.excluded_nodes)
+    )
+
+
+@step("requeue_job", handles_observe=True)
+async def requeue_job(ctx: StepContext, params: None) -> StepResult:
+    """Requeue the job (same id, same owner) excluding implicated nodes; hold first."""
+    job_id = ctx.job.job_id
+    exclude = list(dict.fromkeys([*ctx.plan.exclude_nodes, *ctx.state.drained_nodes]))
+    shown = ", ".join(exclude) or "no nodes"
+    try:
+        job = await ctx.scheduler.get_job(job_id)
+    except JobNotFound as exc:
+        raise PermanentStepError(str(exc)) from exc
+    failed_attempt = ctx.input.bundle.interruption.restart_count
+    if _already_requeued(job, failed_attempt, exclude):
+        return StepResult(
+            requeued=True,
+            excluded_nodes=exclude,
+            detail=f"job {job_id} already requeued (restart {job.restart_count}),"
+            f" excluding {shown}",
+        )
+    if ctx.observe:
+        message = f"would requeue job {job_id} ({job.state.value}) excluding {shown}"
+        return StepResult(detail=message, would_have=[message])
+    try:
+        mutation = await ctx.scheduler.requeue_excluding(job_id, exclude)
+    except (JobNotFound, SchedulerRefused) as exc:
+        raise PermanentStepError(str(exc)) from exc
+    return StepResult(requeued=True, excluded_nodes=exclude, detail=mutation.detail)
+
+
+# ---------------------------------------------------------------------------- wait
+class WaitParams(Params):
+    timeout_s: float | None = Field(default=None, gt=0)  # default: recovery.wait_running_timeout_s
+    poll_interval_s: float = Field(default=1.0, gt=0)
+
+
+@step("wait_running", mutating=False)
+async def wait_running(ctx: StepContext, params: WaitParams) -> StepResult:
+    """Wait until the requeued job runs again, on none of the excluded nodes."""
+    if ctx.observe or not ctx.state.requeued:
+        return StepResult(detail="job was not requeued: nothing to wait for", running_again=False)
+    timeout = params.timeout_s or ctx.input.bundle.wait_running_timeout_s
+    exclude = set(ctx.state.excluded_nodes)
+    deadline = time.monotonic() + timeout
+    last: JobInfo | None = None
+    while time.monotonic() < deadline:
+        try:
+            last = await ctx.scheduler.get_job(ctx.job.job_id)
+        except JobNotFound as exc:
+            raise PermanentStepError(str(exc)) from exc
+        except SchedulerError as exc:
+            ctx.heartbeat(f"scheduler: {exc}")
+            await asyncio.sleep(params.poll_interval_s)
+            continue
+        ctx.heartbeat(f"job {last.job_id} {last.state.value}")
+        if last.state in (JobState.RUNNING, JobState.COMPLETING, JobState.COMPLETED):
+            bad = sorted(set(last.nodes) & exclude)
+            detail = f"job {last.job_id} {last.state.value} on {','.join(last.nodes)}"
+            if bad:
+                detail += f" - WARNING: on excluded node(s) {','.join(bad)}"
+            return StepResult(running_again=not bad, ok=not bad, detail=detail)
+        if last.state not in (JobState.PENDING, JobState.REQUEUED):
+            return StepResult(
+                ok=False,
+                running_again=False,
+                detail=f"job {last.job_id} ended {last.state.value} before running",
+            )
+        await asyncio.sleep(params.poll_interval_s)
+    return StepResult(
+        ok=False,
+        running_again=False,
+        detail=f"job {ctx.job.job_id} not running after {timeout:.0f} s",
+    )
+
+
+# ---------------------------------------------------------------------------- notify
+class NotifyParams(Params):
+    severity: Literal["info", "warning", "critical"] = "warning"
+    message: str | None = Field(default=None, max_length=4000)
+
+
+def _append_json_line(path: Path, record: dict[str, object]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
+    with os.fdopen(fd, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record, sort_keys=True) + "\n")
+
+
+@step("notify", mutating=False)
+async def notify(ctx: StepContext, params: NotifyParams) -> StepResult:
+    """Tell people: a log line and a JSON line in ``<state_dir>/notifications.jsonl``."""
+    message = params.message or "; ".join(ctx.plan.reasons)
+    record: dict[str, object] = {
+        "time": datetime.now(UTC).isoformat(),
+        "severity": params.severity,
+        "workflow_id": ctx.incident_id,
+        "job_id": ctx.job.job_id,
+        "user": ctx.job.user,
+        "fault_class": ctx.diagnosis.fault_class.value,
+        "recipients": ctx.input.bundle.policy.notify,
+        "message": message,
+        "observe": ctx.observe,
+    }
+    level = {"info": 20, "warning": 30, "critical": 50}[params.severity]
+    ctx.log.log(level, "job %s: %s", ctx.job.job_id, message)
+    path = ctx.config.temporal.state_dir / "notifications.jsonl"
+    await asyncio.to_thread(_append_json_line, path, record)
+    return StepResult(detail=f"notified ({params.severity}): {message}")
+
+
+def builtin_steps() -> dict[str, StepFn]:
+    """Activity name -> step function of every built-in step."""
+    from activities.external_program import run_program
+
+    steps: list[StepFn] = [
+        drain_nodes,
+        verify_checkpoint,
+        requeue_job,
+        wait_running,
+        notify,
+        run_program,
+    ]
+    from resurrect.steps.runtime import step_meta
+
+    return {f"{NAMESPACE}.{step_meta(fn).name}": fn for fn in steps}

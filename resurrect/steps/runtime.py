@@ -1,0 +1,228 @@
+"""Recovery steps: the ``@step`` decorator, the context a step gets, and turning a step
+into a Temporal activity.
+
+A step is ``async def fn(ctx: StepContext, params: P) -> StepResult | str | None`` where
+``P`` is a pydantic model of its parameters (or ``None`` for none). ``@step`` only attaches
+metadata, so a test can call the function directly; :func:`make_activity` binds it to a
+:class:`StepRuntime` (scheduler, config, Temporal client) and wraps it as an activity whose
+input is a :class:`~resurrect.contracts.StepInput`:
+
+* the plan's ``params`` are validated against ``P`` (invalid: a permanent failure);
+* in observe mode a ``mutating`` step is not called, and records what it would have done,
+  unless it declared ``handles_observe=True`` and describes that itself;
+* :class:`PermanentStepError` becomes a non-retryable failure, :class:`TransientStepError`
+  (and any other exception) a retryable one; Temporal applies the plan's retry policy;
+* ``ctx.heartbeat()`` reports liveness, so a hung step is cut by its heartbeat timeout.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast, get_type_hints
+
+from pydantic import BaseModel, ValidationError
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+
+from resurrect.config import ResurrectConfig
+from resurrect.contracts import (
+    Diagnosis,
+    IncidentState,
+    JobInfo,
+    RecoveryPlan,
+    StepInput,
+    StepResult,
+)
+from resurrect.errors import PermanentStepError, PluginError
+from resurrect.scheduler.base import Scheduler
+
+StepFn = Callable[..., Awaitable[StepResult | str | None]]
+F = TypeVar("F", bound=StepFn)
+
+STEP_ATTR = "__resurrect_step__"
+
+
+@dataclass(frozen=True)
+class StepMeta:
+    """What ``@step`` records about a step function."""
+
+    name: str
+    params: type[BaseModel] | None
+    mutating: bool
+    handles_observe: bool
+    description: str
+
+
+def _params_model(fn: StepFn) -> type[BaseModel] | None:
+    parameters = list(inspect.signature(fn).parameters.values())
+    if len(parameters) != 2:
+        raise PluginError(
+            f"step {fn.__qualname__} must take (ctx, params), not {len(parameters)} arguments"
+        )
+    hints = get_type_hints(fn)
+    annotation = hints.get(parameters[1].name)
+    if annotation is None or annotation is type(None):
+        return None
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    raise PluginError(
+        f"step {fn.__qualname__}: annotate its params argument"
+        " with a pydantic model (or None for no params)"
+    )
+
+
+def step(name: str, *, mutating: bool = True, handles_observe: bool = False) -> Callable[[F], F]:
+    """Mark ``fn`` as a recovery step named ``name`` (namespaced by its plugin).
+
+    ``mutating``: the step changes something (a node, a job, the outside world); in observe
+    mode it is skipped and its would-be call recorded, unless ``handles_observe`` says the
+    step checks ``ctx.observe`` and describes what it would do itself.
+    """
+    if (
+        not name
+        or not name.replace("_", "").isalnum()
+        or not name[0].isalpha()
+        or name != name.lower()
+    ):
+        raise PluginError(f"step name {name!r}: use lower_case letters, digits and underscores")
+
+    def mark(fn: F) -> F:
+        if not inspect.iscoroutinefunction(cast(Any, fn)):
+            raise PluginError(f"step {name}: {fn.__qualname__} must be an async function")
+        meta = StepMeta(
+            name=name,
+            params=_params_model(fn),
+            mutating=mutating,
+            handles_observe=handles_observe,
+            description=(inspect.getdoc(fn) or "").split("\n", 1)[0],
+        )
+        setattr(fn, STEP_ATTR, meta)
+        return fn
+
+    return mark
+
+
+def step_meta(fn: object) -> StepMeta:
+    meta = getattr(fn, STEP_ATTR, None)
+    if not isinstance(meta, StepMeta):
+        raise PluginError(f"{fn!r} is not a recovery step (decorate it with @step)")
+    return meta
+
+
+@dataclass
+class StepRuntime:
+    """What the worker gives every step."""
+
+    scheduler: Scheduler
+    config: ResurrectConfig
+    client: Client | None = None
+    plugin_settings: dict[str, Any] | None = None
+
+
+class StepContext:
+    """What a step can use: the incident, the scheduler, a logger, heartbeats, the mode."""
+
+    def __init__(
+        self,
+        step_input: StepInput,
+        runtime: StepRuntime,
+        *,
+        settings: dict[str, Any] | None = None,
+        heartbeat: Callable[..., None] | None = None,
+    ) -> None:
+        self.input = step_input
+        self.scheduler = runtime.scheduler
+        self.config = runtime.config
+        self.client = runtime.client
+        self.settings: dict[str, Any] = settings or {}
+        self._heartbeat = heartbeat
+        base = logging.getLogger(f"resurrect.step.{step_input.activity}")
+        self.log = logging.LoggerAdapter(base, {"incident": step_input.workflow_id})
+
+    @property
+    def observe(self) -> bool:
+        """True in observe mode: change nothing, say what you would do."""
+        return self.input.dry_run
+
+    @property
+    def job(self) -> JobInfo:
+        """The job as the scheduler showed it when the recovery gathered evidence."""
+        return self.input.bundle.job
+
+    @property
+    def diagnosis(self) -> Diagnosis:
+        return self.input.diagnosis
+
+    @property
+    def plan(self) -> RecoveryPlan:
+        """Nodes to drain and exclude, whether the restart is charged, the reasons."""
+        return self.input.plan
+
+    @property
+    def state(self) -> IncidentState:
+        """What earlier steps of this recovery did."""
+        return self.input.state
+
+    @property
+    def incident_id(self) -> str:
+        return self.input.workflow_id
+
+    def heartbeat(self, *details: object) -> None:
+        """Report liveness (and progress); a step that stops calling this is cut."""
+        if self._heartbeat is not None:
+            self._heartbeat(*details)
+
+
+def _as_result(value: StepResult | str | None) -> StepResult:
+    if isinstance(value, StepResult):
+        return value
+    return StepResult(detail=value or "")
+
+
+async def call_step(
+    fn: StepFn, step_input: StepInput, runtime: StepRuntime, **ctx_args: Any
+) -> StepResult:
+    """Validate params, honour observe mode, call the step; errors keep their types."""
+    meta = step_meta(fn)
+    params: BaseModel | None = None
+    if meta.params is not None:
+        try:
+            params = meta.params.model_validate(step_input.params)
+        except ValidationError as exc:
+            raise PermanentStepError(f"{step_input.activity}: invalid params: {exc}") from exc
+    elif step_input.params:
+        raise PermanentStepError(
+            f"{step_input.activity}: takes no params, got {sorted(step_input.params)}"
+        )
+    if step_input.dry_run and meta.mutating and not meta.handles_observe:
+        shown = ", ".join(f"{k}={v!r}" for k, v in step_input.params.items())
+        return StepResult(
+            detail="observe mode: not run", would_have=[f"would run {step_input.activity}({shown})"]
+        )
+    ctx = StepContext(step_input, runtime, **ctx_args)
+    return _as_result(await fn(ctx, params))
+
+
+def make_activity(
+    fn: StepFn, runtime: StepRuntime, *, activity_name: str, settings: dict[str, Any] | None = None
+) -> Callable[[StepInput], Awaitable[StepResult]]:
+    """The Temporal activity that runs step ``fn`` under ``activity_name``."""
+    step_meta(fn)  # fail early for undecorated functions
+
+    async def run(step_input: StepInput) -> StepResult:
+        try:
+            return await call_step(
+                fn, step_input, runtime, settings=settings, heartbeat=activity.heartbeat
+            )
+        except PermanentStepError as exc:
+            raise ApplicationError(str(exc), type="PermanentStepError", non_retryable=True) from exc
+
+    run.__name__ = activity_name.replace(".", "_")
+    run.__qualname__ = run.__name__
+    return cast(
+        Callable[[StepInput], Awaitable[StepResult]], activity.defn(name=activity_name)(run)
+    )
