@@ -75,14 +75,14 @@ def discover(
             )
             continue
         try:
-            plugin = ep.load()
+            plugin = found.load()
         except Exception as exc:  # a broken plugin must not take the others down
             loaded.errors.append(
-                f"plugin '{name}' failed to import from {ep.value}: {type(exc).__name__}: {exc}"
+                f"plugin '{name}' failed to import from {found.value}: {type(exc).__name__}: {exc}"
             )
             continue
         if not isinstance(plugin, Plugin):
-            loaded.errors.append(f"plugin '{name}': {ep.value} is not a resurrect.sdk.Plugin")
+            loaded.errors.append(f"plugin '{name}': {found.value} is not a resurrect.sdk.Plugin")
             continue
         if plugin.name != name:
             loaded.errors.append(f"plugin '{name}': its Plugin object is named '{plugin.name}'")

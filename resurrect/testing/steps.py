@@ -1,0 +1,121 @@
+"""Running one recovery step in isolation, as a Temporal activity, without a cluster.
+
+    result = await run_step(my_step, {"url": "http://127.0.0.1:9/hook"})
+
+builds an incident (a job on two fake nodes, a diagnosis, a plan), runs the step through
+the same wrapper the worker uses (params validation, observe mode, error mapping) inside
+Temporal's ActivityEnvironment, and returns its StepResult. Permanent failures raise
+``ApplicationError`` with ``non_retryable=True``, as they would in a worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from temporalio.testing import ActivityEnvironment
+
+from resurrect.config import ResurrectConfig
+from resurrect.contracts import (
+    DEFAULT_ACTION,
+    Diagnosis,
+    EvidenceBundle,
+    FaultClass,
+    IncidentState,
+    Interruption,
+    JobInfo,
+    JobPolicy,
+    JobState,
+    RecoveryPlan,
+    StepInput,
+    StepResult,
+)
+from resurrect.scheduler.base import Scheduler
+from resurrect.steps.runtime import StepFn, StepRuntime, make_activity, step_meta
+from resurrect.testing.fake_scheduler import FakeScheduler
+
+
+def make_step_input(
+    activity: str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    observe: bool = False,
+    job: JobInfo | None = None,
+    fault_class: FaultClass = FaultClass.GPU_HARDWARE,
+    culprits: list[str] | None = None,
+    state: IncidentState | None = None,
+) -> StepInput:
+    """A realistic incident for step tests: job 42 on node1+node2, node2 implicated."""
+    job = job or JobInfo(
+        job_id="42",
+        name="train",
+        state=JobState.FAILED,
+        user="alice",
+        nodes=["node1", "node2"],
+        num_nodes=2,
+    )
+    culprit_nodes = ["node2"] if culprits is None else culprits
+    interruption = Interruption(
+        cluster="test",
+        job_id=job.job_id,
+        restart_count=job.restart_count,
+        source="test",
+        reason="test incident",
+        observed_at=datetime.now(UTC),
+        nodes=job.nodes,
+    )
+    bundle = EvidenceBundle(
+        interruption=interruption,
+        job=job,
+        policy=JobPolicy(),
+        policy_source="comment",
+        mode="observe" if observe else "act",
+        wait_running_timeout_s=30,
+        activity_timeout_s=30,
+    )
+    diagnosis = Diagnosis(
+        fault_class=fault_class,
+        action=DEFAULT_ACTION[fault_class],
+        confidence=0.9,
+        culprit_hosts=culprit_nodes,
+    )
+    plan = RecoveryPlan(
+        action=DEFAULT_ACTION[fault_class],
+        drain_nodes=culprit_nodes,
+        exclude_nodes=culprit_nodes,
+        requeue=True,
+    )
+    return StepInput(
+        workflow_id=f"recover/test/{job.job_id}/{job.restart_count}",
+        activity=activity,
+        params=dict(params or {}),
+        dry_run=observe,
+        bundle=bundle,
+        diagnosis=diagnosis,
+        plan=plan,
+        state=state or IncidentState(),
+    )
+
+
+async def run_step(
+    fn: StepFn,
+    params: Mapping[str, Any] | None = None,
+    *,
+    scheduler: Scheduler | None = None,
+    config: ResurrectConfig | None = None,
+    observe: bool = False,
+    settings: dict[str, Any] | None = None,
+    step_input: StepInput | None = None,
+    namespace: str = "plugin",
+) -> StepResult:
+    """Run step ``fn`` once as an activity in isolation and return its result."""
+    name = f"{namespace}.{step_meta(fn).name}"
+    runtime = StepRuntime(
+        scheduler=scheduler or FakeScheduler.with_nodes(4, cluster_name="test"),
+        config=config or ResurrectConfig(),
+    )
+    activity_fn = make_activity(fn, runtime, activity_name=name, settings=settings)
+    payload = step_input or make_step_input(name, params, observe=observe)
+    result: StepResult = await ActivityEnvironment().run(activity_fn, payload)
+    return result

@@ -1,0 +1,139 @@
+from __future__ import annotations
+
+import sys
+
+import pytest
+from pydantic import BaseModel
+from temporalio.exceptions import ApplicationError
+
+from activities.external_program import run_program
+from activities.steps import drain_nodes, requeue_job
+from resurrect.config import ResurrectConfig
+from resurrect.contracts import IncidentState, JobInfo, JobState, StepResult
+from resurrect.errors import PluginError, TransientStepError
+from resurrect.sdk import FakeScheduler, StepContext, make_step_input, run_step, step
+
+
+class Params(BaseModel):
+    target: str
+
+
+calls: list[str] = []
+
+
+@step("touch")
+async def touch(ctx: StepContext, params: Params) -> StepResult:
+    calls.append(params.target)
+    return StepResult(detail=f"touched {params.target}")
+
+
+async def test_mutating_step_is_skipped_in_observe_mode() -> None:
+    calls.clear()
+    result = await run_step(touch, {"target": "node2"}, observe=True)
+    assert calls == [] and result.would_have == ["would run plugin.touch(target='node2')"]
+    result = await run_step(touch, {"target": "node2"})
+    assert calls == ["node2"] and result.detail == "touched node2"
+
+
+async def test_invalid_params_are_a_permanent_failure() -> None:
+    with pytest.raises(ApplicationError) as err:
+        await run_step(touch, {"target": 3, "extra": True})
+    assert err.value.non_retryable and "invalid params" in str(err.value)
+
+
+def test_decorator_rejects_bad_steps() -> None:
+    with pytest.raises(PluginError, match="async"):
+        step("sync_one")(lambda ctx, params: None)  # type: ignore[arg-type,return-value]
+    with pytest.raises(PluginError, match="lower_case"):
+        step("Bad-Name")
+    with pytest.raises(PluginError, match="pydantic model"):
+
+        @step("wrong_params")
+        async def wrong(ctx: StepContext, params: int) -> None:
+            return None
+
+
+async def test_transient_error_stays_retryable() -> None:
+    @step("flaky")
+    async def flaky(ctx: StepContext, params: None) -> None:
+        raise TransientStepError("try later")
+
+    with pytest.raises(TransientStepError):
+        await run_step(flaky)
+
+
+async def test_drain_respects_the_blast_radius_budget() -> None:
+    scheduler = FakeScheduler.with_nodes(8, cluster_name="test")
+    await scheduler.drain_node("node5", "resurrect: earlier incident")
+    config = ResurrectConfig.model_validate({"isolation": {"max_drain_fraction": 0.25}})
+    step_input = make_step_input("recovery.drain_nodes", culprits=["node1", "node2", "node3"])
+    result = await run_step(
+        drain_nodes, scheduler=scheduler, config=config, step_input=step_input, namespace="recovery"
+    )
+    assert result.drained_nodes == ["node1"]  # budget 2 of 8, one already used
+    assert sum("blast-radius budget" in note for note in result.notes) == 2
+    assert not scheduler.nodes["node2"].drained
+
+
+async def test_requeue_is_idempotent() -> None:
+    scheduler = FakeScheduler.with_nodes(4, cluster_name="test")
+    job = JobInfo(job_id="42", state=JobState.FAILED, user="alice", nodes=["node1", "node2"], num_nodes=2)
+    scheduler.jobs["42"] = job
+    step_input = make_step_input("recovery.requeue_job", job=job)
+    first = await run_step(requeue_job, scheduler=scheduler, step_input=step_input, namespace="recovery")
+    again = await run_step(requeue_job, scheduler=scheduler, step_input=step_input, namespace="recovery")
+    assert first.requeued and again.requeued and "already requeued" in again.detail
+    assert scheduler.calls == [("requeue", "42")]
+    assert scheduler.jobs["42"].user == "alice" and "node2" in scheduler.jobs["42"].excluded_nodes
+
+
+@pytest.mark.parametrize(("code", "ok"), [(0, True), (1, False)])
+async def test_external_program_exit_codes(code: int, ok: bool) -> None:
+    argv = [sys.executable, "-c", f"import sys; print('job', sys.argv[1]); sys.exit({code})", "{job_id}"]
+    result = await run_step(run_program, {"argv": argv}, namespace="recovery")
+    assert result.ok is ok
+    [entry] = result.data.values()
+    assert entry["exit_code"] == code and "job 42" in entry["output"]
+
+
+async def test_external_program_unknown_result_and_timeout_are_transient() -> None:
+    with pytest.raises(TransientStepError, match="exit 3"):
+        await run_step(run_program, {"argv": [sys.executable, "-c", "raise SystemExit(3)"]}, namespace="recovery")
+    with pytest.raises(TransientStepError, match="timed out"):
+        await run_step(
+            run_program,
+            {"argv": [sys.executable, "-c", "import time; time.sleep(30)"], "timeout_s": 0.5},
+            namespace="recovery",
+        )
+
+
+async def test_external_program_per_node_and_output_truncation() -> None:
+    argv = [sys.executable, "-c", "import sys; print(sys.argv[1] * 5000)", "{node}"]
+    result = await run_step(
+        run_program, {"argv": argv, "per_node": True, "output_limit": 100}, namespace="recovery"
+    )
+    assert list(result.data) == [f"{sys.executable} [node2]"]
+    assert "more bytes" in result.data[f"{sys.executable} [node2]"]["output"]
+
+
+async def test_external_program_refuses_unsafe_values() -> None:
+    job = JobInfo(job_id="42", state=JobState.FAILED, nodes=["node1;rm -rf /"])
+    step_input = make_step_input("recovery.run_program", {"argv": ["echo", "{nodes}"]}, job=job, culprits=[])
+    with pytest.raises(ApplicationError, match="unsafe"):
+        await run_step(run_program, step_input=step_input, namespace="recovery")
+
+
+async def test_step_context_exposes_incident() -> None:
+    seen: dict[str, object] = {}
+
+    @step("look", mutating=False)
+    async def look(ctx: StepContext, params: None) -> str:
+        seen.update(job=ctx.job.job_id, fault=ctx.diagnosis.fault_class.value, drained=ctx.state.drained_nodes,
+                    observe=ctx.observe, incident=ctx.incident_id, plan=ctx.plan.drain_nodes)
+        return "looked"
+
+    step_input = make_step_input("plugin.look", state=IncidentState(drained_nodes=["node2"]))
+    result = await run_step(look, step_input=step_input)
+    assert result.detail == "looked"
+    assert seen == {"job": "42", "fault": "gpu.hardware", "drained": ["node2"], "observe": False,
+                    "incident": "recover/test/42/0", "plan": ["node2"]}
