@@ -1,0 +1,134 @@
+"""The rule-pack schema: what a YAML pack may say, validated by pydantic.
+
+A pack is a YAML mapping::
+
+    pack: nccl                      # a name, unique among loaded packs
+    description: NCCL and ProcessGroupNCCL messages
+    rules:
+      - id: nccl.ib_completion_error          # unique across all packs
+        description: an InfiniBand work completion failed
+        kinds: [job_log]                      # SignalKind values the rule applies to
+        literal: ["got completion from peer"] # cheap prefilter: a line must contain one
+        pattern: 'NET/IB ?: Got completion from peer (?P<peer>[\\w.:-]+)'
+        fault_class: network.fabric
+        role: root                            # root | cascade | diagnostic
+        confidence: 0.9
+        fields: [peer]                        # named groups the rule extracts
+        examples:
+          match:
+            - "node1:12:34 [0] NCCL WARN NET/IB : Got completion from peer 10.0.0.2 ..."
+            - text: "..."
+              fields: {peer: 10.0.0.2}
+          no_match: ["NCCL INFO NET/IB : Using [0]mlx5_0:1/IB"]
+
+Unknown keys are rejected everywhere. ``literal`` strings are matched case-insensitively
+against the cleaned line; they must be ASCII and should be specific (every healthy line that
+contains one costs a regex run). ``pattern`` is a Python regex searched (not matched) in the
+line body after launcher prefixes are removed; it must be free of nested unbounded repeats.
+Well-known fields (``rank``, ``host``, ``gpu``/``pci``) also fill the Evidence's own
+attributes. ``sets_host`` marks a rule whose ``host`` applies to the following lines of the
+same file (a shell prompt); ``capture_previous`` attaches the previous non-empty line as field
+``previous_line`` (used to measure silence before a time-limit kill).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Self
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from resurrect.contracts import EvidenceRole, FaultClass, SignalKind
+
+_ID = re.compile(r"^[a-z0-9][a-z0-9_.-]{1,99}$")
+WELL_KNOWN_FIELDS = frozenset({"rank", "host", "gpu", "pci"})
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MatchExample(Strict):
+    """A line the rule must match, with the fields it must extract (a subset)."""
+
+    text: str
+    fields: dict[str, str] = Field(default_factory=dict)
+
+
+class Examples(Strict):
+    match: list[MatchExample | str] = Field(min_length=1)
+    no_match: list[str] = Field(default_factory=list)
+
+    def match_examples(self) -> list[MatchExample]:
+        return [MatchExample(text=m) if isinstance(m, str) else m for m in self.match]
+
+
+class Rule(Strict):
+    """One log signature: where it applies, what it matches, what it means."""
+
+    id: str
+    description: str = ""
+    kinds: list[SignalKind] = Field(default_factory=lambda: [SignalKind.JOB_LOG], min_length=1)
+    literal: list[str] = Field(min_length=1)
+    pattern: str
+    fault_class: FaultClass | None = None
+    role: EvidenceRole = "diagnostic"
+    confidence: float = Field(default=0.5, ge=0.0, le=1.0)
+    fields: list[str] = Field(default_factory=list)
+    sets_host: bool = False
+    capture_previous: bool = False
+    examples: Examples
+
+    @field_validator("id")
+    @classmethod
+    def _id_format(cls, value: str) -> str:
+        if not _ID.match(value):
+            raise ValueError("id must be lower-case letters, digits, '.', '_' or '-'")
+        return value
+
+    @field_validator("literal", mode="before")
+    @classmethod
+    def _literal_list(cls, value: object) -> object:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("literal")
+    @classmethod
+    def _literal_ascii(cls, value: list[str]) -> list[str]:
+        for lit in value:
+            if not lit or not lit.isascii():
+                raise ValueError(f"literal {lit!r} must be non-empty ASCII")
+        return [lit.lower() for lit in value]
+
+    @field_validator("pattern")
+    @classmethod
+    def _pattern_compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"pattern does not compile: {exc}") from exc
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        groups = set(re.compile(self.pattern).groupindex)
+        missing = [f for f in self.fields if f not in groups]
+        if missing:
+            raise ValueError(f"fields {missing} are not named groups of the pattern")
+        if self.role == "root" and self.fault_class is None:
+            raise ValueError("a root rule must name its fault_class")
+        if self.sets_host and "host" not in groups:
+            raise ValueError("sets_host needs a named group 'host'")
+        known = set(self.fields) | groups | {"rank", "host", "gpu"}
+        for example in self.examples.match_examples():
+            extra = set(example.fields) - known
+            if extra:
+                raise ValueError(f"example states fields {sorted(extra)} the rule cannot extract")
+        return self
+
+
+class RulePack(Strict):
+    """One YAML file of rules."""
+
+    pack: str
+    description: str = ""
+    rules: list[Rule] = Field(min_length=1)

@@ -1,0 +1,164 @@
+"""Turning raw log bytes into bounded, clean lines the rules can match safely.
+
+Everything a rule sees has passed through here:
+
+* **Bounded length.** A line is cut at :data:`MAX_LINE_BYTES` before it is decoded; the first
+  part is kept, the rest is dropped. No regex ever runs over a multi-MiB line.
+* **Decoding.** Invalid UTF-8 is decoded with replacement characters, never an error.
+* **Cleaning.** ANSI escape sequences (colours, cursor moves) are removed, a trailing CR (CRLF
+  files) is dropped, inner CRs (progress bars redrawing themselves) and NUL/control bytes become
+  spaces.
+* **Prefixes.** Launchers prepend where a line came from: ``[rank3]:`` (torchrun), ``3: ``
+  (``srun -l``), ``[default0]:`` (torchrun ``--tee`` role prefix), ``host:pid:tid [dev]``
+  (NCCL), ``[rank: 0]`` (Lightning), dmesg ``[ 12.345]`` and syslog ``Mon DD HH:MM:SS host
+  kernel:`` stamps, ``[1,3]<stderr>:`` (mpirun ``--tag-output``), ``(Worker pid=12)`` (Ray), and
+  ``> `` quoting. :func:`split_prefixes` removes them and reports the rank/host they name, so
+  rule patterns match the message body and need not know every launcher.
+
+:class:`LineSplitter` is the streaming half: feed it arbitrary byte chunks (as read from a
+growing file) and it yields complete, bounded lines, keeping a partial last line for the next
+read and cutting an over-long line without buffering it whole.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+MAX_LINE_BYTES = 16 * 1024
+"""A line is cut to this many bytes before decoding and matching."""
+
+MAX_EVIDENCE_CHARS = 4 * 1024
+"""Evidence text is truncated to this many characters."""
+
+_ANSI = re.compile(
+    r"\x1b(?:\[[0-?]{0,32}[ -/]{0,8}[@-~]|\][^\x07\x1b]{0,512}(?:\x07|\x1b\\)?|[@-Z\\-_])"
+)
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+# One anchored, bounded alternation of every launcher prefix, applied repeatedly (a line can
+# carry several: "3: [rank3]:[E1206 ...]" from srun -l around torchrun).
+_PREFIX = re.compile(
+    r"(?:(?P<rank_a>\d{1,6}): "  # srun -l
+    r"|\[\d{1,6},(?P<rank_c>\d{1,6})\]<std(?:out|err)>: ?"  # mpirun --tag-output
+    r"|\([\w.-]{1,64} pid=\d{1,10}(?:, ip=[\d.]{7,15})?\) "  # Ray worker
+    r"|> ?"  # quoted (e-mail, markdown)
+    r"|\[(?:rank|default|Rank |rank: ?)(?P<rank_b>\d{1,6})\]:? ?"  # torchrun, lightning
+    # NCCL: "host:pid:tid [dev] "
+    r"|(?P<host_a>[A-Za-z0-9][\w.-]{0,127}):\d{1,10}:\d{1,10} \[\d{1,3}\] "
+    r"|\[ {0,12}[+]?\d{1,10}\.\d{1,9}\] ?"  # dmesg, also "dmesg -H" deltas
+    # syslog: "Nov 29 19:00:00 host kernel: "
+    r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d (?P<host_b>[A-Za-z0-9][\w.-]{0,127}) "
+    r"(?:kernel|[\w.-]{1,64}(?:\[\d{1,10}\])?): "
+    # journald short-iso: "2025-01-01T10:00:00+0000 host kernel: "
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:?\d\d)? "
+    r"(?P<host_c>[A-Za-z0-9][\w.-]{0,127}) kernel: )"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LinePrefix:
+    """Where a line says it came from, as read from its launcher prefixes."""
+
+    body: str
+    rank: int | None = None
+    host: str | None = None
+
+
+def cut(raw: bytes, limit: int = MAX_LINE_BYTES) -> bytes:
+    """The first ``limit`` bytes of one raw line (without its newline)."""
+    return raw if len(raw) <= limit else raw[:limit]
+
+
+def clean(text: str | bytes, limit: int = MAX_LINE_BYTES) -> str:
+    """Decode (with replacement), bound, and strip ANSI codes, CRs and control characters."""
+    if isinstance(text, bytes):
+        text = cut(text, limit).decode("utf-8", errors="replace")
+    elif len(text) > limit:
+        text = text[:limit]
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    text = text.rstrip("\r\n")
+    if "\r" in text:
+        text = text.replace("\r", " ")
+    if _CONTROL.search(text) is not None:
+        text = _CONTROL.sub(" ", text)
+    return text
+
+
+def split_prefixes(text: str) -> LinePrefix:
+    """Remove launcher prefixes from a cleaned line; report the rank and host they name."""
+    rank: int | None = None
+    host: str | None = None
+    body = text
+    for _ in range(4):
+        m = _PREFIX.match(body)
+        if m is None:
+            break
+        found_rank = m["rank_a"] or m["rank_b"] or m["rank_c"]
+        if found_rank is not None and rank is None:
+            rank = int(found_rank)
+        found_host = m["host_a"] or m["host_b"] or m["host_c"]
+        if found_host is not None and host is None:
+            host = found_host
+        body = body[m.end() :]
+    return LinePrefix(body=body, rank=rank, host=host)
+
+
+def truncate(text: str, limit: int = MAX_EVIDENCE_CHARS) -> str:
+    """Evidence text: at most ``limit`` characters, marked when cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class LineSplitter:
+    """Split a byte stream, read in arbitrary chunks, into complete bounded lines.
+
+    ``feed(chunk)`` yields ``(line_number, raw_line)`` for every line completed by the chunk
+    (1-based numbers, raw bytes without the newline, already cut to ``limit``). A partial last
+    line is kept for the next call; at most ``limit`` bytes of it are buffered, the rest of an
+    over-long line is dropped as it arrives. ``flush()`` yields the final unterminated line.
+    """
+
+    def __init__(self, limit: int = MAX_LINE_BYTES) -> None:
+        self.limit = limit
+        self.line_no = 0
+        self._pending = bytearray()
+        self._overflow = False
+
+    @property
+    def pending(self) -> bytes:
+        """The buffered start of the current, unterminated line."""
+        return bytes(self._pending)
+
+    def feed(self, chunk: bytes) -> Iterator[tuple[int, bytes]]:
+        start = 0
+        while True:
+            nl = chunk.find(b"\n", start)
+            if nl < 0:
+                self._append(chunk, start, len(chunk))
+                return
+            self._append(chunk, start, nl)
+            self.line_no += 1
+            line = bytes(self._pending)
+            self._pending.clear()
+            self._overflow = False
+            yield self.line_no, line
+            start = nl + 1
+
+    def flush(self) -> Iterator[tuple[int, bytes]]:
+        if self._pending:
+            self.line_no += 1
+            line = bytes(self._pending)
+            self._pending.clear()
+            self._overflow = False
+            yield self.line_no, line
+
+    def _append(self, chunk: bytes, start: int, end: int) -> None:
+        if self._overflow or start >= end:
+            return
+        room = self.limit - len(self._pending)
+        if end - start > room:
+            end = start + room
+            self._overflow = True
+        self._pending += chunk[start:end]
