@@ -103,6 +103,8 @@ class Evidence(Contract):
     gpu: str | None = None
     fields: dict[str, str] = Field(default_factory=dict)
     observed_at: datetime | None = None
+    # The matching rule's weight (0..1); set by the rule engine.
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
 
 
 class Diagnosis(Contract):

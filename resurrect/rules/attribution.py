@@ -75,6 +75,8 @@ class _Record:
 
 
 def _confidence(ev: Evidence, confidences: Mapping[str, float]) -> float:
+    if ev.confidence is not None:
+        return ev.confidence
     return confidences.get(ev.rule or "", 0.5)
 
 

@@ -226,6 +226,7 @@ class RuleEngine:
                     rank=rank,
                     gpu=fields.get("gpu") or fields.get("pci"),
                     fields=fields,
+                    confidence=rule.confidence,
                 )
             )
         return found
