@@ -14,7 +14,10 @@ job running on the node):
   recovery workflow.
 
 The same (rule, GPU) is reported at most once per ``report_dedup_s``; silence is reported
-once per silent spell. History stays bounded: after ``max_signals_per_run`` signals the
+once per silent spell. When the silence timer fires much later than asked (the control plane
+itself was down, so heartbeats may simply not have been delivered), the agent gets one more
+threshold before the node is declared lost: an outage of resurrect never drains the fleet.
+History stays bounded: after ``max_signals_per_run`` signals the
 workflow continues as new, carrying its state.
 """
 
@@ -45,6 +48,9 @@ with workflow.unsafe.imports_passed_through():
     )
 
 MAX_FINDINGS_KEPT = 64
+# A silence timer that fires this much later than asked means the control plane itself
+# stalled (server or worker down): the agent gets a fresh threshold instead of a report.
+STALL_SLACK_S = 3.0
 MAX_REPORTED_KEPT = 32
 REPORT_TIMEOUT = timedelta(seconds=60)
 REPORT_RETRY = RetryPolicy(
@@ -72,6 +78,9 @@ class NodeHealthWorkflow:
         self._signals = 0
         self._beats = 0  # heartbeats received in this run (wakes the silence timer)
         self._beats_at_wait = 0
+        self._threshold = timedelta(seconds=params.silence_threshold_s)
+        last = self._health.last_heartbeat_at
+        self._deadline: datetime | None = last + self._threshold if last is not None else None
         self._pending_roots: list[Evidence] = []
 
     # -- signals and query ---------------------------------------------------------------
@@ -88,7 +97,10 @@ class NodeHealthWorkflow:
         health.gpus = beat.gpus
         health.nvml = beat.nvml
         health.silent_since = None
+        self._threshold = timedelta(seconds=beat.silence_threshold_s)  # the agent's setting
+        self._deadline = workflow.now() + self._threshold
         self._beats += 1
+        self._forget_old_findings()
         health.status = self._status_from_findings()
 
     @workflow.signal(name=FINDINGS_SIGNAL)
@@ -117,20 +129,24 @@ class NodeHealthWorkflow:
 
     @workflow.run
     async def run(self, params: NodeHealthInput) -> NodeHealth:
-        threshold = timedelta(seconds=params.silence_threshold_s)
         while True:
             if self._pending_roots:
                 await self._report_roots()
                 continue
             if self._signals >= params.max_signals_per_run and workflow.all_handlers_finished():
-                workflow.continue_as_new(params.model_copy(update={"carried": self._health}))
+                threshold = self._threshold.total_seconds()
+                workflow.continue_as_new(
+                    params.model_copy(
+                        update={"carried": self._health, "silence_threshold_s": threshold}
+                    )
+                )
             self._beats_at_wait = beats = self._beats
             watching = self._health.status not in ("silent", "stopped", "unknown")
-            last = self._health.last_heartbeat_at
-            if not watching or last is None:
+            deadline = self._deadline
+            if not watching or deadline is None:
                 await workflow.wait_condition(self._should_wake)
                 continue
-            remaining = (last + threshold - workflow.now()).total_seconds()
+            remaining = (deadline - workflow.now()).total_seconds()
             if remaining > 0:
                 try:
                     await workflow.wait_condition(
@@ -139,8 +155,16 @@ class NodeHealthWorkflow:
                     continue
                 except TimeoutError:
                     pass
-            if self._beats == beats and self._health.status not in ("silent", "stopped"):
-                await self._report_silence(last)
+            if self._beats != beats or self._health.status in ("silent", "stopped"):
+                continue
+            if (workflow.now() - deadline).total_seconds() > STALL_SLACK_S:
+                # We woke far later than asked: the control plane (server or worker) was not
+                # running, so the agent's heartbeats may have failed too. Give it a fresh
+                # threshold rather than declaring every node lost after an outage.
+                self._deadline = workflow.now() + self._threshold
+                self._health.stall_graces += 1
+                continue
+            await self._report_silence(self._health.last_heartbeat_at or deadline)
 
     def _should_wake(self) -> bool:
         """A root finding to report, a heartbeat, or time to continue as new."""
@@ -149,6 +173,17 @@ class NodeHealthWorkflow:
             or self._beats != self._beats_at_wait
             or self._signals >= self._params.max_signals_per_run
         )
+
+    def _forget_old_findings(self) -> None:
+        """Findings not repeated for two de-dup windows are over (the agent re-sends a
+        condition that persists, such as a lost GPU, once per window)."""
+        keep_for = timedelta(seconds=max(60.0, 2 * self._params.report_dedup_s))
+        oldest = workflow.now() - keep_for
+        self._health.findings = [
+            item
+            for item in self._health.findings
+            if item.observed_at is None or item.observed_at >= oldest
+        ]
 
     def _status_from_findings(self) -> NodeStatus:
         findings = self._health.findings

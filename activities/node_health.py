@@ -1,0 +1,105 @@
+"""Activities of the node health workflow: turning a node fault into job recoveries.
+
+``node_health.report_node_fault`` lists the jobs running on the node, keeps those opted in
+(:func:`resurrect.policy.job_policy`), and reports an :class:`Interruption` for each through
+:func:`sensors.report.report_interruption` (signal-with-start of the job attempt's
+RecoveryWorkflow, so a report that Slurm or the log follower also makes lands in the same
+workflow). It is idempotent: repeating it signals the same recoveries again.
+
+Register on the worker::
+
+    node_health = NodeHealthActivities(scheduler, client, config)
+    Worker(..., workflows=[NodeHealthWorkflow], activities=[node_health.report_node_fault])
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from temporalio import activity
+from temporalio.client import Client
+
+from resurrect.config import ResurrectConfig
+from resurrect.contracts import Interruption, JobInfo, JobPolicy, JobState
+from resurrect.scheduler.base import Scheduler
+from sensors.node_agent.models import REPORT_NODE_FAULT_ACTIVITY, NodeFaultReport, NodeFaultResult
+
+log = logging.getLogger(__name__)
+
+# Jobs in these states still hold the node: their ranks are (or were just) running there.
+ACTIVE_STATES = frozenset({JobState.RUNNING, JobState.COMPLETING, JobState.SUSPENDED})
+
+ReportFn = Callable[..., Awaitable[str]]
+PolicyFn = Callable[[JobInfo, ResurrectConfig], JobPolicy | None]
+
+
+def _default_report() -> ReportFn:
+    from sensors.report import report_interruption
+
+    return report_interruption
+
+
+def _default_policy() -> PolicyFn:
+    from resurrect.policy import job_policy
+
+    return job_policy
+
+
+class NodeHealthActivities:
+    """Holds the scheduler, the Temporal client and the configuration the activity needs."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        client: Client,
+        config: ResurrectConfig,
+        *,
+        report: ReportFn | None = None,
+        policy: PolicyFn | None = None,
+    ) -> None:
+        self._scheduler = scheduler
+        self._client = client
+        self._config = config
+        self._report = report or _default_report()
+        self._policy = policy or _default_policy()
+
+    @activity.defn(name=REPORT_NODE_FAULT_ACTIVITY)
+    async def report_node_fault(self, report: NodeFaultReport) -> NodeFaultResult:
+        """Start or signal the recovery of every opted-in job running on ``report.node``."""
+        result = NodeFaultResult(node=report.node)
+        jobs = await self._scheduler.list_jobs()
+        for job in jobs:
+            if report.node not in job.nodes or job.state not in ACTIVE_STATES:
+                continue
+            result.jobs_on_node.append(job.job_id)
+            if self._policy(job, self._config) is None:
+                result.skipped.append(f"job {job.job_id}: not opted in")
+                continue
+            interruption = Interruption(
+                cluster=report.cluster,
+                job_id=job.job_id,
+                restart_count=job.restart_count,
+                source="node_agent",
+                reason=report.reason,
+                observed_at=report.observed_at,
+                job_state=job.state,
+                nodes=list(job.nodes),
+                suspect_nodes=[report.node],
+                fault_hint=report.fault_class,
+                evidence=list(report.evidence),
+            )
+            workflow_id = await self._report(
+                self._client, interruption, task_queue=self._config.temporal.task_queue
+            )
+            result.reported.append(workflow_id)
+            log.info(
+                "node %s (%s): reported job %s as %s",
+                report.node,
+                report.fault_class,
+                job.job_id,
+                workflow_id,
+            )
+        if not result.jobs_on_node:
+            log.info("node %s (%s): no running jobs there", report.node, report.fault_class)
+        return result

@@ -1,0 +1,231 @@
+"""The node agent: GPU and kernel-log sources → rule engine → de-dup/rate-limit → reporter.
+
+Four concurrent loops share one asyncio loop:
+
+* heartbeat: a :class:`NodeHeartbeat` every ``heartbeat_interval_s``, whatever else happens
+  (NVML calls run in worker threads, so a hung GPU cannot stop the heartbeat);
+* poll: every ``interval_s`` all NVML counters and states of every GPU;
+* events: NVML critical-Xid events, waited on in a worker thread, reported at once;
+* kernel log: ``NVRM`` lines from /dev/kmsg or journald, reported at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable
+from datetime import datetime
+
+from resurrect.contracts import Evidence
+from sensors.node_agent.classify import LineScanner, classify
+from sensors.node_agent.kernel_log import KernelLogSource
+from sensors.node_agent.limiter import FindingLimiter
+from sensors.node_agent.models import AgentStopped, NodeFindings, NodeHeartbeat, Reading
+from sensors.node_agent.nvml_api import NvmlApi
+from sensors.node_agent.nvml_source import NvmlSource, utcnow
+from sensors.node_agent.reporters import DeliveryError, Reporter
+from sensors.node_agent.settings import AgentSettings
+
+log = logging.getLogger(__name__)
+
+MAX_BACKLOG = 256
+
+
+class NodeAgent:
+    """Watches one node's GPUs and kernel log and reports to a :class:`Reporter`."""
+
+    def __init__(
+        self,
+        settings: AgentSettings,
+        *,
+        nvml: NvmlApi | None,
+        engine: LineScanner,
+        reporter: Reporter,
+        kernel_log: KernelLogSource | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        now: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.settings = settings
+        self.node = settings.node_name
+        self.engine = engine
+        self.reporter = reporter
+        self.source = NvmlSource(
+            nvml, nvlink_window_s=settings.nvlink_window_s, clock=clock, now=now
+        )
+        self.kernel_log = kernel_log
+        self.limiter = FindingLimiter(
+            window_s=settings.dedup_window_s,
+            max_per_minute=settings.max_findings_per_minute,
+            clock=clock,
+        )
+        self._now = now
+        self._seq = 0
+        self._backlog: list[Evidence] = []
+        self.polls = 0
+        self.readings_seen = 0
+        self.findings_sent = 0
+
+    # -- one step each (tests drive these directly) --------------------------------------
+
+    def start(self) -> str:
+        """Open NVML and register for Xid events; a one-line description of what is watched."""
+        status = self.source.open()
+        if not status.available:
+            log.warning("node agent on %s: %s; watching no GPUs", self.node, status.reason)
+            return status.reason
+        registered = self.source.open_events()
+        return f"{status.gpu_count} GPUs (driver {status.driver}), Xid events on {registered}"
+
+    def classify(self, readings: Iterable[Reading]) -> list[Evidence]:
+        found: list[Evidence] = []
+        for reading in readings:
+            self.readings_seen += 1
+            found.extend(classify(self.engine, reading, node=self.node))
+        return found
+
+    async def report(self, evidence: list[Evidence]) -> list[Evidence]:
+        """Send the findings the limiter admits (with any not delivered before); returns them.
+
+        Undelivered findings (control plane unreachable) are kept, up to
+        ``MAX_BACKLOG``, and sent with the next report or heartbeat: an Xid event seen
+        while Temporal was away is not lost.
+        """
+        admitted = [item for item in evidence if self.limiter.admit(item)]
+        if admitted or self._backlog:
+            await self._deliver(admitted)
+        return admitted
+
+    async def _deliver(self, admitted: list[Evidence]) -> None:
+        batch = [*self._backlog, *admitted]
+        self._backlog = []
+        try:
+            await self.reporter.findings(
+                NodeFindings(node=self.node, sent_at=self._now(), evidence=batch)
+            )
+        except DeliveryError as exc:
+            log.warning("%d findings kept for the next attempt: %s", len(batch), exc)
+            self._backlog = [*batch, *self._backlog][-MAX_BACKLOG:]
+            return
+        except asyncio.CancelledError:  # stopped mid-send: keep them for the next attempt
+            self._backlog = [*batch, *self._backlog][-MAX_BACKLOG:]
+            raise
+        self.findings_sent += len(batch)
+
+    async def poll_once(self) -> list[Evidence]:
+        """Read every GPU once (in a worker thread), classify, report; the admitted findings."""
+        readings = await asyncio.to_thread(self.source.poll)
+        self.polls += 1
+        return await self.report(self.classify(readings))
+
+    async def send_heartbeat(self) -> NodeHeartbeat:
+        status = self.source.status
+        beat = NodeHeartbeat(
+            node=self.node,
+            seq=self._seq,
+            sent_at=self._now(),
+            gpus=status.gpu_count,
+            nvml=status.reason,
+            silence_threshold_s=self.settings.silence_threshold_s,
+        )
+        self._seq += 1
+        await self.reporter.heartbeat(beat)
+        return beat
+
+    # -- the loops -----------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Run until ``stop`` is set; then tell the control plane the stop was on purpose."""
+        described = await asyncio.to_thread(self.start)
+        log.info("node agent on %s: watching %s", self.node, described)
+        loops = [self._heartbeat_loop(stop), self._poll_loop(stop), self._event_loop(stop)]
+        if self.kernel_log is not None:
+            loops.append(self._kernel_loop(stop))
+        tasks = [asyncio.create_task(loop) for loop in loops]
+        try:
+            await stop.wait()
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(
+                    self.reporter.stopped(AgentStopped(node=self.node, sent_at=self._now())), 5.0
+                )
+            await asyncio.to_thread(self.source.close)
+
+    async def _heartbeat_loop(self, stop: asyncio.Event) -> None:
+        interval = self.settings.heartbeat_interval_s
+        while not stop.is_set():
+            started = time.monotonic()
+            try:
+                await asyncio.wait_for(self.send_heartbeat(), timeout=interval * 2)
+            except TimeoutError:
+                log.warning("heartbeat took longer than %.1fs", interval * 2)
+            if self._backlog:  # findings the control plane missed: try again now
+                await self._deliver([])
+            await _sleep_until(stop, interval - (time.monotonic() - started))
+
+    async def _poll_loop(self, stop: asyncio.Event) -> None:
+        interval = self.settings.interval_s
+        last_open = time.monotonic()
+        while not stop.is_set():
+            started = time.monotonic()
+            try:
+                if self._should_reopen(started - last_open):
+                    last_open = started
+                    described = await asyncio.to_thread(self.start)
+                    log.info("node agent on %s: NVML retried: %s", self.node, described)
+                await self.poll_once()
+            except Exception:  # one bad poll must never stop the agent
+                log.exception("poll failed")
+            await _sleep_until(stop, interval - (time.monotonic() - started))
+
+    def _should_reopen(self, since_last_open: float) -> bool:
+        """NVML was not there at start (driver still loading?): try again now and then."""
+        status = self.source.status
+        return (
+            not status.available
+            and status.retryable
+            and since_last_open >= self.settings.nvml_retry_s
+        )
+
+    async def _event_loop(self, stop: asyncio.Event) -> None:
+        wait_ms = self.settings.event_wait_ms
+        while not stop.is_set():
+            if not self.source.status.available:
+                await _sleep_until(stop, wait_ms / 1000)
+                continue
+            try:
+                readings = await asyncio.to_thread(self.source.wait_event, wait_ms)
+                if readings:
+                    await self.report(self.classify(readings))
+            except Exception:
+                log.exception("Xid event handling failed")
+                await _sleep_until(stop, wait_ms / 1000)
+
+    async def _kernel_loop(self, stop: asyncio.Event) -> None:
+        assert self.kernel_log is not None
+        try:
+            async for reading in self.kernel_log.readings():
+                await self.report(self.classify([self._with_gpu(reading)]))
+        except OSError as exc:
+            log.warning("kernel log: stopped following: %s", exc)
+
+    def _with_gpu(self, reading: Reading) -> Reading:
+        """Name the GPU of a kernel line by its PCI address, when NVML knows it."""
+        if reading.gpu is not None or reading.pci is None:
+            return reading
+        gpu = self.source.gpu_by_pci(reading.pci)
+        if gpu is None:
+            return reading
+        return reading.model_copy(update={"gpu": str(gpu.index), "uuid": gpu.uuid})
+
+
+async def _sleep_until(stop: asyncio.Event, seconds: float) -> None:
+    """Sleep ``seconds`` or until ``stop`` is set, whichever comes first."""
+    if seconds <= 0:
+        return
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=seconds)

@@ -1,0 +1,52 @@
+"""Readings through the rule engine: the same packs that read job logs read the GPUs."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from resurrect.contracts import Evidence, SignalKind
+from sensors.node_agent.models import Reading
+
+
+class LineScanner(Protocol):
+    """The part of :class:`resurrect.rules.engine.RuleEngine` the agent uses."""
+
+    def scan_line(
+        self,
+        text: str | bytes,
+        *,
+        kind: SignalKind = ...,
+        file: str | None = None,
+        line: int | None = None,
+        host: str | None = None,
+    ) -> list[Evidence]: ...
+
+
+def load_default_engine() -> LineScanner:
+    """The engine over the shipped rule packs (imported late: it compiles every pack)."""
+    from resurrect.rules.engine import load_engine
+
+    return load_engine()
+
+
+def classify(engine: LineScanner, reading: Reading, *, node: str) -> list[Evidence]:
+    """The evidence one reading produces, tagged with the node, GPU and time it was seen."""
+    found = engine.scan_line(reading.text, kind=reading.kind, host=node, file=reading.source)
+    if not found:
+        return []
+    extra = {"metric": reading.metric, "source": reading.source}
+    if reading.pci:
+        extra["pci"] = reading.pci
+    if reading.uuid:
+        extra["uuid"] = reading.uuid
+    return [
+        evidence.model_copy(
+            update={
+                "host": node,
+                "gpu": reading.gpu if reading.gpu is not None else evidence.gpu,
+                "observed_at": reading.observed_at,
+                "fields": {**evidence.fields, **extra},
+            }
+        )
+        for evidence in found
+    ]
