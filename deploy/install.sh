@@ -37,6 +37,6 @@ if ! .venv/bin/python -c 'import torch' 2>/dev/null; then
   .venv/bin/python -m pip install -q "${RESURRECT_TORCH_SPEC:-torch==2.13.0}"
 fi
 say "pip install -e .[dev]"
-.venv/bin/python -m pip install -q -e ".[dev]" 2>&1 | grep -v -e '^WARNING: Location' -e 'is ignored' >&2 || true
+.venv/bin/python -m pip install -q -e ".[dev]" -e examples/plugins/resurrect-example-plugin 2>&1 | grep -v -e '^WARNING: Location' -e 'is ignored' >&2 || true
 .venv/bin/python -c 'import resurrect, temporalio, torch' || { say "install failed"; exit 1; }
 say "ready: $(.venv/bin/resurrect --version)"

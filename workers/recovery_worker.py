@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 PASSTHROUGH_MODULES = (
     "resurrect",
     "workflows.names",
+    "sensors.node_agent.models",
     "pydantic",
     "pydantic_core",
     "annotated_types",
@@ -65,8 +66,11 @@ def load_catalogue(
     else:
         found, errors = list(plugins), []
     steps = step_registry(builtin_steps(), found)
-    plan_paths = [*config.plans.paths, *(p for plugin in found for p in plugin.plans)]
-    plans = load_plans(plan_paths, include_shipped=config.plans.include_shipped)
+    plans = load_plans(
+        config.plans.paths,
+        include_shipped=config.plans.include_shipped,
+        defaults=[path for plugin in found for path in plugin.plans],
+    )
     check_plans(plans, params_registry(steps))
     return RecoveryCatalogue(steps=steps, plans=plans, plugins=list(found), plugin_errors=errors)
 

@@ -64,16 +64,23 @@ def _expand(paths: Sequence[Path]) -> list[Path]:
     return files
 
 
-def load_plans(paths: Sequence[Path] = (), *, include_shipped: bool = True) -> list[ResolvedPlan]:
-    """All plans in match order: the given files first, then the shipped defaults."""
-    files = _expand(paths) + ([SHIPPED_PLANS] if include_shipped else [])
+def load_plans(
+    paths: Sequence[Path] = (),
+    *,
+    include_shipped: bool = True,
+    defaults: Sequence[Path] = (),
+) -> list[ResolvedPlan]:
+    """All plans in match order: the given files, then ``defaults`` (plugins' plan files),
+    then the shipped plans. A plan in ``paths`` replaces a default plan of the same name."""
+    overridable = [*_expand(defaults), *([SHIPPED_PLANS] if include_shipped else [])]
+    files = _expand(paths) + overridable
     specs: dict[str, tuple[PlanSpec, Path]] = {}
     order: list[str] = []
     for file in files:
         for spec in read_plan_file(file).plans:
             if spec.name in specs:
-                if file == SHIPPED_PLANS:
-                    continue  # a user plan of the same name replaces the shipped one
+                if file in overridable:
+                    continue  # a user plan of the same name replaces a default one
                 raise PlanError(
                     f"{file}: plan '{spec.name}' is also defined in {specs[spec.name][1]}"
                 )

@@ -3,73 +3,28 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 import yaml
+from support.recovery import LONG_THEN_SHORT, OPT_IN, eventually, outcome_of
 from support.service import running_service, service_config
 from temporalio.client import Client
 from temporalio.service import RPCError
 
 from resurrect.config import ResurrectConfig
-from resurrect.contracts import FaultClass, JobInfo, JobState, RecoveryOutcome, recovery_workflow_id
+from resurrect.contracts import FaultClass, JobState, recovery_workflow_id
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 from resurrect.service import ServiceParts
 from resurrect.temporal_server import EmbeddedTemporal
 from sensors.log_follower import JobLogFollower
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal]
-
-OPT_IN = json.dumps({"resurrect": {"max_restarts": 3}})
-
-# First attempt: runs long (so a fault can hit it); after a requeue: finishes in seconds.
-LONG_THEN_SHORT = """#!/bin/bash
-steps=200; [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ] && steps=6
-echo "attempt ${SLURM_RESTART_COUNT:-0} on $SLURM_JOB_NODELIST"
-srun bash -c 'for i in $(seq 1 '"$steps"'); do echo "[$SLURMD_NODENAME] step $i"; sleep 0.5; done'
-"""
-
-
-async def eventually(
-    probe: Callable[[], Awaitable[JobInfo]],
-    ok: Callable[[JobInfo], bool],
-    timeout: float,
-    what: str,
-) -> JobInfo:
-    deadline = time.monotonic() + timeout
-    last: JobInfo | None = None
-    while time.monotonic() < deadline:
-        try:
-            last = await probe()
-            if ok(last):
-                return last
-        except Exception:
-            pass
-        await asyncio.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}; last: {last}")
-
-
-async def outcome_of(client: Client, workflow_id: str, timeout: float = 180) -> RecoveryOutcome:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            await client.get_workflow_handle(workflow_id).describe()
-            break
-        except RPCError:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"workflow {workflow_id} never started") from None
-            await asyncio.sleep(0.2)
-    handle = client.get_workflow_handle(workflow_id, result_type=RecoveryOutcome)
-    result: RecoveryOutcome = await asyncio.wait_for(handle.result(), timeout=timeout)
-    return result
-
 
 @pytest.fixture
 def cluster(local_slurm):  # type: ignore[no-untyped-def]

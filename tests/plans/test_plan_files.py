@@ -120,3 +120,17 @@ def test_duplicate_plan_names_across_user_files(tmp_path: Path) -> None:
     two = write(tmp_path, "plans: [{name: x, steps: [{activity: recovery.notify}]}]", "b.yaml")
     with pytest.raises(PlanError, match="also defined in"):
         load_plans([one, two])
+
+
+def test_plugin_plans_come_after_user_plans_and_can_be_replaced(tmp_path: Path) -> None:
+    plugin_file = write(tmp_path, "plans: [{name: tell, steps: [{activity: recovery.notify}]}]", "plugin.yaml")
+    user_file = write(
+        tmp_path,
+        "plans: [{name: tell, steps: [{activity: recovery.notify, params: {severity: info}}]}]",
+        "user.yaml",
+    )
+    plans = load_plans([user_file], defaults=[plugin_file])
+    tell = [p for p in plans if p.name == "tell"]
+    assert len(tell) == 1 and tell[0].source == str(user_file)
+    only_plugin = load_plans([], defaults=[plugin_file])
+    assert only_plugin[0].name == "tell" and only_plugin[0].source == str(plugin_file)
