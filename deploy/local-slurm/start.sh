@@ -1,0 +1,254 @@
+#!/bin/bash
+# start.sh - start a real Slurm cluster of N virtual nodes on this one host.
+#
+# One private munged, one slurmctld and N `slurmd -N <node>` (Debian's slurmd is built with
+# multiple-slurmd support), all under a private state dir with a private SLURM_CONF; a real
+# /etc/slurm is never read or written. Several clusters may run side by side on one host:
+# give each its own --state-dir, ports and (optionally) cluster name. Runs as root.
+#
+# Usage: start.sh [options]
+#   --state-dir DIR        state, config, logs, spool, pids, job output   [/tmp/resurrect-slurm]
+#   --cluster-name NAME    ClusterName                                    [resurrect-local]
+#   --nodes N              number of virtual nodes                        [4]
+#   --node-prefix P        node names P1..PN                              [node]
+#   --cpus N               CPUs per virtual node                          [1]
+#   --ctld-port PORT       slurmctld port                                 [6817]
+#   --slurmd-port PORT     slurmd of node K listens on PORT+K-1           [17001]
+#   --slurmd-timeout S     SlurmdTimeout (silent node -> DOWN)            [5]
+#   --jobcomp-script PATH  JobCompType=jobcomp/script, runs PATH at every job end
+#   --demo-user USER       unix user jobs run as (created if missing)     [resurrect-demo]
+#   --no-install           never call apt-get; fail if packages are missing
+#   --timeout S            how long to wait for all nodes to be idle      [60]
+# Every option also reads an env variable: LOCAL_SLURM_STATE_DIR, LOCAL_SLURM_CLUSTER_NAME,
+# LOCAL_SLURM_NODES, LOCAL_SLURM_NODE_PREFIX, LOCAL_SLURM_CPUS, LOCAL_SLURM_CTLD_PORT,
+# LOCAL_SLURM_SLURMD_PORT, LOCAL_SLURM_SLURMD_TIMEOUT, LOCAL_SLURM_JOBCOMP_SCRIPT,
+# LOCAL_SLURM_DEMO_USER, LOCAL_SLURM_NO_INSTALL=1.
+#
+# A previous cluster in the same state dir is stopped (by pidfile) and its state wiped.
+# On success prints the path of DIR/env (export SLURM_CONF, PATH) as the last stdout line.
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$HERE/lib.sh"
+
+STATE_DIR=${LOCAL_SLURM_STATE_DIR:-/tmp/resurrect-slurm}
+CLUSTER_NAME=${LOCAL_SLURM_CLUSTER_NAME:-resurrect-local}
+NODES=${LOCAL_SLURM_NODES:-4}
+NODE_PREFIX=${LOCAL_SLURM_NODE_PREFIX:-node}
+CPUS=${LOCAL_SLURM_CPUS:-1}
+CTLD_PORT=${LOCAL_SLURM_CTLD_PORT:-6817}
+SLURMD_PORT=${LOCAL_SLURM_SLURMD_PORT:-17001}
+SLURMD_TIMEOUT=${LOCAL_SLURM_SLURMD_TIMEOUT:-5}
+JOBCOMP_SCRIPT=${LOCAL_SLURM_JOBCOMP_SCRIPT:-}
+DEMO_USER=${LOCAL_SLURM_DEMO_USER:-resurrect-demo}
+NO_INSTALL=${LOCAL_SLURM_NO_INSTALL:-0}
+WAIT_TIMEOUT=60
+
+usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit "${1:-0}"; }
+while [ $# -gt 0 ]; do
+  case $1 in
+    --state-dir) STATE_DIR=$2; shift 2 ;;
+    --cluster-name) CLUSTER_NAME=$2; shift 2 ;;
+    --nodes) NODES=$2; shift 2 ;;
+    --node-prefix) NODE_PREFIX=$2; shift 2 ;;
+    --cpus) CPUS=$2; shift 2 ;;
+    --ctld-port) CTLD_PORT=$2; shift 2 ;;
+    --slurmd-port) SLURMD_PORT=$2; shift 2 ;;
+    --slurmd-timeout) SLURMD_TIMEOUT=$2; shift 2 ;;
+    --jobcomp-script) JOBCOMP_SCRIPT=$2; shift 2 ;;
+    --demo-user) DEMO_USER=$2; shift 2 ;;
+    --no-install) NO_INSTALL=1; shift ;;
+    --timeout) WAIT_TIMEOUT=$2; shift 2 ;;
+    -h|--help) usage 0 ;;
+    *) echo "unknown option: $1" >&2; usage 2 ;;
+  esac
+done
+
+# ---------------------------------------------------------------- validate
+[ "$(id -u)" = 0 ] || ls_die "must run as root (slurmd launches jobs as their owners)"
+for v in NODES CPUS CTLD_PORT SLURMD_PORT SLURMD_TIMEOUT WAIT_TIMEOUT; do
+  [[ ${!v} =~ ^[0-9]+$ ]] || ls_die "$v must be a number, got '${!v}'"
+done
+[ "$NODES" -ge 1 ] || ls_die "--nodes must be >= 1"
+[[ $NODE_PREFIX =~ ^[a-z][a-z0-9-]*$ ]] || ls_die "--node-prefix must match [a-z][a-z0-9-]*"
+[[ $CLUSTER_NAME =~ ^[a-z][a-z0-9_-]{0,39}$ ]] || ls_die "--cluster-name must match [a-z][a-z0-9_-]*"
+[[ $STATE_DIR = /* ]] || STATE_DIR=$PWD/$STATE_DIR
+[[ $STATE_DIR =~ ^[A-Za-z0-9/._-]+$ ]] || ls_die "state dir must be a plain path: $STATE_DIR"
+if [ -n "$JOBCOMP_SCRIPT" ]; then
+  [ -x "$JOBCOMP_SCRIPT" ] || ls_die "--jobcomp-script $JOBCOMP_SCRIPT is not executable"
+fi
+
+# ---------------------------------------------------------------- packages
+PKGS=(munge slurmctld slurmd slurm-client procps util-linux passwd)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  [ "$NO_INSTALL" = 1 ] && ls_die "missing packages (and --no-install): ${missing[*]}"
+  ls_log "apt-get install ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >/tmp/local-slurm-apt.log 2>&1; then
+    apt-get update -q >>/tmp/local-slurm-apt.log 2>&1
+    apt-get install -y -q --no-install-recommends "${missing[@]}" >>/tmp/local-slurm-apt.log 2>&1 \
+      || ls_die "apt-get failed, see /tmp/local-slurm-apt.log"
+  fi
+  ls_log "packages installed"
+fi
+SBIN_DIR=$(dirname "$(command -v slurmctld || echo /usr/sbin/slurmctld)")
+BIN_DIR=$(dirname "$(command -v sinfo || echo /usr/bin/sinfo)")
+SLURM_VERSION=$("$SBIN_DIR/slurmctld" -V | awk '{print $2}')
+SLURM_MAJOR=${SLURM_VERSION%%.*}
+ls_log "slurm $SLURM_VERSION"
+
+# ---------------------------------------------------------------- demo user
+if ! id "$DEMO_USER" >/dev/null 2>&1; then
+  useradd -m -s /bin/bash "$DEMO_USER"
+  ls_log "created user $DEMO_USER"
+fi
+
+# ---------------------------------------------------------------- stop previous, lay out
+if [ -r "$STATE_DIR/cluster.info" ]; then "$HERE/stop.sh" --state-dir "$STATE_DIR" >/dev/null 2>&1 || true; fi
+rm -rf "${STATE_DIR:?}"/{etc,state,spool,log,run,out,munge,env,cluster.info}
+mkdir -p "$STATE_DIR"/{etc,state,spool,log,run,out,munge}
+chmod 0755 "$STATE_DIR" "$STATE_DIR"/{etc,spool,log,run,munge}
+chmod 0700 "$STATE_DIR/state"
+chown "$DEMO_USER": "$STATE_DIR/out"; chmod 1777 "$STATE_DIR/out"
+# the demo user must reach the munge socket and slurm.conf below the state dir
+if ! runuser -u "$DEMO_USER" -- test -x "$STATE_DIR/munge"; then
+  ls_die "$DEMO_USER cannot traverse $STATE_DIR (a parent directory is private); pick another --state-dir"
+fi
+# a port in use means another cluster (or a leftover daemon) would answer instead of ours
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+for port in "$CTLD_PORT" $(seq "$SLURMD_PORT" $((SLURMD_PORT + NODES - 1))); do
+  if port_busy "$port"; then ls_die "port $port is already in use; pick other --ctld-port/--slurmd-port"; fi
+done
+CONF=$STATE_DIR/etc/slurm.conf
+MUNGE_DIR=$STATE_DIR/munge
+MUNGE_SOCKET=$MUNGE_DIR/munge.socket
+
+# ---------------------------------------------------------------- private munged
+# Each cluster has its own munged on its own socket (AuthInfo=socket=...), so clusters never
+# share or stop one another's munged, and the host's /run/munge is left alone.
+chown munge:munge "$MUNGE_DIR"
+if [ -s /etc/munge/munge.key ]; then
+  install -o munge -g munge -m 0400 /etc/munge/munge.key "$MUNGE_DIR/munge.key"
+else
+  dd if=/dev/urandom of="$MUNGE_DIR/munge.key" bs=1024 count=1 status=none
+  chown munge:munge "$MUNGE_DIR/munge.key"; chmod 0400 "$MUNGE_DIR/munge.key"
+fi
+setpriv --reuid=munge --regid=munge --clear-groups /usr/sbin/munged \
+  --socket="$MUNGE_SOCKET" --key-file="$MUNGE_DIR/munge.key" --pid-file="$MUNGE_DIR/munged.pid" \
+  --log-file="$MUNGE_DIR/munged.log" --seed-file="$MUNGE_DIR/munged.seed" \
+  || ls_die "munged failed to start: $(tail -3 "$MUNGE_DIR/munged.log" 2>/dev/null)"
+for _ in $(seq 1 50); do
+  munge -S "$MUNGE_SOCKET" -n 2>/dev/null | unmunge -S "$MUNGE_SOCKET" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+munge -S "$MUNGE_SOCKET" -n | unmunge -S "$MUNGE_SOCKET" >/dev/null || ls_die "munged does not answer"
+ls_log "munged up (pid $(cat "$MUNGE_DIR/munged.pid"), socket $MUNGE_SOCKET)"
+
+# ---------------------------------------------------------------- slurm.conf
+LAST_PORT=$((SLURMD_PORT + NODES - 1))
+if [ -n "$JOBCOMP_SCRIPT" ]; then
+  JOBCOMP="JobCompType=jobcomp/script
+JobCompLoc=$JOBCOMP_SCRIPT"
+else
+  JOBCOMP="JobCompType=jobcomp/none"
+fi
+NODE_RANGE="${NODE_PREFIX}[1-$NODES]"; [ "$NODES" = 1 ] && NODE_RANGE="${NODE_PREFIX}1"
+PORTS="$SLURMD_PORT-$LAST_PORT"; [ "$NODES" = 1 ] && PORTS="$SLURMD_PORT"
+cat >"$CONF" <<CONF_EOF
+# generated by resurrect deploy/local-slurm/start.sh for slurm $SLURM_VERSION
+# $NODES virtual nodes on one host (multiple-slurmd); private state under $STATE_DIR
+ClusterName=$CLUSTER_NAME
+SlurmctldHost=localhost
+SlurmctldPort=$CTLD_PORT
+SlurmdPort=$SLURMD_PORT
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+# socket: this cluster's private munged. cred_expire: also the delay before a requeued job
+# may start again (default 120 s).
+AuthInfo=socket=$MUNGE_SOCKET,cred_expire=5
+StateSaveLocation=$STATE_DIR/state
+SlurmdSpoolDir=$STATE_DIR/spool/%n
+SlurmctldPidFile=$STATE_DIR/run/slurmctld.pid
+SlurmdPidFile=$STATE_DIR/run/slurmd-%n.pid
+SlurmctldLogFile=$STATE_DIR/log/slurmctld.log
+SlurmdLogFile=$STATE_DIR/log/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+$JOBCOMP
+MpiDefault=none
+MailProg=/bin/true
+JobRequeue=1
+SchedulerType=sched/backfill
+SchedulerParameters=sched_interval=2,bf_interval=1
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+ReturnToService=2
+SlurmdTimeout=$SLURMD_TIMEOUT
+SlurmctldTimeout=10
+MessageTimeout=5
+InactiveLimit=0
+KillWait=2
+Waittime=0
+MinJobAge=300
+NodeName=$NODE_RANGE NodeHostname=localhost NodeAddr=127.0.0.1 Port=$PORTS CPUs=$CPUS RealMemory=500 State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=EXCLUSIVE
+CONF_EOF
+chmod 0644 "$CONF"
+export SLURM_CONF=$CONF
+
+cat >"$STATE_DIR/cluster.info" <<INFO_EOF
+STATE_DIR=$STATE_DIR
+CLUSTER_NAME=$CLUSTER_NAME
+NODES=$NODES
+NODE_PREFIX=$NODE_PREFIX
+CTLD_PORT=$CTLD_PORT
+SLURMD_BASE_PORT=$SLURMD_PORT
+SLURM_CONF=$CONF
+SBIN_DIR=$SBIN_DIR
+BIN_DIR=$BIN_DIR
+SLURM_VERSION=$SLURM_VERSION
+MUNGE_SOCKET=$MUNGE_SOCKET
+DEMO_USER=$DEMO_USER
+INFO_EOF
+
+# ---------------------------------------------------------------- daemons
+"$SBIN_DIR/slurmctld" -i || ls_die "slurmctld failed: $(tail -5 "$STATE_DIR/log/slurmctld.log" 2>/dev/null)"
+ctld_pid=$(cat "$STATE_DIR/run/slurmctld.pid" 2>/dev/null || true)
+for _ in $(seq 1 50); do
+  [ -n "$ctld_pid" ] && break
+  sleep 0.1; ctld_pid=$(cat "$STATE_DIR/run/slurmctld.pid" 2>/dev/null || true)
+done
+ls_pid_is "$ctld_pid" slurmctld || ls_die "slurmctld is not running: $(tail -5 "$STATE_DIR/log/slurmctld.log" 2>/dev/null)"
+ls_log "slurmctld started (pid $(cat "$STATE_DIR/run/slurmctld.pid" 2>/dev/null || echo ?), port $CTLD_PORT)"
+for i in $(seq 1 "$NODES"); do
+  "$SBIN_DIR/slurmd" -N "$NODE_PREFIX$i" || ls_die "slurmd $NODE_PREFIX$i failed"
+done
+ls_log "$NODES slurmd started (ports $SLURMD_PORT-$LAST_PORT)"
+
+cat >"$STATE_DIR/env" <<ENV_EOF
+export SLURM_CONF=$CONF
+export PATH=$BIN_DIR:\$PATH
+ENV_EOF
+
+# ---------------------------------------------------------------- wait until all idle
+deadline=$((SECONDS + WAIT_TIMEOUT))
+while :; do
+  idle=$("$BIN_DIR/sinfo" -h -N -o '%N %T' 2>/dev/null | sort -u | grep -c ' idle$' || true)
+  [ "$idle" -eq "$NODES" ] && break
+  if [ $SECONDS -ge $deadline ]; then
+    "$BIN_DIR/sinfo" -N >&2 || true
+    tail -20 "$STATE_DIR/log/slurmctld.log" >&2 || true
+    ls_die "cluster did not become idle within ${WAIT_TIMEOUT}s"
+  fi
+  sleep 0.2
+done
+ls_log "cluster $CLUSTER_NAME ready: $NODES nodes idle (slurm $SLURM_VERSION, major $SLURM_MAJOR)"
+echo "$STATE_DIR/env"

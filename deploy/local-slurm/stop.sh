@@ -1,0 +1,46 @@
+#!/bin/bash
+# stop.sh - stop what start.sh started in one state dir, by pidfile only: job step trees,
+# the slurmd of every node, slurmctld and the cluster's private munged. Other clusters and
+# any system Slurm/munge on the host are left alone. Packages stay installed.
+#
+# Usage: stop.sh [--state-dir DIR] [--purge]
+#   --state-dir DIR   the cluster to stop [$LOCAL_SLURM_STATE_DIR or /tmp/resurrect-slurm]
+#   --purge           also delete DIR
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$HERE/lib.sh"
+
+STATE_DIR=${LOCAL_SLURM_STATE_DIR:-/tmp/resurrect-slurm}
+PURGE=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --state-dir) STATE_DIR=$2; shift 2 ;;
+    --purge) PURGE=1; shift ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
+    *) ls_die "unknown option: $1" ;;
+  esac
+done
+if [ ! -r "$STATE_DIR/cluster.info" ]; then
+  echo "nothing to stop in $STATE_DIR"
+  [ "$PURGE" = 1 ] && rm -rf "$STATE_DIR"
+  exit 0
+fi
+ls_load_state "$STATE_DIR"
+
+for ((i = 1; i <= LS_NODES; i++)); do
+  node=$LS_NODE_PREFIX$i
+  pidfile=$STATE_DIR/run/slurmd-$node.pid
+  pid=$(cat "$pidfile" 2>/dev/null || true)
+  ls_pid_is "$pid" slurmd || pid=""
+  # job steps first: their tasks would otherwise outlive the cluster
+  ls_kill_node_tree "$STATE_DIR/spool/$node" "$node" "$LS_SLURM_CONF" ""
+  ls_stop_pid "$pid" slurmd 50
+  rm -f "$pidfile"
+done
+ls_stop_pid "$(cat "$STATE_DIR/run/slurmctld.pid" 2>/dev/null || true)" slurmctld 100
+rm -f "$STATE_DIR/run/slurmctld.pid"
+ls_stop_pid "$(cat "$STATE_DIR/munge/munged.pid" 2>/dev/null || true)" munged 50
+rm -f "$STATE_DIR/munge/munged.pid"
+if [ "$PURGE" = 1 ]; then rm -rf "$STATE_DIR"; fi
+echo "stopped cluster $LS_CLUSTER_NAME ($STATE_DIR)"

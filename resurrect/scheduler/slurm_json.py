@@ -1,0 +1,365 @@
+"""Parsing of Slurm's JSON (``squeue --json``, ``sinfo --json``, ``scontrol show ... --json``)
+and of ``scontrol show job -o`` lines into resurrect's contracts.
+
+Two shapes exist and both are accepted:
+
+* Slurm 22.05 (OpenAPI v0.0.38 data): ``job_state`` is a string, numbers are plain ints,
+  ``exit_code`` is a raw wait(2) status, node ``state`` is a string plus ``state_flags``.
+* Slurm 23.02+ (v0.0.39 .. v0.0.42 data parsers, Debian 13's 24.11 emits v0.0.41/42):
+  ``job_state`` and node ``state`` are lists of flags, numbers are
+  ``{"set": bool, "infinite": bool, "number": int}`` objects, ``exit_code`` is
+  ``{"status": [...], "return_code": {...}, "signal": {"id": {...}, "name": ...}}``.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from resurrect.contracts import JobInfo, JobState, NodeInfo
+from resurrect.scheduler.hostlist import HostlistError, expand_hostlist
+
+JsonObj = dict[str, Any]
+
+# Node base states (everything else in a state list is a flag).
+NODE_BASE_STATES = frozenset(
+    {"INVALID", "UNKNOWN", "DOWN", "IDLE", "ALLOCATED", "ERROR", "MIXED", "FUTURE"}
+)
+# Reasons meaning "held" in squeue/scontrol output.
+HELD_REASONS = frozenset({"JobHeldAdmin", "JobHeldUser", "job_requeued_in_held_state"})
+FINISHED_STATES = frozenset(
+    {
+        JobState.COMPLETED,
+        JobState.CANCELLED,
+        JobState.FAILED,
+        JobState.TIMEOUT,
+        JobState.NODE_FAIL,
+        JobState.PREEMPTED,
+        JobState.OUT_OF_MEMORY,
+        JobState.BOOT_FAIL,
+        JobState.DEADLINE,
+    }
+)
+_JOB_STATE_VALUES = {s.value for s in JobState}
+# Flags that may appear in a v0.0.40+ job_state list next to the base state.
+_JOB_STATE_FLAGS = frozenset(
+    {
+        "LAUNCH_FAILED",
+        "REQUEUED",
+        "REQUEUE_HOLD",
+        "SPECIAL_EXIT",
+        "RESIZING",
+        "CONFIGURING",
+        "COMPLETING",
+        "STOPPED",
+        "RECONFIG_FAIL",
+        "POWER_UP_NODE",
+        "REVOKED",
+        "REQUEUE_FED",
+        "RESV_DEL_HOLD",
+        "SIGNALING",
+        "STAGE_OUT",
+    }
+)
+
+
+class SlurmParseError(ValueError):
+    """Slurm output did not have the expected shape."""
+
+
+def number(value: Any) -> int | None:
+    """A Slurm number in either shape: ``5`` or ``{"set": true, "number": 5}``.
+
+    Unset or infinite values give ``None``.
+    """
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value)
+    if isinstance(value, dict):
+        if value.get("infinite") or not value.get("set", True):
+            return None
+        inner = value.get("number")
+        if isinstance(inner, bool) or not isinstance(inner, int | float):
+            return None
+        return int(inner)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return None
+
+
+def timestamp(value: Any) -> datetime | None:
+    """A UNIX timestamp in either shape; 0 / unset -> None."""
+    n = number(value)
+    if not n or n <= 0:
+        return None
+    try:
+        return datetime.fromtimestamp(n, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _str_list(value: Any) -> list[str]:
+    """A list of strings from a list, a comma string (csv_string) or nothing."""
+    if isinstance(value, list):
+        return [v for v in value if isinstance(v, str) and v]
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return []
+
+
+def _hosts(value: Any) -> list[str]:
+    try:
+        return expand_hostlist(_str(value))
+    except HostlistError as exc:
+        raise SlurmParseError(str(exc)) from exc
+
+
+def parse_job_state(value: Any) -> tuple[JobState, list[str]]:
+    """Base job state and extra flags from ``"RUNNING"`` or ``["PENDING", "REQUEUED"]``.
+
+    A string may carry flags too (``scontrol``: ``JobState=PENDING`` with separate flags; some
+    versions print ``COMPLETING`` alone). Unknown bases map to ``JobState.OTHER``.
+    """
+    items = [value] if isinstance(value, str) else _str_list(value)
+    items = [i.upper() for i in items]
+    flags = [i for i in items if i in _JOB_STATE_FLAGS]
+    bases = [i for i in items if i not in _JOB_STATE_FLAGS]
+    if bases and bases[0] in _JOB_STATE_VALUES:
+        return JobState(bases[0]), flags
+    if not bases and "COMPLETING" in flags:
+        return JobState.COMPLETING, [f for f in flags if f != "COMPLETING"]
+    if not bases and "REQUEUED" in flags:
+        return JobState.REQUEUED, [f for f in flags if f != "REQUEUED"]
+    return JobState.OTHER, flags
+
+
+def parse_exit(value: Any) -> tuple[int | None, int | None]:
+    """``(exit_code, signal)`` from a raw wait status int (22.05) or a verbose object (23.02+)."""
+    if isinstance(value, dict):
+        status = [s.upper() for s in _str_list(value.get("status"))]
+        code = number(value.get("return_code"))
+        sig_obj = value.get("signal")
+        sig = number(sig_obj.get("id")) if isinstance(sig_obj, dict) else None
+        if "PENDING" in status or "INVALID" in status:
+            return None, None
+        if "SIGNALED" in status or "CORE_DUMPED" in status:
+            return code, sig or None
+        return code, sig or None
+    raw = number(value)
+    if raw is None:
+        return None, None
+    if raw & 0x7F:
+        return 0, raw & 0x7F
+    return (raw >> 8) & 0xFF, None
+
+
+def expand_output_pattern(
+    pattern: str, *, job_id: str, name: str, user: str, first_node: str, work_dir: str
+) -> str:
+    """Expand the filename patterns Slurm leaves unexpanded in squeue's JSON.
+
+    Handles ``%j %J %A %x %u %N %n %t %%`` (array/step/task forms map to the plain job) and
+    ``%<width>j`` zero padding; a relative path is taken relative to the work dir.
+    """
+
+    def repl(m: re.Match[str]) -> str:
+        width, code = m.group(1), m.group(2)
+        value: str
+        if code == "%":
+            return "%"
+        if code in {"j", "J", "A"}:
+            value = job_id
+        elif code == "x":
+            value = name
+        elif code == "u":
+            value = user
+        elif code == "N":
+            value = first_node
+        elif code in {"n", "t", "s", "a"}:
+            value = "0"
+        else:
+            return m.group(0)
+        return value.zfill(int(width)) if width and value.isdigit() else value
+
+    out = re.sub(r"%(\d*)([%jJAxuNntsa])", repl, pattern)
+    if out and not out.startswith("/") and work_dir:
+        out = work_dir.rstrip("/") + "/" + out
+    return out
+
+
+def _outputs(job: JsonObj, info: dict[str, Any]) -> tuple[str | None, str | None]:
+    """stdout/stderr with patterns expanded; Slurm's defaults when the job set none."""
+    work_dir = _str(job.get("current_working_directory"))
+    kw = {
+        "job_id": info["job_id"],
+        "name": info["name"],
+        "user": info["user"],
+        "first_node": info["nodes"][0] if info["nodes"] else "",
+        "work_dir": work_dir,
+    }
+    stdout_pat = _str(job.get("standard_output"))
+    stderr_pat = _str(job.get("standard_error"))
+    if not job.get("batch_flag", True):
+        return (
+            expand_output_pattern(stdout_pat, **kw) if stdout_pat else None,
+            expand_output_pattern(stderr_pat, **kw) if stderr_pat else None,
+        )
+    if not stdout_pat and work_dir:
+        stdout_pat = "slurm-%j.out"
+    stdout = expand_output_pattern(stdout_pat, **kw) if stdout_pat else None
+    stderr = expand_output_pattern(stderr_pat, **kw) if stderr_pat else stdout
+    return stdout, stderr
+
+
+def parse_job(job: JsonObj) -> JobInfo:
+    """One job object of ``squeue --json`` (either shape) as a JobInfo."""
+    if not isinstance(job, dict) or "job_id" not in job:
+        raise SlurmParseError("job entry without job_id")
+    state, _flags = parse_job_state(job.get("job_state"))
+    reason = _str(job.get("state_reason"))
+    if reason == "None":
+        reason = ""
+    priority = number(job.get("priority"))
+    held = bool(job.get("hold")) or priority == 0 or reason in HELD_REASONS
+    if state not in (JobState.PENDING, JobState.COMPLETING):
+        # a requeuehold'd job whose steps are still being killed shows COMPLETING, priority 0
+        held = False
+    nodes = _hosts(job.get("nodes"))
+    exit_code, exit_signal = (None, None)
+    if state in FINISHED_STATES:
+        exit_code, exit_signal = parse_exit(job.get("exit_code"))
+    info: dict[str, Any] = {
+        "job_id": str(number(job.get("job_id"))),
+        "name": _str(job.get("name")),
+        "user": _str(job.get("user_name")),
+        "nodes": nodes,
+    }
+    stdout, stderr = _outputs(job, info)
+    num_nodes = number(job.get("node_count"))
+    if num_nodes is None:
+        num_nodes = len(nodes)
+    start = timestamp(job.get("start_time")) if state is not JobState.PENDING else None
+    end = timestamp(job.get("end_time")) if state in FINISHED_STATES else None
+    return JobInfo(
+        job_id=info["job_id"],
+        name=info["name"],
+        state=state,
+        state_reason=reason,
+        user=info["user"],
+        user_id=number(job.get("user_id")),
+        partition=_str(job.get("partition")),
+        nodes=nodes,
+        excluded_nodes=_hosts(job.get("excluded_nodes")),
+        num_nodes=num_nodes,
+        restart_count=number(job.get("restart_cnt")) or 0,
+        requeue_allowed=bool(job.get("requeue", True)),
+        held=held,
+        comment=_str(job.get("comment")),
+        stdout_path=stdout,
+        stderr_path=stderr,
+        work_dir=_str(job.get("current_working_directory")) or None,
+        exit_code=exit_code,
+        exit_signal=exit_signal,
+        start_time=start,
+        end_time=end,
+    )
+
+
+def parse_jobs(doc: JsonObj) -> list[JobInfo]:
+    """All jobs of a ``squeue --json`` (or ``scontrol show job --json``) document."""
+    _raise_embedded_errors(doc)
+    jobs = doc.get("jobs")
+    if not isinstance(jobs, list):
+        raise SlurmParseError("no 'jobs' list in Slurm JSON")
+    return [parse_job(j) for j in jobs]
+
+
+def parse_node_state(state: Any, state_flags: Any = None) -> tuple[str, list[str]]:
+    """Base state and flags from ``"idle"`` + ``["DRAIN"]`` (22.05) or ``["IDLE", "DRAIN"]``.
+
+    22.05 may also print compound strings such as ``"down*"`` or ``"idle+drain"``.
+    """
+    items: list[str] = []
+    if isinstance(state, str):
+        items = [p for p in re.split(r"[+]", state.upper().rstrip("*~#!%$@^-")) if p]
+        if state.endswith("*"):
+            items.append("NOT_RESPONDING")
+    else:
+        items = [s.upper() for s in _str_list(state)]
+    items += [f.upper() for f in _str_list(state_flags)]
+    base = next((i for i in items if i in NODE_BASE_STATES), "UNKNOWN")
+    flags = list(dict.fromkeys(i for i in items if i != base))
+    return base, flags
+
+
+def parse_node(node: JsonObj) -> NodeInfo:
+    """One node object of ``sinfo --json`` (22.05) / ``scontrol show node --json`` (23.02+)."""
+    if not isinstance(node, dict) or not _str(node.get("name")):
+        raise SlurmParseError("node entry without name")
+    base, flags = parse_node_state(node.get("state"), node.get("state_flags"))
+    return NodeInfo(
+        name=_str(node.get("name")),
+        state=base,
+        flags=flags,
+        reason=_str(node.get("reason")),
+        partitions=_str_list(node.get("partitions")),
+    )
+
+
+def parse_nodes(doc: JsonObj) -> list[NodeInfo]:
+    """All nodes of a ``sinfo --json`` (22.05) or ``scontrol show node --json`` document."""
+    _raise_embedded_errors(doc)
+    nodes = doc.get("nodes")
+    if not isinstance(nodes, list):
+        raise SlurmParseError("no 'nodes' list in Slurm JSON")
+    return [parse_node(n) for n in nodes]
+
+
+def embedded_errors(doc: Any) -> list[str]:
+    """The texts of the ``errors`` list Slurm puts in its JSON (22.05 exits 0 with them when
+    slurmctld is unreachable: ``Failed while looking for jobs`` / ``Unspecified error``)."""
+    if not isinstance(doc, dict):
+        return ["Slurm JSON is not an object"]
+    errors = doc.get("errors")
+    if not isinstance(errors, list):
+        return []
+    texts = []
+    for e in errors:
+        if isinstance(e, dict):
+            parts = [_str(e.get("description")), _str(e.get("error")), _str(e.get("source"))]
+            texts.append(": ".join(p for p in parts if p) or str(e))
+        else:
+            texts.append(str(e))
+    return texts
+
+
+def _raise_embedded_errors(doc: Any) -> None:
+    texts = embedded_errors(doc)
+    if texts:
+        raise SlurmParseError("; ".join(texts))
+
+
+def parse_scontrol_record(line: str) -> dict[str, str]:
+    """``scontrol show job -o`` / ``show node -o`` one-line record -> ``{Key: value}``.
+
+    Values may contain spaces (``Reason=resurrect: gpu x``); a token starting a new key is
+    ``Word=``, so text between keys belongs to the previous value.
+    """
+    out: dict[str, str] = {}
+    key: str | None = None
+    for token in line.strip().split(" "):
+        m = re.match(r"^([A-Za-z][A-Za-z0-9_:/.()]*)=(.*)$", token)
+        if m and (key is None or m.group(1) not in out):
+            key = m.group(1)
+            out[key] = m.group(2)
+        elif key is not None:
+            out[key] = f"{out[key]} {token}" if token else out[key]
+    return out

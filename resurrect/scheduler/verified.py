@@ -1,0 +1,286 @@
+"""Check-act-verify logic shared by the Slurm backends (CLI and pyslurm).
+
+A backend supplies reads (``list_jobs``, ``list_nodes``) and primitive actions (set a drain,
+resume, hold, requeue-hold, set the exclusion, release, cancel). This class turns them into
+the idempotent, verified mutations of the Scheduler protocol:
+
+* every mutation reads the current state first and returns ``changed=False`` when nothing is
+  needed (draining a drained node, requeueing a job already pending with the exclusion);
+* after acting it polls until Slurm shows the requested state, else raises SchedulerError.
+
+Requeue paths (checked on Slurm 22.05):
+
+* RUNNING / SUSPENDED / finished (COMPLETED, FAILED, NODE_FAIL, ...) requeueable job:
+  requeuehold -> set ExcNodeList -> release. If a node of the job is dead but not yet DOWN,
+  Slurm shows the job COMPLETING (priority 0, Reason=job_requeued_in_held_state) until the
+  node is declared DOWN; the exclusion is set and the job released right away, then the
+  call waits (at most verify_timeout) for that COMPLETING phase to end, so the job is
+  PENDING/RUNNING when it returns; if it lasts longer, the result's detail says so.
+* PENDING job (e.g. slurmctld already requeued it after NODE_FAIL: Reason=BeginTime,
+  restart count +1): hold -> set ExcNodeList -> release.
+* ``--no-requeue`` job: SchedulerRefused (only resubmission as its owner could restart it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+
+from resurrect.contracts import JobInfo, JobState, MutationResult, NodeInfo
+from resurrect.errors import JobNotFound, NodeNotFound, SchedulerError, SchedulerRefused
+from resurrect.scheduler.base import DRAIN_REASON_PREFIX
+from resurrect.scheduler.slurm_json import FINISHED_STATES
+from resurrect.scheduler.validation import (
+    sanitize_reason,
+    validate_job_id,
+    validate_node_name,
+    validate_node_names,
+)
+
+
+def drain_reason(reason: str) -> str:
+    """The reason resurrect writes: sanitized, always starting with DRAIN_REASON_PREFIX."""
+    clean = sanitize_reason(reason)
+    if not clean.startswith(DRAIN_REASON_PREFIX):
+        clean = sanitize_reason(f"{DRAIN_REASON_PREFIX} {clean}")
+    return clean
+
+
+class VerifiedScheduler(ABC):
+    """Base of the Slurm backends: idempotent, verified mutations over primitive actions."""
+
+    def __init__(self, cluster_name: str, *, verify_timeout: float, poll_interval: float) -> None:
+        self._cluster_name = cluster_name
+        self.verify_timeout = verify_timeout
+        self.poll_interval = poll_interval
+
+    @property
+    def cluster_name(self) -> str:
+        return self._cluster_name
+
+    # ------------------------------------------------------------------ backend primitives
+    @abstractmethod
+    async def list_jobs(self) -> list[JobInfo]: ...
+
+    @abstractmethod
+    async def list_nodes(self) -> list[NodeInfo]: ...
+
+    @abstractmethod
+    async def _act_drain(self, node: str, reason: str) -> None: ...
+
+    @abstractmethod
+    async def _act_resume(self, node: str) -> None: ...
+
+    @abstractmethod
+    async def _act_hold(self, job_id: str) -> None: ...
+
+    @abstractmethod
+    async def _act_requeuehold(self, job_id: str) -> None: ...
+
+    @abstractmethod
+    async def _act_exclude(self, job_id: str, nodes: list[str]) -> None: ...
+
+    @abstractmethod
+    async def _act_release(self, job_id: str) -> None: ...
+
+    @abstractmethod
+    async def _act_cancel(self, job_id: str) -> None: ...
+
+    # ------------------------------------------------------------------ reads
+    async def get_job(self, job_id: str) -> JobInfo:
+        jid = validate_job_id(job_id)
+        for job in await self.list_jobs():
+            if job.job_id == jid:
+                return job
+        raise JobNotFound(f"job {jid} not known to slurmctld of {self.cluster_name}")
+
+    async def get_node(self, name: str) -> NodeInfo:
+        node_name = validate_node_name(name)
+        for node in await self.list_nodes():
+            if node.name == node_name:
+                return node
+        raise NodeNotFound(f"node {node_name} not in cluster {self.cluster_name}")
+
+    async def _wait_for(self, what: str, probe: Callable[[], Awaitable[bool]]) -> None:
+        deadline = time.monotonic() + self.verify_timeout
+        while True:
+            if await probe():
+                return
+            if time.monotonic() >= deadline:
+                raise SchedulerError(f"{self.cluster_name}: timed out waiting until {what}")
+            await asyncio.sleep(self.poll_interval)
+
+    # ------------------------------------------------------------------ node mutations
+    async def drain_node(self, name: str, reason: str) -> MutationResult:
+        """Drain ``name`` with a prefixed reason. A node already drained (by anyone) is left
+        as it is: an operator's reason is never overwritten, or resurrect could resume it."""
+        node_name = validate_node_name(name)
+        full_reason = drain_reason(reason)
+        node = await self.get_node(node_name)
+        if node.drained:
+            ours = node.reason.startswith(DRAIN_REASON_PREFIX)
+            who = "resurrect" if ours else "someone else"
+            return MutationResult(
+                target=node_name,
+                operation="drain",
+                changed=False,
+                detail=f"already drained by {who}: {node.reason}",
+            )
+        await self._act_drain(node_name, full_reason)
+
+        async def drained() -> bool:
+            return (await self.get_node(node_name)).drained
+
+        await self._wait_for(f"node {node_name} is drained", drained)
+        return MutationResult(target=node_name, operation="drain", changed=True, detail=full_reason)
+
+    async def resume_node(self, name: str) -> MutationResult:
+        """Resume ``name`` only if resurrect drained it (reason prefix), else SchedulerRefused."""
+        node_name = validate_node_name(name)
+        node = await self.get_node(node_name)
+        if not node.drained:
+            return MutationResult(
+                target=node_name,
+                operation="resume",
+                changed=False,
+                detail=f"not drained (state {node.state})",
+            )
+        if not node.reason.startswith(DRAIN_REASON_PREFIX):
+            raise SchedulerRefused(
+                f"node {node_name} was not drained by resurrect (reason {node.reason!r}); "
+                "refusing to resume it"
+            )
+        await self._act_resume(node_name)
+
+        async def resumed() -> bool:
+            return not (await self.get_node(node_name)).drained
+
+        await self._wait_for(f"node {node_name} is no longer drained", resumed)
+        return MutationResult(
+            target=node_name, operation="resume", changed=True, detail=f"was: {node.reason}"
+        )
+
+    # ------------------------------------------------------------------ job mutations
+    async def requeue_excluding(self, job_id: str, exclude_nodes: list[str]) -> MutationResult:
+        """Requeue keeping id and owner, excluding ``exclude_nodes`` (added to any existing
+        exclusion). If setting the exclusion fails the job is still released (fail open) and
+        the error is raised."""
+        jid = validate_job_id(job_id)
+        exclude = validate_node_names(exclude_nodes)
+        job = await self.get_job(jid)
+        if not job.requeue_allowed:
+            raise SchedulerRefused(
+                f"job {jid} was submitted with --no-requeue; only its owner can resubmit it"
+            )
+        if exclude:
+            known = {n.name for n in await self.list_nodes()}
+            unknown = [n for n in exclude if n not in known]
+            if unknown:
+                raise NodeNotFound(f"cannot exclude unknown nodes {unknown} from job {jid}")
+        if (
+            job.state is JobState.PENDING
+            and not job.held
+            and set(exclude) <= set(job.excluded_nodes)
+        ):
+            return MutationResult(
+                target=jid,
+                operation="requeue",
+                changed=False,
+                detail=f"already pending excluding {','.join(job.excluded_nodes) or 'nothing'}",
+            )
+        steps = await self._hold_for_requeue(job)
+        wanted = list(dict.fromkeys([*job.excluded_nodes, *exclude]))
+        try:
+            if not set(wanted) <= set((await self.get_job(jid)).excluded_nodes):
+                await self._act_exclude(jid, wanted)
+                steps.append("exclude")
+        finally:
+            await self._act_release(jid)
+            steps.append("release")
+
+        async def requeued() -> bool:
+            now = await self.get_job(jid)
+            if now.held or not set(exclude) <= set(now.excluded_nodes):
+                return False
+            if now.state in (JobState.PENDING, JobState.COMPLETING):
+                return True  # COMPLETING: its old steps are still dying (e.g. on a dead node)
+            return now.state is JobState.RUNNING and not set(now.nodes) & set(exclude)
+
+        await self._wait_for(f"job {jid} is requeued excluding {exclude}", requeued)
+        final = await self._settle_completing(jid)
+        if final.state is JobState.COMPLETING:
+            steps.append(
+                f"old steps still completing on {','.join(final.nodes) or '?'} "
+                "(a dead node is not yet DOWN); the job starts again once they are gone"
+            )
+        return MutationResult(
+            target=jid,
+            operation="requeue",
+            changed=True,
+            detail=(
+                f"{' -> '.join(steps)}; state {final.state.value}, restarts "
+                f"{final.restart_count}, excluding {','.join(final.excluded_nodes)}"
+            ),
+        )
+
+    async def _settle_completing(self, jid: str) -> JobInfo:
+        """Wait (at most verify_timeout) while the job's previous run is still COMPLETING, so
+        callers do not mistake the old allocation for the new one. Not an error if it lasts:
+        a dead node keeps it COMPLETING until slurmctld declares the node DOWN."""
+        deadline = time.monotonic() + self.verify_timeout
+        while True:
+            job = await self.get_job(jid)
+            if job.state is not JobState.COMPLETING or time.monotonic() >= deadline:
+                return job
+            await asyncio.sleep(self.poll_interval)
+
+    async def _hold_for_requeue(self, job: JobInfo) -> list[str]:
+        """Bring the job to PENDING and held: hold if pending, else requeuehold."""
+        jid = job.job_id
+        if job.state is JobState.PENDING:
+            if job.held:
+                return ["already held"]
+            await self._act_hold(jid)
+            steps = ["hold"]
+        else:
+            await self._requeuehold_retrying(jid)
+            steps = [f"requeuehold ({job.state.value})"]
+
+        async def held() -> bool:
+            # after requeuehold of a job on a dead node, Slurm shows it COMPLETING (priority 0)
+            # until the node is declared DOWN (~SlurmdTimeout); the exclusion can be set then.
+            now = await self.get_job(jid)
+            return now.state in (JobState.PENDING, JobState.COMPLETING) and now.held
+
+        await self._wait_for(f"job {jid} is held", held)
+        return steps
+
+    async def _requeuehold_retrying(self, jid: str) -> None:
+        """requeuehold, retried while Slurm says the job is still completing."""
+        deadline = time.monotonic() + self.verify_timeout
+        while True:
+            try:
+                await self._act_requeuehold(jid)
+                return
+            except SchedulerRefused as exc:
+                if "completing" not in str(exc).lower() or time.monotonic() >= deadline:
+                    raise
+            await asyncio.sleep(self.poll_interval)
+
+    async def cancel_job(self, job_id: str) -> MutationResult:
+        """Cancel; a job that already ended (or is completing) gives ``changed=False``."""
+        jid = validate_job_id(job_id)
+        job = await self.get_job(jid)
+        if job.state in FINISHED_STATES or job.state is JobState.COMPLETING:
+            return MutationResult(
+                target=jid, operation="cancel", changed=False, detail=f"already {job.state.value}"
+            )
+        await self._act_cancel(jid)
+
+        async def ended() -> bool:
+            return (await self.get_job(jid)).state in FINISHED_STATES | {JobState.COMPLETING}
+
+        await self._wait_for(f"job {jid} has ended", ended)
+        return MutationResult(target=jid, operation="cancel", changed=True, detail="cancelled")
