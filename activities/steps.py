@@ -177,13 +177,15 @@ async def wait_running(ctx: StepContext, params: WaitParams) -> StepResult:
             await asyncio.sleep(params.poll_interval_s)
             continue
         ctx.heartbeat(f"job {last.job_id} {last.state.value}")
-        if last.state in (JobState.RUNNING, JobState.COMPLETING, JobState.COMPLETED):
+        # COMPLETING: the interrupted run is still being cleaned up (a dead node keeps the
+        # job COMPLETING until slurmctld declares it DOWN); keep waiting.
+        if last.state in (JobState.RUNNING, JobState.COMPLETED):
             bad = sorted(set(last.nodes) & exclude)
             detail = f"job {last.job_id} {last.state.value} on {','.join(last.nodes)}"
             if bad:
                 detail += f" - WARNING: on excluded node(s) {','.join(bad)}"
             return StepResult(running_again=not bad, ok=not bad, detail=detail)
-        if last.state not in (JobState.PENDING, JobState.REQUEUED):
+        if last.state not in (JobState.PENDING, JobState.REQUEUED, JobState.COMPLETING):
             return StepResult(
                 ok=False,
                 running_again=False,

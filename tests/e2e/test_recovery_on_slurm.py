@@ -150,6 +150,8 @@ async def test_observe_mode_changes_no_node_and_no_job(
             temporal_client, recovery_workflow_id(cluster.cluster_name, job_id, 0)
         )
     assert outcome.outcome == "observed" and not outcome.requeued and outcome.drained_nodes == []
+    # Slurm itself fails the job once it declares the node down; nobody requeues it
+    await eventually(lambda: scheduler.get_job(job_id), lambda j: j.state is not JobState.RUNNING, 90, "job failed")
     assert any(f"would drain {victim}" in line for line in outcome.would_have)
     assert any(f"would requeue job {job_id}" in line for line in outcome.would_have)
     job = cluster.job(job_id)

@@ -1,0 +1,365 @@
+"""Driving a real local Slurm cluster (deploy/local-slurm) from Python: the demo and the
+tests use it.
+
+:func:`start_local_slurm` starts a cluster (munged, slurmctld, N slurmd) in its own state
+dir on free ports via ``deploy/local-slurm/start.sh``, and returns a :class:`LocalSlurm`
+to submit jobs as an unprivileged user, inject node faults and wait for states;
+:func:`stop_local_slurm` stops what it started. Needs root and a source checkout (the
+scripts under ``deploy/``).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shlex
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from resurrect.scheduler.slurm_cli import SlurmCli
+from resurrect.scheduler.slurm_json import parse_scontrol_record
+
+__all__ = [
+    "LocalSlurm",
+    "repo_root",
+    "slurm_unavailable_reason",
+    "start_local_slurm",
+    "stop_local_slurm",
+]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEPLOY_DIR = REPO_ROOT / "deploy" / "local-slurm"
+
+
+def repo_root() -> Path:
+    """The source checkout this module runs from (the demo needs its deploy/ and examples/)."""
+    if not (DEPLOY_DIR / "start.sh").is_file():
+        raise RuntimeError(
+            f"{DEPLOY_DIR}/start.sh not found: run the demo from a source checkout of resurrect"
+        )
+    return REPO_ROOT
+DEMO_USER = "resurrect-demo"
+_SLURM_BINARIES = ("slurmctld", "slurmd", "sbatch", "scontrol", "squeue", "sinfo", "munged")
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port_block(count: int, low: int = 20000, high: int = 60000) -> int:
+    """First port of ``count`` consecutive free TCP ports on 127.0.0.1 (random start)."""
+    rng = random.SystemRandom()
+    for _ in range(200):
+        base = rng.randrange(low, high - count)
+        if all(_port_free(base + i) for i in range(count)):
+            return base
+    raise RuntimeError(f"no block of {count} free ports found")
+
+
+def slurm_unavailable_reason() -> str | None:
+    """Why a local cluster cannot start here, or None if it can."""
+    if os.geteuid() != 0:
+        return "local Slurm cluster needs root (slurmd runs jobs as their owners)"
+    search = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
+    missing = [b for b in _SLURM_BINARIES if shutil.which(b, path=search) is None]
+    if missing:
+        return (
+            f"Slurm binaries missing: {', '.join(missing)} "
+            "(apt-get install munge slurmctld slurmd slurm-client)"
+        )
+    return None
+
+
+@dataclass
+class LocalSlurm:
+    """A running local cluster and helpers to drive it from tests."""
+
+    state_dir: Path
+    cluster_name: str
+    nodes: list[str]
+    slurm_conf: str
+    env: dict[str, str]
+    ctld_port: int
+    start_seconds: float
+    demo_user: str = DEMO_USER
+    _submitted: list[str] = field(default_factory=list)
+
+    # ------------------------------------------------------------------ basics
+    @property
+    def out_dir(self) -> Path:
+        """Job output folder, writable by the demo user."""
+        return self.state_dir / "out"
+
+    def scheduler(self, **kwargs: Any) -> SlurmCli:
+        """A SlurmCli bound to this cluster (kwargs go to the constructor)."""
+        kwargs.setdefault("verify_timeout", 30.0)
+        return SlurmCli(self.cluster_name, self.slurm_conf, **kwargs)
+
+    def run(self, argv: list[str], *, check: bool = True, timeout: float = 30) -> str:
+        """Run a Slurm client command against this cluster; returns stdout."""
+        proc = subprocess.run(
+            argv, env=self.env, capture_output=True, text=True, timeout=timeout, check=False
+        )
+        if check and proc.returncode != 0:
+            raise RuntimeError(f"{shlex.join(argv)} failed rc={proc.returncode}: {proc.stderr}")
+        return proc.stdout
+
+    def _script(self, *args: str) -> str:
+        cmd = [str(DEPLOY_DIR / args[0]), "--state-dir", str(self.state_dir), *args[1:]]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{shlex.join(cmd)} failed: {proc.stderr}{proc.stdout}")
+        return proc.stdout
+
+    # ------------------------------------------------------------------ jobs
+    def submit(
+        self,
+        script_or_argv: str | list[str],
+        *,
+        user: str | None = None,
+        comment: str | None = None,
+        nodes: int = 2,
+        name: str | None = None,
+        requeue: bool | None = True,
+        exclude: Iterable[str] = (),
+        output: str | None = None,
+        extra_args: Iterable[str] = (),
+    ) -> str:
+        """sbatch as ``user`` (never root) and return the job id.
+
+        A string is a batch script (written to the out dir); a list is a command wrapped with
+        ``--wrap``. ``requeue``: True ``--requeue``, False ``--no-requeue``, None default.
+        """
+        who = user or self.demo_user
+        args = [f"--nodes={nodes}", f"--chdir={self.out_dir}", "--parsable"]
+        args.append(f"--output={output or str(self.out_dir / '%x-%j.out')}")
+        if name:
+            args.append(f"--job-name={name}")
+        if comment is not None:
+            args.append(f"--comment={comment}")
+        if requeue is True:
+            args.append("--requeue")
+        elif requeue is False:
+            args.append("--no-requeue")
+        excl = list(exclude)
+        if excl:
+            args.append(f"--exclude={','.join(excl)}")
+        args += list(extra_args)
+        if isinstance(script_or_argv, str):
+            path = self.out_dir / f"job-{uuid.uuid4().hex[:8]}.sh"
+            text = script_or_argv
+            if not text.startswith("#!"):
+                text = "#!/bin/bash\n" + text
+            path.write_text(text)
+            path.chmod(0o755)
+            args.append(str(path))
+        else:
+            args.append(f"--wrap={shlex.join(script_or_argv)}")
+        argv = ["runuser", "-u", who, "--", "env", f"SLURM_CONF={self.slurm_conf}", "sbatch", *args]
+        job_id = self.run(argv).strip().split(";")[0]
+        if not job_id.isdigit():
+            raise RuntimeError(f"sbatch gave no job id: {job_id!r}")
+        self._submitted.append(job_id)
+        return job_id
+
+    def job(self, job_id: str) -> dict[str, str]:
+        """``scontrol show job -o`` as a dict (JobState, Reason, Restarts, NodeList, ...)."""
+        return parse_scontrol_record(self.run(["scontrol", "show", "job", "-o", job_id]))
+
+    def node(self, name: str) -> dict[str, str]:
+        """``scontrol show node -o`` as a dict (State, Reason, ...)."""
+        return parse_scontrol_record(self.run(["scontrol", "show", "node", "-o", name]))
+
+    def wait_job_state(
+        self, job_id: str, states: Iterable[str], timeout: float = 60, poll: float = 0.25
+    ) -> dict[str, str]:
+        """Wait until the job's JobState is one of ``states``; returns its record."""
+        wanted = set(states)
+        return self._wait(
+            lambda: self.job(job_id), lambda r: r.get("JobState") in wanted, timeout, poll,
+            f"job {job_id} in {sorted(wanted)}",
+        )
+
+    def wait_node_state(
+        self,
+        name: str,
+        states: Iterable[str] | Callable[[dict[str, str]], bool],
+        timeout: float = 60,
+        poll: float = 0.25,
+    ) -> dict[str, str]:
+        """Wait until the node's State (e.g. ``IDLE``, ``DOWN+NOT_RESPONDING``) matches.
+
+        ``states``: base states matched against the part before ``+`` or ``*``, or a predicate
+        on the ``scontrol show node`` record.
+        """
+        if callable(states):
+            pred = states
+            what = f"node {name} matches predicate"
+        else:
+            wanted = {s.upper() for s in states}
+
+            def pred(r: dict[str, str]) -> bool:
+                return r.get("State", "").split("+")[0].rstrip("*") in wanted
+
+            what = f"node {name} in {sorted(wanted)}"
+        return self._wait(lambda: self.node(name), pred, timeout, poll, what)
+
+    @staticmethod
+    def _wait(
+        get: Callable[[], dict[str, str]],
+        ok: Callable[[dict[str, str]], bool],
+        timeout: float,
+        poll: float,
+        what: str,
+    ) -> dict[str, str]:
+        deadline = time.monotonic() + timeout
+        last: dict[str, str] = {}
+        while True:
+            try:
+                last = get()
+                if ok(last):
+                    return last
+            except RuntimeError:
+                pass
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"timed out after {timeout}s waiting for {what}; last: {last}")
+            time.sleep(poll)
+
+    # ------------------------------------------------------------------ faults
+    def kill_node(self, name: str) -> str:
+        """SIGKILL slurmd of ``name`` and every process of its job steps."""
+        return self._script("inject.sh", "kill-node", name)
+
+    def freeze_node(self, name: str) -> str:
+        return self._script("inject.sh", "freeze-node", name)
+
+    def thaw_node(self, name: str) -> str:
+        return self._script("inject.sh", "thaw-node", name)
+
+    def start_node(self, name: str) -> str:
+        return self._script("inject.sh", "start-node", name)
+
+    def stop_controller(self) -> None:
+        """Stop slurmctld (state is saved; :meth:`start_controller` brings it back)."""
+        pid = int((self.state_dir / "run" / "slurmctld.pid").read_text().strip())
+        os.kill(pid, 15)
+        deadline = time.monotonic() + 20
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+    def start_controller(self) -> None:
+        """Start slurmctld again, keeping its saved state (jobs, drains)."""
+        search = "/usr/sbin:/sbin:" + os.environ.get("PATH", "")
+        sbin = shutil.which("slurmctld", path=search) or "slurmctld"
+        subprocess.run([sbin], env=self.env, check=True, timeout=30)
+        self._wait(
+            lambda: {"ok": str(bool(self.run(["sinfo", "-h"], check=False)))},
+            lambda r: r["ok"] == "True", 30, 0.2, "slurmctld answers",
+        )
+
+    def install_triggers(self, program: str, events: Iterable[str] = ("down", "drained")) -> str:
+        """Permanent ``strigger --set --node --<event> --program=PROGRAM`` triggers (push hooks;
+        slurmctld runs PROGRAM with the node list ~15-30 s after the event)."""
+        return self._script(
+            "install-triggers.sh", "--program", program, "--events", ",".join(events)
+        )
+
+    # ------------------------------------------------------------------ isolation
+    def reset(self, timeout: float = 60) -> None:
+        """Cancel every job of this (private) cluster, restart dead or frozen nodes, resume
+        drained ones, and wait until every node is idle: call between tests sharing a
+        session cluster."""
+        live = self.run(["squeue", "-h", "-t", "all", "-o", "%i"], check=False).split()
+        ids = sorted(set(live) | set(self._submitted))
+        if ids:
+            self.run(["scancel", *ids], check=False)
+        for name in self.nodes:
+            self.start_node(name)
+        for name in self.nodes:
+            state = self.node(name).get("State", "")
+            if "DRAIN" in state or "DOWN" in state or "FAIL" in state:
+                self.run(["scontrol", "update", f"NodeName={name}", "State=RESUME"], check=False)
+        for name in self.nodes:
+            self.wait_node_state(
+                name, lambda r: r.get("State", "") == "IDLE", timeout=timeout
+            )
+
+
+def start_local_slurm(
+    nodes: int = 4,
+    cluster_name: str | None = None,
+    node_prefix: str = "node",
+    jobcomp_script: str | None = None,
+    state_dir: Path | None = None,
+) -> LocalSlurm:
+    """Start a cluster via deploy/local-slurm/start.sh on free ports, in ``state_dir``
+    (wiped first) or a fresh ``/tmp/resurrect-slurm-*``.
+
+    ``jobcomp_script``: JobCompType=jobcomp/script with this program (runs at every job end).
+    """
+    if state_dir is None:
+        state_dir = Path(tempfile.mkdtemp(prefix="resurrect-slurm-", dir="/tmp"))
+    else:
+        state_dir.mkdir(parents=True, exist_ok=True)
+    state_dir.chmod(0o755)
+    name = cluster_name or f"t{uuid.uuid4().hex[:8]}"
+    slurmd_port = free_port_block(nodes)
+    ctld_port = free_port_block(1)
+    while slurmd_port <= ctld_port < slurmd_port + nodes:
+        ctld_port = free_port_block(1)
+    argv = [
+        str(DEPLOY_DIR / "start.sh"),
+        "--state-dir", str(state_dir),
+        "--cluster-name", name,
+        "--nodes", str(nodes),
+        "--node-prefix", node_prefix,
+        "--ctld-port", str(ctld_port),
+        "--slurmd-port", str(slurmd_port),
+    ]
+    if jobcomp_script:
+        argv += ["--jobcomp-script", jobcomp_script]
+    if os.environ.get("RESURRECT_REQUIRE_SLURM") is None:
+        argv.append("--no-install")
+    t0 = time.monotonic()
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+    elapsed = time.monotonic() - t0
+    if proc.returncode != 0:
+        subprocess.run([str(DEPLOY_DIR / "stop.sh"), "--state-dir", str(state_dir)], check=False)
+        raise RuntimeError(f"start.sh failed (rc={proc.returncode}):\n{proc.stderr}\n{proc.stdout}")
+    slurm_conf = str(state_dir / "etc" / "slurm.conf")
+    env = dict(os.environ)
+    env["SLURM_CONF"] = slurm_conf
+    env["LC_ALL"] = "C"
+    return LocalSlurm(
+        state_dir=state_dir,
+        cluster_name=name,
+        nodes=[f"{node_prefix}{i}" for i in range(1, nodes + 1)],
+        slurm_conf=slurm_conf,
+        env=env,
+        ctld_port=ctld_port,
+        start_seconds=elapsed,
+    )
+
+
+def stop_local_slurm(cluster: LocalSlurm, purge: bool = True) -> None:
+    """Stop what start.sh started (by pidfile); delete the state dir unless purge=False."""
+    argv = [str(DEPLOY_DIR / "stop.sh"), "--state-dir", str(cluster.state_dir)]
+    if purge and not os.environ.get("RESURRECT_KEEP_SLURM_STATE"):
+        argv.append("--purge")
+    subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+
+
