@@ -92,6 +92,10 @@ class WatcherSettings(Section):
     """The Slurm watcher and the job-log follower."""
 
     poll_interval_s: float = Field(default=2.0, gt=0)
+    # A node only NOT_RESPONDING (not DOWN) counts as lost once it stays so this long, and
+    # not at all this long after the controller was unreachable (nodes re-register then).
+    not_responding_grace_s: float = Field(default=4.0, ge=0)
+    controller_grace_s: float = Field(default=30.0, ge=0)
     follow_logs: bool = True
     log_poll_interval_s: float = Field(default=0.25, gt=0)
     log_tail_bytes: int = Field(default=256 * 1024, gt=0)

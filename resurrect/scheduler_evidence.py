@@ -33,6 +33,8 @@ STATE_CLASS: dict[JobState, FaultClass] = {
     JobState.CANCELLED: FaultClass.JOB_CANCELLED,
 }
 
+HARD_DOWN_STATES = frozenset({"DOWN", "FAIL", "FAILING"})
+
 # Scheduler facts that no log line overrides.
 AUTHORITATIVE = frozenset({FaultClass.JOB_TIME_LIMIT, FaultClass.JOB_PREEMPTED})
 # Log classes too vague to beat a scheduler-observed node loss.
@@ -64,18 +66,26 @@ def scheduler_evidence(
             )
         )
     job_nodes = set(job.nodes) | set(interruption.nodes)
-    for node in nodes:
-        if node.name in job_nodes and node.unavailable:
-            found.append(
-                Evidence(
-                    kind=SignalKind.SCHEDULER_STATE,
-                    text=f"node {node.name} {node.state_text} ({node.reason or 'no reason'})",
-                    rule="scheduler.node_state",
-                    role="root",
-                    fault_class=FaultClass.NODE_LOST,
-                    host=node.name,
-                )
+    unavailable = [n for n in nodes if n.name in job_nodes and n.unavailable]
+    # A node that is DOWN, or that a sensor saw fail, is strong evidence; one that is only
+    # NOT_RESPONDING (e.g. every node for a moment after slurmctld restarts) is weak, and
+    # names a culprit only when nothing stronger does.
+    strong = {
+        n.name
+        for n in unavailable
+        if n.state in HARD_DOWN_STATES or n.name in interruption.suspect_nodes
+    }
+    for node in unavailable:
+        found.append(
+            Evidence(
+                kind=SignalKind.SCHEDULER_STATE,
+                text=f"node {node.name} {node.state_text} ({node.reason or 'no reason'})",
+                rule="scheduler.node_state",
+                role="root" if not strong or node.name in strong else "diagnostic",
+                fault_class=FaultClass.NODE_LOST,
+                host=node.name,
             )
+        )
     if interruption.fault_hint is not None and interruption.suspect_nodes:
         for node_name in interruption.suspect_nodes:
             found.append(
@@ -97,9 +107,12 @@ def scheduler_diagnosis(evidence: Sequence[Evidence]) -> Diagnosis | None:
     """A diagnosis from scheduler evidence alone, or None when it says nothing."""
     if not evidence:
         return None
-    ranked = sorted(evidence, key=lambda e: _precedence(e.fault_class))
+    roots = [e for e in evidence if e.role == "root"]
+    if not roots:
+        return None
+    ranked = sorted(roots, key=lambda e: _precedence(e.fault_class))
     fault = ranked[0].fault_class or FaultClass.UNKNOWN
-    hosts = sorted({e.host for e in evidence if e.host and e.fault_class is fault})
+    hosts = sorted({e.host for e in roots if e.host and e.fault_class is fault})
     action = DEFAULT_ACTION[fault]
     if action is RecoveryAction.DRAIN_AND_RESTART and not hosts:
         action = RecoveryAction.RESTART

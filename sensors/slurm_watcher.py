@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
@@ -27,6 +28,7 @@ from resurrect.contracts import FaultClass, Interruption, JobInfo, JobState, Nod
 from resurrect.errors import SchedulerError
 from resurrect.policy import resolve_job_policy
 from resurrect.scheduler.base import Scheduler
+from resurrect.scheduler_evidence import HARD_DOWN_STATES
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +52,8 @@ STATE_HINT = {
     JobState.OUT_OF_MEMORY: FaultClass.MEMORY_HOST_OOM,
 }
 RUNNING_STATES = frozenset({JobState.RUNNING, JobState.COMPLETING})
+# A held job is being requeued (by us or an operator); its old allocation may still show the
+# dead node while it completes, which is not a new interruption.
 
 
 class SlurmWatcher:
@@ -61,6 +65,8 @@ class SlurmWatcher:
         self.report = report
         self._last_jobs: dict[str, JobInfo] = {}
         self._reported: set[str] = set()
+        self._not_responding_since: dict[str, float] = {}
+        self._quiet_until = 0.0  # no NOT_RESPONDING verdicts until then (controller came back)
         self._kick = asyncio.Event()
         self.polls = 0
 
@@ -91,10 +97,34 @@ class SlurmWatcher:
             fault_hint=hint,
         )
 
-    def detect(self, jobs: list[JobInfo], nodes: list[NodeInfo]) -> list[Interruption]:
-        """The interruptions this snapshot shows (pure: no I/O, easy to test)."""
+    def _lost_nodes(self, nodes: list[NodeInfo], now: float) -> dict[str, NodeInfo]:
+        """Nodes to treat as lost: DOWN at once; only NOT_RESPONDING once it persisted."""
+        grace = self.config.watcher.not_responding_grace_s
+        lost: dict[str, NodeInfo] = {}
+        for node in nodes:
+            if not node.unavailable:
+                self._not_responding_since.pop(node.name, None)
+                continue
+            if node.state in HARD_DOWN_STATES:
+                lost[node.name] = node
+                continue
+            since = self._not_responding_since.setdefault(node.name, now)
+            if now - since >= grace and now >= self._quiet_until:
+                lost[node.name] = node
+        return lost
+
+    def controller_unreachable(self, now: float | None = None) -> None:
+        """The controller did not answer: when it is back, give nodes time to re-register."""
+        now = time.monotonic() if now is None else now
+        self._quiet_until = now + self.config.watcher.controller_grace_s
+        self._not_responding_since.clear()
+
+    def detect(
+        self, jobs: list[JobInfo], nodes: list[NodeInfo], now: float | None = None
+    ) -> list[Interruption]:
+        """The interruptions this snapshot shows (no I/O; ``now`` is a monotonic time)."""
         found: list[Interruption] = []
-        bad_nodes = {n.name: n for n in nodes if n.unavailable}
+        bad_nodes = self._lost_nodes(nodes, time.monotonic() if now is None else now)
         for job in jobs:
             if not resolve_job_policy(job, self.config).opted_in:
                 continue
@@ -110,7 +140,11 @@ class SlurmWatcher:
                         hint=STATE_HINT.get(job.state),
                     )
                 )
-            elif job.state in RUNNING_STATES and any(n in bad_nodes for n in job.nodes):
+            elif (
+                job.state is JobState.RUNNING
+                and not job.held
+                and any(n in bad_nodes for n in job.nodes)
+            ):
                 suspects = [n for n in job.nodes if n in bad_nodes]
                 states = ", ".join(f"{n} {bad_nodes[n].state_text}" for n in suspects)
                 found.append(
@@ -169,6 +203,7 @@ class SlurmWatcher:
                 failures = 0
             except SchedulerError as exc:
                 failures += 1
+                self.controller_unreachable()
                 log.warning("scheduler poll failed (%d in a row): %s", failures, exc)
             delay = interval if failures == 0 else min(30.0, interval * 2 ** min(failures, 4))
             self._kick.clear()

@@ -58,7 +58,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     plans = sub.add_parser("plans", help="validate and show recovery plans")
     plans_sub = plans.add_subparsers(dest="plans_command", metavar="ACTION", required=True)
     check = plans_sub.add_parser("check", help="validate plan files against the registered steps")
-    check.add_argument("paths", nargs="*", type=Path, help="plan files or folders (plus the config's)")
+    check.add_argument(
+        "paths", nargs="*", type=Path, help="plan files or folders (plus the config's)"
+    )
     check.add_argument("-c", "--config", type=Path, default=None)
     check.set_defaults(handler=_check)
     show = plans_sub.add_parser("show", help="list registered steps and plans in match order")

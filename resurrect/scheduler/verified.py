@@ -245,8 +245,20 @@ class VerifiedScheduler(ABC):
             await self._act_hold(jid)
             steps = ["hold"]
         else:
-            await self._requeuehold_retrying(jid)
-            steps = [f"requeuehold ({job.state.value})"]
+            try:
+                await self._requeuehold_retrying(jid)
+                steps = [f"requeuehold ({job.state.value})"]
+            except SchedulerRefused as exc:
+                # slurmctld requeued the job itself between our read and our act
+                # (NODE_FAIL of a --requeue job): it is pending now, so hold it instead
+                if "pending" not in str(exc).lower():
+                    raise
+                now = await self.get_job(jid)
+                if now.state is not JobState.PENDING:
+                    raise
+                if not now.held:
+                    await self._act_hold(jid)
+                steps = ["hold (slurmctld had requeued it)"]
 
         async def held() -> bool:
             # after requeuehold of a job on a dead node, Slurm shows it COMPLETING (priority 0)

@@ -151,7 +151,7 @@ async def test_observe_mode_changes_no_node_and_no_job(
         )
     assert outcome.outcome == "observed" and not outcome.requeued and outcome.drained_nodes == []
     # Slurm itself fails the job once it declares the node down; nobody requeues it
-    await eventually(lambda: scheduler.get_job(job_id), lambda j: j.state is not JobState.RUNNING, 90, "job failed")
+    await eventually(lambda: scheduler.get_job(job_id), lambda j: j.state not in (JobState.RUNNING, JobState.COMPLETING), 90, "job failed")
     assert any(f"would drain {victim}" in line for line in outcome.would_have)
     assert any(f"would requeue job {job_id}" in line for line in outcome.would_have)
     job = cluster.job(job_id)
@@ -305,7 +305,7 @@ sleep 600   # every rank now blocks, as in a collective'
         stop = asyncio.Event()
         follow = asyncio.create_task(follower.run(stop))
         try:
-            job_id = cluster.submit(gpu_fault, comment=OPT_IN, nodes=2)
+            job_id = cluster.submit(gpu_fault, comment=OPT_IN, nodes=2, extra_args=["--open-mode=append"])
             running = await eventually(
                 lambda: scheduler.get_job(job_id),
                 lambda j: j.state is JobState.RUNNING and len(j.nodes) == 2,

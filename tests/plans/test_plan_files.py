@@ -5,7 +5,14 @@ from pathlib import Path
 import pytest
 
 from activities.steps import builtin_steps
-from resurrect.contracts import DEFAULT_ACTION, Diagnosis, FaultClass, JobInfo, JobState, RecoveryAction
+from resurrect.contracts import (
+    DEFAULT_ACTION,
+    Diagnosis,
+    FaultClass,
+    JobInfo,
+    JobState,
+    RecoveryAction,
+)
 from resurrect.errors import PlanError
 from resurrect.plans.loader import SHIPPED_PLANS, check_plans, load_plans
 from resurrect.plans.selection import select_plan

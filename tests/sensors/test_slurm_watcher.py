@@ -55,7 +55,7 @@ async def test_running_job_on_a_down_node_is_reported_with_the_suspect() -> None
     watcher = SlurmWatcher(s, CONFIG, report)
     assert await watcher.poll_once() == []
     s.nodes["node2"] = s.nodes["node2"].model_copy(
-        update={"state": "IDLE", "flags": ["NOT_RESPONDING"]}
+        update={"state": "DOWN", "flags": ["NOT_RESPONDING"]}
     )
     [found] = await watcher.poll_once()
     assert found.suspect_nodes == ["node2"] and found.fault_hint is FaultClass.NODE_LOST
@@ -95,3 +95,36 @@ async def test_scheduler_down_raises_for_the_run_loop_to_back_off() -> None:
     else:  # pragma: no cover
         raise AssertionError("expected SchedulerUnavailable")
     assert await watcher.poll_once() == []
+
+
+async def test_not_responding_must_persist_and_waits_out_a_controller_restart() -> None:
+    s = FakeScheduler.with_nodes(4)
+    s.jobs["8"] = running("8")
+    watcher = SlurmWatcher(s, CONFIG, Collector())
+    nr = s.nodes["node1"].model_copy(update={"flags": ["NOT_RESPONDING"]})
+    nodes = [nr, *[n for name, n in s.nodes.items() if name != "node1"]]
+    jobs = list(s.jobs.values())
+    assert watcher.detect(jobs, nodes, now=100.0) == []  # just went quiet
+    assert watcher.detect(jobs, nodes, now=102.0) == []  # within the 4 s grace
+    [found] = watcher.detect(jobs, nodes, now=104.5)
+    assert found.suspect_nodes == ["node1"]
+    # after the controller was unreachable, NOT_RESPONDING alone is ignored for a while
+    fresh = SlurmWatcher(s, CONFIG, Collector())
+    fresh.controller_unreachable(now=200.0)
+    assert fresh.detect(jobs, nodes, now=200.0) == []
+    assert fresh.detect(jobs, nodes, now=210.0) == []
+    assert len(fresh.detect(jobs, nodes, now=231.0)) == 1
+    # DOWN counts at once, even then
+    down = [n.model_copy(update={"state": "DOWN"}) if n.name == "node1" else n for n in nodes]
+    other = SlurmWatcher(s, CONFIG, Collector())
+    other.controller_unreachable(now=300.0)
+    assert len(other.detect(jobs, down, now=300.0)) == 1
+
+
+async def test_held_or_completing_job_is_not_a_new_node_loss() -> None:
+    s = FakeScheduler.with_nodes(4)
+    s.nodes["node2"] = s.nodes["node2"].model_copy(update={"state": "DOWN"})
+    s.jobs["9"] = running("9").model_copy(
+        update={"state": JobState.COMPLETING, "held": True, "restart_count": 1}
+    )
+    assert await SlurmWatcher(s, CONFIG, Collector()).poll_once() == []

@@ -95,3 +95,18 @@ def test_heartbeat_hint_from_a_sensor() -> None:
 
 def test_nothing_known_is_unknown() -> None:
     assert combine(None, None).fault_class is FaultClass.UNKNOWN
+
+
+def test_a_down_or_reported_node_outranks_nodes_only_not_responding() -> None:
+    # e.g. right after slurmctld restarts every node is NOT_RESPONDING for a moment
+    nodes = [
+        NodeInfo(name="n1", state="ALLOCATED", flags=["NOT_RESPONDING"]),
+        NodeInfo(name="n2", state="DOWN", flags=["NOT_RESPONDING"]),
+    ]
+    diagnosis = scheduler_diagnosis(scheduler_evidence(report(), JOB, nodes))
+    assert diagnosis is not None and diagnosis.culprit_hosts == ["n2"]
+    both_nr = [NodeInfo(name=n, state="ALLOCATED", flags=["NOT_RESPONDING"]) for n in ("n1", "n2")]
+    reported = scheduler_diagnosis(scheduler_evidence(report(suspect_nodes=["n1"]), JOB, both_nr))
+    assert reported is not None and reported.culprit_hosts == ["n1"]
+    alone = scheduler_diagnosis(scheduler_evidence(report(), JOB, both_nr[:1]))
+    assert alone is not None and alone.culprit_hosts == ["n1"]

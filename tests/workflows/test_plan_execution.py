@@ -137,5 +137,5 @@ async def test_plan_naming_an_unregistered_activity_is_rejected_at_start(
     temporal_client: Client, tmp_path: Path
 ) -> None:
     config, scheduler = setup(tmp_path, plan("bmc.reset_gpu"))
-    with pytest.raises(PlanError, match="no worker registers activity 'bmc.reset_gpu'"):
+    with pytest.raises(PlanError, match=r"no worker registers activity 'bmc\.reset_gpu'"):
         build_worker(temporal_client, config, scheduler, plugins=[PLUGIN])
