@@ -116,12 +116,21 @@ async def verify_checkpoint(ctx: StepContext, params: VerifyParams) -> StepResul
 
 # ---------------------------------------------------------------------------- requeue
 def _already_requeued(job: JobInfo, failed_restart_count: int, exclude: list[str]) -> bool:
-    return (
-        job.restart_count > failed_restart_count
-        and job.state in (JobState.PENDING, JobState.RUNNING)
-        and not job.held
-        and set(exclude) <= set(job.excluded_nodes)
-    )
+    """The failed attempt was already followed by a new one that needs nothing from us.
+
+    Running again on none of the excluded nodes counts (slurmctld may have requeued the job
+    itself before our exclusion was set: requeueing a healthy run only to add an exclusion
+    would kill it, and the drained nodes keep it off them anyway); so does pending, released,
+    with the exclusion in place; and so does a new attempt that already ran to completion
+    (requeueing that would run a finished job again).
+    """
+    if job.restart_count <= failed_restart_count or job.held:
+        return False
+    if job.state is JobState.COMPLETED:
+        return True
+    if job.state is JobState.RUNNING:
+        return not set(job.nodes) & set(exclude)
+    return job.state is JobState.PENDING and set(exclude) <= set(job.excluded_nodes)
 
 
 @step("requeue_job", handles_observe=True)
@@ -135,6 +144,12 @@ async def requeue_job(ctx: StepContext, params: None) -> StepResult:
     except JobNotFound as exc:
         raise PermanentStepError(str(exc)) from exc
     failed_attempt = ctx.input.bundle.interruption.restart_count
+    if job.state is JobState.COMPLETED and job.restart_count == failed_attempt:
+        return StepResult(
+            detail=f"job {job_id} completed on its own: not requeued",
+            stop_recovery=True,
+            outcome="job_completed",
+        )
     if _already_requeued(job, failed_attempt, exclude):
         return StepResult(
             requeued=True,

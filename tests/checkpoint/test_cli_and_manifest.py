@@ -62,7 +62,7 @@ def test_prepare_resume_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     root = _root(tmp_path)
     assert main(["checkpoint", "prepare-resume", str(root), "--json", "--observe"]) == 0
     observed = CheckpointVerdict.model_validate_json(capsys.readouterr().out)
-    assert observed.quarantined == [] and (root / "step-10").is_dir()
+    assert observed.quarantined == [str(root / "step-10")] and (root / "step-10").is_dir()
     assert main(["checkpoint", "prepare-resume", str(root), "--json", "--progress"]) == 0
     captured = capsys.readouterr()
     verdict = CheckpointVerdict.model_validate_json(captured.out)

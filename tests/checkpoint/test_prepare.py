@@ -67,7 +67,7 @@ def test_observe_mode_changes_nothing(tmp_path: Path) -> None:
     before, times = tree_snapshot(root), _mtimes(root)
     verdict = prepare_resume(root, act=False)
     assert verdict.latest_valid == str(root / "step_30")
-    assert verdict.quarantined == []
+    assert verdict.quarantined == [str(root / "step_40")]  # would be set aside
     assert "observe mode" in verdict.note and "would move step_40" in verdict.note
     assert tree_snapshot(root) == before and _mtimes(root) == times
 

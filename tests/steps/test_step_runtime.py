@@ -137,3 +137,33 @@ async def test_step_context_exposes_incident() -> None:
     assert result.detail == "looked"
     assert seen == {"job": "42", "fault": "gpu.hardware", "drained": ["node2"], "observe": False,
                     "incident": "recover/test/42/0", "plan": ["node2"]}
+
+
+async def test_requeue_leaves_a_healthy_rerun_alone() -> None:
+    """slurmctld requeued the job itself and it already runs on good nodes: do not kill it."""
+    scheduler = FakeScheduler.with_nodes(4, cluster_name="test")
+    failed = JobInfo(job_id="42", state=JobState.NODE_FAIL, nodes=["node1", "node2"], num_nodes=2)
+    scheduler.jobs["42"] = failed.model_copy(
+        update={"state": JobState.RUNNING, "restart_count": 1, "nodes": ["node1", "node3"]}
+    )
+    step_input = make_step_input("recovery.requeue_job", job=failed)
+    result = await run_step(requeue_job, scheduler=scheduler, step_input=step_input, namespace="recovery")
+    assert result.requeued and "already requeued" in result.detail and scheduler.calls == []
+    # ...but a rerun that landed on the implicated node is requeued again
+    scheduler.jobs["42"] = scheduler.jobs["42"].model_copy(update={"nodes": ["node2", "node3"]})
+    result = await run_step(requeue_job, scheduler=scheduler, step_input=step_input, namespace="recovery")
+    assert scheduler.calls == [("requeue", "42")]
+
+
+async def test_requeue_never_reruns_a_completed_job() -> None:
+    scheduler = FakeScheduler.with_nodes(4, cluster_name="test")
+    failed = JobInfo(job_id="42", state=JobState.NODE_FAIL, nodes=["node1", "node2"], num_nodes=2)
+    step_input = make_step_input("recovery.requeue_job", job=failed)
+    # slurmctld requeued it and the new attempt already finished
+    scheduler.jobs["42"] = failed.model_copy(update={"state": JobState.COMPLETED, "restart_count": 1})
+    result = await run_step(requeue_job, scheduler=scheduler, step_input=step_input, namespace="recovery")
+    assert result.requeued and scheduler.calls == []
+    # the attempt we were told about completed after all
+    scheduler.jobs["42"] = failed.model_copy(update={"state": JobState.COMPLETED})
+    result = await run_step(requeue_job, scheduler=scheduler, step_input=step_input, namespace="recovery")
+    assert result.stop_recovery and result.outcome == "job_completed" and scheduler.calls == []

@@ -1,0 +1,79 @@
+"""``resurrect checkpoint verify|prepare-resume``: the checkpoint commands of the CLI."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from resurrect.checkpoint.prepare import prepare_resume
+from resurrect.checkpoint.verify import verify_root
+from resurrect.contracts import CheckpointVerdict
+
+EXIT_OK = 0
+EXIT_NO_VALID = 1
+EXIT_UNREADABLE = 2
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``checkpoint`` command group to the top-level parser."""
+    parser = subparsers.add_parser("checkpoint", help="verify checkpoints and prepare a resume")
+    sub = parser.add_subparsers(dest="checkpoint_command", metavar="SUBCOMMAND", required=True)
+
+    verify = sub.add_parser("verify", help="verify every checkpoint under ROOT")
+    _common(verify)
+    verify.set_defaults(handler=_verify)
+
+    prepare = sub.add_parser(
+        "prepare-resume",
+        help="quarantine damaged newest checkpoints and point the job at the newest intact one",
+    )
+    _common(prepare)
+    prepare.add_argument(
+        "--observe", action="store_true", help="decide and report only; change nothing"
+    )
+    prepare.set_defaults(handler=_prepare)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("root", type=Path, help="the job's checkpoint directory")
+    parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    parser.add_argument("--level", choices=("quick", "full"), default="quick")
+    parser.add_argument("--progress", action="store_true", help="progress lines on stderr")
+
+
+def _progress(args: argparse.Namespace) -> Any:
+    if not args.progress:
+        return None
+    return lambda line: print(line, file=sys.stderr, flush=True)
+
+
+def _verify(args: argparse.Namespace) -> int:
+    verdict = verify_root(args.root, args.level, progress=_progress(args))
+    return _emit(verdict, as_json=args.json)
+
+
+def _prepare(args: argparse.Namespace) -> int:
+    verdict = prepare_resume(
+        args.root, level=args.level, act=not args.observe, progress=_progress(args)
+    )
+    return _emit(verdict, as_json=args.json)
+
+
+def _emit(verdict: CheckpointVerdict, *, as_json: bool) -> int:
+    if as_json:
+        print(verdict.model_dump_json())
+    else:
+        print(f"root: {verdict.root}")
+        for cand in verdict.candidates:
+            mark = "OK " if cand.valid else "BAD"
+            print(f"  {mark} step={cand.step} {cand.path}: {cand.reason}")
+        print(f"resume from: {verdict.latest_valid or '(none)'}")
+        for moved in verdict.quarantined:
+            print(f"quarantined: {moved}")
+        if verdict.note:
+            print(f"note: {verdict.note}")
+    if not verdict.verified:
+        return EXIT_UNREADABLE
+    return EXIT_OK if verdict.latest_valid else EXIT_NO_VALID

@@ -1,0 +1,105 @@
+"""The resurrect manifest: a list of a checkpoint's files with their sizes and sha256.
+
+A training script calls :func:`write_manifest` after a save completes. Its presence marks the
+save as complete; ``quick`` verification compares sizes, ``full`` also compares sha256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from resurrect.checkpoint.atomic import atomic_write_text
+from resurrect.checkpoint.fsutil import is_partial_name, iter_chunks, list_files
+from resurrect.errors import CheckpointError
+
+MANIFEST_NAME = "resurrect-manifest.json"
+MANIFEST_VERSION = 1
+
+
+class ManifestError(CheckpointError):
+    """The manifest is unreadable or malformed, or cannot be written."""
+
+
+@dataclass(frozen=True)
+class ManifestEntry:
+    """One file of a checkpoint as the manifest records it."""
+
+    path: str
+    size: int
+    sha256: str
+
+
+def default_workers() -> int:
+    """Threads for hashing: hashlib releases the GIL, so one per CPU (at most 16)."""
+    return max(1, min(16, os.cpu_count() or 1))
+
+
+def sha256_file(path: Path, on_bytes: Callable[[int], None] | None = None) -> str:
+    """The sha256 hex digest of a file, read in large blocks."""
+    digest = hashlib.sha256()
+    size = path.stat().st_size
+    for block in iter_chunks(path, 0, size):
+        digest.update(block)
+        if on_bytes is not None:
+            on_bytes(len(block))
+    return digest.hexdigest()
+
+
+def write_manifest(ckpt_dir: Path | str, *, workers: int | None = None) -> Path:
+    """Record every file under ``ckpt_dir`` (size and sha256) in ``resurrect-manifest.json``.
+
+    Call it after the checkpoint is completely written (on one rank only). The manifest is
+    written atomically, so its presence means the save finished. Raises ManifestError (a
+    CheckpointError) if the directory cannot be read.
+    """
+    top = Path(ckpt_dir)
+    listing = list_files(top)
+    if listing.errors:
+        raise ManifestError(f"cannot list {top}: {listing.errors[0]}")
+    files = [
+        f for f in listing.files if f.rel != MANIFEST_NAME and not is_partial_name(f.path.name)
+    ]
+    try:
+        with ThreadPoolExecutor(max_workers=workers or default_workers()) as pool:
+            digests = list(pool.map(lambda f: sha256_file(f.path), files))
+    except OSError as exc:
+        raise ManifestError(f"cannot hash the files of {top}: {exc}") from exc
+    doc: dict[str, Any] = {
+        "version": MANIFEST_VERSION,
+        "created_at": datetime.now(UTC).isoformat(),
+        "files": [
+            {"path": f.rel, "size": f.size, "sha256": d}
+            for f, d in zip(files, digests, strict=True)
+        ],
+    }
+    target = top / MANIFEST_NAME
+    atomic_write_text(target, json.dumps(doc, indent=1) + "\n")
+    return target
+
+
+def read_manifest(ckpt_dir: Path) -> list[ManifestEntry]:
+    """Parse ``ckpt_dir/resurrect-manifest.json``; raise ManifestError if it is not sound."""
+    try:
+        doc = json.loads((ckpt_dir / MANIFEST_NAME).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ManifestError(f"manifest unreadable ({exc})") from exc
+    if not isinstance(doc, dict) or not isinstance(doc.get("files"), list):
+        raise ManifestError("manifest malformed (no file list)")
+    entries: list[ManifestEntry] = []
+    for item in doc["files"]:
+        try:
+            entry = ManifestEntry(str(item["path"]), int(item["size"]), str(item["sha256"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ManifestError(f"manifest malformed entry {item!r}") from exc
+        if os.path.isabs(entry.path) or ".." in Path(entry.path).parts or entry.size < 0:
+            raise ManifestError(f"manifest has an invalid path or size: {entry.path!r}")
+        entries.append(entry)
+    return entries

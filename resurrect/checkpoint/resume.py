@@ -1,0 +1,85 @@
+"""The resume hint, and :func:`resume_path`, which training scripts call on start.
+
+``prepare_resume`` writes ``ROOT/resurrect-resume.json`` naming the checkpoint to resume
+from. :func:`resume_path` honours it, but a checkpoint saved after the hint (a higher step
+that verifies) wins, so a stale hint never rolls a job back. Without a hint it scans.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from resurrect.checkpoint.atomic import atomic_write_text
+from resurrect.checkpoint.check import Level
+from resurrect.checkpoint.layout import RootUnreadable, discover
+from resurrect.checkpoint.verify import verify_layout
+
+HINT_NAME = "resurrect-resume.json"
+
+
+@dataclass(frozen=True)
+class ResumeHint:
+    """What prepare_resume decided: resume from ``name`` (a child of the root) at ``step``."""
+
+    name: str
+    step: int | None
+    written_at: str
+    reason: str
+
+
+def write_hint(root: Path, target: Path, step: int | None, reason: str) -> Path:
+    """Atomically write the resume hint for ``target`` (a checkpoint under ``root``)."""
+    doc = {
+        "path": str(target),
+        "name": target.name,
+        "step": step,
+        "written_at": datetime.now(UTC).isoformat(),
+        "reason": reason,
+    }
+    hint = root / HINT_NAME
+    atomic_write_text(hint, json.dumps(doc, indent=1) + "\n")
+    return hint
+
+
+def read_hint(root: Path) -> ResumeHint | None:
+    """The hint under ``root``, or None if absent or unreadable (then callers scan)."""
+    try:
+        doc = json.loads((root / HINT_NAME).read_text(encoding="utf-8"))
+        name = str(doc["name"])
+        step = doc.get("step")
+        if "/" in name or name in {"", ".", ".."} or not (step is None or isinstance(step, int)):
+            return None
+        return ResumeHint(name, step, str(doc.get("written_at", "")), str(doc.get("reason", "")))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def resume_path(root: Path | str, *, level: Level = "quick") -> Path | None:
+    """The checkpoint a job should resume from, or None to start from scratch.
+
+    Order: a verified checkpoint newer than the hint; else the hinted checkpoint if it
+    verifies; else the newest checkpoint that verifies. Never raises for a bad root.
+    """
+    root_path = Path(root)
+    try:
+        layout = discover(root_path)
+    except RootUnreadable:
+        return None
+    verified = verify_layout(layout, level)
+    best = verified.newest_valid()
+    hint = read_hint(root_path)
+    if hint is None:
+        return best.candidate.path if best else None
+    hinted = next((p for p in verified.plans if p.candidate.name == hint.name), None)
+    if hinted is None or not hinted.findings.valid:
+        return best.candidate.path if best else None
+    if best is not None and _step(best.candidate.step) > _step(hint.step):
+        return best.candidate.path
+    return hinted.candidate.path
+
+
+def _step(step: int | None) -> int:
+    return -1 if step is None else step
