@@ -400,6 +400,9 @@ class StepInput(Contract):
     diagnosis: Diagnosis
     plan: RecoveryPlan
     state: IncidentState = Field(default_factory=IncidentState)
+    # Set when the plan gave the step no heartbeat timeout: the worker then heartbeats for
+    # it, so a crashed worker is noticed within this many seconds.
+    liveness_s: float | None = None
 
 
 class StepResult(Contract):

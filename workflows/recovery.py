@@ -61,6 +61,9 @@ SCHEDULER_RETRY = RetryPolicy(
 )
 SCHEDULE_TO_CLOSE = timedelta(minutes=30)
 ResultT = TypeVar("ResultT")
+# A step whose plan sets no heartbeat timeout is retried on another worker this soon after
+# its worker died (the step wrapper heartbeats for it).
+WORKER_LIVENESS_S = 10.0
 
 
 class RecoveryWorkflowStatus(Contract):
@@ -314,6 +317,7 @@ class RecoveryWorkflow:
                 diagnosis=diagnosis,
                 plan=draft,
                 state=self._state,
+                liveness_s=None if step.heartbeat_s else WORKER_LIVENESS_S,
             )
             try:
                 result: StepResult = await workflow.execute_activity(
@@ -322,9 +326,7 @@ class RecoveryWorkflow:
                     result_type=StepResult,
                     start_to_close_timeout=timedelta(seconds=step.timeout_s),
                     schedule_to_close_timeout=timedelta(seconds=step.deadline_s),
-                    heartbeat_timeout=(
-                        timedelta(seconds=step.heartbeat_s) if step.heartbeat_s else None
-                    ),
+                    heartbeat_timeout=timedelta(seconds=step.heartbeat_s or WORKER_LIVENESS_S),
                     retry_policy=_retry_policy(step),
                 )
             except ActivityError as err:

@@ -17,6 +17,7 @@ input is a :class:`~resurrect.contracts.StepInput`:
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
@@ -207,6 +208,15 @@ async def call_step(
     return _as_result(await fn(ctx, params))
 
 
+async def _keep_alive(timeout_s: float) -> None:
+    """Heartbeat for a step whose plan set no heartbeat timeout: then the heartbeat only says
+    "this worker is alive", so a dead worker's step is retried elsewhere in seconds rather
+    than after the whole step timeout. (A plan's ``heartbeat_s`` is the step's own duty.)"""
+    while True:
+        activity.heartbeat()
+        await asyncio.sleep(max(0.5, timeout_s / 3))
+
+
 def make_activity(
     fn: StepFn, runtime: StepRuntime, *, activity_name: str, settings: dict[str, Any] | None = None
 ) -> Callable[[StepInput], Awaitable[StepResult]]:
@@ -214,12 +224,20 @@ def make_activity(
     step_meta(fn)  # fail early for undecorated functions
 
     async def run(step_input: StepInput) -> StepResult:
+        pulse = (
+            asyncio.create_task(_keep_alive(step_input.liveness_s))
+            if step_input.liveness_s
+            else None
+        )
         try:
             return await call_step(
                 fn, step_input, runtime, settings=settings, heartbeat=activity.heartbeat
             )
         except PermanentStepError as exc:
             raise ApplicationError(str(exc), type="PermanentStepError", non_retryable=True) from exc
+        finally:
+            if pulse is not None:
+                pulse.cancel()
 
     run.__name__ = activity_name.replace(".", "_")
     run.__qualname__ = run.__name__
