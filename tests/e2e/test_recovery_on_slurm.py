@@ -222,7 +222,7 @@ async def test_worker_killed_mid_recovery_finishes_with_one_drain_and_one_requeu
         log.close()
     ctld_log = (cluster.state_dir / "log" / "slurmctld.log").read_text(errors="replace")
     # every drain request resurrect makes logs its reason once
-    drains = [line for line in ctld_log.splitlines() if f"node {victim} reason set to: resurrect:" in line]
+    drains = [line for line in ctld_log.splitlines() if f"node {victim} reason set to: resurrect:" in line and f"[{workflow_id}]" in line]
     listed = [w.id async for w in temporal_client.list_workflows(f"ResurrectJobId = '{job_id}' AND ResurrectCluster = '{cluster.cluster_name}'")]
     assert len(drains) == 1, (drains, listed)
 
