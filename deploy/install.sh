@@ -4,7 +4,11 @@
 # .venv with resurrect (editable), its dev tools and CPU torch for the example training job.
 # Idempotent: what is already there is kept. Needs root for apt-get (skipped when present).
 #   RESURRECT_TORCH_SPEC   pip requirement for torch       [torch==2.13.0]
-#   RESURRECT_PYTHON       interpreter for the venv (>= 3.11) [python3]
+#   RESURRECT_PYTHON       interpreter for the venv (>= 3.11) [/usr/bin/python3, else python3]
+# Jobs of the demo and the tests run as an unprivileged user with the venv's interpreter, so
+# it must be executable by everyone: Debian's /usr/bin/python3 is preferred over a Python
+# installed under a private home (pyenv in /root), and a venv that other users cannot run
+# is rebuilt.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -23,9 +27,17 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-PY=${RESURRECT_PYTHON:-python3}
-if ! "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)'; then
-  say "$PY is older than Python 3.11"; exit 1
+new_enough() { "$1" -c 'import sys, venv; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null; }
+if [ -n "${RESURRECT_PYTHON:-}" ]; then PY=$RESURRECT_PYTHON
+elif [ -x /usr/bin/python3 ] && new_enough /usr/bin/python3; then PY=/usr/bin/python3
+else PY=python3; fi
+new_enough "$PY" || { say "$PY is older than Python 3.11 (or lacks venv: apt-get install python3-venv)"; exit 1; }
+runs_for_others() {  # can an unprivileged user run the venv's interpreter?
+  [ "$(id -u)" -ne 0 ] || setpriv --reuid=65534 --regid=65534 --clear-groups .venv/bin/python -c '' 2>/dev/null
+}
+if [ -x .venv/bin/python ] && ! runs_for_others; then
+  say "rebuilding .venv: its interpreter is not executable by other users"
+  rm -rf .venv
 fi
 if [ ! -x .venv/bin/python ]; then
   say "creating .venv"

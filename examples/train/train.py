@@ -21,6 +21,7 @@ import faulthandler
 import hashlib
 import os
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
@@ -38,6 +39,7 @@ from resurrect.checkpoint import resume_path, write_manifest
 
 STOP_ENV = "RESURRECT_TRAIN_STOP_AT_STEP"
 STOP_EXIT_CODE = 17
+FAIL_GPU_ENV = "RESURRECT_TRAIN_FAIL_GPU_AT_STEP"
 DATASET_SIZE = 4096
 IN_FEATURES = 16
 PATH_BYTES = 4096
@@ -66,6 +68,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--seed", type=int, default=int(env("RESURRECT_TRAIN_SEED", "1234")))
     p.add_argument("--log-every", type=int, default=int(env("RESURRECT_TRAIN_LOG_EVERY", "10")))
+    fail_at = env(FAIL_GPU_ENV)
+    p.add_argument(
+        "--fail-gpu-at-step",
+        type=int,
+        default=int(fail_at) if fail_at else None,
+        help=f"fault injection: at this step (first attempt only) one rank reports a fatal GPU"
+        f" error and hangs, as a GPU that failed would (env {FAIL_GPU_ENV})",
+    )
+    p.add_argument(
+        "--fail-gpu-rank", type=int, default=int(env("RESURRECT_TRAIN_FAIL_GPU_RANK", "1"))
+    )
     stop = env(STOP_ENV)
     p.add_argument(
         "--stop-at-step",
@@ -183,6 +196,20 @@ def params_sha256(model: nn.Module) -> str:
     return digest.hexdigest()
 
 
+def fail_like_a_lost_gpu() -> None:
+    """Fault injection: print what NCCL prints when the GPU under a rank fails (naming this
+    host), then hang, as a rank whose GPU is gone does; the other ranks block in the next
+    collective until a watchdog or resurrect ends the job."""
+    host = os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+    pid = os.getpid()
+    print(
+        f"{host}:{pid}:{pid} [0] NCCL WARN Cuda failure 'uncorrectable ECC error encountered'",
+        flush=True,
+    )
+    while True:
+        time.sleep(3600)
+
+
 def log(rank: int, message: str) -> None:
     print(f"[rank{rank}] {message}", flush=True)
 
@@ -232,6 +259,12 @@ def main(argv: list[str] | None = None) -> int:
             log(rank, f"stopping hard after step {step} ({STOP_ENV})")
             sys.stdout.flush()
             os._exit(STOP_EXIT_CODE)
+        if (
+            args.fail_gpu_at_step == step
+            and rank == args.fail_gpu_rank
+            and os.environ.get("SLURM_RESTART_COUNT", "0") == "0"
+        ):
+            fail_like_a_lost_gpu()
         if args.sleep > 0:
             time.sleep(args.sleep)
 

@@ -46,6 +46,8 @@ def repo_root() -> Path:
             f"{DEPLOY_DIR}/start.sh not found: run the demo from a source checkout of resurrect"
         )
     return REPO_ROOT
+
+
 DEMO_USER = "resurrect-demo"
 _SLURM_BINARIES = ("slurmctld", "slurmd", "sbatch", "scontrol", "squeue", "sinfo", "munged")
 
@@ -190,7 +192,10 @@ class LocalSlurm:
         """Wait until the job's JobState is one of ``states``; returns its record."""
         wanted = set(states)
         return self._wait(
-            lambda: self.job(job_id), lambda r: r.get("JobState") in wanted, timeout, poll,
+            lambda: self.job(job_id),
+            lambda r: r.get("JobState") in wanted,
+            timeout,
+            poll,
             f"job {job_id} in {sorted(wanted)}",
         )
 
@@ -268,7 +273,10 @@ class LocalSlurm:
         subprocess.run([sbin], env=self.env, check=True, timeout=30)
         self._wait(
             lambda: {"ok": str(bool(self.run(["sinfo", "-h"], check=False)))},
-            lambda r: r["ok"] == "True", 30, 0.2, "slurmctld answers",
+            lambda r: r["ok"] == "True",
+            30,
+            0.2,
+            "slurmctld answers",
         )
 
     def install_triggers(self, program: str, events: Iterable[str] = ("down", "drained")) -> str:
@@ -294,9 +302,7 @@ class LocalSlurm:
             if "DRAIN" in state or "DOWN" in state or "FAIL" in state:
                 self.run(["scontrol", "update", f"NodeName={name}", "State=RESUME"], check=False)
         for name in self.nodes:
-            self.wait_node_state(
-                name, lambda r: r.get("State", "") == "IDLE", timeout=timeout
-            )
+            self.wait_node_state(name, lambda r: r.get("State", "") == "IDLE", timeout=timeout)
 
 
 def start_local_slurm(
@@ -323,12 +329,18 @@ def start_local_slurm(
         ctld_port = free_port_block(1)
     argv = [
         str(DEPLOY_DIR / "start.sh"),
-        "--state-dir", str(state_dir),
-        "--cluster-name", name,
-        "--nodes", str(nodes),
-        "--node-prefix", node_prefix,
-        "--ctld-port", str(ctld_port),
-        "--slurmd-port", str(slurmd_port),
+        "--state-dir",
+        str(state_dir),
+        "--cluster-name",
+        name,
+        "--nodes",
+        str(nodes),
+        "--node-prefix",
+        node_prefix,
+        "--ctld-port",
+        str(ctld_port),
+        "--slurmd-port",
+        str(slurmd_port),
     ]
     if jobcomp_script:
         argv += ["--jobcomp-script", jobcomp_script]
@@ -361,5 +373,3 @@ def stop_local_slurm(cluster: LocalSlurm, purge: bool = True) -> None:
     if purge and not os.environ.get("RESURRECT_KEEP_SLURM_STATE"):
         argv.append("--purge")
     subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
-
-

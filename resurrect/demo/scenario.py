@@ -17,7 +17,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -52,6 +54,7 @@ class DemoSettings:
     fault_after_step: int = 45
     ui_port: int = 8233
     timeout_s: float = 600.0
+    reference_run: bool = True  # train once more uninterrupted and compare final params
     python: str = field(default_factory=lambda: sys.executable)
 
 
@@ -265,6 +268,16 @@ class Demo:
         completed = final.state is JobState.COMPLETED
         self.say(f"job {job_id} finished: {final.state.value}")
         checkpoint = outcome.checkpoint
+        final_sha = _read_text(ckpt_dir / "final.sha256")
+        reference_sha = None
+        if s.reference_run and completed:
+            self.say("running the same training uninterrupted (torchrun --standalone) to compare")
+            reference_sha = await asyncio.to_thread(self._reference_sha, root, cluster.out_dir)
+            self.say(
+                "final parameters "
+                + ("EQUAL to" if final_sha == reference_sha else "DIFFERENT from")
+                + " the uninterrupted run's"
+            )
         return {
             "scenario": s.scenario,
             "recovered": outcome.recovered,
@@ -280,7 +293,9 @@ class Demo:
             "resumed_from_step": checkpoint.resume_step if checkpoint else None,
             "damaged_checkpoint": damaged,
             "checkpoint_note": checkpoint.note if checkpoint else None,
-            "final_params_sha256": _read_text(ckpt_dir / "final_params.sha256"),
+            "final_params_sha256": final_sha,
+            "uninterrupted_params_sha256": reference_sha,
+            "params_equal_uninterrupted": (final_sha == reference_sha) if reference_sha else None,
             "ui_url": self.server.ui_url if self.server else None,
             "slurm_settings": {
                 "SlurmdTimeout": 5,
@@ -289,6 +304,27 @@ class Demo:
                 "watcher_poll_s": config.watcher.poll_interval_s,
             },
         }
+
+    def _reference_sha(self, root: Path, scratch: Path) -> str | None:
+        """Train the same job uninterrupted on this host and return its final params sha."""
+        s = self.settings
+        ckpt = scratch / f"reference-{int(time.time())}"
+        argv = [
+            s.python, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+            str(root / "examples" / "train" / "train.py"),
+            "--ckpt-dir", str(ckpt), "--steps", str(s.train_steps),
+            "--ckpt-every", str(s.ckpt_every),
+        ]  # fmt: skip
+        env = {
+            k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "RESURRECT_TRAIN"))
+        }
+        result = subprocess.run(
+            argv, env=env, capture_output=True, text=True, timeout=600, check=False
+        )
+        if result.returncode != 0:
+            self.say(f"reference run failed: {result.stderr[-500:]}")
+            return None
+        return _read_text(ckpt / "final.sha256")
 
     async def _wait_fault_line(self, job_id: str) -> float:
         """The wall-clock time the injected GPU error line was written (the file's mtime)."""

@@ -18,6 +18,7 @@ input is a :class:`~resurrect.contracts.StepInput`:
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
@@ -141,6 +142,13 @@ class StepContext:
         self.client = runtime.client
         self.settings: dict[str, Any] = settings or {}
         self._heartbeat = heartbeat
+        # Steps often hand work to a thread (asyncio.to_thread); a heartbeat from there must
+        # be delivered on the activity's event loop, in the activity's context.
+        try:
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None
+        self._context = contextvars.copy_context()
         base = logging.getLogger(f"resurrect.step.{step_input.activity}")
         self.log = logging.LoggerAdapter(base, {"incident": step_input.workflow_id})
 
@@ -173,9 +181,19 @@ class StepContext:
         return self.input.workflow_id
 
     def heartbeat(self, *details: object) -> None:
-        """Report liveness (and progress); a step that stops calling this is cut."""
-        if self._heartbeat is not None:
+        """Report liveness (and progress); a step that stops calling this is cut.
+
+        Safe to call from a thread the step started (e.g. with ``asyncio.to_thread``)."""
+        if self._heartbeat is None:
+            return
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if self._loop is None or running is self._loop:
             self._heartbeat(*details)
+        else:
+            self._loop.call_soon_threadsafe(self._heartbeat, *details, context=self._context)
 
 
 def _as_result(value: StepResult | str | None) -> StepResult:

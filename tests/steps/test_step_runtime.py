@@ -167,3 +167,24 @@ async def test_requeue_never_reruns_a_completed_job() -> None:
     scheduler.jobs["42"] = failed.model_copy(update={"state": JobState.COMPLETED})
     result = await run_step(requeue_job, scheduler=scheduler, step_input=step_input, namespace="recovery")
     assert result.stop_recovery and result.outcome == "job_completed" and scheduler.calls == []
+
+
+async def test_heartbeat_from_a_worker_thread_reaches_the_activity() -> None:
+    import asyncio
+
+    from temporalio.testing import ActivityEnvironment
+
+    from resurrect.steps.runtime import StepRuntime, make_activity
+
+    @step("threaded", mutating=False)
+    async def threaded(ctx: StepContext, params: None) -> str:
+        await asyncio.to_thread(ctx.heartbeat, "from a thread")
+        await asyncio.sleep(0.05)  # let the loop deliver it
+        return "ok"
+
+    env = ActivityEnvironment()
+    beats: list[object] = []
+    env.on_heartbeat = lambda *details: beats.extend(details)
+    runtime = StepRuntime(scheduler=FakeScheduler.with_nodes(1), config=ResurrectConfig())
+    result = await env.run(make_activity(threaded, runtime, activity_name="plugin.threaded"), make_step_input("plugin.threaded"))
+    assert result.detail == "ok" and "from a thread" in beats
