@@ -97,6 +97,10 @@ class WatcherSettings(Section):
     not_responding_grace_s: float = Field(default=4.0, ge=0)
     controller_grace_s: float = Field(default=30.0, ge=0)
     follow_logs: bool = True
+    # A root cause in a running job's output interrupts the job at once only when its rule
+    # is at least this sure (weaker lines, such as a peer's closed socket, wait for the
+    # scheduler's or the node agent's word).
+    log_trigger_min_confidence: float = Field(default=0.6, ge=0, le=1)
     log_poll_interval_s: float = Field(default=0.25, gt=0)
     log_tail_bytes: int = Field(default=256 * 1024, gt=0)
 

@@ -37,6 +37,9 @@ HARD_DOWN_STATES = frozenset({"DOWN", "FAIL", "FAILING"})
 
 # Scheduler facts that no log line overrides.
 AUTHORITATIVE = frozenset({FaultClass.JOB_TIME_LIMIT, FaultClass.JOB_PREEMPTED})
+# A log diagnosis less sure than this yields to a scheduler-observed node loss (a peer's
+# "connection closed" is what every rank prints when a node dies).
+WEAK_LOG_CONFIDENCE = 0.5
 # Log classes too vague to beat a scheduler-observed node loss.
 WEAK_LOG_CLASSES = frozenset(
     {
@@ -153,8 +156,11 @@ def combine(log: Diagnosis | None, scheduler: Diagnosis | None) -> Diagnosis:
         return scheduler
     if scheduler.fault_class in AUTHORITATIVE or scheduler.fault_class is FaultClass.JOB_CANCELLED:
         return scheduler.model_copy(update={"cascade": [*scheduler.cascade, *log.evidence]})
-    if scheduler.fault_class is FaultClass.NODE_LOST and log.fault_class in WEAK_LOG_CLASSES:
-        # ranks timing out because a node vanished: the node loss is the root
+    if scheduler.fault_class is FaultClass.NODE_LOST and (
+        log.fault_class in WEAK_LOG_CLASSES or log.confidence < WEAK_LOG_CONFIDENCE
+    ):
+        # ranks timing out, or losing their sockets, because a node vanished: the node
+        # loss is the root
         return scheduler.model_copy(
             update={"cascade": [*scheduler.cascade, *log.evidence, *log.cascade]}
         )

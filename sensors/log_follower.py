@@ -117,6 +117,7 @@ class JobLogFollower:
         self.engine = engine
         self.report = report
         self.interrupting = frozenset(interrupting)
+        self.min_confidence = config.watcher.log_trigger_min_confidence
         self.jobs: dict[tuple[str, int], FollowedJob] = {}
         # (job id, restart count, detection time, line written -> detected latency estimate)
         self.detections: list[tuple[str, int, float]] = []
@@ -159,7 +160,11 @@ class JobLogFollower:
                 for evidence in self.engine.scan_line(
                     raw, kind=SignalKind.JOB_LOG, file=file.path, line=number
                 ):
-                    if evidence.role == "root" and evidence.fault_class in self.interrupting:
+                    if (
+                        evidence.role == "root"
+                        and evidence.fault_class in self.interrupting
+                        and (evidence.confidence or 0.0) >= self.min_confidence
+                    ):
                         hits.append(evidence)
         return hits
 

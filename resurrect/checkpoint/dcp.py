@@ -8,6 +8,7 @@ or hostile file cannot run code; only then may torch's own reader read it.
 
 from __future__ import annotations
 
+import enum
 import io
 import os
 import pathlib
@@ -41,6 +42,19 @@ class StorageRef:
     transformed: bool
 
 
+def _enum_member(owner: Any, name: str) -> Any:
+    """The only use of ``getattr`` we let a pickle make: naming a member of one of DCP's own
+    enums (some Python versions pickle enum members as ``getattr(EnumClass, "NAME")``)."""
+    if (
+        isinstance(owner, type)
+        and issubclass(owner, enum.Enum)
+        and owner.__module__.startswith(_DCP_MODULE_PREFIX)
+        and name in owner.__members__
+    ):
+        return owner[name]
+    raise pickle.UnpicklingError(f"disallowed getattr({owner!r}, {name!r})")
+
+
 class _RestrictedUnpickler(pickle.Unpickler):
     """Unpickles only DCP's own classes and a few harmless torch/stdlib types."""
 
@@ -65,6 +79,8 @@ class _RestrictedUnpickler(pickle.Unpickler):
             return OrderedDict
         elif module == "builtins" and name in {"set", "frozenset", "complex", "slice"}:
             return super().find_class(module, name)
+        elif module == "builtins" and name == "getattr":
+            return _enum_member
         raise pickle.UnpicklingError(f"disallowed global {module}.{name}")
 
 

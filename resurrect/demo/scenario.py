@@ -140,6 +140,9 @@ class Demo:
         s = self.settings
         root = repo_root()
         s.state_dir.mkdir(parents=True, exist_ok=True)
+        # Job ids restart at 1 with every fresh demo cluster: recoveries of an earlier demo
+        # in a kept Temporal database would share workflow ids with this one's.
+        shutil.rmtree(s.state_dir / "temporal", ignore_errors=True)
         self.say(f"starting a {s.nodes}-node Slurm cluster (deploy/local-slurm/start.sh)")
         self.cluster = cluster = await asyncio.to_thread(
             start_local_slurm, nodes=s.nodes, cluster_name="demo", state_dir=s.state_dir / "slurm"

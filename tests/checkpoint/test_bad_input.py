@@ -183,3 +183,34 @@ def test_cannot_move_or_mark_is_reported(tmp_path: Path, monkeypatch: pytest.Mon
     assert "could not move or mark step_2" in verdict.note
     assert "could not write resume hint" in verdict.note
     assert (root / "step_2" / ".metadata").read_bytes() == b"junk"
+
+
+def test_metadata_enum_members_pickled_by_getattr_are_allowed_but_nothing_else(tmp_path: Path) -> None:
+    """Some Pythons pickle enum members as getattr(EnumClass, "NAME"); that alone is let in."""
+    import pickle
+
+    from torch.distributed.checkpoint.metadata import MetadataIndex
+
+    from resurrect.checkpoint.dcp import _RestrictedUnpickler
+
+    class EnumByGetattr(pickle.Pickler):
+        def reducer_override(self, obj: object) -> object:
+            import enum
+
+            if isinstance(obj, enum.Enum):
+                return getattr, (type(obj), obj.name)
+            return NotImplemented
+
+    import io
+
+    from torch.distributed.checkpoint.metadata import _MEM_FORMAT_ENCODING
+
+    buffer = io.BytesIO()
+    EnumByGetattr(buffer).dump({"fmt": _MEM_FORMAT_ENCODING.TORCH_CONTIGUOUS_FORMAT, "i": MetadataIndex("x")})
+    loaded = _RestrictedUnpickler(io.BytesIO(buffer.getvalue())).load()
+    assert loaded["fmt"] is _MEM_FORMAT_ENCODING.TORCH_CONTIGUOUS_FORMAT
+
+    # getattr on an allowed class, for something that is not an enum member
+    evil = b"cbuiltins\ngetattr\n(ctorch.distributed.checkpoint.metadata\nMetadataIndex\nS'__init__'\ntR."
+    with pytest.raises(pickle.UnpicklingError):
+        _RestrictedUnpickler(io.BytesIO(evil)).load()

@@ -94,10 +94,13 @@ async def test_root_cause_in_a_running_jobs_output_is_reported_once(tmp_path: Pa
     assert list(follower.jobs) == [("9", 0)]  # job 10 did not opt in
     assert await follower.poll_once() == []
     with open(out, "a") as handle:
+        handle.write("[rank0] RuntimeError: peer closed\n")
+    assert await follower.poll_once() == []  # too weak to interrupt a running job alone
+    with open(out, "a") as handle:
         handle.write("[rank1] fatal: XID79 on node2 \xff\n".encode("latin-1").decode("latin-1"))
     [found] = await follower.poll_once()
     assert found.suspect_nodes == ["node2"] and found.fault_hint is FaultClass.GPU_HARDWARE
-    assert found.workflow_id == "recover/c1/9/0" and found.evidence[0].line == 2
+    assert found.workflow_id == "recover/c1/9/0" and found.evidence[0].line == 3
     with open(out, "a") as handle:
         handle.write("XID79 on node1\n")
     assert await follower.poll_once() == []  # one report per attempt
