@@ -28,6 +28,17 @@ class KeywordEngine:
     ) -> list[Evidence]:
         raw = text if isinstance(text, bytes) else text.encode()
         self.lines.append(raw)
+        if b"peer closed" in raw:  # a weak root: what ranks print when a peer dies
+            return [
+                Evidence(
+                    kind=kind,
+                    text="peer closed",
+                    rule="t.peer",
+                    role="root",
+                    fault_class=FaultClass.NETWORK_FABRIC,
+                    confidence=0.4,
+                )
+            ]
         if b"XID79 on " not in raw:
             return []
         found_host = raw.split(b"XID79 on ")[1].split()[0].decode()
@@ -41,6 +52,7 @@ class KeywordEngine:
                 file=file,
                 line=line,
                 host=found_host,
+                confidence=0.97,
             )
         ]
 
