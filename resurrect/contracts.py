@@ -141,6 +141,22 @@ class JobState(StrEnum):
     OTHER = "OTHER"
 
 
+# States in which a job has ended (a requeue starts a new attempt of it).
+FINISHED_JOB_STATES = frozenset(
+    {
+        JobState.COMPLETED,
+        JobState.CANCELLED,
+        JobState.FAILED,
+        JobState.TIMEOUT,
+        JobState.NODE_FAIL,
+        JobState.PREEMPTED,
+        JobState.OUT_OF_MEMORY,
+        JobState.BOOT_FAIL,
+        JobState.DEADLINE,
+    }
+)
+
+
 class JobInfo(Contract):
     """What the scheduler knows about one job."""
 

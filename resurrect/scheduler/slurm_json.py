@@ -17,7 +17,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from resurrect.contracts import JobInfo, JobState, NodeInfo
+from resurrect.contracts import FINISHED_JOB_STATES, JobInfo, JobState, NodeInfo
 from resurrect.scheduler.hostlist import HostlistError, expand_hostlist
 
 JsonObj = dict[str, Any]
@@ -28,19 +28,7 @@ NODE_BASE_STATES = frozenset(
 )
 # Reasons meaning "held" in squeue/scontrol output.
 HELD_REASONS = frozenset({"JobHeldAdmin", "JobHeldUser", "job_requeued_in_held_state"})
-FINISHED_STATES = frozenset(
-    {
-        JobState.COMPLETED,
-        JobState.CANCELLED,
-        JobState.FAILED,
-        JobState.TIMEOUT,
-        JobState.NODE_FAIL,
-        JobState.PREEMPTED,
-        JobState.OUT_OF_MEMORY,
-        JobState.BOOT_FAIL,
-        JobState.DEADLINE,
-    }
-)
+FINISHED_STATES = FINISHED_JOB_STATES
 _JOB_STATE_VALUES = {s.value for s in JobState}
 # Flags that may appear in a v0.0.40+ job_state list next to the base state.
 _JOB_STATE_FLAGS = frozenset(

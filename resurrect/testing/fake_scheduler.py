@@ -12,19 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from resurrect.contracts import JobInfo, JobState, MutationResult, NodeInfo
+from resurrect.contracts import FINISHED_JOB_STATES, JobInfo, JobState, MutationResult, NodeInfo
 from resurrect.errors import JobNotFound, NodeNotFound, SchedulerRefused, SchedulerUnavailable
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 
-FINISHED = {
-    JobState.COMPLETED,
-    JobState.CANCELLED,
-    JobState.FAILED,
-    JobState.TIMEOUT,
-    JobState.NODE_FAIL,
-    JobState.PREEMPTED,
-    JobState.OUT_OF_MEMORY,
-}
+FINISHED = FINISHED_JOB_STATES
 
 
 class FakeScheduler:

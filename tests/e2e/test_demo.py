@@ -47,23 +47,31 @@ async def run_demo(scenario: str, state_dir: Path) -> dict[str, object]:
         await demo.close()
 
 
-async def test_node_loss_resumes_from_the_last_checkpoint_and_ends_bitwise_equal(state_dir: Path) -> None:
+async def test_node_loss_resumes_from_the_last_checkpoint_and_ends_bitwise_equal(
+    state_dir: Path,
+) -> None:
     result = await run_demo("node-loss", state_dir)
     assert result["recovered"] and result["job_completed"], result
     assert result["fault_class"] == "node.lost"
     assert result["drained_nodes"] == [result["injected_node"]]
     assert isinstance(result["resumed_from_step"], int) and result["resumed_from_step"] > 0
     assert result["params_equal_uninterrupted"] is True
-    print(f"\nnode-loss demo: detect {result['time_to_detect_s']} s, recover {result['time_to_recover_s']} s")
+    print(
+        f"\nnode-loss demo: detect {result['time_to_detect_s']} s, recover {result['time_to_recover_s']} s"
+    )
 
 
-async def test_damaged_newest_checkpoint_falls_back_and_still_ends_bitwise_equal(state_dir: Path) -> None:
+async def test_damaged_newest_checkpoint_falls_back_and_still_ends_bitwise_equal(
+    state_dir: Path,
+) -> None:
     result = await run_demo("checkpoint-damage", state_dir)
     assert result["recovered"] and result["job_completed"], result
     damaged = Path(str(result["damaged_checkpoint"]))
     newest_step = int(damaged.parent.name.split("_")[1])
     assert result["resumed_from_step"] == newest_step - 20  # the one before the torn one
-    assert ".resurrect-quarantine" in str(result["checkpoint_note"]) or "quarantin" in str(result["checkpoint_note"])
+    assert ".resurrect-quarantine" in str(result["checkpoint_note"]) or "quarantin" in str(
+        result["checkpoint_note"]
+    )
     # moved aside, never deleted (training then wrote a fresh one of the same step)
     quarantine = damaged.parent.parent / ".resurrect-quarantine"
     [kept] = [p for p in quarantine.iterdir() if p.name.startswith(damaged.parent.name)]

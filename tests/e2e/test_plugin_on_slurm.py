@@ -10,11 +10,16 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
-from support.recovery import LONG_THEN_SHORT, OPT_IN, eventually, outcome_of
+from support.recovery import (
+    LONG_THEN_SHORT,
+    OPT_IN,
+    outcome_of,
+    running_on_two_nodes,
+)
 from support.service import running_service, service_config
 from temporalio.client import Client
 
-from resurrect.contracts import JobState, recovery_workflow_id
+from resurrect.contracts import recovery_workflow_id
 from resurrect.plugins import discover
 from resurrect.temporal_server import EmbeddedTemporal
 
@@ -46,7 +51,11 @@ def test_example_plugin_is_installed_and_discovered() -> None:
 
 
 async def test_plugin_steps_run_inside_a_real_recovery(
-    local_slurm, temporal_server: EmbeddedTemporal, temporal_client: Client, tmp_path: Path, webhook  # type: ignore[no-untyped-def]
+    local_slurm,
+    temporal_server: EmbeddedTemporal,
+    temporal_client: Client,
+    tmp_path: Path,
+    webhook,  # type: ignore[no-untyped-def]
 ) -> None:
     received, url = webhook
     cluster = local_slurm
@@ -66,14 +75,18 @@ plans:
 """
     )
     config = service_config(
-        tmp_path, cluster.cluster_name, cluster.slurm_conf, temporal_server.address,
-        plugins={"enabled": ["example"]}, plans={"paths": [str(plans)]},
+        tmp_path,
+        cluster.cluster_name,
+        cluster.slurm_conf,
+        temporal_server.address,
+        plugins={"enabled": ["example"]},
+        plans={"paths": [str(plans)]},
     )
     scheduler = cluster.scheduler()
     try:
         async with running_service(config, temporal_client, scheduler):
             job_id = cluster.submit(LONG_THEN_SHORT, comment=OPT_IN, nodes=2)
-            before = await eventually(lambda: scheduler.get_job(job_id), lambda j: j.state is JobState.RUNNING and len(j.nodes) == 2, 60, "job running")
+            before = await running_on_two_nodes(scheduler, job_id)
             victim = before.nodes[0]
             cluster.kill_node(victim)
             workflow_id = recovery_workflow_id(cluster.cluster_name, job_id, 0)

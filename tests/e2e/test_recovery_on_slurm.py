@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support.recovery import LONG_THEN_SHORT, OPT_IN, eventually, outcome_of
+from support.recovery import (
+    LONG_THEN_SHORT,
+    OPT_IN,
+    eventually,
+    outcome_of,
+    running_on_two_nodes,
+)
 from support.service import running_service, service_config
 from temporalio.client import Client
 from temporalio.service import RPCError
@@ -25,6 +31,7 @@ from resurrect.temporal_server import EmbeddedTemporal
 from sensors.log_follower import JobLogFollower
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal]
+
 
 @pytest.fixture
 def cluster(local_slurm):  # type: ignore[no-untyped-def]
@@ -51,12 +58,7 @@ async def test_node_loss_drains_that_node_requeues_and_completes(
     scheduler = cluster.scheduler()
     async with running_service(config, temporal_client, scheduler):
         job_id = cluster.submit(LONG_THEN_SHORT, comment=OPT_IN, nodes=2)
-        before = await eventually(
-            lambda: scheduler.get_job(job_id),
-            lambda j: j.state is JobState.RUNNING and len(j.nodes) == 2,
-            60,
-            "job running",
-        )
+        before = await running_on_two_nodes(scheduler, job_id)
         victim = before.nodes[-1]
         t_fault = time.time()
         cluster.kill_node(victim)
@@ -138,12 +140,7 @@ async def test_observe_mode_changes_no_node_and_no_job(
     scheduler = cluster.scheduler()
     async with running_service(config, temporal_client, scheduler):
         job_id = cluster.submit(LONG_THEN_SHORT, comment=OPT_IN, nodes=2, requeue=False)
-        before = await eventually(
-            lambda: scheduler.get_job(job_id),
-            lambda j: j.state is JobState.RUNNING and len(j.nodes) == 2,
-            60,
-            "job running",
-        )
+        before = await running_on_two_nodes(scheduler, job_id)
         victim = before.nodes[0]
         cluster.kill_node(victim)
         outcome = await outcome_of(
@@ -151,7 +148,12 @@ async def test_observe_mode_changes_no_node_and_no_job(
         )
     assert outcome.outcome == "observed" and not outcome.requeued and outcome.drained_nodes == []
     # Slurm itself fails the job once it declares the node down; nobody requeues it
-    await eventually(lambda: scheduler.get_job(job_id), lambda j: j.state not in (JobState.RUNNING, JobState.COMPLETING), 90, "job failed")
+    await eventually(
+        lambda: scheduler.get_job(job_id),
+        lambda j: j.state not in (JobState.RUNNING, JobState.COMPLETING),
+        90,
+        "job failed",
+    )
     assert any(f"would drain {victim}" in line for line in outcome.would_have)
     assert any(f"would requeue job {job_id}" in line for line in outcome.would_have)
     job = cluster.job(job_id)
@@ -184,19 +186,20 @@ async def test_worker_killed_mid_recovery_finishes_with_one_drain_and_one_requeu
             config, temporal_client, scheduler, ServiceParts(worker=False, follow_logs=False)
         ):
             job_id = cluster.submit(LONG_THEN_SHORT, comment=OPT_IN, nodes=2)
-            before = await eventually(
-                lambda: scheduler.get_job(job_id),
-                lambda j: j.state is JobState.RUNNING and len(j.nodes) == 2,
-                60,
-                "job running",
-            )
+            before = await running_on_two_nodes(scheduler, job_id)
             victim = before.nodes[-1]
             cluster.kill_node(victim)
             workflow_id = recovery_workflow_id(cluster.cluster_name, job_id, 0)
             handle = temporal_client.get_workflow_handle(workflow_id)
             deadline = time.monotonic() + 120
             phase = ""
-            while phase not in {"drain_nodes", "verify_checkpoint", "requeue_job", "wait_running", "done"}:
+            while phase not in {
+                "drain_nodes",
+                "verify_checkpoint",
+                "requeue_job",
+                "wait_running",
+                "done",
+            }:
                 assert time.monotonic() < deadline, "recovery never reached draining"
                 try:
                     phase = await handle.query("phase")
@@ -222,8 +225,17 @@ async def test_worker_killed_mid_recovery_finishes_with_one_drain_and_one_requeu
         log.close()
     ctld_log = (cluster.state_dir / "log" / "slurmctld.log").read_text(errors="replace")
     # every drain request resurrect makes logs its reason once
-    drains = [line for line in ctld_log.splitlines() if f"node {victim} reason set to: resurrect:" in line and f"[{workflow_id}]" in line]
-    listed = [w.id async for w in temporal_client.list_workflows(f"ResurrectJobId = '{job_id}' AND ResurrectCluster = '{cluster.cluster_name}'")]
+    drains = [
+        line
+        for line in ctld_log.splitlines()
+        if f"node {victim} reason set to: resurrect:" in line and f"[{workflow_id}]" in line
+    ]
+    listed = [
+        w.id
+        async for w in temporal_client.list_workflows(
+            f"ResurrectJobId = '{job_id}' AND ResurrectCluster = '{cluster.cluster_name}'"
+        )
+    ]
     assert len(drains) == 1, (drains, listed)
 
 
@@ -237,12 +249,7 @@ async def test_slurmctld_down_during_recovery_is_waited_out(
     scheduler = cluster.scheduler()
     async with running_service(config, temporal_client, scheduler):
         job_id = cluster.submit(LONG_THEN_SHORT, comment=OPT_IN, nodes=2)
-        before = await eventually(
-            lambda: scheduler.get_job(job_id),
-            lambda j: j.state is JobState.RUNNING and len(j.nodes) == 2,
-            60,
-            "job running",
-        )
+        before = await running_on_two_nodes(scheduler, job_id)
         victim = before.nodes[-1]
         cluster.kill_node(victim)
         workflow_id = recovery_workflow_id(cluster.cluster_name, job_id, 0)
@@ -297,13 +304,10 @@ sleep 600   # every rank now blocks, as in a collective'
         stop = asyncio.Event()
         follow = asyncio.create_task(follower.run(stop))
         try:
-            job_id = cluster.submit(gpu_fault, comment=OPT_IN, nodes=2, extra_args=["--open-mode=append"])
-            running = await eventually(
-                lambda: scheduler.get_job(job_id),
-                lambda j: j.state is JobState.RUNNING and len(j.nodes) == 2,
-                60,
-                "job running",
+            job_id = cluster.submit(
+                gpu_fault, comment=OPT_IN, nodes=2, extra_args=["--open-mode=append"]
             )
+            running = await running_on_two_nodes(scheduler, job_id)
             victim = running.nodes[1]
             outcome = await outcome_of(
                 temporal_client, recovery_workflow_id(cluster.cluster_name, job_id, 0)

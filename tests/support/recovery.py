@@ -10,7 +10,8 @@ from collections.abc import Awaitable, Callable
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from resurrect.contracts import JobInfo, RecoveryOutcome
+from resurrect.contracts import JobInfo, JobState, RecoveryOutcome
+from resurrect.scheduler.base import Scheduler
 
 OPT_IN = json.dumps({"resurrect": {"max_restarts": 3}})
 
@@ -56,3 +57,11 @@ async def outcome_of(client: Client, workflow_id: str, timeout: float = 180) -> 
     return result
 
 
+async def running_on_two_nodes(scheduler: Scheduler, job_id: str) -> JobInfo:
+    """Wait until a freshly submitted 2-node job runs."""
+    return await eventually(
+        lambda: scheduler.get_job(job_id),
+        lambda j: j.state is JobState.RUNNING and len(j.nodes) == 2,
+        60,
+        f"job {job_id} running on 2 nodes",
+    )
