@@ -1,0 +1,109 @@
+"""Node agents (one per virtual node, fake NVML) beside a real Slurm cluster and Temporal."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from support.recovery import LONG_THEN_SHORT, OPT_IN, eventually, outcome_of, running_on_two_nodes
+from support.service import running_service, service_config
+from temporalio.client import Client
+
+from resurrect.contracts import FaultClass, JobState, recovery_workflow_id
+from resurrect.rules import load_engine
+from resurrect.temporal_server import EmbeddedTemporal
+from sensors.node_agent import FakeNvml, NodeAgent
+from sensors.node_agent.reporters import TemporalReporter
+from sensors.node_agent.settings import AgentSettings
+
+pytestmark = [pytest.mark.slurm, pytest.mark.temporal]
+
+
+@contextlib.asynccontextmanager
+async def agents(
+    nodes: list[str], client: Client, cluster: str, task_queue: str
+) -> AsyncIterator[dict[str, tuple[FakeNvml, asyncio.Task[None]]]]:
+    engine = load_engine()
+    running: dict[str, tuple[FakeNvml, asyncio.Task[None]]] = {}
+    stops: list[asyncio.Event] = []
+    for node in nodes:
+        settings = AgentSettings(node_name=node, kernel_log=False, interval_s=1.0)
+        nvml = FakeNvml.with_gpus(2)
+        reporter = TemporalReporter(client, cluster=cluster, task_queue=task_queue, settings=settings)
+        agent = NodeAgent(settings, nvml=nvml, engine=engine, reporter=reporter)
+        stop = asyncio.Event()
+        stops.append(stop)
+        running[node] = (nvml, asyncio.create_task(agent.run(stop)))
+    try:
+        yield running
+    finally:
+        for stop in stops:
+            stop.set()
+        await asyncio.gather(*(task for _, task in running.values()), return_exceptions=True)
+
+
+async def test_xid79_from_nvml_drains_that_node_and_requeues_the_job(
+    local_slurm, temporal_server: EmbeddedTemporal, temporal_client: Client, tmp_path: Path  # type: ignore[no-untyped-def]
+) -> None:
+    cluster = local_slurm
+    cluster.reset()
+    config = service_config(tmp_path, cluster.cluster_name, cluster.slurm_conf, temporal_server.address)
+    scheduler = cluster.scheduler()
+    async with running_service(config, temporal_client, scheduler), agents(
+        cluster.nodes, temporal_client, cluster.cluster_name, config.temporal.task_queue
+    ) as running:
+        job_id = cluster.submit(LONG_THEN_SHORT, comment=OPT_IN, nodes=2)
+        job = await running_on_two_nodes(scheduler, job_id)
+        victim = job.nodes[1]
+        running[victim][0].emit_xid(gpu=1, xid=79)  # GPU 1 of that node falls off the bus
+        outcome = await outcome_of(temporal_client, recovery_workflow_id(cluster.cluster_name, job_id, 0))
+        assert outcome.recovered, outcome.notes
+        assert outcome.fault_class is FaultClass.GPU_HARDWARE
+        assert outcome.drained_nodes == [victim]
+        done = await eventually(lambda: scheduler.get_job(job_id), lambda j: j.state is JobState.COMPLETED, 90, "job completed")
+        assert victim not in done.nodes and done.restart_count == 1
+    cluster.reset()
+
+
+async def test_silent_agent_and_dead_slurmd_are_detected_before_slurm_marks_the_node_down(
+    local_slurm, temporal_server: EmbeddedTemporal, temporal_client: Client, tmp_path: Path  # type: ignore[no-untyped-def]
+) -> None:
+    cluster = local_slurm
+    cluster.reset()
+    config = service_config(tmp_path, cluster.cluster_name, cluster.slurm_conf, temporal_server.address)
+    scheduler = cluster.scheduler()
+    async with running_service(config, temporal_client, scheduler), agents(
+        cluster.nodes, temporal_client, cluster.cluster_name, config.temporal.task_queue
+    ) as running:
+        job_id = cluster.submit(LONG_THEN_SHORT, comment=OPT_IN, nodes=2)
+        job = await running_on_two_nodes(scheduler, job_id)
+        victim = job.nodes[0]
+        await asyncio.sleep(3)  # let every agent heartbeat
+        down_at: list[float] = []
+
+        async def watch_slurm() -> None:  # when does Slurm itself call the node DOWN?
+            while not down_at:
+                if (await scheduler.get_node(victim)).state == "DOWN":
+                    down_at.append(time.time())
+                await asyncio.sleep(0.25)
+
+        # the node dies: its agent stops without a word, its slurmd and job steps are killed
+        running[victim][1].cancel()
+        killed_at = time.time()
+        cluster.kill_node(victim)
+        slurm_watch = asyncio.create_task(watch_slurm())
+        workflow_id = recovery_workflow_id(cluster.cluster_name, job_id, 0)
+        outcome = await outcome_of(temporal_client, workflow_id)
+        started = (await temporal_client.get_workflow_handle(workflow_id).describe()).start_time.timestamp()
+        detect_s = started - killed_at
+        await asyncio.wait_for(slurm_watch, timeout=60)
+        slurm_s = down_at[0] - killed_at
+        print(f"\nsilent node detected {detect_s:.1f} s after the kill; Slurm marked it DOWN after {slurm_s:.1f} s")
+        assert detect_s < 10.0 and started < down_at[0]
+        assert outcome.notes[0].startswith("reported by node_agent"), outcome.notes
+        assert outcome.recovered and outcome.drained_nodes == [victim], outcome.notes
+    cluster.reset()
