@@ -96,6 +96,10 @@ class WatcherSettings(Section):
     # not at all this long after the controller was unreachable (nodes re-register then).
     not_responding_grace_s: float = Field(default=4.0, ge=0)
     controller_grace_s: float = Field(default=30.0, ge=0)
+    # Slurm hooks (deploy/hooks/kick-watcher.sh) make the watcher poll at once through this
+    # socket (default: <temporal.state_dir>/watcher.sock).
+    kick_hooks: bool = True
+    kick_socket: Path | None = None
     follow_logs: bool = True
     # A root cause in a running job's output interrupts the job at once only when its rule
     # is at least this sure (weaker lines, such as a peer's closed socket, wait for the

@@ -110,6 +110,13 @@ async def run_service(
 
             watcher = SlurmWatcher(scheduler, config, report)
             tasks.append(asyncio.create_task(watcher.run(stop), name="watcher"))
+            if config.watcher.kick_hooks:
+                from sensors.watcher_kick import KickListener
+
+                kick_path = config.watcher.kick_socket or config.temporal.state_dir / "watcher.sock"
+                listener = KickListener(kick_path, lambda reason: watcher.kick())
+                await listener.start()
+                stack.callback(listener.close)
         if parts.follow_logs and config.watcher.follow_logs:
             from resurrect.rules import load_engine
             from sensors.log_follower import JobLogFollower

@@ -52,6 +52,7 @@ STATE_HINT = {
     JobState.OUT_OF_MEMORY: FaultClass.MEMORY_HOST_OOM,
 }
 RUNNING_STATES = frozenset({JobState.RUNNING, JobState.COMPLETING})
+MIN_POLL_GAP_S = 0.5
 # A held job is being requeued (by us or an operator); its old allocation may still show the
 # dead node while it completes, which is not a new interruption.
 
@@ -69,9 +70,11 @@ class SlurmWatcher:
         self._quiet_until = 0.0  # no NOT_RESPONDING verdicts until then (controller came back)
         self._kick = asyncio.Event()
         self.polls = 0
+        self.kicks = 0
 
     def kick(self) -> None:
-        """Poll now (push hooks call this through the service)."""
+        """Poll now (Slurm hooks call this through :mod:`sensors.watcher_kick`)."""
+        self.kicks += 1
         self._kick.set()
 
     def _interruption(
@@ -198,6 +201,8 @@ class SlurmWatcher:
         interval = self.config.watcher.poll_interval_s
         failures = 0
         while not stop.is_set():
+            self._kick.clear()  # a kick arriving during this poll triggers the next one
+            polled_at = time.monotonic()
             try:
                 await self.poll_once()
                 failures = 0
@@ -206,7 +211,6 @@ class SlurmWatcher:
                 self.controller_unreachable()
                 log.warning("scheduler poll failed (%d in a row): %s", failures, exc)
             delay = interval if failures == 0 else min(30.0, interval * 2 ** min(failures, 4))
-            self._kick.clear()
             stopper = asyncio.ensure_future(stop.wait())
             kicker = asyncio.ensure_future(self._kick.wait())
             await asyncio.wait(
@@ -214,3 +218,7 @@ class SlurmWatcher:
             )
             stopper.cancel()
             kicker.cancel()
+            # a storm of kicks polls at most every MIN_POLL_GAP_S
+            gap = MIN_POLL_GAP_S - (time.monotonic() - polled_at)
+            if gap > 0 and not stop.is_set():
+                await asyncio.sleep(gap)
