@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,6 +21,7 @@ from resurrect.contracts import FaultClass, JobState, recovery_workflow_id
 from resurrect.rules import load_engine
 from resurrect.temporal_server import EmbeddedTemporal
 from sensors.node_agent import FakeNvml, NodeAgent
+from sensors.node_agent.models import NodeHealth
 from sensors.node_agent.reporters import TemporalReporter
 from sensors.node_agent.settings import AgentSettings
 
@@ -72,38 +77,60 @@ async def test_xid79_from_nvml_drains_that_node_and_requeues_the_job(
 async def test_silent_agent_and_dead_slurmd_are_detected_before_slurm_marks_the_node_down(
     local_slurm, temporal_server: EmbeddedTemporal, temporal_client: Client, tmp_path: Path  # type: ignore[no-untyped-def]
 ) -> None:
+    """The node dies: its agent process is SIGKILLed with its slurmd and job steps."""
     cluster = local_slurm
     cluster.reset()
     config = service_config(tmp_path, cluster.cluster_name, cluster.slurm_conf, temporal_server.address)
     scheduler = cluster.scheduler()
-    async with running_service(config, temporal_client, scheduler), agents(
-        cluster.nodes, temporal_client, cluster.cluster_name, config.temporal.task_queue
-    ) as running:
+    async with running_service(config, temporal_client, scheduler):
         job_id = cluster.submit(LONG_THEN_SHORT, comment=OPT_IN, nodes=2)
         job = await running_on_two_nodes(scheduler, job_id)
         victim = job.nodes[0]
-        await asyncio.sleep(3)  # let every agent heartbeat
-        down_at: list[float] = []
+        env = {
+            **os.environ,
+            "RESURRECT_TEMPORAL__EMBEDDED": "false",
+            "RESURRECT_TEMPORAL__ADDRESS": temporal_server.address,
+            "RESURRECT_TEMPORAL__TASK_QUEUE": config.temporal.task_queue,
+            "RESURRECT_CLUSTER__NAME": cluster.cluster_name,
+            "RESURRECT_AGENT__NODE_NAME": victim,
+            "RESURRECT_AGENT__KERNEL_LOG": "false",
+        }
+        agent = subprocess.Popen(
+            [sys.executable, "-m", "sensors.node_agent", "run"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            health = temporal_client.get_workflow_handle(f"node-health/{cluster.cluster_name}/{victim}")
+            deadline = time.monotonic() + 60
+            while True:  # the agent is up and heartbeating
+                with contextlib.suppress(Exception):
+                    if (await health.query("health", result_type=NodeHealth)).last_seq >= 2:
+                        break
+                assert time.monotonic() < deadline, "the agent never heartbeated"
+                await asyncio.sleep(0.2)
+            down_at: list[float] = []
 
-        async def watch_slurm() -> None:  # when does Slurm itself call the node DOWN?
-            while not down_at:
-                if (await scheduler.get_node(victim)).state == "DOWN":
-                    down_at.append(time.time())
-                await asyncio.sleep(0.25)
+            async def watch_slurm() -> None:  # when does Slurm itself call the node DOWN?
+                while not down_at:
+                    if (await scheduler.get_node(victim)).state == "DOWN":
+                        down_at.append(time.time())
+                    await asyncio.sleep(0.25)
 
-        # the node dies: its agent stops without a word, its slurmd and job steps are killed
-        running[victim][1].cancel()
-        killed_at = time.time()
-        cluster.kill_node(victim)
-        slurm_watch = asyncio.create_task(watch_slurm())
-        workflow_id = recovery_workflow_id(cluster.cluster_name, job_id, 0)
-        outcome = await outcome_of(temporal_client, workflow_id)
-        started = (await temporal_client.get_workflow_handle(workflow_id).describe()).start_time.timestamp()
-        detect_s = started - killed_at
-        await asyncio.wait_for(slurm_watch, timeout=60)
-        slurm_s = down_at[0] - killed_at
-        print(f"\nsilent node detected {detect_s:.1f} s after the kill; Slurm marked it DOWN after {slurm_s:.1f} s")
-        assert detect_s < 10.0 and started < down_at[0]
-        assert outcome.notes[0].startswith("reported by node_agent"), outcome.notes
-        assert outcome.recovered and outcome.drained_nodes == [victim], outcome.notes
+            killed_at = time.time()
+            agent.send_signal(signal.SIGKILL)
+            cluster.kill_node(victim)
+            slurm_watch = asyncio.create_task(watch_slurm())
+            workflow_id = recovery_workflow_id(cluster.cluster_name, job_id, 0)
+            outcome = await outcome_of(temporal_client, workflow_id)
+            started = (await temporal_client.get_workflow_handle(workflow_id).describe()).start_time.timestamp()
+            await asyncio.wait_for(slurm_watch, timeout=60)
+        finally:
+            agent.kill()
+            agent.wait()
+    detect_s = started - killed_at
+    slurm_s = down_at[0] - killed_at
+    print(f"\nsilent node detected {detect_s:.1f} s after the kill; Slurm marked it DOWN after {slurm_s:.1f} s")
+    assert detect_s < 10.0 and started < down_at[0]
+    assert outcome.notes[0].startswith("reported by node_agent"), outcome.notes
+    assert outcome.recovered and outcome.drained_nodes == [victim], outcome.notes
     cluster.reset()
