@@ -157,7 +157,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=30.0, help="measured window (s)")
     parser.add_argument("--warmup", type=float, default=4.0, help="start-up to skip (s)")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--json", action="store_true", help="print the result as one JSON line")
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -165,7 +165,7 @@ def main() -> int:
         return 0
     result = measure(args.duration, args.warmup)
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(json.dumps(result))  # one line, like the other benchmarks
     else:
         for name, entry in result["processes"].items():  # type: ignore[attr-defined]
             print(f"{name:13} cpu {entry['cpu_percent']:6.2f}%  rss {entry['rss_mib']:6.1f} MiB")
