@@ -148,6 +148,7 @@ class Demo:
             start_local_slurm, nodes=s.nodes, cluster_name="demo", state_dir=s.state_dir / "slurm"
         )
         self.say(f"cluster up in {cluster.start_seconds:.1f} s: {', '.join(cluster.nodes)}")
+        await asyncio.to_thread(self._check_job_user_can_train, root, cluster.demo_user)
 
         ui_port = s.ui_port if not port_open("127.0.0.1", s.ui_port) else free_port()
         self.server = EmbeddedTemporal(
@@ -307,6 +308,21 @@ class Demo:
                 "watcher_poll_s": config.watcher.poll_interval_s,
             },
         }
+
+    def _check_job_user_can_train(self, root: Path, user: str) -> None:
+        """The job runs as ``user``: it must be able to run this Python and read the job."""
+        probe = subprocess.run(
+            ["runuser", "-u", user, "--", self.settings.python, "-c",
+             "import sys, torch; open(sys.argv[1]).close()",
+             str(root / "examples" / "train" / "train.py")],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        if probe.returncode != 0:
+            raise DemoError(
+                f"the job user {user} cannot run {self.settings.python} with torch or read"
+                f" {root}/examples/train (is a parent directory private, e.g. /root?):"
+                f" {probe.stderr.strip()[-300:]}"
+            )
 
     def _reference_sha(self, root: Path, scratch: Path) -> str | None:
         """Train the same job uninterrupted on this host and return its final params sha."""

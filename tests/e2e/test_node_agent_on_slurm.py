@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -56,16 +57,19 @@ async def test_xid79_from_nvml_drains_that_node_and_requeues_the_job(
 ) -> None:
     cluster = local_slurm
     cluster.reset()
-    config = service_config(tmp_path, cluster.cluster_name, cluster.slurm_conf, temporal_server.address)
+    # node-health workflows are per (cluster label, node) and outlive a test: give each test
+    # its own label so it never signals a workflow whose worker is gone
+    label = f"{cluster.cluster_name}-{uuid.uuid4().hex[:6]}"
+    config = service_config(tmp_path, label, cluster.slurm_conf, temporal_server.address)
     scheduler = cluster.scheduler()
     async with running_service(config, temporal_client, scheduler), agents(
-        cluster.nodes, temporal_client, cluster.cluster_name, config.temporal.task_queue
+        cluster.nodes, temporal_client, label, config.temporal.task_queue
     ) as running:
         job_id = cluster.submit(LONG_THEN_SHORT, comment=OPT_IN, nodes=2)
         job = await running_on_two_nodes(scheduler, job_id)
         victim = job.nodes[1]
         running[victim][0].emit_xid(gpu=1, xid=79)  # GPU 1 of that node falls off the bus
-        outcome = await outcome_of(temporal_client, recovery_workflow_id(cluster.cluster_name, job_id, 0))
+        outcome = await outcome_of(temporal_client, recovery_workflow_id(label, job_id, 0))
         assert outcome.recovered, outcome.notes
         assert outcome.fault_class is FaultClass.GPU_HARDWARE
         assert outcome.drained_nodes == [victim]
@@ -80,7 +84,10 @@ async def test_silent_agent_and_dead_slurmd_are_detected_before_slurm_marks_the_
     """The node dies: its agent process is SIGKILLed with its slurmd and job steps."""
     cluster = local_slurm
     cluster.reset()
-    config = service_config(tmp_path, cluster.cluster_name, cluster.slurm_conf, temporal_server.address)
+    # node-health workflows are per (cluster label, node) and outlive a test: give each test
+    # its own label so it never signals a workflow whose worker is gone
+    label = f"{cluster.cluster_name}-{uuid.uuid4().hex[:6]}"
+    config = service_config(tmp_path, label, cluster.slurm_conf, temporal_server.address)
     scheduler = cluster.scheduler()
     async with running_service(config, temporal_client, scheduler):
         job_id = cluster.submit(LONG_THEN_SHORT, comment=OPT_IN, nodes=2)
@@ -91,7 +98,7 @@ async def test_silent_agent_and_dead_slurmd_are_detected_before_slurm_marks_the_
             "RESURRECT_TEMPORAL__EMBEDDED": "false",
             "RESURRECT_TEMPORAL__ADDRESS": temporal_server.address,
             "RESURRECT_TEMPORAL__TASK_QUEUE": config.temporal.task_queue,
-            "RESURRECT_CLUSTER__NAME": cluster.cluster_name,
+            "RESURRECT_CLUSTER__NAME": label,
             "RESURRECT_AGENT__NODE_NAME": victim,
             "RESURRECT_AGENT__KERNEL_LOG": "false",
         }
@@ -100,7 +107,7 @@ async def test_silent_agent_and_dead_slurmd_are_detected_before_slurm_marks_the_
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         try:
-            health = temporal_client.get_workflow_handle(f"node-health/{cluster.cluster_name}/{victim}")
+            health = temporal_client.get_workflow_handle(f"node-health/{label}/{victim}")
             deadline = time.monotonic() + 60
             while True:  # the agent is up and heartbeating
                 with contextlib.suppress(Exception):
@@ -120,7 +127,7 @@ async def test_silent_agent_and_dead_slurmd_are_detected_before_slurm_marks_the_
             agent.send_signal(signal.SIGKILL)
             cluster.kill_node(victim)
             slurm_watch = asyncio.create_task(watch_slurm())
-            workflow_id = recovery_workflow_id(cluster.cluster_name, job_id, 0)
+            workflow_id = recovery_workflow_id(label, job_id, 0)
             outcome = await outcome_of(temporal_client, workflow_id)
             started = (await temporal_client.get_workflow_handle(workflow_id).describe()).start_time.timestamp()
             await asyncio.wait_for(slurm_watch, timeout=60)

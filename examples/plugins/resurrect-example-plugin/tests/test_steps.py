@@ -25,7 +25,7 @@ def hook() -> Iterator[tuple[Hook, str]]:
     state = Hook(200)
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             length = int(self.headers["Content-Length"])
             state.bodies.append(json.loads(self.rfile.read(length)))
             self.send_response(state.status)
