@@ -33,6 +33,8 @@ from resurrect.errors import JobNotFound, SchedulerError
 from resurrect.log_reading import read_tail_lines
 from resurrect.plans.models import ResolvedPlan
 from resurrect.policy import resolve_job_policy
+from resurrect.rules import RuleEngine, load_engine
+from resurrect.rules import attribute as attribute_evidence
 from resurrect.scheduler.base import Scheduler
 from resurrect.scheduler_evidence import combine, scheduler_diagnosis, scheduler_evidence
 from workflows.names import Activity
@@ -60,7 +62,7 @@ class RecoveryActivities:
         self.config = config
         self.client = client
         self.plans = list(plans)
-        self._engine: object | None = None
+        self._engine: RuleEngine | None = None
 
     def all(self) -> list[Callable[..., Any]]:
         """Every activity of this object, for Worker(activities=...)."""
@@ -100,10 +102,8 @@ class RecoveryActivities:
             checkpoint_level=self.config.recovery.checkpoint_level,
         )
 
-    def _rules_engine(self) -> object:
+    def _rules_engine(self) -> RuleEngine:
         if self._engine is None:
-            from resurrect.rules import load_engine
-
             self._engine = load_engine(self.config.rules.extra_packs)
         return self._engine
 
@@ -114,14 +114,12 @@ class RecoveryActivities:
         for path in paths:
             for number, line in read_tail_lines(Path(path), self.config.watcher.log_tail_bytes):
                 found.extend(
-                    engine.scan_line(line, kind=SignalKind.JOB_LOG, file=path, line=number)  # type: ignore[attr-defined]
+                    engine.scan_line(line, kind=SignalKind.JOB_LOG, file=path, line=number)
                 )
         return found
 
     @activity.defn(name=Activity.ATTRIBUTE)
     async def attribute(self, request: AttributeRequest) -> Diagnosis:
-        from resurrect.rules import attribute as attribute_evidence
-
         bundle = request.bundle
         log_found = await asyncio.to_thread(self._log_evidence, bundle.job)
         log_found.extend(e for e in request.reported if e.kind is not SignalKind.SCHEDULER_STATE)
