@@ -9,6 +9,6 @@ cd "$ROOT"
 deploy/install.sh
 export RESURRECT_REQUIRE_SLURM=1   # the real-cluster tests fail (not skip) if Slurm is missing
 export PYTHONUNBUFFERED=1
-echo "== ruff"; .venv/bin/ruff check .
+echo "== ruff"; .venv/bin/ruff check . && .venv/bin/ruff format --check .
 echo "== mypy"; .venv/bin/mypy resurrect workflows activities workers sensors
 echo "== pytest"; exec .venv/bin/python -m pytest "$@"

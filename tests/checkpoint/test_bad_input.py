@@ -185,7 +185,9 @@ def test_cannot_move_or_mark_is_reported(tmp_path: Path, monkeypatch: pytest.Mon
     assert (root / "step_2" / ".metadata").read_bytes() == b"junk"
 
 
-def test_metadata_enum_members_pickled_by_getattr_are_allowed_but_nothing_else(tmp_path: Path) -> None:
+def test_metadata_enum_members_pickled_by_getattr_are_allowed_but_nothing_else(
+    tmp_path: Path,
+) -> None:
     """Some Pythons pickle enum members as getattr(EnumClass, "NAME"); that alone is let in."""
     import pickle
 
@@ -206,7 +208,9 @@ def test_metadata_enum_members_pickled_by_getattr_are_allowed_but_nothing_else(t
     from torch.distributed.checkpoint.metadata import _MEM_FORMAT_ENCODING
 
     buffer = io.BytesIO()
-    EnumByGetattr(buffer).dump({"fmt": _MEM_FORMAT_ENCODING.TORCH_CONTIGUOUS_FORMAT, "i": MetadataIndex("x")})
+    EnumByGetattr(buffer).dump(
+        {"fmt": _MEM_FORMAT_ENCODING.TORCH_CONTIGUOUS_FORMAT, "i": MetadataIndex("x")}
+    )
     loaded = _RestrictedUnpickler(io.BytesIO(buffer.getvalue())).load()
     assert loaded["fmt"] is _MEM_FORMAT_ENCODING.TORCH_CONTIGUOUS_FORMAT
 

@@ -39,7 +39,9 @@ async def agents(
     for node in nodes:
         settings = AgentSettings(node_name=node, kernel_log=False, interval_s=1.0)
         nvml = FakeNvml.with_gpus(2)
-        reporter = TemporalReporter(client, cluster=cluster, task_queue=task_queue, settings=settings)
+        reporter = TemporalReporter(
+            client, cluster=cluster, task_queue=task_queue, settings=settings
+        )
         agent = NodeAgent(settings, nvml=nvml, engine=engine, reporter=reporter)
         stop = asyncio.Event()
         stops.append(stop)
@@ -53,7 +55,10 @@ async def agents(
 
 
 async def test_xid79_from_nvml_drains_that_node_and_requeues_the_job(
-    local_slurm, temporal_server: EmbeddedTemporal, temporal_client: Client, tmp_path: Path  # type: ignore[no-untyped-def]
+    local_slurm,
+    temporal_server: EmbeddedTemporal,
+    temporal_client: Client,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
 ) -> None:
     cluster = local_slurm
     cluster.reset()
@@ -62,9 +67,10 @@ async def test_xid79_from_nvml_drains_that_node_and_requeues_the_job(
     label = f"{cluster.cluster_name}-{uuid.uuid4().hex[:6]}"
     config = service_config(tmp_path, label, cluster.slurm_conf, temporal_server.address)
     scheduler = cluster.scheduler()
-    async with running_service(config, temporal_client, scheduler), agents(
-        cluster.nodes, temporal_client, label, config.temporal.task_queue
-    ) as running:
+    async with (
+        running_service(config, temporal_client, scheduler),
+        agents(cluster.nodes, temporal_client, label, config.temporal.task_queue) as running,
+    ):
         job_id = cluster.submit(LONG_THEN_SHORT, comment=OPT_IN, nodes=2)
         job = await running_on_two_nodes(scheduler, job_id)
         victim = job.nodes[1]
@@ -73,13 +79,21 @@ async def test_xid79_from_nvml_drains_that_node_and_requeues_the_job(
         assert outcome.recovered, outcome.notes
         assert outcome.fault_class is FaultClass.GPU_HARDWARE
         assert outcome.drained_nodes == [victim]
-        done = await eventually(lambda: scheduler.get_job(job_id), lambda j: j.state is JobState.COMPLETED, 90, "job completed")
+        done = await eventually(
+            lambda: scheduler.get_job(job_id),
+            lambda j: j.state is JobState.COMPLETED,
+            90,
+            "job completed",
+        )
         assert victim not in done.nodes and done.restart_count == 1
     cluster.reset()
 
 
 async def test_silent_agent_and_dead_slurmd_are_detected_before_slurm_marks_the_node_down(
-    local_slurm, temporal_server: EmbeddedTemporal, temporal_client: Client, tmp_path: Path  # type: ignore[no-untyped-def]
+    local_slurm,
+    temporal_server: EmbeddedTemporal,
+    temporal_client: Client,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
 ) -> None:
     """The node dies: its agent process is SIGKILLed with its slurmd and job steps."""
     cluster = local_slurm
@@ -129,14 +143,18 @@ async def test_silent_agent_and_dead_slurmd_are_detected_before_slurm_marks_the_
             slurm_watch = asyncio.create_task(watch_slurm())
             workflow_id = recovery_workflow_id(label, job_id, 0)
             outcome = await outcome_of(temporal_client, workflow_id)
-            started = (await temporal_client.get_workflow_handle(workflow_id).describe()).start_time.timestamp()
+            started = (
+                await temporal_client.get_workflow_handle(workflow_id).describe()
+            ).start_time.timestamp()
             await asyncio.wait_for(slurm_watch, timeout=60)
         finally:
             agent.kill()
             agent.wait()
     detect_s = started - killed_at
     slurm_s = down_at[0] - killed_at
-    print(f"\nsilent node detected {detect_s:.1f} s after the kill; Slurm marked it DOWN after {slurm_s:.1f} s")
+    print(
+        f"\nsilent node detected {detect_s:.1f} s after the kill; Slurm marked it DOWN after {slurm_s:.1f} s"
+    )
     assert detect_s < 10.0 and started < down_at[0]
     assert outcome.notes[0].startswith("reported by node_agent"), outcome.notes
     assert outcome.recovered and outcome.drained_nodes == [victim], outcome.notes

@@ -52,8 +52,13 @@ def fail(argv: tuple[str, ...], stderr: str, rc: int = 1) -> CommandResult:
 
 
 def sinfo_doc(state: str, flags: list[str], reason: str) -> str:
-    node = {"name": "node1", "state": state, "state_flags": flags, "reason": reason,
-            "partitions": ["debug"]}
+    node = {
+        "name": "node1",
+        "state": state,
+        "state_flags": flags,
+        "reason": reason,
+        "partitions": ["debug"],
+    }
     return json.dumps({"meta": {}, "errors": [], "nodes": [node]})
 
 
@@ -86,8 +91,10 @@ def test_parse_version(text: str, version: tuple[int, int, int]) -> None:
 @pytest.mark.parametrize(
     ("stderr", "error"),
     [
-        ("slurm_load_jobs error: Unable to contact slurm controller (connect failure)",
-         SchedulerUnavailable),
+        (
+            "slurm_load_jobs error: Unable to contact slurm controller (connect failure)",
+            SchedulerUnavailable,
+        ),
         ("scontrol: error: Connection refused", SchedulerUnavailable),
         ("Socket timed out on send/recv operation", SchedulerUnavailable),
         ("slurm_load_jobs error: Invalid job id specified", JobNotFound),
@@ -260,9 +267,7 @@ async def test_json_errors_with_controller_down_are_unavailable() -> None:
             "jobs": [],
         }
     )
-    ping_down = CommandResult(
-        ("scontrol", "ping"), 1, "Slurmctld(primary) at vm is DOWN\n", ""
-    )
+    ping_down = CommandResult(("scontrol", "ping"), 1, "Slurmctld(primary) at vm is DOWN\n", "")
     sched, _ = cli({("squeue", "--json"): ok((), doc), ("scontrol", "ping"): ping_down})
     with pytest.raises(SchedulerUnavailable, match="DOWN"):
         await sched.list_jobs()

@@ -153,7 +153,9 @@ async def test_node_kill_auto_requeue_then_hold_exclude_release(slurm: LocalSlur
         rec: dict[str, str] = slurm._wait(
             lambda: slurm.job(job_id),
             lambda r: r.get("Restarts") == "1" and r.get("JobState") in {"PENDING", "RUNNING"},
-            60, 0.2, "auto requeue",
+            60,
+            0.2,
+            "auto requeue",
         )
         return rec
 
@@ -240,7 +242,7 @@ def test_jobcomp_script_hook() -> None:
     hook_dir.chmod(0o755)
     log = hook_dir / "jobcomp.log"
     hook = hook_dir / "jobcomp.sh"
-    hook.write_text(f"#!/bin/bash\necho \"$JOBID $JOBSTATE $EXITCODE $NODES\" >> {log}\n")
+    hook.write_text(f'#!/bin/bash\necho "$JOBID $JOBSTATE $EXITCODE $NODES" >> {log}\n')
     hook.chmod(0o755)
     cluster = start_local_slurm(nodes=1, node_prefix="jc", jobcomp_script=str(hook))
     try:

@@ -20,13 +20,21 @@ from resurrect.scheduler.slurm_json import (
 )
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "slurm-json"
-JOB_DOCS = [json.loads((FIXTURES / name).read_text()) for name in ("squeue-22.05.json", "scontrol-show-job-24.11.json")]
-NODE_DOCS = [json.loads((FIXTURES / name).read_text()) for name in ("sinfo-22.05.json", "scontrol-show-node-24.11.json")]
+JOB_DOCS = [
+    json.loads((FIXTURES / name).read_text())
+    for name in ("squeue-22.05.json", "scontrol-show-job-24.11.json")
+]
+NODE_DOCS = [
+    json.loads((FIXTURES / name).read_text())
+    for name in ("sinfo-22.05.json", "scontrol-show-node-24.11.json")
+]
 
 scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=30)
 values = st.recursive(
     scalars,
-    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=15), inner, max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=15), inner, max_size=6)
+    ),
     max_leaves=30,
 )
 
@@ -72,13 +80,21 @@ def test_arbitrary_documents(doc: Any) -> None:
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.sampled_from(range(len(JOB_DOCS))), st.lists(st.integers(0, 1000), min_size=1, max_size=8), values)
+@given(
+    st.sampled_from(range(len(JOB_DOCS))),
+    st.lists(st.integers(0, 1000), min_size=1, max_size=8),
+    values,
+)
 def test_mangled_real_job_documents(which: int, paths: list[int], replacement: Any) -> None:
     parse_safely(parse_jobs, mangle(JOB_DOCS[which], paths, replacement))
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.sampled_from(range(len(NODE_DOCS))), st.lists(st.integers(0, 1000), min_size=1, max_size=8), values)
+@given(
+    st.sampled_from(range(len(NODE_DOCS))),
+    st.lists(st.integers(0, 1000), min_size=1, max_size=8),
+    values,
+)
 def test_mangled_real_node_documents(which: int, paths: list[int], replacement: Any) -> None:
     parse_safely(parse_nodes, mangle(NODE_DOCS[which], paths, replacement))
 

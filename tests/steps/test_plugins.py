@@ -14,7 +14,10 @@ def ep(name: str, value: str) -> EntryPoint:
 
 
 def test_only_enabled_plugins_load() -> None:
-    available = [ep("testkit", "support.test_plugins:PLUGIN"), ep("other", "support.test_plugins:OTHER")]
+    available = [
+        ep("testkit", "support.test_plugins:PLUGIN"),
+        ep("other", "support.test_plugins:OTHER"),
+    ]
     loaded = discover(["testkit"], available)
     assert [p.name for p in loaded.plugins] == ["testkit"] and loaded.errors == []
     assert discover([], available).plugins == []
@@ -28,23 +31,34 @@ def test_broken_plugin_is_named_and_others_still_load() -> None:
     ]
     loaded = discover(["broken", "testkit", "wrongtype", "missing"], available)
     assert [p.name for p in loaded.plugins] == ["testkit"]
-    assert any("plugin 'broken' failed to import" in e and "no_such_module" in e for e in loaded.errors)
-    assert any("plugin 'wrongtype'" in e and "not a resurrect.sdk.Plugin" in e for e in loaded.errors)
+    assert any(
+        "plugin 'broken' failed to import" in e and "no_such_module" in e for e in loaded.errors
+    )
+    assert any(
+        "plugin 'wrongtype'" in e and "not a resurrect.sdk.Plugin" in e for e in loaded.errors
+    )
     assert any("plugin 'missing' is enabled but not installed" in e for e in loaded.errors)
 
 
 def test_two_plugins_claiming_one_name_fail_with_both_named() -> None:
-    available = [ep("testkit", "support.test_plugins:PLUGIN"), ep("testkit", "elsewhere.module:PLUGIN")]
+    available = [
+        ep("testkit", "support.test_plugins:PLUGIN"),
+        ep("testkit", "elsewhere.module:PLUGIN"),
+    ]
     with pytest.raises(PluginError) as err:
         discover(["testkit"], available)
-    assert "support.test_plugins:PLUGIN" in str(err.value) and "elsewhere.module:PLUGIN" in str(err.value)
+    assert "support.test_plugins:PLUGIN" in str(err.value) and "elsewhere.module:PLUGIN" in str(
+        err.value
+    )
 
 
 def test_activity_names_are_namespaced_and_conflicts_named() -> None:
     from support.test_plugins import OTHER, PLUGIN
 
     registry = step_registry(builtin_steps(), [PLUGIN, OTHER])
-    assert {"testkit.flaky", "testkit.mutate", "other.mutate", "recovery.drain_nodes"} <= set(registry)
+    assert {"testkit.flaky", "testkit.mutate", "other.mutate", "recovery.drain_nodes"} <= set(
+        registry
+    )
     from resurrect.sdk import Plugin
 
     clash = Plugin(name="testkit", steps=[PLUGIN.steps[0]])

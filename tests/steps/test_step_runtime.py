@@ -77,11 +77,17 @@ async def test_drain_respects_the_blast_radius_budget() -> None:
 
 async def test_requeue_is_idempotent() -> None:
     scheduler = FakeScheduler.with_nodes(4, cluster_name="test")
-    job = JobInfo(job_id="42", state=JobState.FAILED, user="alice", nodes=["node1", "node2"], num_nodes=2)
+    job = JobInfo(
+        job_id="42", state=JobState.FAILED, user="alice", nodes=["node1", "node2"], num_nodes=2
+    )
     scheduler.jobs["42"] = job
     step_input = make_step_input("recovery.requeue_job", job=job)
-    first = await run_step(requeue_job, scheduler=scheduler, step_input=step_input, namespace="recovery")
-    again = await run_step(requeue_job, scheduler=scheduler, step_input=step_input, namespace="recovery")
+    first = await run_step(
+        requeue_job, scheduler=scheduler, step_input=step_input, namespace="recovery"
+    )
+    again = await run_step(
+        requeue_job, scheduler=scheduler, step_input=step_input, namespace="recovery"
+    )
     assert first.requeued and again.requeued and "already requeued" in again.detail
     assert scheduler.calls == [("requeue", "42")]
     assert scheduler.jobs["42"].user == "alice" and "node2" in scheduler.jobs["42"].excluded_nodes
@@ -89,7 +95,12 @@ async def test_requeue_is_idempotent() -> None:
 
 @pytest.mark.parametrize(("code", "ok"), [(0, True), (1, False)])
 async def test_external_program_exit_codes(code: int, ok: bool) -> None:
-    argv = [sys.executable, "-c", f"import sys; print('job', sys.argv[1]); sys.exit({code})", "{job_id}"]
+    argv = [
+        sys.executable,
+        "-c",
+        f"import sys; print('job', sys.argv[1]); sys.exit({code})",
+        "{job_id}",
+    ]
     result = await run_step(run_program, {"argv": argv}, namespace="recovery")
     assert result.ok is ok
     [entry] = result.data.values()
@@ -98,7 +109,11 @@ async def test_external_program_exit_codes(code: int, ok: bool) -> None:
 
 async def test_external_program_unknown_result_and_timeout_are_transient() -> None:
     with pytest.raises(TransientStepError, match="exit 3"):
-        await run_step(run_program, {"argv": [sys.executable, "-c", "raise SystemExit(3)"]}, namespace="recovery")
+        await run_step(
+            run_program,
+            {"argv": [sys.executable, "-c", "raise SystemExit(3)"]},
+            namespace="recovery",
+        )
     with pytest.raises(TransientStepError, match="timed out"):
         await run_step(
             run_program,
@@ -118,7 +133,9 @@ async def test_external_program_per_node_and_output_truncation() -> None:
 
 async def test_external_program_refuses_unsafe_values() -> None:
     job = JobInfo(job_id="42", state=JobState.FAILED, nodes=["node1;rm -rf /"])
-    step_input = make_step_input("recovery.run_program", {"argv": ["echo", "{nodes}"]}, job=job, culprits=[])
+    step_input = make_step_input(
+        "recovery.run_program", {"argv": ["echo", "{nodes}"]}, job=job, culprits=[]
+    )
     with pytest.raises(ApplicationError, match="unsafe"):
         await run_step(run_program, step_input=step_input, namespace="recovery")
 
@@ -128,15 +145,27 @@ async def test_step_context_exposes_incident() -> None:
 
     @step("look", mutating=False)
     async def look(ctx: StepContext, params: None) -> str:
-        seen.update(job=ctx.job.job_id, fault=ctx.diagnosis.fault_class.value, drained=ctx.state.drained_nodes,
-                    observe=ctx.observe, incident=ctx.incident_id, plan=ctx.plan.drain_nodes)
+        seen.update(
+            job=ctx.job.job_id,
+            fault=ctx.diagnosis.fault_class.value,
+            drained=ctx.state.drained_nodes,
+            observe=ctx.observe,
+            incident=ctx.incident_id,
+            plan=ctx.plan.drain_nodes,
+        )
         return "looked"
 
     step_input = make_step_input("plugin.look", state=IncidentState(drained_nodes=["node2"]))
     result = await run_step(look, step_input=step_input)
     assert result.detail == "looked"
-    assert seen == {"job": "42", "fault": "gpu.hardware", "drained": ["node2"], "observe": False,
-                    "incident": "recover/test/42/0", "plan": ["node2"]}
+    assert seen == {
+        "job": "42",
+        "fault": "gpu.hardware",
+        "drained": ["node2"],
+        "observe": False,
+        "incident": "recover/test/42/0",
+        "plan": ["node2"],
+    }
 
 
 async def test_requeue_leaves_a_healthy_rerun_alone() -> None:
@@ -147,11 +176,15 @@ async def test_requeue_leaves_a_healthy_rerun_alone() -> None:
         update={"state": JobState.RUNNING, "restart_count": 1, "nodes": ["node1", "node3"]}
     )
     step_input = make_step_input("recovery.requeue_job", job=failed)
-    result = await run_step(requeue_job, scheduler=scheduler, step_input=step_input, namespace="recovery")
+    result = await run_step(
+        requeue_job, scheduler=scheduler, step_input=step_input, namespace="recovery"
+    )
     assert result.requeued and "already requeued" in result.detail and scheduler.calls == []
     # ...but a rerun that landed on the implicated node is requeued again
     scheduler.jobs["42"] = scheduler.jobs["42"].model_copy(update={"nodes": ["node2", "node3"]})
-    result = await run_step(requeue_job, scheduler=scheduler, step_input=step_input, namespace="recovery")
+    result = await run_step(
+        requeue_job, scheduler=scheduler, step_input=step_input, namespace="recovery"
+    )
     assert scheduler.calls == [("requeue", "42")]
 
 
@@ -160,12 +193,18 @@ async def test_requeue_never_reruns_a_completed_job() -> None:
     failed = JobInfo(job_id="42", state=JobState.NODE_FAIL, nodes=["node1", "node2"], num_nodes=2)
     step_input = make_step_input("recovery.requeue_job", job=failed)
     # slurmctld requeued it and the new attempt already finished
-    scheduler.jobs["42"] = failed.model_copy(update={"state": JobState.COMPLETED, "restart_count": 1})
-    result = await run_step(requeue_job, scheduler=scheduler, step_input=step_input, namespace="recovery")
+    scheduler.jobs["42"] = failed.model_copy(
+        update={"state": JobState.COMPLETED, "restart_count": 1}
+    )
+    result = await run_step(
+        requeue_job, scheduler=scheduler, step_input=step_input, namespace="recovery"
+    )
     assert result.requeued and scheduler.calls == []
     # the attempt we were told about completed after all
     scheduler.jobs["42"] = failed.model_copy(update={"state": JobState.COMPLETED})
-    result = await run_step(requeue_job, scheduler=scheduler, step_input=step_input, namespace="recovery")
+    result = await run_step(
+        requeue_job, scheduler=scheduler, step_input=step_input, namespace="recovery"
+    )
     assert result.stop_recovery and result.outcome == "job_completed" and scheduler.calls == []
 
 
@@ -186,5 +225,8 @@ async def test_heartbeat_from_a_worker_thread_reaches_the_activity() -> None:
     beats: list[object] = []
     env.on_heartbeat = lambda *details: beats.extend(details)
     runtime = StepRuntime(scheduler=FakeScheduler.with_nodes(1), config=ResurrectConfig())
-    result = await env.run(make_activity(threaded, runtime, activity_name="plugin.threaded"), make_step_input("plugin.threaded"))
+    result = await env.run(
+        make_activity(threaded, runtime, activity_name="plugin.threaded"),
+        make_step_input("plugin.threaded"),
+    )
     assert result.detail == "ok" and "from a thread" in beats

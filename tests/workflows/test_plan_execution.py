@@ -23,7 +23,9 @@ from workers.recovery_worker import build_worker
 pytestmark = pytest.mark.temporal
 
 
-def setup(tmp_path: Path, plan_yaml: str, mode: str = "act") -> tuple[ResurrectConfig, FakeScheduler]:
+def setup(
+    tmp_path: Path, plan_yaml: str, mode: str = "act"
+) -> tuple[ResurrectConfig, FakeScheduler]:
     plan_file = tmp_path / "plans.yaml"
     plan_file.write_text(plan_yaml)
     config = ResurrectConfig.model_validate(
@@ -38,19 +40,33 @@ def setup(tmp_path: Path, plan_yaml: str, mode: str = "act") -> tuple[ResurrectC
     scheduler = FakeScheduler.with_nodes(4, cluster_name=config.cluster.name)
     scheduler.nodes["node2"] = scheduler.nodes["node2"].model_copy(update={"state": "DOWN"})
     scheduler.jobs["7"] = JobInfo(
-        job_id="7", state=JobState.NODE_FAIL, user="bob", nodes=["node1", "node2"], num_nodes=2,
+        job_id="7",
+        state=JobState.NODE_FAIL,
+        user="bob",
+        nodes=["node1", "node2"],
+        num_nodes=2,
         comment=json.dumps({"resurrect": {}}),
     )
     return config, scheduler
 
 
-async def recover(client: Client, config: ResurrectConfig, scheduler: FakeScheduler) -> RecoveryOutcome:
+async def recover(
+    client: Client, config: ResurrectConfig, scheduler: FakeScheduler
+) -> RecoveryOutcome:
     report = Interruption(
-        cluster=config.cluster.name, job_id="7", restart_count=0, source="test", reason="node fail",
-        observed_at=datetime.now(UTC), job_state=JobState.NODE_FAIL, nodes=["node1", "node2"],
+        cluster=config.cluster.name,
+        job_id="7",
+        restart_count=0,
+        source="test",
+        reason="node fail",
+        observed_at=datetime.now(UTC),
+        job_state=JobState.NODE_FAIL,
+        nodes=["node1", "node2"],
     )
     async with build_worker(client, config, scheduler, plugins=[PLUGIN]):
-        workflow_id = await report_interruption(client, report, task_queue=config.temporal.task_queue)
+        workflow_id = await report_interruption(
+            client, report, task_queue=config.temporal.task_queue
+        )
         handle = client.get_workflow_handle(workflow_id, result_type=RecoveryOutcome)
         result: RecoveryOutcome = await asyncio.wait_for(handle.result(), timeout=90)
         return result
@@ -93,8 +109,12 @@ async def test_plugin_steps_run_and_appear_in_history_under_namespaced_names(
     assert outcome.recovered, outcome.notes
     types = await activity_types(temporal_client, outcome.workflow_id)
     assert types.count("testkit.flaky") == 1  # one scheduled activity, retried inside Temporal
-    assert "testkit.mutate" in types and types.index("testkit.mutate") > types.index("recovery.drain_nodes")
-    assert any("testkit.flaky: succeeded on attempt 3" in n for n in outcome.notes)  # transient retried
+    assert "testkit.mutate" in types and types.index("testkit.mutate") > types.index(
+        "recovery.drain_nodes"
+    )
+    assert any(
+        "testkit.flaky: succeeded on attempt 3" in n for n in outcome.notes
+    )  # transient retried
     assert outcome.workflow_id in test_plugins.MUTATIONS
 
 
@@ -123,7 +143,9 @@ async def test_permanent_error_can_continue(temporal_client: Client, tmp_path: P
     assert outcome.recovered and ("requeue", "7") in scheduler.calls
 
 
-async def test_hanging_step_is_cut_by_its_heartbeat_timeout(temporal_client: Client, tmp_path: Path) -> None:
+async def test_hanging_step_is_cut_by_its_heartbeat_timeout(
+    temporal_client: Client, tmp_path: Path
+) -> None:
     options = "heartbeat_s: 1\n        timeout_s: 600\n        retry: {max_attempts: 1}\n        on_failure: continue"
     config, scheduler = setup(tmp_path, plan("testkit.hang", options))
     started = asyncio.get_running_loop().time()

@@ -72,13 +72,20 @@ async def test_return_if_healthy_resumes_only_nodes_that_pass() -> None:
     scheduler = FakeScheduler.with_nodes(3, cluster_name="test")
     await scheduler.drain_node("node2", "resurrect: gpu.hardware")
     await scheduler.drain_node("node3", "resurrect: gpu.hardware")
-    check = [sys.executable, "-c", "import sys; sys.exit(0 if sys.argv[1] == 'node2' else 1)", "{node}"]
+    check = [
+        sys.executable,
+        "-c",
+        "import sys; sys.exit(0 if sys.argv[1] == 'node2' else 1)",
+        "{node}",
+    ]
     step_input = make_step_input(
         "example.return_if_healthy",
         {"check_argv": check},
         state=IncidentState(drained_nodes=["node2", "node3"]),
     )
-    result = await run_step(return_if_healthy, scheduler=scheduler, step_input=step_input, namespace="example")
+    result = await run_step(
+        return_if_healthy, scheduler=scheduler, step_input=step_input, namespace="example"
+    )
     assert result.data["returned"] == ["node2"]
     assert not scheduler.nodes["node2"].drained and scheduler.nodes["node3"].drained
 
@@ -92,6 +99,8 @@ async def test_return_if_healthy_in_observe_mode_changes_nothing() -> None:
         observe=True,
         state=IncidentState(drained_nodes=["node2"]),
     )
-    result = await run_step(return_if_healthy, scheduler=scheduler, step_input=step_input, namespace="example")
+    result = await run_step(
+        return_if_healthy, scheduler=scheduler, step_input=step_input, namespace="example"
+    )
     assert result.would_have == ["would return node2 to service (health check passed)"]
     assert scheduler.nodes["node2"].drained
