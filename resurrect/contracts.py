@@ -231,6 +231,8 @@ class JobPolicy(Contract):
     checkpoint_dir: str | None = None
     allow_restart_from_scratch: bool = True
     notify: list[str] = Field(default_factory=list)
+    # A running job whose output and checkpoints stay still this long is hung (None: off).
+    hang_after_s: float | None = Field(default=None, ge=30)
 
 
 class Interruption(Contract):

@@ -103,6 +103,16 @@ def scheduler_evidence(
                     host=node_name,
                 )
             )
+    if interruption.fault_hint is FaultClass.JOB_HANG and not interruption.suspect_nodes:
+        found.append(
+            Evidence(
+                kind=SignalKind.SCHEDULER_STATE,
+                text=f"{interruption.source}: {interruption.reason}",
+                rule=f"sensor.{interruption.source}.hang",
+                role="root",
+                fault_class=FaultClass.JOB_HANG,
+            )
+        )
     return found
 
 
@@ -136,6 +146,7 @@ def _precedence(fault: FaultClass | None) -> int:
         FaultClass.JOB_PREEMPTED,
         FaultClass.MEMORY_HOST_OOM,
         FaultClass.NODE_LOST,
+        FaultClass.JOB_HANG,
     ]
     return order.index(fault) if fault in order else len(order)
 

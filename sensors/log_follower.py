@@ -98,6 +98,39 @@ class FollowedJob:
     job: JobInfo
     files: list[FollowedFile] = field(default_factory=list)
     reported: bool = False
+    hang_after_s: float | None = None
+    checkpoint_dir: str | None = None
+    last_progress: float = field(default_factory=time.monotonic)
+    checkpoint_signature: int | None = None
+
+    def checkpoint_moved(self) -> bool:
+        """Did the checkpoint directory change (a save in progress is progress too)?
+
+        Compares names, sizes and mtimes of the directory's entries and of the entries of
+        its newest subdirectory (where a save in progress writes), not timestamps alone:
+        two changes within the file system's timestamp granularity still differ."""
+        if not self.checkpoint_dir:
+            return False
+        try:
+            top = [
+                (e.name, e.stat().st_mtime_ns, e.stat().st_size, e.is_dir())
+                for e in os.scandir(self.checkpoint_dir)
+            ]
+            dirs = [entry for entry in top if entry[3]]
+            inner: list[tuple[str, int, int, bool]] = []
+            if dirs:
+                newest = max(dirs, key=lambda entry: (entry[1], entry[0]))[0]
+                path = os.path.join(self.checkpoint_dir, newest)
+                inner = [
+                    (e.name, e.stat().st_mtime_ns, e.stat().st_size, False)
+                    for e in os.scandir(path)
+                ]
+        except OSError:
+            return False
+        signature = hash((tuple(sorted(top)), tuple(sorted(inner))))
+        moved = self.checkpoint_signature is not None and signature != self.checkpoint_signature
+        self.checkpoint_signature = signature
+        return moved
 
 
 class JobLogFollower:
@@ -129,7 +162,8 @@ class JobLogFollower:
         for job in jobs:
             if job.state is not JobState.RUNNING:
                 continue
-            if not resolve_job_policy(job, self.config).opted_in:
+            resolution = resolve_job_policy(job, self.config)
+            if not resolution.opted_in:
                 continue
             key = (job.job_id, job.restart_count)
             live.add(key)
@@ -142,7 +176,14 @@ class JobLogFollower:
                     for followed in files:
                         while followed.read_new_lines():
                             pass
-                self.jobs[key] = FollowedJob(job=job, files=files)
+                entry = FollowedJob(
+                    job=job,
+                    files=files,
+                    hang_after_s=resolution.policy.hang_after_s,
+                    checkpoint_dir=resolution.policy.checkpoint_dir,
+                )
+                entry.checkpoint_moved()  # remember where the checkpoints stand
+                self.jobs[key] = entry
                 log.info(
                     "following output of job %s attempt %s: %s",
                     job.job_id,
@@ -156,7 +197,10 @@ class JobLogFollower:
     def scan_job(self, followed: FollowedJob) -> list[Evidence]:
         hits: list[Evidence] = []
         for file in followed.files:
-            for number, raw in file.read_new_lines():
+            lines = file.read_new_lines()
+            if lines:
+                followed.last_progress = time.monotonic()
+            for number, raw in lines:
                 for evidence in self.engine.scan_line(
                     raw, kind=SignalKind.JOB_LOG, file=file.path, line=number
                 ):
@@ -175,6 +219,9 @@ class JobLogFollower:
                 continue
             hits = await asyncio.to_thread(self.scan_job, followed)
             if not hits:
+                hung = await asyncio.to_thread(self._hung_for, followed)
+                if hung is not None:
+                    await self._report_hang(job_id, restart, followed, hung, reported)
                 continue
             first = hits[0]
             hosts = [h.host for h in hits if h.host]
@@ -202,6 +249,44 @@ class JobLogFollower:
             self.detections.append((job_id, restart, time.time()))
             reported.append(interruption)
         return reported
+
+    def _hung_for(self, followed: FollowedJob) -> float | None:
+        """Seconds without output or checkpoint activity, once past the job's threshold."""
+        if followed.hang_after_s is None:
+            return None
+        now = time.monotonic()
+        if followed.checkpoint_moved():
+            followed.last_progress = now
+        silent = now - followed.last_progress
+        return silent if silent >= followed.hang_after_s else None
+
+    async def _report_hang(
+        self,
+        job_id: str,
+        restart: int,
+        followed: FollowedJob,
+        silent_s: float,
+        reported: list[Interruption],
+    ) -> None:
+        interruption = Interruption(
+            cluster=self.config.cluster.name,
+            job_id=job_id,
+            restart_count=restart,
+            source="log_tail",
+            reason=f"no output and no checkpoint activity for {silent_s:.0f} s"
+            f" (hang_after_s {followed.hang_after_s:.0f})",
+            observed_at=datetime.now(UTC),
+            job_state=JobState.RUNNING,
+            nodes=list(followed.job.nodes),
+            fault_hint=FaultClass.JOB_HANG,
+        )
+        try:
+            await self.report(interruption)
+        except Exception:
+            log.exception("cannot report the hang of job %s", job_id)
+            return
+        followed.reported = True
+        reported.append(interruption)
 
     async def run(self, stop: asyncio.Event) -> None:
         refresh_every = self.config.watcher.poll_interval_s

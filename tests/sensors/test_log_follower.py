@@ -119,3 +119,59 @@ async def test_root_cause_in_a_running_jobs_output_is_reported_once(tmp_path: Pa
     s.jobs["9"] = s.jobs["9"].model_copy(update={"state": JobState.PENDING})
     await follower.refresh_jobs()
     assert follower.jobs == {}
+
+
+async def test_a_job_silent_past_its_hang_threshold_is_reported_as_hung(tmp_path: Path) -> None:
+    out = tmp_path / "slurm-11.out"
+    out.write_text("[rank0] step 1\n")
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    s = FakeScheduler.with_nodes(2)
+    s.jobs["11"] = JobInfo(
+        job_id="11",
+        state=JobState.RUNNING,
+        nodes=["node1", "node2"],
+        comment=json.dumps({"resurrect": {"hang_after_s": 60, "checkpoint_dir": str(ckpt)}}),
+        stdout_path=str(out),
+    )
+    reports: list[Interruption] = []
+
+    async def report(i: Interruption) -> None:
+        reports.append(i)
+
+    follower = JobLogFollower(s, CONFIG, KeywordEngine(), report)
+    await follower.refresh_jobs()
+    followed = follower.jobs[("11", 0)]
+    assert await follower.poll_once() == []  # printing: progress
+    followed.last_progress -= 59
+    assert await follower.poll_once() == []  # not yet past the threshold
+    (ckpt / "step_20").mkdir()  # a checkpoint save is progress, however long it takes
+    followed.last_progress -= 120
+    assert await follower.poll_once() == []
+    followed.last_progress -= 61  # then silence past the threshold
+    [hung] = await follower.poll_once()
+    assert hung.fault_hint is FaultClass.JOB_HANG and "no output" in hung.reason
+    assert hung.workflow_id == "recover/c1/11/0"
+    followed.last_progress -= 600
+    assert await follower.poll_once() == []  # reported once
+
+
+async def test_jobs_without_a_hang_threshold_are_never_called_hung(tmp_path: Path) -> None:
+    out = tmp_path / "slurm-12.out"
+    out.write_text("x\n")
+    s = FakeScheduler.with_nodes(1)
+    s.jobs["12"] = JobInfo(
+        job_id="12",
+        state=JobState.RUNNING,
+        nodes=["node1"],
+        comment=json.dumps({"resurrect": {}}),
+        stdout_path=str(out),
+    )
+
+    async def report(i: Interruption) -> None:
+        raise AssertionError(f"unexpected report {i}")
+
+    follower = JobLogFollower(s, CONFIG, KeywordEngine(), report)
+    await follower.refresh_jobs()
+    follower.jobs[("12", 0)].last_progress -= 10**6
+    assert await follower.poll_once() == []

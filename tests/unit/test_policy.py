@@ -56,3 +56,10 @@ def test_malformed_comment_reported_and_default_policy_enabled(comment: str, pro
     assert resolution.opted_in
     assert resolution.policy.max_restarts == CONFIG.policy.default.max_restarts
     assert problem in resolution.problems[0]
+
+
+def test_hang_threshold_from_the_comment() -> None:
+    policy = job_policy(make_job(json.dumps({"resurrect": {"hang_after_s": 900}})), CONFIG)
+    assert policy is not None and policy.hang_after_s == 900
+    too_eager = resolve_job_policy(make_job(json.dumps({"resurrect": {"hang_after_s": 1}})), CONFIG)
+    assert too_eager.source == "malformed_comment" and "hang_after_s" in too_eager.problems[0]

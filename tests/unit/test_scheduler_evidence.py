@@ -110,3 +110,13 @@ def test_a_down_or_reported_node_outranks_nodes_only_not_responding() -> None:
     assert reported is not None and reported.culprit_hosts == ["n1"]
     alone = scheduler_diagnosis(scheduler_evidence(report(), JOB, both_nr[:1]))
     assert alone is not None and alone.culprit_hosts == ["n1"]
+
+
+def test_a_hang_report_is_a_hang_diagnosis() -> None:
+    running = JOB.model_copy(update={"state": JobState.RUNNING})
+    evidence = scheduler_evidence(
+        report(fault_hint=FaultClass.JOB_HANG, source="log_tail"), running, []
+    )
+    diagnosis = scheduler_diagnosis(evidence)
+    assert diagnosis is not None and diagnosis.fault_class is FaultClass.JOB_HANG
+    assert diagnosis.action is RecoveryAction.RESTART

@@ -289,3 +289,18 @@ async def test_histories_replay_without_nondeterminism(harness: Harness, tmp_pat
 
 
 __all__ = ["NodeInfo"]
+
+
+async def test_a_hung_running_job_is_cancelled_and_restarted(harness: Harness) -> None:
+    s = harness.scheduler
+    s.jobs["111"] = job("111", state=JobState.RUNNING, restart_count=0)
+    report = interruption(
+        harness.config,
+        s.jobs["111"],
+        source="log_tail",
+        reason="no output and no checkpoint activity for 901 s",
+        fault_hint=FaultClass.JOB_HANG,
+    )
+    outcome = await harness.recover(report)
+    assert outcome.fault_class is FaultClass.JOB_HANG and outcome.recovered, outcome.notes
+    assert outcome.drained_nodes == [] and s.calls == [("requeue", "111")]
