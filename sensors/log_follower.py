@@ -152,8 +152,6 @@ class JobLogFollower:
         self.interrupting = frozenset(interrupting)
         self.min_confidence = config.watcher.log_trigger_min_confidence
         self.jobs: dict[tuple[str, int], FollowedJob] = {}
-        # (job id, restart count, detection time, line written -> detected latency estimate)
-        self.detections: list[tuple[str, int, float]] = []
 
     async def refresh_jobs(self) -> None:
         """Follow newly started jobs, drop finished ones."""
@@ -213,40 +211,50 @@ class JobLogFollower:
         return hits
 
     async def poll_once(self) -> list[Interruption]:
+        """Scan what each followed job wrote since the last look; report what interrupts it."""
         reported: list[Interruption] = []
         for (job_id, restart), followed in list(self.jobs.items()):
             if followed.reported:
                 continue
             hits = await asyncio.to_thread(self.scan_job, followed)
-            if not hits:
-                hung = await asyncio.to_thread(self._hung_for, followed)
-                if hung is not None:
-                    await self._report_hang(job_id, restart, followed, hung, reported)
-                continue
-            first = hits[0]
-            hosts = [h.host for h in hits if h.host]
-            suspects, _ = match_job_nodes(hosts, followed.job.nodes)
+            if hits:
+                first = hits[0]
+                hosts = [h.host for h in hits if h.host]
+                suspects, _ = match_job_nodes(hosts, followed.job.nodes)
+                fault = first.fault_class
+                reason = (
+                    f"{fault.value if fault else 'fault'} in job output"
+                    f" ({first.rule}): {first.text[:200]}"
+                )
+                evidence = hits[:20]
+            else:
+                silent_s = await asyncio.to_thread(self._hung_for, followed)
+                if silent_s is None:
+                    continue
+                suspects, fault, evidence = [], FaultClass.JOB_HANG, []
+                reason = (
+                    f"no output and no checkpoint activity for {silent_s:.0f} s"
+                    f" (hang_after_s {followed.hang_after_s:.0f})"
+                )
             interruption = Interruption(
                 cluster=self.config.cluster.name,
                 job_id=job_id,
                 restart_count=restart,
                 source="log_tail",
-                reason=f"{first.fault_class.value if first.fault_class else 'fault'} in job output"
-                f" ({first.rule}): {first.text[:200]}",
+                reason=reason,
                 observed_at=datetime.now(UTC),
                 job_state=JobState.RUNNING,
                 nodes=list(followed.job.nodes),
                 suspect_nodes=suspects,
-                fault_hint=first.fault_class,
-                evidence=hits[:20],
+                fault_hint=fault,
+                evidence=evidence,
             )
             try:
                 await self.report(interruption)
-            except Exception:
+            except Exception:  # keep it unreported: the next poll tries again
                 log.exception("cannot report interruption of job %s", job_id)
                 continue
             followed.reported = True
-            self.detections.append((job_id, restart, time.time()))
             reported.append(interruption)
         return reported
 
@@ -259,34 +267,6 @@ class JobLogFollower:
             followed.last_progress = now
         silent = now - followed.last_progress
         return silent if silent >= followed.hang_after_s else None
-
-    async def _report_hang(
-        self,
-        job_id: str,
-        restart: int,
-        followed: FollowedJob,
-        silent_s: float,
-        reported: list[Interruption],
-    ) -> None:
-        interruption = Interruption(
-            cluster=self.config.cluster.name,
-            job_id=job_id,
-            restart_count=restart,
-            source="log_tail",
-            reason=f"no output and no checkpoint activity for {silent_s:.0f} s"
-            f" (hang_after_s {followed.hang_after_s:.0f})",
-            observed_at=datetime.now(UTC),
-            job_state=JobState.RUNNING,
-            nodes=list(followed.job.nodes),
-            fault_hint=FaultClass.JOB_HANG,
-        )
-        try:
-            await self.report(interruption)
-        except Exception:
-            log.exception("cannot report the hang of job %s", job_id)
-            return
-        followed.reported = True
-        reported.append(interruption)
 
     async def run(self, stop: asyncio.Event) -> None:
         refresh_every = self.config.watcher.poll_interval_s
