@@ -14,11 +14,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from support.recovery import LONG_THEN_SHORT, OPT_IN, eventually, outcome_of, running_on_two_nodes
+from support.recovery import LONG_THEN_SHORT, OPT_IN, completed, outcome_of, running_on_two_nodes
 from support.service import running_service, service_config
 from temporalio.client import Client
 
-from resurrect.contracts import FaultClass, JobState, recovery_workflow_id
+from resurrect.config import ResurrectConfig
+from resurrect.contracts import FaultClass, recovery_workflow_id
 from resurrect.rules import load_engine
 from resurrect.temporal_server import EmbeddedTemporal
 from sensors.node_agent import FakeNvml, NodeAgent
@@ -54,6 +55,15 @@ async def agents(
         await asyncio.gather(*(task for _, task in running.values()), return_exceptions=True)
 
 
+def own_label_config(
+    cluster, temporal_server: EmbeddedTemporal, tmp_path: Path
+) -> tuple[str, ResurrectConfig]:  # type: ignore[no-untyped-def]
+    """Node-health workflows are per (cluster label, node) and outlive a test: each test gets
+    its own label, so it never signals a workflow whose worker is gone."""
+    label = f"{cluster.cluster_name}-{uuid.uuid4().hex[:6]}"
+    return label, service_config(tmp_path, label, cluster.slurm_conf, temporal_server.address)
+
+
 async def test_xid79_from_nvml_drains_that_node_and_requeues_the_job(
     local_slurm,
     temporal_server: EmbeddedTemporal,
@@ -62,10 +72,7 @@ async def test_xid79_from_nvml_drains_that_node_and_requeues_the_job(
 ) -> None:
     cluster = local_slurm
     cluster.reset()
-    # node-health workflows are per (cluster label, node) and outlive a test: give each test
-    # its own label so it never signals a workflow whose worker is gone
-    label = f"{cluster.cluster_name}-{uuid.uuid4().hex[:6]}"
-    config = service_config(tmp_path, label, cluster.slurm_conf, temporal_server.address)
+    label, config = own_label_config(cluster, temporal_server, tmp_path)
     scheduler = cluster.scheduler()
     async with (
         running_service(config, temporal_client, scheduler),
@@ -79,12 +86,7 @@ async def test_xid79_from_nvml_drains_that_node_and_requeues_the_job(
         assert outcome.recovered, outcome.notes
         assert outcome.fault_class is FaultClass.GPU_HARDWARE
         assert outcome.drained_nodes == [victim]
-        done = await eventually(
-            lambda: scheduler.get_job(job_id),
-            lambda j: j.state is JobState.COMPLETED,
-            90,
-            "job completed",
-        )
+        done = await completed(scheduler, job_id, 90)
         assert victim not in done.nodes and done.restart_count == 1
     cluster.reset()
 
@@ -98,10 +100,7 @@ async def test_silent_agent_and_dead_slurmd_are_detected_before_slurm_marks_the_
     """The node dies: its agent process is SIGKILLed with its slurmd and job steps."""
     cluster = local_slurm
     cluster.reset()
-    # node-health workflows are per (cluster label, node) and outlive a test: give each test
-    # its own label so it never signals a workflow whose worker is gone
-    label = f"{cluster.cluster_name}-{uuid.uuid4().hex[:6]}"
-    config = service_config(tmp_path, label, cluster.slurm_conf, temporal_server.address)
+    label, config = own_label_config(cluster, temporal_server, tmp_path)
     scheduler = cluster.scheduler()
     async with running_service(config, temporal_client, scheduler):
         job_id = cluster.submit(LONG_THEN_SHORT, comment=OPT_IN, nodes=2)

@@ -15,6 +15,7 @@ import yaml
 from support.recovery import (
     LONG_THEN_SHORT,
     OPT_IN,
+    completed,
     eventually,
     outcome_of,
     running_on_two_nodes,
@@ -76,12 +77,7 @@ async def test_node_loss_drains_that_node_requeues_and_completes(
         others = [n for n in cluster.nodes if n != victim]
         for name in others:
             assert not cluster.node(name).get("Reason", "").startswith(DRAIN_REASON_PREFIX)
-        after = await eventually(
-            lambda: scheduler.get_job(job_id),
-            lambda j: j.state is JobState.COMPLETED,
-            120,
-            "job completed",
-        )
+        after = await completed(scheduler, job_id, 120)
         assert (
             after.job_id == before.job_id
             and after.user == before.user
@@ -212,12 +208,7 @@ async def test_worker_killed_mid_recovery_finishes_with_one_drain_and_one_requeu
             outcome = await outcome_of(temporal_client, workflow_id, timeout=240)
             assert outcome.recovered, outcome.notes
             assert outcome.drained_nodes == [victim]
-            done = await eventually(
-                lambda: scheduler.get_job(job_id),
-                lambda j: j.state is JobState.COMPLETED,
-                120,
-                "job completed",
-            )
+            done = await completed(scheduler, job_id, 120)
             assert done.restart_count == 1, "\n".join(outcome.notes)  # requeued exactly once
     finally:
         worker.terminate()
@@ -318,10 +309,5 @@ sleep 600   # every rank now blocks, as in a collective'
     assert outcome.recovered, outcome.notes
     assert outcome.fault_class is FaultClass.GPU_HARDWARE
     assert outcome.drained_nodes == [victim]
-    done = await eventually(
-        lambda: scheduler.get_job(job_id),
-        lambda j: j.state is JobState.COMPLETED,
-        90,
-        "job completed",
-    )
+    done = await completed(scheduler, job_id, 90)
     assert victim not in done.nodes

@@ -65,3 +65,13 @@ async def running_on_two_nodes(scheduler: Scheduler, job_id: str) -> JobInfo:
         60,
         f"job {job_id} running on 2 nodes",
     )
+
+
+async def completed(scheduler: Scheduler, job_id: str, timeout: float) -> JobInfo:
+    """Wait until the job has run to completion."""
+    return await eventually(
+        lambda: scheduler.get_job(job_id),
+        lambda j: j.state is JobState.COMPLETED,
+        timeout,
+        f"job {job_id} completed",
+    )
