@@ -28,7 +28,7 @@ from resurrect.contracts import FaultClass, Interruption, JobInfo, JobState, Nod
 from resurrect.errors import SchedulerError
 from resurrect.policy import resolve_job_policy
 from resurrect.scheduler.base import Scheduler
-from resurrect.scheduler_evidence import HARD_DOWN_STATES
+from resurrect.scheduler_evidence import HARD_DOWN_STATES, STATE_CLASS
 
 log = logging.getLogger(__name__)
 
@@ -45,16 +45,8 @@ FAILED_STATES = frozenset(
         JobState.DEADLINE,
     }
 )
-STATE_HINT = {
-    JobState.NODE_FAIL: FaultClass.NODE_LOST,
-    JobState.TIMEOUT: FaultClass.JOB_TIME_LIMIT,
-    JobState.PREEMPTED: FaultClass.JOB_PREEMPTED,
-    JobState.OUT_OF_MEMORY: FaultClass.MEMORY_HOST_OOM,
-}
 RUNNING_STATES = frozenset({JobState.RUNNING, JobState.COMPLETING})
 MIN_POLL_GAP_S = 0.5
-# A held job is being requeued (by us or an operator); its old allocation may still show the
-# dead node while it completes, which is not a new interruption.
 
 
 class SlurmWatcher:
@@ -140,10 +132,12 @@ class SlurmWatcher:
                         reason=f"job ended {job.state.value}",
                         state=job.state,
                         suspects=[n for n in job.nodes if n in bad_nodes],
-                        hint=STATE_HINT.get(job.state),
+                        hint=STATE_CLASS.get(job.state),
                     )
                 )
             elif (
+                # a held job is being requeued (by us or an operator): its old allocation may
+                # still show the dead node while it completes, which is no new interruption
                 job.state is JobState.RUNNING
                 and not job.held
                 and any(n in bad_nodes for n in job.nodes)
