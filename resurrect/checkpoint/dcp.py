@@ -18,6 +18,7 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import reprlib
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -62,15 +63,36 @@ class Record:
         if isinstance(state, tuple) and len(state) == 2 and isinstance(state[1], dict):
             state, slots = state
         if isinstance(state, dict):
-            self.__dict__.update({str(k): v for k, v in state.items()})
+            self.__dict__.update({k: v for k, v in state.items() if isinstance(k, str)})
         elif state is not None:
             self.__dict__["state"] = state
         if isinstance(slots, dict):
-            self.__dict__.update({str(k): v for k, v in slots.items()})
+            self.__dict__.update({k: v for k, v in slots.items() if isinstance(k, str)})
 
     def __repr__(self) -> str:
-        fields = ", ".join(f"{k}={v!r}" for k, v in list(self.__dict__.items())[:6])
+        """Bounded, whatever the pickle built (shared or cyclic structures included)."""
+        fields = ", ".join(
+            f"{k[:40]}={_brief(v) if _plain(v) else type(v).__name__}"
+            for k, v in list(self.__dict__.items())[:6]
+        )
         return f"{self.kind}({fields})"
+
+
+def _plain(value: object) -> bool:
+    return value is None or type(value) in (bool, int, float, str, TorchName)
+
+
+_BRIEF = reprlib.Repr()
+_BRIEF.maxlevel = 2
+_BRIEF.maxstring = 80
+_BRIEF.maxother = 80
+
+
+def _brief(value: object) -> str:
+    """A short repr of a hostile value (bounded in time and length)."""
+    if isinstance(value, Record):
+        return repr(value)
+    return _BRIEF.repr(value)
 
 
 def _record_class(name: str) -> type[Record]:
@@ -86,7 +108,7 @@ class TorchSize(tuple[int, ...]):
 
     def __new__(cls, dims: object = ()) -> TorchSize:
         if not isinstance(dims, tuple | list) or not all(type(d) is int for d in dims):
-            raise pickle.UnpicklingError(f"torch.Size of non-integers: {dims!r}")
+            raise pickle.UnpicklingError(f"torch.Size of non-integers: {_brief(dims)}")
         return super().__new__(cls, dims)
 
 
@@ -100,7 +122,7 @@ def _enum_member(owner: object, name: object) -> TorchName:
     """The only ``getattr`` a pickle may make: a member of the memory-format enum."""
     if owner is MemoryFormatEncoding and isinstance(name, str) and name in owner.MEMBERS:
         return TorchName(name)
-    raise pickle.UnpicklingError(f"disallowed getattr({owner!r}, {name!r})")
+    raise pickle.UnpicklingError(f"disallowed getattr({_brief(owner)}, {_brief(name)})")
 
 
 _LAYOUTS = frozenset(
@@ -113,7 +135,7 @@ def _get_layout(name: object) -> TorchName:
     """``torch.serialization._get_layout("torch.strided")``: a name from a fixed set."""
     if isinstance(name, str) and name in _LAYOUTS:
         return TorchName(name)
-    raise pickle.UnpicklingError(f"unknown torch layout {name!r}")
+    raise pickle.UnpicklingError(f"unknown torch layout {_brief(name)}")
 
 
 _DTYPES = (
@@ -167,11 +189,11 @@ class _AllowListUnpickler(pickle.Unpickler):
 
     def find_class(self, module: str, name: str) -> Any:
         if "." in name:
-            raise pickle.UnpicklingError(f"disallowed dotted global {module} {name}")
+            raise pickle.UnpicklingError(f"disallowed dotted global {module[:80]} {name[:80]}")
         try:
             return ALLOWED_GLOBALS[(module, name)]
         except KeyError:
-            raise pickle.UnpicklingError(f"disallowed global {module} {name}") from None
+            raise pickle.UnpicklingError(f"disallowed global {module[:80]} {name[:80]}") from None
 
     def persistent_load(self, pid: Any) -> Any:
         raise pickle.UnpicklingError("persistent ids are not allowed in .metadata")
@@ -186,9 +208,9 @@ def unpickle_metadata(data: bytes) -> Any:
     try:
         meta = _AllowListUnpickler(io.BytesIO(data)).load()
     except Exception as exc:  # any unpickling failure means a garbled or hostile file
-        raise MetadataError(f".metadata garbled ({type(exc).__name__}: {exc})") from exc
+        raise MetadataError(f".metadata garbled ({type(exc).__name__}: {str(exc)[:200]})") from exc
     if _kind(meta) != "Metadata" or not hasattr(meta, "storage_data"):
-        raise MetadataError(f".metadata holds a {_kind(meta)}, not a DCP Metadata")
+        raise MetadataError(f".metadata holds a {_kind(meta)[:40]}, not a DCP Metadata")
     return meta
 
 
@@ -216,11 +238,11 @@ def check_structure(meta: Any) -> None:
         if kind == "BytesStorageMetadata":
             continue
         if kind != "TensorStorageMetadata":
-            raise MetadataError(f".metadata entry {fqn!r} is a {kind}")
+            raise MetadataError(f".metadata entry {_brief(fqn)} is a {kind[:40]}")
         size = getattr(entry, "size", None)
         chunks = getattr(entry, "chunks", None)
         if not isinstance(size, tuple) or not isinstance(chunks, list):
-            raise MetadataError(f".metadata tensor {fqn!r} has no size or chunk list")
+            raise MetadataError(f".metadata tensor {_brief(fqn)} has no size or chunk list")
         for chunk in chunks:
             offsets = getattr(chunk, "offsets", None)
             sizes = getattr(chunk, "sizes", None)
@@ -234,13 +256,13 @@ def check_structure(meta: Any) -> None:
                     for o, n, d in zip(offsets, sizes, size, strict=True)
                 )
             ):
-                raise MetadataError(f".metadata tensor {fqn!r} has a chunk outside its size")
+                raise MetadataError(f".metadata tensor {_brief(fqn)} has a chunk outside its size")
     storage = getattr(meta, "storage_data", None)
     if isinstance(storage, dict):
         for index in storage:
             fqn = getattr(index, "fqn", None)
             if _kind(index) != "MetadataIndex" or fqn not in entries:
-                raise MetadataError(f".metadata storage entry for unknown item {fqn!r}")
+                raise MetadataError(f".metadata storage entry for unknown item {_brief(fqn)}")
 
 
 def storage_refs(meta: Any) -> list[StorageRef]:
@@ -254,9 +276,9 @@ def storage_refs(meta: Any) -> list[StorageRef]:
         offset = getattr(info, "offset", None)
         length = getattr(info, "length", None)
         if not isinstance(rel, str) or type(offset) is not int or type(length) is not int:
-            raise MetadataError(f".metadata has a malformed storage entry: {info!r:.200}")
+            raise MetadataError(f".metadata has a malformed storage entry: {_brief(info)}")
         if offset < 0 or length < 0 or os.path.isabs(rel) or ".." in Path(rel).parts:
-            raise MetadataError(f".metadata has an invalid storage entry: {info!r:.200}")
+            raise MetadataError(f".metadata has an invalid storage entry: {_brief(info)}")
         transformed = bool(getattr(info, "transform_descriptors", None))
         refs.append(StorageRef(rel, offset, length, transformed))
     return refs

@@ -10,6 +10,7 @@ import io
 import pickle
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -178,3 +179,22 @@ def test_swap_between_reads_changes_nothing(
     # The next verification sees the swapped-in payload, refuses it, and runs nothing.
     verdict = verify_root(job_root, "full")
     assert not marker.exists() and verdict.latest_valid == str(job_root / "step_1")
+
+
+def test_shared_structure_bomb_is_reported_quickly(job_root: Path) -> None:
+    """A .metadata of a few hundred bytes whose shared references describe 2**60 objects:
+    nothing is expanded (no repr, no walk), the verdict comes at once."""
+    from torch.distributed.checkpoint.metadata import Metadata, MetadataIndex
+
+    nested: list[object] = []
+    for _ in range(60):
+        nested = [nested, nested]
+    meta = Metadata(state_dict_metadata={}, storage_data={MetadataIndex("x"): nested})
+    data = pickle.dumps(meta, protocol=4)
+    assert len(data) < 2000
+    write_metadata(job_root / "step_2", data)
+    started = time.monotonic()
+    verdict = verify_root(job_root, "full")
+    assert time.monotonic() - started < 10
+    assert "malformed storage entry" in verdict.candidates[0].reason
+    assert verdict.latest_valid == str(job_root / "step_1")
