@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pwd
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -141,3 +143,39 @@ def test_an_unknown_owner_is_refused_as_root(base: Path, owner: Owner) -> None:
     assert asyncio.run(run_helper(_prepare(root, owner), timeout_s=120)).latest_valid == str(
         root / "iter_0000001"
     )
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="needs setpriv (util-linux)")
+def test_a_non_root_service_with_setuid_capabilities_drops_them_all(owner: Owner) -> None:
+    """A worker running as a service user with CAP_SETUID/CAP_SETGID (ambient, as a systemd
+    unit grants them) becomes the job owner and keeps no capability at all."""
+    service = pwd.getpwnam("nobody")
+    code = (
+        "import os\n"
+        "from resurrect.checkpoint.helper import drop_to\n"
+        "from resurrect.checkpoint.owner import Owner\n"
+        f"print(drop_to(Owner({owner.uid}, {owner.gid})))\n"
+        "print(os.getresuid())\n"
+        "print([l for l in open('/proc/self/status') if l.startswith('Cap')])\n"
+    )
+    out = subprocess.run(
+        [
+            "setpriv",
+            f"--reuid={service.pw_uid}",
+            f"--regid={service.pw_gid}",
+            "--clear-groups",
+            "--inh-caps=+setuid,+setgid",
+            "--ambient-caps=+setuid,+setgid",
+            sys.executable,
+            "-c",
+            code,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd="/",
+    ).stdout
+    assert f"uid {owner.uid} gid {owner.gid}" in out
+    assert str((owner.uid,) * 3) in out
+    for name in ("CapInh", "CapPrm", "CapEff", "CapAmb"):
+        assert f"'{name}:\\t0000000000000000\\n'" in out, out
