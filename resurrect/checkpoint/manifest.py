@@ -90,8 +90,8 @@ def read_manifest(ckpt_dir: Path) -> list[ManifestEntry]:
     """Parse ``ckpt_dir/resurrect-manifest.json``; raise ManifestError if it is not sound."""
     try:
         doc = json.loads(read_capped(ckpt_dir / MANIFEST_NAME, MAX_MANIFEST_BYTES))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ManifestError(f"manifest unreadable ({exc})") from exc
+    except (OSError, ValueError, RecursionError) as exc:
+        raise ManifestError(f"manifest unreadable ({str(exc)[:200]})") from exc
     if not isinstance(doc, dict) or not isinstance(doc.get("files"), list):
         raise ManifestError("manifest malformed (no file list)")
     entries: list[ManifestEntry] = []

@@ -171,6 +171,12 @@ def _move_to_quarantine(root: Path, name: str, dest_name: str) -> None:
             os.mkdir(QUARANTINE_DIR, 0o755, dir_fd=root_fd)
         except FileExistsError:
             pass
+        else:
+            if os.geteuid() == 0:  # in-process as root (an admin's CLI): keep it the owner's
+                st = os.fstat(root_fd)
+                os.chown(
+                    QUARANTINE_DIR, st.st_uid, st.st_gid, dir_fd=root_fd, follow_symlinks=False
+                )
         folder = root / QUARANTINE_DIR
         st = lstat(folder)
         if stat.S_ISLNK(st.st_mode):

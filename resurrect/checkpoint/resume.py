@@ -55,7 +55,7 @@ def read_hint(root: Path) -> ResumeHint | None:
         if "/" in name or name in {"", ".", ".."} or not (step is None or isinstance(step, int)):
             return None
         return ResumeHint(name, step, str(doc.get("written_at", "")), str(doc.get("reason", "")))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
 
 

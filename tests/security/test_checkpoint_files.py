@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from checkpoint.factory import make_dcp, shard_files, truncate
 
-from resurrect.checkpoint import HINT_NAME, prepare_resume, verify_root, write_manifest
+from resurrect.checkpoint import HINT_NAME, prepare_resume, resume_path, verify_root, write_manifest
 from resurrect.checkpoint.as_owner import run_helper
 from resurrect.checkpoint.fsutil import anchored, open_regular
 from resurrect.checkpoint.helper import HelperRequest
@@ -194,3 +194,16 @@ def test_world_writable_root_without_sticky_bit_is_refused(tmp_path: Path) -> No
     assert not (root / HINT_NAME).exists()
     root.chmod(0o1777)  # sticky: others cannot rename or delete what is not theirs
     assert prepare_resume(root, owner=_owner_of(root)).latest_valid == str(root / "step_1")
+
+
+def test_deeply_nested_json_in_manifest_and_hint_is_a_note_not_a_crash(tmp_path: Path) -> None:
+    root = _damaged_root(tmp_path)
+    make_dcp(root / "step_3", seed=3)
+    deep = "[" * 200_000 + "]" * 200_000
+    (root / "step_3" / "resurrect-manifest.json").write_text(deep)
+    (root / HINT_NAME).write_text(deep)
+    verdict = prepare_resume(root)
+    assert "manifest unreadable" in verdict.candidates[0].reason
+    assert verdict.latest_valid == str(root / "step_1")
+    (root / HINT_NAME).write_text(deep)
+    assert resume_path(root) == root / "step_1"
