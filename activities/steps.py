@@ -74,6 +74,25 @@ async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
 
 
 # ---------------------------------------------------------------------------- checkpoint
+#: The helper's deadline when the step runs outside an activity (tests, tools).
+CHECKPOINT_TIMEOUT_S = 600.0
+
+
+def _time_left_s(default: float) -> float:
+    """Seconds until this activity's start-to-close deadline (a few kept to report)."""
+    from temporalio import activity
+
+    try:
+        info = activity.info()
+    except RuntimeError:
+        return default
+    timeout = info.start_to_close_timeout or info.schedule_to_close_timeout
+    if timeout is None:
+        return default
+    elapsed = (datetime.now(UTC) - info.started_time).total_seconds()
+    return max(1.0, timeout.total_seconds() - max(0.0, elapsed) - 2.0)
+
+
 class VerifyParams(Params):
     level: Literal["quick", "full"] | None = None  # default: recovery.checkpoint_level
 
@@ -90,11 +109,21 @@ async def verify_checkpoint(ctx: StepContext, params: VerifyParams) -> StepResul
     root = Path(root_text)
     if not root.is_absolute() and ctx.job.work_dir:
         root = Path(ctx.job.work_dir) / root
-    from resurrect.checkpoint import prepare_resume
+    from resurrect.checkpoint.as_owner import run_helper
+    from resurrect.checkpoint.helper import HelperRequest
 
-    level = params.level or ctx.input.bundle.checkpoint_level
-    verdict = await asyncio.to_thread(
-        prepare_resume, root, level=level, act=not ctx.observe, progress=ctx.heartbeat
+    # The job names its own checkpoint_dir: every file in it is read and written by a
+    # helper process running as the job's owner, killed when this activity ends.
+    request = HelperRequest(
+        op="prepare",
+        root=str(root),
+        level=params.level or ctx.input.bundle.checkpoint_level,
+        act=not ctx.observe,
+        owner_uid=ctx.job.user_id,
+        owner_gid=ctx.job.group_id,
+    )
+    verdict = await run_helper(
+        request, timeout_s=_time_left_s(CHECKPOINT_TIMEOUT_S), progress=ctx.heartbeat
     )
     result = StepResult(
         checkpoint=verdict, detail=verdict.note or f"resume from {verdict.latest_valid}"

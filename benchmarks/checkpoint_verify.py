@@ -10,7 +10,12 @@ warm page cache (every file is read once before any timing):
 * ``full_crc``: full verification without a manifest (CRC-32 of every DCP item);
 * ``cat``: ``cat FILES > /dev/null``;
 * ``sha256sum``: ``sha256sum FILES``;
-* ``sha256_1thread``: the same hashing as ``full``, on one thread.
+* ``sha256_1thread``: the same hashing as ``full``, on one thread;
+* ``helper_quick`` / ``helper_full``: the same verifications run as the service runs them,
+  in the helper process (``python -m resurrect.checkpoint.helper``) that drops to the
+  checkpoint owner's uid/gid (as root the checkpoint is given to ``nobody`` first, so the
+  drop really happens); ``helper_overhead_ms`` is ``helper_quick - quick`` (the cost of
+  the process, its imports, the drop and the JSON exchange per verification).
 
 Prints one JSON line. The directory is removed afterwards.
 
@@ -82,6 +87,44 @@ def run_tool(cmd: list[str]) -> None:
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
 
 
+def measure_helper(
+    work: Path, root: Path, ckpt: Path, repeats: int
+) -> tuple[dict[str, float], str]:
+    """Time quick and full verification through the privilege-dropping helper."""
+    import asyncio
+    import pwd
+
+    from resurrect.checkpoint.as_owner import run_helper
+    from resurrect.checkpoint.helper import HelperRequest
+
+    if os.geteuid() == 0:
+        nobody = pwd.getpwnam("nobody")
+        work.chmod(0o755)
+        for dirpath, _dirs, names in os.walk(root):
+            os.chown(dirpath, nobody.pw_uid, nobody.pw_gid)
+            for name in names:
+                os.chown(os.path.join(dirpath, name), nobody.pw_uid, nobody.pw_gid)
+        uid, gid = nobody.pw_uid, nobody.pw_gid
+        note = f"helper drops from root to nobody (uid {uid})"
+    else:
+        uid, gid = os.geteuid(), os.getegid()
+        note = "unprivileged run: helper without a drop (same file rules)"
+
+    def check(level: str) -> None:
+        request = HelperRequest.model_validate(
+            {"op": "verify", "root": str(root), "level": level, "owner_uid": uid, "owner_gid": gid}
+        )
+        verdict = asyncio.run(run_helper(request, timeout_s=3600))
+        if verdict.latest_valid != str(ckpt):
+            raise SystemExit(f"helper verification failed: {verdict.model_dump_json()}")
+
+    times = {
+        "helper_quick": timed(lambda: check("quick"), max(repeats, 5)),
+        "helper_full": timed(lambda: check("full"), repeats),
+    }
+    return times, note
+
+
 def main() -> int:
     args = parse_args()
     from resurrect.checkpoint import MANIFEST_NAME, verify_root
@@ -109,7 +152,7 @@ def main() -> int:
                 raise SystemExit(f"verification failed: {verdict.model_dump_json()}")
 
         results = {
-            "quick": timed(lambda: check("quick"), args.repeats),
+            "quick": timed(lambda: check("quick"), max(args.repeats, 5)),
             "full": timed(lambda: check("full"), args.repeats),
             "cat": timed(lambda: run_tool(["cat", *files]), args.repeats),
             "sha256sum": timed(lambda: run_tool(["sha256sum", *files]), args.repeats),
@@ -118,6 +161,8 @@ def main() -> int:
         results["sha256_1thread"] = timed(
             lambda: [sha256_file(Path(f)) for f in files], args.repeats
         )
+        helper_times, helper_note = measure_helper(work, root, ckpt, args.repeats)
+        results.update(helper_times)
         manifest = ckpt / MANIFEST_NAME
         manifest.rename(work / MANIFEST_NAME)
         results["full_crc"] = timed(lambda: check("full"), args.repeats)
@@ -142,6 +187,9 @@ def main() -> int:
                 "quick_vs_cat": round(gbps["quick"] / gbps["cat"], 1),
                 "full_vs_sha256_1thread": round(gbps["full"] / gbps["sha256_1thread"], 3),
             },
+            "helper": helper_note,
+            "helper_overhead_ms": round((results["helper_quick"] - results["quick"]) * 1000, 1),
+            "helper_full_vs_full": round(results["helper_full"] / results["full"], 3),
             "notes": "full = sha256 vs manifest (files hashed in parallel); full_crc = "
             "no manifest, CRC-32 of every DCP item; quick reads no data (GB/s is "
             "checkpoint size / time); sha256_1thread = resurrect's hashlib sha256 over all "

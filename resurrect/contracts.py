@@ -166,6 +166,7 @@ class JobInfo(Contract):
     state_reason: str = ""
     user: str = ""
     user_id: int | None = None
+    group_id: int | None = None  # the job's primary group (checkpoint access runs as it)
     partition: str = ""
     nodes: list[str] = Field(default_factory=list)
     excluded_nodes: list[str] = Field(default_factory=list)

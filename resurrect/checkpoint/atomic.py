@@ -1,35 +1,49 @@
-"""Atomic file replacement: write a temporary file in the same directory, fsync, rename."""
+"""Atomic file replacement inside a job's directory: a new temporary file (created
+``O_EXCL|O_NOFOLLOW`` in the target's own directory, reached without symlinks), fsync, then
+a rename within that directory fd. A symlink planted at the target name is replaced, never
+followed; a planted temporary name makes the create fail, never write elsewhere."""
 
 from __future__ import annotations
 
 import os
-import tempfile
+import secrets
 from pathlib import Path
+
+from resurrect.checkpoint.fsutil import open_parent
+
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def atomic_write_text(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` so readers see the old or the new content, never half."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    write_new_then_rename(path, text.encode("utf-8"))
+
+
+def write_new_then_rename(path: Path, data: bytes, *, mode: int = 0o644) -> None:
+    """Write ``data`` to a fresh temporary file beside ``path`` and rename it over ``path``."""
+    dir_fd, name = open_parent(path)
     try:
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
+        tmp = f".{name}.{secrets.token_hex(6)}.tmp"
+        fd = os.open(tmp, _CREATE, mode, dir_fd=dir_fd)
         try:
-            os.unlink(tmp)
+            try:
+                os.fchmod(fd, mode)
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            try:
+                os.unlink(tmp, dir_fd=dir_fd)
+            except OSError:
+                pass
+            raise
+        try:
+            os.fsync(dir_fd)
         except OSError:
             pass
-        raise
-    try:
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
     finally:
         os.close(dir_fd)

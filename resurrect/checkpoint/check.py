@@ -10,13 +10,21 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from resurrect.checkpoint import dcp
 from resurrect.checkpoint.findings import Findings
-from resurrect.checkpoint.fsutil import FileEntry, describe_oserror, is_partial_name, list_files
+from resurrect.checkpoint.fsutil import (
+    FileEntry,
+    describe_oserror,
+    is_partial_name,
+    lexists,
+    list_files,
+    open_regular,
+)
 from resurrect.checkpoint.layout import DAMAGE_MARKER_SUFFIX, Candidate
+from resurrect.checkpoint.limits import DEFAULT_LIMITS, VerifyLimits
 from resurrect.checkpoint.manifest import MANIFEST_NAME, ManifestError, read_manifest, sha256_file
 from resurrect.checkpoint.safetensors_check import check_safetensors
 from resurrect.checkpoint.zipcheck import ZipDamage, check_archive
@@ -45,18 +53,41 @@ class Plan:
     candidate: Candidate
     findings: Findings
     tasks: list[FileTask]
+    limits: VerifyLimits = DEFAULT_LIMITS
+    links: set[str] = field(default_factory=set)  # symlinks in the checkpoint (not followed)
+
+    def missing(self, rel: str) -> str:
+        """How to call a file the checkpoint needs but that is not a regular file."""
+        return "a symlink (not followed)" if rel in self.links else "missing"
+
+    def add_full_task(self, task: FileTask) -> None:
+        """Queue a full-read task, unless the file is over the size cap (then noted)."""
+        if task.size > self.limits.max_full_file_bytes:
+            self.findings.limit(self.too_large(task.label, task.size))
+        else:
+            self.tasks.append(task)
+
+    def too_large(self, label: str, size: int) -> str:
+        return (
+            f"{label} too large to verify fully ({size} > {self.limits.max_full_file_bytes} bytes)"
+        )
 
 
 def plan_checks(
-    cand: Candidate, level: Level, *, now: float | None = None, recent_s: float = DEFAULT_RECENT_S
+    cand: Candidate,
+    level: Level,
+    *,
+    now: float | None = None,
+    recent_s: float = DEFAULT_RECENT_S,
+    limits: VerifyLimits = DEFAULT_LIMITS,
 ) -> Plan:
     """Run the structural checks of ``cand`` and list its data tasks for ``level``."""
     findings = Findings()
-    plan = Plan(cand, findings, [])
+    plan = Plan(cand, findings, [], limits)
     marker = cand.path.with_name(cand.name + DAMAGE_MARKER_SUFFIX)
     if cand.kind == "missing":
         findings.damage(cand.detail or "missing")
-    elif os.path.lexists(marker):
+    elif lexists(marker):
         findings.damage(f"marked damaged by resurrect ({marker.name})")
     elif cand.kind == "unreadable":
         findings.damage(f"unreadable ({cand.detail})")
@@ -72,7 +103,8 @@ def plan_checks(
 def _plan_single_file(plan: Plan, level: Level) -> None:
     path = plan.candidate.path
     try:
-        size = os.stat(path).st_size
+        with open_regular(path) as fh:
+            size = os.fstat(fh.fileno()).st_size
     except OSError as exc:
         plan.findings.damage(f"unreadable ({describe_oserror(exc)})")
         return
@@ -85,7 +117,7 @@ def _plan_single_file(plan: Plan, level: Level) -> None:
             plan.findings.damage(problem)
         plan.findings.note("safetensors header")
     else:
-        plan.tasks.append(_zip_task(entry, full=level == "full", findings=plan.findings))
+        _add_zip_task(plan, entry, full=level == "full")
 
 
 def _plan_directory(plan: Plan, level: Level, now: float, recent_s: float) -> None:
@@ -103,8 +135,9 @@ def _plan_directory(plan: Plan, level: Level, now: float, recent_s: float) -> No
     if cand.beyond_tracker:
         findings.saving("iteration newer than latest_checkpointed_iteration.txt")
 
+    plan.links = listing.links
     manifest_files = _plan_manifest(plan, files, level)
-    has_metadata = dcp.METADATA_NAME in files or os.path.lexists(cand.path / dcp.METADATA_NAME)
+    has_metadata = dcp.METADATA_NAME in files or lexists(cand.path / dcp.METADATA_NAME)
     shards = [f for f in listing.files if f.rel.endswith(dcp.SHARD_SUFFIX)]
     recognised = manifest_files is not None
     if has_metadata:
@@ -121,7 +154,7 @@ def _plan_directory(plan: Plan, level: Level, now: float, recent_s: float) -> No
                 findings.damage(f"zero-byte file {f.rel}")
                 continue
             covered = manifest_files is not None and f.rel in manifest_files
-            plan.tasks.append(_zip_task(f, full=level == "full" and not covered, findings=findings))
+            _add_zip_task(plan, f, full=level == "full" and not covered)
         elif name.endswith(".safetensors"):
             recognised = True
             problem = check_safetensors(f.path, f.size)
@@ -149,11 +182,11 @@ def _plan_manifest(plan: Plan, files: dict[str, FileEntry], level: Level) -> set
     for entry in entries:
         actual = files.get(entry.path)
         if actual is None:
-            findings.damage(f"{entry.path}: listed in the manifest but missing")
+            findings.damage(f"{entry.path}: listed in the manifest but {plan.missing(entry.path)}")
         elif actual.size != entry.size:
             findings.damage(f"{entry.path}: size {actual.size}, manifest says {entry.size}")
         elif level == "full":
-            plan.tasks.append(_sha_task(actual, entry.sha256))
+            plan.add_full_task(_sha_task(actual, entry.sha256))
     findings.note("manifest sha256" if level == "full" else "manifest sizes")
     return {e.path for e in entries}
 
@@ -164,14 +197,17 @@ def _plan_dcp(plan: Plan, files: dict[str, FileEntry], level: Level, *, crc: boo
         meta = dcp.load_metadata_safely(path)
         refs = dcp.storage_refs(meta)
         if level == "full":
-            dcp.storage_refs(dcp.load_metadata_with_torch(path))
+            dcp.check_structure(meta)
     except dcp.MetadataError as exc:
         findings.damage(str(exc))
         return
     for rel, need in sorted(dcp.required_sizes(refs).items()):
         actual = files.get(rel)
         if actual is None:
-            findings.damage(f"missing shard {rel} (referenced by .metadata)")
+            if rel in plan.links:
+                findings.damage(f"shard {rel} referenced by .metadata is {plan.missing(rel)}")
+            else:
+                findings.damage(f"missing shard {rel} (referenced by .metadata)")
         elif actual.size == 0:
             findings.damage(f"zero-byte file {rel} (metadata needs {need} bytes)")
         elif actual.size < need:
@@ -182,13 +218,13 @@ def _plan_dcp(plan: Plan, files: dict[str, FileEntry], level: Level, *, crc: boo
         for ref in refs:
             by_file.setdefault(ref.relative_path, []).append(ref)
         for rel, file_refs in sorted(by_file.items()):
-            plan.tasks.append(_dcp_items_task(files[rel], file_refs))
+            plan.add_full_task(_dcp_items_task(files[rel], file_refs, plan.limits))
         findings.note("DCP item CRC-32")
 
 
-def _dcp_items_task(entry: FileEntry, refs: list[dcp.StorageRef]) -> FileTask:
+def _dcp_items_task(entry: FileEntry, refs: list[dcp.StorageRef], limits: VerifyLimits) -> FileTask:
     def run(sink: ByteSink) -> str | None:
-        return dcp.check_items(entry.path, refs, sink)
+        return dcp.check_items(entry.path, refs, sink, limits=limits)
 
     return FileTask(entry.rel, entry.size, run)
 
@@ -206,12 +242,22 @@ def _sha_task(entry: FileEntry, expected: str) -> FileTask:
     return FileTask(entry.rel, entry.size, run)
 
 
-def _zip_task(entry: FileEntry, *, full: bool, findings: Findings) -> FileTask:
+def _add_zip_task(plan: Plan, entry: FileEntry, *, full: bool) -> None:
+    """Queue the zip check of one torch.save file (structure only above the size cap)."""
+    if full and entry.size > plan.limits.max_full_file_bytes:
+        plan.findings.limit(plan.too_large(entry.rel, entry.size))
+        full = False
+    plan.tasks.append(_zip_task(entry, full=full, findings=plan.findings, limits=plan.limits))
+
+
+def _zip_task(
+    entry: FileEntry, *, full: bool, findings: Findings, limits: VerifyLimits
+) -> FileTask:
     findings.note("torch.save zip CRC-32" if full else "torch.save zip structure")
 
     def run(sink: ByteSink) -> str | None:
         try:
-            check_archive(entry.path, full=full, on_bytes=sink)
+            check_archive(entry.path, full=full, on_bytes=sink, limits=limits)
         except ZipDamage as exc:
             return f"{entry.rel}: {exc}"
         except OSError as exc:

@@ -2,30 +2,36 @@
 
 A DCP directory holds ``.metadata`` (a pickled ``torch.distributed.checkpoint.metadata.Metadata``)
 and the storage files it references (``storage_data``: index -> ``_StorageInfo(relative_path,
-offset, length)``). The metadata is unpickled with an allow-list unpickler first, so a garbled
-or hostile file cannot run code; only then may torch's own reader read it.
+offset, length)``).
+
+The metadata is hostile input, so it is never handed to torch or to a plain unpickler. It
+is read once (``O_NOFOLLOW``, regular file, size-capped) and the bytes are unpickled by
+:class:`_AllowListUnpickler`: every global must be one exact ``(module, name)`` pair of
+:data:`ALLOWED_GLOBALS` (no prefixes, no dotted names), and each pair builds an inert
+stand-in (:class:`Record`, :class:`TorchName`, ...) instead of torch's own class, so
+unpickling runs no torch code, needs no torch installed, and cannot reach anything else.
+The only ``getattr`` a pickle may make names a member of DCP's memory-format enum.
 """
 
 from __future__ import annotations
 
-import enum
 import io
 import os
-import pathlib
 import pickle
+import reprlib
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PosixPath, PurePosixPath
 from typing import Any
 
-from resurrect.checkpoint.fsutil import describe_oserror
+from resurrect.checkpoint.fsutil import describe_oserror, read_capped
+from resurrect.checkpoint.limits import DEFAULT_LIMITS, VerifyLimits
 
 METADATA_NAME = ".metadata"
 SHARD_SUFFIX = ".distcp"
-_DCP_MODULE_PREFIX = "torch.distributed.checkpoint."
-_PATH_TYPES = {"Path", "PosixPath", "PurePosixPath", "WindowsPath", "PureWindowsPath"}
-_MAX_METADATA_BYTES = 1 << 30
+#: Real metadata of a model with a million tensors stays well below this.
+MAX_METADATA_BYTES = 256 << 20
 
 
 class MetadataError(Exception):
@@ -42,77 +48,221 @@ class StorageRef:
     transformed: bool
 
 
-def _enum_member(owner: Any, name: str) -> Any:
-    """The only use of ``getattr`` we let a pickle make: naming a member of one of DCP's own
-    enums (some Python versions pickle enum members as ``getattr(EnumClass, "NAME")``)."""
-    if (
-        isinstance(owner, type)
-        and issubclass(owner, enum.Enum)
-        and owner.__module__.startswith(_DCP_MODULE_PREFIX)
-        and name in owner.__members__
-    ):
-        return owner[name]
-    raise pickle.UnpicklingError(f"disallowed getattr({owner!r}, {name!r})")
+class Record:
+    """An inert stand-in for one of DCP's dataclasses: attributes only, no behaviour.
+
+    ``kind`` is the class name the pickle asked for. Pickles build dataclasses with
+    ``cls.__new__(cls)`` then ``__setstate__``/``__dict__`` update; TensorProperties
+    pickles its fields as a tuple, kept as ``state``.
+    """
+
+    kind = "Record"
+
+    def __setstate__(self, state: object) -> None:
+        slots: object = None
+        if isinstance(state, tuple) and len(state) == 2 and isinstance(state[1], dict):
+            state, slots = state
+        if isinstance(state, dict):
+            self.__dict__.update({k: v for k, v in state.items() if isinstance(k, str)})
+        elif state is not None:
+            self.__dict__["state"] = state
+        if isinstance(slots, dict):
+            self.__dict__.update({k: v for k, v in slots.items() if isinstance(k, str)})
+
+    def __repr__(self) -> str:
+        """Bounded, whatever the pickle built (shared or cyclic structures included)."""
+        fields = ", ".join(
+            f"{k[:40]}={_brief(v) if _plain(v) else type(v).__name__}"
+            for k, v in list(self.__dict__.items())[:6]
+        )
+        return f"{self.kind}({fields})"
 
 
-class _RestrictedUnpickler(pickle.Unpickler):
-    """Unpickles only DCP's own classes and a few harmless torch/stdlib types."""
+def _plain(value: object) -> bool:
+    return value is None or type(value) in (bool, int, float, str, TorchName)
+
+
+_BRIEF = reprlib.Repr()
+_BRIEF.maxlevel = 2
+_BRIEF.maxstring = 80
+_BRIEF.maxother = 80
+
+
+def _brief(value: object) -> str:
+    """A short repr of a hostile value (bounded in time and length)."""
+    if isinstance(value, Record):
+        return repr(value)
+    return _BRIEF.repr(value)
+
+
+def _record_class(name: str) -> type[Record]:
+    return type(name, (Record,), {"kind": name})
+
+
+class TorchName(str):
+    """A torch dtype, layout or memory format, kept as its name (``"torch.float32"``)."""
+
+
+class TorchSize(tuple[int, ...]):
+    """``torch.Size``: a tuple of ints."""
+
+    def __new__(cls, dims: object = ()) -> TorchSize:
+        if not isinstance(dims, tuple | list) or not all(type(d) is int for d in dims):
+            raise pickle.UnpicklingError(f"torch.Size of non-integers: {_brief(dims)}")
+        return super().__new__(cls, dims)
+
+
+class MemoryFormatEncoding:
+    """DCP's ``_MEM_FORMAT_ENCODING`` enum; pickles reach a member only via ``getattr``."""
+
+    MEMBERS = frozenset({"TORCH_CONTIGUOUS_FORMAT", "TORCH_CHANNELS_LAST", "TORCH_PRESERVE_FORMAT"})
+
+
+def _enum_member(owner: object, name: object) -> TorchName:
+    """The only ``getattr`` a pickle may make: a member of the memory-format enum."""
+    if owner is MemoryFormatEncoding and isinstance(name, str) and name in owner.MEMBERS:
+        return TorchName(name)
+    raise pickle.UnpicklingError(f"disallowed getattr({_brief(owner)}, {_brief(name)})")
+
+
+_LAYOUTS = frozenset(
+    f"torch.{n}"
+    for n in "strided sparse_coo sparse_csr sparse_csc sparse_bsr sparse_bsc _mkldnn jagged".split()
+)
+
+
+def _get_layout(name: object) -> TorchName:
+    """``torch.serialization._get_layout("torch.strided")``: a name from a fixed set."""
+    if isinstance(name, str) and name in _LAYOUTS:
+        return TorchName(name)
+    raise pickle.UnpicklingError(f"unknown torch layout {_brief(name)}")
+
+
+_DTYPES = (
+    "bfloat16 bool cdouble cfloat chalf complex128 complex32 complex64 double float float16 "
+    "float32 float64 half int int16 int32 int64 int8 long short uint8 uint16 uint32 uint64 "
+    "qint32 qint8 quint8 quint4x2 quint2x4 float8_e4m3fn float8_e4m3fnuz float8_e5m2 "
+    "float8_e5m2fnuz float8_e8m0fnu float4_e2m1fn_x2 bits8 bits16 bits1x8 bits2x4 bits4x2"
+).split()
+_DCP_METADATA_CLASSES = (
+    "Metadata MetadataIndex StorageMeta TensorProperties TensorStorageMetadata "
+    "BytesStorageMetadata ChunkStorageMetadata"
+).split()
+
+
+def _allowed_globals() -> dict[tuple[str, str], Any]:
+    table: dict[tuple[str, str], Any] = {}
+    for name in _DCP_METADATA_CLASSES:
+        table[("torch.distributed.checkpoint.metadata", name)] = _record_class(name)
+    # torch < 2.0 kept TensorProperties with ShardedTensor.
+    table[("torch.distributed._shard.sharded_tensor.metadata", "TensorProperties")] = table[
+        ("torch.distributed.checkpoint.metadata", "TensorProperties")
+    ]
+    table[("torch.distributed.checkpoint.filesystem", "_StorageInfo")] = _record_class(
+        "_StorageInfo"
+    )
+    table[("torch.distributed.checkpoint.metadata", "_MEM_FORMAT_ENCODING")] = MemoryFormatEncoding
+    table[("builtins", "getattr")] = _enum_member
+    table[("torch.serialization", "_get_layout")] = _get_layout
+    table[("torch", "Size")] = TorchSize
+    for dtype in _DTYPES:
+        table[("torch", dtype)] = TorchName(f"torch.{dtype}")
+    for fmt in ("contiguous_format", "channels_last", "channels_last_3d", "preserve_format"):
+        table[("torch", fmt)] = TorchName(f"torch.{fmt}")
+    table[("pathlib", "PosixPath")] = PosixPath
+    table[("pathlib", "PurePosixPath")] = PurePosixPath
+    table[("pathlib", "Path")] = Path
+    table[("collections", "OrderedDict")] = OrderedDict
+    table[("builtins", "set")] = set
+    table[("builtins", "frozenset")] = frozenset
+    table[("builtins", "complex")] = complex
+    return table
+
+
+#: Every global a DCP ``.metadata`` may name, as exact (module, name) pairs, and what each
+#: becomes. Checked against the metadata that the installed torch writes (tests).
+ALLOWED_GLOBALS: dict[tuple[str, str], Any] = _allowed_globals()
+
+
+class _AllowListUnpickler(pickle.Unpickler):
+    """Unpickles only the exact pairs of :data:`ALLOWED_GLOBALS`, into inert stand-ins."""
 
     def find_class(self, module: str, name: str) -> Any:
-        if module.startswith(_DCP_MODULE_PREFIX):
-            obj = super().find_class(module, name)
-            if isinstance(obj, type):
-                return obj
-        elif module == "torch":
-            import torch
+        if "." in name:
+            raise pickle.UnpicklingError(f"disallowed dotted global {module[:80]} {name[:80]}")
+        try:
+            return ALLOWED_GLOBALS[(module, name)]
+        except KeyError:
+            raise pickle.UnpicklingError(f"disallowed global {module[:80]} {name[:80]}") from None
 
-            obj = getattr(torch, name, None)
-            if obj is torch.Size or isinstance(
-                obj, torch.dtype | torch.layout | torch.memory_format
-            ):
-                return obj
-        elif module == "torch.serialization" and name == "_get_layout":
-            return super().find_class(module, name)  # a name -> torch.layout lookup
-        elif module == "pathlib" and name in _PATH_TYPES:
-            return getattr(pathlib, name)
-        elif module == "collections" and name == "OrderedDict":
-            return OrderedDict
-        elif module == "builtins" and name in {"set", "frozenset", "complex", "slice"}:
-            return super().find_class(module, name)
-        elif module == "builtins" and name == "getattr":
-            return _enum_member
-        raise pickle.UnpicklingError(f"disallowed global {module}.{name}")
+    def persistent_load(self, pid: Any) -> Any:
+        raise pickle.UnpicklingError("persistent ids are not allowed in .metadata")
 
 
-def load_metadata_safely(ckpt: Path) -> Any:
-    """Unpickle ``ckpt/.metadata`` with the allow-list unpickler; raise MetadataError."""
-    meta_path = ckpt / METADATA_NAME
+def _kind(obj: object) -> str:
+    return obj.kind if isinstance(obj, Record) else type(obj).__name__
+
+
+def unpickle_metadata(data: bytes) -> Any:
+    """Unpickle ``.metadata`` bytes with the allow-list; raise MetadataError."""
     try:
-        size = meta_path.stat().st_size
-        if size == 0:
-            raise MetadataError(".metadata is a zero-byte file")
-        if size > _MAX_METADATA_BYTES:
-            raise MetadataError(f".metadata is implausibly large ({size} bytes)")
-        data = meta_path.read_bytes()
-    except OSError as exc:
-        raise MetadataError(f".metadata unreadable ({describe_oserror(exc)})") from exc
-    try:
-        meta = _RestrictedUnpickler(io.BytesIO(data)).load()
-    except Exception as exc:  # any unpickling failure means a garbled file
-        raise MetadataError(f".metadata garbled ({type(exc).__name__}: {exc})") from exc
-    if type(meta).__name__ != "Metadata" or not hasattr(meta, "storage_data"):
-        raise MetadataError(f".metadata holds a {type(meta).__name__}, not a DCP Metadata")
+        meta = _AllowListUnpickler(io.BytesIO(data)).load()
+    except Exception as exc:  # any unpickling failure means a garbled or hostile file
+        raise MetadataError(f".metadata garbled ({type(exc).__name__}: {str(exc)[:200]})") from exc
+    if _kind(meta) != "Metadata" or not hasattr(meta, "storage_data"):
+        raise MetadataError(f".metadata holds a {_kind(meta)[:40]}, not a DCP Metadata")
     return meta
 
 
-def load_metadata_with_torch(ckpt: Path) -> Any:
-    """Read the metadata with torch's own ``FileSystemReader`` (after the safe check)."""
-    from torch.distributed.checkpoint.filesystem import FileSystemReader
-
+def load_metadata_safely(ckpt: Path) -> Any:
+    """Read ``ckpt/.metadata`` once (no symlinks, regular file, size cap) and unpickle it
+    with the allow-list; raise MetadataError."""
     try:
-        return FileSystemReader(str(ckpt)).read_metadata()
-    except Exception as exc:  # torch raises many types here
-        raise MetadataError(f"torch cannot read .metadata ({type(exc).__name__}: {exc})") from exc
+        data = read_capped(ckpt / METADATA_NAME, MAX_METADATA_BYTES)
+    except OSError as exc:
+        raise MetadataError(f".metadata unreadable ({describe_oserror(exc)})") from exc
+    if not data:
+        raise MetadataError(".metadata is a zero-byte file")
+    return unpickle_metadata(data)
+
+
+def check_structure(meta: Any) -> None:
+    """Full-level consistency of the unpickled metadata (what torch's loader relies on):
+    every tensor entry has properties, a size and chunks inside that size; every storage
+    entry is keyed by an index naming an entry. Raises MetadataError."""
+    entries = getattr(meta, "state_dict_metadata", None)
+    if not isinstance(entries, dict):
+        raise MetadataError(".metadata has no state_dict_metadata map")
+    for fqn, entry in entries.items():
+        kind = _kind(entry)
+        if kind == "BytesStorageMetadata":
+            continue
+        if kind != "TensorStorageMetadata":
+            raise MetadataError(f".metadata entry {_brief(fqn)} is a {kind[:40]}")
+        size = getattr(entry, "size", None)
+        chunks = getattr(entry, "chunks", None)
+        if not isinstance(size, tuple) or not isinstance(chunks, list):
+            raise MetadataError(f".metadata tensor {_brief(fqn)} has no size or chunk list")
+        for chunk in chunks:
+            offsets = getattr(chunk, "offsets", None)
+            sizes = getattr(chunk, "sizes", None)
+            if (
+                not isinstance(offsets, tuple)
+                or not isinstance(sizes, tuple)
+                or not len(offsets) == len(sizes) == len(size)
+                or not all(type(v) is int for v in (*offsets, *sizes, *size))
+                or any(
+                    o < 0 or n < 0 or o + n > d
+                    for o, n, d in zip(offsets, sizes, size, strict=True)
+                )
+            ):
+                raise MetadataError(f".metadata tensor {_brief(fqn)} has a chunk outside its size")
+    storage = getattr(meta, "storage_data", None)
+    if isinstance(storage, dict):
+        for index in storage:
+            fqn = getattr(index, "fqn", None)
+            if _kind(index) != "MetadataIndex" or fqn not in entries:
+                raise MetadataError(f".metadata storage entry for unknown item {_brief(fqn)}")
 
 
 def storage_refs(meta: Any) -> list[StorageRef]:
@@ -125,10 +275,10 @@ def storage_refs(meta: Any) -> list[StorageRef]:
         rel = getattr(info, "relative_path", None)
         offset = getattr(info, "offset", None)
         length = getattr(info, "length", None)
-        if not isinstance(rel, str) or not isinstance(offset, int) or not isinstance(length, int):
-            raise MetadataError(f".metadata has a malformed storage entry: {info!r}")
+        if not isinstance(rel, str) or type(offset) is not int or type(length) is not int:
+            raise MetadataError(f".metadata has a malformed storage entry: {_brief(info)}")
         if offset < 0 or length < 0 or os.path.isabs(rel) or ".." in Path(rel).parts:
-            raise MetadataError(f".metadata has an invalid storage entry: {info!r}")
+            raise MetadataError(f".metadata has an invalid storage entry: {_brief(info)}")
         transformed = bool(getattr(info, "transform_descriptors", None))
         refs.append(StorageRef(rel, offset, length, transformed))
     return refs
@@ -143,7 +293,11 @@ def required_sizes(refs: list[StorageRef]) -> dict[str, int]:
 
 
 def check_items(
-    path: Path, refs: list[StorageRef], on_bytes: Callable[[int], None] | None = None
+    path: Path,
+    refs: list[StorageRef],
+    on_bytes: Callable[[int], None] | None = None,
+    *,
+    limits: VerifyLimits = DEFAULT_LIMITS,
 ) -> str | None:
     """Full check of one storage file: each untransformed item is a torch.save zip with good
     CRCs. Returns the first problem, or None."""
@@ -153,7 +307,14 @@ def check_items(
         if ref.transformed or ref.length == 0:
             continue
         try:
-            check_archive(path, offset=ref.offset, length=ref.length, full=True, on_bytes=on_bytes)
+            check_archive(
+                path,
+                offset=ref.offset,
+                length=ref.length,
+                full=True,
+                on_bytes=on_bytes,
+                limits=limits,
+            )
         except ZipDamage as exc:
             return f"{ref.relative_path} @ {ref.offset}: {exc}"
         except OSError as exc:

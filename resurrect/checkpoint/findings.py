@@ -11,6 +11,12 @@ Progress = Callable[[str], None]
 IN_PROGRESS = "save in progress"
 
 
+class CheckLimited(Exception):
+    """A full check stopped at a bound (size, inflation, time); the message says which.
+
+    Not damage: the checkpoint keeps its quick-level result (resurrect.checkpoint.limits)."""
+
+
 @dataclass
 class Findings:
     """Problems found in one checkpoint. Empty ``problems`` means intact."""
@@ -18,6 +24,7 @@ class Findings:
     problems: list[str] = field(default_factory=list)
     in_progress: bool = False
     checked: list[str] = field(default_factory=list)
+    limited: list[str] = field(default_factory=list)
 
     def damage(self, reason: str) -> None:
         """Record a damage."""
@@ -33,6 +40,12 @@ class Findings:
         if what not in self.checked:
             self.checked.append(what)
 
+    def limit(self, detail: str) -> None:
+        """Record a check that was cut short by a bound (see resurrect.checkpoint.limits);
+        the checkpoint keeps its quick-level result."""
+        if detail not in self.limited:
+            self.limited.append(detail)
+
     @property
     def valid(self) -> bool:
         """True when nothing was found wrong."""
@@ -44,4 +57,9 @@ class Findings:
             shown = self.problems[:3]
             more = len(self.problems) - len(shown)
             return "; ".join(shown) + (f" (+{more} more)" if more > 0 else "")
-        return "ok: " + ", ".join(self.checked) if self.checked else "ok"
+        text = "ok: " + ", ".join(self.checked) if self.checked else "ok"
+        if self.limited:
+            more = len(self.limited) - 2
+            text += "; not verified fully: " + "; ".join(self.limited[:2])
+            text += f" (+{more} more)" if more > 0 else ""
+        return text

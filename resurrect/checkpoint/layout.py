@@ -15,11 +15,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from resurrect.checkpoint.fsutil import describe_oserror
+from resurrect.checkpoint.fsutil import (
+    NotRegularFile,
+    describe_oserror,
+    lexists,
+    read_capped,
+    scandir_names,
+)
 
 QUARANTINE_DIR = ".resurrect-quarantine"
 TRACKER_NAME = "latest_checkpointed_iteration.txt"
 DAMAGE_MARKER_SUFFIX = ".resurrect-damaged"
+#: Megatron writes one integer or "release"; anything bigger is not a tracker.
+MAX_TRACKER_BYTES = 4096
 
 _NAME_RE = re.compile(
     r"^(?:global[_-]?step|step|iter(?:ation)?|checkpoint|ckpt|epoch|save)[_-]?(?P<step>\d+)"
@@ -87,10 +95,11 @@ def megatron_iter_name(iteration: int) -> str:
 
 
 def read_tracker(root: Path) -> Tracker | None:
-    """Megatron's tracker file, or None when there is none. Raises OSError if unreadable."""
+    """Megatron's tracker file, or None when there is none. Raises OSError if unreadable,
+    a symlink, not a regular file or bigger than MAX_TRACKER_BYTES."""
     path = root / TRACKER_NAME
     try:
-        raw = path.read_text(encoding="utf-8", errors="replace")
+        raw = read_capped(path, MAX_TRACKER_BYTES).decode("utf-8", errors="replace")
     except FileNotFoundError:
         return None
     text = raw.strip()
@@ -102,16 +111,23 @@ def read_tracker(root: Path) -> Tracker | None:
         return Tracker(path, None, False, raw)
 
 
+def _kind_of(path: Path, st: os.stat_result) -> tuple[Kind, str]:
+    if stat.S_ISDIR(st.st_mode):
+        return "dir", ""
+    if stat.S_ISREG(st.st_mode):
+        return "file", ""
+    if stat.S_ISLNK(st.st_mode):
+        return "unreadable", "symlink (not followed)"
+    return "unreadable", describe_oserror(NotRegularFile(path, st.st_mode))
+
+
 def discover(root: Path) -> Layout:
-    """Find the checkpoints under ``root``, ordered by step (oldest first)."""
+    """Find the checkpoints under ``root``, ordered by step (oldest first).
+
+    Call it inside :func:`resurrect.checkpoint.fsutil.anchored` (``root``): nothing below
+    the root is reached through a symlink."""
     try:
-        st = os.stat(root)
-    except OSError as exc:
-        raise RootUnreadable(f"checkpoint root {root}: {describe_oserror(exc)}") from exc
-    if not stat.S_ISDIR(st.st_mode):
-        raise RootUnreadable(f"checkpoint root {root}: not a directory")
-    try:
-        entries = list(os.scandir(root))
+        entries = scandir_names(root)
     except OSError as exc:
         raise RootUnreadable(
             f"checkpoint root {root}: cannot list ({describe_oserror(exc)})"
@@ -127,20 +143,14 @@ def discover(root: Path) -> Layout:
         layout.problems.append(f"{TRACKER_NAME} garbled: {layout.tracker.raw.strip()[:40]!r}")
 
     found: list[Candidate] = []
-    for entry in entries:
-        parsed = parse_step(entry.name)
-        if parsed is None or entry.name.endswith(DAMAGE_MARKER_SUFFIX):
+    for name, st in entries:
+        parsed = parse_step(name)
+        if parsed is None or name.endswith(DAMAGE_MARKER_SUFFIX):
             continue
         step, partial, _ext = parsed
-        path = Path(entry.path)
-        kind: Kind
-        detail = ""
-        try:
-            target = os.stat(path)
-            kind = "dir" if stat.S_ISDIR(target.st_mode) else "file"
-        except OSError as exc:
-            kind, detail = "unreadable", describe_oserror(exc)
-        is_iter = entry.name.lower().startswith("iter")
+        path = root / name
+        kind, detail = _kind_of(path, st)
+        is_iter = name.lower().startswith("iter")
         found.append(
             Candidate(
                 path=path,
@@ -156,7 +166,7 @@ def discover(root: Path) -> Layout:
     if layout.tracker is not None:
         if layout.tracker.release:
             release = root / "release"
-            if not os.path.lexists(release):
+            if not lexists(release):
                 found.append(Candidate(release, None, "missing", detail="tracker says release"))
         elif tracked_step is not None and not any(c.tracked for c in found):
             missing = root / megatron_iter_name(tracked_step)

@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from resurrect.checkpoint.atomic import atomic_write_text
-from resurrect.checkpoint.fsutil import is_partial_name, iter_chunks, list_files
+from resurrect.checkpoint.fsutil import is_partial_name, iter_chunks, list_files, read_capped
 from resurrect.errors import CheckpointError
 
 MANIFEST_NAME = "resurrect-manifest.json"
 MANIFEST_VERSION = 1
+#: A manifest of a million files is ~150 MB; anything bigger is not one.
+MAX_MANIFEST_BYTES = 256 << 20
 
 
 class ManifestError(CheckpointError):
@@ -45,8 +47,7 @@ def default_workers() -> int:
 def sha256_file(path: Path, on_bytes: Callable[[int], None] | None = None) -> str:
     """The sha256 hex digest of a file, read in large blocks."""
     digest = hashlib.sha256()
-    size = path.stat().st_size
-    for block in iter_chunks(path, 0, size):
+    for block in iter_chunks(path, 0, None):
         digest.update(block)
         if on_bytes is not None:
             on_bytes(len(block))
@@ -88,9 +89,9 @@ def write_manifest(ckpt_dir: Path | str, *, workers: int | None = None) -> Path:
 def read_manifest(ckpt_dir: Path) -> list[ManifestEntry]:
     """Parse ``ckpt_dir/resurrect-manifest.json``; raise ManifestError if it is not sound."""
     try:
-        doc = json.loads((ckpt_dir / MANIFEST_NAME).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ManifestError(f"manifest unreadable ({exc})") from exc
+        doc = json.loads(read_capped(ckpt_dir / MANIFEST_NAME, MAX_MANIFEST_BYTES))
+    except (OSError, ValueError, RecursionError) as exc:
+        raise ManifestError(f"manifest unreadable ({str(exc)[:200]})") from exc
     if not isinstance(doc, dict) or not isinstance(doc.get("files"), list):
         raise ManifestError("manifest malformed (no file list)")
     entries: list[ManifestEntry] = []

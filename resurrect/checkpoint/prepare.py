@@ -2,23 +2,27 @@
 
 Damaged checkpoints newer than the chosen one are moved aside into
 ``ROOT/.resurrect-quarantine/<name>-<UTC timestamp>`` (or, if they cannot be moved, marked
-with a ``<name>.resurrect-damaged`` file). Nothing is ever deleted. A Megatron tracker is
-rewritten atomically (the old one kept as a backup); every layout gets a resume hint.
+with a ``<name>.resurrect-damaged`` file). Nothing is ever deleted, and nothing leaves the
+root: every rename is made between directory fds reached without symlinks, and a
+quarantine folder that is a symlink, not a directory or not the root owner's is refused
+(the checkpoint is marked instead). A Megatron tracker is rewritten atomically, its old
+text kept in a backup written as a fresh file (never through a planted name); every
+layout gets a resume hint.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
+import stat
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from resurrect.checkpoint.atomic import atomic_write_text
+from resurrect.checkpoint.atomic import atomic_write_text, write_new_then_rename
 from resurrect.checkpoint.check import DEFAULT_RECENT_S, Level, Plan
 from resurrect.checkpoint.findings import Progress
-from resurrect.checkpoint.fsutil import describe_oserror, list_files
+from resurrect.checkpoint.fsutil import describe_oserror, lexists, list_files, lstat, open_dir
 from resurrect.checkpoint.layout import (
     DAMAGE_MARKER_SUFFIX,
     QUARANTINE_DIR,
@@ -27,9 +31,15 @@ from resurrect.checkpoint.layout import (
     RootUnreadable,
     discover,
 )
+from resurrect.checkpoint.limits import DEFAULT_LIMITS, VerifyLimits
+from resurrect.checkpoint.owner import Owner, confined_root
 from resurrect.checkpoint.resume import write_hint
-from resurrect.checkpoint.verify import verify_layout
+from resurrect.checkpoint.verify import VerifiedRoot, verify_layout
 from resurrect.contracts import CheckpointVerdict
+
+
+class _QuarantineRefused(Exception):
+    """The quarantine folder cannot be trusted; the message says why."""
 
 
 def prepare_resume(
@@ -40,20 +50,39 @@ def prepare_resume(
     progress: Progress | None = None,
     workers: int | None = None,
     recent_s: float = DEFAULT_RECENT_S,
+    limits: VerifyLimits = DEFAULT_LIMITS,
+    owner: Owner | None = None,
 ) -> CheckpointVerdict:
     """Verify ``root`` and make the job resume from the newest intact checkpoint.
 
     ``quarantined`` lists where set-aside checkpoints now are (or the damage markers written
     when a move failed). ``act=False`` decides and reports without touching anything: then
     ``quarantined`` lists the checkpoints that *would* be set aside, and ``note`` says what
-    would be done. Never raises for a bad root; never deletes.
+    would be done. A root that is not ``owner``'s is refused (``verified=False``, nothing
+    read or changed). Never raises for a bad root; never deletes.
     """
     root_path = Path(root)
     try:
-        layout = discover(root_path)
+        with confined_root(root_path, owner):
+            layout = discover(root_path)
+            verified = verify_layout(
+                layout, level, progress=progress, workers=workers, recent_s=recent_s, limits=limits
+            )
+            return _fall_back(layout, verified, act=act, progress=progress, recent_s=recent_s)
     except RootUnreadable as exc:
         return CheckpointVerdict(root=str(root_path), verified=False, note=str(exc))
-    verified = verify_layout(layout, level, progress=progress, workers=workers, recent_s=recent_s)
+
+
+def _fall_back(
+    layout: Layout,
+    verified: VerifiedRoot,
+    *,
+    act: bool,
+    progress: Progress | None,
+    recent_s: float,
+) -> CheckpointVerdict:
+    """Quarantine what is newer than the best intact checkpoint, point tracker and hint."""
+    root_path = layout.root
     best = verified.newest_valid()
     if best is None:
         return verified.to_verdict(
@@ -114,9 +143,9 @@ def _set_aside(
         quarantined.append(str(cand.path))
         return
     try:
-        dest.parent.mkdir(exist_ok=True)
-        os.rename(cand.path, dest)
-    except OSError as exc:
+        _move_to_quarantine(root, cand.name, dest.name)
+    except (OSError, _QuarantineRefused) as exc:
+        why = describe_oserror(exc) if isinstance(exc, OSError) else str(exc)
         marker = cand.path.with_name(cand.name + DAMAGE_MARKER_SUFFIX)
         doc = {"reason": plan.findings.reason(), "marked_at": stamp}
         try:
@@ -124,11 +153,49 @@ def _set_aside(
         except OSError as exc2:
             actions.append(f"could not move or mark {cand.name} ({describe_oserror(exc2)})")
             return
-        actions.append(f"marked {cand.name} damaged (move failed: {describe_oserror(exc)})")
+        actions.append(f"marked {cand.name} damaged (move failed: {why})")
         quarantined.append(str(marker))
         return
     actions.append(f"moved {cand.name} to {QUARANTINE_DIR}/{dest.name}")
     quarantined.append(str(dest))
+
+
+def _move_to_quarantine(root: Path, name: str, dest_name: str) -> None:
+    """Rename ``root/name`` into the quarantine folder, between directory fds.
+
+    The folder is created if missing; an existing one must be a real directory (not a
+    symlink) owned by the root's owner, else _QuarantineRefused."""
+    root_fd = open_dir(root)
+    try:
+        try:
+            os.mkdir(QUARANTINE_DIR, 0o755, dir_fd=root_fd)
+        except FileExistsError:
+            pass
+        else:
+            if os.geteuid() == 0:  # in-process as root (an admin's CLI): keep it the owner's
+                st = os.fstat(root_fd)
+                os.chown(
+                    QUARANTINE_DIR, st.st_uid, st.st_gid, dir_fd=root_fd, follow_symlinks=False
+                )
+        folder = root / QUARANTINE_DIR
+        st = lstat(folder)
+        if stat.S_ISLNK(st.st_mode):
+            raise _QuarantineRefused(f"{QUARANTINE_DIR} is a symlink; refusing to quarantine")
+        if not stat.S_ISDIR(st.st_mode):
+            raise _QuarantineRefused(f"{QUARANTINE_DIR} is not a directory; refusing to quarantine")
+        q_fd = open_dir(folder)
+        try:
+            owner_uid = os.fstat(root_fd).st_uid
+            if os.fstat(q_fd).st_uid != owner_uid:
+                raise _QuarantineRefused(
+                    f"{QUARANTINE_DIR} is owned by uid {os.fstat(q_fd).st_uid}, not by the "
+                    f"checkpoint owner (uid {owner_uid}); refusing to quarantine"
+                )
+            os.rename(name, dest_name, src_dir_fd=root_fd, dst_dir_fd=q_fd)
+        finally:
+            os.close(q_fd)
+    finally:
+        os.close(root_fd)
 
 
 def _point_tracker(
@@ -146,7 +213,9 @@ def _point_tracker(
         actions.append(f"would set {TRACKER_NAME} to {step} (backup {backup.name})")
         return
     try:
-        shutil.copy2(tracker.path, backup)
+        # The backup holds the text already read (capped, no symlink): a fresh file renamed
+        # into place, so a planted name or symlink at the backup path is never written through.
+        write_new_then_rename(backup, tracker.raw.encode("utf-8"))
         atomic_write_text(tracker.path, f"{step}\n")
     except OSError as exc:
         actions.append(f"could not rewrite {TRACKER_NAME} ({describe_oserror(exc)})")
@@ -158,10 +227,11 @@ def _point_tracker(
 
 def _recently_modified(path: Path, recent_s: float) -> bool:
     try:
-        newest = os.stat(path).st_mtime
+        st = lstat(path)
     except OSError:
         return False
-    if os.path.isdir(path):
+    newest = st.st_mtime
+    if stat.S_ISDIR(st.st_mode):
         newest = max([newest, *(f.mtime for f in list_files(path).files)])
     return time.time() - newest < recent_s
 
@@ -169,7 +239,7 @@ def _recently_modified(path: Path, recent_s: float) -> bool:
 def _free_name(parent: Path, name: str) -> Path:
     candidate = parent / name
     n = 1
-    while os.path.lexists(candidate):
+    while lexists(candidate):
         candidate = parent / f"{name}.{n}"
         n += 1
     return candidate

@@ -14,10 +14,12 @@ from pathlib import Path
 
 from resurrect.checkpoint.atomic import atomic_write_text
 from resurrect.checkpoint.check import Level
+from resurrect.checkpoint.fsutil import anchored, read_capped
 from resurrect.checkpoint.layout import RootUnreadable, discover
 from resurrect.checkpoint.verify import verify_layout
 
 HINT_NAME = "resurrect-resume.json"
+MAX_HINT_BYTES = 64 << 10
 
 
 @dataclass(frozen=True)
@@ -47,13 +49,13 @@ def write_hint(root: Path, target: Path, step: int | None, reason: str) -> Path:
 def read_hint(root: Path) -> ResumeHint | None:
     """The hint under ``root``, or None if absent or unreadable (then callers scan)."""
     try:
-        doc = json.loads((root / HINT_NAME).read_text(encoding="utf-8"))
+        doc = json.loads(read_capped(root / HINT_NAME, MAX_HINT_BYTES))
         name = str(doc["name"])
         step = doc.get("step")
         if "/" in name or name in {"", ".", ".."} or not (step is None or isinstance(step, int)):
             return None
         return ResumeHint(name, step, str(doc.get("written_at", "")), str(doc.get("reason", "")))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
 
 
@@ -65,12 +67,13 @@ def resume_path(root: Path | str, *, level: Level = "quick") -> Path | None:
     """
     root_path = Path(root)
     try:
-        layout = discover(root_path)
-    except RootUnreadable:
+        with anchored(root_path):
+            layout = discover(root_path)
+            verified = verify_layout(layout, level)
+            hint = read_hint(root_path)
+    except (OSError, RootUnreadable):
         return None
-    verified = verify_layout(layout, level)
     best = verified.newest_valid()
-    hint = read_hint(root_path)
     if hint is None:
         return best.candidate.path if best else None
     hinted = next((p for p in verified.plans if p.candidate.name == hint.name), None)

@@ -6,13 +6,15 @@ import json
 import struct
 from pathlib import Path
 
+from resurrect.checkpoint.fsutil import open_regular
+
 _MAX_HEADER = 100 << 20
 
 
 def check_safetensors(path: Path, size: int) -> str | None:
     """The first structural problem of a safetensors file, or None if it is sound."""
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             raw = fh.read(8)
             if len(raw) < 8:
                 return f"{path.name}: safetensors header truncated"

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from resurrect.checkpoint.check import DEFAULT_RECENT_S, FileTask, Level, Plan, plan_checks
-from resurrect.checkpoint.findings import Findings, Progress
+from resurrect.checkpoint.findings import CheckLimited, Findings, Progress
 from resurrect.checkpoint.layout import Candidate, Layout, RootUnreadable, discover
+from resurrect.checkpoint.limits import DEFAULT_LIMITS, VerifyLimits
 from resurrect.checkpoint.manifest import default_workers
+from resurrect.checkpoint.owner import Owner, confined_root
 from resurrect.contracts import CheckpointCandidate, CheckpointVerdict
 
 __all__ = ["Level", "VerifiedRoot", "verify_layout", "verify_root"]
@@ -23,18 +26,22 @@ class _Cancelled(Exception):
 
 
 class _Meter:
-    """Counts the bytes and files the workers have verified (thread-safe)."""
+    """Counts the bytes and files the workers have verified (thread-safe); stops them at
+    their next block once cancelled or past the deadline."""
 
-    def __init__(self, total: int) -> None:
+    def __init__(self, total: int, deadline: float | None = None) -> None:
         self.total = total
         self.done = 0
         self.files_done = 0
+        self.deadline = deadline
         self._lock = threading.Lock()
         self._cancelled = threading.Event()
 
     def add(self, n: int) -> None:
         if self._cancelled.is_set():
             raise _Cancelled
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise CheckLimited("time budget used up")
         with self._lock:
             self.done += n
 
@@ -56,7 +63,9 @@ class _Meter:
         )
 
 
-def _run_tasks(plans: list[Plan], workers: int, progress: Progress | None) -> None:
+def _run_tasks(
+    plans: list[Plan], workers: int, progress: Progress | None, deadline: float | None = None
+) -> None:
     """Run every plan's file tasks on a thread pool; record problems into the findings.
 
     ``progress`` is only ever called from the calling thread (a Temporal activity heartbeat
@@ -66,13 +75,17 @@ def _run_tasks(plans: list[Plan], workers: int, progress: Progress | None) -> No
     jobs: list[tuple[Findings, FileTask]] = [(p.findings, t) for p in plans for t in p.tasks]
     if not jobs:
         return
-    meter = _Meter(sum(t.size for _, t in jobs))
+    meter = _Meter(sum(t.size for _, t in jobs), deadline)
 
-    def run_one(task: FileTask) -> str | None:
+    def run_one(task: FileTask) -> tuple[bool, str] | None:
+        """None: intact; (True, why): damage; (False, why): cut short by a bound."""
         try:
-            return task.run(meter.add)
+            problem = task.run(meter.add)
+            return None if problem is None else (True, problem)
+        except CheckLimited as exc:
+            return False, f"{task.label}: {exc}"
         except Exception as exc:  # a verifier bug must not crash the whole verdict
-            return f"{task.label}: check failed ({type(exc).__name__}: {exc})"
+            return True, f"{task.label}: check failed ({type(exc).__name__}: {exc})"
         finally:
             meter.file_finished()
 
@@ -80,10 +93,12 @@ def _run_tasks(plans: list[Plan], workers: int, progress: Progress | None) -> No
     jobs.sort(key=lambda j: -j[1].size)
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ckpt-verify")
     try:
-        futures: dict[Future[str | None], Findings] = {
-            pool.submit(run_one, task): findings for findings, task in jobs
+        # Each task runs in a copy of this context: it carries the root anchor (fsutil).
+        futures: dict[Future[tuple[bool, str] | None], Findings] = {
+            pool.submit(contextvars.copy_context().run, run_one, task): findings
+            for findings, task in jobs
         }
-        pending: set[Future[str | None]] = set(futures)
+        pending: set[Future[tuple[bool, str] | None]] = set(futures)
         while pending:
             _done, pending = wait(pending, timeout=_PROGRESS_EVERY_S)
             if progress is not None:
@@ -94,9 +109,14 @@ def _run_tasks(plans: list[Plan], workers: int, progress: Progress | None) -> No
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     for fut, findings in futures.items():
-        problem = fut.result()
-        if problem is not None:
-            findings.damage(problem)
+        outcome = fut.result()
+        if outcome is None:
+            continue
+        damaged, why = outcome
+        if damaged:
+            findings.damage(why)
+        else:
+            findings.limit(why)
 
 
 class VerifiedRoot:
@@ -142,10 +162,12 @@ class VerifiedRoot:
         )
 
 
-def _plan_safely(cand: Candidate, level: Level, now: float, recent_s: float) -> Plan:
+def _plan_safely(
+    cand: Candidate, level: Level, now: float, recent_s: float, limits: VerifyLimits
+) -> Plan:
     """plan_checks, but an unexpected error marks the candidate instead of crashing."""
     try:
-        return plan_checks(cand, level, now=now, recent_s=recent_s)
+        return plan_checks(cand, level, now=now, recent_s=recent_s, limits=limits)
     except Exception as exc:
         findings = Findings()
         findings.damage(f"check failed ({type(exc).__name__}: {exc})")
@@ -159,13 +181,16 @@ def verify_layout(
     progress: Progress | None = None,
     workers: int | None = None,
     recent_s: float = DEFAULT_RECENT_S,
+    limits: VerifyLimits = DEFAULT_LIMITS,
 ) -> VerifiedRoot:
-    """Verify every candidate of an already discovered layout."""
+    """Verify every candidate of an already discovered layout (inside confined_root)."""
     now = time.time()
-    plans = [_plan_safely(c, level, now, recent_s) for c in layout.candidates]
+    budget = limits.time_budget_s
+    deadline = None if budget is None else time.monotonic() + budget
+    plans = [_plan_safely(c, level, now, recent_s, limits) for c in layout.candidates]
     if progress is not None:
         progress(f"{layout.root}: {len(plans)} checkpoint(s), level {level}")
-    _run_tasks(plans, workers or default_workers(), progress)
+    _run_tasks(plans, workers or default_workers(), progress, deadline)
     if progress is not None:
         valid = sum(p.findings.valid for p in plans)
         progress(f"{layout.root}: done, {valid}/{len(plans)} intact")
@@ -179,17 +204,22 @@ def verify_root(
     *,
     workers: int | None = None,
     recent_s: float = DEFAULT_RECENT_S,
+    limits: VerifyLimits = DEFAULT_LIMITS,
+    owner: Owner | None = None,
 ) -> CheckpointVerdict:
     """Verify every checkpoint under ``root`` and name the newest intact one.
 
-    Never raises for a bad root: a missing or unreadable root gives ``verified=False`` with
-    the reason in ``note``. Nothing is modified.
+    Never raises for a bad root: a missing or unreadable root, or one that is not
+    ``owner``'s (resurrect.checkpoint.owner), gives ``verified=False`` with the reason in
+    ``note``. Nothing is modified.
     """
     root_path = Path(root)
     try:
-        layout = discover(root_path)
+        with confined_root(root_path, owner):
+            layout = discover(root_path)
+            verified = verify_layout(
+                layout, level, progress=progress, workers=workers, recent_s=recent_s, limits=limits
+            )
     except RootUnreadable as exc:
         return CheckpointVerdict(root=str(root_path), verified=False, note=str(exc))
-    return verify_layout(
-        layout, level, progress=progress, workers=workers, recent_s=recent_s
-    ).to_verdict()
+    return verified.to_verdict()

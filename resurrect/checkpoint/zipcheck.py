@@ -2,7 +2,10 @@
 
 ``quick`` reads only the zip structure: the end-of-central-directory record, the central
 directory and each member's local header, and checks that every member's data lies inside
-the archive. ``full`` additionally reads every member and checks its CRC-32.
+the archive. ``full`` additionally reads every member and checks its CRC-32, never
+inflating more than the limits allow (resurrect.checkpoint.limits): a member that claims a
+compression ratio above the limit is damage before a byte is inflated, and inflated bytes
+are counted per archive while they stream.
 """
 
 from __future__ import annotations
@@ -14,6 +17,10 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
+
+from resurrect.checkpoint.findings import CheckLimited
+from resurrect.checkpoint.fsutil import open_regular
+from resurrect.checkpoint.limits import DEFAULT_LIMITS, VerifyLimits
 
 _LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")
 _LOCAL_SIG = b"PK\x03\x04"
@@ -79,13 +86,15 @@ def check_archive(
     length: int | None = None,
     full: bool = False,
     on_bytes: Callable[[int], None] | None = None,
+    limits: VerifyLimits = DEFAULT_LIMITS,
 ) -> str:
     """Check the torch.save archive at ``path`` (or its byte range); return what was checked.
 
-    Raises :class:`ZipDamage` with the reason when the archive is damaged. Legacy
+    Raises :class:`ZipDamage` with the reason when the archive is damaged, CheckLimited
+    when a full check stopped at a bound. Legacy
     (pre-zip, plain pickle) torch.save files are recognised and reported as such.
     """
-    with open(path, "rb") as fh:
+    with open_regular(path) as fh:
         if length is None:
             length = os.fstat(fh.fileno()).st_size - offset
         if length <= 0:
@@ -103,7 +112,7 @@ def check_archive(
         with archive:
             _check_layout(archive, window)
             if full:
-                _check_crcs(archive, on_bytes)
+                _check_crcs(archive, on_bytes, limits)
                 return "zip CRC-32"
     return "zip structure"
 
@@ -129,15 +138,40 @@ def _check_layout(archive: zipfile.ZipFile, window: Window) -> None:
             raise ZipDamage(f"member {info.filename}: data runs past the archive")
 
 
-def _check_crcs(archive: zipfile.ZipFile, on_bytes: Callable[[int], None] | None) -> None:
-    for info in archive.infolist():
+def _check_crcs(
+    archive: zipfile.ZipFile, on_bytes: Callable[[int], None] | None, limits: VerifyLimits
+) -> None:
+    infos = archive.infolist()
+    for info in infos:  # refuse bombs before inflating anything
+        if info.compress_type == zipfile.ZIP_STORED:
+            if info.file_size != info.compress_size:
+                raise ZipDamage(f"member {info.filename}: stored sizes disagree")
+        elif info.file_size > limits.max_compression_ratio * max(info.compress_size, 1):
+            raise ZipDamage(
+                f"member {info.filename}: compression ratio "
+                f"{info.file_size / max(info.compress_size, 1):.0f}:1 exceeds "
+                f"{limits.max_compression_ratio:.0f}:1 (zip bomb)"
+            )
+    inflated = 0
+    for info in infos:
+        compressed = info.compress_type != zipfile.ZIP_STORED
+        if compressed and inflated + info.file_size > limits.max_inflated_bytes:
+            raise CheckLimited(
+                f"compressed members exceed {limits.max_inflated_bytes >> 20} MiB inflated"
+            )
+        read = 0
         try:
             with archive.open(info) as member:
                 while True:
                     block = member.read(_READ_BLOCK)
                     if not block:
                         break
+                    read += len(block)
+                    if read > info.file_size:  # zipfile stops at the declared size; be sure
+                        raise ZipDamage(f"member {info.filename}: more data than declared")
                     if on_bytes is not None:
                         on_bytes(len(block))
         except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
             raise ZipDamage(f"member {info.filename}: {exc}") from exc
+        if compressed:
+            inflated += read

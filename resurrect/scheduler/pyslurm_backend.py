@@ -93,6 +93,7 @@ def job_from_pyslurm(job: Any) -> JobInfo:
         state_reason=reason,
         user=str(_attr(job, "user_name", default="") or ""),
         user_id=_int(_attr(job, "user_id")),
+        group_id=_int(_attr(job, "group_id")),
         partition=str(_attr(job, "partition", default="") or ""),
         nodes=_names(_attr(job, "allocated_nodes", "nodes")),
         excluded_nodes=_names(_attr(job, "excluded_nodes")),

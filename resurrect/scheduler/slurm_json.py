@@ -243,6 +243,7 @@ def parse_job(job: JsonObj) -> JobInfo:
         state_reason=reason,
         user=info["user"],
         user_id=number(job.get("user_id")),
+        group_id=number(job.get("group_id")),
         partition=_str(job.get("partition")),
         nodes=nodes,
         excluded_nodes=_hosts(job.get("excluded_nodes")),

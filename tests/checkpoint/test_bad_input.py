@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from checkpoint.factory import contents, make_dcp, tree_snapshot
-from resurrect.checkpoint import prepare_resume, resume_path, verify_root
+from resurrect.checkpoint import fsutil, prepare_resume, resume_path, verify_root
 
 pytestmark = pytest.mark.torch
 
@@ -46,10 +46,11 @@ def test_symlink_loop_as_candidate_and_inside(tmp_path: Path) -> None:
     before = tree_snapshot(root)
     verdict = prepare_resume(root)
     by_step = {c.step: c for c in verdict.candidates}
-    assert "symlink loop" in by_step[3].reason and not by_step[3].valid
-    assert "symlink loop" in by_step[2].reason and not by_step[2].valid
-    assert by_step[1].valid
-    assert verdict.latest_valid == str(root / "step_1")
+    # Symlinks are never followed, loops or not: a checkpoint that is a link is unreadable;
+    # links inside a checkpoint that nothing references are left alone.
+    assert "symlink" in by_step[3].reason and not by_step[3].valid
+    assert by_step[2].valid and by_step[1].valid
+    assert verdict.latest_valid == str(root / "step_2")
     after = contents(tree_snapshot(root))
     assert all(blob in after for blob in contents(before))
     links = [p for p in root.rglob("*") if p.is_symlink()]
@@ -62,15 +63,15 @@ def test_permission_error_inside_checkpoint(
     root = tmp_path / "r"
     make_dcp(root / "step_1")
     make_dcp(root / "step_2")
-    real_scandir = os.scandir
-    denied = str(root / "step_2")
+    real_scandir = fsutil.scandir_names
+    denied = root / "step_2"
 
-    def scandir(path: str | os.PathLike[str]) -> object:
-        if os.fspath(path) == denied:
-            raise PermissionError(errno.EACCES, "Permission denied", denied)
+    def scandir(path: Path) -> object:
+        if path == denied:
+            raise PermissionError(errno.EACCES, "Permission denied", str(denied))
         return real_scandir(path)
 
-    monkeypatch.setattr("resurrect.checkpoint.fsutil.os.scandir", scandir)
+    monkeypatch.setattr("resurrect.checkpoint.fsutil.scandir_names", scandir)
     verdict = verify_root(root, "full")
     by_step = {c.step: c for c in verdict.candidates}
     assert not by_step[2].valid and "permission denied" in by_step[2].reason
@@ -78,14 +79,14 @@ def test_permission_error_inside_checkpoint(
 
 
 def test_permission_error_on_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    real_scandir = os.scandir
+    real_scandir = fsutil.scandir_names
 
-    def scandir(path: str | os.PathLike[str]) -> object:
-        if os.fspath(path) == str(tmp_path):
+    def scandir(path: Path) -> object:
+        if path == tmp_path:
             raise PermissionError(errno.EACCES, "Permission denied", str(tmp_path))
         return real_scandir(path)
 
-    monkeypatch.setattr("resurrect.checkpoint.layout.os.scandir", scandir)
+    monkeypatch.setattr("resurrect.checkpoint.layout.scandir_names", scandir)
     verdict = prepare_resume(tmp_path)
     assert not verdict.verified and "permission denied" in verdict.note
 
@@ -94,15 +95,15 @@ def test_unreadable_file_read_error(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     root = tmp_path / "r"
     make_dcp(root / "step_1")
     make_dcp(root / "step_2")
-    meta = str(root / "step_2" / ".metadata")
-    real_read_bytes = Path.read_bytes
+    meta = root / "step_2" / ".metadata"
+    real_read = fsutil.read_capped
 
-    def read_bytes(self: Path) -> bytes:
-        if str(self) == meta:
-            raise PermissionError(errno.EACCES, "Permission denied", meta)
-        return real_read_bytes(self)
+    def read_capped(path: Path, cap: int) -> bytes:
+        if path == meta:
+            raise PermissionError(errno.EACCES, "Permission denied", str(meta))
+        return real_read(path, cap)
 
-    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    monkeypatch.setattr("resurrect.checkpoint.dcp.read_capped", read_capped)
     verdict = verify_root(root, "quick")
     assert ".metadata unreadable (permission denied)" in verdict.candidates[0].reason
     assert verdict.latest_valid == str(root / "step_1")
@@ -185,15 +186,15 @@ def test_cannot_move_or_mark_is_reported(tmp_path: Path, monkeypatch: pytest.Mon
     assert (root / "step_2" / ".metadata").read_bytes() == b"junk"
 
 
-def test_metadata_enum_members_pickled_by_getattr_are_allowed_but_nothing_else(
-    tmp_path: Path,
-) -> None:
-    """Some Pythons pickle enum members as getattr(EnumClass, "NAME"); that alone is let in."""
+def test_metadata_enum_members_pickled_by_getattr_are_allowed_but_nothing_else() -> None:
+    """DCP pickles its memory-format enum as getattr(EnumClass, "NAME"); that alone is let in,
+    and it yields an inert name, not torch's enum."""
+    import io
     import pickle
 
-    from torch.distributed.checkpoint.metadata import MetadataIndex
+    from torch.distributed.checkpoint.metadata import _MEM_FORMAT_ENCODING, MetadataIndex
 
-    from resurrect.checkpoint.dcp import _RestrictedUnpickler
+    from resurrect.checkpoint.dcp import TorchName, _AllowListUnpickler
 
     class EnumByGetattr(pickle.Pickler):
         def reducer_override(self, obj: object) -> object:
@@ -203,18 +204,15 @@ def test_metadata_enum_members_pickled_by_getattr_are_allowed_but_nothing_else(
                 return getattr, (type(obj), obj.name)
             return NotImplemented
 
-    import io
-
-    from torch.distributed.checkpoint.metadata import _MEM_FORMAT_ENCODING
-
     buffer = io.BytesIO()
     EnumByGetattr(buffer).dump(
         {"fmt": _MEM_FORMAT_ENCODING.TORCH_CONTIGUOUS_FORMAT, "i": MetadataIndex("x")}
     )
-    loaded = _RestrictedUnpickler(io.BytesIO(buffer.getvalue())).load()
-    assert loaded["fmt"] is _MEM_FORMAT_ENCODING.TORCH_CONTIGUOUS_FORMAT
+    loaded = _AllowListUnpickler(io.BytesIO(buffer.getvalue())).load()
+    assert loaded["fmt"] == "TORCH_CONTIGUOUS_FORMAT" and isinstance(loaded["fmt"], TorchName)
+    assert loaded["i"].kind == "MetadataIndex" and loaded["i"].fqn == "x"
 
     # getattr on an allowed class, for something that is not an enum member
     evil = b"cbuiltins\ngetattr\n(ctorch.distributed.checkpoint.metadata\nMetadataIndex\nS'__init__'\ntR."
     with pytest.raises(pickle.UnpicklingError):
-        _RestrictedUnpickler(io.BytesIO(evil)).load()
+        _AllowListUnpickler(io.BytesIO(evil)).load()

@@ -125,7 +125,7 @@ def test_marker_written_when_move_fails(tmp_path: Path, monkeypatch: pytest.Monk
     root = _root(tmp_path)
     truncate(shard_files(root / "step_40")[0])
 
-    def refuse(src: object, dst: object) -> None:
+    def refuse(*_args: object, **_kwargs: object) -> None:
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr("resurrect.checkpoint.prepare.os.rename", refuse)

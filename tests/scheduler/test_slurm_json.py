@@ -46,6 +46,7 @@ def test_2205_running_job() -> None:
     assert job.name == "train"
     assert job.user == "resurrect-demo"
     assert job.user_id is not None and job.user_id > 0
+    assert job.group_id == 1001  # checkpoint access runs as the owner's uid and group
     assert job.nodes == ["node1", "node2"]
     assert job.num_nodes == 2
     assert job.requeue_allowed is True
@@ -106,6 +107,7 @@ def test_2411_jobs() -> None:
     run = jobs["101"]
     assert run.state is JobState.RUNNING and run.nodes == ["gpu001", "gpu002"]
     assert run.stdout_path == "/home/alice/run/train-llm-101.out"
+    assert (run.user_id, run.group_id) == (1001, 1001)
     assert run.exit_code is None and run.end_time is None
     requeued = jobs["102"]
     assert requeued.state is JobState.PENDING and not requeued.held

@@ -1,0 +1,207 @@
+"""``python -m resurrect.checkpoint.helper``: checkpoint work as the job's owner.
+
+The service starts this process (argv list, cwd ``/``, minimal environment) for every
+verification of a job's checkpoint directory. It reads one JSON request
+(:class:`HelperRequest`) from stdin, then, before it opens anything in the directory,
+drops to the job owner's uid, gid and groups (``setgroups``/``setgid``/``setuid``) when it
+runs as root, so the kernel allows exactly what the owner could do. It then verifies (and
+in ``prepare`` mode quarantines, marks, rewrites the tracker, writes the hint) with the
+same rules as in-process use: no symlink followed, regular files only, bounded reads. It
+writes JSON lines to stdout: ``{"progress": "..."}`` while it works, then one
+``{"verdict": {...}}`` (or ``{"error": "..."}``). The parent kills it at its deadline.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import pwd
+import resource
+import sys
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from resurrect.checkpoint.limits import VerifyLimits
+from resurrect.checkpoint.owner import Owner
+from resurrect.checkpoint.prepare import prepare_resume
+from resurrect.checkpoint.verify import verify_root
+
+#: A request is a few hundred bytes; anything much bigger is not one.
+MAX_REQUEST_BYTES = 64 << 10
+#: Address-space cap of the helper: unpickling a capped .metadata stays far below it.
+MEMORY_LIMIT_BYTES = 8 << 30
+
+
+class HelperRequest(BaseModel):
+    """What the service asks the helper to do."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    op: Literal["verify", "prepare"]
+    root: str
+    level: Literal["quick", "full"] = "quick"
+    act: bool = False
+    owner_uid: int | None = Field(default=None, ge=0)
+    owner_gid: int | None = Field(default=None, ge=0)
+    recent_s: float = Field(default=120.0, ge=0)
+    workers: int | None = Field(default=None, ge=1, le=64)
+    max_full_file_bytes: int = Field(default=VerifyLimits.max_full_file_bytes, ge=0)
+    max_inflated_bytes: int = Field(default=VerifyLimits.max_inflated_bytes, ge=0)
+    max_compression_ratio: float = Field(default=VerifyLimits.max_compression_ratio, gt=0)
+    time_budget_s: float | None = Field(default=None, gt=0)
+
+    @property
+    def owner(self) -> Owner | None:
+        if self.owner_uid is None or self.owner_gid is None:
+            return None
+        return Owner(self.owner_uid, self.owner_gid)
+
+    @property
+    def limits(self) -> VerifyLimits:
+        return VerifyLimits(
+            max_full_file_bytes=self.max_full_file_bytes,
+            max_inflated_bytes=self.max_inflated_bytes,
+            max_compression_ratio=self.max_compression_ratio,
+            time_budget_s=self.time_budget_s,
+        )
+
+
+class DropFailed(Exception):
+    """The helper could not become the job's owner; it does nothing then."""
+
+
+def drop_to(owner: Owner | None) -> str:
+    """Become ``owner`` when this process may change its ids; say what it now runs as.
+
+    As root, or with CAP_SETUID/CAP_SETGID (e.g. a worker unit running as SlurmUser with
+    those ambient capabilities), it drops to the owner and checks it cannot come back. As
+    root with no known owner it refuses (DropFailed) rather than touch a job's files as
+    root. Without the right to change ids (tests, development, a plain SlurmUser worker)
+    it runs as itself under the same file rules.
+    """
+    if owner is None:
+        if os.geteuid() == 0:
+            raise DropFailed(
+                "the job's owner uid/gid is unknown: refusing to read its files as root"
+            )
+        return f"uid {os.geteuid()} (owner unknown: no drop)"
+    if owner.uid == 0:
+        return "uid 0 (the job's owner is root)"
+    if (os.getuid(), os.geteuid()) == (owner.uid, owner.uid):
+        return f"uid {owner.uid} gid {os.getegid()} (already the owner)"
+    try:
+        name = pwd.getpwuid(owner.uid).pw_name
+        groups = os.getgrouplist(name, owner.gid)
+    except KeyError:
+        groups = [owner.gid]
+    try:
+        os.setgroups(groups)
+    except PermissionError:
+        if os.geteuid() == 0:
+            raise
+        return f"uid {os.geteuid()} (no right to change ids: no drop)"
+    os.setresgid(owner.gid, owner.gid, owner.gid)
+    os.setresuid(owner.uid, owner.uid, owner.uid)
+    # From root, the kernel clears the capabilities at this point; from a non-root user
+    # holding CAP_SETUID/CAP_SETGID it does not: clear them all ourselves.
+    _clear_capabilities()
+    if os.getresuid() != (owner.uid,) * 3 or os.getresgid() != (owner.gid,) * 3:
+        raise DropFailed(f"could not become uid {owner.uid} gid {owner.gid}")
+    try:
+        os.setuid(0)
+    except PermissionError:
+        return f"uid {owner.uid} gid {owner.gid}"
+    raise DropFailed("privileges could be regained after the drop")
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
+
+
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+_PR_CAP_AMBIENT = 47
+_PR_CAP_AMBIENT_CLEAR_ALL = 4
+
+
+def _clear_capabilities() -> None:
+    """Empty this process's capability sets (effective, permitted, inheritable, ambient)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)  # absent on old kernels
+    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+    empty = (_CapData * 2)()
+    if libc.capset(ctypes.byref(header), empty) != 0:
+        raise DropFailed(f"could not clear capabilities (errno {ctypes.get_errno()})")
+
+
+def _emit(doc: dict[str, object]) -> None:
+    sys.stdout.write(json.dumps(doc) + "\n")
+    sys.stdout.flush()
+
+
+def run(request: HelperRequest) -> dict[str, object]:
+    """Do the work of one request (already running as the owner)."""
+    root = Path(request.root)
+
+    def progress(line: str) -> None:
+        _emit({"progress": line})
+
+    if request.op == "verify":
+        verdict = verify_root(
+            root,
+            request.level,
+            progress,
+            workers=request.workers,
+            recent_s=request.recent_s,
+            limits=request.limits,
+            owner=request.owner,
+        )
+    else:
+        verdict = prepare_resume(
+            root,
+            level=request.level,
+            act=request.act,
+            progress=progress,
+            workers=request.workers,
+            recent_s=request.recent_s,
+            limits=request.limits,
+            owner=request.owner,
+        )
+    return {"verdict": verdict.model_dump(mode="json")}
+
+
+def main() -> int:
+    raw = sys.stdin.buffer.read(MAX_REQUEST_BYTES + 1)
+    if len(raw) > MAX_REQUEST_BYTES:
+        _emit({"error": "request too large"})
+        return 2
+    try:
+        request = HelperRequest.model_validate_json(raw)
+    except ValidationError as exc:
+        _emit({"error": f"bad request: {exc.errors()[:1]}"})
+        return 2
+    try:
+        as_who = drop_to(request.owner)
+    except (DropFailed, OSError) as exc:
+        _emit({"error": f"not run: {exc}"})
+        return 3
+    os.umask(0o022)
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _emit({"progress": f"checkpoint helper running as {as_who}"})
+    _emit(run(request))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""The ``recovery.verify_checkpoint`` activity: a hostile checkpoint gets a clear note in
+the recovery, and the helper doing the work dies with the activity (timeout or cancel)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from checkpoint.factory import make_dcp
+from temporalio.testing import ActivityEnvironment
+
+from activities.steps import verify_checkpoint
+from resurrect.checkpoint import MANIFEST_NAME
+from resurrect.checkpoint import as_owner as as_owner_module
+from resurrect.config import ResurrectConfig
+from resurrect.contracts import JobInfo, JobPolicy, JobState, StepResult
+from resurrect.steps.runtime import StepRuntime, make_activity
+from resurrect.testing.fake_scheduler import FakeScheduler
+from resurrect.testing.steps import make_step_input
+from security.checkpoint_attacks import Victim, hostile_payloads, write_metadata
+
+pytestmark = pytest.mark.torch
+
+
+def _env(timeout_s: float) -> ActivityEnvironment:
+    """An activity environment with a real start time and start-to-close timeout."""
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(
+        env.info,
+        start_to_close_timeout=timedelta(seconds=timeout_s),
+        schedule_to_close_timeout=None,
+        started_time=datetime.now(UTC),
+    )
+    return env
+
+
+def _activity_and_input(root: Path) -> tuple[Any, Any]:
+    st = root.stat()
+    job = JobInfo(
+        job_id="42",
+        state=JobState.FAILED,
+        user="alice",
+        user_id=st.st_uid,
+        group_id=st.st_gid,
+        nodes=["node1"],
+    )
+    step_input = make_step_input("recovery.verify_checkpoint", job=job)
+    step_input.bundle.policy = JobPolicy(checkpoint_dir=str(root))
+    runtime = StepRuntime(
+        scheduler=FakeScheduler.with_nodes(2, cluster_name="test"), config=ResurrectConfig()
+    )
+    activity = make_activity(verify_checkpoint, runtime, activity_name="recovery.verify_checkpoint")
+    return activity, step_input
+
+
+async def test_hostile_checkpoint_gets_a_note_not_a_crash(tmp_path: Path) -> None:
+    root = tmp_path / "job"
+    make_dcp(root / "step_1", seed=1)
+    make_dcp(root / "step_2", seed=2)
+    marker = tmp_path / "pwned"
+    write_metadata(
+        root / "step_2", hostile_payloads(marker)["operator.methodcaller via dotted names"]
+    )
+    victim = Victim.make(tmp_path)
+    before = victim.snapshot()
+    activity, step_input = _activity_and_input(root)
+    result: StepResult = await _env(60).run(activity, step_input)
+    assert not marker.exists() and victim.snapshot() == before
+    verdict = result.checkpoint
+    assert verdict is not None and verdict.latest_valid == str(root / "step_1")
+    assert "disallowed dotted global" in verdict.candidates[0].reason
+    assert "moved step_2 to .resurrect-quarantine/" in result.detail
+
+
+async def test_the_helper_dies_with_a_cancelled_activity(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "job"
+    ckpt = make_dcp(root / "step_1", seed=1)
+    with open(ckpt / "big.dat", "wb") as fh:
+        fh.truncate(200 << 30)  # sparse, under the size cap: a full hash takes minutes
+    entry = {"path": "big.dat", "size": 200 << 30, "sha256": "0" * 64}
+    (ckpt / MANIFEST_NAME).write_text(json.dumps({"version": 1, "files": [entry]}))
+    procs: list[Any] = []
+    real_exec = asyncio.create_subprocess_exec
+
+    async def recording_exec(*args: Any, **kwargs: Any) -> Any:
+        proc = await real_exec(*args, **kwargs)
+        procs.append(proc)
+        return proc
+
+    monkeypatch.setattr(as_owner_module.asyncio, "create_subprocess_exec", recording_exec)
+    activity, step_input = _activity_and_input(root)
+    step_input.params = {"level": "full"}
+    env = _env(600)
+    task = asyncio.create_task(env.run(activity, step_input))
+    deadline = time.monotonic() + 30
+    while not procs and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(1.0)  # the helper is hashing now
+    env.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 15)
+    (proc,) = procs
+    assert proc.returncode is not None
+    with pytest.raises(ProcessLookupError):
+        os.kill(proc.pid, 0)
