@@ -181,6 +181,9 @@ class JobInfo(Contract):
     exit_signal: int | None = None
     start_time: datetime | None = None
     end_time: datetime | None = None
+    # What resurrect could not make of the scheduler's record of this job (an output
+    # pattern that gives no usable path, ...); shown with the job's recovery.
+    notes: list[str] = Field(default_factory=list)
 
 
 class NodeInfo(Contract):
