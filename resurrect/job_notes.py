@@ -17,6 +17,14 @@ MAX_JOBS = 4096  # notes kept; older ones are forgotten first
 MAX_NOTE_CHARS = 500
 
 
+def printable(text: str, limit: int = MAX_NOTE_CHARS) -> str:
+    """``text`` cut to ``limit`` with control characters escaped (no forged log lines)."""
+    cut = text[:limit]
+    if cut.isprintable():
+        return cut
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in cut)
+
+
 class JobNotes:
     """Rate-limited, bounded per-job notes."""
 
@@ -37,7 +45,7 @@ class JobNotes:
 
     def note(self, job_id: str, text: str, *, level: int = logging.WARNING) -> bool:
         """Record ``text`` about ``job_id``; log it unless it was logged recently."""
-        text = text[:MAX_NOTE_CHARS]
+        text = printable(text.removeprefix(f"job {job_id}: "))
         self.count += 1
         self.latest.pop(job_id, None)
         self.latest[job_id] = text

@@ -32,6 +32,7 @@ from pydantic import ValidationError
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import Contract, JobInfo, JobPolicy, RecoveryMode
 from resurrect.errors import PolicyError
+from resurrect.job_notes import printable
 
 MAX_COMMENT_BYTES = 16 * 1024
 MAX_INT_DIGITS = 18  # fits an int64; Python would accept 4,300 digits (and choke beyond)
@@ -73,7 +74,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     document: dict[str, Any] = {}
     for key, value in pairs:
         if key in document:
-            raise PolicyError(f"the key {key[:40]!r} appears twice")
+            raise PolicyError(f"the key '{printable(key, 40)}' appears twice")
         document[key] = value
     return document
 
@@ -123,7 +124,7 @@ def _requested(section: Mapping[str, Any]) -> JobPolicy:
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"]) or "resurrect"
-        raise PolicyError(f"field '{field[:60]}': {first['msg']}") from exc
+        raise PolicyError(f"field '{printable(field, 60)}': {first['msg']}") from exc
 
 
 def narrow(
