@@ -160,7 +160,8 @@ def parse_exit(value: Any) -> tuple[int | None, int | None]:
 # MAX_WIDTH); a wider request pads to 10. A path longer than PATH_MAX is no file at all.
 MAX_PATTERN_WIDTH = 10
 MAX_OUTPUT_PATH = 4096
-_PATTERN = re.compile(r"%(\d*)([%jJAxuNntsab])")
+_PATTERN = re.compile(r"%(\d*)(.?)", re.DOTALL)
+_CODES = frozenset("%jJAxuNntsab")
 
 
 class OutputPatternError(SlurmParseError):
@@ -171,8 +172,9 @@ def expand_output_pattern(
     pattern: str, *, job_id: str, name: str, user: str, first_node: str, work_dir: str
 ) -> str:
     """Expand the filename patterns Slurm leaves unexpanded in squeue's JSON, as slurmstepd
-    does: ``%j %J %A %x %u %N %n %t %s %a %b %%``, ``%<width>j`` zero padding capped at
-    :data:`MAX_PATTERN_WIDTH` digits, and no expansion at all in a pattern holding a
+    does (checked against slurmstepd 22.05): ``%j %J %A %x %u %N %n %t %s %a %b %%``,
+    ``%<width>j`` zero padding capped at :data:`MAX_PATTERN_WIDTH` digits, an unknown
+    ``%q`` kept but ``%5q`` losing its ``%``, and no expansion at all in a pattern holding a
     backslash (which Slurm then drops). A relative path is taken relative to the work dir.
 
     The pattern is the job owner's text: this never raises anything but
@@ -184,6 +186,9 @@ def expand_output_pattern(
 
         def repl(m: re.Match[str]) -> str:
             digits, code = m.group(1), m.group(2)
+            if code not in _CODES or not code:
+                # slurmstepd keeps an unknown "%q" as it is, but drops the "%" of "%5q"
+                return digits + code if digits else m.group(0)
             if code == "%":
                 return "%"
             if code in {"j", "J", "A"}:

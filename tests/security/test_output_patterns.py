@@ -37,7 +37,8 @@ def with_hostile_output(pattern: str, field: str = "standard_output") -> dict[st
     [
         ("%99999999999999999999j.out", "/w/0000000042.out"),  # OverflowError before
         ("%400000000j.out", "/w/0000000042.out"),  # ~800 MiB per poll before
-        ("%4e8j.out", "/w/%4e8j.out"),  # not a pattern: left as Slurm leaves it
+        ("%4e8j.out", "/w/4e8j.out"),  # "%4e" is no code: Slurm drops the "%" only
+        ("a%qb", "/w/a%qb"),  # an unknown code without width stays as it is
         ("%010j", "/w/0000000042"),
         ("%5x-%3u-%7N", "/w/train-alice-gpu1"),  # width ignored for text, as Slurm does
         ("%A_%a_%b.log", "/w/42_0_0.log"),
