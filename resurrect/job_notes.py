@@ -58,8 +58,9 @@ class JobNotes:
             self.suppressed += 1
             return False
         self._logged_at[key] = now
-        if len(self._logged_at) > MAX_JOBS:
-            self._logged_at = {k: t for k, t in self._logged_at.items() if now - t < self._every}
+        if len(self._logged_at) > MAX_JOBS:  # forget the old, then the oldest
+            recent = {k: t for k, t in self._logged_at.items() if now - t < self._every}
+            self._logged_at = dict(list(recent.items())[-MAX_JOBS // 2 :])
         self._log.log(level, "job %s: %s", job_id, text)
         return True
 
