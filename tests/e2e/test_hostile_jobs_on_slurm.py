@@ -5,6 +5,7 @@ the good job is still recovered; the hostile ones get notes, not a crashed loop.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import pwd
@@ -96,3 +97,43 @@ async def test_good_job_recovered_beside_hostile_jobs(
     assert f"job {device}: /dev/null is a character device, not a regular file: not read" in text
     assert f"job {device}: {zero_link} is a symlink, not a regular file: not read" in text
     assert "Traceback" not in text
+
+
+async def test_hang_is_declared_only_after_checkpoints_went_still(
+    cluster,
+    temporal_server: EmbeddedTemporal,
+    temporal_client: Client,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    """The cheap checkpoint look on real files: saves keep a silent job alive; once output
+    and checkpoints both stay still past hang_after_s, the job is reported hung, cancelled
+    and restarted."""
+    config = service_config(
+        tmp_path, cluster.cluster_name, cluster.slurm_conf, temporal_server.address
+    )
+    scheduler = cluster.scheduler()
+    owner = pwd.getpwnam(cluster.demo_user)
+    ckpt = cluster.out_dir / f"ckpt-{tmp_path.name}"
+    ckpt.mkdir()
+    os.chown(ckpt, owner.pw_uid, owner.pw_gid)
+    script = f"""#!/bin/bash
+if [ "${{SLURM_RESTART_COUNT:-0}}" -gt 0 ]; then echo "attempt again"; sleep 2; exit 0; fi
+echo "step 1"
+sleep 4; mkdir -p {ckpt}/step_1; echo a > {ckpt}/step_1/model.pt   # silent, but saving
+sleep 8; echo b >> {ckpt}/step_1/model.pt
+sleep 600
+"""
+    comment = json.dumps({"resurrect": {"hang_after_s": 30, "checkpoint_dir": str(ckpt)}})
+    async with running_service(config, temporal_client, scheduler):
+        job_id = cluster.submit(script, comment=comment, nodes=1)
+        workflow_id = recovery_workflow_id(cluster.cluster_name, job_id, 0)
+        outcome = await outcome_of(temporal_client, workflow_id, timeout=240)
+        description = await temporal_client.get_workflow_handle(workflow_id).describe()
+        last_save = (ckpt / "step_1" / "model.pt").stat().st_mtime
+        declared_after_s = description.start_time.timestamp() - last_save
+        print(f"\nhang declared {declared_after_s:.1f} s after the last checkpoint write")
+        assert 30 <= declared_after_s < 30 + 15
+        assert outcome.fault_class is FaultClass.JOB_HANG, outcome.notes
+        assert outcome.recovered, outcome.notes
+        after = await completed(scheduler, job_id, 120)
+        assert after.restart_count == 1
