@@ -22,6 +22,7 @@ from temporalio.client import Client
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import Interruption, JobInfo, JobPolicy, JobState
+from resurrect.job_notes import JobNotes
 from resurrect.scheduler.base import Scheduler
 from sensors.node_agent.models import REPORT_NODE_FAULT_ACTIVITY, NodeFaultReport, NodeFaultResult
 
@@ -63,6 +64,7 @@ class NodeHealthActivities:
         self._config = config
         self._report = report or _default_report()
         self._policy = policy or _default_policy()
+        self._notes = JobNotes(log)
 
     @activity.defn(name=REPORT_NODE_FAULT_ACTIVITY)
     async def report_node_fault(self, report: NodeFaultReport) -> NodeFaultResult:
@@ -73,7 +75,13 @@ class NodeHealthActivities:
             if report.node not in job.nodes or job.state not in ACTIVE_STATES:
                 continue
             result.jobs_on_node.append(job.job_id)
-            if self._policy(job, self._config) is None:
+            try:
+                opted_in = self._policy(job, self._config) is not None
+            except Exception as exc:  # one job's bad data must not hide its neighbours
+                self._notes.failed(job.job_id, "reading its policy", exc)
+                result.skipped.append(f"job {job.job_id}: policy unreadable, not opted in")
+                continue
+            if not opted_in:
                 result.skipped.append(f"job {job.job_id}: not opted in")
                 continue
             interruption = Interruption(

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from temporalio import activity
@@ -30,7 +31,7 @@ from resurrect.contracts import (
     SignalKind,
 )
 from resurrect.errors import JobNotFound, SchedulerError
-from resurrect.log_reading import read_tail_lines
+from resurrect.log_reading import Budget, read_tail
 from resurrect.plans.models import ResolvedPlan
 from resurrect.policy import resolve_job_policy
 from resurrect.rules import RuleEngine, load_engine
@@ -42,6 +43,9 @@ from workflows.names import Activity
 log = logging.getLogger(__name__)
 
 SAFE_ID_CHARS = frozenset("0123456789_")
+# Reading the job's output files in ``attribute``: heartbeat this often, give up after this.
+HEARTBEAT_EVERY_S = 2.0
+LOG_READ_BUDGET_S = 20.0
 
 
 def _permanent(exc: SchedulerError) -> ApplicationError:
@@ -107,27 +111,62 @@ class RecoveryActivities:
             self._engine = load_engine(self.config.rules.extra_packs)
         return self._engine
 
-    def _log_evidence(self, job: JobInfo) -> list[Evidence]:
+    def _log_evidence(self, job: JobInfo, budget: Budget) -> tuple[list[Evidence], list[str]]:
+        """Rule matches in the tail of the job's output files, and notes on files that
+        were not read (not regular files, not the owner's, out of time)."""
         engine = self._rules_engine()
         found: list[Evidence] = []
+        notes: list[str] = []
         paths = [p for p in dict.fromkeys([job.stdout_path, job.stderr_path]) if p]
         for path in paths:
-            for number, line in read_tail_lines(Path(path), self.config.watcher.log_tail_bytes):
+            tail = read_tail(
+                path, self.config.watcher.log_tail_bytes, owner_uid=job.user_id, budget=budget
+            )
+            if tail.note:
+                notes.append(tail.note)
+            for number, line in tail.lines:
+                if budget.spent():
+                    break
                 found.extend(
                     engine.scan_line(line, kind=SignalKind.JOB_LOG, file=path, line=number)
                 )
-        return found
+        return found, notes
+
+    async def _read_job_output(self, job: JobInfo) -> tuple[list[Evidence], list[str]]:
+        """:meth:`_log_evidence` in a thread, heartbeating while it runs, given up (the
+        thread told to stop) after ``LOG_READ_BUDGET_S`` or when the activity is cancelled."""
+        budget = Budget(deadline=time.monotonic() + LOG_READ_BUDGET_S, stop=threading.Event())
+        reading = asyncio.ensure_future(asyncio.to_thread(self._log_evidence, job, budget))
+        try:
+            while True:
+                done, _ = await asyncio.wait({reading}, timeout=HEARTBEAT_EVERY_S)
+                if done:
+                    return reading.result()
+                if activity.in_activity():
+                    activity.heartbeat("reading job output")
+                if budget.spent():
+                    return [], [f"job output not read within {LOG_READ_BUDGET_S:g} s: skipped"]
+        finally:
+            assert budget.stop is not None
+            budget.stop.set()  # a thread still reading stops at its next chunk
 
     @activity.defn(name=Activity.ATTRIBUTE)
     async def attribute(self, request: AttributeRequest) -> Diagnosis:
         bundle = request.bundle
-        log_found = await asyncio.to_thread(self._log_evidence, bundle.job)
+        log_found, notes = await self._read_job_output(bundle.job)
         log_found.extend(e for e in request.reported if e.kind is not SignalKind.SCHEDULER_STATE)
         log_diagnosis = attribute_evidence(log_found) if log_found else None
         sched = scheduler_diagnosis(
             scheduler_evidence(bundle.interruption, bundle.job, bundle.nodes)
         )
-        return combine(log_diagnosis, sched)
+        diagnosis = combine(log_diagnosis, sched)
+        notes = [*bundle.job.notes, *notes]
+        if notes:  # what could not be read is part of what the diagnosis rests on
+            summary = (
+                "; ".join([diagnosis.summary, *notes]) if diagnosis.summary else "; ".join(notes)
+            )
+            diagnosis = diagnosis.model_copy(update={"summary": summary[:2000]})
+        return diagnosis
 
     @activity.defn(name=Activity.CHARGED_RESTARTS)
     async def charged_restarts(self, request: ChargedRestartsRequest) -> int:

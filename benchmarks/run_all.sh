@@ -9,8 +9,9 @@ PY=.venv/bin/python
 [ -x "$PY" ] || PY=python3
 if [ "${1:-}" = "--quick" ]; then
   scan=(--lines 200000); ckpt=(--size-gb 0.5); agent=(--duration 10)
+  follow=(--window 120); fuzz=(--inputs 10000)
 else
-  scan=(); ckpt=(--size-gb 4); agent=(--duration 60)
+  scan=(); ckpt=(--size-gb 4); agent=(--duration 60); follow=(); fuzz=()
 fi
 echo "== scan_throughput (rule engine vs grep -P)" >&2
 "$PY" benchmarks/scan_throughput.py --json "${scan[@]}"
@@ -18,3 +19,7 @@ echo "== checkpoint_verify (quick/full vs cat, sha256sum)" >&2
 "$PY" benchmarks/checkpoint_verify.py --json "${ckpt[@]}"
 echo "== agent_overhead (8 fake GPUs vs an idle interpreter)" >&2
 "$PY" benchmarks/agent_overhead.py --json "${agent[@]}"
+echo "== follower_scan (hang check on a 50,000-entry checkpoint dir vs the former full rescan)" >&2
+"$PY" benchmarks/follower_scan.py --json "${follow[@]}"
+echo "== fuzz_untrusted_input (>= 100,000 hostile inputs through the service loops)" >&2
+"$PY" benchmarks/fuzz_untrusted_input.py --json "${fuzz[@]}"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -182,6 +182,9 @@ class JobInfo(Contract):
     exit_signal: int | None = None
     start_time: datetime | None = None
     end_time: datetime | None = None
+    # What resurrect could not make of the scheduler's record of this job (an output
+    # pattern that gives no usable path, ...); shown with the job's recovery.
+    notes: list[str] = Field(default_factory=list)
 
 
 class NodeInfo(Contract):
@@ -224,16 +227,41 @@ RecoveryMode = Literal["observe", "act"]
 
 
 class JobPolicy(Contract):
-    """A job's recovery policy: from its opt-in comment, else the partition default."""
+    """A job's recovery policy: the partition's (or the cluster default), narrowed by the
+    job's opt-in comment.
+
+    The comment is written by the job's owner, so it may only make recovery *more
+    conservative* than the policy the operator configured (:mod:`resurrect.policy` applies
+    this, field by field, and notes every request it did not grant):
+
+    ==========================  ==========================================================
+    field                       what a comment may do
+    ==========================  ==========================================================
+    enabled                     opt in (``true`` / an object) or out (``false``); any
+                                malformed comment means *not* opted in
+    mode                        lower it (``observe``), never raise it to ``act``
+    max_restarts                lower it, never raise it above the operator's value
+    allow_restart_from_scratch  turn it off, never on
+    hang_after_s                turn hang detection on for its own job, or lengthen it;
+                                never shorten the operator's value (floor 30 s)
+    checkpoint_dir              name it (the job's own files; ownership is checked where
+                                it is used)
+    notify                      add recipients; the operator's recipients stay
+    ==========================  ==========================================================
+    """
 
     enabled: bool = True
     mode: RecoveryMode | None = None  # None: the cluster's mode
     max_restarts: int = Field(default=3, ge=0, le=1000)
-    checkpoint_dir: str | None = None
+    checkpoint_dir: str | None = Field(
+        default=None, min_length=1, max_length=4096, pattern=r"^/[^\x00]*$"
+    )
     allow_restart_from_scratch: bool = True
-    notify: list[str] = Field(default_factory=list)
+    notify: list[Annotated[str, Field(min_length=1, max_length=256)]] = Field(
+        default_factory=list, max_length=16
+    )
     # A running job whose output and checkpoints stay still this long is hung (None: off).
-    hang_after_s: float | None = Field(default=None, ge=30)
+    hang_after_s: float | None = Field(default=None, ge=30, le=30 * 24 * 3600)
 
 
 class Interruption(Contract):

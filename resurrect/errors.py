@@ -14,6 +14,7 @@ ResurrectError
 │   └── SchedulerRefused       the scheduler said no (permanent unless stated otherwise)
 ├── CheckpointError        a checkpoint root could not be examined at all
 ├── PolicyError            a job's opt-in policy could not be parsed
+├── JobFileRefused         a job-owned path is not a file resurrect may read (FIFO, ...)
 ├── PluginError            a plugin failed to load, or plugins conflict
 │   └── PlanError              a recovery plan file is invalid (names file, plan, step)
 └── StepError              raised by recovery steps (plugins) to say how they failed
@@ -66,6 +67,11 @@ class CheckpointError(ResurrectError):
 
 class PolicyError(ResurrectError):
     """A job's policy (its opt-in comment) is malformed."""
+
+
+class JobFileRefused(ResurrectError):
+    """A job-owned path is not something resurrect will read: not a regular file (a FIFO,
+    a device, a symlink ...) or not the job owner's. The message is the note to show."""
 
 
 class PluginError(ResurrectError):

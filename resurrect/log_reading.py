@@ -1,56 +1,219 @@
-"""Reading the end of a job's output file safely.
+"""Reading a job's output files safely.
 
-Job output is untrusted and can be anything: huge, binary, being written, gone. This reads
-at most ``max_bytes`` from the end, cuts each line at ``max_line_bytes``, decodes with
-replacement characters, and returns real 1-based line numbers (counted in bounded chunks,
-never loading the file whole). A file that cannot be read yields no lines and a log warning.
+Job output is untrusted and can be anything: huge, sparse, binary, being written, gone, or
+not a file at all (a FIFO that would block a reader forever, a socket, a device, a
+directory, a symlink to ``/dev/zero`` or to someone else's file). So:
+
+* :func:`open_job_file` opens only a *regular file owned by the job's owner*, without
+  following a symlink at the path and without ever opening anything else: it takes an
+  ``O_PATH`` handle first (which opens no device and blocks on no FIFO), checks that
+  inode, and only then reopens that same inode for reading (``O_NONBLOCK``), so the
+  file cannot be swapped between the check and the read. Anything else is refused with
+  :class:`~resurrect.errors.JobFileRefused`, whose message is the note to show.
+* :func:`read_data` reads a bounded byte range and skips holes (``SEEK_DATA``), so a sparse
+  terabyte costs nothing; it stops at a deadline or when asked to.
+* :func:`read_tail` gives the last lines within ``max_bytes`` with their real line numbers
+  where counting them stays within a bounded budget (else ``None``), each line cut at
+  ``max_line_bytes`` and decoded with replacement characters.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import stat
+import threading
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from resurrect.errors import JobFileRefused
 
 log = logging.getLogger(__name__)
 
 CHUNK = 1 << 20
 MAX_LINE_BYTES = 64 * 1024
+# Counting the lines before the tail reads at most this much data (holes not counted);
+# beyond it line numbers are unknown.
+COUNT_BUDGET = 64 << 20
+
+_KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFDIR: "a directory",
+    stat.S_IFLNK: "a symlink",
+}
 
 
-def _count_newlines(handle: object, end: int) -> int:
-    count = 0
-    position = 0
-    while position < end:
-        block = handle.read(min(CHUNK, end - position))  # type: ignore[attr-defined]
-        if not block:
+def _reopen(handle: int, path: str, checked: os.stat_result) -> int:
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    try:  # the very inode checked, through the O_PATH handle
+        return os.open(f"/proc/self/fd/{handle}", flags)
+    except FileNotFoundError:  # no /proc: reopen the path, then make sure it is the same
+        fd = os.open(path, flags | os.O_NOFOLLOW)
+        now = os.fstat(fd)
+        if (now.st_dev, now.st_ino) != (checked.st_dev, checked.st_ino):
+            os.close(fd)
+            raise JobFileRefused(f"{path}: replaced while being opened") from None
+        return fd
+
+
+def open_job_file(path: str | Path, owner_uid: int | None) -> int:
+    """A read-only descriptor of the regular file at ``path`` owned by ``owner_uid`` (when
+    known). Raises :class:`JobFileRefused` (the note) or ``OSError`` (no such file ...)."""
+    path = os.fspath(path)
+    handle = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        checked = os.fstat(handle)
+        if not stat.S_ISREG(checked.st_mode):
+            kind = _KINDS.get(stat.S_IFMT(checked.st_mode), "not a regular file")
+            raise JobFileRefused(f"{path} is {kind}, not a regular file: not read")
+        if owner_uid is not None and checked.st_uid != owner_uid:
+            raise JobFileRefused(
+                f"{path} belongs to uid {checked.st_uid}, not the job's owner"
+                f" (uid {owner_uid}): not read"
+            )
+        return _reopen(handle, path, checked)
+    finally:
+        os.close(handle)
+
+
+@dataclass
+class Budget:
+    """When a read must stop: a monotonic deadline and/or a flag another thread sets."""
+
+    deadline: float | None = None
+    stop: threading.Event | None = None
+
+    def spent(self) -> bool:
+        if self.stop is not None and self.stop.is_set():
+            return True
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
+
+def next_data(fd: int, position: int, end: int) -> int:
+    """Where data starts at or after ``position`` (``end`` if only a hole is left)."""
+    try:
+        return min(os.lseek(fd, position, os.SEEK_DATA), end)
+    except OSError as exc:
+        return end if exc.errno == errno.ENXIO else position
+
+
+def _data_segments(fd: int, start: int, end: int) -> list[tuple[int, int]]:
+    """The ``[from, to)`` ranges of ``[start, end)`` that hold data (holes left out)."""
+    segments: list[tuple[int, int]] = []
+    position = start
+    while position < end and len(segments) < 4096:
+        try:
+            data_at = os.lseek(fd, position, os.SEEK_DATA)
+            hole_at = os.lseek(fd, data_at, os.SEEK_HOLE)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # only a hole up to the end
+                break
+            return [(position, end)]  # no SEEK_DATA here: treat all as data
+        if data_at >= end:
             break
-        count += block.count(b"\n")
-        position += len(block)
+        segments.append((data_at, min(hole_at, end)))
+        position = hole_at
+    return segments
+
+
+def read_data(fd: int, start: int, end: int, budget: Budget | None = None) -> bytes:
+    """The bytes of ``[start, end)``, holes skipped (a skipped hole reads as one newline, so
+    text on either side is never joined into one line); stops early when the budget is
+    spent."""
+    budget = budget or Budget()
+    parts: list[bytes] = []
+    previous_end = start
+    for seg_start, seg_end in _data_segments(fd, start, end):
+        if seg_start > previous_end:
+            parts.append(b"\n")
+        position = seg_start
+        while position < seg_end:
+            if budget.spent():
+                return b"".join(parts)
+            block = os.pread(fd, min(CHUNK, seg_end - position), position)
+            if not block:
+                return b"".join(parts)
+            parts.append(block)
+            position += len(block)
+        previous_end = seg_end
+    return b"".join(parts)
+
+
+def count_lines(fd: int, end: int, budget: Budget | None = None) -> int | None:
+    """Newlines in ``[0, end)``, or None when that takes more than :data:`COUNT_BUDGET`
+    bytes of data (or the budget is spent)."""
+    budget = budget or Budget()
+    segments = _data_segments(fd, 0, end)
+    if sum(to - frm for frm, to in segments) > COUNT_BUDGET:
+        return None
+    count = 0
+    for seg_start, seg_end in segments:
+        position = seg_start
+        while position < seg_end:
+            if budget.spent():
+                return None
+            block = os.pread(fd, min(CHUNK, seg_end - position), position)
+            if not block:
+                break
+            count += block.count(b"\n")
+            position += len(block)
     return count
 
 
-def read_tail_lines(
-    path: Path, max_bytes: int, *, max_line_bytes: int = MAX_LINE_BYTES
-) -> list[tuple[int, str]]:
-    """The last lines of ``path`` within ``max_bytes``, as (line number, text)."""
+@dataclass
+class TailRead:
+    """The last lines of a file, as (line number or None, text), and why not, if not."""
+
+    lines: list[tuple[int | None, str]] = field(default_factory=list)
+    note: str | None = None
+
+
+def read_tail(
+    path: str | Path,
+    max_bytes: int,
+    *,
+    owner_uid: int | None = None,
+    budget: Budget | None = None,
+    max_line_bytes: int = MAX_LINE_BYTES,
+) -> TailRead:
+    """The last lines of ``path`` within ``max_bytes``; a file that cannot or must not be
+    read gives no lines and a note."""
+    budget = budget or Budget()
     try:
-        with open(path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            start = max(0, size - max_bytes)
-            first_line = 1 + _count_newlines(handle, start) if start else 1
-            handle.seek(start)
-            data = handle.read(size - start)
+        fd = open_job_file(path, owner_uid)
+    except JobFileRefused as exc:
+        return TailRead(note=str(exc))
     except OSError as exc:
-        log.warning("cannot read job output %s: %s", path, exc.strerror or exc)
-        return []
+        return TailRead(note=f"{path}: cannot read job output: {exc.strerror or exc}")
+    try:
+        size = os.fstat(fd).st_size
+        start = max(0, size - max_bytes)
+        counted = count_lines(fd, start, budget) if start else 0
+        data = read_data(fd, start, size, budget)
+    except OSError as exc:
+        return TailRead(note=f"{path}: cannot read job output: {exc.strerror or exc}")
+    finally:
+        os.close(fd)
+    note = f"{path}: reading stopped at its time limit" if budget.spent() else None
     lines = data.split(b"\n")
+    first_line = None if counted is None else counted + 1
     if start and lines:
         lines = lines[1:]  # the first piece is the end of a line we did not read whole
-        first_line += 1
+        first_line = None if first_line is None else first_line + 1
     if lines and lines[-1] == b"":
         lines.pop()
-    return [
-        (first_line + index, raw[:max_line_bytes].decode("utf-8", "replace").rstrip("\r"))
-        for index, raw in enumerate(lines)
-    ]
+    return TailRead(
+        lines=[
+            (
+                None if first_line is None else first_line + index,
+                raw[:max_line_bytes].decode("utf-8", "replace").rstrip("\r"),
+            )
+            for index, raw in enumerate(lines)
+        ],
+        note=note,
+    )

@@ -26,16 +26,21 @@ from typing import Protocol
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import Evidence, FaultClass, Interruption, JobInfo, JobState, SignalKind
-from resurrect.errors import SchedulerError
+from resurrect.errors import JobFileRefused, SchedulerError
+from resurrect.job_notes import JobNotes
+from resurrect.log_reading import count_lines, next_data, open_job_file, read_data
 from resurrect.planning import match_job_nodes
 from resurrect.policy import resolve_job_policy
 from resurrect.scheduler.base import Scheduler
+from sensors.checkpoint_progress import CheckpointProgress
 
 log = logging.getLogger(__name__)
 
 Reporter = Callable[[Interruption], Awaitable[object]]
 
 MAX_READ = 4 << 20  # bytes read per file per poll
+MAX_BACKLOG = 8 << 20  # a file first seen bigger than this is followed from its last 8 MiB
+MIN_CHECKPOINT_LOOK_S = 5.0
 MAX_PENDING = 256 << 10  # a partial line longer than this is cut
 
 # Root causes after which the job cannot finish where it is.
@@ -58,39 +63,84 @@ class LineScanner(Protocol):
 
 @dataclass
 class FollowedFile:
-    """Where we are in one file."""
+    """Where we are in one file. Only a regular file owned by ``owner_uid`` is read
+    (:func:`resurrect.log_reading.open_job_file`); ``refused`` says why not, while not."""
 
     path: str
+    owner_uid: int | None = None
     inode: int | None = None
     offset: int = 0
-    line_number: int = 0
+    line_number: int | None = 0  # None: unknown (following began in the middle)
     pending: bytes = b""
+    refused: str | None = None
 
-    def read_new_lines(self) -> list[tuple[int, bytes]]:
+    def _open(self) -> int | None:
         try:
-            with open(self.path, "rb") as handle:
-                stat = os.fstat(handle.fileno())
-                if self.inode != stat.st_ino or stat.st_size < self.offset:
-                    # new file, rotated, or truncated: start from the top
-                    self.inode, self.offset, self.line_number, self.pending = stat.st_ino, 0, 0, b""
-                if stat.st_size == self.offset:
-                    return []
-                handle.seek(self.offset)
-                data = handle.read(min(MAX_READ, stat.st_size - self.offset))
+            fd = open_job_file(self.path, self.owner_uid)
+        except JobFileRefused as exc:
+            self.refused = str(exc)
+            return None
+        except OSError:  # not there (yet): nothing to read
+            return None
+        self.refused = None
+        return fd
+
+    def skip_to_end(self) -> None:
+        """Start at the file's current end (its earlier lines were already judged)."""
+        fd = self._open()
+        if fd is None:
+            return
+        try:
+            size = os.fstat(fd).st_size
+            self.inode, self.offset, self.pending = os.fstat(fd).st_ino, size, b""
+            self.line_number = count_lines(fd, size)
+        except OSError:
+            return
+        finally:
+            os.close(fd)
+
+    def read_new_lines(self) -> list[tuple[int | None, bytes]]:
+        fd = self._open()
+        if fd is None:
+            return []
+        try:
+            st = os.fstat(fd)
+            if self.inode != st.st_ino or st.st_size < self.offset:
+                # new file, rotated, or truncated: start from the top, or from the last
+                # MAX_BACKLOG bytes of a file that is already huge
+                self.inode, self.offset, self.line_number, self.pending = st.st_ino, 0, 0, b""
+                if st.st_size > MAX_BACKLOG:
+                    self.offset, self.line_number = st.st_size - MAX_BACKLOG, None
+            if st.st_size == self.offset:
+                return []
+            start = next_data(fd, self.offset, st.st_size)  # a hole holds no lines
+            if start > self.offset and self.pending:
+                self.pending += b"\n"
+            self.offset = start
+            end = min(st.st_size, self.offset + MAX_READ)
+            data = read_data(fd, self.offset, end)  # holes skipped
         except OSError:
             return []
-        self.offset += len(data)
+        finally:
+            os.close(fd)
+        self.offset = end
         data = self.pending + data
         pieces = data.split(b"\n")
         self.pending = pieces.pop()
         if len(self.pending) > MAX_PENDING:
             pieces.append(self.pending[:MAX_PENDING])
             self.pending = b""
-        lines = []
+        lines: list[tuple[int | None, bytes]] = []
         for piece in pieces:
-            self.line_number += 1
+            if self.line_number is not None:
+                self.line_number += 1
             lines.append((self.line_number, piece))
         return lines
+
+
+def hang_check_interval(hang_after_s: float) -> float:
+    """How often the checkpoint directory is looked at for a job with this threshold."""
+    return max(hang_after_s / 10, MIN_CHECKPOINT_LOOK_S)
 
 
 @dataclass
@@ -99,38 +149,18 @@ class FollowedJob:
     files: list[FollowedFile] = field(default_factory=list)
     reported: bool = False
     hang_after_s: float | None = None
-    checkpoint_dir: str | None = None
+    checkpoint: CheckpointProgress | None = None
     last_progress: float = field(default_factory=time.monotonic)
-    checkpoint_signature: int | None = None
 
     def checkpoint_moved(self) -> bool:
-        """Did the checkpoint directory change (a save in progress is progress too)?
+        """Did the checkpoint directory change since the last look (a save in progress is
+        progress too)? Looks at most every :func:`hang_check_interval`."""
+        return self.checkpoint is not None and self.checkpoint.changed()
 
-        Compares names, sizes and mtimes of the directory's entries and of the entries of
-        its newest subdirectory (where a save in progress writes), not timestamps alone:
-        two changes within the file system's timestamp granularity still differ."""
-        if not self.checkpoint_dir:
-            return False
-        try:
-            top = [
-                (e.name, e.stat().st_mtime_ns, e.stat().st_size, e.is_dir())
-                for e in os.scandir(self.checkpoint_dir)
-            ]
-            dirs = [entry for entry in top if entry[3]]
-            inner: list[tuple[str, int, int, bool]] = []
-            if dirs:
-                newest = max(dirs, key=lambda entry: (entry[1], entry[0]))[0]
-                path = os.path.join(self.checkpoint_dir, newest)
-                inner = [
-                    (e.name, e.stat().st_mtime_ns, e.stat().st_size, False)
-                    for e in os.scandir(path)
-                ]
-        except OSError:
-            return False
-        signature = hash((tuple(sorted(top)), tuple(sorted(inner))))
-        moved = self.checkpoint_signature is not None and signature != self.checkpoint_signature
-        self.checkpoint_signature = signature
-        return moved
+    def checkpoint_changed_since(self, silent_s: float) -> bool:
+        """One full look: was anything in the checkpoint directory written in the last
+        ``silent_s`` seconds? (Asked only before calling the job hung.)"""
+        return self.checkpoint is not None and self.checkpoint.changed_since(time.time() - silent_s)
 
 
 class JobLogFollower:
@@ -152,50 +182,63 @@ class JobLogFollower:
         self.interrupting = frozenset(interrupting)
         self.min_confidence = config.watcher.log_trigger_min_confidence
         self.jobs: dict[tuple[str, int], FollowedJob] = {}
+        self.notes = JobNotes(log)
 
     async def refresh_jobs(self) -> None:
-        """Follow newly started jobs, drop finished ones."""
+        """Follow newly started jobs, drop finished ones. One job whose data breaks this
+        is noted and left out; the others are followed."""
         jobs = await self.scheduler.list_jobs()
         live: set[tuple[str, int]] = set()
         for job in jobs:
             if job.state is not JobState.RUNNING:
                 continue
-            resolution = resolve_job_policy(job, self.config)
-            if not resolution.opted_in:
-                continue
             key = (job.job_id, job.restart_count)
-            live.add(key)
-            if key not in self.jobs:
-                paths = [p for p in dict.fromkeys([job.stdout_path, job.stderr_path]) if p]
-                files = [FollowedFile(path) for path in paths]
-                if job.restart_count > 0:
-                    # a requeued job may append to the same file: start at its current end,
-                    # the lines of the earlier attempt were already judged
-                    for followed in files:
-                        while followed.read_new_lines():
-                            pass
-                entry = FollowedJob(
-                    job=job,
-                    files=files,
-                    hang_after_s=resolution.policy.hang_after_s,
-                    checkpoint_dir=resolution.policy.checkpoint_dir,
-                )
-                entry.checkpoint_moved()  # remember where the checkpoints stand
-                self.jobs[key] = entry
-                log.info(
-                    "following output of job %s attempt %s: %s",
-                    job.job_id,
-                    job.restart_count,
-                    paths,
-                )
+            try:
+                if self._follow(job, key):
+                    live.add(key)
+            except Exception as exc:  # one job's bad data must not stop the others
+                self.notes.failed(job.job_id, "starting to follow its output", exc)
         for key in list(self.jobs):
             if key not in live:
                 del self.jobs[key]
+
+    def _follow(self, job: JobInfo, key: tuple[str, int]) -> bool:
+        """Start following ``job`` if it is opted in; whether it is (followed)."""
+        resolution = resolve_job_policy(job, self.config)
+        for problem in resolution.problems:
+            self.notes.note(job.job_id, problem)
+        if not resolution.opted_in:
+            return False
+        if key in self.jobs:
+            return True
+        for note in job.notes:
+            self.notes.note(job.job_id, note)
+        paths = [p for p in dict.fromkeys([job.stdout_path, job.stderr_path]) if p]
+        files = [FollowedFile(path, owner_uid=job.user_id) for path in paths]
+        if job.restart_count > 0:
+            # a requeued job may append to the same file: start at its current end, the
+            # lines of the earlier attempt were already judged
+            for followed in files:
+                followed.skip_to_end()
+        policy = resolution.policy
+        checkpoint = None
+        if policy.hang_after_s is not None and policy.checkpoint_dir:
+            checkpoint = CheckpointProgress(
+                policy.checkpoint_dir, min_interval_s=hang_check_interval(policy.hang_after_s)
+            )
+            checkpoint.changed()  # remember where the checkpoints stand
+        self.jobs[key] = FollowedJob(
+            job=job, files=files, hang_after_s=policy.hang_after_s, checkpoint=checkpoint
+        )
+        log.info("following output of job %s attempt %s: %s", job.job_id, job.restart_count, paths)
+        return True
 
     def scan_job(self, followed: FollowedJob) -> list[Evidence]:
         hits: list[Evidence] = []
         for file in followed.files:
             lines = file.read_new_lines()
+            if file.refused:
+                self.notes.note(followed.job.job_id, file.refused)
             if lines:
                 followed.last_progress = time.monotonic()
             for number, raw in lines:
@@ -211,44 +254,19 @@ class JobLogFollower:
         return hits
 
     async def poll_once(self) -> list[Interruption]:
-        """Scan what each followed job wrote since the last look; report what interrupts it."""
+        """Scan what each followed job wrote since the last look; report what interrupts it.
+        A job whose handling fails is noted and skipped; the others are served."""
         reported: list[Interruption] = []
         for (job_id, restart), followed in list(self.jobs.items()):
             if followed.reported:
                 continue
-            hits = await asyncio.to_thread(self.scan_job, followed)
-            if hits:
-                first = hits[0]
-                hosts = [h.host for h in hits if h.host]
-                suspects, _ = match_job_nodes(hosts, followed.job.nodes)
-                fault = first.fault_class
-                reason = (
-                    f"{fault.value if fault else 'fault'} in job output"
-                    f" ({first.rule}): {first.text[:200]}"
-                )
-                evidence = hits[:20]
-            else:
-                silent_s = await asyncio.to_thread(self._hung_for, followed)
-                if silent_s is None:
-                    continue
-                suspects, fault, evidence = [], FaultClass.JOB_HANG, []
-                reason = (
-                    f"no output and no checkpoint activity for {silent_s:.0f} s"
-                    f" (hang_after_s {followed.hang_after_s:.0f})"
-                )
-            interruption = Interruption(
-                cluster=self.config.cluster.name,
-                job_id=job_id,
-                restart_count=restart,
-                source="log_tail",
-                reason=reason,
-                observed_at=datetime.now(UTC),
-                job_state=JobState.RUNNING,
-                nodes=list(followed.job.nodes),
-                suspect_nodes=suspects,
-                fault_hint=fault,
-                evidence=evidence,
-            )
+            try:
+                interruption = await self._check(job_id, restart, followed)
+            except Exception as exc:  # one job's bad data must not stop the others
+                self.notes.failed(job_id, "following its output", exc)
+                continue
+            if interruption is None:
+                continue
             try:
                 await self.report(interruption)
             except Exception:  # keep it unreported: the next poll tries again
@@ -258,15 +276,60 @@ class JobLogFollower:
             reported.append(interruption)
         return reported
 
+    async def _check(self, job_id: str, restart: int, followed: FollowedJob) -> Interruption | None:
+        """What ``followed`` printed since the last look, as an interruption if it is one."""
+        hits = await asyncio.to_thread(self.scan_job, followed)
+        if hits:
+            first = hits[0]
+            hosts = [h.host for h in hits if h.host]
+            suspects, _ = match_job_nodes(hosts, followed.job.nodes)
+            fault = first.fault_class
+            reason = (
+                f"{fault.value if fault else 'fault'} in job output"
+                f" ({first.rule}): {first.text[:200]}"
+            )
+            evidence = hits[:20]
+        else:
+            silent_s = await asyncio.to_thread(self._hung_for, followed)
+            if silent_s is None:
+                return None
+            suspects, fault, evidence = [], FaultClass.JOB_HANG, []
+            reason = (
+                f"no output and no checkpoint activity for {silent_s:.0f} s"
+                f" (hang_after_s {followed.hang_after_s:.0f})"
+            )
+        return Interruption(
+            cluster=self.config.cluster.name,
+            job_id=job_id,
+            restart_count=restart,
+            source="log_tail",
+            reason=reason,
+            observed_at=datetime.now(UTC),
+            job_state=JobState.RUNNING,
+            nodes=list(followed.job.nodes),
+            suspect_nodes=suspects,
+            fault_hint=fault,
+            evidence=evidence,
+        )
+
     def _hung_for(self, followed: FollowedJob) -> float | None:
-        """Seconds without output or checkpoint activity, once past the job's threshold."""
+        """Seconds without output or checkpoint activity, once past the job's threshold.
+
+        Between cheap looks at the checkpoint directory (at most every
+        :func:`hang_check_interval`), nothing is scanned; one full look confirms before a
+        job is called hung."""
         if followed.hang_after_s is None:
             return None
         now = time.monotonic()
         if followed.checkpoint_moved():
             followed.last_progress = now
         silent = now - followed.last_progress
-        return silent if silent >= followed.hang_after_s else None
+        if silent < followed.hang_after_s:
+            return None
+        if followed.checkpoint_changed_since(silent):
+            followed.last_progress = now
+            return None
+        return silent
 
     async def run(self, stop: asyncio.Event) -> None:
         refresh_every = self.config.watcher.poll_interval_s
@@ -278,8 +341,13 @@ class JobLogFollower:
                     await self.refresh_jobs()
                 except SchedulerError as exc:
                     log.warning("log follower cannot list jobs: %s", exc)
+                except Exception:  # a bug, not a job's data: keep serving, say so loudly
+                    log.exception("log follower: refreshing the followed jobs failed")
                 next_refresh = now + refresh_every
-            await self.poll_once()
+            try:
+                await self.poll_once()
+            except Exception:
+                log.exception("log follower: a poll failed")
             try:
                 await asyncio.wait_for(stop.wait(), timeout=self.config.watcher.log_poll_interval_s)
             except TimeoutError:

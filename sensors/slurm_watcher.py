@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import FaultClass, Interruption, JobInfo, JobState, NodeInfo
 from resurrect.errors import SchedulerError
+from resurrect.job_notes import JobNotes
 from resurrect.policy import resolve_job_policy
 from resurrect.scheduler.base import Scheduler
 from resurrect.scheduler_evidence import HARD_DOWN_STATES, STATE_CLASS
@@ -63,6 +64,7 @@ class SlurmWatcher:
         self._kick = asyncio.Event()
         self.polls = 0
         self.kicks = 0
+        self.notes = JobNotes(log)
 
     def kick(self) -> None:
         """Poll now (Slurm hooks call this through :mod:`sensors.watcher_kick`)."""
@@ -121,59 +123,71 @@ class SlurmWatcher:
         found: list[Interruption] = []
         bad_nodes = self._lost_nodes(nodes, time.monotonic() if now is None else now)
         for job in jobs:
-            if not resolve_job_policy(job, self.config).opted_in:
-                continue
-            before = self._last_jobs.get(job.job_id)
-            if job.state in FAILED_STATES:
-                found.append(
-                    self._interruption(
-                        job,
-                        restart_count=job.restart_count,
-                        reason=f"job ended {job.state.value}",
-                        state=job.state,
-                        suspects=[n for n in job.nodes if n in bad_nodes],
-                        hint=STATE_CLASS.get(job.state),
-                    )
-                )
-            elif (
-                # a held job is being requeued (by us or an operator): its old allocation may
-                # still show the dead node while it completes, which is no new interruption
-                job.state is JobState.RUNNING
-                and not job.held
-                and any(n in bad_nodes for n in job.nodes)
-            ):
-                suspects = [n for n in job.nodes if n in bad_nodes]
-                states = ", ".join(f"{n} {bad_nodes[n].state_text}" for n in suspects)
-                found.append(
-                    self._interruption(
-                        job,
-                        restart_count=job.restart_count,
-                        reason=f"node(s) of the running job unavailable: {states}",
-                        state=job.state,
-                        suspects=suspects,
-                        hint=FaultClass.NODE_LOST,
-                    )
-                )
-            elif (
-                before is not None
-                and before.state in RUNNING_STATES
-                and job.restart_count > before.restart_count
-            ):
-                found.append(
-                    self._interruption(
-                        before,
-                        restart_count=before.restart_count,
-                        reason=f"slurmctld requeued the job (now {job.state.value}, "
-                        f"reason {job.state_reason or 'none'}, restart {job.restart_count})",
-                        state=None,
-                        suspects=[n for n in before.nodes if n in bad_nodes],
-                        hint=FaultClass.NODE_LOST
-                        if any(n in bad_nodes for n in before.nodes)
-                        else None,
-                    )
-                )
+            try:
+                found.extend(self._detect_job(job, bad_nodes))
+            except Exception as exc:  # one job's bad data must not stop the others
+                self.notes.failed(job.job_id, "checking the job", exc)
         self._last_jobs = {job.job_id: job for job in jobs}
         return [i for i in found if i.workflow_id not in self._reported]
+
+    def _detect_job(self, job: JobInfo, bad_nodes: dict[str, NodeInfo]) -> list[Interruption]:
+        """The interruption ``job`` shows in this snapshot, if it is opted in."""
+        found: list[Interruption] = []
+        resolution = resolve_job_policy(job, self.config)
+        for problem in resolution.problems:
+            self.notes.note(job.job_id, problem)
+        if not resolution.opted_in:
+            return found
+        before = self._last_jobs.get(job.job_id)
+        if job.state in FAILED_STATES:
+            found.append(
+                self._interruption(
+                    job,
+                    restart_count=job.restart_count,
+                    reason=f"job ended {job.state.value}",
+                    state=job.state,
+                    suspects=[n for n in job.nodes if n in bad_nodes],
+                    hint=STATE_CLASS.get(job.state),
+                )
+            )
+        elif (
+            # a held job is being requeued (by us or an operator): its old allocation may
+            # still show the dead node while it completes, which is no new interruption
+            job.state is JobState.RUNNING
+            and not job.held
+            and any(n in bad_nodes for n in job.nodes)
+        ):
+            suspects = [n for n in job.nodes if n in bad_nodes]
+            states = ", ".join(f"{n} {bad_nodes[n].state_text}" for n in suspects)
+            found.append(
+                self._interruption(
+                    job,
+                    restart_count=job.restart_count,
+                    reason=f"node(s) of the running job unavailable: {states}",
+                    state=job.state,
+                    suspects=suspects,
+                    hint=FaultClass.NODE_LOST,
+                )
+            )
+        elif (
+            before is not None
+            and before.state in RUNNING_STATES
+            and job.restart_count > before.restart_count
+        ):
+            found.append(
+                self._interruption(
+                    before,
+                    restart_count=before.restart_count,
+                    reason=f"slurmctld requeued the job (now {job.state.value}, "
+                    f"reason {job.state_reason or 'none'}, restart {job.restart_count})",
+                    state=None,
+                    suspects=[n for n in before.nodes if n in bad_nodes],
+                    hint=FaultClass.NODE_LOST
+                    if any(n in bad_nodes for n in before.nodes)
+                    else None,
+                )
+            )
+        return found
 
     async def poll_once(self) -> list[Interruption]:
         jobs = await self.scheduler.list_jobs()
@@ -204,6 +218,9 @@ class SlurmWatcher:
                 failures += 1
                 self.controller_unreachable()
                 log.warning("scheduler poll failed (%d in a row): %s", failures, exc)
+            except Exception:  # a bug, not a job's data (that is isolated per job): go on
+                failures += 1
+                log.exception("watcher poll failed (%d in a row)", failures)
             delay = interval if failures == 0 else min(30.0, interval * 2 ** min(failures, 4))
             stopper = asyncio.ensure_future(stop.wait())
             kicker = asyncio.ensure_future(self._kick.wait())

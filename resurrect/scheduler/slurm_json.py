@@ -13,14 +13,21 @@ Two shapes exist and both are accepted:
 
 from __future__ import annotations
 
+import logging
 import re
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import ValidationError
+
 from resurrect.contracts import FINISHED_JOB_STATES, JobInfo, JobState, NodeInfo
+from resurrect.job_notes import JobNotes
 from resurrect.scheduler.hostlist import HostlistError, expand_hostlist
 
 JsonObj = dict[str, Any]
+
+log = logging.getLogger(__name__)
+_UNREADABLE = JobNotes(log)
 
 # Node base states (everything else in a state list is a flag).
 NODE_BASE_STATES = frozenset(
@@ -149,42 +156,68 @@ def parse_exit(value: Any) -> tuple[int | None, int | None]:
     return (raw >> 8) & 0xFF, None
 
 
+# Slurm caps the zero padding of a filename pattern at 10 digits (slurmstepd's fname.c,
+# MAX_WIDTH); a wider request pads to 10. A path longer than PATH_MAX is no file at all.
+MAX_PATTERN_WIDTH = 10
+MAX_OUTPUT_PATH = 4096
+_PATTERN = re.compile(r"%(\d*)(.?)", re.DOTALL)
+_CODES = frozenset("%jJAxuNntsab")
+
+
+class OutputPatternError(SlurmParseError):
+    """A job's output pattern does not give a usable path (the job's note says why)."""
+
+
 def expand_output_pattern(
     pattern: str, *, job_id: str, name: str, user: str, first_node: str, work_dir: str
 ) -> str:
-    """Expand the filename patterns Slurm leaves unexpanded in squeue's JSON.
+    """Expand the filename patterns Slurm leaves unexpanded in squeue's JSON, as slurmstepd
+    does (checked against slurmstepd 22.05): ``%j %J %A %x %u %N %n %t %s %a %b %%``,
+    ``%<width>j`` zero padding capped at :data:`MAX_PATTERN_WIDTH` digits, an unknown
+    ``%q`` kept but ``%5q`` losing its ``%``, and no expansion at all in a pattern holding a
+    backslash (which Slurm then drops). A relative path is taken relative to the work dir.
 
-    Handles ``%j %J %A %x %u %N %n %t %%`` (array/step/task forms map to the plain job) and
-    ``%<width>j`` zero padding; a relative path is taken relative to the work dir.
+    The pattern is the job owner's text: this never raises anything but
+    :class:`OutputPatternError` (a result longer than ``PATH_MAX`` or holding a NUL).
     """
+    if "\\" in pattern:
+        out = pattern.replace("\\", "")
+    else:
 
-    def repl(m: re.Match[str]) -> str:
-        width, code = m.group(1), m.group(2)
-        value: str
-        if code == "%":
-            return "%"
-        if code in {"j", "J", "A"}:
-            value = job_id
-        elif code == "x":
-            value = name
-        elif code == "u":
-            value = user
-        elif code == "N":
-            value = first_node
-        elif code in {"n", "t", "s", "a"}:
-            value = "0"
-        else:
-            return m.group(0)
-        return value.zfill(int(width)) if width and value.isdigit() else value
+        def repl(m: re.Match[str]) -> str:
+            digits, code = m.group(1), m.group(2)
+            if code not in _CODES or not code:
+                # slurmstepd keeps an unknown "%q" as it is, but drops the "%" of "%5q"
+                return digits + code if digits else m.group(0)
+            if code == "%":
+                return "%"
+            if code in {"j", "J", "A"}:
+                value = job_id
+            elif code == "x":
+                return name
+            elif code == "u":
+                return user
+            elif code == "N":
+                return first_node
+            else:  # n t s a b: node, task, step, array index: 0 for the batch step
+                value = "0"
+            # more than a few digits is more than MAX_PATTERN_WIDTH: never int() a long run
+            width = min(int(digits.lstrip("0")[:4] or "0"), MAX_PATTERN_WIDTH)
+            return value.zfill(width) if value.isdigit() else value
 
-    out = re.sub(r"%(\d*)([%jJAxuNntsa])", repl, pattern)
+        out = _PATTERN.sub(repl, pattern)
     if out and not out.startswith("/") and work_dir:
         out = work_dir.rstrip("/") + "/" + out
+    if len(out) > MAX_OUTPUT_PATH:
+        raise OutputPatternError(f"output path longer than {MAX_OUTPUT_PATH} characters")
+    if "\x00" in out:
+        raise OutputPatternError("output path holds a NUL character")
     return out
 
 
-def _outputs(job: JsonObj, info: dict[str, Any]) -> tuple[str | None, str | None]:
-    """stdout/stderr with patterns expanded; Slurm's defaults when the job set none."""
+def _outputs(job: JsonObj, info: dict[str, Any]) -> tuple[str | None, str | None, list[str]]:
+    """stdout/stderr with patterns expanded (Slurm's defaults when the job set none), and
+    notes on patterns that gave no usable path (that path is then unknown: None)."""
     work_dir = _str(job.get("current_working_directory"))
     kw = {
         "job_id": info["job_id"],
@@ -193,18 +226,26 @@ def _outputs(job: JsonObj, info: dict[str, Any]) -> tuple[str | None, str | None
         "first_node": info["nodes"][0] if info["nodes"] else "",
         "work_dir": work_dir,
     }
+    notes: list[str] = []
+
+    def expand(pattern: str, which: str) -> str | None:
+        if not pattern:
+            return None
+        try:
+            return expand_output_pattern(pattern, **kw)
+        except OutputPatternError as exc:
+            notes.append(f"{which} path unknown: {exc}")
+            return None
+
     stdout_pat = _str(job.get("standard_output"))
     stderr_pat = _str(job.get("standard_error"))
     if not job.get("batch_flag", True):
-        return (
-            expand_output_pattern(stdout_pat, **kw) if stdout_pat else None,
-            expand_output_pattern(stderr_pat, **kw) if stderr_pat else None,
-        )
+        return expand(stdout_pat, "stdout"), expand(stderr_pat, "stderr"), notes
     if not stdout_pat and work_dir:
         stdout_pat = "slurm-%j.out"
-    stdout = expand_output_pattern(stdout_pat, **kw) if stdout_pat else None
-    stderr = expand_output_pattern(stderr_pat, **kw) if stderr_pat else stdout
-    return stdout, stderr
+    stdout = expand(stdout_pat, "stdout")
+    stderr = expand(stderr_pat, "stderr") if stderr_pat else stdout
+    return stdout, stderr, notes
 
 
 def parse_job(job: JsonObj) -> JobInfo:
@@ -230,7 +271,7 @@ def parse_job(job: JsonObj) -> JobInfo:
         "user": _str(job.get("user_name")),
         "nodes": nodes,
     }
-    stdout, stderr = _outputs(job, info)
+    stdout, stderr, notes = _outputs(job, info)
     num_nodes = number(job.get("node_count"))
     if num_nodes is None:
         num_nodes = len(nodes)
@@ -259,16 +300,32 @@ def parse_job(job: JsonObj) -> JobInfo:
         exit_signal=exit_signal,
         start_time=start,
         end_time=end,
+        notes=notes,
     )
 
 
 def parse_jobs(doc: JsonObj) -> list[JobInfo]:
-    """All jobs of a ``squeue --json`` (or ``scontrol show job --json``) document."""
+    """All jobs of a ``squeue --json`` (or ``scontrol show job --json``) document.
+
+    One job whose record cannot be read is left out (and logged, rate-limited), so that
+    one job's odd data never hides the others; only a document none of whose jobs can be
+    read is an error."""
     _raise_embedded_errors(doc)
     jobs = doc.get("jobs")
     if not isinstance(jobs, list):
         raise SlurmParseError("no 'jobs' list in Slurm JSON")
-    return [parse_job(j) for j in jobs]
+    parsed: list[JobInfo] = []
+    first_error: Exception | None = None
+    for entry in jobs:
+        try:
+            parsed.append(parse_job(entry))
+        except (SlurmParseError, ValidationError) as exc:
+            first_error = first_error or exc
+            job_id = entry.get("job_id") if isinstance(entry, dict) else None
+            _UNREADABLE.note(str(number(job_id)), f"job record left out: {str(exc)[:200]}")
+    if first_error is not None and not parsed:
+        raise SlurmParseError(f"no job record could be read: {first_error}") from first_error
+    return parsed
 
 
 def parse_node_state(state: Any, state_flags: Any = None) -> tuple[str, list[str]]:

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 from resurrect.config import ResurrectConfig
@@ -148,7 +150,10 @@ async def test_a_job_silent_past_its_hang_threshold_is_reported_as_hung(tmp_path
     (ckpt / "step_20").mkdir()  # a checkpoint save is progress, however long it takes
     followed.last_progress -= 120
     assert await follower.poll_once() == []
-    followed.last_progress -= 61  # then silence past the threshold
+    long_ago = time.time() - 600  # then silence past the threshold, checkpoints included
+    for path in (ckpt, ckpt / "step_20"):
+        os.utime(path, (long_ago, long_ago))
+    followed.last_progress -= 61
     [hung] = await follower.poll_once()
     assert hung.fault_hint is FaultClass.JOB_HANG and "no output" in hung.reason
     assert hung.workflow_id == "recover/c1/11/0"

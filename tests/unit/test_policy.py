@@ -23,9 +23,9 @@ def test_no_comment_not_opted_in() -> None:
 
 
 def test_comment_opts_in_with_its_settings() -> None:
-    comment = json.dumps({"resurrect": {"max_restarts": 7, "checkpoint_dir": "/ckpt"}})
+    comment = json.dumps({"resurrect": {"max_restarts": 2, "checkpoint_dir": "/ckpt"}})
     policy = job_policy(make_job(comment), CONFIG)
-    assert policy == JobPolicy(enabled=True, max_restarts=7, checkpoint_dir="/ckpt")
+    assert policy == JobPolicy(enabled=True, max_restarts=2, checkpoint_dir="/ckpt")
 
 
 def test_true_opts_in_with_defaults_and_false_opts_out_of_a_partition_default() -> None:
@@ -50,12 +50,13 @@ def test_partition_default() -> None:
         ('{"resurrect": ' * 1100, "not JSON"),
     ],
 )
-def test_malformed_comment_reported_and_default_policy_enabled(comment: str, problem: str) -> None:
-    resolution = resolve_job_policy(make_job(comment), CONFIG)
-    assert resolution.source == "malformed_comment"
-    assert resolution.opted_in
-    assert resolution.policy.max_restarts == CONFIG.policy.default.max_restarts
-    assert problem in resolution.problems[0]
+def test_malformed_comment_is_reported_and_not_opted_in(comment: str, problem: str) -> None:
+    for partition in ("batch", "gpu"):  # not even where the partition opts jobs in
+        resolution = resolve_job_policy(make_job(comment, partition=partition), CONFIG)
+        assert resolution.source == "malformed_comment"
+        assert not resolution.opted_in
+        assert "not opted in" in resolution.problems[0]
+        assert problem in resolution.problems[0]
 
 
 def test_hang_threshold_from_the_comment() -> None:

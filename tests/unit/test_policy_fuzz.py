@@ -30,7 +30,7 @@ def resolve(comment: str) -> None:
     assert time.perf_counter() - started < 0.5
     assert resolution.source in {"comment", "partition", "default", "malformed_comment"}
     if resolution.source == "malformed_comment":
-        assert resolution.problems and resolution.opted_in
+        assert resolution.problems and not resolution.opted_in
 
 
 @settings(max_examples=300, deadline=None)

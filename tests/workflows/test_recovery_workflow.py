@@ -62,7 +62,7 @@ def job(
         name="train",
         state=state,
         user="alice",
-        user_id=1000,
+        user_id=os.getuid(),  # the owner of the output files the tests write
         nodes=list(nodes),
         num_nodes=len(nodes),
         comment=comment,
@@ -202,13 +202,12 @@ async def test_scheduler_down_during_recovery_is_retried(harness: Harness) -> No
     assert s.calls == [("drain", "node1"), ("requeue", "104")]
 
 
-async def test_malformed_comment_is_noted_and_default_policy_applies(harness: Harness) -> None:
+async def test_malformed_comment_is_noted_and_means_not_opted_in(harness: Harness) -> None:
     s = harness.scheduler
     s.nodes["node2"] = s.nodes["node2"].model_copy(update={"state": "DOWN"})
     s.jobs["105"] = job("105", comment='{"resurrect": {"max_restarts": "many"')
     outcome = await harness.recover(interruption(harness.config, s.jobs["105"]))
-    assert outcome.recovered
-    assert any("malformed resurrect comment" in note for note in outcome.notes)
+    assert any("malformed resurrect comment, so not opted in" in n for n in outcome.notes)
 
 
 async def test_unknown_job_ends_with_a_clear_outcome(harness: Harness) -> None:
