@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from temporalio import activity
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowQueryFailedError, WorkflowQueryRejectedError
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import (
@@ -31,17 +33,22 @@ from resurrect.contracts import (
 )
 from resurrect.errors import JobNotFound, SchedulerError
 from resurrect.log_reading import read_tail_lines
+from resurrect.planning import INDEPENDENT_SOURCES, evidence_source
 from resurrect.plans.models import ResolvedPlan
 from resurrect.policy import resolve_job_policy
 from resurrect.rules import RuleEngine, load_engine
 from resurrect.rules import attribute as attribute_evidence
 from resurrect.scheduler.base import Scheduler
 from resurrect.scheduler_evidence import combine, scheduler_diagnosis, scheduler_evidence
+from sensors.node_agent.models import HEALTH_QUERY, NodeHealth, node_health_workflow_id
 from workflows.names import Activity
 
 log = logging.getLogger(__name__)
 
 SAFE_ID_CHARS = frozenset("0123456789_")
+# Node agent findings older than this (or older than the job attempt) say nothing about it.
+AGENT_FINDING_MAX_AGE = timedelta(minutes=10)
+AGENT_QUERY_TIMEOUT_S = 5.0
 
 
 def _permanent(exc: SchedulerError) -> ApplicationError:
@@ -97,6 +104,7 @@ class RecoveryActivities:
             policy_source=resolution.source,
             policy_problems=resolution.problems,
             mode=mode,
+            opted_in=resolution.opted_in,
             wait_running_timeout_s=self.config.recovery.wait_running_timeout_s,
             activity_timeout_s=self.config.recovery.activity_timeout_s,
             checkpoint_level=self.config.recovery.checkpoint_level,
@@ -118,16 +126,49 @@ class RecoveryActivities:
                 )
         return found
 
+    async def _agent_findings(self, cluster: str, node: str, since: datetime) -> list[Evidence]:
+        """Root findings the node agent reported for ``node`` (its NodeHealthWorkflow)."""
+        assert self.client is not None
+        handle = self.client.get_workflow_handle(node_health_workflow_id(cluster, node))
+        try:
+            health = await asyncio.wait_for(
+                handle.query(HEALTH_QUERY, result_type=NodeHealth), AGENT_QUERY_TIMEOUT_S
+            )
+        except (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError, TimeoutError):
+            return []  # no agent on this node (or it cannot answer): no second opinion
+        return [
+            item.model_copy(update={"host": item.host or node, "source": "node_agent"})
+            for item in health.findings
+            if item.role == "root" and (item.observed_at is None or item.observed_at >= since)
+        ]
+
+    async def _agent_evidence(self, bundle: EvidenceBundle) -> list[Evidence]:
+        """What the node agents of the job's nodes found during this job attempt."""
+        if self.client is None:
+            return []
+        since = datetime.now(UTC) - AGENT_FINDING_MAX_AGE
+        if bundle.job.start_time is not None:
+            started = bundle.job.start_time
+            started = started if started.tzinfo else started.replace(tzinfo=UTC)
+            since = max(since, started)
+        nodes = list(dict.fromkeys([*bundle.job.nodes, *bundle.interruption.nodes]))
+        found = await asyncio.gather(
+            *[self._agent_findings(bundle.interruption.cluster, n, since) for n in nodes]
+        )
+        return [item for items in found for item in items]
+
     @activity.defn(name=Activity.ATTRIBUTE)
     async def attribute(self, request: AttributeRequest) -> Diagnosis:
         bundle = request.bundle
         log_found = await asyncio.to_thread(self._log_evidence, bundle.job)
         log_found.extend(e for e in request.reported if e.kind is not SignalKind.SCHEDULER_STATE)
+        agent_found = await self._agent_evidence(bundle)
+        log_found.extend(e for e in agent_found if e not in log_found)
         log_diagnosis = attribute_evidence(log_found) if log_found else None
         sched = scheduler_diagnosis(
             scheduler_evidence(bundle.interruption, bundle.job, bundle.nodes)
         )
-        return combine(log_diagnosis, sched)
+        return _keeping_independent(combine(log_diagnosis, sched), log_found)
 
     @activity.defn(name=Activity.CHARGED_RESTARTS)
     async def charged_restarts(self, request: ChargedRestartsRequest) -> int:
@@ -147,3 +188,22 @@ class RecoveryActivities:
     async def recovery_plans(self) -> list[ResolvedPlan]:
         """The plans this worker checked at start, in match order (recorded in history)."""
         return list(self.plans)
+
+
+def _keeping_independent(diagnosis: Diagnosis, found: Sequence[Evidence]) -> Diagnosis:
+    """The diagnosis with every node agent or scheduler finding of its class kept.
+
+    Attribution lists a bounded number of items; a job printing many lines of its own must
+    not push the second opinion out of the list (planning looks for it there).
+    """
+    missing = [
+        e
+        for e in found
+        if e.fault_class is diagnosis.fault_class
+        and e.role == "root"
+        and evidence_source(e) in INDEPENDENT_SOURCES
+        and e not in diagnosis.evidence
+    ]
+    if not missing:
+        return diagnosis
+    return diagnosis.model_copy(update={"evidence": [*diagnosis.evidence, *missing]})
