@@ -25,6 +25,9 @@ from resurrect.errors import ConfigError
 
 ENV_PREFIX = "RESURRECT_"
 CONFIG_ENV = "RESURRECT_CONFIG"
+# Where the watcher listens for Slurm hook kicks. deploy/hooks/kick-watcher.sh has the same
+# default (a test keeps them equal) and resurrect-watch.service creates /run/resurrect.
+DEFAULT_KICK_SOCKET = Path("/run/resurrect/kick.sock")
 
 
 class Section(BaseModel):
@@ -97,9 +100,9 @@ class WatcherSettings(Section):
     not_responding_grace_s: float = Field(default=4.0, ge=0)
     controller_grace_s: float = Field(default=30.0, ge=0)
     # Slurm hooks (deploy/hooks/kick-watcher.sh) make the watcher poll at once through this
-    # socket (default: <temporal.state_dir>/watcher.sock).
+    # socket; its directory must belong to the watcher's user and be writable by no one else.
     kick_hooks: bool = True
-    kick_socket: Path | None = None
+    kick_socket: Path = DEFAULT_KICK_SOCKET
     follow_logs: bool = True
     # A root cause in a running job's output interrupts the job at once only when its rule
     # is at least this sure (weaker lines, such as a peer's closed socket, wait for the
