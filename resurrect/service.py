@@ -117,9 +117,9 @@ async def run_service(
                 try:
                     await listener.start()
                     stack.callback(listener.close)
-                except KickSocketError as exc:
+                except KickSocketError as refused:
                     # the watcher still polls every poll_interval_s; only kicks are lost
-                    log.error("Slurm hook kicks are OFF: %s", exc)
+                    log.error("Slurm hook kicks are OFF: %s", refused)
         if parts.follow_logs and config.watcher.follow_logs:
             from resurrect.rules import load_engine
             from sensors.log_follower import JobLogFollower
