@@ -121,6 +121,9 @@ class RecoverySettings(Section):
     wait_running_timeout_s: float = Field(default=900.0, gt=0)
     activity_timeout_s: float = Field(default=120.0, gt=0)
     checkpoint_level: Literal["quick", "full"] = "quick"
+    # A hardware fault seen only in job output waits this long for the implicated node's
+    # agent to confirm it (kernel log, NVML) before the recovery goes on without draining.
+    corroboration_wait_s: float = Field(default=5.0, ge=0, le=120)
 
 
 class RulesSettings(Section):

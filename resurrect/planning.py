@@ -49,6 +49,10 @@ FREE_RESTART_CLASSES = frozenset(
 
 ACTIVE_STATES = frozenset({JobState.RUNNING, JobState.COMPLETING, JobState.SUSPENDED})
 
+# Diagnoses that name failing hardware: draining for them needs a second opinion.
+SECOND_OPINION_CLASSES = frozenset(
+    {FaultClass.GPU_HARDWARE, FaultClass.NETWORK_FABRIC, FaultClass.NODE_LOST}
+)
 # Sources a job cannot forge: what they say about a node counts as a second opinion.
 INDEPENDENT_SOURCES: frozenset[EvidenceSource] = frozenset({"node_agent", "scheduler"})
 # Drain reasons of nodes drained by resurrect itself (not a second opinion on its own).

@@ -130,6 +130,77 @@ async def test_a_printed_xid_line_drains_nothing_and_is_charged(
     assert await charged(temporal_client, outcome)
 
 
+def agent_on_node2(client: Client, config: ResurrectConfig) -> TemporalReporter:
+    return TemporalReporter(
+        client,
+        cluster=config.cluster.name,
+        task_queue=config.temporal.task_queue,
+        settings=AgentSettings.model_validate({"node_name": "node2", "silence_threshold_s": 30}),
+    )
+
+
+def kernel_xid() -> Evidence:
+    """The line the node's kernel log holds when the GPU really fell off the bus."""
+    return Evidence(
+        kind=SignalKind.KERNEL_LOG,
+        text=FAKE_XID[1],
+        rule="xid.fallen_off_bus",
+        role="root",
+        fault_class=FaultClass.GPU_HARDWARE,
+        host="node2",
+        observed_at=datetime.now(UTC),
+        confidence=0.97,
+    )
+
+
+async def test_a_watching_agent_that_confirms_a_moment_later_gets_the_node_drained(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """The job's line arrives first; the agent's kernel-log reading a second later."""
+    config = config_for(tmp_path)
+    scheduler = FakeScheduler.with_nodes(4, cluster_name=config.cluster.name)
+    scheduler.jobs["400"] = printing_job(tmp_path)
+    agent = agent_on_node2(temporal_client, config)
+    async with build_worker(temporal_client, config, scheduler):
+        await agent.heartbeat(
+            NodeHeartbeat(
+                node="node2", seq=0, sent_at=datetime.now(UTC), gpus=8, silence_threshold_s=30
+            )
+        )
+        recovery = asyncio.create_task(
+            recover(temporal_client, config, follower_report(config, scheduler.jobs["400"]))
+        )
+        await asyncio.sleep(1.5)
+        await agent.findings(
+            NodeFindings(node="node2", sent_at=datetime.now(UTC), evidence=[kernel_xid()])
+        )
+        outcome = await recovery
+        await agent.stopped(AgentStopped(node="node2", sent_at=datetime.now(UTC)))
+    assert outcome.drained_nodes == ["node2"], outcome.notes
+    assert outcome.recovered and not await charged(temporal_client, outcome)
+
+
+async def test_a_watching_agent_that_sees_nothing_keeps_the_node_in_service(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    config = config_for(tmp_path)
+    scheduler = FakeScheduler.with_nodes(4, cluster_name=config.cluster.name)
+    scheduler.jobs["400"] = printing_job(tmp_path)
+    agent = agent_on_node2(temporal_client, config)
+    async with build_worker(temporal_client, config, scheduler):
+        await agent.heartbeat(
+            NodeHeartbeat(
+                node="node2", seq=0, sent_at=datetime.now(UTC), gpus=8, silence_threshold_s=30
+            )
+        )
+        outcome = await recover(
+            temporal_client, config, follower_report(config, scheduler.jobs["400"])
+        )
+        await agent.stopped(AgentStopped(node="node2", sent_at=datetime.now(UTC)))
+    assert outcome.drained_nodes == [] and scheduler.calls == [("requeue", "400")]
+    assert await charged(temporal_client, outcome)
+
+
 async def test_the_same_lines_with_the_node_agent_agreeing_drain_the_node(
     temporal_client: Client, tmp_path: Path
 ) -> None:
