@@ -35,6 +35,7 @@ from resurrect.contracts import (
     RecoveryPlan,
     SignalKind,
 )
+from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 
 # Faults that are not the job's doing: a restart after them is free.
 FREE_RESTART_CLASSES = frozenset(
@@ -55,8 +56,6 @@ SECOND_OPINION_CLASSES = frozenset(
 )
 # Sources a job cannot forge: what they say about a node counts as a second opinion.
 INDEPENDENT_SOURCES: frozenset[EvidenceSource] = frozenset({"node_agent", "scheduler"})
-# Drain reasons of nodes drained by resurrect itself (not a second opinion on its own).
-_OWN_DRAIN_PREFIX = "resurrect:"
 # Rules of scheduler evidence about the job as a whole (not naming a node).
 _JOB_NODE_FAIL_RULE = "scheduler.job_state"
 
@@ -96,15 +95,15 @@ def corroborated_nodes(
     troubled = {
         short
         for short, node in by_name.items()
-        if node.unavailable or (node.drained and not node.reason.startswith(_OWN_DRAIN_PREFIX))
+        # a drain of resurrect's own is no second opinion: it may rest on job output itself
+        if node.unavailable or (node.drained and not node.reason.startswith(DRAIN_REASON_PREFIX))
     }
     job_node_fail = any(
         e.rule == _JOB_NODE_FAIL_RULE and e.fault_class is FaultClass.NODE_LOST for e in independent
     )
     confirmed: list[str] = []
     alone: list[str] = []
-    candidate_list = list(candidates)
-    for name in candidate_list:
+    for name in candidates:
         short = name.split(".")[0].lower()
         if short in named or short in troubled:
             confirmed.append(name)
