@@ -202,6 +202,7 @@ def plan_recovery(
             reasons.append(
                 "not draining hosts the job did not run on: " + ", ".join(sorted(foreign))
             )
+        alone: list[str] = []
         if not trust_job_output:
             drain, alone = corroborated_nodes(drain, diagnosis, nodes)
             if alone:
@@ -211,7 +212,7 @@ def plan_recovery(
                     + ": only the job's output names it; no node agent reading or Slurm node"
                     " state agrees"
                 )
-        if not drain:
+        if not drain and not alone:
             reasons.append("no implicated node of this job identified: restart without draining")
     exclude = list(dict.fromkeys([*job.excluded_nodes, *drain]))
     if counts:
