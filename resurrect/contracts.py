@@ -87,6 +87,12 @@ class SignalKind(StrEnum):
 
 EvidenceRole = Literal["root", "cascade", "diagnostic"]
 
+# Who vouches for a piece of evidence. ``job_output``: lines the job printed (its owner
+# controls every byte); ``node_agent``: the node's kernel log, NVML, heartbeats;
+# ``scheduler``: Slurm's job and node states; ``sensor``: a report whose origin is neither.
+# Unset: derived from the kind (see resurrect.planning.evidence_source).
+EvidenceSource = Literal["job_output", "node_agent", "scheduler", "sensor"]
+
 
 class Evidence(Contract):
     """One observation supporting a diagnosis: a log line, a GPU reading, a scheduler state."""
@@ -105,6 +111,7 @@ class Evidence(Contract):
     observed_at: datetime | None = None
     # The matching rule's weight (0..1); set by the rule engine.
     confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    source: EvidenceSource | None = None
 
 
 class Diagnosis(Contract):
@@ -360,6 +367,9 @@ class EvidenceBundle(Contract):
     wait_running_timeout_s: float
     activity_timeout_s: float
     checkpoint_level: Literal["quick", "full"] = "quick"
+    # Whether the job is opted in, as resurrect.policy resolved it when the evidence was
+    # gathered; the workflow refuses a job that is not (whoever started the workflow).
+    opted_in: bool = False
 
 
 class AttributeRequest(Contract):

@@ -12,6 +12,7 @@ ResurrectError
 │   ├── JobNotFound            no such job (permanent)
 │   ├── NodeNotFound           no such node (permanent)
 │   └── SchedulerRefused       the scheduler said no (permanent unless stated otherwise)
+│       └── JobCancelled           the job was cancelled by a person: never requeue it
 ├── CheckpointError        a checkpoint root could not be examined at all
 ├── PolicyError            a job's opt-in policy could not be parsed
 ├── JobFileRefused         a job-owned path is not a file resurrect may read (FIFO, ...)
@@ -59,6 +60,11 @@ class NodeNotFound(SchedulerError):
 
 class SchedulerRefused(SchedulerError):
     """The scheduler refused the operation (e.g. requeue of a --no-requeue job)."""
+
+
+class JobCancelled(SchedulerRefused):
+    """The job was cancelled (``scancel`` by its owner or an administrator) during a
+    recovery: it must not be requeued."""
 
 
 class CheckpointError(ResurrectError):

@@ -10,22 +10,32 @@ Rules, in order:
    stopped, with the reason recorded.
 3. Nodes are drained only for ``drain_and_restart``, and only nodes that the job actually
    ran on (log text may name hosts that are not ours; those are never drained).
-4. The requeued job excludes every drained node plus what it already excluded.
+4. The job's owner controls every line the job prints. A node is drained, and a restart is
+   free, only when a source the job does not control agrees: the node agent (kernel log,
+   NVML, heartbeats) or Slurm (the node DOWN / NOT_RESPONDING / drained by someone else,
+   the job NODE_FAIL). A diagnosis that rests on job output alone restarts the job without
+   draining and is charged to its restart budget, with a note saying why.
+5. The requeued job excludes every drained node plus what it already excluded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from resurrect.contracts import (
     Diagnosis,
+    Evidence,
+    EvidenceSource,
     FaultClass,
     JobInfo,
     JobPolicy,
     JobState,
+    NodeInfo,
     RecoveryAction,
     RecoveryPlan,
+    SignalKind,
 )
+from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 
 # Faults that are not the job's doing: a restart after them is free.
 FREE_RESTART_CLASSES = frozenset(
@@ -39,6 +49,69 @@ FREE_RESTART_CLASSES = frozenset(
 )
 
 ACTIVE_STATES = frozenset({JobState.RUNNING, JobState.COMPLETING, JobState.SUSPENDED})
+
+# Diagnoses that name failing hardware: draining for them needs a second opinion.
+SECOND_OPINION_CLASSES = frozenset(
+    {FaultClass.GPU_HARDWARE, FaultClass.NETWORK_FABRIC, FaultClass.NODE_LOST}
+)
+# Sources a job cannot forge: what they say about a node counts as a second opinion.
+INDEPENDENT_SOURCES: frozenset[EvidenceSource] = frozenset({"node_agent", "scheduler"})
+# Rules of scheduler evidence about the job as a whole (not naming a node).
+_JOB_NODE_FAIL_RULE = "scheduler.job_state"
+
+
+def evidence_source(evidence: Evidence) -> EvidenceSource:
+    """Who vouches for ``evidence``: its ``source``, else what its kind implies."""
+    if evidence.source is not None:
+        return evidence.source
+    if evidence.kind is SignalKind.JOB_LOG:
+        return "job_output"
+    if evidence.kind is SignalKind.SCHEDULER_STATE:
+        return "scheduler"
+    return "node_agent"  # kernel log, NVML events and metrics, heartbeats
+
+
+def independent_evidence(diagnosis: Diagnosis) -> list[Evidence]:
+    """The diagnosis' evidence that does not come from the job's own output."""
+    return [e for e in diagnosis.evidence if evidence_source(e) in INDEPENDENT_SOURCES]
+
+
+def corroborated_nodes(
+    candidates: Iterable[str], diagnosis: Diagnosis, nodes: Sequence[NodeInfo]
+) -> tuple[list[str], list[str]]:
+    """Split drain candidates into (confirmed by a second source, job output alone).
+
+    A node is confirmed by root evidence from the node agent or the scheduler naming it, by
+    Slurm showing it unavailable (DOWN, NOT_RESPONDING, FAIL) or drained by someone else,
+    or by the job ending NODE_FAIL when Slurm names no other node of the job.
+    """
+    independent = independent_evidence(diagnosis)
+    named = {
+        e.host.split(".")[0].lower()
+        for e in independent
+        if e.host and (e.role == "root" or evidence_source(e) == "node_agent")
+    }
+    by_name = {n.name.split(".")[0].lower(): n for n in nodes}
+    troubled = {
+        short
+        for short, node in by_name.items()
+        # a drain of resurrect's own is no second opinion: it may rest on job output itself
+        if node.unavailable or (node.drained and not node.reason.startswith(DRAIN_REASON_PREFIX))
+    }
+    job_node_fail = any(
+        e.rule == _JOB_NODE_FAIL_RULE and e.fault_class is FaultClass.NODE_LOST for e in independent
+    )
+    confirmed: list[str] = []
+    alone: list[str] = []
+    for name in candidates:
+        short = name.split(".")[0].lower()
+        if short in named or short in troubled:
+            confirmed.append(name)
+        elif job_node_fail and not troubled:
+            confirmed.append(name)
+        else:
+            alone.append(name)
+    return confirmed, alone
 
 
 def match_job_nodes(hosts: Iterable[str], job_nodes: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -67,10 +140,15 @@ def plan_recovery(
     *,
     charged_restarts: int,
     counts_against_budget: bool | None = None,
+    nodes: Sequence[NodeInfo] = (),
+    trust_job_output: bool = False,
 ) -> RecoveryPlan:
     """The plan for one interrupted job attempt.
 
-    ``counts_against_budget`` overrides the class default (a recovery plan may say so).
+    ``counts_against_budget`` overrides the class default (a recovery plan may say so), but
+    never makes a restart that rests on job output alone free. ``nodes``: the scheduler's
+    view of the job's nodes (a second opinion on culprits). ``trust_job_output`` restores
+    the behaviour before rule 4, only to replay recoveries recorded before it.
     """
     reasons: list[str] = [f"diagnosis: {diagnosis.fault_class.value} -> {diagnosis.action.value}"]
     counts = (
@@ -78,6 +156,17 @@ def plan_recovery(
         if counts_against_budget is None
         else counts_against_budget
     )
+    output_only = not trust_job_output and not independent_evidence(diagnosis)
+    if (
+        output_only
+        and not counts
+        and diagnosis.action not in (RecoveryAction.STOP, RecoveryAction.NONE)
+    ):
+        counts = True
+        reasons.append(
+            f"{diagnosis.fault_class.value} rests on the job's own output alone (no node agent"
+            " or Slurm evidence): the restart is charged to the job's budget"
+        )
 
     if diagnosis.action in (RecoveryAction.STOP, RecoveryAction.NONE):
         reasons.append(
@@ -113,7 +202,17 @@ def plan_recovery(
             reasons.append(
                 "not draining hosts the job did not run on: " + ", ".join(sorted(foreign))
             )
-        if not drain:
+        alone: list[str] = []
+        if not trust_job_output:
+            drain, alone = corroborated_nodes(drain, diagnosis, nodes)
+            if alone:
+                reasons.append(
+                    "not draining "
+                    + ", ".join(alone)
+                    + ": only the job's output names it; no node agent reading or Slurm node"
+                    " state agrees"
+                )
+        if not drain and not alone:
             reasons.append("no implicated node of this job identified: restart without draining")
     exclude = list(dict.fromkeys([*job.excluded_nodes, *drain]))
     if counts:

@@ -14,6 +14,7 @@ from resurrect.contracts import (
     DEFAULT_ACTION,
     Diagnosis,
     Evidence,
+    EvidenceSource,
     FaultClass,
     Interruption,
     JobInfo,
@@ -34,6 +35,14 @@ STATE_CLASS: dict[JobState, FaultClass] = {
 }
 
 HARD_DOWN_STATES = frozenset({"DOWN", "FAIL", "FAILING"})
+
+# Who vouches for a sensor's hint, by the sensor that reported it: the log follower only
+# repeats what the job printed, so its hints are job output.
+SENSOR_SOURCE: dict[str, EvidenceSource] = {
+    "log_tail": "job_output",
+    "node_agent": "node_agent",
+    "slurm_watcher": "scheduler",
+}
 
 # Scheduler facts that no log line overrides.
 AUTHORITATIVE = frozenset({FaultClass.JOB_TIME_LIMIT, FaultClass.JOB_PREEMPTED})
@@ -89,6 +98,7 @@ def scheduler_evidence(
                 host=node.name,
             )
         )
+    hint_source = SENSOR_SOURCE.get(interruption.source, "sensor")
     if interruption.fault_hint is not None and interruption.suspect_nodes:
         for node_name in interruption.suspect_nodes:
             found.append(
@@ -101,6 +111,7 @@ def scheduler_evidence(
                     role="root",
                     fault_class=interruption.fault_hint,
                     host=node_name,
+                    source=hint_source,
                 )
             )
     if interruption.fault_hint is FaultClass.JOB_HANG and not interruption.suspect_nodes:
@@ -111,6 +122,7 @@ def scheduler_evidence(
                 rule=f"sensor.{interruption.source}.hang",
                 role="root",
                 fault_class=FaultClass.JOB_HANG,
+                source=hint_source,
             )
         )
     return found

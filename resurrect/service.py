@@ -111,12 +111,15 @@ async def run_service(
             watcher = SlurmWatcher(scheduler, config, report)
             tasks.append(asyncio.create_task(watcher.run(stop), name="watcher"))
             if config.watcher.kick_hooks:
-                from sensors.watcher_kick import KickListener
+                from sensors.watcher_kick import KickListener, KickSocketError
 
-                kick_path = config.watcher.kick_socket or config.temporal.state_dir / "watcher.sock"
-                listener = KickListener(kick_path, lambda reason: watcher.kick())
-                await listener.start()
-                stack.callback(listener.close)
+                listener = KickListener(config.watcher.kick_socket, lambda reason: watcher.kick())
+                try:
+                    await listener.start()
+                    stack.callback(listener.close)
+                except KickSocketError as refused:
+                    # the watcher still polls every poll_interval_s; only kicks are lost
+                    log.error("Slurm hook kicks are OFF: %s", refused)
         if parts.follow_logs and config.watcher.follow_logs:
             from resurrect.rules import load_engine
             from sensors.log_follower import JobLogFollower

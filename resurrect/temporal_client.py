@@ -1,8 +1,17 @@
-"""Connecting to Temporal: the embedded dev server or an existing cluster (mTLS, API key)."""
+"""Connecting to Temporal: the embedded dev server or an existing cluster (mTLS, API key).
+
+Whoever can talk to the Temporal frontend can start, signal and read recoveries, so a
+connection to anything but this host's loopback interface must be authenticated: mTLS
+(``temporal.tls``: client certificate and key, the server's CA, its name) or an API key
+over TLS. A plaintext connection to another host is refused unless the configuration says
+``temporal.allow_plaintext: true`` (for a network you trust for this). docs/security.md
+explains the server side.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 
 from temporalio.client import Client, TLSConfig
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -38,11 +47,34 @@ def _tls_config(settings: TemporalSettings) -> TLSConfig | bool:
     )
 
 
+def _is_loopback(target: str) -> bool:
+    host = target.rsplit(":", 1)[0] if ":" in target else target
+    host = host.strip("[]")
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_authenticated(settings: TemporalSettings, target: str) -> None:
+    if settings.tls is not None or settings.api_key or settings.allow_plaintext:
+        return
+    if not _is_loopback(target):
+        raise ConfigError(
+            f"refusing a plaintext, unauthenticated connection to Temporal at {target}:"
+            " configure temporal.tls (mTLS) or temporal.api_key, or set"
+            " temporal.allow_plaintext: true for a network you trust (see docs/security.md)"
+        )
+
+
 async def connect(
     settings: TemporalSettings, *, address: str | None = None, attempts: int = 1
 ) -> Client:
     """A client with resurrect's data converter (pydantic models travel as JSON)."""
     target = address or settings.address
+    _check_authenticated(settings, target)
     last: Exception | None = None
     for attempt in range(max(1, attempts)):
         try:

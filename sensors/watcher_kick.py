@@ -3,9 +3,17 @@
 Slurm can run a program when something happens: ``strigger --set --node --down
 --program=...`` (a node went down) and ``JobCompType=jobcomp/script`` (a job ended). Point
 both at ``deploy/hooks/kick-watcher.sh``, which sends one datagram to the watcher's UNIX
-socket (``watcher.kick_socket``). The datagram carries nothing the watcher trusts: it only
-triggers a poll, and the poll reads the truth from Slurm. Hooks fail open: if resurrect is
-down, the kick is lost and Slurm goes on undisturbed.
+socket (``watcher.kick_socket``, default :data:`resurrect.config.DEFAULT_KICK_SOCKET`,
+``/run/resurrect/kick.sock``: the hook script has the same default, and the watch unit
+creates ``/run/resurrect`` with ``RuntimeDirectory=``). The datagram carries nothing the
+watcher trusts: it only triggers a poll, and the poll reads the truth from Slurm. Hooks fail
+open: if resurrect is down, the kick is lost and Slurm goes on undisturbed.
+
+The socket is created without trusting its path: its directory must be a real directory
+(not a symlink) owned by this process's user and writable by nobody else (created 0755 if
+missing); the socket is bound inside a private temporary directory, given its mode there
+and renamed into place, so no ``chmod`` ever resolves a path someone else could swap for a
+symlink. Anything else is refused with :class:`KickSocketError`.
 """
 
 from __future__ import annotations
@@ -15,12 +23,67 @@ import contextlib
 import logging
 import os
 import socket
+import stat
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
+
+from resurrect.errors import ResurrectError
 
 log = logging.getLogger(__name__)
 
 MAX_DATAGRAM = 256
+# Any Slurm hook may kick (they run as SlurmUser); a kick only triggers a rate-limited poll.
+SOCKET_MODE = 0o666
+DIR_MODE = 0o755
+
+
+class KickSocketError(ResurrectError):
+    """The kick socket cannot be created safely where it was asked for."""
+
+
+def _checked_directory(directory: Path) -> None:
+    """``directory`` exists, is a real directory of ours, and only we can write in it."""
+    try:
+        os.mkdir(directory, DIR_MODE)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise KickSocketError(f"cannot create {directory}: {exc.strerror or exc}") from exc
+    info = os.lstat(directory)
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise KickSocketError(f"{directory} is not a directory (a symlink?): refusing it")
+    if info.st_uid != os.geteuid():
+        raise KickSocketError(
+            f"{directory} belongs to uid {info.st_uid}, not to us (uid {os.geteuid()})"
+        )
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise KickSocketError(f"{directory} is writable by others (mode {info.st_mode & 0o777:o})")
+
+
+def bind_kick_socket(path: Path) -> socket.socket:
+    """A datagram socket bound at ``path`` with mode :data:`SOCKET_MODE`, created safely."""
+    _checked_directory(path.parent)
+    with contextlib.suppress(FileNotFoundError):
+        existing = os.lstat(path)
+        if not stat.S_ISSOCK(existing.st_mode):
+            raise KickSocketError(f"{path} exists and is not a socket: refusing to replace it")
+    private = Path(tempfile.mkdtemp(prefix=".kick-", dir=path.parent))  # 0700, ours
+    staged = private / "s"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        sock.bind(str(staged))
+        os.chmod(staged, SOCKET_MODE)  # inside our private 0700 directory: no swap possible
+        os.rename(staged, path)  # atomic; replaces a stale socket, follows no symlink
+    except BaseException:
+        sock.close()
+        with contextlib.suppress(FileNotFoundError):
+            staged.unlink()
+        raise
+    finally:
+        with contextlib.suppress(OSError):
+            private.rmdir()
+    return sock
 
 
 class _KickProtocol(asyncio.DatagramProtocol):
@@ -41,14 +104,11 @@ class KickListener:
         self._transport: asyncio.BaseTransport | None = None
 
     async def start(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        sock.bind(str(self.path))
-        # Any hook may kick (Slurm runs them as SlurmUser); a kick only triggers a poll,
-        # and the watcher rate-limits polls.
-        os.chmod(self.path, 0o666)  # noqa: S103
+        """Bind the socket (:func:`bind_kick_socket`); raises KickSocketError if unsafe."""
+        try:
+            sock = bind_kick_socket(self.path)
+        except OSError as exc:
+            raise KickSocketError(f"cannot bind {self.path}: {exc.strerror or exc}") from exc
         loop = asyncio.get_running_loop()
         self._transport, _ = await loop.create_datagram_endpoint(
             lambda: _KickProtocol(self.on_kick), sock=sock

@@ -27,6 +27,7 @@ from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from resurrect.contracts import Evidence, FaultClass, SignalKind
@@ -53,11 +54,13 @@ MAX_FINDINGS_KEPT = 64
 STALL_SLACK_S = 3.0
 MAX_REPORTED_KEPT = 32
 REPORT_TIMEOUT = timedelta(seconds=60)
+# The report is retried without a maximum (a controller or Temporal outage can last): the
+# workflow must never end over it, or the node's state (findings, heartbeat watch) is lost.
 REPORT_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=20),
-    maximum_attempts=10,
+    maximum_interval=timedelta(seconds=60),
+    maximum_attempts=0,
 )
 
 
@@ -251,13 +254,18 @@ class NodeHealthWorkflow:
             observed_at=observed_at,
             evidence=evidence,
         )
-        result = await workflow.execute_activity(
-            REPORT_NODE_FAULT_ACTIVITY,
-            report,
-            result_type=NodeFaultResult,
-            start_to_close_timeout=REPORT_TIMEOUT,
-            retry_policy=REPORT_RETRY,
-        )
+        try:
+            result = await workflow.execute_activity(
+                REPORT_NODE_FAULT_ACTIVITY,
+                report,
+                result_type=NodeFaultResult,
+                start_to_close_timeout=REPORT_TIMEOUT,
+                retry_policy=REPORT_RETRY,
+            )
+        except ActivityError as err:
+            # a failure that retrying cannot mend: keep watching the node, state intact
+            workflow.logger.error("%s: cannot report %s: %s", self._params.node, fault, err.cause)
+            return
         health = self._health
         health.faults_reported += 1
         health.reported_jobs = [*health.reported_jobs, *result.reported][-MAX_REPORTED_KEPT:]

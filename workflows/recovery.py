@@ -64,6 +64,11 @@ ResultT = TypeVar("ResultT")
 # A step whose plan sets no heartbeat timeout is retried on another worker this soon after
 # its worker died (the step wrapper heartbeats for it).
 WORKER_LIVENESS_S = 10.0
+# Behaviour changes guarded by workflow.patched(), so recoveries recorded before them
+# replay unchanged: the workflow refuses a job that is not opted in; a node is drained (and
+# a restart free) only when a source the job does not control agrees.
+OPT_IN_PATCH = "refuse-not-opted-in"
+SECOND_SOURCE_PATCH = "second-source-for-drain"
 
 
 class RecoveryWorkflowStatus(Contract):
@@ -219,7 +224,15 @@ class RecoveryWorkflow:
         bundle: EvidenceBundle,
         charged: int,
     ) -> tuple[RecoveryPlan, ResolvedPlan | None]:
-        draft = plan_recovery(diagnosis, bundle.job, bundle.policy, charged_restarts=charged)
+        trust_job_output = not workflow.patched(SECOND_SOURCE_PATCH)
+        draft = plan_recovery(
+            diagnosis,
+            bundle.job,
+            bundle.policy,
+            charged_restarts=charged,
+            nodes=bundle.nodes,
+            trust_job_output=trust_job_output,
+        )
         chosen = select_plan(plans, diagnosis, draft.action, bundle.job, bundle.mode)
         if (
             chosen is not None
@@ -233,6 +246,8 @@ class RecoveryWorkflow:
                 bundle.policy,
                 charged_restarts=charged,
                 counts_against_budget=chosen.counts_against_budget,
+                nodes=bundle.nodes,
+                trust_job_output=trust_job_output,
             )
             chosen = select_plan(plans, diagnosis, draft.action, bundle.job, bundle.mode)
         return draft, chosen
@@ -252,6 +267,14 @@ class RecoveryWorkflow:
             self._notes.append(f"cannot gather evidence: {_cause(err)}")
             return self._outcome(interruption, outcome="job_unknown")
         self._notes.extend(bundle.policy_problems)
+        if workflow.patched(OPT_IN_PATCH) and not bundle.opted_in:
+            # Whoever can start a workflow must not be able to have any job recovered: the
+            # job's own policy (comment, partition, cluster default) decides, read now.
+            self._notes.append(
+                f"job {interruption.job_id} is not opted in (policy from"
+                f" {bundle.policy_source}): recovery refused, nothing was changed"
+            )
+            return self._outcome(interruption, outcome="refused_not_opted_in", bundle=bundle)
         dry_run = bundle.mode == "observe"
 
         # 2. attribute: log evidence + scheduler state + what other sensors reported

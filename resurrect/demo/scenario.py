@@ -98,6 +98,8 @@ class Demo:
         self.t0 = time.monotonic()
         self.cluster: LocalSlurm | None = None
         self.server: EmbeddedTemporal | None = None
+        # gpu-error: one node agent per node, its GPUs simulated (fake NVML)
+        self.simulated_gpus: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ helpers
     def elapsed(self) -> float:
@@ -162,12 +164,42 @@ class Demo:
         service = asyncio.create_task(
             run_service(config, ServiceParts(), stop, client=client, scheduler=cluster.scheduler())
         )
+        agents: list[asyncio.Task[None]] = []
+        if s.scenario == "gpu-error":
+            # A GPU that fails shows in its node's kernel log and NVML, not only in what the
+            # job prints; resurrect drains a node only when such a second source agrees.
+            agents = self._start_node_agents(cluster, client, config, stop)
+            self.say(f"node agents running on {', '.join(cluster.nodes)} (simulated GPUs)")
         try:
             return await self._scenario(root, cluster, client, config)
         finally:
             stop.set()
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(service, timeout=30)
+                await asyncio.wait_for(asyncio.gather(service, *agents), timeout=30)
+
+    def _start_node_agents(
+        self, cluster: LocalSlurm, client: Client, config: ResurrectConfig, stop: asyncio.Event
+    ) -> list[asyncio.Task[None]]:
+        from resurrect.rules import load_engine
+        from sensors.node_agent import FakeNvml, NodeAgent
+        from sensors.node_agent.reporters import TemporalReporter
+        from sensors.node_agent.settings import AgentSettings
+
+        engine = load_engine(config.rules.extra_packs)
+        tasks: list[asyncio.Task[None]] = []
+        for node in cluster.nodes:
+            settings = AgentSettings(node_name=node, kernel_log=False, interval_s=1.0)
+            nvml = FakeNvml.with_gpus(2)
+            reporter = TemporalReporter(
+                client,
+                cluster=config.cluster.name,
+                task_queue=config.temporal.task_queue,
+                settings=settings,
+            )
+            agent = NodeAgent(settings, nvml=nvml, engine=engine, reporter=reporter)
+            self.simulated_gpus[node] = nvml
+            tasks.append(asyncio.create_task(agent.run(stop), name=f"agent-{node}"))
+        return tasks
 
     async def _scenario(
         self, root: Path, cluster: LocalSlurm, client: Client, config: ResurrectConfig
@@ -227,6 +259,9 @@ class Demo:
                 f"rank 1 on {victim} will report a fatal GPU error at step {s.fault_after_step}"
             )
             t_fault = await self._wait_fault_line(job_id)
+            # the same failure, as the victim's own NVML reports it: a double-bit ECC Xid
+            self.simulated_gpus[victim].emit_xid(gpu=0, xid=48)
+            self.say(f"NVML on {victim}: Xid 48 (double-bit ECC error) on GPU 0")
         else:
             if s.scenario == "checkpoint-damage":
                 # the newest checkpoint is torn by the crash: resurrect must fall back

@@ -19,6 +19,10 @@ Requeue paths (checked on Slurm 22.05):
 * PENDING job (e.g. slurmctld already requeued it after NODE_FAIL: Reason=BeginTime,
   restart count +1): hold -> set ExcNodeList -> release.
 * ``--no-requeue`` job: SchedulerRefused (only resubmission as its owner could restart it).
+* CANCELLED job (``scancel`` by its owner or an administrator, also while resurrect held it
+  pending): JobCancelled, and the job is left cancelled. Slurm itself would requeue a
+  cancelled batch job, so the state is re-read before the hold and again before the
+  release.
 """
 
 from __future__ import annotations
@@ -29,7 +33,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 
 from resurrect.contracts import JobInfo, JobState, MutationResult, NodeInfo
-from resurrect.errors import JobNotFound, NodeNotFound, SchedulerError, SchedulerRefused
+from resurrect.errors import (
+    JobCancelled,
+    JobNotFound,
+    NodeNotFound,
+    SchedulerError,
+    SchedulerRefused,
+)
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 from resurrect.scheduler.slurm_json import FINISHED_STATES
 from resurrect.scheduler.validation import (
@@ -46,6 +56,15 @@ def drain_reason(reason: str) -> str:
     if not clean.startswith(DRAIN_REASON_PREFIX):
         clean = sanitize_reason(f"{DRAIN_REASON_PREFIX} {clean}")
     return clean
+
+
+def _not_cancelled(job: JobInfo, cause: BaseException | None = None) -> JobInfo:
+    """``job``, unless a person cancelled it: then JobCancelled (it must stay cancelled)."""
+    if job.state is JobState.CANCELLED:
+        raise JobCancelled(
+            f"job {job.job_id} was cancelled ({job.state_reason or 'scancel'}): not requeued"
+        ) from cause
+    return job
 
 
 class VerifiedScheduler(ABC):
@@ -169,7 +188,7 @@ class VerifiedScheduler(ABC):
         the error is raised."""
         jid = validate_job_id(job_id)
         exclude = validate_node_names(exclude_nodes)
-        job = await self.get_job(jid)
+        job = _not_cancelled(await self.get_job(jid))
         if not job.requeue_allowed:
             raise SchedulerRefused(
                 f"job {jid} was submitted with --no-requeue; only its owner can resubmit it"
@@ -193,15 +212,29 @@ class VerifiedScheduler(ABC):
         steps = await self._hold_for_requeue(job)
         wanted = list(dict.fromkeys([*job.excluded_nodes, *exclude]))
         try:
-            if not set(wanted) <= set((await self.get_job(jid)).excluded_nodes):
+            # scancel of the job we hold makes it CANCELLED: it stays so, never released
+            held = _not_cancelled(await self.get_job(jid))
+            if not set(wanted) <= set(held.excluded_nodes):
                 await self._act_exclude(jid, wanted)
                 steps.append("exclude")
-        finally:
-            await self._act_release(jid)
-            steps.append("release")
+            _not_cancelled(await self.get_job(jid))  # the last look, right before release
+        except JobCancelled:
+            raise
+        except BaseException as exc:
+            # the exclusion may have failed because the job was cancelled just now
+            try:
+                now: JobInfo | None = await self.get_job(jid)
+            except SchedulerError:
+                now = None
+            if now is not None:
+                _not_cancelled(now, cause=exc)
+            await self._act_release(jid)  # fail open: a held job must not stay held
+            raise
+        await self._act_release(jid)
+        steps.append("release")
 
         async def requeued() -> bool:
-            now = await self.get_job(jid)
+            now = _not_cancelled(await self.get_job(jid))
             if now.held or not set(exclude) <= set(now.excluded_nodes):
                 return False
             if now.state in (JobState.PENDING, JobState.COMPLETING):
@@ -263,7 +296,7 @@ class VerifiedScheduler(ABC):
         async def held() -> bool:
             # after requeuehold of a job on a dead node, Slurm shows it COMPLETING (priority 0)
             # until the node is declared DOWN (~SlurmdTimeout); the exclusion can be set then.
-            now = await self.get_job(jid)
+            now = _not_cancelled(await self.get_job(jid))
             return now.state in (JobState.PENDING, JobState.COMPLETING) and now.held
 
         await self._wait_for(f"job {jid} is held", held)

@@ -80,6 +80,7 @@ async def test_damaged_newest_checkpoint_falls_back_and_still_ends_bitwise_equal
 
 
 async def test_gpu_error_line_drains_that_node_and_the_job_finishes(state_dir: Path) -> None:
+    """The job prints the error and the node's agent (simulated NVML) sees the same Xid."""
     result = await run_demo("gpu-error", state_dir)
     assert result["recovered"] and result["job_completed"], result
     assert result["fault_class"] == "gpu.hardware"

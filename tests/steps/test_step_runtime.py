@@ -124,9 +124,12 @@ async def test_external_program_unknown_result_and_timeout_are_transient() -> No
 
 async def test_external_program_per_node_and_output_truncation() -> None:
     argv = [sys.executable, "-c", "import sys; print(sys.argv[1] * 5000)", "{node}"]
-    result = await run_step(
-        run_program, {"argv": argv, "per_node": True, "output_limit": 100}, namespace="recovery"
+    step_input = make_step_input(
+        "recovery.run_program",
+        {"argv": argv, "per_node": True, "output_limit": 100},
+        state=IncidentState(drained_nodes=["node2"]),
     )
+    result = await run_step(run_program, step_input=step_input, namespace="recovery")
     assert list(result.data) == [f"{sys.executable} [node2]"]
     assert "more bytes" in result.data[f"{sys.executable} [node2]"]["output"]
 
@@ -134,7 +137,7 @@ async def test_external_program_per_node_and_output_truncation() -> None:
 async def test_external_program_refuses_unsafe_values() -> None:
     job = JobInfo(job_id="42", state=JobState.FAILED, nodes=["node1;rm -rf /"])
     step_input = make_step_input(
-        "recovery.run_program", {"argv": ["echo", "{nodes}"]}, job=job, culprits=[]
+        "recovery.run_program", {"argv": ["echo", "{job_nodes}"]}, job=job, culprits=[]
     )
     with pytest.raises(ApplicationError, match="unsafe"):
         await run_step(run_program, step_input=step_input, namespace="recovery")

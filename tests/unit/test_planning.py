@@ -3,21 +3,39 @@ from __future__ import annotations
 from resurrect.contracts import (
     DEFAULT_ACTION,
     Diagnosis,
+    Evidence,
     FaultClass,
     JobInfo,
     JobPolicy,
     JobState,
+    NodeInfo,
     RecoveryAction,
+    SignalKind,
 )
-from resurrect.planning import match_job_nodes, plan_recovery
+from resurrect.planning import evidence_source, match_job_nodes, plan_recovery
 
 JOB = JobInfo(job_id="1", state=JobState.FAILED, nodes=["gpu-1", "gpu-2"], excluded_nodes=["gpu-9"])
 POLICY = JobPolicy(max_restarts=2)
 
 
-def diag(fault: FaultClass, hosts: list[str] | None = None) -> Diagnosis:
+def seen(fault: FaultClass, host: str | None, kind: SignalKind) -> Evidence:
+    return Evidence(kind=kind, text="x", role="root", fault_class=fault, host=host)
+
+
+def diag(
+    fault: FaultClass,
+    hosts: list[str] | None = None,
+    *,
+    kind: SignalKind = SignalKind.KERNEL_LOG,
+) -> Diagnosis:
+    """A diagnosis whose evidence (one root item per host) comes from ``kind``."""
+    evidence = [seen(fault, host, kind) for host in (hosts or [None])]
     return Diagnosis(
-        fault_class=fault, action=DEFAULT_ACTION[fault], confidence=0.9, culprit_hosts=hosts or []
+        fault_class=fault,
+        action=DEFAULT_ACTION[fault],
+        confidence=0.9,
+        culprit_hosts=hosts or [],
+        evidence=evidence,
     )
 
 
@@ -66,3 +84,64 @@ def test_running_job_is_cancelled_by_the_requeue() -> None:
 
 def test_match_job_nodes_by_short_name() -> None:
     assert match_job_nodes(["GPU-1.x", "gpu-3"], ["gpu-1", "gpu-2"]) == (["gpu-1"], ["gpu-3"])
+
+
+def test_a_hardware_fault_only_the_job_printed_drains_nothing_and_is_charged() -> None:
+    printed = diag(FaultClass.GPU_HARDWARE, ["gpu-2"], kind=SignalKind.JOB_LOG)
+    plan = plan_recovery(printed, JOB, POLICY, charged_restarts=0)
+    assert plan.action is RecoveryAction.RESTART and plan.drain_nodes == []
+    assert plan.requeue and plan.counts_against_budget
+    assert any("only the job's output names it" in r for r in plan.reasons)
+    assert any("charged to the job's budget" in r for r in plan.reasons)
+    # ... so repeating it runs into the restart budget
+    spent = plan_recovery(printed, JOB, POLICY, charged_restarts=2)
+    assert spent.action is RecoveryAction.STOP and not spent.drain_nodes
+
+
+def test_a_plan_cannot_make_a_job_output_only_restart_free() -> None:
+    printed = diag(FaultClass.GPU_HARDWARE, ["gpu-2"], kind=SignalKind.JOB_LOG)
+    plan = plan_recovery(printed, JOB, POLICY, charged_restarts=0, counts_against_budget=False)
+    assert plan.counts_against_budget
+
+
+def test_slurm_node_state_is_a_second_source() -> None:
+    printed = diag(FaultClass.GPU_HARDWARE, ["gpu-2"], kind=SignalKind.JOB_LOG)
+    for node in (
+        NodeInfo(name="gpu-2", state="DOWN"),
+        NodeInfo(name="gpu-2", state="IDLE", flags=["NOT_RESPONDING"]),
+        NodeInfo(name="gpu-2", state="IDLE", flags=["DRAIN"], reason="admin: bad fan"),
+    ):
+        plan = plan_recovery(printed, JOB, POLICY, charged_restarts=0, nodes=[node])
+        assert plan.drain_nodes == ["gpu-2"], node
+    # a node drained by resurrect itself is no second opinion
+    ours = NodeInfo(name="gpu-2", state="IDLE", flags=["DRAIN"], reason="resurrect: gpu job 1")
+    plan = plan_recovery(printed, JOB, POLICY, charged_restarts=0, nodes=[ours])
+    assert plan.drain_nodes == []
+
+
+def test_only_the_corroborated_culprit_is_drained() -> None:
+    printed = diag(FaultClass.GPU_HARDWARE, ["gpu-1", "gpu-2"], kind=SignalKind.JOB_LOG)
+    agent = printed.model_copy(
+        update={
+            "evidence": [
+                *printed.evidence,
+                seen(FaultClass.GPU_HARDWARE, "gpu-2", SignalKind.GPU_EVENT),
+            ]
+        }
+    )
+    plan = plan_recovery(agent, JOB, POLICY, charged_restarts=0)
+    assert plan.drain_nodes == ["gpu-2"] and not plan.counts_against_budget
+    assert any("not draining gpu-1" in r for r in plan.reasons)
+
+
+def test_a_log_follower_hint_is_job_output() -> None:
+    hint = Evidence(kind=SignalKind.SCHEDULER_STATE, text="log_tail: Xid", source="job_output")
+    assert evidence_source(hint) == "job_output"
+    assert evidence_source(Evidence(kind=SignalKind.SCHEDULER_STATE, text="x")) == "scheduler"
+    assert evidence_source(Evidence(kind=SignalKind.HEARTBEAT, text="x")) == "node_agent"
+
+
+def test_replaying_old_recoveries_keeps_the_old_decision() -> None:
+    printed = diag(FaultClass.GPU_HARDWARE, ["gpu-2"], kind=SignalKind.JOB_LOG)
+    plan = plan_recovery(printed, JOB, POLICY, charged_restarts=0, trust_job_output=True)
+    assert plan.drain_nodes == ["gpu-2"] and not plan.counts_against_budget

@@ -1,0 +1,239 @@
+"""Attack 11: a job that prints a kernel-style Xid line gets its node drained, for free.
+
+A job owner controls every byte the job prints. Printing a shell prompt naming a node and
+an ``NVRM: Xid 79`` line made resurrect drain that node and restart the job free of charge
+(hardware faults are not the job's fault), again and again until the blast-radius budget
+was used up. Now a node is drained, and the restart free, only when a source the job does
+not control agrees: the node agent (kernel log, NVML; its NodeHealthWorkflow) or Slurm's
+node state. Otherwise the job restarts without draining, charged to its own budget.
+
+Real Temporal dev server, real activities and node-health workflow, a fake scheduler.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from resurrect import search_attributes as sa
+from resurrect.config import ResurrectConfig
+from resurrect.contracts import (
+    Evidence,
+    FaultClass,
+    Interruption,
+    JobInfo,
+    JobState,
+    RecoveryOutcome,
+    SignalKind,
+)
+from resurrect.rules import load_engine
+from resurrect.testing import FakeScheduler
+from sensors.node_agent.models import AgentStopped, NodeFindings, NodeHeartbeat
+from sensors.node_agent.reporters import TemporalReporter
+from sensors.node_agent.settings import AgentSettings
+from sensors.report import report_interruption
+from workers.recovery_worker import build_worker
+
+pytestmark = pytest.mark.temporal
+
+FAKE_XID = [
+    "alice@node2:~$ dmesg | tail -1",
+    "[81234.567890] NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, name=python, GPU has fallen off"
+    " the bus.",
+]
+OPT_IN = json.dumps({"resurrect": {"max_restarts": 3}})
+
+
+def config_for(tmp_path: Path) -> ResurrectConfig:
+    return ResurrectConfig.model_validate(
+        {
+            "mode": "act",
+            "cluster": {"name": f"h{uuid.uuid4().hex[:8]}"},
+            "temporal": {"task_queue": f"hw-{uuid.uuid4().hex}", "state_dir": str(tmp_path)},
+            "recovery": {"wait_running_timeout_s": 10, "activity_timeout_s": 20},
+        }
+    )
+
+
+def printing_job(tmp_path: Path) -> JobInfo:
+    out = tmp_path / "slurm-400.out"
+    out.write_text("step 1 loss 2.0\n" + "\n".join(FAKE_XID) + "\n")
+    return JobInfo(
+        job_id="400",
+        state=JobState.FAILED,
+        user="alice",
+        user_id=1000,
+        nodes=["node1", "node2"],
+        num_nodes=2,
+        comment=OPT_IN,
+        stdout_path=str(out),
+    )
+
+
+def follower_report(config: ResurrectConfig, job: JobInfo) -> Interruption:
+    """What the log follower reports for those lines (the job's output, nothing else)."""
+    evidence = [
+        e for e in load_engine([]).scan_lines(FAKE_XID, kind=SignalKind.JOB_LOG) if e.role == "root"
+    ]
+    assert evidence and all(e.host == "node2" for e in evidence)
+    return Interruption(
+        cluster=config.cluster.name,
+        job_id=job.job_id,
+        restart_count=job.restart_count,
+        source="log_tail",
+        reason="gpu.hardware in job output (xid.fallen_off_bus)",
+        observed_at=datetime.now(UTC),
+        job_state=JobState.RUNNING,
+        nodes=job.nodes,
+        suspect_nodes=["node2"],
+        fault_hint=FaultClass.GPU_HARDWARE,
+        evidence=evidence,
+    )
+
+
+async def recover(client: Client, config: ResurrectConfig, report: Interruption) -> RecoveryOutcome:
+    workflow_id = await report_interruption(client, report, task_queue=config.temporal.task_queue)
+    handle = client.get_workflow_handle(workflow_id, result_type=RecoveryOutcome)
+    outcome: RecoveryOutcome = await asyncio.wait_for(handle.result(), timeout=60)
+    return outcome
+
+
+async def charged(client: Client, outcome: RecoveryOutcome) -> bool:
+    description = await client.get_workflow_handle(outcome.workflow_id).describe()
+    return bool(description.typed_search_attributes.get(sa.BUDGET_CHARGED))
+
+
+async def test_a_printed_xid_line_drains_nothing_and_is_charged(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    config = config_for(tmp_path)
+    scheduler = FakeScheduler.with_nodes(4, cluster_name=config.cluster.name)
+    scheduler.jobs["400"] = printing_job(tmp_path)
+    async with build_worker(temporal_client, config, scheduler):
+        outcome = await recover(
+            temporal_client, config, follower_report(config, scheduler.jobs["400"])
+        )
+    assert outcome.fault_class is FaultClass.GPU_HARDWARE
+    assert outcome.drained_nodes == [] and not any(n.drained for n in scheduler.nodes.values())
+    assert scheduler.calls == [("requeue", "400")]  # restarted, without draining
+    assert outcome.recovered, outcome.notes
+    assert any("only the job's output names it" in note for note in outcome.notes), outcome.notes
+    assert any("rests on the job's own output alone" in note for note in outcome.notes), (
+        outcome.notes
+    )
+    assert await charged(temporal_client, outcome)
+
+
+def agent_on_node2(client: Client, config: ResurrectConfig) -> TemporalReporter:
+    return TemporalReporter(
+        client,
+        cluster=config.cluster.name,
+        task_queue=config.temporal.task_queue,
+        settings=AgentSettings.model_validate({"node_name": "node2", "silence_threshold_s": 30}),
+    )
+
+
+def kernel_xid() -> Evidence:
+    """The line the node's kernel log holds when the GPU really fell off the bus."""
+    return Evidence(
+        kind=SignalKind.KERNEL_LOG,
+        text=FAKE_XID[1],
+        rule="xid.fallen_off_bus",
+        role="root",
+        fault_class=FaultClass.GPU_HARDWARE,
+        host="node2",
+        observed_at=datetime.now(UTC),
+        confidence=0.97,
+    )
+
+
+async def test_a_watching_agent_that_confirms_a_moment_later_gets_the_node_drained(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """The job's line arrives first; the agent's kernel-log reading a second later."""
+    config = config_for(tmp_path)
+    scheduler = FakeScheduler.with_nodes(4, cluster_name=config.cluster.name)
+    scheduler.jobs["400"] = printing_job(tmp_path)
+    agent = agent_on_node2(temporal_client, config)
+    async with build_worker(temporal_client, config, scheduler):
+        await agent.heartbeat(
+            NodeHeartbeat(
+                node="node2", seq=0, sent_at=datetime.now(UTC), gpus=8, silence_threshold_s=30
+            )
+        )
+        recovery = asyncio.create_task(
+            recover(temporal_client, config, follower_report(config, scheduler.jobs["400"]))
+        )
+        await asyncio.sleep(1.5)
+        await agent.findings(
+            NodeFindings(node="node2", sent_at=datetime.now(UTC), evidence=[kernel_xid()])
+        )
+        outcome = await recovery
+        await agent.stopped(AgentStopped(node="node2", sent_at=datetime.now(UTC)))
+    assert outcome.drained_nodes == ["node2"], outcome.notes
+    assert outcome.recovered and not await charged(temporal_client, outcome)
+
+
+async def test_a_watching_agent_that_sees_nothing_keeps_the_node_in_service(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    config = config_for(tmp_path)
+    scheduler = FakeScheduler.with_nodes(4, cluster_name=config.cluster.name)
+    scheduler.jobs["400"] = printing_job(tmp_path)
+    agent = agent_on_node2(temporal_client, config)
+    async with build_worker(temporal_client, config, scheduler):
+        await agent.heartbeat(
+            NodeHeartbeat(
+                node="node2", seq=0, sent_at=datetime.now(UTC), gpus=8, silence_threshold_s=30
+            )
+        )
+        outcome = await recover(
+            temporal_client, config, follower_report(config, scheduler.jobs["400"])
+        )
+        await agent.stopped(AgentStopped(node="node2", sent_at=datetime.now(UTC)))
+    assert outcome.drained_nodes == [] and scheduler.calls == [("requeue", "400")]
+    assert await charged(temporal_client, outcome)
+
+
+async def test_the_same_lines_with_the_node_agent_agreeing_drain_the_node(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    config = config_for(tmp_path)
+    scheduler = FakeScheduler.with_nodes(4, cluster_name=config.cluster.name)
+    scheduler.jobs["400"] = printing_job(tmp_path)
+    agent = TemporalReporter(
+        temporal_client,
+        cluster=config.cluster.name,
+        task_queue=config.temporal.task_queue,
+        settings=AgentSettings.model_validate({"node_name": "node2", "silence_threshold_s": 30}),
+    )
+    kernel_xid = Evidence(
+        kind=SignalKind.KERNEL_LOG,
+        text=FAKE_XID[1],
+        rule="xid.fallen_off_bus",
+        role="root",
+        fault_class=FaultClass.GPU_HARDWARE,
+        host="node2",
+        observed_at=datetime.now(UTC),
+        confidence=0.97,
+    )
+    async with build_worker(temporal_client, config, scheduler):
+        now = datetime.now(UTC)
+        await agent.heartbeat(
+            NodeHeartbeat(node="node2", seq=0, sent_at=now, gpus=8, silence_threshold_s=30)
+        )
+        await agent.findings(NodeFindings(node="node2", sent_at=now, evidence=[kernel_xid]))
+        outcome = await recover(
+            temporal_client, config, follower_report(config, scheduler.jobs["400"])
+        )
+        await agent.stopped(AgentStopped(node="node2", sent_at=datetime.now(UTC)))
+    assert outcome.drained_nodes == ["node2"], outcome.notes
+    assert scheduler.calls == [("drain", "node2"), ("requeue", "400")]
+    assert outcome.recovered and not await charged(temporal_client, outcome)
+    assert not any("rests on the job's own output alone" in note for note in outcome.notes)
