@@ -1,13 +1,15 @@
 """Attribution on real failure logs nobody here wrote (tests/fixtures/real-logs).
 
-The corpus is the shared one (``case-*``, copied from ../shared/corpus/real-logs) plus the
-development corpus mined from public issue threads (``dev/``); each case names its source.
-Specification, as regression floors:
+The corpus is the shared one (``case-*``, copied from ../shared/corpus/real-logs), the
+development corpus mined from public issue threads (``dev/``) and a validation set mined after
+the rules were written (``validation/``, measured before any change for it); each case names its
+source. Specification, as regression floors:
 
 * over the whole corpus, at least 95 % of the diagnoses name the labelled class;
 * no case whose true class is a workload fault or a scheduler outcome is diagnosed as a class
   that drains a node (zero false drains);
-* every case labelled easy or medium is diagnosed as labelled, one test each.
+* every shared or development case labelled easy or medium is diagnosed as labelled, one test
+  each (the validation set's misses are documented in docs/attribution.md, not hidden).
 """
 
 from __future__ import annotations
@@ -33,13 +35,15 @@ CASES = find_cases(CORPUS)
 RELIABLE = [
     case
     for case in CASES
-    if json.loads((case / "expected.json").read_text())["difficulty"] in {"easy", "medium"}
+    if case.parent.name != "validation"
+    and json.loads((case / "expected.json").read_text())["difficulty"] in {"easy", "medium"}
 ]
 
 
 def test_corpus_is_whole() -> None:
     assert len([c for c in CASES if c.name.startswith("case-")]) >= 19
     assert len([c for c in CASES if c.parent.name == "dev"]) >= 60
+    assert len([c for c in CASES if c.parent.name == "validation"]) >= 10
     for case in CASES:
         expected = json.loads((case / "expected.json").read_text())
         assert expected["source"].startswith("https://github.com/"), case
