@@ -59,6 +59,7 @@ SEARCH_GATES: tuple[str, ...] = (
     "connect",
     "illegal",
     "_status_",
+    "oom",
 )
 """Words that failure literals often contain and healthy training output rarely does: the
 chunk scan searches for the word once instead of for every literal that contains it."""
