@@ -59,6 +59,9 @@ ECHOED_TRACEBACK_LINES = 40
 EARLY_TIMEOUT_FRACTION = 0.9
 """A wrapper's "timed out" before this fraction of the requested time is a preemption."""
 LOW_CONFIDENCE = 0.5
+LOST_PEER_CONFIDENCE = 0.45
+"""A node loss inferred only from survivors' closed connections: below the confidence at which a
+scheduler-observed node loss (with the node's real name) takes over, and never a stop."""
 MAX_LISTED = 50
 
 INTERRUPT_RULES = frozenset(
@@ -596,8 +599,13 @@ def decide(
         ]
     elif fault_class is FaultClass.NODE_LOST:
         culprit_hosts = _lost_node_culprits(ordered, hosts)
-        if not culprit_hosts and any(e.fields.get("peer") for e in primary):
-            notes.append("survivors lost connections to several peers: no single lost node")
+        if all(e.fields.get("peer") for e in primary):
+            confidence = min(confidence, LOST_PEER_CONFIDENCE)
+            notes.append(
+                "inferred from survivors' closed connections to " + ", ".join(culprit_hosts)
+                if culprit_hosts
+                else "survivors lost connections to several peers: no single lost node"
+            )
     elif fault_class not in _NO_CULPRIT_CLASSES and fault_class is not FaultClass.JOB_HANG:
         culprit_ranks = [
             r for r in _ordered_unique([e.rank for e in ordered]) if isinstance(r, int)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from resurrect.contracts import Diagnosis, FaultClass, RecoveryAction
 from resurrect.rules import diagnose_lines, load_engine
+from resurrect.scheduler_evidence import WEAK_LOG_CONFIDENCE
 
 ENGINE = load_engine()
 
@@ -207,6 +208,8 @@ def test_survivors_losing_one_peer_blame_that_peer() -> None:
 """)
     assert d.fault_class is FaultClass.NODE_LOST
     assert d.culprit_hosts == ["10.4.0.21"] and d.culprit_ranks == []
+    # inferred, not observed: a node loss the scheduler saw (with the node's name) takes over
+    assert d.confidence < WEAK_LOG_CONFIDENCE
 
 
 def test_a_peer_that_died_of_its_own_cause_is_not_a_lost_node() -> None:
