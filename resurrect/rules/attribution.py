@@ -75,9 +75,8 @@ WRAPPER_TIMEOUT_RULES = frozenset({"slurm.time_limit_wrapper", "slurm.wrapper_si
 LOCAL_FABRIC_RULES = ("nccl.ib_verbs_failure", "xid.", "gpu.")
 """Fabric evidence about the reporting host's own adapter or NVLink (not a two-ended link)."""
 
-_NODE_CLASSES = frozenset(
-    {FaultClass.GPU_HARDWARE, FaultClass.NETWORK_FABRIC, FaultClass.NODE_LOST}
-)
+NODE_CLASSES = frozenset({FaultClass.GPU_HARDWARE, FaultClass.NETWORK_FABRIC, FaultClass.NODE_LOST})
+"""Classes whose default action drains the culprit node."""
 _NO_CULPRIT_CLASSES = frozenset(
     {FaultClass.JOB_TIME_LIMIT, FaultClass.JOB_PREEMPTED, FaultClass.JOB_CANCELLED}
 )
@@ -620,7 +619,7 @@ def decide(
     culprit_gpus = [g for g in _ordered_unique([e.gpu for e in ordered]) if isinstance(g, str)]
 
     action = DEFAULT_ACTION[fault_class]
-    if fault_class in _NODE_CLASSES and not culprit_hosts:
+    if fault_class in NODE_CLASSES and not culprit_hosts:
         action = RecoveryAction.RESTART
         notes.append("no culprit host identified, so nothing to drain")
     if fault_class is FaultClass.COLLECTIVE_TIMEOUT and culprit_hosts:

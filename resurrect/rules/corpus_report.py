@@ -31,13 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from resurrect.contracts import FaultClass
+from resurrect.rules.attribution import NODE_CLASSES
 from resurrect.rules.diagnose import diagnose_files
 from resurrect.rules.engine import RuleEngine, default_engine
 
-DRAIN_CLASSES = frozenset(
-    {FaultClass.GPU_HARDWARE, FaultClass.NETWORK_FABRIC, FaultClass.NODE_LOST}
-)
-"""Classes whose default action drains the culprit node."""
+DRAIN_CLASSES = NODE_CLASSES
 WORKLOAD_CLASSES = frozenset(
     {
         FaultClass.APP_ERROR,

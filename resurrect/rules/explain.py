@@ -22,16 +22,13 @@ from resurrect.contracts import Evidence, FaultClass, RecoveryAction
 from resurrect.rules.attribution import (
     HANG_SILENCE_S,
     LOW_CONFIDENCE,
+    NODE_CLASSES,
     WRAPPER_TIMEOUT_RULES,
     Candidate,
     Decision,
     decide,
 )
 from resurrect.rules.engine import RuleEngine, default_engine
-
-_NODE_CLASSES = frozenset(
-    {FaultClass.GPU_HARDWARE, FaultClass.NETWORK_FABRIC, FaultClass.NODE_LOST}
-)
 
 
 @dataclass(frozen=True)
@@ -230,7 +227,7 @@ def _would_change(decision: Decision) -> list[str]:
             "OOMKilled) or host memory seen growing would confirm it and stop the job; until "
             "then it is restarted"
         )
-    if cls in _NODE_CLASSES and not decision.culprit_hosts:
+    if cls in NODE_CLASSES and not decision.culprit_hosts:
         out.append(
             "a line naming the host (an NCCL 'host:pid:tid' prefix, srun -l, a syslog host, a "
             "torchelastic Root Cause record) would let resurrect drain that node"
