@@ -69,6 +69,7 @@ INTERRUPT_RULES = frozenset(
 )
 """Rules whose evidence is a person or a launcher stopping the run."""
 BLOCKING_FRAME_RULE = "python.blocking_frame"
+LAUNCHER_SIGNAL_RULE = "torchelastic.interrupt_signal"
 HOST_MEMORY_RULE = "memory.host_usage_report"
 WRAPPER_TIMEOUT_RULES = frozenset({"slurm.time_limit_wrapper", "slurm.wrapper_signal_timeout"})
 """A job wrapper's reading of a signal as the time limit (the scheduler's own word outranks it)."""
@@ -92,6 +93,9 @@ _ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)")
 _GLOG = re.compile(r"(?:^|[\s\[])[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\b")
 _CLOCK = re.compile(r"^\[?(\d\d):(\d\d):(\d\d)\b(?![<:])")
 _RANK_LIST = re.compile(r"\d+")
+_LAUNCHER_WAIT = re.compile(
+    r"(?:subprocess|popen_\w+)\.py\", line \d+,? in _?(?:wait|communicate)\b"
+)
 _UNIT_BYTES = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
@@ -295,6 +299,16 @@ def _stopped_in(interrupt: Evidence, evidence: Sequence[Evidence]) -> Evidence |
     at = interrupt.line or 0
     if interrupt.fields.get("echo"):  # "^C" echoed, the traceback follows
         after = [e for e in frames if 0 <= (e.line or 0) - at <= ECHOED_TRACEBACK_LINES]
+        return after[-1] if after else None
+    if interrupt.rule == LAUNCHER_SIGNAL_RULE:
+        # the launcher forwards the signal; its workers' tracebacks follow. Its own shutdown
+        # (waiting for those workers to exit) is no sign of a hang.
+        after = [
+            e
+            for e in frames
+            if 0 < (e.line or 0) - at <= ECHOED_TRACEBACK_LINES
+            and not _LAUNCHER_WAIT.search(e.text)
+        ]
         return after[-1] if after else None
     before = [e for e in frames if 0 < at - (e.line or 0) <= INTERRUPTED_FRAME_LINES]
     return before[-1] if before else None

@@ -313,3 +313,36 @@ def test_culprit_ranks_come_in_the_order_they_printed() -> None:
 """)
     assert d.fault_class is FaultClass.CUDA_ERROR
     assert d.culprit_ranks == [1, 3]
+
+
+def test_a_loopback_peer_is_a_local_process_not_a_lost_node() -> None:
+    d = diag(
+        "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by "
+        "peer [127.0.0.1]:38032"
+    )
+    assert d.fault_class is FaultClass.UNKNOWN
+
+
+def test_interrupted_workers_parked_in_a_queue_after_the_launchers_signal_are_a_hang() -> None:
+    d = diag("""
+WARNING:torch.distributed.elastic.agent.server.api:Received 2 death signal, shutting down workers
+WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 1993703 closing signal SIGINT
+Traceback (most recent call last):
+  File "train.py", line 241, in train
+    batch = next(self.dl)
+  File "/opt/venv/lib/python3.8/site-packages/torch/utils/data/dataloader.py", line 1132, in _try_get_data
+    data = self._data_queue.get(timeout=timeout)
+""")
+    assert d.fault_class is FaultClass.JOB_HANG
+
+
+def test_the_launcher_waiting_for_its_workers_to_exit_is_no_hang() -> None:
+    d = diag("""
+torch.distributed.elastic.multiprocessing.api.SignalException: Process 3449727 got signal: 2
+Traceback (most recent call last):
+  File "/opt/venv/lib/python3.12/site-packages/torch/distributed/elastic/multiprocessing/api.py", line 912, in _close
+    handler.proc.wait(time_to_wait)
+  File "/usr/lib/python3.12/subprocess.py", line 1264, in wait
+    return self._wait(timeout=timeout)
+""")
+    assert d.fault_class is FaultClass.JOB_CANCELLED
