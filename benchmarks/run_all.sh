@@ -17,6 +17,8 @@ echo "== scan_throughput (rule engine vs grep -P)" >&2
 "$PY" benchmarks/scan_throughput.py --json "${scan[@]}"
 echo "== checkpoint_verify (quick/full vs cat, sha256sum)" >&2
 "$PY" benchmarks/checkpoint_verify.py --json "${ckpt[@]}"
+echo "== attribution_accuracy (real-log corpus vs the majority-class baseline)" >&2
+"$PY" benchmarks/attribution_accuracy.py --json
 echo "== agent_overhead (8 fake GPUs vs an idle interpreter)" >&2
 "$PY" benchmarks/agent_overhead.py --json "${agent[@]}"
 echo "== follower_scan (hang check on a 50,000-entry checkpoint dir vs the former full rescan)" >&2

@@ -4,8 +4,8 @@ The rules say what each line means on its own; attribution weighs them together:
 
 1. **Root beats cascade.** The primary class is chosen among ``root`` evidence: per class the
    highest rule confidence, ties going to the class observed first. Cascade evidence
-   (collective timeouts, communicator aborts, SIGABRT teardown, launcher summaries) decides only
-   when there is no root evidence at all.
+   (collective timeouts, communicator aborts, SIGABRT teardown, launcher summaries, interrupts)
+   decides only when there is no root evidence at all.
 2. **Launcher reports.** torchelastic's "Root Cause (first observed failure)" record gives the
    failing rank, its host and exit code. Records become a rank-to-host map; a root-cause record
    that died of a signal is evidence in its own right (SIGSEGV/SIGBUS/... crash; SIGKILL a
@@ -14,11 +14,20 @@ The rules say what each line means on its own; attribution weighs them together:
    while the others did, the one whose last completed sequence number is lowest, or the ranks the
    desync report names - unless that is every rank, which identifies nobody.
 4. **Fabric errors** name both ends of a link; a host is blamed only when it recurs across
-   more pairs than any other.
-5. **Refinements.** A time-limit kill after training reported it had finished, or after a long
-   silence, is a hang. A SIGKILL with no OOM line is a probable host OOM at low confidence; a
-   low-confidence diagnosis never stops a job (its action becomes restart). Hardware classes
-   without a culprit host cannot drain anything, so their action is restart.
+   more pairs than any other, or when one host alone reports a failure of its own adapter or
+   NVLink. **A lost peer** (survivors see their connection closed by one peer) blames that peer.
+5. **Time and context.** A time-limit kill after training reported it had finished, or after a
+   long silence, is a hang. An interrupt (Ctrl-C, SIGINT/SIGTERM to the launcher, scancel) is a
+   cancellation - unless the traceback it produced stops in a blocking call (a queue ``get``, a
+   lock, a barrier) or the output had been silent for long before it: then the run had hung. A
+   wrapper's "job has timed out" long before the requested time is a preemption. A SIGKILL with
+   no OOM line is a probable host OOM at low confidence, firmer when the job's host memory was
+   seen growing; a low-confidence diagnosis never stops a job (its action becomes restart).
+   Hardware classes without a culprit host cannot drain anything, so their action is restart.
+
+:func:`decide` returns every step of this (the candidates per class, the refinements, the
+culprits); :func:`attribute` turns it into a :class:`~resurrect.contracts.Diagnosis` and
+:mod:`resurrect.rules.explain` into an explanation.
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date
 
 from resurrect.contracts import (
     DEFAULT_ACTION,
@@ -37,17 +46,38 @@ from resurrect.contracts import (
     RecoveryAction,
 )
 from resurrect.rules.engine import known_confidences
+from resurrect.rules.text import split_prefixes
 
 HANG_SILENCE_S = 5 * 60
-"""A time-limit kill after this long without a line is a hang."""
+"""A time-limit kill or an interrupt after this long without a line is a hang."""
 FINISHED_WINDOW_LINES = 50
 """A "training finished" line this close before a time-limit kill means the job hung on exit."""
+INTERRUPTED_FRAME_LINES = 2
+"""A blocking frame this close before "KeyboardInterrupt" is where the traceback stopped."""
+ECHOED_TRACEBACK_LINES = 40
+"""After an echoed "^C", blocking frames this close belong to the interrupted traceback."""
+EARLY_TIMEOUT_FRACTION = 0.9
+"""A wrapper's "timed out" before this fraction of the requested time is a preemption."""
 LOW_CONFIDENCE = 0.5
+LOST_PEER_CONFIDENCE = 0.45
+"""A node loss inferred only from survivors' closed connections: below the confidence at which a
+scheduler-observed node loss (with the node's real name) takes over, and never a stop."""
 MAX_LISTED = 50
 
-_NODE_CLASSES = frozenset(
-    {FaultClass.GPU_HARDWARE, FaultClass.NETWORK_FABRIC, FaultClass.NODE_LOST}
+INTERRUPT_RULES = frozenset(
+    {"python.keyboard_interrupt", "torchelastic.interrupt_signal", "slurm.cancelled_by_user"}
 )
+"""Rules whose evidence is a person or a launcher stopping the run."""
+BLOCKING_FRAME_RULE = "python.blocking_frame"
+LAUNCHER_SIGNAL_RULE = "torchelastic.interrupt_signal"
+HOST_MEMORY_RULE = "memory.host_usage_report"
+WRAPPER_TIMEOUT_RULES = frozenset({"slurm.time_limit_wrapper", "slurm.wrapper_signal_timeout"})
+"""A job wrapper's reading of a signal as the time limit (the scheduler's own word outranks it)."""
+LOCAL_FABRIC_RULES = ("nccl.ib_verbs_failure", "xid.", "gpu.")
+"""Fabric evidence about the reporting host's own adapter or NVLink (not a two-ended link)."""
+
+NODE_CLASSES = frozenset({FaultClass.GPU_HARDWARE, FaultClass.NETWORK_FABRIC, FaultClass.NODE_LOST})
+"""Classes whose default action drains the culprit node."""
 _NO_CULPRIT_CLASSES = frozenset(
     {FaultClass.JOB_TIME_LIMIT, FaultClass.JOB_PREEMPTED, FaultClass.JOB_CANCELLED}
 )
@@ -59,8 +89,14 @@ _SIGNAL_EXIT: dict[int, tuple[FaultClass, str, float]] = {
     -8: (FaultClass.PROCESS_CRASH, "root", 0.6),
     -6: (FaultClass.PROCESS_CRASH, "cascade", 0.35),
 }
-_TS = re.compile(r"(\d{4}-\d\d-\d\d)[ T](\d\d:\d\d:\d\d)")
+_ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)")
+_GLOG = re.compile(r"(?:^|[\s\[])[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\b")
+_CLOCK = re.compile(r"^\[?(\d\d):(\d\d):(\d\d)\b(?![<:])")
 _RANK_LIST = re.compile(r"\d+")
+_LAUNCHER_WAIT = re.compile(
+    r"(?:subprocess|popen_\w+)\.py\", line \d+,? in _?(?:wait|communicate)\b"
+)
+_UNIT_BYTES = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
 @dataclass
@@ -72,6 +108,53 @@ class _Record:
     rank: int | None = None
     exit_code: int | None = None
     evidence: list[Evidence] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One fault class the evidence supports, with its strongest line."""
+
+    fault_class: FaultClass
+    role: str
+    """``root`` or ``cascade``."""
+    score: float
+    first_index: int
+    """Where the class's first evidence is among its role's evidence (ties: earlier wins)."""
+    strongest: Evidence
+    count: int
+
+
+@dataclass(frozen=True)
+class Refinement:
+    """A change of the chosen class (or its confidence) made by time and context."""
+
+    from_class: FaultClass
+    to_class: FaultClass
+    reason: str
+    evidence: Evidence | None = None
+
+
+@dataclass
+class Decision:
+    """Every step of one attribution: what :func:`attribute` and the explanation are made of."""
+
+    fault_class: FaultClass
+    confidence: float
+    action: RecoveryAction
+    decided_by: str
+    """``root``, ``cascade``, ``context`` (a blocking frame alone) or ``none``."""
+    candidates: list[Candidate]
+    """The winning class first (as chosen before refinements), then the others, best first."""
+    primary: list[Evidence]
+    cascades: list[Evidence]
+    roots: list[Evidence]
+    refinements: list[Refinement] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    culprit_hosts: list[str] = field(default_factory=list)
+    culprit_ranks: list[int] = field(default_factory=list)
+    culprit_gpus: list[str] = field(default_factory=list)
+    evidence: list[Evidence] = field(default_factory=list)
+    """Everything considered, launcher-record evidence included."""
 
 
 def _confidence(ev: Evidence, confidences: Mapping[str, float]) -> float:
@@ -133,38 +216,161 @@ def _record_evidence(rec: _Record) -> Evidence | None:
     )
 
 
-def _ts(text: str | None) -> datetime | None:
+# -- time ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Stamp:
+    """When a line was printed, as precisely as the line says."""
+
+    day: date | None
+    """The date; year 2000 stands in when the line has month and day only (glog)."""
+    has_year: bool
+    seconds: int
+    """Seconds since midnight."""
+
+
+def _stamp(text: str | None) -> _Stamp | None:
+    """The time a line carries: ISO date and time, glog ``E1206 18:44:12``, or a leading clock."""
     if not text:
         return None
-    m = _TS.search(text)
-    if m is None:
-        return None
     try:
-        return datetime.fromisoformat(f"{m.group(1)} {m.group(2)}")
+        if m := _ISO.search(text):
+            y, mo, d, hh, mm, ss = (int(g) for g in m.groups())
+            return _Stamp(date(y, mo, d), True, hh * 3600 + mm * 60 + ss)
+        if m := _GLOG.search(text):
+            mo, d, hh, mm, ss = (int(g) for g in m.groups())
+            return _Stamp(date(2000, mo, d), False, hh * 3600 + mm * 60 + ss)
     except ValueError:
         return None
+    if m := _CLOCK.match(split_prefixes(text).body.lstrip()):
+        hh, mm, ss = (int(g) for g in m.groups())
+        if hh < 24 and mm < 60 and ss < 60:
+            return _Stamp(None, False, hh * 3600 + mm * 60 + ss)
+    return None
 
 
-def _is_hang(limit: Evidence, evidence: Sequence[Evidence]) -> bool:
-    """A time-limit kill that ended a hang: training had finished, or the log had gone silent."""
+def _gap_s(before: _Stamp, after: _Stamp) -> int:
+    """Seconds from ``before`` to ``after`` (within a day when either lacks a date)."""
+    if before.day and after.day and before.has_year == after.has_year:
+        return (after.day - before.day).days * 86400 + after.seconds - before.seconds
+    return (after.seconds - before.seconds) % 86400
+
+
+def silence_before(ev: Evidence) -> int | None:
+    """Seconds between the line before ``ev`` and ``ev`` itself, when both carry a time."""
+    at = _stamp(ev.fields.get("ts")) or _stamp(ev.text)
+    before = _stamp(ev.fields.get("previous_line"))
+    if at is None or before is None:
+        return None
+    return _gap_s(before, at)
+
+
+# -- context refinements -------------------------------------------------------------------
+
+
+def _time_limit_hang(limit: Evidence, evidence: Sequence[Evidence]) -> str | None:
+    """Why a time-limit kill ended a hang: training had finished, or the log had gone silent."""
     killed_line = limit.line or 0
     finished = [
         e
         for e in evidence
         if e.fault_class is FaultClass.JOB_HANG
         and e.role == "diagnostic"
+        and e.rule != BLOCKING_FRAME_RULE
         and e.file == limit.file
         and 0 < killed_line - (e.line or 0) <= FINISHED_WINDOW_LINES
     ]
     if finished:
-        return True
-    killed_at = _ts(limit.fields.get("ts"))
-    before = _ts(limit.fields.get("previous_line"))
-    return (
-        killed_at is not None
-        and before is not None
-        and ((killed_at - before).total_seconds() >= HANG_SILENCE_S)
-    )
+        return f"training had reported it finished ({finished[-1].text[:80].strip()!r})"
+    silent = silence_before(limit)
+    if silent is not None and silent >= HANG_SILENCE_S:
+        return f"no output for {silent // 60} min before the time limit killed it"
+    return None
+
+
+def _stopped_in(interrupt: Evidence, evidence: Sequence[Evidence]) -> Evidence | None:
+    """The blocking frame an interrupted traceback stops in, if it stops in one."""
+    frames = [
+        e
+        for e in evidence
+        if e.rule == BLOCKING_FRAME_RULE and e.file == interrupt.file and e.line is not None
+    ]
+    at = interrupt.line or 0
+    if interrupt.fields.get("echo"):  # "^C" echoed, the traceback follows
+        after = [e for e in frames if 0 <= (e.line or 0) - at <= ECHOED_TRACEBACK_LINES]
+        return after[-1] if after else None
+    if interrupt.rule == LAUNCHER_SIGNAL_RULE:
+        # the launcher forwards the signal; its workers' tracebacks follow. Its own shutdown
+        # (waiting for those workers to exit) is no sign of a hang.
+        after = [
+            e
+            for e in frames
+            if 0 < (e.line or 0) - at <= ECHOED_TRACEBACK_LINES
+            and not _LAUNCHER_WAIT.search(e.text)
+        ]
+        return after[-1] if after else None
+    before = [e for e in frames if 0 < at - (e.line or 0) <= INTERRUPTED_FRAME_LINES]
+    return before[-1] if before else None
+
+
+def _interrupted_hang(
+    primary: Sequence[Evidence], evidence: Sequence[Evidence]
+) -> tuple[str, Evidence] | None:
+    """Why an interrupt ended a hang: where the traceback stopped, or the silence before it."""
+    for ev in primary:
+        if ev.rule not in INTERRUPT_RULES:
+            continue
+        frame = _stopped_in(ev, evidence)
+        if frame is not None:
+            return f"the interrupted traceback stops in a blocking call: {frame.text.strip()}", ev
+        silent = silence_before(ev)
+        if silent is not None and silent >= HANG_SILENCE_S:
+            return f"no output for {silent // 60} min before the interrupt", ev
+    return None
+
+
+def _early_timeout(primary: Sequence[Evidence]) -> tuple[str, Evidence] | None:
+    """A wrapper's "timed out" long before the requested time: the signal was a preemption."""
+    if not primary or any(e.rule not in WRAPPER_TIMEOUT_RULES for e in primary):
+        return None  # a scheduler's own TIMEOUT / "DUE TO TIME LIMIT" decides
+    for ev in primary:
+        ran, requested = ev.fields.get("ran", ""), ev.fields.get("requested", "")
+        if not (ran.isdigit() and requested.isdigit()):
+            continue
+        r, q = int(ran), int(requested)
+        if r < EARLY_TIMEOUT_FRACTION * q and q - r >= 1:
+            return (
+                f"the wrapper called it a timeout after {r} of {q} requested minutes: the "
+                "signal that stopped it was not the time limit",
+                ev,
+            )
+    return None
+
+
+def _memory_growth(evidence: Sequence[Evidence]) -> tuple[str, Evidence] | None:
+    """Host-memory readings that rose before a kill, first and last."""
+    readings: list[tuple[float, Evidence]] = []
+    for ev in evidence:
+        if ev.rule != HOST_MEMORY_RULE:
+            continue
+        try:
+            amount = float(ev.fields.get("amount", ""))
+        except ValueError:
+            continue
+        unit = ev.fields.get("unit", "B")[:1].upper()
+        readings.append((amount * _UNIT_BYTES.get(unit, 1), ev))
+    if len(readings) >= 2 and readings[-1][0] > readings[0][0]:
+        first, last = readings[0][1], readings[-1][1]
+        return (
+            f"host memory grew from {first.fields['amount']} {first.fields.get('unit', '')} to "
+            f"{last.fields['amount']} {last.fields.get('unit', '')} before the kill",
+            last,
+        )
+    return None
+
+
+# -- culprits ------------------------------------------------------------------------------
 
 
 def _collective_culprits(evidence: Sequence[Evidence], cascades: Sequence[Evidence]) -> list[int]:
@@ -180,13 +386,16 @@ def _collective_culprits(evidence: Sequence[Evidence], cascades: Sequence[Eviden
         if reporters and reporters <= named:
             return []  # every reporter is in the list: all joined, nobody singled out
         return sorted(named)
-    # The rank whose last completed sequence number is strictly lowest.
+    # The rank whose last completed sequence number is strictly lowest - comparable only within
+    # one process group (each group numbers its own collectives).
     last: dict[int, int] = {}
+    groups: set[str] = set()
     for e in timeouts:
         value = e.fields.get("last_completed") or e.fields.get("last_completed2")
         if e.rank is not None and value is not None and value.lstrip("-").isdigit():
             last[e.rank] = min(int(value), last.get(e.rank, int(value)))
-    if len(last) >= 2:
+            groups.add(e.fields.get("pg_guid") or e.fields.get("pg") or "")
+    if len(last) >= 2 and len(groups) == 1:
         low = min(last.values())
         lowest = [r for r, v in last.items() if v == low]
         if len(lowest) == 1 and len(lowest) < len(last):
@@ -205,7 +414,8 @@ def _collective_culprits(evidence: Sequence[Evidence], cascades: Sequence[Eviden
 
 
 def _fabric_culprits(roots: Sequence[Evidence]) -> list[str]:
-    """A host that recurs across more failed links than any other."""
+    """A host that recurs across more failed links than any other, or the one host whose own
+    adapter or NVLink failed."""
     pairs: set[tuple[str, str]] = set()
     for e in roots:
         peer = e.fields.get("peer")
@@ -213,27 +423,64 @@ def _fabric_culprits(roots: Sequence[Evidence]) -> list[str]:
             a, b = sorted((e.host, peer))
             pairs.add((a, b))
     counts = Counter(end for pair in pairs for end in pair)
-    if len(pairs) < 2 or not counts:
-        return []
-    (top, n), *rest = counts.most_common()
-    if n >= 2 and (not rest or rest[0][1] < n):
-        return [top]
-    return []
+    if len(pairs) >= 2 and counts:
+        (top, n), *rest = counts.most_common()
+        if n >= 2 and (not rest or rest[0][1] < n):
+            return [top]
+    local = {
+        e.host
+        for e in roots
+        if e.host and not e.fields.get("peer") and (e.rule or "").startswith(LOCAL_FABRIC_RULES)
+    }
+    return sorted(local) if len(local) == 1 else []
 
 
-def _pick(
-    candidates: Sequence[Evidence], confidences: Mapping[str, float]
-) -> tuple[FaultClass, float]:
-    """The class with the highest confidence; ties go to the class seen first."""
-    best: dict[FaultClass, tuple[float, int]] = {}
-    for index, ev in enumerate(candidates):
+def _lost_node_culprits(primary: Sequence[Evidence], hosts: Mapping[int, str]) -> list[str]:
+    """The lost node: named by the scheduler or kernel, else the one peer survivors lost."""
+    direct = [e for e in primary if not e.fields.get("peer")]
+    if direct:
+        return [
+            h
+            for h in _ordered_unique(
+                [e.host or hosts.get(e.rank if e.rank is not None else -1) for e in direct]
+            )
+            if isinstance(h, str)
+        ]
+    peers = {e.fields["peer"] for e in primary if e.fields.get("peer")}
+    return sorted(peers) if len(peers) == 1 else []
+
+
+def _print_order(evidence: Sequence[Evidence]) -> list[Evidence]:
+    """Evidence in the order it was printed: by its timestamps when every line has one."""
+    stamps = [_stamp(e.text) for e in evidence]
+    if evidence and all(s is not None for s in stamps):
+        keyed = sorted(
+            zip(stamps, range(len(evidence)), evidence, strict=True),
+            key=lambda t: (t[0].day or date.min, t[0].seconds, t[1]) if t[0] else (date.min, 0, 0),
+        )
+        return [e for _, _, e in keyed]
+    return list(evidence)
+
+
+def _candidates(
+    pool: Sequence[Evidence], role: str, confidences: Mapping[str, float]
+) -> list[Candidate]:
+    """Per class: the highest confidence and where the class was first seen; best first."""
+    best: dict[FaultClass, tuple[float, int, Evidence, int]] = {}
+    for index, ev in enumerate(pool):
         assert ev.fault_class is not None
         score = _confidence(ev, confidences)
         prev = best.get(ev.fault_class)
-        if prev is None or score > prev[0]:
-            best[ev.fault_class] = (score, prev[1] if prev else index)
-    fault_class = min(best, key=lambda c: (-best[c][0], best[c][1]))
-    return fault_class, best[fault_class][0]
+        if prev is None:
+            best[ev.fault_class] = (score, index, ev, 1)
+        else:
+            strongest = ev if score > prev[0] else prev[2]
+            best[ev.fault_class] = (max(score, prev[0]), prev[1], strongest, prev[3] + 1)
+    out = [
+        Candidate(cls, role, score, first, strongest, count)
+        for cls, (score, first, strongest, count) in best.items()
+    ]
+    return sorted(out, key=lambda c: (-c.score, c.first_index))
 
 
 def _ordered_unique(values: Sequence[object]) -> list[object]:
@@ -244,13 +491,16 @@ def _ordered_unique(values: Sequence[object]) -> list[object]:
     return seen
 
 
-def attribute(
+# -- the decision --------------------------------------------------------------------------
+
+
+def decide(
     evidence: Sequence[Evidence],
     *,
     rank_to_host: Mapping[int, str] | None = None,
     confidences: Mapping[str, float] | None = None,
-) -> Diagnosis:
-    """One :class:`Diagnosis` from all evidence of an interruption (any files, ranks, hosts).
+) -> Decision:
+    """Weigh all evidence of an interruption (any files, ranks, hosts) into one decision.
 
     ``confidences`` maps rule id to rule confidence; without it, the rules of every engine built
     in this process (and the shipped packs) are used. Rules unknown to both weigh 0.5.
@@ -275,28 +525,75 @@ def attribute(
     roots = [e for e in all_ev if e.role == "root" and e.fault_class is not None]
     cascades = [e for e in all_ev if e.role == "cascade"]
     classed_cascades = [e for e in cascades if e.fault_class is not None]
+    root_candidates = _candidates(roots, "root", conf)
+    cascade_candidates = _candidates(classed_cascades, "cascade", conf)
+    candidates = root_candidates + cascade_candidates
 
-    if roots:
-        fault_class, score = _pick(roots, conf)
-        primary = [e for e in roots if e.fault_class is fault_class]
-    elif classed_cascades:
-        fault_class, score = _pick(classed_cascades, conf)
-        score = min(score, 0.7)
-        primary = [e for e in classed_cascades if e.fault_class is fault_class]
+    if root_candidates:
+        winner = root_candidates[0]
+        score = winner.score
+        primary = [e for e in roots if e.fault_class is winner.fault_class]
+        decided_by = "root"
+    elif cascade_candidates:
+        winner = cascade_candidates[0]
+        score = min(winner.score, 0.7)
+        primary = [e for e in classed_cascades if e.fault_class is winner.fault_class]
+        decided_by = "cascade"
     else:
-        return Diagnosis(
-            fault_class=FaultClass.UNKNOWN,
-            action=DEFAULT_ACTION[FaultClass.UNKNOWN],
-            confidence=0.0,
-            evidence=[e for e in all_ev if e.role == "diagnostic"][:MAX_LISTED],
-            summary="unknown: no rule matched a failure",
+        frames = [e for e in all_ev if e.rule == BLOCKING_FRAME_RULE]
+        if not frames:
+            return Decision(
+                fault_class=FaultClass.UNKNOWN,
+                confidence=0.0,
+                action=DEFAULT_ACTION[FaultClass.UNKNOWN],
+                decided_by="none",
+                candidates=[],
+                primary=[],
+                cascades=cascades,
+                roots=[],
+                notes=["no rule matched a failure"],
+                evidence=all_ev,
+            )
+        # Nothing failed, and a traceback stops in a blocking call: a process dump of a stall.
+        decision = Decision(
+            fault_class=FaultClass.JOB_HANG,
+            confidence=0.4,
+            action=DEFAULT_ACTION[FaultClass.JOB_HANG],
+            decided_by="context",
+            candidates=[],
+            primary=frames,
+            cascades=cascades,
+            roots=[],
+            notes=["nothing failed, and a traceback stops in a blocking call"],
+            evidence=all_ev,
         )
+        return decision
 
+    fault_class = winner.fault_class
+    refinements: list[Refinement] = []
     notes: list[str] = []
-    if fault_class is FaultClass.JOB_TIME_LIMIT and _is_hang(primary[0], all_ev):
-        fault_class = FaultClass.JOB_HANG
-        score = max(0.6, score - 0.25)
-        notes.append("the time limit ended a job that had stopped making progress")
+
+    if fault_class is FaultClass.JOB_TIME_LIMIT:
+        limit = next((e for e in primary if e.rule not in WRAPPER_TIMEOUT_RULES), primary[0])
+        if (why := _time_limit_hang(limit, all_ev)) is not None:
+            refinements.append(Refinement(fault_class, FaultClass.JOB_HANG, why, limit))
+            fault_class = FaultClass.JOB_HANG
+            score = max(0.6, score - 0.25)
+        elif (early := _early_timeout(primary)) is not None:
+            refinements.append(Refinement(fault_class, FaultClass.JOB_PREEMPTED, *early))
+            fault_class = FaultClass.JOB_PREEMPTED
+            score = max(0.6, score - 0.2)
+    elif fault_class is FaultClass.JOB_CANCELLED:
+        if (hang := _interrupted_hang(primary, all_ev)) is not None:
+            refinements.append(Refinement(fault_class, FaultClass.JOB_HANG, *hang))
+            fault_class = FaultClass.JOB_HANG
+            score = max(score, 0.6)
+    elif fault_class is FaultClass.MEMORY_HOST_OOM and score < LOW_CONFIDENCE:
+        if (growth := _memory_growth(all_ev)) is not None:
+            refinements.append(Refinement(fault_class, fault_class, *growth))
+            score = 0.55
+    for refinement in refinements:
+        notes.append(refinement.reason)
 
     # Corroboration: independent rules agreeing raise confidence a little.
     distinct_rules = {e.rule for e in primary}
@@ -304,29 +601,39 @@ def attribute(
 
     culprit_ranks: list[int] = []
     culprit_hosts: list[str] = []
+    ordered = _print_order(primary)
     if fault_class is FaultClass.COLLECTIVE_TIMEOUT and not roots:
         culprit_ranks = _collective_culprits(all_ev, cascades)
         culprit_hosts = [hosts[r] for r in culprit_ranks if r in hosts]
     elif fault_class is FaultClass.NETWORK_FABRIC:
         culprit_hosts = _fabric_culprits(primary)
         culprit_ranks = [
-            int(r) for r in _ordered_unique([e.rank for e in primary]) if isinstance(r, int)
+            int(r) for r in _ordered_unique([e.rank for e in ordered]) if isinstance(r, int)
         ]
+    elif fault_class is FaultClass.NODE_LOST:
+        culprit_hosts = _lost_node_culprits(ordered, hosts)
+        if all(e.fields.get("peer") for e in primary):
+            confidence = min(confidence, LOST_PEER_CONFIDENCE)
+            notes.append(
+                "inferred from survivors' closed connections to " + ", ".join(culprit_hosts)
+                if culprit_hosts
+                else "survivors lost connections to several peers: no single lost node"
+            )
     elif fault_class not in _NO_CULPRIT_CLASSES and fault_class is not FaultClass.JOB_HANG:
         culprit_ranks = [
-            r for r in _ordered_unique([e.rank for e in primary]) if isinstance(r, int)
+            r for r in _ordered_unique([e.rank for e in ordered]) if isinstance(r, int)
         ]
         culprit_hosts = [
             h
             for h in _ordered_unique(
-                [e.host or hosts.get(e.rank if e.rank is not None else -1) for e in primary]
+                [e.host or hosts.get(e.rank if e.rank is not None else -1) for e in ordered]
             )
             if isinstance(h, str)
         ]
-    culprit_gpus = [g for g in _ordered_unique([e.gpu for e in primary]) if isinstance(g, str)]
+    culprit_gpus = [g for g in _ordered_unique([e.gpu for e in ordered]) if isinstance(g, str)]
 
     action = DEFAULT_ACTION[fault_class]
-    if fault_class in _NODE_CLASSES and not culprit_hosts:
+    if fault_class in NODE_CLASSES and not culprit_hosts:
         action = RecoveryAction.RESTART
         notes.append("no culprit host identified, so nothing to drain")
     if fault_class is FaultClass.COLLECTIVE_TIMEOUT and culprit_hosts:
@@ -335,59 +642,85 @@ def attribute(
         action = RecoveryAction.RESTART
         notes.append("evidence too weak to stop the job")
 
-    others = [e for e in roots if e.fault_class is not fault_class]
-    listed = (primary + others)[:MAX_LISTED] if roots else primary[:MAX_LISTED]
-    cascade_list = sorted(cascades, key=lambda e: (e.rule or "", e.file or "", e.line or 0))
-    summary = _summary(
-        fault_class,
-        confidence,
-        culprit_hosts,
-        culprit_ranks,
-        culprit_gpus,
-        primary,
-        cascades,
-        notes,
-    )
-    return Diagnosis(
+    return Decision(
         fault_class=fault_class,
-        action=action,
         confidence=round(confidence, 3),
+        action=action,
+        decided_by=decided_by,
+        candidates=candidates,
+        primary=primary,
+        cascades=cascades,
+        roots=roots,
+        refinements=refinements,
+        notes=notes,
         culprit_hosts=culprit_hosts,
         culprit_ranks=culprit_ranks,
         culprit_gpus=culprit_gpus,
-        evidence=listed,
-        cascade=cascade_list[:MAX_LISTED] if roots else [],
-        summary=summary,
+        evidence=all_ev,
     )
 
 
-def _summary(
-    fault_class: FaultClass,
-    confidence: float,
-    hosts: Sequence[str],
-    ranks: Sequence[int],
-    gpus: Sequence[str],
-    primary: Sequence[Evidence],
-    cascades: Sequence[Evidence],
-    notes: Sequence[str],
-) -> str:
-    parts = [f"{fault_class.value} (confidence {confidence:.2f})"]
+def attribute(
+    evidence: Sequence[Evidence],
+    *,
+    rank_to_host: Mapping[int, str] | None = None,
+    confidences: Mapping[str, float] | None = None,
+) -> Diagnosis:
+    """One :class:`Diagnosis` from all evidence of an interruption (any files, ranks, hosts).
+
+    ``confidences`` maps rule id to rule confidence; without it, the rules of every engine built
+    in this process (and the shipped packs) are used. Rules unknown to both weigh 0.5.
+    """
+    return diagnosis_of(decide(evidence, rank_to_host=rank_to_host, confidences=confidences))
+
+
+def diagnosis_of(decision: Decision) -> Diagnosis:
+    """The :class:`Diagnosis` a decision amounts to."""
+    if decision.decided_by == "none":
+        return Diagnosis(
+            fault_class=FaultClass.UNKNOWN,
+            action=decision.action,
+            confidence=0.0,
+            evidence=[e for e in decision.evidence if e.role == "diagnostic"][:MAX_LISTED],
+            summary="unknown: no rule matched a failure",
+        )
+    primary = decision.primary
+    others = [e for e in decision.roots if e.fault_class is not primary[0].fault_class]
+    listed = (primary + others)[:MAX_LISTED] if decision.roots else primary[:MAX_LISTED]
+    cascade_list = sorted(
+        decision.cascades, key=lambda e: (e.rule or "", e.file or "", e.line or 0)
+    )
+    return Diagnosis(
+        fault_class=decision.fault_class,
+        action=decision.action,
+        confidence=decision.confidence,
+        culprit_hosts=decision.culprit_hosts,
+        culprit_ranks=decision.culprit_ranks,
+        culprit_gpus=decision.culprit_gpus,
+        evidence=listed,
+        cascade=cascade_list[:MAX_LISTED] if decision.roots else [],
+        summary=_summary(decision),
+    )
+
+
+def _summary(decision: Decision) -> str:
+    parts = [f"{decision.fault_class.value} (confidence {decision.confidence:.2f})"]
     where = []
-    if hosts:
-        where.append("host " + ", ".join(hosts))
-    if ranks:
-        where.append("rank " + ", ".join(str(r) for r in ranks))
-    if gpus:
-        where.append("GPU " + ", ".join(gpus))
+    if decision.culprit_hosts:
+        where.append("host " + ", ".join(decision.culprit_hosts))
+    if decision.culprit_ranks:
+        where.append("rank " + ", ".join(str(r) for r in decision.culprit_ranks))
+    if decision.culprit_gpus:
+        where.append("GPU " + ", ".join(decision.culprit_gpus))
     if where:
         parts.append("on " + "; ".join(where))
-    first = primary[0]
+    first = decision.primary[0]
     loc = f"{first.file}:{first.line}" if first.file and first.line else (first.file or "input")
     parts.append(f"- {first.rule} at {loc}: {first.text[:200].strip()}")
     text = " ".join(parts)
-    if cascades:
-        counts = Counter(e.rule for e in cascades)
+    if decision.cascades:
+        counts = Counter(e.rule for e in decision.cascades)
         text += "; cascade: " + ", ".join(f"{rule} x{n}" for rule, n in counts.most_common(5))
-    if notes:
-        text += "; " + "; ".join(notes)
+    if decision.notes:
+        text += "; " + "; ".join(decision.notes)
     return text

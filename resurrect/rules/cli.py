@@ -1,11 +1,14 @@
 """``resurrect diagnose`` and ``resurrect rules check``.
 
-``resurrect diagnose [--json] [--rules PATH]... FILE... | -`` scans log files (``-`` reads
-stdin) and prints one diagnosis: a short summary, or with ``--json`` an object with
+``resurrect diagnose [--json] [--explain] [--rules PATH]... FILE... | -`` scans log files
+(``-`` reads stdin) and prints one diagnosis: a short summary, or with ``--json`` an object with
 ``fault_class``, ``action``, ``confidence``, ``culprit_hosts``, ``culprit_ranks``,
 ``culprit_gpus``, ``evidence`` and ``cascade`` (each ``{file, line, text, rule, role, ...}``)
-and ``summary``. A file that is missing, unreadable or binary is reported on stderr; the
-others are still diagnosed (exit 1 if any file failed, 2 if none could be read).
+and ``summary``. ``--explain`` adds why (:mod:`resurrect.rules.explain`): the rule that fired
+(pack, id, line), why every other candidate class lost (cascade, weaker, later), what time and
+context changed, and what evidence would change the answer; with ``--json`` as ``explain``.
+A file that is missing, unreadable or binary is reported on stderr; the others are still
+diagnosed (exit 1 if any file failed, 2 if none could be read).
 
 ``resurrect rules check [PATH...]`` validates the shipped packs plus the given packs and
 runs every rule's examples; exit 1 naming file and rule on any failure.
@@ -21,9 +24,10 @@ from typing import Any
 
 from resurrect.contracts import Diagnosis, Evidence
 from resurrect.errors import RuleError
-from resurrect.rules.attribution import attribute
+from resurrect.rules.attribution import decide, diagnosis_of
 from resurrect.rules.check import check_packs
 from resurrect.rules.engine import RuleEngine, load_engine
+from resurrect.rules.explain import explanation_of
 
 BINARY_SNIFF_BYTES = 8192
 
@@ -33,6 +37,11 @@ def register(subparsers: Any) -> None:
     diag = subparsers.add_parser("diagnose", help="attribute a failure from log files")
     diag.add_argument("files", nargs="+", metavar="FILE", help="log files; '-' reads stdin")
     diag.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
+    diag.add_argument(
+        "--explain",
+        action="store_true",
+        help="also say which rule fired, why other causes lost and what would change it",
+    )
     diag.add_argument(
         "--rules",
         action="append",
@@ -125,9 +134,14 @@ def run_diagnose(args: argparse.Namespace) -> int:
     evidence, failed = _scan_inputs(engine, list(args.files))
     if failed == len(args.files):
         return 2
-    diagnosis = attribute(evidence, confidences=engine.confidences())
+    decision = decide(evidence, confidences=engine.confidences())
+    diagnosis = diagnosis_of(decision)
+    explanation = explanation_of(decision, engine.packs()) if args.explain else None
     if args.json:
-        print(json.dumps(diagnosis_json(diagnosis), indent=2))
+        out = diagnosis_json(diagnosis)
+        if explanation is not None:
+            out["explain"] = explanation.as_json()
+        print(json.dumps(out, indent=2))
     else:
         print(diagnosis.summary)
         print(f"action: {diagnosis.action.value}")
@@ -135,6 +149,8 @@ def run_diagnose(args: argparse.Namespace) -> int:
             print(f"  {ev.file}:{ev.line}: [{ev.rule}] {ev.text[:160]}")
         if diagnosis.cascade:
             print(f"  (+{len(diagnosis.cascade)} cascade lines)")
+        if explanation is not None:
+            print("\n".join(explanation.lines()))
     return 1 if failed else 0
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -59,6 +59,7 @@ SEARCH_GATES: tuple[str, ...] = (
     "connect",
     "illegal",
     "_status_",
+    "oom",
 )
 """Words that failure literals often contain and healthy training output rarely does: the
 chunk scan searches for the word once instead of for every literal that contains it."""
@@ -70,11 +71,12 @@ MAX_EVIDENCE_PER_RULE = 2000
 
 @dataclass(frozen=True, slots=True)
 class CompiledRule:
-    """A validated rule with its compiled pattern and the file it came from."""
+    """A validated rule with its compiled pattern, the file it came from and its pack's name."""
 
     rule: Rule
     source: Path
     regex: re.Pattern[str]
+    pack: str = ""
 
 
 @dataclass
@@ -142,9 +144,20 @@ class _KindIndex:
 class RuleEngine:
     """Matches lines against a fixed set of rules. Thread-safe after construction."""
 
-    def __init__(self, rules: Sequence[tuple[Path, Rule]]) -> None:
+    def __init__(
+        self,
+        rules: Sequence[tuple[Path, Rule]],
+        *,
+        pack_names: Mapping[Path, str] | None = None,
+    ) -> None:
+        names = pack_names or {}
         self._rules = tuple(
-            CompiledRule(rule=rule, source=src, regex=re.compile(rule.pattern))
+            CompiledRule(
+                rule=rule,
+                source=src,
+                regex=re.compile(rule.pattern),
+                pack=names.get(src, src.stem),
+            )
             for src, rule in rules
         )
         self._by_id = {c.rule.id: c for c in self._rules}
@@ -158,6 +171,10 @@ class RuleEngine:
     def rule(self, rule_id: str) -> Rule:
         """The rule with this id (KeyError if none)."""
         return self._by_id[rule_id].rule
+
+    def packs(self) -> dict[str, str]:
+        """Rule id to the name of the pack that defines it."""
+        return {c.rule.id: c.pack for c in self._rules}
 
     def confidences(self) -> dict[str, float]:
         """Rule id to rule confidence, as :func:`~resurrect.rules.attribution.attribute` uses."""
@@ -394,7 +411,10 @@ def load_engine(extra_paths: Sequence[Path] = ()) -> RuleEngine:
     naming the file and rule on any error.
     """
     packs = load_packs([*shipped_pack_paths(), *expand_paths(extra_paths)])
-    return RuleEngine([(path, rule) for path, pack in packs for rule in pack.rules])
+    return RuleEngine(
+        [(path, rule) for path, pack in packs for rule in pack.rules],
+        pack_names={path: pack.pack for path, pack in packs},
+    )
 
 
 __all__ = [

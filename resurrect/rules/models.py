@@ -28,7 +28,7 @@ line body after launcher prefixes are removed; it must be free of nested unbound
 Well-known fields (``rank``, ``host``, ``gpu``/``pci``) also fill the Evidence's own
 attributes. ``sets_host`` marks a rule whose ``host`` applies to the following lines of the
 same file (a shell prompt); ``capture_previous`` attaches the previous non-empty line as field
-``previous_line`` (used to measure silence before a time-limit kill).
+``previous_line`` (used to measure the silence before a time-limit kill or an interrupt).
 """
 
 from __future__ import annotations

@@ -11,9 +11,11 @@ Everything a rule sees has passed through here:
 * **Prefixes.** Launchers prepend where a line came from: ``[rank3]:`` (torchrun), ``3: ``
   (``srun -l``), ``[default0]:`` (torchrun ``--tee`` role prefix), ``host:pid:tid [dev]``
   (NCCL), ``[rank: 0]`` (Lightning), dmesg ``[ 12.345]`` and syslog ``Mon DD HH:MM:SS host
-  kernel:`` stamps, ``[1,3]<stderr>:`` (mpirun ``--tag-output``), ``(Worker pid=12)`` (Ray), and
-  ``> `` quoting. :func:`split_prefixes` removes them and reports the rank/host they name, so
-  rule patterns match the message body and need not know every launcher.
+  kernel:`` stamps (also ``dmesg -T`` and remote ``host: kern: level: [time]:`` forms), bare
+  timestamps that log collectors prepend, ``[1,3]<stderr>:`` (mpirun ``--tag-output``),
+  ``(Worker pid=12)`` (Ray), and ``> `` quoting. :func:`split_prefixes` removes them and
+  reports the rank/host they name, so rule patterns match the message body and need not know
+  every launcher.
 
 :class:`LineSplitter` is the streaming half: feed it arbitrary byte chunks (as read from a
 growing file) and it yields complete, bounded lines, keeping a partial last line for the next
@@ -53,7 +55,15 @@ _PREFIX = re.compile(
     r"(?:kernel|[\w.-]{1,64}(?:\[\d{1,10}\])?): "
     # journald short-iso: "2025-01-01T10:00:00+0000 host kernel: "
     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:?\d\d)? "
-    r"(?P<host_c>[A-Za-z0-9][\w.-]{0,127}) kernel: )"
+    r"(?P<host_c>[A-Za-z0-9][\w.-]{0,127}) kernel: "
+    # remote syslog (Talos and similar): "10.0.0.9: kern: warning: [2026-04-22T21:30:51Z]: "
+    r"|(?P<host_d>[A-Za-z0-9][\w.-]{0,127}): kern: \w{1,10}: \[[^\]\n]{1,40}\]: "
+    # dmesg -T: "[Wed Jan 27 23:04:35 2021] "
+    r"|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\] ?"
+    # a bare timestamp, as log collectors prepend: "2025-11-09 15:39:31.043 +08:00 ",
+    # "2019-06-02T16:13:44.884Z: ", "[2025-11-09 07:39:30] "
+    r"|\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:[.,]\d{1,9})?)?"
+    r"(?:Z| ?[+-]\d\d:?\d\d)?\]?:? )"
 )
 
 
@@ -99,7 +109,7 @@ def split_prefixes(text: str) -> LinePrefix:
         found_rank = m["rank_a"] or m["rank_b"] or m["rank_c"]
         if found_rank is not None and rank is None:
             rank = int(found_rank)
-        found_host = m["host_a"] or m["host_b"] or m["host_c"]
+        found_host = m["host_a"] or m["host_b"] or m["host_c"] or m["host_d"]
         if found_host is not None and host is None:
             host = found_host
         body = body[m.end() :]

@@ -113,3 +113,30 @@ def test_rules_check_invalid_pack(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main(["rules", "check", str(pack)]) == 1
     err = capsys.readouterr().err
     assert str(pack) in err and "x.y" in err and "bogus" in err
+
+
+def test_diagnose_explain_plain(capsys: pytest.CaptureFixture[str]) -> None:
+    log = CORPUS / "dev" / "dev-051" / "combined.log"
+    assert main(["diagnose", "--explain", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert "decision: memory.device_oom" in out
+    assert f"fired: rule memory.cuda_oom (pack memory) at {log}:1" in out
+    assert "lost: collective.timeout (cascade)" in out and "nccl.watchdog_timeout" in out
+
+
+def test_diagnose_explain_json(capsys: pytest.CaptureFixture[str]) -> None:
+    log = CORPUS / "dev" / "dev-008" / "combined.log"
+    assert main(["diagnose", "--json", "--explain", str(log)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["fault_class"] == "job.hang"
+    explain = out["explain"]
+    assert explain["fault_class"] == "job.hang" and explain["decided_by"] == "cascade"
+    assert explain["fired"]["rule"] == "python.keyboard_interrupt"
+    assert explain["fired"]["pack"] == "python" and explain["fired"]["line"] == 5
+    assert explain["refinements"][0].startswith("job.cancelled -> job.hang")
+    assert explain["would_change"]
+
+
+def test_diagnose_without_explain_has_no_explanation(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diagnose", "--json", str(CORPUS / "case-031" / "combined.log")]) == 0
+    assert "explain" not in json.loads(capsys.readouterr().out)

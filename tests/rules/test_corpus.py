@@ -1,54 +1,68 @@
-"""Accuracy on the labelled real logs (copied from the shared corpus into tests/fixtures)."""
+"""Attribution on real failure logs nobody here wrote (tests/fixtures/real-logs).
+
+The corpus is the shared one (``case-*``, copied from ../shared/corpus/real-logs), the
+development corpus mined from public issue threads (``dev/``) and a validation set mined after
+the rules were written (``validation/``, measured before any change for it); each case names its
+source. Specification, as regression floors:
+
+* over the whole corpus, at least 95 % of the diagnoses name the labelled class;
+* no case whose true class is a workload fault or a scheduler outcome is diagnosed as a class
+  that drains a node (zero false drains);
+* every shared or development case labelled easy or medium is diagnosed as labelled, one test
+  each (the validation set's misses are documented in docs/attribution.md, not hidden).
+"""
 
 from __future__ import annotations
 
 import json
-from collections import Counter
 from pathlib import Path
 
-from resurrect.rules import diagnose_files
+import pytest
+
+from resurrect.rules import load_engine
+from resurrect.rules.corpus_report import (
+    confusion_markdown,
+    evaluate,
+    evaluate_case,
+    find_cases,
+    misses_markdown,
+)
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "real-logs"
-MIN_ACCURACY = 0.9
+MIN_ACCURACY = 0.95
+ENGINE = load_engine()
+CASES = find_cases(CORPUS)
+RELIABLE = [
+    case
+    for case in CASES
+    if case.parent.name != "validation"
+    and json.loads((case / "expected.json").read_text())["difficulty"] in {"easy", "medium"}
+]
 
 
-def _confusion(pairs: list[tuple[str, str]]) -> str:
-    labels = sorted({label for pair in pairs for label in pair})
-    counts = Counter(pairs)
-    width = max(len(label) for label in labels)
-    head = " " * (width + 2) + " ".join(f"{i:>3}" for i in range(len(labels)))
-    rows = [
-        f"{label:<{width}}  " + " ".join(f"{counts[(label, pred)] or '.':>3}" for pred in labels)
-        for label in labels
-    ]
-    legend = "  ".join(f"{i}={label}" for i, label in enumerate(labels))
-    return "\n".join(["rows: expected, columns: diagnosed", head, *rows, legend])
-
-
-def test_real_log_accuracy() -> None:
-    cases = sorted(p for p in CORPUS.iterdir() if (p / "expected.json").exists())
-    assert len(cases) >= 19
-    pairs: list[tuple[str, str]] = []
-    wrong: list[str] = []
-    culprit_hits = 0
-    for case in cases:
+def test_corpus_is_whole() -> None:
+    assert len([c for c in CASES if c.name.startswith("case-")]) >= 19
+    assert len([c for c in CASES if c.parent.name == "dev"]) >= 60
+    assert len([c for c in CASES if c.parent.name == "validation"]) >= 10
+    for case in CASES:
         expected = json.loads((case / "expected.json").read_text())
-        diagnosis = diagnose_files(sorted(case.glob("*.log")))
-        pairs.append((expected["fault_class"], diagnosis.fault_class.value))
-        if diagnosis.fault_class.value != expected["fault_class"]:
-            wrong.append(
-                f"{case.name}: expected {expected['fault_class']}, got "
-                f"{diagnosis.fault_class.value} ({diagnosis.summary})"
-            )
-        if (
-            diagnosis.culprit_hosts == expected["culprit_hosts"]
-            and diagnosis.culprit_ranks == expected["culprit_ranks"]
-        ):
-            culprit_hits += 1
-    accuracy = sum(e == d for e, d in pairs) / len(pairs)
-    report = (
-        f"class accuracy {accuracy:.1%} on {len(pairs)} real logs; culprits exact on "
-        f"{culprit_hits}/{len(pairs)}\n{_confusion(pairs)}\n" + "\n".join(wrong)
+        assert expected["source"].startswith("https://github.com/"), case
+        assert list(case.glob("*.log")), case
+
+
+def test_accuracy_floor_and_no_false_drains() -> None:
+    report = evaluate(CASES, ENGINE)
+    text = (
+        f"{report.correct}/{report.total} = {report.accuracy:.1%}; culprits exact on "
+        f"{report.culprits_exact}\n{confusion_markdown(report.results)}\n"
+        f"{misses_markdown(report)}"
     )
-    print("\n" + report)
-    assert accuracy >= MIN_ACCURACY, report
+    print("\n" + text)
+    assert report.accuracy >= MIN_ACCURACY, text
+    assert report.false_drains == [], text
+
+
+@pytest.mark.parametrize("case", RELIABLE, ids=lambda p: p.name)
+def test_reliable_case(case: Path) -> None:
+    result = evaluate_case(case, ENGINE)
+    assert result.diagnosed is result.expected, result.summary

@@ -1,0 +1,84 @@
+"""Attribution accuracy on the labelled real-log corpus, against a baseline from the same run.
+
+Diagnoses every case under ``tests/fixtures/real-logs`` (the shared corpus, the development
+corpus ``dev/`` and the validation set ``validation/``) with the shipped packs and prints one
+JSON line::
+
+    {"cases": ..., "accuracy": ..., "false_drains": ..., "baseline_accuracy": ...,
+     "ratio_vs_baseline": ..., "diagnose_ms_per_case": ..., "corpora": {...}}
+
+``baseline_accuracy`` is what always naming the corpus's most common class scores on the same
+cases (the floor any attribution must clear); ``ratio_vs_baseline`` is accuracy over it.
+``--markdown FILE`` also regenerates the generated block of that document (docs/attribution.md)
+through :mod:`resurrect.rules.corpus_report`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from resurrect.rules.corpus_report import CorpusReport, evaluate, find_cases
+from resurrect.rules.corpus_report import main as report_main
+from resurrect.rules.engine import load_engine
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "tests" / "fixtures" / "real-logs"
+PARTS = ("dev", "validation")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", type=Path, default=CORPUS)
+    parser.add_argument("--json", action="store_true", help="print only the JSON line")
+    parser.add_argument("--markdown", type=Path, metavar="FILE", help="update this document")
+    args = parser.parse_args(argv)
+
+    engine = load_engine()
+    cases = find_cases(args.corpus)
+    start = time.perf_counter()
+    report = evaluate(cases, engine)
+    elapsed = time.perf_counter() - start
+
+    labels = Counter(r.expected for r in report.results)
+    baseline = labels.most_common(1)[0][1] / report.total if report.total else 0.0
+    corpora: dict[str, object] = {}
+    for part in (*PARTS, "shared"):
+        results = tuple(
+            r
+            for r, case in zip(report.results, cases, strict=True)
+            if (case.parent.name == part) or (part == "shared" and case.parent == args.corpus)
+        )
+        if results:
+            corpora[part] = CorpusReport(results).summary_json(part)
+    result = {
+        "cases": report.total,
+        "correct": report.correct,
+        "accuracy": round(report.accuracy, 4),
+        "false_drains": len(report.false_drains),
+        "culprits_exact": report.culprits_exact,
+        "baseline_accuracy": round(baseline, 4),
+        "ratio_vs_baseline": round(report.accuracy / baseline, 2) if baseline else None,
+        "diagnose_ms_per_case": round(1000 * elapsed / max(1, report.total), 2),
+        "corpora": corpora,
+    }
+    if args.markdown:
+        dirs = [args.corpus, *(args.corpus / p for p in PARTS if (args.corpus / p).is_dir())]
+        report_main([*(os.path.relpath(d) for d in dirs), "--update", str(args.markdown)])
+    if not args.json:
+        print(
+            f"{report.correct}/{report.total} right ({report.accuracy:.1%}), baseline "
+            f"{baseline:.1%}, false drains {len(report.false_drains)}",
+            file=sys.stderr,
+        )
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
