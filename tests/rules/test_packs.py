@@ -66,7 +66,7 @@ def test_one_xid_table_covers_every_code_exactly_once(kind: SignalKind) -> None:
     [
         (79, FaultClass.GPU_HARDWARE),
         (48, FaultClass.GPU_HARDWARE),
-        (74, FaultClass.NETWORK_FABRIC),
+        (74, FaultClass.GPU_HARDWARE),
         (147, FaultClass.NETWORK_FABRIC),
         (119, FaultClass.GPU_HARDWARE),
         (13, FaultClass.CUDA_ERROR),

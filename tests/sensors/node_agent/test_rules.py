@@ -141,7 +141,8 @@ XID_CASES: list[tuple[int, str, FaultClass, str]] = [
     (79, "xid.fallen_off_bus", HW, "root"),
     *[(code, "xid.gpu_fault", HW, "root") for code in (46, 62, 109, 119, 120, 140, 154)],
     *[(code, "xid.memory", HW, "root") for code in (48, 63, 64, 92, 94, 95)],
-    *[(code, "xid.nvlink", NET, "root") for code in (74, 144, 150)],
+    (74, "xid.nvlink_gpu", HW, "root"),
+    *[(code, "xid.nvlink", NET, "root") for code in (144, 150)],
     *[(code, "xid.application", FaultClass.CUDA_ERROR, "root") for code in (13, 31, 43)],
     (45, "xid.other", HW, "diagnostic"),
 ]
