@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -216,7 +217,9 @@ class Demo:
             f"--export=ALL,RESURRECT_PYTHON={s.python},"
             f"RESURRECT_TRAIN_DIR={root / 'examples' / 'train'},"
             f"CKPT_DIR={ckpt_dir},RESURRECT_TRAIN_STEPS={s.train_steps},"
-            f"RESURRECT_TRAIN_CKPT_EVERY={s.ckpt_every},RESURRECT_TRAIN_SLEEP={s.step_sleep_s}"
+            f"RESURRECT_TRAIN_CKPT_EVERY={s.ckpt_every},RESURRECT_TRAIN_SLEEP={s.step_sleep_s},"
+            # local clusters on one host all number jobs from 1: each its own rendezvous ports
+            f"RESURRECT_MASTER_PORT_BASE={random.SystemRandom().randrange(20000, 40000)}"
         ]
         if s.scenario == "gpu-error":
             env_args[0] += (
