@@ -83,6 +83,7 @@ class SignalKind(StrEnum):
     GPU_METRIC = "gpu_metric"
     SCHEDULER_STATE = "scheduler_state"
     HEARTBEAT = "heartbeat"
+    STACK_DUMP = "stack_dump"
 
 
 EvidenceRole = Literal["root", "cascade", "diagnostic"]
@@ -222,6 +223,28 @@ class MutationResult(Contract):
 RecoveryMode = Literal["observe", "act"]
 
 
+class ProgressPolicy(Contract):
+    """How a job's progress is judged: adaptive hang detection and straggler handling.
+
+    A job is suspected hung when its progress (steps, checkpoint writes) stops for longer
+    than max(``hang_floor_s``, ``hang_k`` x its recent step interval), or the allowance of
+    the phase it is in (start-up, checkpoint save, evaluation). A suspicion is confirmed by
+    the ranks' stacks; without stacks, silence past ``hang_unconfirmed_s`` is a hang too.
+    A rank whose peers wait for it at least ``straggler_threshold`` of the time more than it
+    waits for them, for ``straggler_duration_s``, is a straggler."""
+
+    hang_detection: bool = True
+    hang_floor_s: float = Field(default=5.0, ge=5.0)
+    hang_k: float = Field(default=3.0, ge=2.0)
+    startup_s: float = Field(default=1800.0, ge=60.0)
+    checkpoint_s: float = Field(default=900.0, ge=30.0)
+    eval_s: float = Field(default=1800.0, ge=30.0)
+    hang_unconfirmed_s: float = Field(default=900.0, ge=60.0)
+    straggler_threshold: float = Field(default=0.25, ge=0.05, le=1.0)
+    straggler_duration_s: float = Field(default=120.0, ge=10.0)
+    straggler_action: Literal["notify", "restart"] = "notify"
+
+
 class JobPolicy(Contract):
     """A job's recovery policy: from its opt-in comment, else the partition default."""
 
@@ -233,6 +256,7 @@ class JobPolicy(Contract):
     notify: list[str] = Field(default_factory=list)
     # A running job whose output and checkpoints stay still this long is hung (None: off).
     hang_after_s: float | None = Field(default=None, ge=30)
+    progress: ProgressPolicy = Field(default_factory=ProgressPolicy)
 
 
 class Interruption(Contract):

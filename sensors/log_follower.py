@@ -29,11 +29,21 @@ from resurrect.contracts import Evidence, FaultClass, Interruption, JobInfo, Job
 from resurrect.errors import SchedulerError
 from resurrect.planning import match_job_nodes
 from resurrect.policy import resolve_job_policy
+from resurrect.progress.tracker import ProgressTracker
+from resurrect.progress.watch import HangReport, ProgressWatch, StackProbe
 from resurrect.scheduler.base import Scheduler
+from resurrect.stacks.collect import collect_job_stacks
 
 log = logging.getLogger(__name__)
 
 Reporter = Callable[[Interruption], Awaitable[object]]
+StackProbeFactory = Callable[[JobInfo], StackProbe]
+
+
+def local_stack_probe(job: JobInfo) -> StackProbe:
+    """Stacks of the job's ranks on this machine (the local cluster: every node is here)."""
+    return lambda: collect_job_stacks(job.job_id, restart_count=job.restart_count)
+
 
 MAX_READ = 4 << 20  # bytes read per file per poll
 MAX_PENDING = 256 << 10  # a partial line longer than this is cut
@@ -102,6 +112,8 @@ class FollowedJob:
     checkpoint_dir: str | None = None
     last_progress: float = field(default_factory=time.monotonic)
     checkpoint_signature: int | None = None
+    progress: ProgressWatch | None = None  # adaptive hang detection (no hang_after_s set)
+    checkpoint_looked_at: float = 0.0
 
     def checkpoint_moved(self) -> bool:
         """Did the checkpoint directory change (a save in progress is progress too)?
@@ -144,6 +156,7 @@ class JobLogFollower:
         report: Reporter,
         *,
         interrupting: Iterable[FaultClass] = INTERRUPTING_CLASSES,
+        stack_probe: StackProbeFactory = local_stack_probe,
     ) -> None:
         self.scheduler = scheduler
         self.config = config
@@ -152,6 +165,8 @@ class JobLogFollower:
         self.interrupting = frozenset(interrupting)
         self.min_confidence = config.watcher.log_trigger_min_confidence
         self.jobs: dict[tuple[str, int], FollowedJob] = {}
+        self.stack_probe = stack_probe
+        self.hang_culprits: dict[str, set[str]] = {}  # node -> jobs whose hang it caused
 
     async def refresh_jobs(self) -> None:
         """Follow newly started jobs, drop finished ones."""
@@ -180,6 +195,11 @@ class JobLogFollower:
                     hang_after_s=resolution.policy.hang_after_s,
                     checkpoint_dir=resolution.policy.checkpoint_dir,
                 )
+                progress = resolution.policy.progress
+                if resolution.policy.hang_after_s is None and progress.hang_detection:
+                    entry.progress = ProgressWatch(
+                        progress, ProgressTracker(time.monotonic()), self.stack_probe(job)
+                    )
                 entry.checkpoint_moved()  # remember where the checkpoints stand
                 self.jobs[key] = entry
                 log.info(
@@ -196,9 +216,12 @@ class JobLogFollower:
         hits: list[Evidence] = []
         for file in followed.files:
             lines = file.read_new_lines()
+            now = time.monotonic()
             if lines:
-                followed.last_progress = time.monotonic()
+                followed.last_progress = now
             for number, raw in lines:
+                if followed.progress is not None:
+                    followed.progress.observe_line(raw, now)
                 for evidence in self.engine.scan_line(
                     raw, kind=SignalKind.JOB_LOG, file=file.path, line=number
                 ):
@@ -227,6 +250,12 @@ class JobLogFollower:
                     f" ({first.rule}): {first.text[:200]}"
                 )
                 evidence = hits[:20]
+            elif followed.progress is not None:
+                report = await asyncio.to_thread(self._progress_hang, followed)
+                if report is None:
+                    continue
+                suspects, fault, evidence = [], FaultClass.JOB_HANG, report.evidence
+                reason = report.reason + self._implicate(report, job_id)
             else:
                 silent_s = await asyncio.to_thread(self._hung_for, followed)
                 if silent_s is None:
@@ -257,6 +286,29 @@ class JobLogFollower:
             followed.reported = True
             reported.append(interruption)
         return reported
+
+    def _progress_hang(self, followed: FollowedJob) -> HangReport | None:
+        """Adaptive hang detection: checkpoint activity (looked at once a second) is progress;
+        a suspicion is confirmed from the ranks' stacks."""
+        assert followed.progress is not None
+        now = time.monotonic()
+        if now - followed.checkpoint_looked_at >= 1.0:
+            followed.checkpoint_looked_at = now
+            if followed.checkpoint_moved():
+                followed.progress.checkpoint_activity(now)
+        return followed.progress.check(now)
+
+    def _implicate(self, report: HangReport, job_id: str) -> str:
+        """Remember which nodes caused hangs; a node implicated in hangs of different jobs is
+        named a suspect in the reason (a hint for the operator, not a drain)."""
+        notes = []
+        for node in report.culprit_nodes:
+            jobs = self.hang_culprits.setdefault(node, set())
+            jobs.add(job_id)
+            if len(jobs) > 1:
+                named = ", ".join(sorted(jobs))
+                notes.append(f"; node {node} is a suspect: culprit in hangs of jobs {named}")
+        return "".join(notes)
 
     def _hung_for(self, followed: FollowedJob) -> float | None:
         """Seconds without output or checkpoint activity, once past the job's threshold."""

@@ -1,0 +1,127 @@
+"""Watching one job attempt's progress: lines in, a confirmed hang (with its culprit) out.
+
+:class:`ProgressWatch` is what a sensor keeps per followed job. It reads progress from each
+printed line (:mod:`.parser`), takes checkpoint activity as progress, and on
+:meth:`ProgressWatch.check` turns a suspicion (:func:`~.hang.suspect_hang`) into a stack probe
+of the job's ranks and a verdict (:func:`~.hang.confirm_hang`). A probe that does not confirm
+is repeated no sooner than ``PROBE_EVERY_S`` (or the allowance, if longer): py-spy pauses the
+ranks it reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from resurrect.contracts import Evidence, EvidenceRole, FaultClass, ProgressPolicy, SignalKind
+from resurrect.progress.hang import HangSuspicion, confirm_hang, suspect_hang
+from resurrect.progress.parser import ProgressParser, shipped_parser
+from resurrect.progress.tracker import ProgressTracker
+from resurrect.rules.text import truncate
+from resurrect.stacks.classify import RankStack, StackVerdict, judge
+
+StackProbe = Callable[[], list[RankStack]]
+PROBE_EVERY_S = 10.0
+STACK_FIELD_CHARS = 3000
+
+
+@dataclass(frozen=True, slots=True)
+class HangReport:
+    """A confirmed hang: why, the stack evidence, the culprit ranks and their nodes."""
+
+    reason: str
+    suspicion: HangSuspicion
+    verdict: StackVerdict | None
+    evidence: list[Evidence]
+
+    @property
+    def culprit_ranks(self) -> list[int]:
+        if self.verdict is None:
+            return []
+        return [c.rank for c in self.verdict.culprits if c.rank is not None]
+
+    @property
+    def culprit_nodes(self) -> list[str]:
+        if self.verdict is None:
+            return []
+        return list(dict.fromkeys(c.node for c in self.verdict.culprits if c.node))
+
+
+@dataclass
+class ProgressWatch:
+    policy: ProgressPolicy
+    tracker: ProgressTracker
+    probe: StackProbe
+    parser: ProgressParser = field(default_factory=shipped_parser)
+    next_probe_at: float = 0.0
+
+    def observe_line(self, raw: str | bytes, now: float) -> bool:
+        event = self.parser.parse(raw)
+        return event is not None and self.tracker.observe(event, now)
+
+    def checkpoint_activity(self, now: float) -> None:
+        self.tracker.observe_checkpoint_activity(now)
+
+    def check(self, now: float) -> HangReport | None:
+        """A confirmed hang, or None (no suspicion, or the stacks did not confirm it).
+
+        Blocks while the ranks are probed (bounded by the probe): call it off the event loop."""
+        suspicion = suspect_hang(self.tracker, self.policy, now)
+        if suspicion is None or now < self.next_probe_at:
+            return None
+        stacks = self.probe()
+        verdict = judge(stacks) if stacks else None
+        confirmation = confirm_hang(
+            suspicion,
+            self.policy,
+            ranks_seen=verdict.ranks_seen if verdict else 0,
+            ranks_in_collective=len(verdict.victims) if verdict else 0,
+        )
+        if not confirmation.hung:
+            self.next_probe_at = now + max(PROBE_EVERY_S, suspicion.threshold_s)
+            return None
+        reason = confirmation.reason
+        if verdict is not None and verdict.culprits:
+            reason += f"; {verdict.summary}"
+        return HangReport(reason, suspicion, verdict, stack_evidence(stacks, verdict))
+
+
+def stack_evidence(stacks: list[RankStack], verdict: StackVerdict | None) -> list[Evidence]:
+    """One Evidence per rank: the culprit(s) as root evidence of job.hang, victims as
+    diagnostic; each with its place, state and (bounded) main-thread stack."""
+    if verdict is None:
+        return []
+    culprit_pids = {c.pid for c in verdict.culprits}
+    by_pid = {s.pid: s for s in stacks}
+    out: list[Evidence] = []
+    for place in sorted(verdict.places, key=lambda p: (p.pid not in culprit_pids, p.rank or 0)):
+        stack = by_pid.get(place.pid)
+        main = stack.dump.main_thread() if stack and stack.dump else None
+        frames = (
+            "\n".join(str(f) for f in main.frames[:40]) if main else (stack.error if stack else "")
+        )
+        culprit = place.pid in culprit_pids
+        role: EvidenceRole = "root" if culprit else "diagnostic"
+        what = "culprit" if culprit else ("victim" if place.place == "collective" else "rank")
+        out.append(
+            Evidence(
+                kind=SignalKind.STACK_DUMP,
+                text=truncate(
+                    f"{what}: rank {place.rank} on {place.node} (pid {place.pid},"
+                    f" state {stack.state if stack else '?'}): {place.place} at {place.frame}"
+                ),
+                rule="stacks." + place.place,
+                role=role,
+                fault_class=FaultClass.JOB_HANG if culprit else None,
+                host=place.node,
+                rank=place.rank,
+                fields={
+                    "place": place.place,
+                    "pid": str(place.pid),
+                    "state": stack.state if stack else "?",
+                    "stack": truncate(frames, STACK_FIELD_CHARS),
+                },
+                confidence=0.9 if culprit else None,
+            )
+        )
+    return out
