@@ -79,6 +79,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--fail-gpu-rank", type=int, default=int(env("RESURRECT_TRAIN_FAIL_GPU_RANK", "1"))
     )
+    p.add_argument(
+        "--pg-timeout-min",
+        type=float,
+        default=float(env("RESURRECT_TRAIN_PG_TIMEOUT_MIN", "10")),
+        help="the process group's collective timeout, minutes (PyTorch's default is 10)",
+    )
     stop = env(STOP_ENV)
     p.add_argument(
         "--stop-at-step",
@@ -124,7 +130,7 @@ def batch_indices(seed: int, step: int, batch: int, rank: int, world: int) -> to
     return idx[rank * batch : (rank + 1) * batch]
 
 
-def init_distributed() -> tuple[int, int]:
+def init_distributed(timeout_min: float) -> tuple[int, int]:
     """Join the torchrun group (or a one-process group when started without torchrun)."""
     if "RANK" not in os.environ:
         os.environ.update(
@@ -134,7 +140,7 @@ def init_distributed() -> tuple[int, int]:
             MASTER_ADDR="127.0.0.1",
             MASTER_PORT=os.environ.get("MASTER_PORT", "29555"),
         )
-    dist.init_process_group("gloo", timeout=datetime.timedelta(minutes=5))
+    dist.init_process_group("gloo", timeout=datetime.timedelta(minutes=timeout_min))
     return dist.get_rank(), dist.get_world_size()
 
 
@@ -220,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     faulthandler.register(signal.SIGTERM, chain=True)
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)
-    rank, world = init_distributed()
+    rank, world = init_distributed(args.pg_timeout_min)
     args.ckpt_dir.mkdir(parents=True, exist_ok=True)
     out_dir: Path = args.out_dir or args.ckpt_dir
 

@@ -18,7 +18,9 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -31,14 +33,21 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from resurrect.config import ResurrectConfig
-from resurrect.contracts import JobInfo, JobState, RecoveryOutcome, recovery_workflow_id
+from resurrect.contracts import (
+    JobInfo,
+    JobState,
+    RecoveryOutcome,
+    SignalKind,
+    recovery_workflow_id,
+)
 from resurrect.demo.local_cluster import LocalSlurm, repo_root, start_local_slurm, stop_local_slurm
 from resurrect.service import ServiceParts, run_service
+from resurrect.stacks.processes import job_rank_processes
 from resurrect.temporal_client import connect
 from resurrect.temporal_server import EmbeddedTemporal, free_port, port_open
 
-Scenario = Literal["node-loss", "gpu-error", "checkpoint-damage"]
-SCENARIOS: tuple[Scenario, ...] = ("node-loss", "gpu-error", "checkpoint-damage")
+Scenario = Literal["node-loss", "gpu-error", "checkpoint-damage", "hang"]
+SCENARIOS: tuple[Scenario, ...] = ("node-loss", "gpu-error", "checkpoint-damage", "hang")
 
 Progress = Callable[[str], None]
 
@@ -222,7 +231,15 @@ class Demo:
 
         damaged = None
         workflow_id = recovery_workflow_id(cluster.cluster_name, job_id, 0)
-        if s.scenario == "gpu-error":
+        stopped_rank: int | None = None
+        if s.scenario == "hang":
+            # stop one rank between two saves: its peers block in gloo (a real stall)
+            await self._wait_step_line_after(job_id, max(_checkpoint_steps(ckpt_dir)))
+            stopped_rank, pid = await asyncio.to_thread(self._rank_on, job_id, victim)
+            t_fault = time.time()
+            os.kill(pid, signal.SIGSTOP)
+            self.say(f"FAULT: stopped rank {stopped_rank} (pid {pid}) on {victim} with SIGSTOP")
+        elif s.scenario == "gpu-error":
             self.say(
                 f"rank 1 on {victim} will report a fatal GPU error at step {s.fault_after_step}"
             )
@@ -243,9 +260,14 @@ class Demo:
             f"/namespaces/default/workflows/{workflow_id}"
         )
 
+        moves_away = s.scenario != "hang"  # a hang without hardware evidence restarts in place
         running = await self._wait_job(
             job_id,
-            lambda j: j.state is JobState.RUNNING and j.restart_count > 0 and victim not in j.nodes,
+            lambda j: (
+                j.state is JobState.RUNNING
+                and j.restart_count > 0
+                and not (moves_away and victim in j.nodes)
+            ),
             s.timeout_s,
             "the job to run again on healthy nodes",
         )
@@ -282,8 +304,13 @@ class Demo:
                 + ("EQUAL to" if final_sha == reference_sha else "DIFFERENT from")
                 + " the uninterrupted run's"
             )
+        culprit_rank, culprit_node = _culprit(outcome)
         return {
             "scenario": s.scenario,
+            "action": outcome.action.value,
+            "culprit_rank": culprit_rank,
+            "culprit_node": culprit_node,
+            "stopped_rank": stopped_rank,
             "recovered": outcome.recovered,
             "fault_class": outcome.fault_class.value,
             "injected_node": victim,
@@ -345,6 +372,26 @@ class Demo:
             return None
         return _read_text(ckpt / "final.sha256")
 
+    async def _wait_step_line_after(self, job_id: str, step: int) -> None:
+        """Wait until the job printed a step line past ``step`` (training, not saving)."""
+        job = await self._job(job_id)
+        path = Path(job.stdout_path or "")
+        deadline = time.monotonic() + 120
+        pattern = re.compile(rb"\] step (\d+)/")
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                if any(int(n) > step for n in pattern.findall(path.read_bytes()[-65536:])):
+                    return
+            await asyncio.sleep(0.05)
+        raise DemoError(f"the job printed no step past {step}")
+
+    def _rank_on(self, job_id: str, node: str) -> tuple[int, int]:
+        """(rank, pid) of the job's rank process on ``node`` (as root, from /proc)."""
+        for process in job_rank_processes(job_id):
+            if process.node == node and process.rank is not None:
+                return process.rank, process.pid
+        raise DemoError(f"no rank process of job {job_id} on {node}")
+
     async def _wait_fault_line(self, job_id: str) -> float:
         """The wall-clock time the injected GPU error line was written (the file's mtime)."""
         assert self.cluster is not None
@@ -381,6 +428,18 @@ class Demo:
             await asyncio.to_thread(self.server.stop)
         if self.cluster is not None:
             await asyncio.to_thread(stop_local_slurm, self.cluster, purge=False)
+
+
+def _culprit(outcome: RecoveryOutcome) -> tuple[int | None, str | None]:
+    """The culprit rank and node the recovery's diagnosis names from the ranks' stacks."""
+    diagnosis = outcome.diagnosis
+    if diagnosis is None:
+        return None, None
+    for evidence in [*diagnosis.evidence, *diagnosis.cascade]:
+        if evidence.kind is SignalKind.STACK_DUMP and evidence.role == "root":
+            return evidence.rank, evidence.host
+    ranks, hosts = diagnosis.culprit_ranks, diagnosis.culprit_hosts
+    return (ranks[0] if ranks else None), (hosts[0] if hosts else None)
 
 
 def _read_text(path: Path) -> str | None:

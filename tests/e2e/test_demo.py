@@ -86,3 +86,18 @@ async def test_gpu_error_line_drains_that_node_and_the_job_finishes(state_dir: P
     assert result["drained_nodes"] == [result["injected_node"]]
     assert float(str(result["time_to_detect_s"])) < 3.0
     assert result["params_equal_uninterrupted"] is True
+
+
+async def test_a_stopped_rank_is_named_and_the_job_restarts_in_place(state_dir: Path) -> None:
+    result = await run_demo("hang", state_dir)
+    assert result["recovered"] and result["job_completed"], result
+    assert result["fault_class"] == "job.hang"
+    assert result["action"] == "restart" and result["drained_nodes"] == []
+    assert result["culprit_rank"] == result["stopped_rank"]
+    assert result["culprit_node"] == result["injected_node"]
+    # target: within 3 x step time + 10 s of the stall (the job's steps take ~0.1 s)
+    assert float(str(result["time_to_detect_s"])) < 3 * 0.1 + 10
+    assert result["params_equal_uninterrupted"] is True
+    print(
+        f"\nhang demo: detect {result['time_to_detect_s']} s, culprit rank {result['culprit_rank']}"
+    )
