@@ -252,10 +252,19 @@ class JobLogFollower:
                 evidence = hits[:20]
             elif followed.progress is not None:
                 report = await asyncio.to_thread(self._progress_hang, followed)
-                if report is None:
-                    continue
-                suspects, fault, evidence = [], FaultClass.JOB_HANG, report.evidence
-                reason = report.reason + self._implicate(report, job_id)
+                if report is not None:
+                    suspects, fault, evidence = [], FaultClass.JOB_HANG, report.evidence
+                    reason = report.reason + self._implicate(report, job_id)
+                else:
+                    decision = followed.progress.check_straggler(time.monotonic())
+                    if decision is None:
+                        continue
+                    if decision.action == "notify":
+                        log.warning("job %s: straggler: %s", job_id, decision.note)
+                        continue
+                    hosts = [n for n in decision.nodes if n]
+                    suspects, _ = match_job_nodes(hosts, followed.job.nodes)
+                    fault, evidence, reason = FaultClass.JOB_STRAGGLER, [], decision.note
             else:
                 silent_s = await asyncio.to_thread(self._hung_for, followed)
                 if silent_s is None:

@@ -16,12 +16,15 @@ from dataclasses import dataclass, field
 from resurrect.contracts import Evidence, EvidenceRole, FaultClass, ProgressPolicy, SignalKind
 from resurrect.progress.hang import HangSuspicion, confirm_hang, suspect_hang
 from resurrect.progress.parser import ProgressParser, shipped_parser
+from resurrect.progress.straggler import RestartDecision, StragglerDetector, restart_decision
 from resurrect.progress.tracker import ProgressTracker
 from resurrect.rules.text import truncate
 from resurrect.stacks.classify import RankStack, StackVerdict, judge
 
 StackProbe = Callable[[], list[RankStack]]
 PROBE_EVERY_S = 10.0
+# What a restart is assumed to cost before one was measured (requeue, start-up, load).
+ASSUMED_RECOVERY_S = 120.0
 STACK_FIELD_CHARS = 3000
 
 
@@ -54,13 +57,49 @@ class ProgressWatch:
     probe: StackProbe
     parser: ProgressParser = field(default_factory=shipped_parser)
     next_probe_at: float = 0.0
+    stragglers: StragglerDetector | None = None
+    total_steps: int | None = None
+    last_checkpoint_at: float | None = None
+    straggler_reported: bool = False
+
+    def __post_init__(self) -> None:
+        if self.stragglers is None:
+            self.stragglers = StragglerDetector(self.policy)
 
     def observe_line(self, raw: str | bytes, now: float) -> bool:
         event = self.parser.parse(raw)
-        return event is not None and self.tracker.observe(event, now)
+        if event is None:
+            return False
+        if event.total is not None and event.phase == "train":
+            self.total_steps = event.total
+        if self.stragglers is not None and event.rank is not None and event.step_time_s:
+            self.stragglers.observe(event.rank, event.step_time_s, now, node=event.host)
+        return self.tracker.observe(event, now)
 
     def checkpoint_activity(self, now: float) -> None:
+        self.last_checkpoint_at = now
         self.tracker.observe_checkpoint_activity(now)
+
+    def check_straggler(
+        self, now: float, recovery_s: float = ASSUMED_RECOVERY_S
+    ) -> RestartDecision | None:
+        """A straggler decision (notify or restart, with its arithmetic), once per job."""
+        if self.stragglers is None or self.straggler_reported:
+            return None
+        finding = self.stragglers.check(now)
+        if finding is None:
+            return None
+        self.straggler_reported = True
+        last = self.tracker.last_step
+        remaining = self.total_steps - last if self.total_steps and last is not None else None
+        since = now - (self.last_checkpoint_at or self.tracker.started_at)
+        return restart_decision(
+            finding,
+            self.policy,
+            remaining_steps=remaining,
+            recovery_s=recovery_s,
+            steps_since_checkpoint=int(since / finding.peers_step_time_s),
+        )
 
     def check(self, now: float) -> HangReport | None:
         """A confirmed hang, or None (no suspicion, or the stacks did not confirm it).

@@ -66,7 +66,7 @@ def test_a_rule_with_an_unknown_group_is_rejected_naming_it(tmp_path: Path) -> N
         "pack: bad\nrules:\n  - id: bad.rule\n    trainer: x\n    literal: [step]\n"
         "    pattern: 'step (?P<epoch>\\d+)'\n    examples: {match: ['step 1']}\n"
     )
-    with pytest.raises(RuleError, match="bad.rule.*epoch"):
+    with pytest.raises(RuleError, match=r"bad\.rule.*epoch"):
         load_progress_pack(pack)
 
 
