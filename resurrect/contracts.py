@@ -84,6 +84,7 @@ class SignalKind(StrEnum):
     SCHEDULER_STATE = "scheduler_state"
     HEARTBEAT = "heartbeat"
     STACK_DUMP = "stack_dump"
+    PROGRESS = "progress"
 
 
 EvidenceRole = Literal["root", "cascade", "diagnostic"]

@@ -30,19 +30,19 @@ from resurrect.errors import SchedulerError
 from resurrect.planning import match_job_nodes
 from resurrect.policy import resolve_job_policy
 from resurrect.progress.tracker import ProgressTracker
-from resurrect.progress.watch import HangReport, ProgressWatch, StackProbe
+from resurrect.progress.watch import HangReport, ProgressWatch, straggler_evidence
 from resurrect.scheduler.base import Scheduler
-from resurrect.stacks.collect import collect_job_stacks
+from resurrect.stacks.collect import LocalRanks, RankAccess
 
 log = logging.getLogger(__name__)
 
 Reporter = Callable[[Interruption], Awaitable[object]]
-StackProbeFactory = Callable[[JobInfo], StackProbe]
+RankAccessFactory = Callable[[JobInfo], RankAccess]
 
 
-def local_stack_probe(job: JobInfo) -> StackProbe:
-    """Stacks of the job's ranks on this machine (the local cluster: every node is here)."""
-    return lambda: collect_job_stacks(job.job_id, restart_count=job.restart_count)
+def local_ranks(job: JobInfo) -> RankAccess:
+    """The job's ranks on this machine (the local cluster: every node is here)."""
+    return LocalRanks(job.job_id, restart_count=job.restart_count)
 
 
 MAX_READ = 4 << 20  # bytes read per file per poll
@@ -156,7 +156,7 @@ class JobLogFollower:
         report: Reporter,
         *,
         interrupting: Iterable[FaultClass] = INTERRUPTING_CLASSES,
-        stack_probe: StackProbeFactory = local_stack_probe,
+        rank_access: RankAccessFactory = local_ranks,
     ) -> None:
         self.scheduler = scheduler
         self.config = config
@@ -165,7 +165,7 @@ class JobLogFollower:
         self.interrupting = frozenset(interrupting)
         self.min_confidence = config.watcher.log_trigger_min_confidence
         self.jobs: dict[tuple[str, int], FollowedJob] = {}
-        self.stack_probe = stack_probe
+        self.rank_access = rank_access
         self.hang_culprits: dict[str, set[str]] = {}  # node -> jobs whose hang it caused
 
     async def refresh_jobs(self) -> None:
@@ -198,7 +198,7 @@ class JobLogFollower:
                 progress = resolution.policy.progress
                 if resolution.policy.hang_after_s is None and progress.hang_detection:
                     entry.progress = ProgressWatch(
-                        progress, ProgressTracker(time.monotonic()), self.stack_probe(job)
+                        progress, ProgressTracker(time.monotonic()), self.rank_access(job)
                     )
                 entry.checkpoint_moved()  # remember where the checkpoints stand
                 self.jobs[key] = entry
@@ -262,9 +262,10 @@ class JobLogFollower:
                     if decision.action == "notify":
                         log.warning("job %s: straggler: %s", job_id, decision.note)
                         continue
-                    hosts = [n for n in decision.nodes if n]
-                    suspects, _ = match_job_nodes(hosts, followed.job.nodes)
-                    fault, evidence, reason = FaultClass.JOB_STRAGGLER, [], decision.note
+                    node = decision.finding.node
+                    suspects, _ = match_job_nodes([node] if node else [], followed.job.nodes)
+                    fault, reason = FaultClass.JOB_STRAGGLER, decision.note
+                    evidence = straggler_evidence(decision)
             else:
                 silent_s = await asyncio.to_thread(self._hung_for, followed)
                 if silent_s is None:
@@ -298,13 +299,14 @@ class JobLogFollower:
 
     def _progress_hang(self, followed: FollowedJob) -> HangReport | None:
         """Adaptive hang detection: checkpoint activity (looked at once a second) is progress;
-        a suspicion is confirmed from the ranks' stacks."""
+        a suspicion is confirmed from the ranks' stacks. Samples who waits, for stragglers."""
         assert followed.progress is not None
         now = time.monotonic()
         if now - followed.checkpoint_looked_at >= 1.0:
             followed.checkpoint_looked_at = now
             if followed.checkpoint_moved():
                 followed.progress.checkpoint_activity(now)
+        followed.progress.sample(now)
         return followed.progress.check(now)
 
     def _implicate(self, report: HangReport, job_id: str) -> str:

@@ -5,12 +5,12 @@ printed line (:mod:`.parser`), takes checkpoint activity as progress, and on
 :meth:`ProgressWatch.check` turns a suspicion (:func:`~.hang.suspect_hang`) into a stack probe
 of the job's ranks and a verdict (:func:`~.hang.confirm_hang`). A probe that does not confirm
 is repeated no sooner than ``PROBE_EVERY_S`` (or the allowance, if longer): py-spy pauses the
-ranks it reads.
+ranks it reads. :meth:`ProgressWatch.sample` samples who waits (cheap, no pause) during
+training, and :meth:`ProgressWatch.check_straggler` decides on a straggler once per attempt.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from resurrect.contracts import Evidence, EvidenceRole, FaultClass, ProgressPolicy, SignalKind
@@ -20,9 +20,10 @@ from resurrect.progress.straggler import RestartDecision, StragglerDetector, res
 from resurrect.progress.tracker import ProgressTracker
 from resurrect.rules.text import truncate
 from resurrect.stacks.classify import RankStack, StackVerdict, judge
+from resurrect.stacks.collect import RankAccess
 
-StackProbe = Callable[[], list[RankStack]]
 PROBE_EVERY_S = 10.0
+SAMPLE_EVERY_S = 0.25
 # What a restart is assumed to cost before one was measured (requeue, start-up, load).
 ASSUMED_RECOVERY_S = 120.0
 STACK_FIELD_CHARS = 3000
@@ -54,13 +55,14 @@ class HangReport:
 class ProgressWatch:
     policy: ProgressPolicy
     tracker: ProgressTracker
-    probe: StackProbe
+    ranks: RankAccess
     parser: ProgressParser = field(default_factory=shipped_parser)
     next_probe_at: float = 0.0
     stragglers: StragglerDetector | None = None
     total_steps: int | None = None
     last_checkpoint_at: float | None = None
     straggler_reported: bool = False
+    sampled_at: float = float("-inf")
 
     def __post_init__(self) -> None:
         if self.stragglers is None:
@@ -80,25 +82,37 @@ class ProgressWatch:
         self.last_checkpoint_at = now
         self.tracker.observe_checkpoint_activity(now)
 
+    def sample(self, now: float) -> None:
+        """Sample who waits for whom (training phase only: during a save or an evaluation,
+        ranks wait for rank 0 or the evaluator by design)."""
+        if self.stragglers is None or self.tracker.phase != "train":
+            return
+        if now - self.sampled_at < SAMPLE_EVERY_S:
+            return
+        self.sampled_at = now
+        for wait in self.ranks.waits():
+            self.stragglers.observe_wait(wait.rank, wait.waiting, now, node=wait.node)
+
     def check_straggler(
         self, now: float, recovery_s: float = ASSUMED_RECOVERY_S
     ) -> RestartDecision | None:
         """A straggler decision (notify or restart, with its arithmetic), once per job."""
         if self.stragglers is None or self.straggler_reported:
             return None
-        finding = self.stragglers.check(now)
+        finding = self.stragglers.check(now, self.tracker.step_time_s)
         if finding is None:
             return None
         self.straggler_reported = True
         last = self.tracker.last_step
         remaining = self.total_steps - last if self.total_steps and last is not None else None
         since = now - (self.last_checkpoint_at or self.tracker.started_at)
+        pace = finding.step_time_s or self.tracker.step_time_s  # steps done at today's pace
         return restart_decision(
             finding,
             self.policy,
             remaining_steps=remaining,
             recovery_s=recovery_s,
-            steps_since_checkpoint=int(since / finding.peers_step_time_s),
+            steps_since_checkpoint=int(since / pace) if pace else 0,
         )
 
     def check(self, now: float) -> HangReport | None:
@@ -108,7 +122,7 @@ class ProgressWatch:
         suspicion = suspect_hang(self.tracker, self.policy, now)
         if suspicion is None or now < self.next_probe_at:
             return None
-        stacks = self.probe()
+        stacks = self.ranks.stacks()
         verdict = judge(stacks) if stacks else None
         confirmation = confirm_hang(
             suspicion,
@@ -164,3 +178,27 @@ def stack_evidence(stacks: list[RankStack], verdict: StackVerdict | None) -> lis
             )
         )
     return out
+
+
+def straggler_evidence(decision: RestartDecision) -> list[Evidence]:
+    """The straggler as root evidence of job.straggler, with the decision's arithmetic."""
+    finding = decision.finding
+    return [
+        Evidence(
+            kind=SignalKind.PROGRESS,
+            text=truncate(decision.note),
+            rule=f"progress.straggler.{finding.source}",
+            role="root",
+            fault_class=FaultClass.JOB_STRAGGLER,
+            host=finding.node,
+            rank=finding.rank,
+            fields={
+                "slowdown": f"{finding.slowdown:.3f}",
+                "slow_for_s": f"{finding.slow_for_s:.0f}",
+                "slowdown_cost_s": f"{decision.slowdown_cost_s:.0f}",
+                "restart_cost_s": f"{decision.restart_cost_s:.0f}",
+                "action": decision.action,
+            },
+            confidence=0.7,
+        )
+    ]

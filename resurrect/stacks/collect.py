@@ -1,22 +1,33 @@
-"""All the stacks of one job's ranks on this node, read in parallel within a time bound.
+"""The ranks of one job on this node: their stacks (py-spy, in parallel, bounded) and cheap
+samples of who waits (``/proc``).
 
 This runs where the ranks run. On the local test cluster every node is this machine, so the
-sensor that suspects a hang calls it directly (as root). On a real cluster it is what the node
-agent runs on each of the job's nodes (``resurrect stacks dump --job ID --json`` is the same
-call from the command line) and the per-node results are joined before judging.
+sensor that follows the job uses :class:`LocalRanks` directly (as root). On a real cluster it
+is what the node agent runs on each of the job's nodes, and the per-node results are joined
+before judging (the sensor then gets a :class:`RankAccess` that asks the agents).
 """
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
 
 from resurrect.errors import StackDumpError
 from resurrect.stacks.classify import RankStack
-from resurrect.stacks.processes import job_rank_processes, process_state
+from resurrect.stacks.processes import RankProcess, job_rank_processes, process_state
 from resurrect.stacks.pyspy import dump_stack
 from resurrect.stacks.pyspy_text import parse_pyspy_dump
+from resurrect.stacks.sampling import RankWait, sample_waits
 
 MAX_PARALLEL = 8
+REDISCOVER_S = 10.0
+
+
+class RankAccess(Protocol):
+    def stacks(self) -> list[RankStack]: ...
+
+    def waits(self) -> list[RankWait]: ...
 
 
 def _one(pid: int, rank: int | None, node: str | None, timeout_s: float) -> RankStack:
@@ -40,5 +51,27 @@ def collect_job_stacks(
         return []
     with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(processes))) as pool:
         futures = [pool.submit(_one, p.pid, p.rank, p.node, timeout_s) for p in processes]
-        results = [f.result(timeout=timeout_s * 3 + 5) for f in futures]
-    return results
+        return [f.result(timeout=timeout_s * 3 + 5) for f in futures]
+
+
+class LocalRanks:
+    """A job attempt's ranks on this machine; processes are looked up again every
+    ``REDISCOVER_S`` seconds (scanning ``/proc`` environments is the costly part)."""
+
+    def __init__(self, job_id: str, restart_count: int | None = None) -> None:
+        self.job_id = job_id
+        self.restart_count = restart_count
+        self._processes: list[RankProcess] = []
+        self._found_at = float("-inf")
+
+    def stacks(self) -> list[RankStack]:
+        return collect_job_stacks(self.job_id, restart_count=self.restart_count)
+
+    def waits(self) -> list[RankWait]:
+        now = time.monotonic()
+        if now - self._found_at >= REDISCOVER_S:
+            self._processes = job_rank_processes(self.job_id, restart_count=self.restart_count)
+            self._found_at = now
+        return sample_waits(
+            {p.pid: (p.rank, p.node) for p in self._processes if p.rank is not None}
+        )

@@ -3,13 +3,16 @@ straggler decision, out. Stacks come from the real py-spy fixtures."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 from resurrect.contracts import FaultClass, ProgressPolicy, SignalKind
 from resurrect.progress.tracker import ProgressTracker
-from resurrect.progress.watch import ProgressWatch
+from resurrect.progress.watch import ProgressWatch, straggler_evidence
 from resurrect.stacks.classify import RankStack
 from resurrect.stacks.pyspy_text import parse_pyspy_dump
+from resurrect.stacks.sampling import RankWait
 
 STACKS = Path(__file__).parent.parent / "fixtures" / "stacks"
 
@@ -19,6 +22,20 @@ def stack(name: str, rank: int, node: str, state: str = "S") -> RankStack:
     dump = parse_pyspy_dump(text)
     assert dump.pid is not None
     return RankStack(rank, node, dump.pid, state, dump, text)
+
+
+class FakeRanks:
+    """The ranks' stacks from fixtures; waits as a test sets them."""
+
+    def __init__(self, stacks: Callable[[], list[RankStack]] = list) -> None:
+        self._stacks = stacks
+        self.waiting: list[RankWait] = []
+
+    def stacks(self) -> list[RankStack]:
+        return self._stacks()
+
+    def waits(self) -> list[RankWait]:
+        return self.waiting
 
 
 def hung_ddp_job() -> list[RankStack]:
@@ -35,7 +52,7 @@ def test_a_stall_is_confirmed_from_stacks_and_names_the_stopped_rank() -> None:
         probes.append(1)
         return hung_ddp_job()
 
-    watch = ProgressWatch(ProgressPolicy(), ProgressTracker(0.0), probe)
+    watch = ProgressWatch(ProgressPolicy(), ProgressTracker(0.0), FakeRanks(probe))
     for n in range(1, 6):
         for rank in (0, 1):
             watch.observe_line(f"[rank{rank}] step {10 * n}/120 loss 0.5", float(n))
@@ -58,7 +75,7 @@ def test_busy_ranks_dismiss_a_suspicion_and_the_probe_waits_before_looking_again
         calls.append(1)
         return busy
 
-    watch = ProgressWatch(ProgressPolicy(), ProgressTracker(0.0), probe)
+    watch = ProgressWatch(ProgressPolicy(), ProgressTracker(0.0), FakeRanks(probe))
     for n in range(1, 6):
         watch.observe_line(f"step {n} loss 1.0", float(n))
     assert watch.check(20.0) is None and len(calls) == 1
@@ -67,7 +84,7 @@ def test_busy_ranks_dismiss_a_suspicion_and_the_probe_waits_before_looking_again
 
 
 def test_a_checkpoint_save_ten_steps_long_raises_no_hang() -> None:
-    watch = ProgressWatch(ProgressPolicy(), ProgressTracker(0.0), hung_ddp_job)
+    watch = ProgressWatch(ProgressPolicy(), ProgressTracker(0.0), FakeRanks(hung_ddp_job))
     for n in range(1, 6):
         watch.observe_line(f"[rank0] step {n}/100 loss 1.0", float(n))
     watch.checkpoint_activity(5.5)
@@ -76,7 +93,7 @@ def test_a_checkpoint_save_ten_steps_long_raises_no_hang() -> None:
 
 def test_rank_prefixed_step_times_find_a_straggler_and_write_the_arithmetic() -> None:
     policy = ProgressPolicy(straggler_duration_s=10)
-    watch = ProgressWatch(policy, ProgressTracker(0.0), list)
+    watch = ProgressWatch(policy, ProgressTracker(0.0), FakeRanks())
     decision = None
     for t in range(1, 40):
         for rank, ms in ((0, 100.0), (1, 100.0), (2, 160.0)):
@@ -89,3 +106,55 @@ def test_rank_prefixed_step_times_find_a_straggler_and_write_the_arithmetic() ->
     assert decision.note.startswith("rank 2 is 60% slower than its peers")
     assert "remaining steps" in decision.note and "recompute" in decision.note
     assert watch.check_straggler(50.0) is None  # decided once per job attempt
+
+
+def test_the_rank_its_peers_wait_for_is_the_straggler_and_restart_pays_off() -> None:
+    policy = ProgressPolicy(straggler_duration_s=20, straggler_action="restart")
+    ranks = FakeRanks()
+    watch = ProgressWatch(policy, ProgressTracker(0.0), ranks)
+    now, decision, tick = 0.0, None, 0
+    while now < 60 and decision is None:
+        now += 0.25
+        tick += 1
+        if tick % 4 == 0:  # a progress line every second: 10 steps of 0.1 s
+            watch.observe_line(f"[rank0] step {tick * 10 // 4}/20000 loss 1.0", now)
+        # rank 1 (node2) is stopped 3/4 of the time; rank 0 then waits for it
+        slow_now = tick % 4 != 0
+        ranks.waiting = [
+            RankWait(0, "node1", "S", waiting=slow_now),
+            RankWait(1, "node2", "T" if slow_now else "S", waiting=False),
+        ]
+        watch.sample(now)
+        decision = watch.check_straggler(now)
+    assert decision is not None and decision.action == "restart"
+    assert decision.finding.node == "node2"
+    assert 20 <= now <= 20 + 11  # the duration, plus filling the 10 s sampling window
+    assert re.match(r"rank 1 on node2 is 3\d\d% slower than its peers", decision.note)
+    assert "its peers wait for it" in decision.note and "drain and restart" in decision.note
+
+
+def test_waits_during_a_save_are_not_sampled() -> None:
+    ranks = FakeRanks()
+    ranks.waiting = [RankWait(0, "n1", "S", True), RankWait(1, "n2", "S", False)]
+    watch = ProgressWatch(ProgressPolicy(), ProgressTracker(0.0), ranks)
+    watch.checkpoint_activity(1.0)
+    watch.sample(2.0)
+    assert watch.stragglers is not None and not watch.stragglers.waits
+
+
+def test_a_straggler_decision_becomes_root_evidence_naming_rank_and_node() -> None:
+    policy = ProgressPolicy(straggler_duration_s=10)
+    watch = ProgressWatch(policy, ProgressTracker(0.0), FakeRanks())
+    decision = None
+    for t in range(1, 30):
+        for rank, ms in ((0, 100.0), (1, 150.0)):
+            line = (
+                f"[rank{rank}]: iteration {t:>8}/    1000 | elapsed time per iteration (ms): {ms}"
+            )
+            watch.observe_line(line, float(t))
+        decision = decision or watch.check_straggler(float(t))
+    assert decision is not None
+    [evidence] = straggler_evidence(decision)
+    assert evidence.role == "root" and evidence.fault_class is FaultClass.JOB_STRAGGLER
+    assert evidence.rank == 1 and evidence.fields["action"] == "notify"
+    assert evidence.rule == "progress.straggler.step_times"
