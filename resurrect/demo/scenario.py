@@ -46,8 +46,20 @@ from resurrect.stacks.processes import job_rank_processes
 from resurrect.temporal_client import connect
 from resurrect.temporal_server import EmbeddedTemporal, free_port, port_open
 
-Scenario = Literal["node-loss", "gpu-error", "checkpoint-damage", "hang"]
-SCENARIOS: tuple[Scenario, ...] = ("node-loss", "gpu-error", "checkpoint-damage", "hang")
+Scenario = Literal["node-loss", "gpu-error", "checkpoint-damage", "hang", "straggler"]
+SCENARIOS: tuple[Scenario, ...] = (
+    "node-loss",
+    "gpu-error",
+    "checkpoint-damage",
+    "hang",
+    "straggler",
+)
+# The straggler scenario: one rank runs 1/4 of the time (SIGSTOP 150 ms, SIGCONT 50 ms), the
+# job asks for a restart when it pays off, judged after 20 s of straggling, and is long
+# enough (remaining steps) for a restart to pay off.
+STRAGGLER_STOP_S, STRAGGLER_RUN_S = 0.15, 0.05
+STRAGGLER_POLICY = {"straggler_duration_s": 20, "straggler_action": "restart"}
+STRAGGLER_TRAIN_STEPS = 4000
 
 Progress = Callable[[str], None]
 
@@ -185,14 +197,16 @@ class Demo:
         ckpt_dir = cluster.out_dir / f"ckpt-{s.scenario}-{int(time.time())}"
         ckpt_dir.mkdir(parents=True)
         shutil.chown(ckpt_dir, user=cluster.demo_user)
-        comment = json.dumps(
-            {"resurrect": {"max_restarts": 2, "checkpoint_dir": str(ckpt_dir)}},
-            separators=(",", ":"),
-        )
+        section: dict[str, Any] = {"max_restarts": 2, "checkpoint_dir": str(ckpt_dir)}
+        train_steps = s.train_steps
+        if s.scenario == "straggler":
+            section["progress"] = STRAGGLER_POLICY
+            train_steps = max(train_steps, STRAGGLER_TRAIN_STEPS)
+        comment = json.dumps({"resurrect": section}, separators=(",", ":"))
         env_args = [
             f"--export=ALL,RESURRECT_PYTHON={s.python},"
             f"RESURRECT_TRAIN_DIR={root / 'examples' / 'train'},"
-            f"CKPT_DIR={ckpt_dir},RESURRECT_TRAIN_STEPS={s.train_steps},"
+            f"CKPT_DIR={ckpt_dir},RESURRECT_TRAIN_STEPS={train_steps},"
             f"RESURRECT_TRAIN_CKPT_EVERY={s.ckpt_every},RESURRECT_TRAIN_SLEEP={s.step_sleep_s}"
         ]
         if s.scenario == "gpu-error":
@@ -232,7 +246,17 @@ class Demo:
         damaged = None
         workflow_id = recovery_workflow_id(cluster.cluster_name, job_id, 0)
         stopped_rank: int | None = None
-        if s.scenario == "hang":
+        duty: asyncio.Task[None] | None = None
+        if s.scenario == "straggler":
+            stopped_rank, pid = await asyncio.to_thread(self._rank_on, job_id, victim)
+            t_fault = time.time()
+            duty = asyncio.create_task(_duty_cycle(pid))
+            self.say(
+                f"FAULT: rank {stopped_rank} (pid {pid}) on {victim} slowed: runs"
+                f" {STRAGGLER_RUN_S * 1000:.0f} ms of every"
+                f" {(STRAGGLER_RUN_S + STRAGGLER_STOP_S) * 1000:.0f} ms (SIGSTOP/SIGCONT)"
+            )
+        elif s.scenario == "hang":
             # stop one rank between two saves: its peers block in gloo (a real stall)
             await self._wait_step_line_after(job_id, max(_checkpoint_steps(ckpt_dir)))
             stopped_rank, pid = await asyncio.to_thread(self._rank_on, job_id, victim)
@@ -253,14 +277,21 @@ class Demo:
             await asyncio.to_thread(cluster.kill_node, victim)
             self.say(f"FAULT: killed node {victim} (its slurmd and every process of the job on it)")
 
-        t_detect = await self._wait_workflow_started(client, workflow_id, timeout=120)
+        try:
+            t_detect = await self._wait_workflow_started(client, workflow_id, timeout=120)
+        finally:
+            if duty is not None:
+                duty.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await duty
         self.say(f"recovery {workflow_id} started {t_detect - t_fault:.1f} s after the fault")
         self.say(
             f"watch it: {self.server.ui_url if self.server else ''}"
             f"/namespaces/default/workflows/{workflow_id}"
         )
 
-        moves_away = s.scenario != "hang"  # a hang without hardware evidence restarts in place
+        # a hang or a straggler without hardware evidence restarts in place
+        moves_away = s.scenario not in ("hang", "straggler")
         running = await self._wait_job(
             job_id,
             lambda j: (
@@ -285,6 +316,8 @@ class Demo:
         for note in outcome.notes:
             self.say(f"  note: {note}")
 
+        if s.scenario == "straggler":  # the point is made; the long job need not finish
+            await asyncio.to_thread(cluster.run, ["scancel", job_id], check=False)
         final = await self._wait_job(
             job_id,
             lambda j: j.state not in (JobState.RUNNING, JobState.PENDING, JobState.COMPLETING),
@@ -311,6 +344,7 @@ class Demo:
             "culprit_rank": culprit_rank,
             "culprit_node": culprit_node,
             "stopped_rank": stopped_rank,
+            "recovery_notes": outcome.notes,
             "recovered": outcome.recovered,
             "fault_class": outcome.fault_class.value,
             "injected_node": victim,
@@ -430,13 +464,32 @@ class Demo:
             await asyncio.to_thread(stop_local_slurm, self.cluster, purge=False)
 
 
+async def _duty_cycle(pid: int) -> None:
+    """Slow one process down for real: stopped most of the time, until cancelled or gone."""
+    try:
+        while True:
+            os.kill(pid, signal.SIGSTOP)
+            await asyncio.sleep(STRAGGLER_STOP_S)
+            os.kill(pid, signal.SIGCONT)
+            await asyncio.sleep(STRAGGLER_RUN_S)
+    except ProcessLookupError:
+        return
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+
+
 def _culprit(outcome: RecoveryOutcome) -> tuple[int | None, str | None]:
-    """The culprit rank and node the recovery's diagnosis names from the ranks' stacks."""
+    """The culprit rank and node the recovery's diagnosis names from the ranks' stacks (a
+    hang) or from who waits for whom (a straggler)."""
     diagnosis = outcome.diagnosis
     if diagnosis is None:
         return None, None
     for evidence in [*diagnosis.evidence, *diagnosis.cascade]:
-        if evidence.kind is SignalKind.STACK_DUMP and evidence.role == "root":
+        if (
+            evidence.kind in (SignalKind.STACK_DUMP, SignalKind.PROGRESS)
+            and evidence.role == "root"
+        ):
             return evidence.rank, evidence.host
     ranks, hosts = diagnosis.culprit_ranks, diagnosis.culprit_hosts
     return (ranks[0] if ranks else None), (hosts[0] if hosts else None)
