@@ -58,9 +58,10 @@ def gloo_job(tmp_path: Path) -> Iterator[str]:
                 break
         yield job_id
     finally:
-        for process in job_rank_processes(job_id):
-            os.kill(process.pid, signal.SIGCONT)
+        ranks = job_rank_processes(job_id)  # torchrun starts its workers in their own sessions
         os.killpg(launcher.pid, signal.SIGKILL)
+        for process in ranks:
+            os.kill(process.pid, signal.SIGKILL)
         launcher.wait(timeout=30)
 
 
