@@ -8,9 +8,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PY=.venv/bin/python
 [ -x "$PY" ] || PY=python3
 if [ "${1:-}" = "--quick" ]; then
-  scan=(--lines 200000); ckpt=(--size-gb 0.5); agent=(--duration 10)
+  scan=(--lines 200000); ckpt=(--size-gb 0.5); agent=(--duration 10); progress=(--lines 50000)
 else
-  scan=(); ckpt=(--size-gb 4); agent=(--duration 60)
+  scan=(); ckpt=(--size-gb 4); agent=(--duration 60); progress=()
 fi
 echo "== scan_throughput (rule engine vs grep -P)" >&2
 "$PY" benchmarks/scan_throughput.py --json "${scan[@]}"
@@ -18,3 +18,5 @@ echo "== checkpoint_verify (quick/full vs cat, sha256sum)" >&2
 "$PY" benchmarks/checkpoint_verify.py --json "${ckpt[@]}"
 echo "== agent_overhead (8 fake GPUs vs an idle interpreter)" >&2
 "$PY" benchmarks/agent_overhead.py --json "${agent[@]}"
+echo "== progress_parse (progress rules vs the failure-rule scan of the same lines)" >&2
+"$PY" benchmarks/progress_parse.py --json "${progress[@]}"
