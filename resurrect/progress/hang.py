@@ -86,8 +86,17 @@ def confirm_hang(
     *,
     ranks_seen: int,
     ranks_in_collective: int,
+    ranks_missing: int = 0,
 ) -> HangConfirmation:
-    """Is a suspected job hung, given what its ranks' stacks show (``ranks_seen`` 0: none)?"""
+    """Is a suspected job hung, given what its ranks' stacks show (``ranks_seen`` 0: none)?
+
+    Ranks of the world that are not running at all mean a lost node or a crashed process:
+    the scheduler and node sensors judge those (with the right class and the node to drain),
+    so the stacks confirm nothing until ``hang_unconfirmed_s``."""
+    if ranks_missing and suspicion.silent_s < policy.hang_unconfirmed_s:
+        return HangConfirmation(
+            False, f"{suspicion.describe()}; {ranks_missing} rank(s) not running: not judged here"
+        )
     if ranks_seen and ranks_in_collective:
         if ranks_in_collective == ranks_seen:
             why = f"all {ranks_seen} ranks wait in a collective"

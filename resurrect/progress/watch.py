@@ -129,6 +129,7 @@ class ProgressWatch:
             self.policy,
             ranks_seen=verdict.ranks_seen if verdict else 0,
             ranks_in_collective=len(verdict.victims) if verdict else 0,
+            ranks_missing=len(verdict.missing) if verdict else 0,
         )
         if not confirmation.hung:
             self.next_probe_at = now + max(PROBE_EVERY_S, suspicion.threshold_s)

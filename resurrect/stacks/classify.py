@@ -72,6 +72,7 @@ class RankStack:
     dump: StackDump | None
     dump_text: str = ""
     error: str = ""
+    world_size: int | None = None  # as the rank's environment says (WORLD_SIZE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +117,7 @@ class StackVerdict:
     victims: list[RankPlace] = field(default_factory=list)
     culprits: list[RankPlace] = field(default_factory=list)
     summary: str = ""
+    missing: list[int] = field(default_factory=list)  # ranks of the world not running
 
     @property
     def ranks_seen(self) -> int:
@@ -138,6 +140,15 @@ def judge(stacks: list[RankStack]) -> StackVerdict:
     """Victims are ranks in a collective; when some ranks wait and others do not, the others
     are the culprits (the likeliest first)."""
     places = sorted((place_of(s) for s in stacks), key=lambda p: (p.rank is None, p.rank or 0))
+    worlds = [s.world_size for s in stacks if s.world_size]
+    found = {s.rank for s in stacks}
+    missing = sorted(set(range(max(worlds))) - found) if worlds else []
+    if missing:
+        summary = (
+            f"ranks {missing} of {max(worlds)} are not running (a lost node or a crashed"
+            " process: not a hang to judge from stacks)"
+        )
+        return StackVerdict(places, [], [], summary, missing)
     victims = [p for p in places if p.place == "collective"]
     others = [p for p in places if p.place not in ("collective", "unknown")]
     if not victims:

@@ -30,16 +30,17 @@ class RankAccess(Protocol):
     def waits(self) -> list[RankWait]: ...
 
 
-def _one(pid: int, rank: int | None, node: str | None, timeout_s: float) -> RankStack:
+def _one(process: RankProcess, timeout_s: float) -> RankStack:
+    pid, rank, node, world = process.pid, process.rank, process.node, process.world_size
     state = process_state(pid)
     try:
         text = dump_stack(pid, stopped=state in ("T", "t"), timeout_s=timeout_s)
     except StackDumpError as exc:
-        return RankStack(rank, node, pid, state, None, error=str(exc))
+        return RankStack(rank, node, pid, state, None, error=str(exc), world_size=world)
     # the state again: a process stopped while we read it is stopped
     after = process_state(pid)
     return RankStack(rank, node, pid, after if after in ("T", "t", "D") else state,
-                     parse_pyspy_dump(text), text)  # fmt: skip
+                     parse_pyspy_dump(text), text, world_size=world)  # fmt: skip
 
 
 def collect_job_stacks(
@@ -50,7 +51,7 @@ def collect_job_stacks(
     if not processes:
         return []
     with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(processes))) as pool:
-        futures = [pool.submit(_one, p.pid, p.rank, p.node, timeout_s) for p in processes]
+        futures = [pool.submit(_one, p, timeout_s) for p in processes]
         return [f.result(timeout=timeout_s * 3 + 5) for f in futures]
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MAX_ENVIRON_BYTES = 256 << 10
+_KEYS = (b"SLURM_JOB_ID", b"RANK", b"WORLD_SIZE", b"SLURMD_NODENAME", b"SLURM_RESTART_COUNT")
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +23,7 @@ class RankProcess:
     rank: int | None
     node: str | None
     state: str
+    world_size: int | None = None
 
 
 def _environ(pid: int, proc: Path) -> dict[str, str]:
@@ -33,7 +35,7 @@ def _environ(pid: int, proc: Path) -> dict[str, str]:
     out: dict[str, str] = {}
     for item in raw.split(b"\0"):
         key, sep, value = item.partition(b"=")
-        if sep and key in (b"SLURM_JOB_ID", b"RANK", b"SLURMD_NODENAME", b"SLURM_RESTART_COUNT"):
+        if sep and key in _KEYS:
             out[key.decode("ascii", "replace")] = value[:256].decode("utf-8", "replace")
     return out
 
@@ -66,7 +68,9 @@ def job_rank_processes(
             continue
         if restart_count is not None and env.get("SLURM_RESTART_COUNT", "0") != str(restart_count):
             continue
-        rank_text = env["RANK"]
+        rank_text, world_text = env["RANK"], env.get("WORLD_SIZE", "")
         rank = int(rank_text) if rank_text.isdigit() else None
-        found.append(RankProcess(pid, rank, env.get("SLURMD_NODENAME"), process_state(pid, proc)))
+        world = int(world_text) if world_text.isdigit() else None
+        node = env.get("SLURMD_NODENAME")
+        found.append(RankProcess(pid, rank, node, process_state(pid, proc), world))
     return sorted(found, key=lambda p: (p.rank is None, p.rank or 0, p.pid))

@@ -98,3 +98,14 @@ def test_without_stacks_only_a_long_silence_is_a_hang() -> None:
     assert late is not None
     verdict = confirm_hang(late, POLICY, ranks_seen=0, ranks_in_collective=0)
     assert verdict.hung and "hang_unconfirmed_s" in verdict.reason
+
+
+def test_missing_ranks_leave_the_verdict_to_the_node_and_scheduler_sensors() -> None:
+    tracker, last = trained(5, every_s=1.0)
+    suspicion = suspect_hang(tracker, POLICY, last + 6)
+    assert suspicion is not None
+    gone = confirm_hang(suspicion, POLICY, ranks_seen=1, ranks_in_collective=1, ranks_missing=1)
+    assert not gone.hung and "not running" in gone.reason
+    late = suspect_hang(tracker, POLICY, last + POLICY.hang_unconfirmed_s)
+    assert late is not None
+    assert confirm_hang(late, POLICY, ranks_seen=1, ranks_in_collective=1, ranks_missing=1).hung

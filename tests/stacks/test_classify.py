@@ -104,3 +104,11 @@ def test_a_dump_that_failed_leaves_the_rank_unknown_not_guilty() -> None:
     verdict = judge([rank("gloo-allreduce-victim.txt", 0), failed])
     assert verdict.places[1].place == "unknown" and not verdict.culprits
     assert verdict.ranks_seen == 1
+
+
+def test_a_rank_that_is_not_running_at_all_is_not_judged_from_stacks() -> None:
+    victim = rank("gloo-ddp-victim-rank0-native.txt", 0)
+    alone = RankStack(victim.rank, victim.node, victim.pid, "S", victim.dump, world_size=2)
+    verdict = judge([alone])
+    assert verdict.missing == [1] and not verdict.culprits and not verdict.victims
+    assert "lost node or a crashed process" in verdict.summary
