@@ -11,6 +11,9 @@ training, and :meth:`ProgressWatch.check_straggler` decides on a straggler once 
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from resurrect.contracts import Evidence, EvidenceRole, FaultClass, ProgressPolicy, SignalKind
@@ -22,6 +25,7 @@ from resurrect.rules.text import truncate
 from resurrect.stacks.classify import RankStack, StackVerdict, judge
 from resurrect.stacks.collect import RankAccess
 
+log = logging.getLogger(__name__)
 PROBE_EVERY_S = 10.0
 SAMPLE_EVERY_S = 0.25
 # What a restart is assumed to cost before one was measured (requeue, start-up, load).
@@ -51,6 +55,14 @@ class HangReport:
         return list(dict.fromkeys(c.node for c in self.verdict.culprits if c.node))
 
 
+ProbeRunner = Callable[[Callable[[], list[RankStack]]], "Future[list[RankStack]]"]
+_PROBES = ThreadPoolExecutor(max_workers=4, thread_name_prefix="stack-probe")
+
+
+def _in_background(probe: Callable[[], list[RankStack]]) -> Future[list[RankStack]]:
+    return _PROBES.submit(probe)
+
+
 @dataclass
 class ProgressWatch:
     policy: ProgressPolicy
@@ -63,6 +75,8 @@ class ProgressWatch:
     last_checkpoint_at: float | None = None
     straggler_reported: bool = False
     sampled_at: float = float("-inf")
+    run_probe: ProbeRunner = field(default=_in_background)
+    _probe: Future[list[RankStack]] | None = None
 
     def __post_init__(self) -> None:
         if self.stragglers is None:
@@ -116,13 +130,25 @@ class ProgressWatch:
         )
 
     def check(self, now: float) -> HangReport | None:
-        """A confirmed hang, or None (no suspicion, or the stacks did not confirm it).
-
-        Blocks while the ranks are probed (bounded by the probe): call it off the event loop."""
-        suspicion = suspect_hang(self.tracker, self.policy, now)
-        if suspicion is None or now < self.next_probe_at:
+        """A confirmed hang, or None (no suspicion, or not confirmed, or the stacks are still
+        being read: the probe runs in the background, so one job's slow dump never holds up
+        the sensor; its result is judged at the next check, if the job is still silent)."""
+        if self._probe is None:
+            suspicion = suspect_hang(self.tracker, self.policy, now)
+            if suspicion is None or now < self.next_probe_at:
+                return None
+            self._probe = self.run_probe(self.ranks.stacks)
+        if not self._probe.done():
             return None
-        stacks = self.ranks.stacks()
+        probe, self._probe = self._probe, None
+        suspicion = suspect_hang(self.tracker, self.policy, now)
+        if suspicion is None:  # progress came back while the stacks were read
+            return None
+        try:
+            stacks = probe.result()
+        except Exception:  # an unexpected failure of the probe: judge without stacks
+            log.exception("reading the ranks' stacks failed")
+            stacks = []
         verdict = judge(stacks) if stacks else None
         confirmation = confirm_hang(
             suspicion,

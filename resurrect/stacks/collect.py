@@ -9,13 +9,21 @@ before judging (the sensor then gets a :class:`RankAccess` that asks the agents)
 
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 from resurrect.errors import StackDumpError
 from resurrect.stacks.classify import RankStack
-from resurrect.stacks.processes import RankProcess, job_rank_processes, process_state
+from resurrect.stacks.processes import (
+    JobRank,
+    RankProcess,
+    job_rank_processes,
+    process_state,
+    ranks_of,
+    scan_rank_processes,
+)
 from resurrect.stacks.pyspy import dump_stack
 from resurrect.stacks.pyspy_text import parse_pyspy_dump
 from resurrect.stacks.sampling import RankWait, sample_waits
@@ -55,24 +63,37 @@ def collect_job_stacks(
         return [f.result(timeout=timeout_s * 3 + 5) for f in futures]
 
 
+class _SharedScan:
+    """One scan of ``/proc`` environments shared by every followed job, at most every
+    ``REDISCOVER_S`` seconds (reading every process's environment is the costly part)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._scan: list[JobRank] = []
+        self._at = float("-inf")
+
+    def get(self) -> list[JobRank]:
+        with self._lock:
+            now = time.monotonic()
+            if now - self._at >= REDISCOVER_S:
+                self._scan, self._at = scan_rank_processes(), now
+            return self._scan
+
+
+_SHARED_SCAN = _SharedScan()
+
+
 class LocalRanks:
-    """A job attempt's ranks on this machine; processes are looked up again every
-    ``REDISCOVER_S`` seconds (scanning ``/proc`` environments is the costly part)."""
+    """A job attempt's ranks on this machine: stacks (a fresh look) and wait samples (over
+    the shared, periodically refreshed process scan)."""
 
     def __init__(self, job_id: str, restart_count: int | None = None) -> None:
         self.job_id = job_id
         self.restart_count = restart_count
-        self._processes: list[RankProcess] = []
-        self._found_at = float("-inf")
 
     def stacks(self) -> list[RankStack]:
         return collect_job_stacks(self.job_id, restart_count=self.restart_count)
 
     def waits(self) -> list[RankWait]:
-        now = time.monotonic()
-        if now - self._found_at >= REDISCOVER_S:
-            self._processes = job_rank_processes(self.job_id, restart_count=self.restart_count)
-            self._found_at = now
-        return sample_waits(
-            {p.pid: (p.rank, p.node) for p in self._processes if p.rank is not None}
-        )
+        processes: list[RankProcess] = ranks_of(_SHARED_SCAN.get(), self.job_id, self.restart_count)
+        return sample_waits({p.pid: (p.rank, p.node) for p in processes if p.rank is not None})

@@ -50,11 +50,18 @@ def process_state(pid: int, proc: Path = Path("/proc")) -> str:
     return tail[0] if tail else "?"
 
 
-def job_rank_processes(
-    job_id: str, *, restart_count: int | None = None, proc: Path = Path("/proc")
-) -> list[RankProcess]:
-    """Every rank process of ``job_id`` (of that attempt, when given) visible on this node."""
-    found: list[RankProcess] = []
+@dataclass(frozen=True, slots=True)
+class JobRank:
+    """A rank process with the job attempt it belongs to."""
+
+    job_id: str
+    restart_count: str
+    process: RankProcess
+
+
+def scan_rank_processes(proc: Path = Path("/proc")) -> list[JobRank]:
+    """Every rank process of every Slurm job visible on this node (one pass over /proc)."""
+    found: list[JobRank] = []
     try:
         entries = os.listdir(proc)
     except OSError:
@@ -64,13 +71,31 @@ def job_rank_processes(
             continue
         pid = int(name)
         env = _environ(pid, proc)
-        if env.get("SLURM_JOB_ID") != job_id or "RANK" not in env:
-            continue
-        if restart_count is not None and env.get("SLURM_RESTART_COUNT", "0") != str(restart_count):
+        if "SLURM_JOB_ID" not in env or "RANK" not in env:
             continue
         rank_text, world_text = env["RANK"], env.get("WORLD_SIZE", "")
         rank = int(rank_text) if rank_text.isdigit() else None
         world = int(world_text) if world_text.isdigit() else None
         node = env.get("SLURMD_NODENAME")
-        found.append(RankProcess(pid, rank, node, process_state(pid, proc), world))
+        process = RankProcess(pid, rank, node, process_state(pid, proc), world)
+        found.append(JobRank(env["SLURM_JOB_ID"], env.get("SLURM_RESTART_COUNT", "0"), process))
+    return found
+
+
+def ranks_of(
+    scan: list[JobRank], job_id: str, restart_count: int | None = None
+) -> list[RankProcess]:
+    """The rank processes of one job (attempt) in a scan, in rank order."""
+    found = [
+        r.process
+        for r in scan
+        if r.job_id == job_id and (restart_count is None or r.restart_count == str(restart_count))
+    ]
     return sorted(found, key=lambda p: (p.rank is None, p.rank or 0, p.pid))
+
+
+def job_rank_processes(
+    job_id: str, *, restart_count: int | None = None, proc: Path = Path("/proc")
+) -> list[RankProcess]:
+    """Every rank process of ``job_id`` (of that attempt, when given) visible on this node."""
+    return ranks_of(scan_rank_processes(proc), job_id, restart_count)

@@ -4,7 +4,9 @@ straggler decision, out. Stacks come from the real py-spy fixtures."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 
 from resurrect.contracts import FaultClass, ProgressPolicy, SignalKind
@@ -38,6 +40,13 @@ class FakeRanks:
         return self.waiting
 
 
+def run_now(probe: Callable[[], list[RankStack]]) -> Future[list[RankStack]]:
+    """Read the stacks at once (the sensor reads them in the background)."""
+    done: Future[list[RankStack]] = Future()
+    done.set_result(probe())
+    return done
+
+
 def hung_ddp_job() -> list[RankStack]:
     return [
         stack("gloo-ddp-victim-rank0-native.txt", 0, "node1"),
@@ -52,7 +61,9 @@ def test_a_stall_is_confirmed_from_stacks_and_names_the_stopped_rank() -> None:
         probes.append(1)
         return hung_ddp_job()
 
-    watch = ProgressWatch(ProgressPolicy(), ProgressTracker(0.0), FakeRanks(probe))
+    watch = ProgressWatch(
+        ProgressPolicy(), ProgressTracker(0.0), FakeRanks(probe), run_probe=run_now
+    )
     for n in range(1, 6):
         for rank in (0, 1):
             watch.observe_line(f"[rank{rank}] step {10 * n}/120 loss 0.5", float(n))
@@ -75,7 +86,9 @@ def test_busy_ranks_dismiss_a_suspicion_and_the_probe_waits_before_looking_again
         calls.append(1)
         return busy
 
-    watch = ProgressWatch(ProgressPolicy(), ProgressTracker(0.0), FakeRanks(probe))
+    watch = ProgressWatch(
+        ProgressPolicy(), ProgressTracker(0.0), FakeRanks(probe), run_probe=run_now
+    )
     for n in range(1, 6):
         watch.observe_line(f"step {n} loss 1.0", float(n))
     assert watch.check(20.0) is None and len(calls) == 1
@@ -84,7 +97,9 @@ def test_busy_ranks_dismiss_a_suspicion_and_the_probe_waits_before_looking_again
 
 
 def test_a_checkpoint_save_ten_steps_long_raises_no_hang() -> None:
-    watch = ProgressWatch(ProgressPolicy(), ProgressTracker(0.0), FakeRanks(hung_ddp_job))
+    watch = ProgressWatch(
+        ProgressPolicy(), ProgressTracker(0.0), FakeRanks(hung_ddp_job), run_probe=run_now
+    )
     for n in range(1, 6):
         watch.observe_line(f"[rank0] step {n}/100 loss 1.0", float(n))
     watch.checkpoint_activity(5.5)
@@ -158,3 +173,34 @@ def test_a_straggler_decision_becomes_root_evidence_naming_rank_and_node() -> No
     assert evidence.role == "root" and evidence.fault_class is FaultClass.JOB_STRAGGLER
     assert evidence.rank == 1 and evidence.fields["action"] == "notify"
     assert evidence.rule == "progress.straggler.step_times"
+
+
+def test_the_stacks_are_read_in_the_background_and_judged_at_the_next_check() -> None:
+    def slow() -> list[RankStack]:
+        time.sleep(0.3)
+        return hung_ddp_job()
+
+    watch = ProgressWatch(ProgressPolicy(), ProgressTracker(0.0), FakeRanks(slow))
+    for n in range(1, 6):
+        watch.observe_line(f"[rank0] step {n}/100 loss 1.0", float(n))
+    assert watch.check(20.0) is None  # started reading, did not wait
+    deadline = time.monotonic() + 10
+    report = None
+    while report is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+        report = watch.check(20.5)
+    assert report is not None and report.culprit_ranks == [1]
+
+
+def test_progress_that_resumes_while_the_stacks_are_read_discards_them() -> None:
+    def slow() -> list[RankStack]:
+        time.sleep(0.2)
+        return hung_ddp_job()
+
+    watch = ProgressWatch(ProgressPolicy(), ProgressTracker(0.0), FakeRanks(slow))
+    for n in range(1, 6):
+        watch.observe_line(f"[rank0] step {n}/100 loss 1.0", float(n))
+    assert watch.check(20.0) is None
+    watch.observe_line("[rank0] step 6/100 loss 1.0", 20.1)
+    time.sleep(0.4)
+    assert watch.check(20.6) is None and watch.check(20.7) is None

@@ -1,10 +1,15 @@
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from pathlib import Path
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import Evidence, FaultClass, Interruption, JobInfo, JobState, SignalKind
+from resurrect.stacks.classify import RankStack
+from resurrect.stacks.pyspy_text import parse_pyspy_dump
+from resurrect.stacks.sampling import RankWait
 from resurrect.testing import FakeScheduler
 from sensors.log_follower import FollowedFile, JobLogFollower
 
@@ -175,3 +180,86 @@ async def test_jobs_without_a_hang_threshold_are_never_called_hung(tmp_path: Pat
     await follower.refresh_jobs()
     follower.jobs[("12", 0)].last_progress -= 10**6
     assert await follower.poll_once() == []
+
+
+class StoppedRankOne:
+    """The ranks of a DDP job whose rank 1 is stopped: real py-spy dumps (fixtures)."""
+
+    def stacks(self) -> list[RankStack]:
+        stacks = []
+        for name, rank, node, state in (
+            ("gloo-ddp-victim-rank0-native.txt", 0, "node1", "S"),
+            ("gloo-ddp-stopped-rank1-nonblocking.txt", 1, "node2", "T"),
+        ):
+            text = (Path(__file__).parent.parent / "fixtures" / "stacks" / name).read_text()
+            dump = parse_pyspy_dump(text)
+            assert dump.pid is not None
+            stacks.append(RankStack(rank, node, dump.pid, state, dump, text, world_size=2))
+        return stacks
+
+    def waits(self) -> list[RankWait]:
+        return []
+
+
+async def test_progress_that_stops_is_a_hang_naming_the_culprit_from_the_stacks(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "slurm-13.out"
+    out.write_text("")
+    s = FakeScheduler.with_nodes(2)
+    s.jobs["13"] = JobInfo(
+        job_id="13",
+        state=JobState.RUNNING,
+        nodes=["node1", "node2"],
+        comment=json.dumps({"resurrect": {}}),  # no hang_after_s: adaptive detection
+        stdout_path=str(out),
+    )
+    reports: list[Interruption] = []
+
+    async def report(i: Interruption) -> None:
+        reports.append(i)
+
+    follower = JobLogFollower(
+        s, CONFIG, KeywordEngine(), report, rank_access=lambda job: StoppedRankOne()
+    )
+    await follower.refresh_jobs()
+    followed = follower.jobs[("13", 0)]
+    assert followed.progress is not None
+    for step in (10, 20, 30):
+        with open(out, "a") as handle:
+            handle.write(f"[rank0] step {step}/100 loss 0.5\n[rank1] step {step}/100 loss 0.5\n")
+        assert await follower.poll_once() == []
+    assert followed.progress.tracker.last_step == 30
+    followed.progress.tracker.last_progress_at -= 6  # silent past the 5 s floor
+    deadline = time.monotonic() + 10
+    while not reports and time.monotonic() < deadline:  # the stacks are read in the background
+        await follower.poll_once()
+        await asyncio.sleep(0.02)
+    [hung] = reports
+    assert hung.fault_hint is FaultClass.JOB_HANG and hung.suspect_nodes == []
+    assert "rank 1 on node2 (stopped" in hung.reason
+    culprit = hung.evidence[0]
+    assert (culprit.kind, culprit.role, culprit.rank, culprit.host) == (
+        SignalKind.STACK_DUMP,
+        "root",
+        1,
+        "node2",
+    )
+
+
+async def test_hang_after_s_overrides_adaptive_detection(tmp_path: Path) -> None:
+    s = FakeScheduler.with_nodes(1)
+    s.jobs["14"] = JobInfo(
+        job_id="14",
+        state=JobState.RUNNING,
+        nodes=["node1"],
+        comment=json.dumps({"resurrect": {"hang_after_s": 600}}),
+        stdout_path=str(tmp_path / "out"),
+    )
+
+    async def report(i: Interruption) -> None:
+        raise AssertionError(f"unexpected report {i}")
+
+    follower = JobLogFollower(s, CONFIG, KeywordEngine(), report)
+    await follower.refresh_jobs()
+    assert follower.jobs[("14", 0)].progress is None
