@@ -7,7 +7,9 @@ from pathlib import Path
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import Evidence, FaultClass, Interruption, JobInfo, JobState, SignalKind
-from resurrect.stacks.classify import RankStack
+from resurrect.progress.hang import HangSuspicion
+from resurrect.progress.watch import HangReport
+from resurrect.stacks.classify import RankStack, judge
 from resurrect.stacks.pyspy_text import parse_pyspy_dump
 from resurrect.stacks.sampling import RankWait
 from resurrect.testing import FakeScheduler
@@ -263,3 +265,20 @@ async def test_hang_after_s_overrides_adaptive_detection(tmp_path: Path) -> None
     follower = JobLogFollower(s, CONFIG, KeywordEngine(), report)
     await follower.refresh_jobs()
     assert follower.jobs[("14", 0)].progress is None
+
+
+def test_a_node_that_is_the_culprit_in_hangs_of_two_jobs_is_named_a_suspect() -> None:
+    stacks = StoppedRankOne().stacks()
+    verdict = judge(stacks)
+    suspicion = HangSuspicion(6.0, 5.0, "train", 1.0, 0.1, 30)
+    report = HangReport("stalled", suspicion, verdict, [])
+    follower = JobLogFollower(FakeScheduler.with_nodes(2), CONFIG, KeywordEngine(), _no_report)
+    assert follower._implicate(report, "21") == ""
+    assert follower._implicate(report, "21") == ""  # the same job again: still one job
+    assert "node node2 is a suspect: culprit in hangs of jobs 21, 22" in follower._implicate(
+        report, "22"
+    )
+
+
+async def _no_report(i: Interruption) -> None:
+    raise AssertionError(f"unexpected report {i}")
