@@ -231,6 +231,9 @@ class JobLogFollower:
                         and (evidence.confidence or 0.0) >= self.min_confidence
                     ):
                         hits.append(evidence)
+            if followed.progress is not None and b"\r" in file.pending[-4096:]:
+                # a progress bar redraws itself with carriage returns, no newline: its tail
+                followed.progress.observe_line(file.pending[-4096:], now)
         return hits
 
     async def poll_once(self) -> list[Interruption]:

@@ -282,3 +282,29 @@ def test_a_node_that_is_the_culprit_in_hangs_of_two_jobs_is_named_a_suspect() ->
 
 async def _no_report(i: Interruption) -> None:
     raise AssertionError(f"unexpected report {i}")
+
+
+async def test_a_progress_bar_redrawn_without_newlines_is_progress(tmp_path: Path) -> None:
+    out = tmp_path / "slurm-15.out"
+    out.write_bytes(b"")
+    s = FakeScheduler.with_nodes(1)
+    s.jobs["15"] = JobInfo(
+        job_id="15",
+        state=JobState.RUNNING,
+        nodes=["node1"],
+        comment=json.dumps({"resurrect": {}}),
+        stdout_path=str(out),
+    )
+    follower = JobLogFollower(
+        s, CONFIG, KeywordEngine(), _no_report, rank_access=lambda job: StoppedRankOne()
+    )
+    await follower.refresh_jobs()
+    watch = follower.jobs[("15", 0)].progress
+    assert watch is not None
+    for step in (1, 2, 3):
+        with open(out, "ab") as handle:
+            handle.write(
+                f"\rEpoch 0:   {step}%|          | {step}/100 [00:0{step}<01:40,  1.00it/s]".encode()
+            )
+        await follower.poll_once()
+    assert watch.tracker.last_step == 3 and watch.tracker.step_time_s == 1.0
