@@ -80,6 +80,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--fail-gpu-rank", type=int, default=int(env("RESURRECT_TRAIN_FAIL_GPU_RANK", "1"))
     )
     p.add_argument(
+        "--save-delay-s",
+        type=float,
+        default=float(env("RESURRECT_TRAIN_SAVE_DELAY_S", "0")),
+        help="fault injection: rank 0 pauses this long in each save after writing its shards"
+        " (a slow flush) while the other ranks wait in the barrier",
+    )
+    p.add_argument(
         "--pg-timeout-min",
         type=float,
         default=float(env("RESURRECT_TRAIN_PG_TIMEOUT_MIN", "10")),
@@ -158,11 +165,18 @@ def app_state(
 
 
 def save_checkpoint(
-    ckpt_dir: Path, step: int, model: nn.Module, optim: torch.optim.Optimizer, rank: int
+    ckpt_dir: Path,
+    step: int,
+    model: nn.Module,
+    optim: torch.optim.Optimizer,
+    rank: int,
+    delay_s: float = 0.0,
 ) -> Path:
     """DCP save into ``ckpt_dir/step_N``, then (rank 0) the resurrect manifest."""
     path = ckpt_dir / f"step_{step}"
     dcp_save(app_state(model, optim, step, rank), checkpoint_id=str(path))
+    if rank == 0 and delay_s > 0:
+        time.sleep(delay_s)
     dist.barrier()
     if rank == 0:
         write_manifest(path)
@@ -258,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
             dist.all_reduce(mean)
             log(rank, f"step {step}/{args.steps} loss {mean.item() / world:.4f}")
         if step % args.ckpt_every == 0:
-            path = save_checkpoint(args.ckpt_dir, step, model, optim, rank)
+            path = save_checkpoint(args.ckpt_dir, step, model, optim, rank, args.save_delay_s)
             log(rank, f"checkpoint {path}")
         if args.stop_at_step is not None and step == args.stop_at_step:
             dist.barrier()
