@@ -27,6 +27,7 @@ from resurrect.stacks.collect import RankAccess
 
 log = logging.getLogger(__name__)
 PROBE_EVERY_S = 10.0
+SECOND_LOOK_S = 1.0  # a stall confirmed by stacks is looked at once more, this much later
 SAMPLE_EVERY_S = 0.25
 # What a restart is assumed to cost before one was measured (requeue, start-up, load).
 ASSUMED_RECOVERY_S = 120.0
@@ -77,6 +78,7 @@ class ProgressWatch:
     sampled_at: float = float("-inf")
     run_probe: ProbeRunner = field(default=_in_background)
     _probe: Future[list[RankStack]] | None = None
+    _first_look: tuple[object, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.stragglers is None:
@@ -135,6 +137,8 @@ class ProgressWatch:
         the sensor; its result is judged at the next check, if the job is still silent)."""
         if self._probe is None:
             suspicion = suspect_hang(self.tracker, self.policy, now)
+            if suspicion is None:
+                self._first_look = None
             if suspicion is None or now < self.next_probe_at:
                 return None
             self._probe = self.run_probe(self.ranks.stacks)
@@ -158,8 +162,18 @@ class ProgressWatch:
             ranks_missing=len(verdict.missing) if verdict else 0,
         )
         if not confirmation.hung:
+            self._first_look = None
             self.next_probe_at = now + max(PROBE_EVERY_S, suspicion.threshold_s)
             return None
+        if verdict is not None and verdict.victims and not verdict.culprit_stopped:
+            # a culprit that is not stopped may be working (rank 0 alone in an unannounced
+            # evaluation while the others wait): a stall shows the same picture twice
+            seen = verdict.signature()
+            if seen != self._first_look:
+                again = SECOND_LOOK_S if self._first_look is None else PROBE_EVERY_S
+                self._first_look = seen
+                self.next_probe_at = now + again
+                return None
         reason = confirmation.reason
         if verdict is not None and verdict.culprits:
             reason += f"; {verdict.summary}"

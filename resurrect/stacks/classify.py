@@ -123,6 +123,19 @@ class StackVerdict:
     def ranks_seen(self) -> int:
         return len([p for p in self.places if p.place != "unknown"])
 
+    @property
+    def culprit_stopped(self) -> bool:
+        """A culprit is stopped (state T): it cannot be busy; one look is enough."""
+        return any(c.place == "stopped" for c in self.culprits)
+
+    def signature(self) -> tuple[tuple[tuple[int | None, str, str], ...], tuple[int | None, ...]]:
+        """Who is where: equal in two looks a moment apart means nobody moved (a rank that is
+        working, e.g. rank 0 alone in an evaluation, shows other frames each time)."""
+        return (
+            tuple((c.rank, c.place, c.frame) for c in self.culprits),
+            tuple(v.rank for v in self.victims),
+        )
+
 
 # Which kind of culprit is the likelier cause when several ranks are outside collectives.
 _CULPRIT_ORDER: dict[Place, int] = {

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from resurrect.contracts import FaultClass, ProgressPolicy, SignalKind
 from resurrect.progress.tracker import ProgressTracker
-from resurrect.progress.watch import ProgressWatch, straggler_evidence
+from resurrect.progress.watch import PROBE_EVERY_S, ProgressWatch, straggler_evidence
 from resurrect.stacks.classify import RankStack
 from resurrect.stacks.pyspy_text import parse_pyspy_dump
 from resurrect.stacks.sampling import RankWait
@@ -204,3 +204,39 @@ def test_progress_that_resumes_while_the_stacks_are_read_discards_them() -> None
     watch.observe_line("[rank0] step 6/100 loss 1.0", 20.1)
     time.sleep(0.4)
     assert watch.check(20.6) is None and watch.check(20.7) is None
+
+
+def nccl_job(culprit: str) -> Callable[[], list[RankStack]]:
+    return lambda: [
+        stack("nccl-victim-barrier-CONSTRUCTED.txt", 0, "gpu-1"),
+        stack(culprit, 1, "gpu-2"),
+    ]
+
+
+def trained_watch(ranks: FakeRanks) -> ProgressWatch:
+    watch = ProgressWatch(ProgressPolicy(), ProgressTracker(0.0), ranks, run_probe=run_now)
+    for n in range(1, 6):
+        watch.observe_line(f"[rank0] step {n}/100 loss 1.0", float(n))
+    return watch
+
+
+def test_a_culprit_that_is_not_stopped_must_look_the_same_twice() -> None:
+    watch = trained_watch(FakeRanks(nccl_job("nccl-culprit-cuda-sync-CONSTRUCTED.txt")))
+    assert watch.check(11.0) is None  # first look: could be working
+    assert watch.check(11.5) is None  # the second look comes a second later
+    report = watch.check(12.0)
+    assert report is not None and report.culprit_nodes == ["gpu-2"]
+    assert report.verdict is not None and report.verdict.culprits[0].place == "cuda"
+
+
+def test_a_culprit_that_moves_between_looks_is_working_not_hung() -> None:
+    looks = iter(
+        [
+            "nccl-culprit-cuda-sync-CONSTRUCTED.txt",
+            "nccl-culprit-dataloader-CONSTRUCTED.txt",
+        ]
+    )
+    watch = trained_watch(FakeRanks(lambda: nccl_job(next(looks))()))
+    assert watch.check(11.0) is None
+    assert watch.check(12.0) is None  # moved: working; the next look waits PROBE_EVERY_S
+    assert watch.next_probe_at == 12.0 + PROBE_EVERY_S
