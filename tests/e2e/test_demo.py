@@ -9,6 +9,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,12 +34,13 @@ def state_dir() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
-async def run_demo(scenario: str, state_dir: Path) -> dict[str, object]:
+async def run_demo(scenario: str, state_dir: Path, **overrides: Any) -> dict[str, object]:
     settings = DemoSettings(
         scenario=scenario,  # type: ignore[arg-type]
         state_dir=state_dir,
         ui_port=free_port(),
         timeout_s=300,
+        **overrides,
     )
     demo = Demo(settings, lambda message: print(f"[{scenario}] {message}", file=sys.stderr))
     try:
@@ -89,7 +91,7 @@ async def test_gpu_error_line_drains_that_node_and_the_job_finishes(state_dir: P
 
 
 async def test_a_stopped_rank_is_named_and_the_job_restarts_in_place(state_dir: Path) -> None:
-    result = await run_demo("hang", state_dir)
+    result = await run_demo("hang", state_dir, train_steps=80)  # two runs of it: keep it short
     assert result["recovered"] and result["job_completed"], result
     assert result["fault_class"] == "job.hang"
     assert result["action"] == "restart" and result["drained_nodes"] == []
