@@ -231,8 +231,10 @@ class ProgressPolicy(Contract):
     than max(``hang_floor_s``, ``hang_k`` x its recent step interval), or the allowance of
     the phase it is in (start-up, checkpoint save, evaluation). A suspicion is confirmed by
     the ranks' stacks; without stacks, silence past ``hang_unconfirmed_s`` is a hang too.
-    A rank whose peers wait for it at least ``straggler_threshold`` of the time more than it
-    waits for them, for ``straggler_duration_s``, is a straggler."""
+    A rank slower than its peers by at least the fraction ``straggler_threshold`` (from
+    per-rank step times, or from how much its peers wait for it) for ``straggler_duration_s``
+    is a straggler; ``straggler_action`` restart acts only when a restart pays off.
+    See docs/hangs-and-stragglers.md."""
 
     hang_detection: bool = True
     hang_floor_s: float = Field(default=5.0, ge=5.0)
