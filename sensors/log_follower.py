@@ -47,6 +47,7 @@ def local_ranks(job: JobInfo) -> RankAccess:
 
 MAX_READ = 4 << 20  # bytes read per file per poll
 MAX_PENDING = 256 << 10  # a partial line longer than this is cut
+MAX_REMEMBERED_JOBS = 10_000  # per-job memory across attempts is bounded
 
 # Root causes after which the job cannot finish where it is.
 INTERRUPTING_CLASSES = frozenset(
@@ -167,6 +168,7 @@ class JobLogFollower:
         self.jobs: dict[tuple[str, int], FollowedJob] = {}
         self.rank_access = rank_access
         self.hang_culprits: dict[str, set[str]] = {}  # node -> jobs whose hang it caused
+        self.reported_at: dict[str, float] = {}  # job -> when its last interruption was sent
 
     async def refresh_jobs(self) -> None:
         """Follow newly started jobs, drop finished ones."""
@@ -198,7 +200,10 @@ class JobLogFollower:
                 progress = resolution.policy.progress
                 if resolution.policy.hang_after_s is None and progress.hang_detection:
                     entry.progress = ProgressWatch(
-                        progress, ProgressTracker(time.monotonic()), self.rank_access(job)
+                        progress,
+                        ProgressTracker(time.monotonic()),
+                        self.rank_access(job),
+                        recovery_began_at=self.reported_at.get(job.job_id),
                     )
                 entry.checkpoint_moved()  # remember where the checkpoints stand
                 self.jobs[key] = entry
@@ -297,6 +302,9 @@ class JobLogFollower:
                 log.exception("cannot report interruption of job %s", job_id)
                 continue
             followed.reported = True
+            self.reported_at[job_id] = time.monotonic()
+            while len(self.reported_at) > MAX_REMEMBERED_JOBS:  # forget the oldest
+                del self.reported_at[next(iter(self.reported_at))]
             reported.append(interruption)
         return reported
 
@@ -318,7 +326,8 @@ class JobLogFollower:
         notes = []
         for node in report.culprit_nodes:
             jobs = self.hang_culprits.setdefault(node, set())
-            jobs.add(job_id)
+            if len(jobs) < MAX_REMEMBERED_JOBS:
+                jobs.add(job_id)
             if len(jobs) > 1:
                 named = ", ".join(sorted(jobs))
                 notes.append(f"; node {node} is a suspect: culprit in hangs of jobs {named}")

@@ -184,6 +184,7 @@ def restart_decision(
     remaining_steps: int | None,
     recovery_s: float,
     steps_since_checkpoint: int,
+    recovery_measured: bool = False,
 ) -> RestartDecision:
     """Notify (the default), or drain and restart when the policy allows it and the time the
     slowdown will cost over the rest of the run exceeds what a restart costs."""
@@ -201,6 +202,7 @@ def restart_decision(
     arithmetic = (
         f"slowdown cost = {remaining_steps} remaining steps x ({slowed:.3f} - {healthy:.3f}) s"
         f" = {slowdown_cost:.0f} s; restart cost = {recovery_s:.0f} s recovery"
+        f" ({'measured' if recovery_measured else 'assumed'})"
         f" + {steps_since_checkpoint} steps x {healthy:.3f} s recompute = {restart_cost:.0f} s"
     )
     pays = slowdown_cost > restart_cost

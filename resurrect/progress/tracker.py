@@ -29,6 +29,7 @@ class ProgressTracker:
     last_step: int | None = None
     last_beat_at: float | None = None
     steps_seen: int = 0
+    first_step_at: float | None = None
     step_time_s: float | None = None  # as printed, else derived from beats
     beats: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=BEATS_KEPT))
 
@@ -49,6 +50,8 @@ class ProgressTracker:
         if self.last_beat_at is not None:
             self.beats.append((now - self.last_beat_at, steps))
         self.last_beat_at = now
+        if self.first_step_at is None:
+            self.first_step_at = now
         self.last_step = event.step if event.step is not None else self.last_step
         self.steps_seen += 1
         if event.step_time_s is not None:

@@ -79,6 +79,9 @@ class ProgressWatch:
     run_probe: ProbeRunner = field(default=_in_background)
     _probe: Future[list[RankStack]] | None = None
     _first_look: tuple[object, ...] | None = None
+    # When the recovery that started this attempt began (the previous attempt's report):
+    # from it to this attempt's first step is the job's measured recovery time.
+    recovery_began_at: float | None = None
 
     def __post_init__(self) -> None:
         if self.stragglers is None:
@@ -109,9 +112,14 @@ class ProgressWatch:
         for wait in self.ranks.waits():
             self.stragglers.observe_wait(wait.rank, wait.waiting, now, node=wait.node)
 
-    def check_straggler(
-        self, now: float, recovery_s: float = ASSUMED_RECOVERY_S
-    ) -> RestartDecision | None:
+    def measured_recovery_s(self) -> float | None:
+        """The last recovery of this job, report to first step again, if it was seen."""
+        first = self.tracker.first_step_at
+        if self.recovery_began_at is None or first is None:
+            return None
+        return max(0.0, first - self.recovery_began_at)
+
+    def check_straggler(self, now: float) -> RestartDecision | None:
         """A straggler decision (notify or restart, with its arithmetic), once per job."""
         if self.stragglers is None or self.straggler_reported:
             return None
@@ -123,11 +131,13 @@ class ProgressWatch:
         remaining = self.total_steps - last if self.total_steps and last is not None else None
         since = now - (self.last_checkpoint_at or self.tracker.started_at)
         pace = finding.step_time_s or self.tracker.step_time_s  # steps done at today's pace
+        measured = self.measured_recovery_s()
         return restart_decision(
             finding,
             self.policy,
             remaining_steps=remaining,
-            recovery_s=recovery_s,
+            recovery_s=ASSUMED_RECOVERY_S if measured is None else measured,
+            recovery_measured=measured is not None,
             steps_since_checkpoint=int(since / pace) if pace else 0,
         )
 

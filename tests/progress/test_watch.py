@@ -240,3 +240,19 @@ def test_a_culprit_that_moves_between_looks_is_working_not_hung() -> None:
     assert watch.check(11.0) is None
     assert watch.check(12.0) is None  # moved: working; the next look waits PROBE_EVERY_S
     assert watch.next_probe_at == 12.0 + PROBE_EVERY_S
+
+
+def test_the_jobs_last_recovery_time_is_measured_and_used() -> None:
+    policy = ProgressPolicy(straggler_duration_s=10, straggler_action="restart")
+    # the previous attempt was reported at t=-50; this attempt's first step came at t=1
+    watch = ProgressWatch(policy, ProgressTracker(0.0), FakeRanks(), recovery_began_at=-50.0)
+    decision = None
+    for t in range(1, 30):
+        for rank, ms in ((0, 100.0), (1, 200.0)):
+            line = (
+                f"[rank{rank}]: iteration {t:>8}/  100000 | elapsed time per iteration (ms): {ms}"
+            )
+            watch.observe_line(line, float(t))
+        decision = decision or watch.check_straggler(float(t))
+    assert watch.measured_recovery_s() == 51.0
+    assert decision is not None and "restart cost = 51 s recovery (measured)" in decision.note
