@@ -83,6 +83,8 @@ class SignalKind(StrEnum):
     GPU_METRIC = "gpu_metric"
     SCHEDULER_STATE = "scheduler_state"
     HEARTBEAT = "heartbeat"
+    STACK_DUMP = "stack_dump"
+    PROGRESS = "progress"
 
 
 EvidenceRole = Literal["root", "cascade", "diagnostic"]
@@ -233,6 +235,30 @@ class MutationResult(Contract):
 RecoveryMode = Literal["observe", "act"]
 
 
+class ProgressPolicy(Contract):
+    """How a job's progress is judged: adaptive hang detection and straggler handling.
+
+    A job is suspected hung when its progress (steps, checkpoint writes) stops for longer
+    than max(``hang_floor_s``, ``hang_k`` x its recent step interval), or the allowance of
+    the phase it is in (start-up, checkpoint save, evaluation). A suspicion is confirmed by
+    the ranks' stacks; without stacks, silence past ``hang_unconfirmed_s`` is a hang too.
+    A rank slower than its peers by at least the fraction ``straggler_threshold`` (from
+    per-rank step times, or from how much its peers wait for it) for ``straggler_duration_s``
+    is a straggler; ``straggler_action`` restart acts only when a restart pays off.
+    See docs/hangs-and-stragglers.md."""
+
+    hang_detection: bool = True
+    hang_floor_s: float = Field(default=5.0, ge=5.0)
+    hang_k: float = Field(default=3.0, ge=2.0)
+    startup_s: float = Field(default=1800.0, ge=60.0)
+    checkpoint_s: float = Field(default=900.0, ge=30.0)
+    eval_s: float = Field(default=1800.0, ge=30.0)
+    hang_unconfirmed_s: float = Field(default=900.0, ge=60.0)
+    straggler_threshold: float = Field(default=0.25, ge=0.05, le=1.0)
+    straggler_duration_s: float = Field(default=120.0, ge=10.0)
+    straggler_action: Literal["notify", "restart"] = "notify"
+
+
 class JobPolicy(Contract):
     """A job's recovery policy: the partition's (or the cluster default), narrowed by the
     job's opt-in comment.
@@ -254,6 +280,9 @@ class JobPolicy(Contract):
     checkpoint_dir              name it (the job's own files; ownership is checked where
                                 it is used)
     notify                      add recipients; the operator's recipients stay
+    progress                    raise thresholds and allowances, turn hang detection off,
+                                ``notify`` instead of ``restart`` for stragglers; never
+                                the other way
     ==========================  ==========================================================
     """
 
@@ -269,6 +298,7 @@ class JobPolicy(Contract):
     )
     # A running job whose output and checkpoints stay still this long is hung (None: off).
     hang_after_s: float | None = Field(default=None, ge=30, le=30 * 24 * 3600)
+    progress: ProgressPolicy = Field(default_factory=ProgressPolicy)
 
 
 class Interruption(Contract):

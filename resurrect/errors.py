@@ -98,3 +98,7 @@ class PermanentStepError(StepError):
 
 class TransientStepError(StepError):
     """The step failed this time; it is retried per the plan's retry policy."""
+
+
+class StackDumpError(ResurrectError):
+    """A rank's stack could not be read (py-spy missing, timed out, or refused)."""

@@ -30,7 +30,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from resurrect.config import ResurrectConfig
-from resurrect.contracts import Contract, JobInfo, JobPolicy, RecoveryMode
+from resurrect.contracts import Contract, JobInfo, JobPolicy, ProgressPolicy, RecoveryMode
 from resurrect.errors import PolicyError
 from resurrect.job_notes import printable
 
@@ -161,8 +161,54 @@ def narrow(
             refused.append(f"hang_after_s {asked.hang_after_s:g} not granted: at least {floor:g}")
     if "checkpoint_dir" in fields:
         update["checkpoint_dir"] = asked.checkpoint_dir
+    if "progress" in fields:
+        update["progress"], progress_refused = _narrow_progress(
+            base.progress, asked.progress, asked.progress.model_fields_set
+        )
+        refused.extend(progress_refused)
     if "notify" in fields:
         update["notify"] = list(dict.fromkeys([*base.notify, *asked.notify]))[:16]
+    return base.model_copy(update=update), refused
+
+
+# Progress settings a comment may only raise (a longer wait, a higher bar: later action).
+_PROGRESS_AT_LEAST = (
+    "hang_floor_s",
+    "hang_k",
+    "startup_s",
+    "checkpoint_s",
+    "eval_s",
+    "hang_unconfirmed_s",
+    "straggler_threshold",
+    "straggler_duration_s",
+)
+
+
+def _narrow_progress(
+    base: ProgressPolicy, asked: ProgressPolicy, fields: set[str]
+) -> tuple[ProgressPolicy, list[str]]:
+    """The operator's progress settings changed by the comment only towards acting later or
+    not at all: thresholds and allowances up, hang detection off, stragglers only notified."""
+    update: dict[str, Any] = {}
+    refused: list[str] = []
+    for name in _PROGRESS_AT_LEAST:
+        if name not in fields:
+            continue
+        mine, theirs = getattr(base, name), getattr(asked, name)
+        update[name] = max(mine, theirs)
+        if theirs < mine:
+            refused.append(f"progress.{name} {theirs:g} not granted: at least {mine:g}")
+    if "hang_detection" in fields:
+        update["hang_detection"] = base.hang_detection and asked.hang_detection
+        if asked.hang_detection and not base.hang_detection:
+            refused.append("progress.hang_detection not granted: the operator turned it off")
+    if "straggler_action" in fields:
+        if asked.straggler_action == "notify" or base.straggler_action == "restart":
+            update["straggler_action"] = asked.straggler_action
+        else:
+            refused.append(
+                "progress.straggler_action 'restart' not granted: this job's is 'notify'"
+            )
     return base.model_copy(update=update), refused
 
 

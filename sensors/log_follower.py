@@ -31,17 +31,31 @@ from resurrect.job_notes import JobNotes
 from resurrect.log_reading import count_lines, next_data, open_job_file, read_data
 from resurrect.planning import match_job_nodes
 from resurrect.policy import resolve_job_policy
+from resurrect.progress.tracker import ProgressTracker
+from resurrect.progress.watch import HangReport, ProgressWatch, straggler_evidence
 from resurrect.scheduler.base import Scheduler
+from resurrect.stacks.collect import LocalRanks, RankAccess
 from sensors.checkpoint_progress import CheckpointProgress
 
 log = logging.getLogger(__name__)
 
 Reporter = Callable[[Interruption], Awaitable[object]]
+RankAccessFactory = Callable[[JobInfo], RankAccess]
+
+
+def local_ranks(job: JobInfo) -> RankAccess:
+    """The job's ranks on this machine (the local cluster: every node is here)."""
+    return LocalRanks(job.job_id, restart_count=job.restart_count)
+
 
 MAX_READ = 4 << 20  # bytes read per file per poll
 MAX_BACKLOG = 8 << 20  # a file first seen bigger than this is followed from its last 8 MiB
 MIN_CHECKPOINT_LOOK_S = 5.0
+# Adaptive hang detection judges silences of a few step times: a save in progress must be
+# seen within a second (a look reads the directory and its newest entries only).
+ADAPTIVE_CHECKPOINT_LOOK_S = 1.0
 MAX_PENDING = 256 << 10  # a partial line longer than this is cut
+MAX_REMEMBERED_JOBS = 10_000  # per-job memory across attempts is bounded
 
 # Root causes after which the job cannot finish where it is.
 INTERRUPTING_CLASSES = frozenset(
@@ -151,6 +165,7 @@ class FollowedJob:
     hang_after_s: float | None = None
     checkpoint: CheckpointProgress | None = None
     last_progress: float = field(default_factory=time.monotonic)
+    progress: ProgressWatch | None = None  # adaptive hang detection (no hang_after_s set)
 
     def checkpoint_moved(self) -> bool:
         """Did the checkpoint directory change since the last look (a save in progress is
@@ -174,6 +189,7 @@ class JobLogFollower:
         report: Reporter,
         *,
         interrupting: Iterable[FaultClass] = INTERRUPTING_CLASSES,
+        rank_access: RankAccessFactory = local_ranks,
     ) -> None:
         self.scheduler = scheduler
         self.config = config
@@ -183,6 +199,9 @@ class JobLogFollower:
         self.min_confidence = config.watcher.log_trigger_min_confidence
         self.jobs: dict[tuple[str, int], FollowedJob] = {}
         self.notes = JobNotes(log)
+        self.rank_access = rank_access
+        self.hang_culprits: dict[str, set[str]] = {}  # node -> jobs whose hang it caused
+        self.reported_at: dict[str, float] = {}  # job -> when its last interruption was sent
 
     async def refresh_jobs(self) -> None:
         """Follow newly started jobs, drop finished ones. One job whose data breaks this
@@ -221,15 +240,27 @@ class JobLogFollower:
             for followed in files:
                 followed.skip_to_end()
         policy = resolution.policy
+        adaptive = policy.hang_after_s is None and policy.progress.hang_detection
         checkpoint = None
-        if policy.hang_after_s is not None and policy.checkpoint_dir:
-            checkpoint = CheckpointProgress(
-                policy.checkpoint_dir, min_interval_s=hang_check_interval(policy.hang_after_s)
+        if policy.checkpoint_dir and (policy.hang_after_s is not None or adaptive):
+            interval = (
+                hang_check_interval(policy.hang_after_s)
+                if policy.hang_after_s is not None
+                else ADAPTIVE_CHECKPOINT_LOOK_S
             )
+            checkpoint = CheckpointProgress(policy.checkpoint_dir, min_interval_s=interval)
             checkpoint.changed()  # remember where the checkpoints stand
-        self.jobs[key] = FollowedJob(
+        entry = FollowedJob(
             job=job, files=files, hang_after_s=policy.hang_after_s, checkpoint=checkpoint
         )
+        if adaptive:
+            entry.progress = ProgressWatch(
+                policy.progress,
+                ProgressTracker(time.monotonic()),
+                self.rank_access(job),
+                recovery_began_at=self.reported_at.get(job.job_id),
+            )
+        self.jobs[key] = entry
         log.info("following output of job %s attempt %s: %s", job.job_id, job.restart_count, paths)
         return True
 
@@ -239,9 +270,12 @@ class JobLogFollower:
             lines = file.read_new_lines()
             if file.refused:
                 self.notes.note(followed.job.job_id, file.refused)
+            now = time.monotonic()
             if lines:
-                followed.last_progress = time.monotonic()
+                followed.last_progress = now
             for number, raw in lines:
+                if followed.progress is not None:
+                    followed.progress.observe_line(raw, now)
                 for evidence in self.engine.scan_line(
                     raw, kind=SignalKind.JOB_LOG, file=file.path, line=number
                 ):
@@ -251,6 +285,9 @@ class JobLogFollower:
                         and (evidence.confidence or 0.0) >= self.min_confidence
                     ):
                         hits.append(evidence)
+            if followed.progress is not None and b"\r" in file.pending[-4096:]:
+                # a progress bar redraws itself with carriage returns, no newline: its tail
+                followed.progress.observe_line(file.pending[-4096:], now)
         return hits
 
     async def poll_once(self) -> list[Interruption]:
@@ -273,6 +310,9 @@ class JobLogFollower:
                 log.exception("cannot report interruption of job %s", job_id)
                 continue
             followed.reported = True
+            self.reported_at[job_id] = time.monotonic()
+            while len(self.reported_at) > MAX_REMEMBERED_JOBS:  # forget the oldest
+                del self.reported_at[next(iter(self.reported_at))]
             reported.append(interruption)
         return reported
 
@@ -289,6 +329,22 @@ class JobLogFollower:
                 f" ({first.rule}): {first.text[:200]}"
             )
             evidence = hits[:20]
+        elif followed.progress is not None:
+            report = await asyncio.to_thread(self._progress_hang, followed)
+            if report is not None:
+                suspects, fault, evidence = [], FaultClass.JOB_HANG, report.evidence
+                reason = report.reason + self._implicate(report, job_id)
+            else:
+                decision = followed.progress.check_straggler(time.monotonic())
+                if decision is None:
+                    return None
+                if decision.action == "notify":
+                    log.warning("job %s: straggler: %s", job_id, decision.note)
+                    return None
+                node = decision.finding.node
+                suspects, _ = match_job_nodes([node] if node else [], followed.job.nodes)
+                fault, reason = FaultClass.JOB_STRAGGLER, decision.note
+                evidence = straggler_evidence(decision)
         else:
             silent_s = await asyncio.to_thread(self._hung_for, followed)
             if silent_s is None:
@@ -311,6 +367,29 @@ class JobLogFollower:
             fault_hint=fault,
             evidence=evidence,
         )
+
+    def _progress_hang(self, followed: FollowedJob) -> HangReport | None:
+        """Adaptive hang detection: checkpoint activity (looked at once a second) is progress;
+        a suspicion is confirmed from the ranks' stacks. Samples who waits, for stragglers."""
+        assert followed.progress is not None
+        now = time.monotonic()
+        if followed.checkpoint_moved():  # rate-limited by CheckpointProgress
+            followed.progress.checkpoint_activity(now)
+        followed.progress.sample(now)
+        return followed.progress.check(now)
+
+    def _implicate(self, report: HangReport, job_id: str) -> str:
+        """Remember which nodes caused hangs; a node implicated in hangs of different jobs is
+        named a suspect in the reason (a hint for the operator, not a drain)."""
+        notes = []
+        for node in report.culprit_nodes:
+            jobs = self.hang_culprits.setdefault(node, set())
+            if len(jobs) < MAX_REMEMBERED_JOBS:
+                jobs.add(job_id)
+            if len(jobs) > 1:
+                named = ", ".join(sorted(jobs))
+                notes.append(f"; node {node} is a suspect: culprit in hangs of jobs {named}")
+        return "".join(notes)
 
     def _hung_for(self, followed: FollowedJob) -> float | None:
         """Seconds without output or checkpoint activity, once past the job's threshold.

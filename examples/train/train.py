@@ -79,6 +79,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--fail-gpu-rank", type=int, default=int(env("RESURRECT_TRAIN_FAIL_GPU_RANK", "1"))
     )
+    p.add_argument(
+        "--save-delay-s",
+        type=float,
+        default=float(env("RESURRECT_TRAIN_SAVE_DELAY_S", "0")),
+        help="fault injection: rank 0 pauses this long in each save after writing its shards"
+        " (a slow flush) while the other ranks wait in the barrier",
+    )
+    p.add_argument(
+        "--pg-timeout-min",
+        type=float,
+        default=float(env("RESURRECT_TRAIN_PG_TIMEOUT_MIN", "10")),
+        help="the process group's collective timeout, minutes (PyTorch's default is 10)",
+    )
     stop = env(STOP_ENV)
     p.add_argument(
         "--stop-at-step",
@@ -124,7 +137,7 @@ def batch_indices(seed: int, step: int, batch: int, rank: int, world: int) -> to
     return idx[rank * batch : (rank + 1) * batch]
 
 
-def init_distributed() -> tuple[int, int]:
+def init_distributed(timeout_min: float) -> tuple[int, int]:
     """Join the torchrun group (or a one-process group when started without torchrun)."""
     if "RANK" not in os.environ:
         os.environ.update(
@@ -134,7 +147,7 @@ def init_distributed() -> tuple[int, int]:
             MASTER_ADDR="127.0.0.1",
             MASTER_PORT=os.environ.get("MASTER_PORT", "29555"),
         )
-    dist.init_process_group("gloo", timeout=datetime.timedelta(minutes=5))
+    dist.init_process_group("gloo", timeout=datetime.timedelta(minutes=timeout_min))
     return dist.get_rank(), dist.get_world_size()
 
 
@@ -152,11 +165,18 @@ def app_state(
 
 
 def save_checkpoint(
-    ckpt_dir: Path, step: int, model: nn.Module, optim: torch.optim.Optimizer, rank: int
+    ckpt_dir: Path,
+    step: int,
+    model: nn.Module,
+    optim: torch.optim.Optimizer,
+    rank: int,
+    delay_s: float = 0.0,
 ) -> Path:
     """DCP save into ``ckpt_dir/step_N``, then (rank 0) the resurrect manifest."""
     path = ckpt_dir / f"step_{step}"
     dcp_save(app_state(model, optim, step, rank), checkpoint_id=str(path))
+    if rank == 0 and delay_s > 0:
+        time.sleep(delay_s)
     dist.barrier()
     if rank == 0:
         write_manifest(path)
@@ -220,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     faulthandler.register(signal.SIGTERM, chain=True)
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)
-    rank, world = init_distributed()
+    rank, world = init_distributed(args.pg_timeout_min)
     args.ckpt_dir.mkdir(parents=True, exist_ok=True)
     out_dir: Path = args.out_dir or args.ckpt_dir
 
@@ -252,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
             dist.all_reduce(mean)
             log(rank, f"step {step}/{args.steps} loss {mean.item() / world:.4f}")
         if step % args.ckpt_every == 0:
-            path = save_checkpoint(args.ckpt_dir, step, model, optim, rank)
+            path = save_checkpoint(args.ckpt_dir, step, model, optim, rank, args.save_delay_s)
             log(rank, f"checkpoint {path}")
         if args.stop_at_step is not None and step == args.stop_at_step:
             dist.barrier()

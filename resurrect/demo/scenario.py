@@ -19,7 +19,9 @@ import contextlib
 import json
 import os
 import random
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -32,14 +34,33 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from resurrect.config import ResurrectConfig
-from resurrect.contracts import JobInfo, JobState, RecoveryOutcome, recovery_workflow_id
+from resurrect.contracts import (
+    JobInfo,
+    JobState,
+    RecoveryOutcome,
+    SignalKind,
+    recovery_workflow_id,
+)
 from resurrect.demo.local_cluster import LocalSlurm, repo_root, start_local_slurm, stop_local_slurm
 from resurrect.service import ServiceParts, run_service
+from resurrect.stacks.processes import job_rank_processes
 from resurrect.temporal_client import connect
 from resurrect.temporal_server import EmbeddedTemporal, free_port, port_open
 
-Scenario = Literal["node-loss", "gpu-error", "checkpoint-damage"]
-SCENARIOS: tuple[Scenario, ...] = ("node-loss", "gpu-error", "checkpoint-damage")
+Scenario = Literal["node-loss", "gpu-error", "checkpoint-damage", "hang", "straggler"]
+SCENARIOS: tuple[Scenario, ...] = (
+    "node-loss",
+    "gpu-error",
+    "checkpoint-damage",
+    "hang",
+    "straggler",
+)
+# The straggler scenario: one rank runs 1/4 of the time (SIGSTOP 150 ms, SIGCONT 50 ms), the
+# job asks for a restart when it pays off, judged after 15 s of straggling, and is long
+# enough (remaining steps) for a restart to pay off.
+STRAGGLER_STOP_S, STRAGGLER_RUN_S = 0.15, 0.05
+STRAGGLER_POLICY = {"straggler_duration_s": 15, "straggler_action": "restart"}
+STRAGGLER_TRAIN_STEPS = 4000
 
 Progress = Callable[[str], None]
 
@@ -135,6 +156,18 @@ class Demo:
                 },
                 "watcher": {"poll_interval_s": 1.0, "log_poll_interval_s": 0.1},
                 "recovery": {"wait_running_timeout_s": 300},
+                # the operator's policy (a job's comment may only make it more conservative):
+                # the straggler scenario acts on a slowed rank within seconds
+                "policy": {
+                    "default": {
+                        "enabled": False,
+                        **(
+                            {"progress": STRAGGLER_POLICY}
+                            if self.settings.scenario == "straggler"
+                            else {}
+                        ),
+                    }
+                },
             }
         )
 
@@ -209,14 +242,15 @@ class Demo:
         ckpt_dir = cluster.out_dir / f"ckpt-{s.scenario}-{int(time.time())}"
         ckpt_dir.mkdir(parents=True)
         shutil.chown(ckpt_dir, user=cluster.demo_user)
-        comment = json.dumps(
-            {"resurrect": {"max_restarts": 2, "checkpoint_dir": str(ckpt_dir)}},
-            separators=(",", ":"),
-        )
+        section: dict[str, Any] = {"max_restarts": 2, "checkpoint_dir": str(ckpt_dir)}
+        train_steps = s.train_steps
+        if s.scenario == "straggler":
+            train_steps = max(train_steps, STRAGGLER_TRAIN_STEPS)
+        comment = json.dumps({"resurrect": section}, separators=(",", ":"))
         env_args = [
             f"--export=ALL,RESURRECT_PYTHON={s.python},"
             f"RESURRECT_TRAIN_DIR={root / 'examples' / 'train'},"
-            f"CKPT_DIR={ckpt_dir},RESURRECT_TRAIN_STEPS={s.train_steps},"
+            f"CKPT_DIR={ckpt_dir},RESURRECT_TRAIN_STEPS={train_steps},"
             f"RESURRECT_TRAIN_CKPT_EVERY={s.ckpt_every},RESURRECT_TRAIN_SLEEP={s.step_sleep_s},"
             # local clusters on one host all number jobs from 1: each its own rendezvous ports
             f"RESURRECT_MASTER_PORT_BASE={random.SystemRandom().randrange(20000, 40000)}"
@@ -245,6 +279,8 @@ class Demo:
 
         # let it train and checkpoint before the fault
         want = max(s.ckpt_every, (s.fault_after_step // s.ckpt_every) * s.ckpt_every)
+        if s.scenario == "straggler":  # slowing down needs no checkpoint to fall back to
+            want = s.ckpt_every
         deadline = time.monotonic() + 180
         while not [x for x in _checkpoint_steps(ckpt_dir) if x >= want]:
             if time.monotonic() > deadline:
@@ -257,7 +293,25 @@ class Demo:
 
         damaged = None
         workflow_id = recovery_workflow_id(cluster.cluster_name, job_id, 0)
-        if s.scenario == "gpu-error":
+        stopped_rank: int | None = None
+        duty: asyncio.Task[None] | None = None
+        if s.scenario == "straggler":
+            stopped_rank, pid = await asyncio.to_thread(self._rank_on, job_id, victim)
+            t_fault = time.time()
+            duty = asyncio.create_task(_duty_cycle(pid))
+            self.say(
+                f"FAULT: rank {stopped_rank} (pid {pid}) on {victim} slowed: runs"
+                f" {STRAGGLER_RUN_S * 1000:.0f} ms of every"
+                f" {(STRAGGLER_RUN_S + STRAGGLER_STOP_S) * 1000:.0f} ms (SIGSTOP/SIGCONT)"
+            )
+        elif s.scenario == "hang":
+            # stop one rank between two saves: its peers block in gloo (a real stall)
+            await self._wait_step_line_after(job_id, max(_checkpoint_steps(ckpt_dir)))
+            stopped_rank, pid = await asyncio.to_thread(self._rank_on, job_id, victim)
+            t_fault = time.time()
+            os.kill(pid, signal.SIGSTOP)
+            self.say(f"FAULT: stopped rank {stopped_rank} (pid {pid}) on {victim} with SIGSTOP")
+        elif s.scenario == "gpu-error":
             self.say(
                 f"rank 1 on {victim} will report a fatal GPU error at step {s.fault_after_step}"
             )
@@ -274,16 +328,28 @@ class Demo:
             await asyncio.to_thread(cluster.kill_node, victim)
             self.say(f"FAULT: killed node {victim} (its slurmd and every process of the job on it)")
 
-        t_detect = await self._wait_workflow_started(client, workflow_id, timeout=120)
+        try:
+            t_detect = await self._wait_workflow_started(client, workflow_id, timeout=120)
+        finally:
+            if duty is not None:
+                duty.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await duty
         self.say(f"recovery {workflow_id} started {t_detect - t_fault:.1f} s after the fault")
         self.say(
             f"watch it: {self.server.ui_url if self.server else ''}"
             f"/namespaces/default/workflows/{workflow_id}"
         )
 
+        # a hang or a straggler without hardware evidence restarts in place
+        moves_away = s.scenario not in ("hang", "straggler")
         running = await self._wait_job(
             job_id,
-            lambda j: j.state is JobState.RUNNING and j.restart_count > 0 and victim not in j.nodes,
+            lambda j: (
+                j.state is JobState.RUNNING
+                and j.restart_count > 0
+                and not (moves_away and victim in j.nodes)
+            ),
             s.timeout_s,
             "the job to run again on healthy nodes",
         )
@@ -301,6 +367,8 @@ class Demo:
         for note in outcome.notes:
             self.say(f"  note: {note}")
 
+        if s.scenario == "straggler":  # the point is made; the long job need not finish
+            await asyncio.to_thread(cluster.run, ["scancel", job_id], check=False)
         final = await self._wait_job(
             job_id,
             lambda j: j.state not in (JobState.RUNNING, JobState.PENDING, JobState.COMPLETING),
@@ -320,8 +388,14 @@ class Demo:
                 + ("EQUAL to" if final_sha == reference_sha else "DIFFERENT from")
                 + " the uninterrupted run's"
             )
+        culprit_rank, culprit_node = _culprit(outcome)
         return {
             "scenario": s.scenario,
+            "action": outcome.action.value,
+            "culprit_rank": culprit_rank,
+            "culprit_node": culprit_node,
+            "stopped_rank": stopped_rank,
+            "recovery_notes": outcome.notes,
             "recovered": outcome.recovered,
             "fault_class": outcome.fault_class.value,
             "injected_node": victim,
@@ -383,6 +457,26 @@ class Demo:
             return None
         return _read_text(ckpt / "final.sha256")
 
+    async def _wait_step_line_after(self, job_id: str, step: int) -> None:
+        """Wait until the job printed a step line past ``step`` (training, not saving)."""
+        job = await self._job(job_id)
+        path = Path(job.stdout_path or "")
+        deadline = time.monotonic() + 120
+        pattern = re.compile(rb"\] step (\d+)/")
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                if any(int(n) > step for n in pattern.findall(path.read_bytes()[-65536:])):
+                    return
+            await asyncio.sleep(0.05)
+        raise DemoError(f"the job printed no step past {step}")
+
+    def _rank_on(self, job_id: str, node: str) -> tuple[int, int]:
+        """(rank, pid) of the job's rank process on ``node`` (as root, from /proc)."""
+        for process in job_rank_processes(job_id):
+            if process.node == node and process.rank is not None:
+                return process.rank, process.pid
+        raise DemoError(f"no rank process of job {job_id} on {node}")
+
     async def _wait_fault_line(self, job_id: str) -> float:
         """The wall-clock time the injected GPU error line was written (the file's mtime)."""
         assert self.cluster is not None
@@ -419,6 +513,37 @@ class Demo:
             await asyncio.to_thread(self.server.stop)
         if self.cluster is not None:
             await asyncio.to_thread(stop_local_slurm, self.cluster, purge=False)
+
+
+async def _duty_cycle(pid: int) -> None:
+    """Slow one process down for real: stopped most of the time, until cancelled or gone."""
+    try:
+        while True:
+            os.kill(pid, signal.SIGSTOP)
+            await asyncio.sleep(STRAGGLER_STOP_S)
+            os.kill(pid, signal.SIGCONT)
+            await asyncio.sleep(STRAGGLER_RUN_S)
+    except ProcessLookupError:
+        return
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+
+
+def _culprit(outcome: RecoveryOutcome) -> tuple[int | None, str | None]:
+    """The culprit rank and node the recovery's diagnosis names from the ranks' stacks (a
+    hang) or from who waits for whom (a straggler)."""
+    diagnosis = outcome.diagnosis
+    if diagnosis is None:
+        return None, None
+    for evidence in [*diagnosis.evidence, *diagnosis.cascade]:
+        if (
+            evidence.kind in (SignalKind.STACK_DUMP, SignalKind.PROGRESS)
+            and evidence.role == "root"
+        ):
+            return evidence.rank, evidence.host
+    ranks, hosts = diagnosis.culprit_ranks, diagnosis.culprit_hosts
+    return (ranks[0] if ranks else None), (hosts[0] if hosts else None)
 
 
 def _read_text(path: Path) -> str | None:

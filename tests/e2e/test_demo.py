@@ -9,6 +9,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,12 +34,13 @@ def state_dir() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
-async def run_demo(scenario: str, state_dir: Path) -> dict[str, object]:
+async def run_demo(scenario: str, state_dir: Path, **overrides: Any) -> dict[str, object]:
     settings = DemoSettings(
         scenario=scenario,  # type: ignore[arg-type]
         state_dir=state_dir,
         ui_port=free_port(),
         timeout_s=300,
+        **overrides,
     )
     demo = Demo(settings, lambda message: print(f"[{scenario}] {message}", file=sys.stderr))
     try:
@@ -87,3 +89,33 @@ async def test_gpu_error_line_drains_that_node_and_the_job_finishes(state_dir: P
     assert result["drained_nodes"] == [result["injected_node"]]
     assert float(str(result["time_to_detect_s"])) < 3.0
     assert result["params_equal_uninterrupted"] is True
+
+
+async def test_a_stopped_rank_is_named_and_the_job_restarts_in_place(state_dir: Path) -> None:
+    result = await run_demo("hang", state_dir, train_steps=80)  # two runs of it: keep it short
+    assert result["recovered"] and result["job_completed"], result
+    assert result["fault_class"] == "job.hang"
+    assert result["action"] == "restart" and result["drained_nodes"] == []
+    assert result["culprit_rank"] == result["stopped_rank"]
+    assert result["culprit_node"] == result["injected_node"]
+    # target: within 3 x step time + 10 s of the stall (the job's steps take ~0.1 s)
+    assert float(str(result["time_to_detect_s"])) < 3 * 0.1 + 10
+    assert result["params_equal_uninterrupted"] is True
+    print(
+        f"\nhang demo: detect {result['time_to_detect_s']} s, culprit rank {result['culprit_rank']}"
+    )
+
+
+async def test_a_slowed_rank_is_named_a_straggler_with_the_restart_arithmetic(
+    state_dir: Path,
+) -> None:
+    result = await run_demo("straggler", state_dir)
+    assert result["recovered"], result
+    assert result["fault_class"] == "job.straggler"
+    assert result["culprit_rank"] == result["stopped_rank"]
+    assert result["culprit_node"] == result["injected_node"]
+    # target: named within the policy duration (15 s in the demo's comment) + 30 s
+    assert float(str(result["time_to_detect_s"])) < 15 + 30
+    notes = " ".join(str(n) for n in result["recovery_notes"])  # type: ignore[attr-defined]
+    assert "slowdown cost" in notes and "restart cost" in notes and "its peers wait for it" in notes
+    print(f"\nstraggler demo: detect {result['time_to_detect_s']} s, rank {result['culprit_rank']}")

@@ -188,3 +188,58 @@ def test_fuzz_arbitrary_text_around_the_key(prefix: str, body: str) -> None:
     assert resolution.source in {"comment", "malformed_comment", "default"}
     if resolution.source == "malformed_comment":
         assert not resolution.opted_in
+
+
+PROGRESS_OPERATOR = ResurrectConfig.model_validate(
+    {
+        "mode": "act",
+        "policy": {
+            "partitions": {
+                "gpu": {
+                    "enabled": True,
+                    "progress": {"straggler_duration_s": 300, "straggler_action": "restart"},
+                },
+                "quiet": {"enabled": True, "progress": {"hang_detection": False}},
+            }
+        },
+    }
+)
+
+
+def test_a_comment_cannot_shorten_progress_thresholds_or_ask_for_straggler_restarts() -> None:
+    hurried = resolve(
+        '{"resurrect": {"progress": {"hang_floor_s": 5, "straggler_duration_s": 10,'
+        ' "startup_s": 60, "straggler_action": "restart"}}}',
+        partition="batch",
+        config=PROGRESS_OPERATOR,
+    )
+    progress = hurried.policy.progress
+    assert hurried.opted_in
+    assert progress.straggler_duration_s == 120.0  # the operator's default stays
+    assert progress.startup_s == 1800.0
+    assert progress.straggler_action == "notify"
+    assert any("straggler_action 'restart' not granted" in p for p in hurried.problems)
+    assert any("progress.startup_s 60 not granted" in p for p in hurried.problems)
+
+
+def test_a_comment_may_wait_longer_notify_instead_of_restart_or_turn_hang_detection_off() -> None:
+    patient = resolve(
+        '{"resurrect": {"progress": {"straggler_duration_s": 900, "straggler_action": "notify",'
+        ' "hang_detection": false}}}',
+        partition="gpu",
+        config=PROGRESS_OPERATOR,
+    )
+    progress = patient.policy.progress
+    assert (progress.straggler_duration_s, progress.straggler_action) == (900.0, "notify")
+    assert progress.hang_detection is False
+    assert patient.problems == []
+
+
+def test_a_comment_cannot_turn_on_hang_detection_the_operator_turned_off() -> None:
+    eager = resolve(
+        '{"resurrect": {"progress": {"hang_detection": true}}}',
+        partition="quiet",
+        config=PROGRESS_OPERATOR,
+    )
+    assert eager.policy.progress.hang_detection is False
+    assert any("hang_detection not granted" in p for p in eager.problems)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
@@ -7,6 +8,11 @@ from pathlib import Path
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import Evidence, FaultClass, Interruption, JobInfo, JobState, SignalKind
+from resurrect.progress.hang import HangSuspicion
+from resurrect.progress.watch import HangReport
+from resurrect.stacks.classify import RankStack, judge
+from resurrect.stacks.pyspy_text import parse_pyspy_dump
+from resurrect.stacks.sampling import RankWait
 from resurrect.testing import FakeScheduler
 from sensors.log_follower import FollowedFile, JobLogFollower
 
@@ -180,3 +186,129 @@ async def test_jobs_without_a_hang_threshold_are_never_called_hung(tmp_path: Pat
     await follower.refresh_jobs()
     follower.jobs[("12", 0)].last_progress -= 10**6
     assert await follower.poll_once() == []
+
+
+class StoppedRankOne:
+    """The ranks of a DDP job whose rank 1 is stopped: real py-spy dumps (fixtures)."""
+
+    def stacks(self) -> list[RankStack]:
+        stacks = []
+        for name, rank, node, state in (
+            ("gloo-ddp-victim-rank0-native.txt", 0, "node1", "S"),
+            ("gloo-ddp-stopped-rank1-nonblocking.txt", 1, "node2", "T"),
+        ):
+            text = (Path(__file__).parent.parent / "fixtures" / "stacks" / name).read_text()
+            dump = parse_pyspy_dump(text)
+            assert dump.pid is not None
+            stacks.append(RankStack(rank, node, dump.pid, state, dump, text, world_size=2))
+        return stacks
+
+    def waits(self) -> list[RankWait]:
+        return []
+
+
+async def test_progress_that_stops_is_a_hang_naming_the_culprit_from_the_stacks(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "slurm-13.out"
+    out.write_text("")
+    s = FakeScheduler.with_nodes(2)
+    s.jobs["13"] = JobInfo(
+        job_id="13",
+        state=JobState.RUNNING,
+        nodes=["node1", "node2"],
+        comment=json.dumps({"resurrect": {}}),  # no hang_after_s: adaptive detection
+        stdout_path=str(out),
+    )
+    reports: list[Interruption] = []
+
+    async def report(i: Interruption) -> None:
+        reports.append(i)
+
+    follower = JobLogFollower(
+        s, CONFIG, KeywordEngine(), report, rank_access=lambda job: StoppedRankOne()
+    )
+    await follower.refresh_jobs()
+    followed = follower.jobs[("13", 0)]
+    assert followed.progress is not None
+    for step in (10, 20, 30):
+        with open(out, "a") as handle:
+            handle.write(f"[rank0] step {step}/100 loss 0.5\n[rank1] step {step}/100 loss 0.5\n")
+        assert await follower.poll_once() == []
+    assert followed.progress.tracker.last_step == 30
+    followed.progress.tracker.last_progress_at -= 6  # silent past the 5 s floor
+    deadline = time.monotonic() + 10
+    while not reports and time.monotonic() < deadline:  # the stacks are read in the background
+        await follower.poll_once()
+        await asyncio.sleep(0.02)
+    [hung] = reports
+    assert hung.fault_hint is FaultClass.JOB_HANG and hung.suspect_nodes == []
+    assert "rank 1 on node2 (stopped" in hung.reason
+    culprit = hung.evidence[0]
+    assert (culprit.kind, culprit.role, culprit.rank, culprit.host) == (
+        SignalKind.STACK_DUMP,
+        "root",
+        1,
+        "node2",
+    )
+
+
+async def test_hang_after_s_overrides_adaptive_detection(tmp_path: Path) -> None:
+    s = FakeScheduler.with_nodes(1)
+    s.jobs["14"] = JobInfo(
+        job_id="14",
+        state=JobState.RUNNING,
+        nodes=["node1"],
+        comment=json.dumps({"resurrect": {"hang_after_s": 600}}),
+        stdout_path=str(tmp_path / "out"),
+    )
+
+    async def report(i: Interruption) -> None:
+        raise AssertionError(f"unexpected report {i}")
+
+    follower = JobLogFollower(s, CONFIG, KeywordEngine(), report)
+    await follower.refresh_jobs()
+    assert follower.jobs[("14", 0)].progress is None
+
+
+def test_a_node_that_is_the_culprit_in_hangs_of_two_jobs_is_named_a_suspect() -> None:
+    stacks = StoppedRankOne().stacks()
+    verdict = judge(stacks)
+    suspicion = HangSuspicion(6.0, 5.0, "train", 1.0, 0.1, 30)
+    report = HangReport("stalled", suspicion, verdict, [])
+    follower = JobLogFollower(FakeScheduler.with_nodes(2), CONFIG, KeywordEngine(), _no_report)
+    assert follower._implicate(report, "21") == ""
+    assert follower._implicate(report, "21") == ""  # the same job again: still one job
+    assert "node node2 is a suspect: culprit in hangs of jobs 21, 22" in follower._implicate(
+        report, "22"
+    )
+
+
+async def _no_report(i: Interruption) -> None:
+    raise AssertionError(f"unexpected report {i}")
+
+
+async def test_a_progress_bar_redrawn_without_newlines_is_progress(tmp_path: Path) -> None:
+    out = tmp_path / "slurm-15.out"
+    out.write_bytes(b"")
+    s = FakeScheduler.with_nodes(1)
+    s.jobs["15"] = JobInfo(
+        job_id="15",
+        state=JobState.RUNNING,
+        nodes=["node1"],
+        comment=json.dumps({"resurrect": {}}),
+        stdout_path=str(out),
+    )
+    follower = JobLogFollower(
+        s, CONFIG, KeywordEngine(), _no_report, rank_access=lambda job: StoppedRankOne()
+    )
+    await follower.refresh_jobs()
+    watch = follower.jobs[("15", 0)].progress
+    assert watch is not None
+    for step in (1, 2, 3):
+        with open(out, "ab") as handle:
+            handle.write(
+                f"\rEpoch 0:   {step}%|          | {step}/100 [00:0{step}<01:40,  1.00it/s]".encode()
+            )
+        await follower.poll_once()
+    assert watch.tracker.last_step == 3 and watch.tracker.step_time_s == 1.0

@@ -1,0 +1,117 @@
+"""The progress-rule schema: how a trainer's step lines are recognised, validated by pydantic.
+
+A pack is a YAML mapping::
+
+    pack: trainers
+    rules:
+      - id: megatron.iteration
+        trainer: Megatron-LM
+        phase: train                     # train | eval | checkpoint
+        literal: ["iteration"]           # a line must contain one (case-insensitive)
+        pattern: 'iteration\\s+(?P<step>\\d+)/\\s*(?P<total>\\d+) \\|'
+        examples:
+          match:
+            - text: " iteration      100/  1000 | ... elapsed time per iteration (ms): 1234.5 |"
+              step: 100
+              total: 1000
+              step_time_s: 1.2345
+          no_match: ["validation loss at iteration 100"]
+
+Named groups carry meaning and units: ``step``, ``total`` (integers), and at most one step
+time: ``step_time_ms``, ``step_time_s``, ``s_per_it`` (seconds per step) or ``it_per_s``
+(steps per second). ``eval`` and ``checkpoint`` rules mark the job entering that phase (its
+allowance applies until the next training step). A pattern is searched in the line body after
+launcher prefixes (``[rank3]:``, ``3: ``) are removed; when it matches several times in one
+line (a progress bar redrawn with carriage returns), the last match counts.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+_ID = re.compile(r"^[a-z0-9][a-z0-9_.-]{1,99}$")
+STEP_TIME_GROUPS = ("step_time_ms", "step_time_s", "s_per_it", "it_per_s")
+KNOWN_GROUPS = frozenset({"step", "total", *STEP_TIME_GROUPS})
+
+Phase = Literal["train", "eval", "checkpoint"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ProgressExample(Strict):
+    """A line the rule must match, with what it must read from it (unset: not checked)."""
+
+    text: str
+    step: int | None = None
+    total: int | None = None
+    step_time_s: float | None = None
+    rank: int | None = None
+
+
+class ProgressExamples(Strict):
+    match: list[ProgressExample | str] = Field(min_length=1)
+    no_match: list[str] = Field(default_factory=list)
+
+    def match_examples(self) -> list[ProgressExample]:
+        return [ProgressExample(text=m) if isinstance(m, str) else m for m in self.match]
+
+
+class ProgressRule(Strict):
+    """One trainer's progress line: what it looks like and what it tells."""
+
+    id: str
+    description: str = ""
+    trainer: str
+    phase: Phase = "train"
+    literal: list[str] = Field(min_length=1)
+    pattern: str
+    examples: ProgressExamples
+
+    @field_validator("id")
+    @classmethod
+    def _id_format(cls, value: str) -> str:
+        if not _ID.match(value):
+            raise ValueError("id must be lower-case letters, digits, '.', '_' or '-'")
+        return value
+
+    @field_validator("literal")
+    @classmethod
+    def _literal_ascii(cls, value: list[str]) -> list[str]:
+        for lit in value:
+            if not lit or not lit.isascii():
+                raise ValueError(f"literal {lit!r} must be non-empty ASCII")
+        return [lit.lower() for lit in value]
+
+    @field_validator("pattern")
+    @classmethod
+    def _pattern_compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"pattern does not compile: {exc}") from exc
+        return value
+
+    @model_validator(mode="after")
+    def _groups_known(self) -> Self:
+        groups = set(re.compile(self.pattern).groupindex)
+        unknown = groups - KNOWN_GROUPS
+        if unknown:
+            raise ValueError(
+                f"unknown named groups {sorted(unknown)}; known: {sorted(KNOWN_GROUPS)}"
+            )
+        if len(groups & set(STEP_TIME_GROUPS)) > 2:
+            raise ValueError("at most two step-time groups (alternatives, e.g. it/s or s/it)")
+        return self
+
+
+class ProgressPack(Strict):
+    """One YAML file of progress rules."""
+
+    pack: str
+    description: str = ""
+    rules: list[ProgressRule] = Field(min_length=1)

@@ -1,0 +1,99 @@
+"""The ranks of one job on this node: their stacks (py-spy, in parallel, bounded) and cheap
+samples of who waits (``/proc``).
+
+This runs where the ranks run. On the local test cluster every node is this machine, so the
+sensor that follows the job uses :class:`LocalRanks` directly (as root). On a real cluster it
+is what the node agent runs on each of the job's nodes, and the per-node results are joined
+before judging (the sensor then gets a :class:`RankAccess` that asks the agents).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
+
+from resurrect.errors import StackDumpError
+from resurrect.stacks.classify import RankStack
+from resurrect.stacks.processes import (
+    JobRank,
+    RankProcess,
+    job_rank_processes,
+    process_state,
+    ranks_of,
+    scan_rank_processes,
+)
+from resurrect.stacks.pyspy import dump_stack
+from resurrect.stacks.pyspy_text import parse_pyspy_dump
+from resurrect.stacks.sampling import RankWait, sample_waits
+
+MAX_PARALLEL = 8
+REDISCOVER_S = 10.0
+
+
+class RankAccess(Protocol):
+    def stacks(self) -> list[RankStack]: ...
+
+    def waits(self) -> list[RankWait]: ...
+
+
+def _one(process: RankProcess, timeout_s: float) -> RankStack:
+    pid, rank, node, world = process.pid, process.rank, process.node, process.world_size
+    state = process_state(pid)
+    try:
+        text = dump_stack(pid, stopped=state in ("T", "t"), timeout_s=timeout_s)
+    except StackDumpError as exc:
+        return RankStack(rank, node, pid, state, None, error=str(exc), world_size=world)
+    # the state again: a process stopped while we read it is stopped
+    after = process_state(pid)
+    return RankStack(rank, node, pid, after if after in ("T", "t", "D") else state,
+                     parse_pyspy_dump(text), text, world_size=world)  # fmt: skip
+
+
+def collect_job_stacks(
+    job_id: str, *, restart_count: int | None = None, timeout_s: float = 15.0
+) -> list[RankStack]:
+    """The stacks of every rank of the job visible here; each dump bounded by ``timeout_s``."""
+    processes = job_rank_processes(job_id, restart_count=restart_count)
+    if not processes:
+        return []
+    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(processes))) as pool:
+        futures = [pool.submit(_one, p, timeout_s) for p in processes]
+        return [f.result(timeout=timeout_s * 3 + 5) for f in futures]
+
+
+class _SharedScan:
+    """One scan of ``/proc`` environments shared by every followed job, at most every
+    ``REDISCOVER_S`` seconds (reading every process's environment is the costly part)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._scan: list[JobRank] = []
+        self._at = float("-inf")
+
+    def get(self) -> list[JobRank]:
+        with self._lock:
+            now = time.monotonic()
+            if now - self._at >= REDISCOVER_S:
+                self._scan, self._at = scan_rank_processes(), now
+            return self._scan
+
+
+_SHARED_SCAN = _SharedScan()
+
+
+class LocalRanks:
+    """A job attempt's ranks on this machine: stacks (a fresh look) and wait samples (over
+    the shared, periodically refreshed process scan)."""
+
+    def __init__(self, job_id: str, restart_count: int | None = None) -> None:
+        self.job_id = job_id
+        self.restart_count = restart_count
+
+    def stacks(self) -> list[RankStack]:
+        return collect_job_stacks(self.job_id, restart_count=self.restart_count)
+
+    def waits(self) -> list[RankWait]:
+        processes: list[RankProcess] = ranks_of(_SHARED_SCAN.get(), self.job_id, self.restart_count)
+        return sample_waits({p.pid: (p.rank, p.node) for p in processes if p.rank is not None})

@@ -1,0 +1,101 @@
+"""The rank processes of a Slurm job on this node, found through ``/proc`` (as root).
+
+A rank is a process whose environment has the job's ``SLURM_JOB_ID`` and a ``RANK`` (set by
+torchrun and most launchers for each worker; the launcher itself has none). Its node is the
+environment's ``SLURMD_NODENAME`` (on the local test cluster every node is this machine, and
+that variable tells them apart). Environments are read bounded; processes that vanish or
+cannot be read are skipped.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+MAX_ENVIRON_BYTES = 256 << 10
+_KEYS = (b"SLURM_JOB_ID", b"RANK", b"WORLD_SIZE", b"SLURMD_NODENAME", b"SLURM_RESTART_COUNT")
+
+
+@dataclass(frozen=True, slots=True)
+class RankProcess:
+    pid: int
+    rank: int | None
+    node: str | None
+    state: str
+    world_size: int | None = None
+
+
+def _environ(pid: int, proc: Path) -> dict[str, str]:
+    try:
+        with open(proc / str(pid) / "environ", "rb") as handle:
+            raw = handle.read(MAX_ENVIRON_BYTES)
+    except OSError:
+        return {}
+    out: dict[str, str] = {}
+    for item in raw.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep and key in _KEYS:
+            out[key.decode("ascii", "replace")] = value[:256].decode("utf-8", "replace")
+    return out
+
+
+def process_state(pid: int, proc: Path = Path("/proc")) -> str:
+    """The state letter of ``/proc/PID/stat`` (after the parenthesised command), '?' if gone."""
+    try:
+        text = (proc / str(pid) / "stat").read_bytes()[:4096].decode("ascii", "replace")
+    except OSError:
+        return "?"
+    tail = text.rpartition(")")[2].split()
+    return tail[0] if tail else "?"
+
+
+@dataclass(frozen=True, slots=True)
+class JobRank:
+    """A rank process with the job attempt it belongs to."""
+
+    job_id: str
+    restart_count: str
+    process: RankProcess
+
+
+def scan_rank_processes(proc: Path = Path("/proc")) -> list[JobRank]:
+    """Every rank process of every Slurm job visible on this node (one pass over /proc)."""
+    found: list[JobRank] = []
+    try:
+        entries = os.listdir(proc)
+    except OSError:
+        return []
+    for name in entries:
+        if not name.isdigit():
+            continue
+        pid = int(name)
+        env = _environ(pid, proc)
+        if "SLURM_JOB_ID" not in env or "RANK" not in env:
+            continue
+        rank_text, world_text = env["RANK"], env.get("WORLD_SIZE", "")
+        rank = int(rank_text) if rank_text.isdigit() else None
+        world = int(world_text) if world_text.isdigit() else None
+        node = env.get("SLURMD_NODENAME")
+        process = RankProcess(pid, rank, node, process_state(pid, proc), world)
+        found.append(JobRank(env["SLURM_JOB_ID"], env.get("SLURM_RESTART_COUNT", "0"), process))
+    return found
+
+
+def ranks_of(
+    scan: list[JobRank], job_id: str, restart_count: int | None = None
+) -> list[RankProcess]:
+    """The rank processes of one job (attempt) in a scan, in rank order."""
+    found = [
+        r.process
+        for r in scan
+        if r.job_id == job_id and (restart_count is None or r.restart_count == str(restart_count))
+    ]
+    return sorted(found, key=lambda p: (p.rank is None, p.rank or 0, p.pid))
+
+
+def job_rank_processes(
+    job_id: str, *, restart_count: int | None = None, proc: Path = Path("/proc")
+) -> list[RankProcess]:
+    """Every rank process of ``job_id`` (of that attempt, when given) visible on this node."""
+    return ranks_of(scan_rank_processes(proc), job_id, restart_count)

@@ -1,0 +1,85 @@
+"""Parsing the text ``py-spy dump`` prints (with or without ``--native``).
+
+::
+
+    Process 9002: /usr/bin/python3 -u train.py
+    Python v3.11.2 (/usr/bin/python3.11)
+
+    Thread 9002 (idle): "MainThread"
+        pthread_cond_wait (libc.so.6)
+        c10d::Reducer::finalize_backward (libtorch_cpu.so)
+        _engine_run_backward (torch/autograd/graph.py:979)
+        main (train.py:248)
+
+Frames are innermost first. A line that fits no shape is skipped; the text is bounded by the
+caller (it comes from a tool, but names frames of a job-owned program).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_THREAD = re.compile(
+    r"^Thread (?P<tid>0x[0-9a-fA-F]{1,16}|\d{1,12})"
+    r"(?: \((?P<status>[a-z ,]{1,40})\))?"
+    r'(?: ?: ?"(?P<name>[^"]{0,200})")?'
+)
+_FRAME = re.compile(r"^\s{2,}(?P<function>.{1,1000}?) \((?P<where>[^()]{1,1000})\)\s*$")
+_PROCESS = re.compile(r"^Process (?P<pid>\d{1,12}): (?P<cmd>.{0,2000})$")
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    function: str
+    where: str  # "file.py:123" for Python frames, "libfoo.so" for native ones
+
+    @property
+    def native(self) -> bool:
+        return not re.search(r"\.pyx?:\d+$|\.py$", self.where)
+
+    def __str__(self) -> str:
+        return f"{self.function} ({self.where})"
+
+
+@dataclass(slots=True)
+class ThreadStack:
+    thread_id: str
+    name: str
+    status: str
+    frames: list[Frame] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class StackDump:
+    pid: int | None
+    command: str
+    threads: list[ThreadStack]
+
+    def main_thread(self) -> ThreadStack | None:
+        """The thread that runs the training loop: "MainThread", else the process's own id."""
+        for thread in self.threads:
+            if thread.name == "MainThread":
+                return thread
+        for thread in self.threads:
+            if self.pid is not None and thread.thread_id == str(self.pid):
+                return thread
+        return self.threads[0] if self.threads else None
+
+
+MAX_DUMP_CHARS = 1 << 20
+
+
+def parse_pyspy_dump(text: str) -> StackDump:
+    """The threads and frames of one ``py-spy dump`` output."""
+    pid: int | None = None
+    command = ""
+    threads: list[ThreadStack] = []
+    for line in text[:MAX_DUMP_CHARS].splitlines():
+        if (m := _PROCESS.match(line)) is not None and pid is None:
+            pid, command = int(m["pid"]), m["cmd"]
+        elif (m := _THREAD.match(line)) is not None:
+            threads.append(ThreadStack(m["tid"], m["name"] or "", m["status"] or ""))
+        elif threads and (m := _FRAME.match(line)) is not None:
+            threads[-1].frames.append(Frame(m["function"].strip(), m["where"].strip()))
+    return StackDump(pid=pid, command=command, threads=threads)

@@ -1,0 +1,258 @@
+"""A job's progress watch: printed lines in; a confirmed hang naming the culprit, or a
+straggler decision, out. Stacks come from the real py-spy fixtures."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from pathlib import Path
+
+from resurrect.contracts import FaultClass, ProgressPolicy, SignalKind
+from resurrect.progress.tracker import ProgressTracker
+from resurrect.progress.watch import PROBE_EVERY_S, ProgressWatch, straggler_evidence
+from resurrect.stacks.classify import RankStack
+from resurrect.stacks.pyspy_text import parse_pyspy_dump
+from resurrect.stacks.sampling import RankWait
+
+STACKS = Path(__file__).parent.parent / "fixtures" / "stacks"
+
+
+def stack(name: str, rank: int, node: str, state: str = "S") -> RankStack:
+    text = (STACKS / name).read_text()
+    dump = parse_pyspy_dump(text)
+    assert dump.pid is not None
+    return RankStack(rank, node, dump.pid, state, dump, text)
+
+
+class FakeRanks:
+    """The ranks' stacks from fixtures; waits as a test sets them."""
+
+    def __init__(self, stacks: Callable[[], list[RankStack]] = list) -> None:
+        self._stacks = stacks
+        self.waiting: list[RankWait] = []
+
+    def stacks(self) -> list[RankStack]:
+        return self._stacks()
+
+    def waits(self) -> list[RankWait]:
+        return self.waiting
+
+
+def run_now(probe: Callable[[], list[RankStack]]) -> Future[list[RankStack]]:
+    """Read the stacks at once (the sensor reads them in the background)."""
+    done: Future[list[RankStack]] = Future()
+    done.set_result(probe())
+    return done
+
+
+def hung_ddp_job() -> list[RankStack]:
+    return [
+        stack("gloo-ddp-victim-rank0-native.txt", 0, "node1"),
+        stack("gloo-ddp-stopped-rank1-nonblocking.txt", 1, "node2", state="T"),
+    ]
+
+
+def test_a_stall_is_confirmed_from_stacks_and_names_the_stopped_rank() -> None:
+    probes: list[float] = []
+
+    def probe() -> list[RankStack]:
+        probes.append(1)
+        return hung_ddp_job()
+
+    watch = ProgressWatch(
+        ProgressPolicy(), ProgressTracker(0.0), FakeRanks(probe), run_probe=run_now
+    )
+    for n in range(1, 6):
+        for rank in (0, 1):
+            watch.observe_line(f"[rank{rank}] step {10 * n}/120 loss 0.5", float(n))
+    assert watch.check(5.0 + 4.9) is None and not probes  # within 5 s: not even suspected
+    report = watch.check(5.0 + 5.0)
+    assert report is not None and probes
+    assert report.culprit_ranks == [1] and report.culprit_nodes == ["node2"]
+    culprit = report.evidence[0]
+    assert culprit.kind is SignalKind.STACK_DUMP and culprit.role == "root"
+    assert culprit.fault_class is FaultClass.JOB_HANG and culprit.fields["state"] == "T"
+    assert "main (train.py:269)" in culprit.fields["stack"]
+    assert "1 rank(s) wait in a collective for rank 1 on node2 (stopped" in report.reason
+
+
+def test_busy_ranks_dismiss_a_suspicion_and_the_probe_waits_before_looking_again() -> None:
+    calls: list[float] = []
+    busy = [stack("gloo-ddp-victim-rank0.txt", 0, "node1")]  # python-only: "elsewhere"
+
+    def probe() -> list[RankStack]:
+        calls.append(1)
+        return busy
+
+    watch = ProgressWatch(
+        ProgressPolicy(), ProgressTracker(0.0), FakeRanks(probe), run_probe=run_now
+    )
+    for n in range(1, 6):
+        watch.observe_line(f"step {n} loss 1.0", float(n))
+    assert watch.check(20.0) is None and len(calls) == 1
+    assert watch.check(25.0) is None and len(calls) == 1  # not before PROBE_EVERY_S
+    assert watch.check(35.0) is None and len(calls) == 2
+
+
+def test_a_checkpoint_save_ten_steps_long_raises_no_hang() -> None:
+    watch = ProgressWatch(
+        ProgressPolicy(), ProgressTracker(0.0), FakeRanks(hung_ddp_job), run_probe=run_now
+    )
+    for n in range(1, 6):
+        watch.observe_line(f"[rank0] step {n}/100 loss 1.0", float(n))
+    watch.checkpoint_activity(5.5)
+    assert watch.check(5.5 + 10 * 1.0) is None
+
+
+def test_rank_prefixed_step_times_find_a_straggler_and_write_the_arithmetic() -> None:
+    policy = ProgressPolicy(straggler_duration_s=10)
+    watch = ProgressWatch(policy, ProgressTracker(0.0), FakeRanks())
+    decision = None
+    for t in range(1, 40):
+        for rank, ms in ((0, 100.0), (1, 100.0), (2, 160.0)):
+            watch.observe_line(
+                f"[rank{rank}]: iteration {t:>8}/    1000 | elapsed time per iteration (ms): {ms}",
+                float(t),
+            )
+        decision = decision or watch.check_straggler(float(t))
+    assert decision is not None and decision.action == "notify"
+    assert decision.note.startswith("rank 2 is 60% slower than its peers")
+    assert "remaining steps" in decision.note and "recompute" in decision.note
+    assert watch.check_straggler(50.0) is None  # decided once per job attempt
+
+
+def test_the_rank_its_peers_wait_for_is_the_straggler_and_restart_pays_off() -> None:
+    policy = ProgressPolicy(straggler_duration_s=20, straggler_action="restart")
+    ranks = FakeRanks()
+    watch = ProgressWatch(policy, ProgressTracker(0.0), ranks)
+    now, decision, tick = 0.0, None, 0
+    while now < 60 and decision is None:
+        now += 0.25
+        tick += 1
+        if tick % 4 == 0:  # a progress line every second: 10 steps of 0.1 s
+            watch.observe_line(f"[rank0] step {tick * 10 // 4}/20000 loss 1.0", now)
+        # rank 1 (node2) is stopped 3/4 of the time; rank 0 then waits for it
+        slow_now = tick % 4 != 0
+        ranks.waiting = [
+            RankWait(0, "node1", "S", waiting=slow_now),
+            RankWait(1, "node2", "T" if slow_now else "S", waiting=False),
+        ]
+        watch.sample(now)
+        decision = watch.check_straggler(now)
+    assert decision is not None and decision.action == "restart"
+    assert decision.finding.node == "node2"
+    assert 20 <= now <= 20 + 11  # the duration, plus filling the 10 s sampling window
+    assert re.match(r"rank 1 on node2 is 3\d\d% slower than its peers", decision.note)
+    assert "its peers wait for it" in decision.note and "drain and restart" in decision.note
+
+
+def test_waits_during_a_save_are_not_sampled() -> None:
+    ranks = FakeRanks()
+    ranks.waiting = [RankWait(0, "n1", "S", True), RankWait(1, "n2", "S", False)]
+    watch = ProgressWatch(ProgressPolicy(), ProgressTracker(0.0), ranks)
+    watch.checkpoint_activity(1.0)
+    watch.sample(2.0)
+    assert watch.stragglers is not None and not watch.stragglers.waits
+
+
+def test_a_straggler_decision_becomes_root_evidence_naming_rank_and_node() -> None:
+    policy = ProgressPolicy(straggler_duration_s=10)
+    watch = ProgressWatch(policy, ProgressTracker(0.0), FakeRanks())
+    decision = None
+    for t in range(1, 30):
+        for rank, ms in ((0, 100.0), (1, 150.0)):
+            line = (
+                f"[rank{rank}]: iteration {t:>8}/    1000 | elapsed time per iteration (ms): {ms}"
+            )
+            watch.observe_line(line, float(t))
+        decision = decision or watch.check_straggler(float(t))
+    assert decision is not None
+    [evidence] = straggler_evidence(decision)
+    assert evidence.role == "root" and evidence.fault_class is FaultClass.JOB_STRAGGLER
+    assert evidence.rank == 1 and evidence.fields["action"] == "notify"
+    assert evidence.rule == "progress.straggler.step_times"
+
+
+def test_the_stacks_are_read_in_the_background_and_judged_at_the_next_check() -> None:
+    def slow() -> list[RankStack]:
+        time.sleep(0.3)
+        return hung_ddp_job()
+
+    watch = ProgressWatch(ProgressPolicy(), ProgressTracker(0.0), FakeRanks(slow))
+    for n in range(1, 6):
+        watch.observe_line(f"[rank0] step {n}/100 loss 1.0", float(n))
+    assert watch.check(20.0) is None  # started reading, did not wait
+    deadline = time.monotonic() + 10
+    report = None
+    while report is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+        report = watch.check(20.5)
+    assert report is not None and report.culprit_ranks == [1]
+
+
+def test_progress_that_resumes_while_the_stacks_are_read_discards_them() -> None:
+    def slow() -> list[RankStack]:
+        time.sleep(0.2)
+        return hung_ddp_job()
+
+    watch = ProgressWatch(ProgressPolicy(), ProgressTracker(0.0), FakeRanks(slow))
+    for n in range(1, 6):
+        watch.observe_line(f"[rank0] step {n}/100 loss 1.0", float(n))
+    assert watch.check(20.0) is None
+    watch.observe_line("[rank0] step 6/100 loss 1.0", 20.1)
+    time.sleep(0.4)
+    assert watch.check(20.6) is None and watch.check(20.7) is None
+
+
+def nccl_job(culprit: str) -> Callable[[], list[RankStack]]:
+    return lambda: [
+        stack("nccl-victim-barrier-CONSTRUCTED.txt", 0, "gpu-1"),
+        stack(culprit, 1, "gpu-2"),
+    ]
+
+
+def trained_watch(ranks: FakeRanks) -> ProgressWatch:
+    watch = ProgressWatch(ProgressPolicy(), ProgressTracker(0.0), ranks, run_probe=run_now)
+    for n in range(1, 6):
+        watch.observe_line(f"[rank0] step {n}/100 loss 1.0", float(n))
+    return watch
+
+
+def test_a_culprit_that_is_not_stopped_must_look_the_same_twice() -> None:
+    watch = trained_watch(FakeRanks(nccl_job("nccl-culprit-cuda-sync-CONSTRUCTED.txt")))
+    assert watch.check(11.0) is None  # first look: could be working
+    assert watch.check(11.5) is None  # the second look comes a second later
+    report = watch.check(12.0)
+    assert report is not None and report.culprit_nodes == ["gpu-2"]
+    assert report.verdict is not None and report.verdict.culprits[0].place == "cuda"
+
+
+def test_a_culprit_that_moves_between_looks_is_working_not_hung() -> None:
+    looks = iter(
+        [
+            "nccl-culprit-cuda-sync-CONSTRUCTED.txt",
+            "nccl-culprit-dataloader-CONSTRUCTED.txt",
+        ]
+    )
+    watch = trained_watch(FakeRanks(lambda: nccl_job(next(looks))()))
+    assert watch.check(11.0) is None
+    assert watch.check(12.0) is None  # moved: working; the next look waits PROBE_EVERY_S
+    assert watch.next_probe_at == 12.0 + PROBE_EVERY_S
+
+
+def test_the_jobs_last_recovery_time_is_measured_and_used() -> None:
+    policy = ProgressPolicy(straggler_duration_s=10, straggler_action="restart")
+    # the previous attempt was reported at t=-50; this attempt's first step came at t=1
+    watch = ProgressWatch(policy, ProgressTracker(0.0), FakeRanks(), recovery_began_at=-50.0)
+    decision = None
+    for t in range(1, 30):
+        for rank, ms in ((0, 100.0), (1, 200.0)):
+            line = (
+                f"[rank{rank}]: iteration {t:>8}/  100000 | elapsed time per iteration (ms): {ms}"
+            )
+            watch.observe_line(line, float(t))
+        decision = decision or watch.check_straggler(float(t))
+    assert watch.measured_recovery_s() == 51.0
+    assert decision is not None and "restart cost = 51 s recovery (measured)" in decision.note

@@ -1,0 +1,81 @@
+"""Against the real thing: a 2-rank torch.distributed gloo job, one rank SIGSTOPped, its
+peer blocked in all_reduce; ``resurrect stacks dump`` finds the ranks by the job id in their
+environment, reads them with py-spy and names the stopped rank."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from resurrect.cli import main
+from resurrect.stacks.processes import job_rank_processes
+from resurrect.stacks.pyspy import pyspy_binary
+
+pytestmark = pytest.mark.torch
+
+PROGRAM = """
+import datetime, time, torch, torch.distributed as dist
+dist.init_process_group("gloo", timeout=datetime.timedelta(minutes=10))
+t = torch.ones(4)
+step = 0
+while True:
+    step += 1
+    dist.all_reduce(t)
+    if step == 5:
+        print("ready", flush=True)
+    time.sleep(0.05)
+"""
+
+
+@pytest.fixture
+def gloo_job(tmp_path: Path) -> Iterator[str]:
+    pytest.importorskip("torch")
+    if pyspy_binary() is None:
+        pytest.skip("py-spy is not installed")
+    job_id = str(900_000_000 + os.getpid())
+    script = tmp_path / "loop.py"
+    script.write_text(PROGRAM)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
+    env |= {"SLURM_JOB_ID": job_id, "SLURMD_NODENAME": "testnode"}
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+         str(script)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert launcher.stdout is not None
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if b"ready" in launcher.stdout.readline():
+                break
+        yield job_id
+    finally:
+        ranks = job_rank_processes(job_id)  # torchrun starts its workers in their own sessions
+        os.killpg(launcher.pid, signal.SIGKILL)
+        for process in ranks:
+            os.kill(process.pid, signal.SIGKILL)
+        launcher.wait(timeout=30)
+
+
+def test_the_stopped_rank_is_named_and_its_peer_waits_in_all_reduce(
+    gloo_job: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ranks = {p.rank: p for p in job_rank_processes(gloo_job)}
+    assert sorted(ranks) == [0, 1] and ranks[1].node == "testnode"
+    os.kill(ranks[1].pid, signal.SIGSTOP)
+    time.sleep(1.0)  # rank 0 is now blocked in the next all_reduce
+    assert main(["stacks", "dump", "--job", gloo_job, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["victims"] == [0]
+    assert report["culprits"] == [{"rank": 1, "node": "testnode"}]
+    by_rank = {r["rank"]: r for r in report["ranks"]}
+    assert by_rank[1]["state"] == "T" and by_rank[1]["place"] == "stopped"
+    assert "all_reduce" in by_rank[0]["stack"]
