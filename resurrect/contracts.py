@@ -181,6 +181,7 @@ class JobInfo(Contract):
     exit_signal: int | None = None
     start_time: datetime | None = None
     end_time: datetime | None = None
+    submit_time: datetime | None = None
 
 
 class NodeInfo(Contract):

@@ -258,6 +258,7 @@ def parse_job(job: JsonObj) -> JobInfo:
         exit_signal=exit_signal,
         start_time=start,
         end_time=end,
+        submit_time=timestamp(job.get("submit_time")),
     )
 
 
