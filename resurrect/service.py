@@ -19,6 +19,7 @@ from temporalio.client import Client
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import Interruption
 from resurrect.scheduler.base import Scheduler
+from resurrect.telemetry.tracing import with_tracing
 from resurrect.temporal_client import connect
 from resurrect.temporal_server import EmbeddedTemporal
 
@@ -93,6 +94,7 @@ async def run_service(
     async with contextlib.AsyncExitStack() as stack:
         if client is None:
             client = await stack.enter_async_context(temporal_for(config))
+        client = with_tracing(client, config.telemetry)
         scheduler = scheduler or scheduler_from_config(config)
         active_client = client
 

@@ -30,6 +30,7 @@ from resurrect.errors import SchedulerError
 from resurrect.planning import match_job_nodes
 from resurrect.policy import resolve_job_policy
 from resurrect.scheduler.base import Scheduler
+from resurrect.telemetry.record import record_follower_read
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,7 @@ class FollowedFile:
                     return []
                 handle.seek(self.offset)
                 data = handle.read(min(MAX_READ, stat.st_size - self.offset))
+                record_follower_read(len(data), time.time() - stat.st_mtime)
         except OSError:
             return []
         self.offset += len(data)
