@@ -14,7 +14,10 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 say() { printf '[install] %s\n' "$*" >&2; }
 
-packages=(munge slurmctld slurmd slurm-client procps iproute2 util-linux)
+# prometheus: the real server the metrics tests scrape with (never started as a service);
+# chromium-headless-shell: the tests' screenshot of the Temporal UI's workflow page.
+packages=(munge slurmctld slurmd slurm-client procps iproute2 util-linux prometheus
+  chromium-headless-shell)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -119,6 +119,11 @@ async def run_service(
                 listener = KickListener(kick_path, lambda reason: watcher.kick())
                 await listener.start()
                 stack.callback(listener.close)
+        if parts.watcher and config.telemetry.enabled and config.telemetry.goodput_interval_s:
+            from resurrect.goodput.publisher import GoodputPublisher
+
+            publisher = GoodputPublisher(client, scheduler, config)
+            tasks.append(asyncio.create_task(publisher.run(stop), name="goodput-metrics"))
         if parts.follow_logs and config.watcher.follow_logs:
             from resurrect.rules import load_engine
             from sensors.log_follower import JobLogFollower

@@ -24,6 +24,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,6 +34,10 @@ from temporalio.service import RPCError
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import JobInfo, JobState, RecoveryOutcome, recovery_workflow_id
 from resurrect.demo.local_cluster import LocalSlurm, repo_root, start_local_slurm, stop_local_slurm
+from resurrect.goodput.accounting import lost_by_part
+from resurrect.goodput.history import load_recoveries
+from resurrect.goodput.model import JobGoodput
+from resurrect.goodput.report import job_goodput
 from resurrect.service import ServiceParts, run_service
 from resurrect.temporal_client import connect
 from resurrect.temporal_server import EmbeddedTemporal, free_port, port_open
@@ -271,6 +276,7 @@ class Demo:
         )
         completed = final.state is JobState.COMPLETED
         self.say(f"job {job_id} finished: {final.state.value}")
+        cost = await self._goodput(client, cluster, job_id)
         checkpoint = outcome.checkpoint
         final_sha = _read_text(ckpt_dir / "final.sha256")
         reference_sha = None
@@ -300,6 +306,9 @@ class Demo:
             "final_params_sha256": final_sha,
             "uninterrupted_params_sha256": reference_sha,
             "params_equal_uninterrupted": (final_sha == reference_sha) if reference_sha else None,
+            "goodput": cost.goodput,
+            "ettr": cost.ettr,
+            "lost_s": lost_by_part(cost),
             "ui_url": self.server.ui_url if self.server else None,
             "slurm_settings": {
                 "SlurmdTimeout": 5,
@@ -308,6 +317,17 @@ class Demo:
                 "watcher_poll_s": config.watcher.poll_interval_s,
             },
         }
+
+    async def _goodput(self, client: Client, cluster: LocalSlurm, job_id: str) -> JobGoodput:
+        """What the interruption cost the job (``resurrect goodput --job``)."""
+        recoveries = await load_recoveries(client, job_id=job_id, cluster=cluster.cluster_name)
+        cost = await job_goodput(
+            cluster.scheduler(), cluster.cluster_name, job_id, recoveries, datetime.now(UTC)
+        )
+        lost = ", ".join(f"{k} {v:.1f} s" for k, v in lost_by_part(cost).items())
+        shown = f"{cost.goodput * 100:.1f}%" if cost.goodput is not None else "unknown"
+        self.say(f"goodput {shown} of {cost.wall_s:.1f} s; lost: {lost}")
+        return cost
 
     def _check_job_user_can_train(self, root: Path, user: str) -> None:
         """The job runs as ``user``: it must be able to run this Python and read the job."""

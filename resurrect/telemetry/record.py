@@ -58,7 +58,9 @@ def track_drained_nodes(cluster: str, nodes: Iterable[NodeInfo]) -> None:
     before = _DRAINED_BY_US.get(cluster)
     _DRAINED_BY_US[cluster] = now
     m.NODES_DRAINED_NOW.set(len(now), {"cluster": cluster})
-    if before is not None:
+    if before is None:
+        m.NODES_RETURNED.add(0, {"cluster": cluster})  # the series exists from the start
+    else:
         for _ in before - now:
             record_node_returned(cluster)
 
