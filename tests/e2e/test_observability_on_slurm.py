@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 import urllib.parse
 import urllib.request
@@ -33,6 +34,7 @@ from support.telemetry import SharedTelemetry, shared_telemetry
 from resurrect.contracts import RecoveryOutcome, recovery_workflow_id
 from resurrect.demo.local_cluster import LocalSlurm
 from resurrect.goodput.report import GoodputReport, goodput_report
+from resurrect.telemetry import list_views
 from resurrect.temporal_server import EmbeddedTemporal, free_port
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal]
@@ -175,6 +177,7 @@ def node_loss(
             PROGRESS_JOB, comment=OPT_IN, nodes=2, extra_args=["--open-mode=append"]
         )
         _wait(lambda: cluster.job(job_id).get("JobState") == "RUNNING", 60, "the job to run")
+        _wait(lambda: any(cluster.out_dir.glob(f"*-{job_id}.out")), 30, "the job's output")
         output = next(cluster.out_dir.glob(f"*-{job_id}.out"))
         _wait(lambda: _steps_printed(output) >= 25, 60, "25 steps of progress")
         victim = _last_node(cluster, job_id)
@@ -339,3 +342,67 @@ def rendered_metadata(dom: str) -> dict[str, str]:
             query = urllib.parse.urlparse(html.unescape(src.group(1))).query
             found[pane.group(1)] = urllib.parse.parse_qs(query).get("content", [""])[0]
     return found
+
+
+def test_the_goodput_command_prints_the_table_json_and_a_timeline(
+    node_loss: NodeLoss, tmp_path: Path
+) -> None:
+    config = node_loss.service.config.model_dump(mode="json")
+    config["temporal"]["address"] = node_loss.server.address
+    config_file = tmp_path / "resurrect.yaml"
+    config_file.write_text(json.dumps(config))
+    plot = tmp_path / "goodput.png"
+    command = [sys.executable, "-m", "resurrect.cli", "goodput", "-c", str(config_file)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    table = subprocess.run(
+        [*command, "--job", node_loss.job_id, "--since", "1h", "--plot", str(plot)],
+        capture_output=True, text=True, timeout=120, env=env, check=False,
+    )  # fmt: skip
+    assert table.returncode == 0, table.stderr
+    print("\n" + table.stdout)
+    header, row = table.stdout.splitlines()[:2]
+    assert header.split()[:5] == ["JOB", "STATE", "WALL", "GOODPUT", "ETTR"]
+    assert row.split()[:2] == [node_loss.job_id, "COMPLETED"]
+    assert f"{node_loss.workflow_id} node.lost -> recovered: lost" in table.stdout
+    assert plot.stat().st_size > 10_000
+    keep = os.environ.get("RESURRECT_SCREENSHOT_DIR")
+    if keep:
+        shutil.copy(plot, Path(keep) / "goodput-timeline.png")
+    doc = json.loads(
+        subprocess.run(
+            [*command, "--job", node_loss.job_id, "--json"],
+            capture_output=True, text=True, timeout=120, env=env, check=True,
+        ).stdout
+    )  # fmt: skip
+    (job,) = doc["jobs"]
+    assert job["job_id"] == node_loss.job_id and doc["cluster"]["recoveries"] == 1
+    assert doc["cluster"]["goodput"] == job["goodput"]
+
+
+def test_the_documented_list_view_queries_find_the_recovery(node_loss: NodeLoss) -> None:
+    client = node_loss.service.client
+    assert client is not None
+    mine = f" AND ResurrectCluster = '{node_loss.cluster.cluster_name}'"
+    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+
+    async def ids(query: str) -> list[str]:
+        return [w.id async for w in client.list_workflows(query + mine)]
+
+    docs = (REPO / "docs" / "observability.md").read_text()
+    for query in (
+        list_views.recoveries_since_by_class(today, "node.lost"),
+        list_views.not_recovered(),
+        list_views.touched_node(node_loss.victim),
+    ):
+        assert query.split(" AND ")[-1] in docs, query
+    assert node_loss.service.call(
+        ids(list_views.recoveries_since_by_class(today, "node.lost"))
+    ) == [node_loss.workflow_id]
+    assert (
+        node_loss.service.call(ids(list_views.recoveries_since_by_class(today, "gpu.hardware")))
+        == []
+    )
+    assert node_loss.service.call(ids(list_views.not_recovered())) == []
+    assert node_loss.workflow_id in node_loss.service.call(
+        ids(list_views.touched_node(node_loss.victim))
+    )
