@@ -153,9 +153,9 @@ class TelemetrySettings(Section):
     """Metrics (Prometheus endpoint, OTLP) and traces of resurrect's processes.
 
     Each long-lived process serves its own Prometheus endpoint on its own port; None turns
-    it off (the node agent's is off unless set). The Temporal SDK's worker metrics are
-    served on ``temporal_sdk_port`` (a second endpoint: the SDK's metrics come from its
-    core, not from the OpenTelemetry SDK).
+    it off (the node agent's is off unless set). The Temporal SDK's worker metrics of
+    ``serve`` and ``worker`` are served on ``temporal_sdk_port`` (a second endpoint: the
+    SDK's metrics come from its core, not from the OpenTelemetry SDK).
     """
 
     enabled: bool = True

@@ -164,7 +164,7 @@ def start_telemetry(settings: TelemetrySettings, process: str) -> Telemetry:
         trace.set_tracer_provider(tracer_provider)
         handle._closers.append(tracer_provider.shutdown)
         handle.tracing = True
-    if process != "agent":
+    if process in ("serve", "worker"):  # the processes that run a Temporal worker
         _temporal_runtime(settings, handle)
     log.info(
         "telemetry: metrics %s, Temporal SDK metrics %s, tracing %s%s",

@@ -1,0 +1,68 @@
+"""A process's telemetry as `resurrect serve` starts it: its Prometheus endpoint, the Temporal
+SDK's own endpoint, and a taken port that only turns the endpoint off (in a fresh process:
+OpenTelemetry's providers are set once per process)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from resurrect.temporal_server import free_port
+
+REPO = Path(__file__).resolve().parents[2]
+
+CHILD = """
+import json, sys, urllib.request
+from resurrect.config import TelemetrySettings
+from resurrect.telemetry import metrics as m
+from resurrect.telemetry.setup import start_telemetry
+settings = TelemetrySettings.model_validate(json.loads(sys.argv[1]))
+handle = start_telemetry(settings, "serve")
+m.RECOVERIES.add(1, {"cluster": "c", "fault_class": "node.lost", "outcome": "recovered", "mode": "act"})
+def get(url):
+    return urllib.request.urlopen(url, timeout=5).read().decode() if url else ""
+ours = get(handle.prometheus_url)
+sdk_served = handle.temporal_sdk_url is not None and get(handle.temporal_sdk_url) is not None
+print(json.dumps({"url": handle.prometheus_url, "sdk_url": handle.temporal_sdk_url,
+                  "tracing": handle.tracing, "ours": ours, "sdk_served": sdk_served}))
+handle.close()
+"""
+
+
+def run(settings: dict[str, object]) -> dict[str, object]:
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps(settings)],
+        capture_output=True, text=True, timeout=60, cwd=REPO, check=False,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+    result["log"] = proc.stderr
+    return result
+
+
+def test_serve_exports_its_metrics_and_the_temporal_sdks_on_their_ports() -> None:
+    port, sdk = free_port(), free_port()
+    result = run({"serve_port": port, "temporal_sdk_port": sdk})
+    assert result["url"] == f"http://127.0.0.1:{port}/metrics"
+    assert result["sdk_url"] == f"http://127.0.0.1:{sdk}/metrics"
+    assert result["tracing"] is True and result["sdk_served"] is True
+    assert 'resurrect_recoveries_total{cluster="c",fault_class="node.lost"' in str(result["ours"])
+
+
+def test_a_taken_port_turns_the_endpoint_off_and_nothing_else() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run({"serve_port": port, "temporal_sdk_port": None})
+    assert result["url"] is None and result["sdk_url"] is None
+    assert "metrics endpoint off" in str(result["log"])
+
+
+def test_disabled_telemetry_starts_nothing() -> None:
+    result = run({"enabled": False, "serve_port": free_port()})
+    assert result == {**result, "url": None, "sdk_url": None, "tracing": False}
