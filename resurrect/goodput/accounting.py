@@ -37,6 +37,8 @@ from resurrect.goodput.model import (
     Segment,
 )
 
+_INTERRUPTION_PARTS = frozenset({"detection", "recovery", "queue", "recompute"})
+
 
 def step_time(attempts: Sequence[Attempt]) -> float | None:
     """Median seconds per step between consecutive progress marks of the same attempt."""
@@ -285,12 +287,14 @@ def _result(
         notes.append("no progress signals: the running time cannot be split, goodput unknown")
     recoveries = []
     for recovery in record.recoveries:
+        # what this interruption cost: the tail of the attempt it ended, the recovery, the
+        # queue wait, and the start-up of the attempt after it
         lost = {name: 0.0 for name in ("detection", "recovery", "queue", "recompute", "startup")}
         for segment in segments:
-            restart = segment.part == "startup" and segment.attempt == recovery.attempt + 1
-            if restart or (segment.attempt == recovery.attempt and segment.part in lost):
-                if segment.part != "startup" or restart:
-                    lost[segment.part] += segment.seconds
+            tail = segment.attempt == recovery.attempt and segment.part in _INTERRUPTION_PARTS
+            restart = segment.attempt == recovery.attempt + 1 and segment.part == "startup"
+            if tail or restart:
+                lost[segment.part] += segment.seconds
         recoveries.append(
             RecoveryCost(
                 workflow_id=recovery.workflow_id,
