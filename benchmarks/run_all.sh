@@ -9,8 +9,9 @@ PY=.venv/bin/python
 [ -x "$PY" ] || PY=python3
 if [ "${1:-}" = "--quick" ]; then
   scan=(--lines 200000); ckpt=(--size-gb 0.5); agent=(--duration 10)
+  telemetry=(--recoveries 10 --rounds 1)
 else
-  scan=(); ckpt=(--size-gb 4); agent=(--duration 60)
+  scan=(); ckpt=(--size-gb 4); agent=(--duration 60); telemetry=(--recoveries 30 --rounds 3)
 fi
 echo "== scan_throughput (rule engine vs grep -P)" >&2
 "$PY" benchmarks/scan_throughput.py --json "${scan[@]}"
@@ -18,3 +19,5 @@ echo "== checkpoint_verify (quick/full vs cat, sha256sum)" >&2
 "$PY" benchmarks/checkpoint_verify.py --json "${ckpt[@]}"
 echo "== agent_overhead (8 fake GPUs vs an idle interpreter)" >&2
 "$PY" benchmarks/agent_overhead.py --json "${agent[@]}"
+echo "== telemetry_overhead (a burst of recoveries, metrics+tracing on vs off)" >&2
+"$PY" benchmarks/telemetry_overhead.py --json "${telemetry[@]}"
