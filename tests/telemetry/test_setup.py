@@ -8,6 +8,8 @@ import json
 import socket
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from resurrect.temporal_server import free_port
@@ -66,3 +68,53 @@ def test_a_taken_port_turns_the_endpoint_off_and_nothing_else() -> None:
 def test_disabled_telemetry_starts_nothing() -> None:
     result = run({"enabled": False, "serve_port": free_port()})
     assert result == {**result, "url": None, "sdk_url": None, "tracing": False}
+
+
+OTLP_CHILD = """
+import json, sys
+from opentelemetry import trace
+from resurrect.config import TelemetrySettings
+from resurrect.telemetry import metrics as m
+from resurrect.telemetry.setup import start_telemetry
+settings = TelemetrySettings.model_validate(json.loads(sys.argv[1]))
+handle = start_telemetry(settings, "watch")
+with trace.get_tracer("t").start_as_current_span("report node.lost"):
+    m.REPORTS.add(1, {"source": "test"})
+handle.close()  # flushes spans and metrics
+"""
+
+
+def test_otlp_sends_spans_and_metrics_with_the_configured_headers() -> None:
+    received: list[tuple[str, str | None, int]] = []
+
+    class Collector(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            received.append((self.path, self.headers.get("Authorization"), len(body)))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Collector)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        settings = {
+            "watch_port": None,
+            "otlp": {
+                "endpoint": f"http://127.0.0.1:{server.server_address[1]}/",
+                "headers": {"Authorization": "Bearer s3cret"},
+            },
+        }
+        proc = subprocess.run(
+            [sys.executable, "-c", OTLP_CHILD, json.dumps(settings)],
+            capture_output=True, text=True, timeout=60, cwd=REPO, check=False,
+            env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+    finally:
+        server.shutdown()
+    paths = {(path, auth) for path, auth, size in received if size > 0}
+    assert ("/v1/traces", "Bearer s3cret") in paths, received
+    assert ("/v1/metrics", "Bearer s3cret") in paths, received
