@@ -12,6 +12,7 @@ from resurrect.config import load_config
 from resurrect.errors import ConfigError
 from resurrect.goodput.render import notes, parse_duration, table
 from resurrect.goodput.report import GoodputReport, goodput_report
+from resurrect.policy import job_policy
 
 
 def _report(args: argparse.Namespace) -> GoodputReport:
@@ -28,7 +29,13 @@ def _report(args: argparse.Namespace) -> GoodputReport:
         async with temporal_for(config) as client:
             scheduler = None if args.no_scheduler else scheduler_from_config(config)
             return await goodput_report(
-                client, scheduler, config.cluster.name, now=now, job_id=args.job, since=since
+                client,
+                scheduler,
+                config.cluster.name,
+                now=now,
+                job_id=args.job,
+                since=since,
+                opted_in=lambda job: job_policy(job, config) is not None,
             )
 
     return asyncio.run(main())
@@ -68,7 +75,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=None,
         help="YAML configuration (default: $RESURRECT_CONFIG, else built-in defaults)",
     )
-    parser.add_argument("--job", help="only this job id")
+    parser.add_argument(
+        "--job",
+        help="only this job id (default: every job with a recovery in the window and"
+        " every opted-in job the scheduler still lists)",
+    )
     parser.add_argument(
         "--since", help="only recoveries started this long ago or later (90s, 30m, 24h, 7d)"
     )

@@ -13,6 +13,7 @@ from temporalio.client import Client
 from resurrect.config import ResurrectConfig
 from resurrect.goodput.accounting import lost_by_part
 from resurrect.goodput.report import GoodputReport, goodput_report
+from resurrect.policy import job_policy
 from resurrect.scheduler.base import Scheduler
 from resurrect.telemetry import metrics as m
 
@@ -39,7 +40,12 @@ class GoodputPublisher:
         now = datetime.now(UTC)
         window = timedelta(seconds=self.config.telemetry.goodput_window_s)
         report = await goodput_report(
-            self.client, self.scheduler, self.config.cluster.name, now=now, since=now - window
+            self.client,
+            self.scheduler,
+            self.config.cluster.name,
+            now=now,
+            since=now - window,
+            opted_in=lambda job: job_policy(job, self.config) is not None,
         )
         publish(report)
         return report

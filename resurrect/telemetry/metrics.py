@@ -97,7 +97,7 @@ AGENT_READINGS = METER.create_counter(
 JOB_GOODPUT = METER.create_gauge(
     "resurrect_job_goodput_ratio",
     unit="1",
-    description="Productive time over wall time of a job with a recent recovery",
+    description="Productive time over wall time of an opted-in job (recent or interrupted)",
 )
 JOB_LOST = METER.create_gauge(
     "resurrect_job_lost_seconds",
