@@ -166,6 +166,9 @@ class TelemetrySettings(Section):
     agent_port: int | None = Field(default=None, ge=1, le=65535)
     temporal_sdk_port: int | None = Field(default=9466, ge=1, le=65535)
     tracing: bool = True  # spans through Temporal's OpenTelemetry interceptor
+    # Share of recoveries whose spans are recorded and exported (each recovery is one trace:
+    # a trace is kept whole or not at all); lower it to cut tracing's cost at scale.
+    trace_sample_ratio: float = Field(default=1.0, ge=0, le=1)
     otlp: OtlpSettings | None = None
     # The resurrect_job_goodput_ratio gauge: recomputed this often for jobs with a recovery
     # in the last goodput_window_s (0: off).

@@ -18,6 +18,7 @@ from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetr
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
 from resurrect import __version__
 from resurrect.config import OtlpSettings, TelemetrySettings
@@ -154,7 +155,10 @@ def start_telemetry(settings: TelemetrySettings, process: str) -> Telemetry:
         metrics.set_meter_provider(provider)
         handle._closers.append(provider.shutdown)
     if settings.tracing:
-        tracer_provider = TracerProvider(resource=resource)
+        tracer_provider = TracerProvider(
+            resource=resource,
+            sampler=ParentBased(TraceIdRatioBased(settings.trace_sample_ratio)),
+        )
         if otlp is not None and otlp.traces:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
