@@ -8,8 +8,8 @@ requeues and waits until the job runs again) and times the burst from the first 
 the last result.
 
 * ``off``: telemetry disabled (no meter or tracer provider: every metric call is a no-op);
-* ``metrics``: the Prometheus endpoint, the Temporal SDK's runtime metrics endpoint and
-  OTLP export of metrics (every 15 s, the default) to a local HTTP sink; no tracing;
+* ``metrics``: the Prometheus endpoint with the Temporal SDK's runtime metrics forwarded
+  to it, and OTLP export of metrics (every 15 s, the default) to a local HTTP sink; no tracing;
 * ``on``: what ``resurrect serve`` runs with: ``metrics`` plus tracing through Temporal's
   OpenTelemetry interceptor with spans exported over OTLP to the sink.
 
@@ -76,7 +76,6 @@ async def burst(mode: str, address: str, otlp: str, count: int, warmup: int) -> 
                 "enabled": mode != "off",
                 "tracing": mode == "on",
                 "serve_port": free_port(),
-                "temporal_sdk_port": free_port(),
                 "goodput_interval_s": 0,
                 "otlp": {"endpoint": otlp},
             },

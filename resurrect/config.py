@@ -154,8 +154,7 @@ class TelemetrySettings(Section):
 
     Each long-lived process serves its own Prometheus endpoint on its own port; None turns
     it off (the node agent's is off unless set). The Temporal SDK's worker metrics of
-    ``serve`` and ``worker`` are served on ``temporal_sdk_port`` (a second endpoint: the
-    SDK's metrics come from its core, not from the OpenTelemetry SDK).
+    ``serve`` and ``worker`` join them (``temporal_sdk_metrics``).
     """
 
     enabled: bool = True
@@ -164,7 +163,10 @@ class TelemetrySettings(Section):
     worker_port: int | None = Field(default=9464, ge=1, le=65535)
     watch_port: int | None = Field(default=9465, ge=1, le=65535)
     agent_port: int | None = Field(default=None, ge=1, le=65535)
-    temporal_sdk_port: int | None = Field(default=9466, ge=1, le=65535)
+    # The Temporal SDK's worker metrics (serve, worker): "endpoint" forwards them to this
+    # process's endpoint (and OTLP); "port" serves them from the SDK on temporal_sdk_port.
+    temporal_sdk_metrics: Literal["endpoint", "port", "off"] = "endpoint"
+    temporal_sdk_port: int = Field(default=9466, ge=1, le=65535)
     tracing: bool = True  # spans through Temporal's OpenTelemetry interceptor
     # Share of recoveries whose spans are recorded and exported (each recovery is one trace:
     # a trace is kept whole or not at all); lower it to cut tracing's cost at scale.

@@ -88,27 +88,39 @@ def _prometheus(settings: TelemetrySettings, port: int, handle: Telemetry) -> Me
 
 
 def _temporal_runtime(settings: TelemetrySettings, handle: Telemetry) -> None:
-    from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+    """The Temporal SDK's metrics: forwarded into this process's metrics, or on their own
+    port. Process-wide: set before the first Temporal client connects."""
+    from temporalio.runtime import MetricBuffer, PrometheusConfig, Runtime, TelemetryConfig
 
-    port = settings.temporal_sdk_port
-    if port is None:
+    from resurrect.telemetry.sdk_metrics import SdkMetricsForwarder, sdk_metric_buffer
+
+    mode = settings.temporal_sdk_metrics
+    if mode == "off":
         return
+    sdk: MetricBuffer | PrometheusConfig
+    if mode == "endpoint":
+        sdk = sdk_metric_buffer()
+    else:
+        sdk = PrometheusConfig(
+            bind_address=f"{settings.prometheus_host}:{settings.temporal_sdk_port}",
+            counters_total_suffix=True,
+            durations_as_seconds=True,
+        )
     try:
         runtime = Runtime(
-            telemetry=TelemetryConfig(
-                metrics=PrometheusConfig(
-                    bind_address=f"{settings.prometheus_host}:{port}",
-                    counters_total_suffix=True,
-                    durations_as_seconds=True,
-                ),
-                global_tags={"process": handle.process},
-            )
+            telemetry=TelemetryConfig(metrics=sdk, global_tags={"process": handle.process})
         )
         Runtime.set_default(runtime, error_if_already_set=False)
     except Exception as exc:  # the SDK reports a taken port as a generic error
         log.warning("telemetry: Temporal SDK metrics off: %s", exc)
         return
-    handle.temporal_sdk_url = _url(settings.prometheus_host, port)
+    if isinstance(sdk, MetricBuffer):
+        forwarder = SdkMetricsForwarder(sdk)
+        forwarder.start()
+        handle._closers.append(forwarder.stop)
+        handle.temporal_sdk_url = handle.prometheus_url
+    else:
+        handle.temporal_sdk_url = _url(settings.prometheus_host, settings.temporal_sdk_port)
 
 
 _STARTED: Telemetry | None = None

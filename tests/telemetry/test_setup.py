@@ -46,9 +46,9 @@ def run(settings: dict[str, object]) -> dict[str, object]:
     return result
 
 
-def test_serve_exports_its_metrics_and_the_temporal_sdks_on_their_ports() -> None:
+def test_serve_exports_its_metrics_and_the_temporal_sdk_on_its_own_port() -> None:
     port, sdk = free_port(), free_port()
-    result = run({"serve_port": port, "temporal_sdk_port": sdk})
+    result = run({"serve_port": port, "temporal_sdk_metrics": "port", "temporal_sdk_port": sdk})
     assert result["url"] == f"http://127.0.0.1:{port}/metrics"
     assert result["sdk_url"] == f"http://127.0.0.1:{sdk}/metrics"
     assert result["tracing"] is True and result["sdk_served"] is True
@@ -60,7 +60,7 @@ def test_a_taken_port_turns_the_endpoint_off_and_nothing_else() -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = run({"serve_port": port, "temporal_sdk_port": None})
+        result = run({"serve_port": port, "temporal_sdk_metrics": "off"})
     assert result["url"] is None and result["sdk_url"] is None
     assert "metrics endpoint off" in str(result["log"])
 
@@ -118,3 +118,43 @@ def test_otlp_sends_spans_and_metrics_with_the_configured_headers() -> None:
     paths = {(path, auth) for path, auth, size in received if size > 0}
     assert ("/v1/traces", "Bearer s3cret") in paths, received
     assert ("/v1/metrics", "Bearer s3cret") in paths, received
+
+
+SDK_CHILD = """
+import asyncio, json, sys, tempfile, time, urllib.request
+from pathlib import Path
+from resurrect.config import TelemetrySettings
+from resurrect.telemetry.setup import start_telemetry
+from resurrect.temporal_server import EmbeddedTemporal, free_port
+from temporalio.client import Client
+settings = TelemetrySettings.model_validate(json.loads(sys.argv[1]))
+handle = start_telemetry(settings, "worker")
+server = EmbeddedTemporal(state_dir=Path(tempfile.mkdtemp()), port=free_port(), ui_port=None)
+server.start()
+try:
+    async def main():
+        client = await Client.connect(server.address)
+        await client.count_workflows()
+    asyncio.run(main())
+    time.sleep(2.5)  # the forwarder drains every second
+    text = urllib.request.urlopen(handle.prometheus_url, timeout=5).read().decode()
+finally:
+    server.stop()
+print(json.dumps({"sdk_url": handle.temporal_sdk_url, "url": handle.prometheus_url,
+                  "text": text}))
+handle.close()
+"""
+
+
+def test_the_temporal_sdks_metrics_are_forwarded_to_the_same_endpoint() -> None:
+    port = free_port()
+    proc = subprocess.run(
+        [sys.executable, "-c", SDK_CHILD, json.dumps({"worker_port": port})],
+        capture_output=True, text=True, timeout=120, cwd=REPO, check=False,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["sdk_url"] == result["url"] == f"http://127.0.0.1:{port}/metrics"
+    sdk_lines = [line for line in result["text"].splitlines() if line.startswith("temporal_")]
+    assert any(line.startswith("temporal_request_total{") for line in sdk_lines), sdk_lines
