@@ -10,8 +10,10 @@ PY=.venv/bin/python
 if [ "${1:-}" = "--quick" ]; then
   scan=(--lines 200000); ckpt=(--size-gb 0.5); agent=(--duration 10)
   follow=(--window 120); fuzz=(--inputs 10000); progress=(--lines 50000)
+  telemetry=(--recoveries 10 --rounds 1)
 else
   scan=(); ckpt=(--size-gb 4); agent=(--duration 60); follow=(); fuzz=(); progress=()
+  telemetry=(--recoveries 30 --rounds 3)
 fi
 echo "== scan_throughput (rule engine vs grep -P)" >&2
 "$PY" benchmarks/scan_throughput.py --json "${scan[@]}"
@@ -27,3 +29,5 @@ echo "== fuzz_untrusted_input (>= 100,000 hostile inputs through the service loo
 "$PY" benchmarks/fuzz_untrusted_input.py --json "${fuzz[@]}"
 echo "== progress_parse (progress rules vs the failure-rule scan of the same lines)" >&2
 "$PY" benchmarks/progress_parse.py --json "${progress[@]}"
+echo "== telemetry_overhead (a burst of recoveries, metrics+tracing on vs off)" >&2
+"$PY" benchmarks/telemetry_overhead.py --json "${telemetry[@]}"

@@ -15,8 +15,10 @@ cd "$ROOT"
 say() { printf '[install] %s\n' "$*" >&2; }
 
 # systemd: systemd-analyze verifies the shipped units; openssl: throwaway certificates for
-# the Temporal mTLS test
-packages=(munge slurmctld slurmd slurm-client procps iproute2 util-linux systemd openssl)
+# the Temporal mTLS test; prometheus: the real server the metrics tests scrape with (never
+# started as a service); chromium-headless-shell: the tests' screenshot of the Temporal UI.
+packages=(munge slurmctld slurmd slurm-client procps iproute2 util-linux systemd openssl
+  prometheus chromium-headless-shell)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -25,6 +25,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "sensors.node_agent.cli",
     "resurrect.plans.cli",
     "resurrect.stacks.cli",
+    "resurrect.goodput.cli",
 )
 
 Handler = Callable[[argparse.Namespace], int]

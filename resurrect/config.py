@@ -144,6 +144,53 @@ class PluginSettings(Section):
     settings: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
+class OtlpSettings(Section):
+    """Where OTLP (HTTP/protobuf) sends traces and metrics, e.g. an OpenTelemetry collector."""
+
+    endpoint: str  # base URL, e.g. https://otel.example:4318 (/v1/traces, /v1/metrics added)
+    headers: dict[str, str] = Field(default_factory=dict)  # e.g. authorization tokens
+    ca_file: Path | None = None  # a private CA for the endpoint's TLS certificate
+    client_cert: Path | None = None
+    client_key: Path | None = None
+    timeout_s: float = Field(default=10.0, gt=0)
+    traces: bool = True
+    metrics: bool = True
+    metrics_interval_s: float = Field(default=15.0, gt=0)
+
+
+class TelemetrySettings(Section):
+    """Metrics (Prometheus endpoint, OTLP) and traces of resurrect's processes.
+
+    Each long-lived process serves its own Prometheus endpoint on its own port; None turns
+    it off (the node agent's is off unless set). The Temporal SDK's worker metrics of
+    ``serve`` and ``worker`` join them (``temporal_sdk_metrics``).
+    """
+
+    enabled: bool = True
+    prometheus_host: str = "127.0.0.1"
+    serve_port: int | None = Field(default=9464, ge=1, le=65535)
+    worker_port: int | None = Field(default=9464, ge=1, le=65535)
+    watch_port: int | None = Field(default=9465, ge=1, le=65535)
+    agent_port: int | None = Field(default=None, ge=1, le=65535)
+    # The Temporal SDK's worker metrics (serve, worker): "endpoint" forwards them to this
+    # process's endpoint (and OTLP); "port" serves them from the SDK on temporal_sdk_port.
+    temporal_sdk_metrics: Literal["endpoint", "port", "off"] = "endpoint"
+    temporal_sdk_port: int = Field(default=9466, ge=1, le=65535)
+    tracing: bool = True  # spans through Temporal's OpenTelemetry interceptor
+    # Share of recoveries whose spans are recorded and exported (each recovery is one trace:
+    # a trace is kept whole or not at all); lower it to cut tracing's cost at scale.
+    trace_sample_ratio: float = Field(default=1.0, ge=0, le=1)
+    otlp: OtlpSettings | None = None
+    # The resurrect_job_goodput_ratio gauge: recomputed this often for jobs with a recovery
+    # in the last goodput_window_s (0: off).
+    goodput_interval_s: float = Field(default=60.0, ge=0)
+    goodput_window_s: float = Field(default=86400.0, gt=0)
+
+    def port_for(self, process: str) -> int | None:
+        port: int | None = getattr(self, f"{process}_port", None)
+        return port if self.enabled else None
+
+
 class ResurrectConfig(Section):
     """The whole configuration. Every section has working defaults for a single host."""
 
@@ -157,6 +204,7 @@ class ResurrectConfig(Section):
     rules: RulesSettings = Field(default_factory=RulesSettings)
     plans: PlansSettings = Field(default_factory=PlansSettings)
     plugins: PluginSettings = Field(default_factory=PluginSettings)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     # The node agent's settings are validated by the agent (sensors.node_agent).
     agent: dict[str, Any] = Field(default_factory=dict)
 

@@ -194,6 +194,7 @@ class JobInfo(Contract):
     # What resurrect could not make of the scheduler's record of this job (an output
     # pattern that gives no usable path, ...); shown with the job's recovery.
     notes: list[str] = Field(default_factory=list)
+    submit_time: datetime | None = None
 
 
 class NodeInfo(Contract):

@@ -19,6 +19,7 @@ from temporalio.client import Client
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import Interruption
 from resurrect.scheduler.base import Scheduler
+from resurrect.telemetry.tracing import with_tracing
 from resurrect.temporal_client import connect
 from resurrect.temporal_server import EmbeddedTemporal
 
@@ -93,6 +94,7 @@ async def run_service(
     async with contextlib.AsyncExitStack() as stack:
         if client is None:
             client = await stack.enter_async_context(temporal_for(config))
+        client = with_tracing(client, config.telemetry)
         scheduler = scheduler or scheduler_from_config(config)
         active_client = client
 
@@ -120,6 +122,11 @@ async def run_service(
                 except KickSocketError as refused:
                     # the watcher still polls every poll_interval_s; only kicks are lost
                     log.error("Slurm hook kicks are OFF: %s", refused)
+        if parts.watcher and config.telemetry.enabled and config.telemetry.goodput_interval_s:
+            from resurrect.goodput.publisher import GoodputPublisher
+
+            publisher = GoodputPublisher(client, scheduler, config)
+            tasks.append(asyncio.create_task(publisher.run(stop), name="goodput-metrics"))
         if parts.follow_logs and config.watcher.follow_logs:
             from resurrect.rules import load_engine
             from sensors.log_follower import JobLogFollower

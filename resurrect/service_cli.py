@@ -12,6 +12,7 @@ from typing import Any
 
 from resurrect.config import load_config
 from resurrect.service import ServiceParts, run_service, stop_on_signals, temporal_for
+from resurrect.telemetry.setup import start_telemetry
 
 
 def _add_config_arg(parser: argparse.ArgumentParser) -> None:
@@ -24,10 +25,12 @@ def _add_config_arg(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _run_parts(args: argparse.Namespace, parts: ServiceParts) -> int:
+def _run_parts(args: argparse.Namespace, parts: ServiceParts, process: str) -> int:
     config = load_config(args.config)
     if getattr(args, "mode", None):
         config.mode = args.mode
+    # before the first Temporal client: the SDK's metrics runtime is process-wide
+    telemetry = start_telemetry(config.telemetry, process)
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -35,6 +38,7 @@ def _run_parts(args: argparse.Namespace, parts: ServiceParts) -> int:
         await run_service(config, parts, stop)
 
     asyncio.run(main())
+    telemetry.close()
     # temporalio can crash at interpreter exit after a clean shutdown (sdk-python#300)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -42,15 +46,17 @@ def _run_parts(args: argparse.Namespace, parts: ServiceParts) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    return _run_parts(args, ServiceParts(worker=True, watcher=True, follow_logs=True))
+    return _run_parts(args, ServiceParts(worker=True, watcher=True, follow_logs=True), "serve")
 
 
 def _worker(args: argparse.Namespace) -> int:
-    return _run_parts(args, ServiceParts(worker=True, watcher=False, follow_logs=False))
+    return _run_parts(args, ServiceParts(worker=True, watcher=False, follow_logs=False), "worker")
 
 
 def _watch(args: argparse.Namespace) -> int:
-    return _run_parts(args, ServiceParts(worker=False, watcher=True, follow_logs=not args.no_logs))
+    return _run_parts(
+        args, ServiceParts(worker=False, watcher=True, follow_logs=not args.no_logs), "watch"
+    )
 
 
 def _recoveries(args: argparse.Namespace) -> int:

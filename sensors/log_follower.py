@@ -35,6 +35,7 @@ from resurrect.progress.tracker import ProgressTracker
 from resurrect.progress.watch import HangReport, ProgressWatch, straggler_evidence
 from resurrect.scheduler.base import Scheduler
 from resurrect.stacks.collect import LocalRanks, RankAccess
+from resurrect.telemetry.record import record_follower_read
 from sensors.checkpoint_progress import CheckpointProgress
 
 log = logging.getLogger(__name__)
@@ -133,6 +134,7 @@ class FollowedFile:
             self.offset = start
             end = min(st.st_size, self.offset + MAX_READ)
             data = read_data(fd, self.offset, end)  # holes skipped
+            record_follower_read(len(data), time.time() - st.st_mtime)
         except OSError:
             return []
         finally:

@@ -9,16 +9,25 @@ evidence), and a recovery that already finished is never started again for the s
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 
+from opentelemetry import trace
 from temporalio.client import Client
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.common import (
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from resurrect import search_attributes as sa
 from resurrect.contracts import Interruption
+from resurrect.telemetry.record import earliest_evidence, record_report
+from resurrect.telemetry.summary import reported_summary
 from workflows.names import RECOVERY_WORKFLOW, REPORT_SIGNAL
 
 log = logging.getLogger(__name__)
+tracer = trace.get_tracer("resurrect.sensors")
 
 
 async def report_interruption(
@@ -27,6 +36,30 @@ async def report_interruption(
     """Start (or signal) the recovery of ``interruption``'s job attempt; returns the id."""
     workflow_id = interruption.workflow_id
     attributes = sa.initial_attributes(interruption)
+    # The recovery's trace starts here: Temporal's tracing interceptor (when the client has
+    # it) carries this span's context into the workflow and its activities.
+    with tracer.start_as_current_span(
+        f"report {interruption.fault_hint or 'interruption'}",
+        attributes={
+            "resurrect.workflow_id": workflow_id,
+            "resurrect.job_id": interruption.job_id,
+            "resurrect.source": interruption.source,
+            "resurrect.nodes": sorted(interruption.nodes),
+        },
+    ):
+        await _start_or_signal(client, interruption, task_queue, attributes)
+    lag = datetime.now(UTC).timestamp() - earliest_evidence(interruption)
+    record_report(interruption.source, lag)
+    return workflow_id
+
+
+async def _start_or_signal(
+    client: Client,
+    interruption: Interruption,
+    task_queue: str,
+    attributes: TypedSearchAttributes,
+) -> None:
+    workflow_id = interruption.workflow_id
     try:
         await client.start_workflow(
             RECOVERY_WORKFLOW,
@@ -38,6 +71,7 @@ async def report_interruption(
             start_signal=REPORT_SIGNAL,
             start_signal_args=[interruption],
             search_attributes=attributes,
+            static_summary=reported_summary(interruption),
         )
         log.info(
             "recovery %s: reported by %s (%s)",
@@ -49,4 +83,3 @@ async def report_interruption(
         log.info(
             "recovery %s already finished; report from %s ignored", workflow_id, interruption.source
         )
-    return workflow_id

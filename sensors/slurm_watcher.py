@@ -30,6 +30,7 @@ from resurrect.job_notes import JobNotes
 from resurrect.policy import resolve_job_policy
 from resurrect.scheduler.base import Scheduler
 from resurrect.scheduler_evidence import HARD_DOWN_STATES, STATE_CLASS
+from resurrect.telemetry.record import record_watcher_poll, track_drained_nodes
 
 log = logging.getLogger(__name__)
 
@@ -192,6 +193,7 @@ class SlurmWatcher:
     async def poll_once(self) -> list[Interruption]:
         jobs = await self.scheduler.list_jobs()
         nodes = await self.scheduler.list_nodes()
+        track_drained_nodes(self.config.cluster.name, nodes)
         self.polls += 1
         reported: list[Interruption] = []
         for interruption in self.detect(jobs, nodes):
@@ -213,8 +215,10 @@ class SlurmWatcher:
             polled_at = time.monotonic()
             try:
                 await self.poll_once()
+                record_watcher_poll(time.monotonic() - polled_at, ok=True)
                 failures = 0
             except SchedulerError as exc:
+                record_watcher_poll(time.monotonic() - polled_at, ok=False)
                 failures += 1
                 self.controller_unreachable()
                 log.warning("scheduler poll failed (%d in a row): %s", failures, exc)

@@ -30,6 +30,7 @@ from resurrect.plans.models import ResolvedPlan
 from resurrect.plugins import Plugin, discover, params_registry, step_registry
 from resurrect.scheduler.base import Scheduler
 from resurrect.steps.runtime import StepFn, StepRuntime, make_activity
+from resurrect.telemetry.interceptor import TelemetryInterceptor
 from workflows.recovery import RecoveryWorkflow
 
 log = logging.getLogger(__name__)
@@ -138,6 +139,7 @@ def build_worker(
             restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
         ),
         graceful_shutdown_timeout=timedelta(seconds=graceful_shutdown_s),
+        interceptors=[TelemetryInterceptor()],
     )
 
 

@@ -231,7 +231,10 @@ def fail_like_a_lost_gpu() -> None:
 
 
 def log(rank: int, message: str) -> None:
-    print(f"[rank{rank}] {message}", flush=True)
+    """One output line; the UTC time at the end makes it a progress signal for resurrect's
+    goodput accounting (``resurrect goodput``)."""
+    now = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
+    print(f"[rank{rank}] {message} t={now}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -267,7 +270,8 @@ def main(argv: list[str] | None = None) -> int:
         loss = loss_fn(model(x[idx]), y[idx])
         loss.backward()
         optim.step()
-        if step % args.log_every == 0 or step == args.steps:
+        # the first step of every attempt is logged too: it ends the attempt's start-up
+        if step % args.log_every == 0 or step == args.steps or step == start + 1:
             mean = loss.detach().clone()
             dist.all_reduce(mean)
             log(rank, f"step {step}/{args.steps} loss {mean.item() / world:.4f}")

@@ -27,6 +27,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -42,6 +43,10 @@ from resurrect.contracts import (
     recovery_workflow_id,
 )
 from resurrect.demo.local_cluster import LocalSlurm, repo_root, start_local_slurm, stop_local_slurm
+from resurrect.goodput.accounting import lost_by_part
+from resurrect.goodput.history import load_recoveries
+from resurrect.goodput.model import JobGoodput
+from resurrect.goodput.report import job_goodput
 from resurrect.service import ServiceParts, run_service
 from resurrect.stacks.processes import job_rank_processes
 from resurrect.temporal_client import connect
@@ -377,6 +382,7 @@ class Demo:
         )
         completed = final.state is JobState.COMPLETED
         self.say(f"job {job_id} finished: {final.state.value}")
+        cost = await self._goodput(client, cluster, job_id)
         checkpoint = outcome.checkpoint
         final_sha = _read_text(ckpt_dir / "final.sha256")
         reference_sha = None
@@ -412,6 +418,9 @@ class Demo:
             "final_params_sha256": final_sha,
             "uninterrupted_params_sha256": reference_sha,
             "params_equal_uninterrupted": (final_sha == reference_sha) if reference_sha else None,
+            "goodput": cost.goodput,
+            "ettr": cost.ettr,
+            "lost_s": lost_by_part(cost),
             "ui_url": self.server.ui_url if self.server else None,
             "slurm_settings": {
                 "SlurmdTimeout": 5,
@@ -420,6 +429,17 @@ class Demo:
                 "watcher_poll_s": config.watcher.poll_interval_s,
             },
         }
+
+    async def _goodput(self, client: Client, cluster: LocalSlurm, job_id: str) -> JobGoodput:
+        """What the interruption cost the job (``resurrect goodput --job``)."""
+        recoveries = await load_recoveries(client, job_id=job_id, cluster=cluster.cluster_name)
+        cost = await job_goodput(
+            cluster.scheduler(), cluster.cluster_name, job_id, recoveries, datetime.now(UTC)
+        )
+        lost = ", ".join(f"{k} {v:.1f} s" for k, v in lost_by_part(cost).items())
+        shown = f"{cost.goodput * 100:.1f}%" if cost.goodput is not None else "unknown"
+        self.say(f"goodput {shown} of {cost.wall_s:.1f} s; lost: {lost}")
+        return cost
 
     def _check_job_user_can_train(self, root: Path, user: str) -> None:
         """The job runs as ``user``: it must be able to run this Python and read the job."""

@@ -12,6 +12,7 @@ import contextlib
 import os
 import re
 import signal
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -22,6 +23,7 @@ from resurrect.errors import (
     SchedulerRefused,
     SchedulerUnavailable,
 )
+from resurrect.telemetry.record import record_command
 
 # Text (lower-cased) that means the controller could not be reached: retrying may help.
 _UNAVAILABLE = (
@@ -134,6 +136,7 @@ class CommandRunner:
             raise TypeError("argv must be a non-empty sequence of strings")
         full = (self.resolve(argv[0]), *argv[1:])
         limit = self.timeout if timeout is None else timeout
+        started = time.monotonic()
         try:
             proc = await asyncio.create_subprocess_exec(
                 *full,
@@ -153,6 +156,7 @@ class CommandRunner:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(proc.wait(), timeout=5)
             raise SchedulerUnavailable(f"{' '.join(full[:3])}: timed out after {limit}s") from exc
+        record_command(argv[0], time.monotonic() - started, len(out) + len(err))
         return CommandResult(
             argv=tuple(full),
             returncode=proc.returncode if proc.returncode is not None else -1,

@@ -301,6 +301,7 @@ def parse_job(job: JsonObj) -> JobInfo:
         start_time=start,
         end_time=end,
         notes=notes,
+        submit_time=timestamp(job.get("submit_time")),
     )
 
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from resurrect.contracts import Evidence
+from resurrect.telemetry.record import record_heartbeat, record_readings
 from sensors.node_agent.classify import LineScanner, classify
 from sensors.node_agent.kernel_log import KernelLogSource
 from sensors.node_agent.limiter import FindingLimiter
@@ -82,6 +83,7 @@ class NodeAgent:
         found: list[Evidence] = []
         for reading in readings:
             self.readings_seen += 1
+            record_readings(1, reading.metric)
             found.extend(classify(self.engine, reading, node=self.node))
         return found
 
@@ -130,7 +132,12 @@ class NodeAgent:
             silence_threshold_s=self.settings.silence_threshold_s,
         )
         self._seq += 1
-        await self.reporter.heartbeat(beat)
+        try:
+            await self.reporter.heartbeat(beat)
+        except Exception:
+            record_heartbeat(ok=False)
+            raise
+        record_heartbeat(ok=True)
         return beat
 
     # -- the loops -----------------------------------------------------------------------

@@ -211,6 +211,10 @@ async def _watch(
 def _run(args: argparse.Namespace) -> int:
     settings, config = _settings(args)
     engine = _engine(config)
+    if not args.print_only:
+        from resurrect.telemetry.setup import start_telemetry
+
+        start_telemetry(config.telemetry, "agent")  # no endpoint unless telemetry.agent_port
     rc = asyncio.run(_serve(settings, config, engine, print_only=args.print_only))
     if not args.print_only:
         sys.stdout.flush()

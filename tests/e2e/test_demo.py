@@ -58,8 +58,16 @@ async def test_node_loss_resumes_from_the_last_checkpoint_and_ends_bitwise_equal
     assert result["drained_nodes"] == [result["injected_node"]]
     assert isinstance(result["resumed_from_step"], int) and result["resumed_from_step"] > 0
     assert result["params_equal_uninterrupted"] is True
+    # what the interruption cost, from the job's own progress lines and the recovery history
+    goodput, lost = result["goodput"], result["lost_s"]
+    assert isinstance(goodput, float) and 0 < goodput < 1, result
+    assert isinstance(lost, dict) and set(lost) == {
+        "startup", "recompute", "detection", "recovery", "queue"
+    }  # fmt: skip
+    assert lost["detection"] > 0 and lost["recovery"] > 0 and lost["startup"] > 0, lost
     print(
-        f"\nnode-loss demo: detect {result['time_to_detect_s']} s, recover {result['time_to_recover_s']} s"
+        f"\nnode-loss demo: detect {result['time_to_detect_s']} s, recover {result['time_to_recover_s']} s,"
+        f" goodput {goodput:.1%}, lost {lost}"
     )
 
 

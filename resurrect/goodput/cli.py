@@ -1,0 +1,95 @@
+"""``resurrect goodput``: what every interruption cost, per job and for the cluster."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+from resurrect.config import load_config
+from resurrect.errors import ConfigError
+from resurrect.goodput.render import notes, parse_duration, table
+from resurrect.goodput.report import GoodputReport, goodput_report
+from resurrect.policy import job_policy
+
+
+def _report(args: argparse.Namespace) -> GoodputReport:
+    from resurrect.service import scheduler_from_config, temporal_for
+
+    config = load_config(args.config)
+    config.temporal.embedded = False  # inspect a running service, never start one
+    if args.job is not None and not args.job.replace("_", "").isdigit():
+        raise ConfigError("--job takes a Slurm job id (digits, or ARRAY_TASK)")
+    now = datetime.now(UTC)
+    since = now - parse_duration(args.since) if args.since else None
+
+    async def main() -> GoodputReport:
+        async with temporal_for(config) as client:
+            scheduler = None if args.no_scheduler else scheduler_from_config(config)
+            return await goodput_report(
+                client,
+                scheduler,
+                config.cluster.name,
+                now=now,
+                job_id=args.job,
+                since=since,
+                opted_in=lambda job: job_policy(job, config) is not None,
+            )
+
+    return asyncio.run(main())
+
+
+def _goodput(args: argparse.Namespace) -> int:
+    if args.plot is not None and args.plot.suffix.lower() not in (".png", ".svg"):
+        raise ConfigError("--plot writes FILE.png or FILE.svg")
+    report = _report(args)
+    if args.plot is not None:
+        from resurrect.goodput.plot import plot_timelines
+
+        plot_timelines(report.jobs, args.plot)
+    if args.json:
+        print(json.dumps(report.model_dump(mode="json"), indent=2))
+        return 0
+    if not report.jobs:
+        print("no recoveries in this window")
+        return 0
+    print(table(report.jobs, report.cluster))
+    for line in notes(report.jobs):
+        print(line)
+    if args.plot is not None:
+        print(f"timeline written to {args.plot}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "goodput",
+        help="what interruptions cost: productive vs lost time per job and for the cluster",
+    )
+    parser.add_argument(
+        "-c",
+        "--config",
+        type=Path,
+        default=None,
+        help="YAML configuration (default: $RESURRECT_CONFIG, else built-in defaults)",
+    )
+    parser.add_argument(
+        "--job",
+        help="only this job id (default: every job with a recovery in the window and"
+        " every opted-in job the scheduler still lists)",
+    )
+    parser.add_argument(
+        "--since", help="only recoveries started this long ago or later (90s, 30m, 24h, 7d)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument(
+        "--plot", type=Path, metavar="FILE", help="draw each job's timeline to FILE.png/.svg"
+    )
+    parser.add_argument(
+        "--no-scheduler",
+        action="store_true",
+        help="do not ask the scheduler (accounts from Temporal histories only)",
+    )
+    parser.set_defaults(handler=_goodput)

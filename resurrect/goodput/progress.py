@@ -1,0 +1,132 @@
+"""Progress signals: the training steps a job reports in its own output, with their times.
+
+A progress line names a step and carries a timestamp with a time zone, e.g. what the
+example job (examples/train/train.py) prints::
+
+    [rank0] step 40/120 loss 0.0213 t=2026-11-30T05:52:58.123+00:00
+    [rank0] resumed from /ckpt/step_40 at step 40 t=2026-11-30T05:53:10.002+00:00
+
+Only rank 0 counts when a line names a rank. Job output is hostile: lines are bounded, a
+timestamp without a zone is ignored (it could mean any zone), and the accounting only keeps
+marks inside the attempt's own time window with steps that never go back, so a job can at
+worst misstate its own goodput.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from resurrect.goodput.model import ProgressMark
+
+log = logging.getLogger(__name__)
+MAX_OUTPUT_BYTES = 16 * 1024 * 1024
+MAX_LINE_CHARS = 4096
+_RANK = re.compile(r"\[rank(\d{1,6})\]")
+_RESUMED = re.compile(r"\bresumed from \S{1,4096} at step (\d{1,12})\b")
+_STEP = re.compile(r"\bstep[ =:]{0,2}(\d{1,12})\b", re.IGNORECASE)
+_STAMP = re.compile(r"(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?)(Z|[+-]\d{2}:?\d{2})")
+
+
+@dataclass(frozen=True)
+class Resume:
+    """The job said it resumed from ``step`` (0: from scratch) at ``at``."""
+
+    step: int
+    at: datetime
+
+
+@dataclass(frozen=True)
+class Progress:
+    marks: list[ProgressMark]
+    resumes: list[Resume]
+
+
+def _stamp(line: str) -> datetime | None:
+    match = _STAMP.search(line)
+    if match is None:
+        return None
+    date, clock, zone = match.groups()
+    fraction = ""
+    if "." in clock:
+        clock, digits = clock.split(".", 1)
+        fraction = "." + digits[:6]
+    zone = "+00:00" if zone == "Z" else zone
+    if len(zone) == 5:
+        zone = zone[:3] + ":" + zone[3:]
+    try:
+        return datetime.fromisoformat(f"{date}T{clock}{fraction}{zone}").astimezone(UTC)
+    except ValueError:
+        return None
+
+
+def parse_progress(lines: Iterable[str]) -> Progress:
+    """Progress marks and resume points from output lines (any order of attempts)."""
+    marks: list[ProgressMark] = []
+    resumes: list[Resume] = []
+    for line in lines:
+        rank = _RANK.search(line)
+        if rank is not None and rank.group(1) != "0":
+            continue
+        at = _stamp(line)
+        if at is None:
+            continue
+        resumed = _RESUMED.search(line)
+        if resumed is not None:
+            resumes.append(Resume(step=int(resumed.group(1)), at=at))
+            continue
+        if "from scratch" in line:
+            resumes.append(Resume(step=0, at=at))
+            continue
+        step = _STEP.search(line)
+        if step is not None:
+            marks.append(ProgressMark(step=int(step.group(1)), at=at))
+    return Progress(marks=marks, resumes=resumes)
+
+
+def read_output_tail(path: Path, max_bytes: int = MAX_OUTPUT_BYTES) -> list[str]:
+    """The last ``max_bytes`` of a job's output as lines; [] for anything but a regular file.
+
+    Opened without following a symlink and without blocking (a FIFO planted as the output
+    file must not hang the caller), then checked to be a regular file.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        log.info("cannot read job output %s: %s", path, exc.strerror or exc)
+        return []
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            log.warning("job output %s is not a regular file: not read", path)
+            return []
+        start = max(0, info.st_size - max_bytes)
+        os.lseek(fd, start, os.SEEK_SET)
+        chunks: list[bytes] = []
+        remaining = info.st_size - start
+        while remaining > 0:
+            chunk = os.read(fd, min(remaining, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+    except OSError as exc:
+        log.info("cannot read job output %s: %s", path, exc.strerror or exc)
+        return []
+    finally:
+        os.close(fd)
+    lines = b"".join(chunks).split(b"\n")
+    if start and lines:
+        lines = lines[1:]  # the first piece is the end of a line not read whole
+    return [raw[:MAX_LINE_CHARS].decode("utf-8", "replace") for raw in lines]
+
+
+def read_progress(path: Path, max_bytes: int = MAX_OUTPUT_BYTES) -> Progress:
+    """Progress from the end of a job's output file (nothing when it cannot be read)."""
+    return parse_progress(read_output_tail(path, max_bytes))
