@@ -136,8 +136,12 @@ try:
         client = await Client.connect(server.address)
         await client.count_workflows()
     asyncio.run(main())
-    time.sleep(2.5)  # the forwarder drains every second
-    text = urllib.request.urlopen(handle.prometheus_url, timeout=5).read().decode()
+    deadline = time.monotonic() + 20  # the forwarder drains every second (slower under load)
+    while True:
+        text = urllib.request.urlopen(handle.prometheus_url, timeout=5).read().decode()
+        if "temporal_request_total{" in text or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
 finally:
     server.stop()
 print(json.dumps({"sdk_url": handle.temporal_sdk_url, "url": handle.prometheus_url,
