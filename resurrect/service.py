@@ -19,8 +19,8 @@ from temporalio.client import Client
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import Interruption
 from resurrect.scheduler.base import Scheduler
-from resurrect.temporal_client import connect
-from resurrect.temporal_server import EmbeddedTemporal
+from resurrect.temporal.client import connect
+from resurrect.temporal.server import EmbeddedTemporal
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from resurrect import search_attributes as sa
 from resurrect.contracts import Interruption
+from resurrect.temporal import search_attributes as sa
 from workflows.names import RECOVERY_WORKFLOW, REPORT_SIGNAL
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,6 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from resurrect import search_attributes as sa
     from resurrect.contracts import (
         AttributeRequest,
         ChargedRestartsRequest,
@@ -42,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from resurrect.planning import plan_recovery
     from resurrect.plans.models import ResolvedPlan, ResolvedStep
     from resurrect.plans.selection import select_plan
+    from resurrect.temporal import search_attributes as sa
     from workflows.names import (
         PHASE_QUERY,
         RECOVERY_WORKFLOW,

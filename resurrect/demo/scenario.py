@@ -34,8 +34,8 @@ from resurrect.config import ResurrectConfig
 from resurrect.contracts import JobInfo, JobState, RecoveryOutcome, recovery_workflow_id
 from resurrect.demo.local_cluster import LocalSlurm, repo_root, start_local_slurm, stop_local_slurm
 from resurrect.service import ServiceParts, run_service
-from resurrect.temporal_client import connect
-from resurrect.temporal_server import EmbeddedTemporal, free_port, port_open
+from resurrect.temporal.client import connect
+from resurrect.temporal.server import EmbeddedTemporal, free_port, port_open
 
 Scenario = Literal["node-loss", "gpu-error", "checkpoint-damage"]
 SCENARIOS: tuple[Scenario, ...] = ("node-loss", "gpu-error", "checkpoint-damage")

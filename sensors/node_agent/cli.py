@@ -226,7 +226,7 @@ async def _serve(
     if print_only:
         reporter = PrintReporter(heartbeats=True)
     else:
-        from resurrect.temporal_client import connect
+        from resurrect.temporal.client import connect
 
         client = await connect(config.temporal, attempts=5)
         reporter = TemporalReporter(

@@ -21,7 +21,7 @@ from temporalio.client import Client
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import FaultClass, recovery_workflow_id
 from resurrect.rules import load_engine
-from resurrect.temporal_server import EmbeddedTemporal
+from resurrect.temporal.server import EmbeddedTemporal
 from sensors.node_agent import FakeNvml, NodeAgent
 from sensors.node_agent.models import NodeHealth
 from sensors.node_agent.reporters import TemporalReporter

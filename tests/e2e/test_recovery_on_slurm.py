@@ -28,7 +28,7 @@ from resurrect.config import ResurrectConfig
 from resurrect.contracts import FaultClass, JobState, recovery_workflow_id
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 from resurrect.service import ServiceParts
-from resurrect.temporal_server import EmbeddedTemporal
+from resurrect.temporal.server import EmbeddedTemporal
 from sensors.log_follower import JobLogFollower
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal]

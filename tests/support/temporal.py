@@ -10,8 +10,8 @@ import pytest_asyncio
 from temporalio.client import Client
 
 from resurrect.config import TemporalSettings
-from resurrect.temporal_client import connect
-from resurrect.temporal_server import EmbeddedTemporal, free_port
+from resurrect.temporal.client import connect
+from resurrect.temporal.server import EmbeddedTemporal, free_port
 
 
 @pytest.fixture(scope="session")
