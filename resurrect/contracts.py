@@ -141,20 +141,26 @@ class JobState(StrEnum):
     OTHER = "OTHER"
 
 
-# States in which a job has ended (a requeue starts a new attempt of it).
-FINISHED_JOB_STATES = frozenset(
+# The sets of job states resurrect decides on; every module imports them from here.
+# A job attempt that ended unsuccessfully: the watcher reports it (CANCELLED is a person's
+# decision, COMPLETED a success: neither is an interruption).
+FAILED_JOB_STATES = frozenset(
     {
-        JobState.COMPLETED,
-        JobState.CANCELLED,
+        JobState.NODE_FAIL,
         JobState.FAILED,
         JobState.TIMEOUT,
-        JobState.NODE_FAIL,
         JobState.PREEMPTED,
         JobState.OUT_OF_MEMORY,
         JobState.BOOT_FAIL,
         JobState.DEADLINE,
     }
 )
+# The job has ended (a requeue starts a new attempt of it).
+FINISHED_JOB_STATES = FAILED_JOB_STATES | {JobState.COMPLETED, JobState.CANCELLED}
+# The job's ranks run (COMPLETING: its steps are still being torn down).
+RUNNING_JOB_STATES = frozenset({JobState.RUNNING, JobState.COMPLETING})
+# The job still holds its nodes: running, being torn down, or suspended on them.
+ACTIVE_JOB_STATES = RUNNING_JOB_STATES | {JobState.SUSPENDED}
 
 
 class JobInfo(Contract):
@@ -208,6 +214,10 @@ class NodeInfo(Contract):
             or "NOT_RESPONDING" in self.flags
             or "FAIL" in self.flags
         )
+
+
+# Node base states in which slurmctld itself considers the node gone (not merely drained).
+HARD_DOWN_NODE_STATES = frozenset({"DOWN", "FAIL", "FAILING"})
 
 
 class MutationResult(Contract):

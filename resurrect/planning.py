@@ -18,11 +18,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from resurrect.contracts import (
+    ACTIVE_JOB_STATES,
     Diagnosis,
     FaultClass,
     JobInfo,
     JobPolicy,
-    JobState,
     RecoveryAction,
     RecoveryPlan,
 )
@@ -37,8 +37,6 @@ FREE_RESTART_CLASSES = frozenset(
         FaultClass.JOB_TIME_LIMIT,
     }
 )
-
-ACTIVE_STATES = frozenset({JobState.RUNNING, JobState.COMPLETING, JobState.SUSPENDED})
 
 
 def match_job_nodes(hosts: Iterable[str], job_nodes: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -124,7 +122,7 @@ def plan_recovery(
         action=RecoveryAction.DRAIN_AND_RESTART if drain else RecoveryAction.RESTART,
         drain_nodes=drain,
         exclude_nodes=exclude,
-        cancel_running_job=job.state in ACTIVE_STATES,
+        cancel_running_job=job.state in ACTIVE_JOB_STATES,
         requeue=True,
         counts_against_budget=counts,
         verify_checkpoint=True,

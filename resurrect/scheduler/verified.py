@@ -28,10 +28,9 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 
-from resurrect.contracts import JobInfo, JobState, MutationResult, NodeInfo
+from resurrect.contracts import FINISHED_JOB_STATES, JobInfo, JobState, MutationResult, NodeInfo
 from resurrect.errors import JobNotFound, NodeNotFound, SchedulerError, SchedulerRefused
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
-from resurrect.scheduler.slurm_json import FINISHED_STATES
 from resurrect.scheduler.validation import (
     sanitize_reason,
     validate_job_id,
@@ -285,14 +284,14 @@ class VerifiedScheduler(ABC):
         """Cancel; a job that already ended (or is completing) gives ``changed=False``."""
         jid = validate_job_id(job_id)
         job = await self.get_job(jid)
-        if job.state in FINISHED_STATES or job.state is JobState.COMPLETING:
+        if job.state in FINISHED_JOB_STATES or job.state is JobState.COMPLETING:
             return MutationResult(
                 target=jid, operation="cancel", changed=False, detail=f"already {job.state.value}"
             )
         await self._act_cancel(jid)
 
         async def ended() -> bool:
-            return (await self.get_job(jid)).state in FINISHED_STATES | {JobState.COMPLETING}
+            return (await self.get_job(jid)).state in FINISHED_JOB_STATES | {JobState.COMPLETING}
 
         await self._wait_for(f"job {jid} has ended", ended)
         return MutationResult(target=jid, operation="cancel", changed=True, detail="cancelled")

@@ -16,8 +16,6 @@ from resurrect.contracts import FINISHED_JOB_STATES, JobInfo, JobState, Mutation
 from resurrect.errors import JobNotFound, NodeNotFound, SchedulerRefused, SchedulerUnavailable
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 
-FINISHED = FINISHED_JOB_STATES
-
 
 class FakeScheduler:
     """A scheduler in memory; state is plain dicts a test can read and change."""
@@ -138,7 +136,7 @@ class FakeScheduler:
 
     async def cancel_job(self, job_id: str) -> MutationResult:
         job = await self.get_job(job_id)
-        if job.state in FINISHED:
+        if job.state in FINISHED_JOB_STATES:
             return MutationResult(
                 target=job_id, operation="cancel", changed=False, detail="already finished"
             )
