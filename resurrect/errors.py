@@ -12,6 +12,8 @@ ResurrectError
 │   ├── JobNotFound            no such job (permanent)
 │   ├── NodeNotFound           no such node (permanent)
 │   └── SchedulerRefused       the scheduler said no (permanent unless stated otherwise)
+│       ├── JobAlreadyPending      the job is pending, the operation needs one that is not
+│       └── JobCompleting          the job's previous run is still being torn down
 ├── CheckpointError        a checkpoint root could not be examined at all
 ├── PolicyError            a job's opt-in policy could not be parsed
 ├── PluginError            a plugin failed to load, or plugins conflict
@@ -39,13 +41,9 @@ class RuleError(ResurrectError):
 class SchedulerError(ResurrectError):
     """A scheduler operation failed."""
 
-    transient: bool = False
-
 
 class SchedulerUnavailable(SchedulerError):
     """The scheduler did not answer (controller down, timeout). Retrying may help."""
-
-    transient = True
 
 
 class JobNotFound(SchedulerError):
@@ -58,6 +56,16 @@ class NodeNotFound(SchedulerError):
 
 class SchedulerRefused(SchedulerError):
     """The scheduler refused the operation (e.g. requeue of a --no-requeue job)."""
+
+
+class JobAlreadyPending(SchedulerRefused):
+    """The operation needs a job that is not pending, and it is pending (e.g. requeue-hold
+    of a job that slurmctld has just requeued itself): hold it instead."""
+
+
+class JobCompleting(SchedulerRefused):
+    """The job is completing (its previous run's processes are still being torn down), or
+    has just completed; an operation refused for that may succeed once it is over."""
 
 
 class CheckpointError(ResurrectError):

@@ -29,7 +29,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 
 from resurrect.contracts import FINISHED_JOB_STATES, JobInfo, JobState, MutationResult, NodeInfo
-from resurrect.errors import JobNotFound, NodeNotFound, SchedulerError, SchedulerRefused
+from resurrect.errors import (
+    JobAlreadyPending,
+    JobCompleting,
+    JobNotFound,
+    NodeNotFound,
+    SchedulerError,
+    SchedulerRefused,
+)
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 from resurrect.scheduler.validation import (
     sanitize_reason,
@@ -247,11 +254,9 @@ class VerifiedScheduler(ABC):
             try:
                 await self._requeuehold_retrying(jid)
                 steps = [f"requeuehold ({job.state.value})"]
-            except SchedulerRefused as exc:
+            except JobAlreadyPending:
                 # slurmctld requeued the job itself between our read and our act
                 # (NODE_FAIL of a --requeue job): it is pending now, so hold it instead
-                if "pending" not in str(exc).lower():
-                    raise
                 now = await self.get_job(jid)
                 if now.state is not JobState.PENDING:
                     raise
@@ -275,8 +280,8 @@ class VerifiedScheduler(ABC):
             try:
                 await self._act_requeuehold(jid)
                 return
-            except SchedulerRefused as exc:
-                if "completing" not in str(exc).lower() or time.monotonic() >= deadline:
+            except JobCompleting:
+                if time.monotonic() >= deadline:
                     raise
             await asyncio.sleep(self.poll_interval)
 

@@ -89,7 +89,8 @@ async def test_requeue_is_idempotent() -> None:
         requeue_job, scheduler=scheduler, step_input=step_input, namespace="recovery"
     )
     assert first.requeued and again.requeued and "already requeued" in again.detail
-    assert scheduler.calls == [("requeue", "42")]
+    # one requeue (hold -> exclude -> release), none the second time
+    assert scheduler.calls == [("requeuehold", "42"), ("exclude", "42"), ("release", "42")]
     assert scheduler.jobs["42"].user == "alice" and "node2" in scheduler.jobs["42"].excluded_nodes
 
 
@@ -185,7 +186,7 @@ async def test_requeue_leaves_a_healthy_rerun_alone() -> None:
     result = await run_step(
         requeue_job, scheduler=scheduler, step_input=step_input, namespace="recovery"
     )
-    assert scheduler.calls == [("requeue", "42")]
+    assert scheduler.calls == [("requeuehold", "42"), ("exclude", "42"), ("release", "42")]
 
 
 async def test_requeue_never_reruns_a_completed_job() -> None:

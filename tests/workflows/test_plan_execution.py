@@ -140,7 +140,7 @@ async def test_permanent_error_stops_the_plan(temporal_client: Client, tmp_path:
 async def test_permanent_error_can_continue(temporal_client: Client, tmp_path: Path) -> None:
     config, scheduler = setup(tmp_path, plan("testkit.broken", "on_failure: continue"))
     outcome = await recover(temporal_client, config, scheduler)
-    assert outcome.recovered and ("requeue", "7") in scheduler.calls
+    assert outcome.recovered and ("requeuehold", "7") in scheduler.calls
 
 
 async def test_hanging_step_is_cut_by_its_heartbeat_timeout(

@@ -121,7 +121,12 @@ async def test_node_loss_drains_exactly_that_node_and_requeues(harness: Harness)
     assert outcome.fault_class is FaultClass.NODE_LOST
     assert outcome.drained_nodes == ["node2"]
     assert outcome.excluded_nodes == ["node2"]
-    assert s.calls == [("drain", "node2"), ("requeue", "100")]
+    assert s.calls == [
+        ("drain", "node2"),
+        ("requeuehold", "100"),
+        ("exclude", "100"),
+        ("release", "100"),
+    ]
     requeued = s.jobs["100"]
     assert requeued.job_id == "100" and requeued.user == "alice"
     assert requeued.state is JobState.RUNNING and "node2" not in requeued.nodes
@@ -146,7 +151,7 @@ async def test_duplicate_reports_make_one_workflow(harness: Harness) -> None:
     assert len(set(ids)) == 1
     outcome = await harness.client.get_workflow_handle(ids[0], result_type=RecoveryOutcome).result()
     assert outcome.recovered
-    assert s.calls.count(("requeue", "101")) == 1
+    assert s.calls.count(("requeuehold", "101")) == 1
     # a report after the recovery finished starts nothing new
     await report_interruption(harness.client, report, task_queue=harness.config.temporal.task_queue)
     count = await harness.client.count_workflows(f"WorkflowId = '{ids[0]}'")
@@ -199,7 +204,12 @@ async def test_scheduler_down_during_recovery_is_retried(harness: Harness) -> No
     outcome = await harness.recover(interruption(harness.config, s.jobs["104"]))
     assert outcome.recovered
     assert s.fail_next == 0
-    assert s.calls == [("drain", "node1"), ("requeue", "104")]
+    assert s.calls == [
+        ("drain", "node1"),
+        ("requeuehold", "104"),
+        ("exclude", "104"),
+        ("release", "104"),
+    ]
 
 
 async def test_malformed_comment_is_noted_and_default_policy_applies(harness: Harness) -> None:
@@ -215,7 +225,7 @@ async def test_unknown_job_ends_with_a_clear_outcome(harness: Harness) -> None:
     info = job("999")
     outcome = await harness.recover(interruption(harness.config, info))
     assert outcome.outcome == "job_unknown"
-    assert any("no job 999" in note for note in outcome.notes)
+    assert any("job 999 not known" in note for note in outcome.notes)
 
 
 async def test_restart_budget_counts_only_charged_restarts(harness: Harness) -> None:
@@ -303,4 +313,4 @@ async def test_a_hung_running_job_is_cancelled_and_restarted(harness: Harness) -
     )
     outcome = await harness.recover(report)
     assert outcome.fault_class is FaultClass.JOB_HANG and outcome.recovered, outcome.notes
-    assert outcome.drained_nodes == [] and s.calls == [("requeue", "111")]
+    assert outcome.drained_nodes == [] and s.calls == [("requeuehold", "111"), ("release", "111")]
