@@ -22,8 +22,12 @@ from temporalio.client import Client
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import ACTIVE_JOB_STATES, Interruption, JobInfo, JobPolicy
+from resurrect.node_health_contracts import (
+    REPORT_NODE_FAULT_ACTIVITY,
+    NodeFaultReport,
+    NodeFaultResult,
+)
 from resurrect.scheduler.base import Scheduler
-from sensors.node_agent.models import REPORT_NODE_FAULT_ACTIVITY, NodeFaultReport, NodeFaultResult
 
 log = logging.getLogger(__name__)
 

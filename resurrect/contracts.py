@@ -276,10 +276,8 @@ class RecoveryPlan(Contract):
     action: RecoveryAction
     drain_nodes: list[str] = Field(default_factory=list)
     exclude_nodes: list[str] = Field(default_factory=list)
-    cancel_running_job: bool = False
     requeue: bool = False
     counts_against_budget: bool = True
-    verify_checkpoint: bool = True
     reasons: list[str] = Field(default_factory=list)
 
 
@@ -346,55 +344,6 @@ class EvidenceBundle(Contract):
 class AttributeRequest(Contract):
     bundle: EvidenceBundle
     reported: list[Evidence] = Field(default_factory=list)  # evidence other sensors sent
-
-
-class DrainRequest(Contract):
-    nodes: list[str]
-    reason: str
-    incident: str
-    dry_run: bool
-
-
-class DrainResult(Contract):
-    drained: list[str] = Field(default_factory=list)  # drained now or already by us
-    refused: list[str] = Field(default_factory=list)  # over the blast-radius budget etc.
-    results: list[MutationResult] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)
-
-
-class VerifyCheckpointRequest(Contract):
-    job: JobInfo
-    policy: JobPolicy
-    level: Literal["quick", "full"] = "quick"
-    dry_run: bool
-
-
-class RequeueRequest(Contract):
-    job_id: str
-    exclude_nodes: list[str]
-    failed_restart_count: int
-    dry_run: bool
-
-
-class WaitRunningRequest(Contract):
-    job_id: str
-    exclude_nodes: list[str]
-    timeout_s: float
-    poll_interval_s: float = 1.0
-
-
-class WaitRunningResult(Contract):
-    running: bool
-    job: JobInfo | None = None
-    note: str = ""
-
-
-class NotifyRequest(Contract):
-    workflow_id: str
-    job: JobInfo
-    policy: JobPolicy
-    message: str
-    dry_run: bool
 
 
 class ChargedRestartsRequest(Contract):

@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from resurrect.contracts import (
-    ACTIVE_JOB_STATES,
     Diagnosis,
     FaultClass,
     JobInfo,
@@ -87,7 +86,6 @@ def plan_recovery(
             action=diagnosis.action,
             requeue=False,
             counts_against_budget=False,
-            verify_checkpoint=False,
             reasons=reasons,
         )
 
@@ -100,7 +98,6 @@ def plan_recovery(
             action=RecoveryAction.STOP,
             requeue=False,
             counts_against_budget=False,
-            verify_checkpoint=False,
             reasons=reasons,
         )
 
@@ -122,9 +119,7 @@ def plan_recovery(
         action=RecoveryAction.DRAIN_AND_RESTART if drain else RecoveryAction.RESTART,
         drain_nodes=drain,
         exclude_nodes=exclude,
-        cancel_running_job=job.state in ACTIVE_JOB_STATES,
         requeue=True,
         counts_against_budget=counts,
-        verify_checkpoint=True,
         reasons=reasons,
     )

@@ -39,7 +39,6 @@ log = logging.getLogger(__name__)
 PASSTHROUGH_MODULES = (
     "resurrect",
     "workflows.names",
-    "sensors.node_agent.models",
     "pydantic",
     "pydantic_core",
     "annotated_types",

@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from resurrect.config import AgentSettings
 from resurrect.errors import ConfigError
 from sensors.node_agent.agent import NodeAgent
 from sensors.node_agent.check import format_verdict, run_check
@@ -31,7 +32,6 @@ from sensors.node_agent.models import NodeVerdict
 from sensors.node_agent.nvml_api import load_pynvml
 from sensors.node_agent.nvml_source import NvmlSource
 from sensors.node_agent.reporters import PrintReporter, Reporter, TemporalReporter
-from sensors.node_agent.settings import AgentSettings
 
 log = logging.getLogger(__name__)
 
@@ -103,8 +103,8 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
 def _settings(args: argparse.Namespace) -> tuple[AgentSettings, Any]:
     from resurrect.config import load_config
 
-    config = load_config(args.config)
-    data = dict(config.agent)
+    config = load_config(args.config)  # validates the agent: section too
+    data = config.agent.model_dump()
     if args.node:
         data["node_name"] = args.node
     if getattr(args, "interval", None):

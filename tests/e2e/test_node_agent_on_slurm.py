@@ -18,14 +18,13 @@ from support.recovery import LONG_THEN_SHORT, OPT_IN, completed, outcome_of, run
 from support.service import running_service, service_config
 from temporalio.client import Client
 
-from resurrect.config import ResurrectConfig
+from resurrect.config import AgentSettings, ResurrectConfig
 from resurrect.contracts import FaultClass, recovery_workflow_id
+from resurrect.node_health_contracts import NodeHealth
 from resurrect.rules import load_engine
 from resurrect.temporal.server import EmbeddedTemporal
 from sensors.node_agent import FakeNvml, NodeAgent
-from sensors.node_agent.models import NodeHealth
 from sensors.node_agent.reporters import TemporalReporter
-from sensors.node_agent.settings import AgentSettings
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal]
 

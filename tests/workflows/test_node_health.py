@@ -34,7 +34,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
 from activities.node_health import NodeHealthActivities
-from resurrect.config import ResurrectConfig
+from resurrect.config import AgentSettings, ResurrectConfig
 from resurrect.contracts import (
     Evidence,
     FaultClass,
@@ -43,16 +43,15 @@ from resurrect.contracts import (
     JobState,
     SignalKind,
 )
-from resurrect.testing import FakeScheduler
-from sensors.node_agent.models import (
+from resurrect.node_health_contracts import (
     HEALTH_QUERY,
     AgentStopped,
     NodeFindings,
     NodeHealth,
     NodeHeartbeat,
 )
+from resurrect.testing import FakeScheduler
 from sensors.node_agent.reporters import DeliveryError, TemporalReporter
-from sensors.node_agent.settings import AgentSettings
 from workflows.node_health import STALL_SLACK_S, NodeHealthWorkflow
 
 REPO = Path(__file__).parents[2]

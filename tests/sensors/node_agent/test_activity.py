@@ -13,8 +13,8 @@ from activities.node_health import NodeHealthActivities
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import FaultClass, Interruption, JobInfo, JobPolicy, JobState
 from resurrect.errors import SchedulerUnavailable
+from resurrect.node_health_contracts import NodeFaultReport
 from resurrect.testing import FakeScheduler
-from sensors.node_agent.models import NodeFaultReport
 
 OPT_IN = json.dumps({"resurrect": True})
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sensors.node_agent as agent
-from sensors.node_agent.models import node_health_workflow_id
+from resurrect.node_health_contracts import node_health_workflow_id
 
 
 def test_all_is_pinned() -> None:
