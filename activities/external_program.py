@@ -72,7 +72,7 @@ async def _run_once(argv: list[str], params: RunProgramParams) -> tuple[int | No
     return process.returncode, text
 
 
-@step("run_program")
+@step("recovery.run_program")
 async def run_program(ctx: StepContext, params: RunProgramParams) -> StepResult:
     """Run an external program (argv list); exit 0 ok, 1 failed, else unknown (retried)."""
     nodes = list(ctx.plan.drain_nodes or ctx.job.nodes)
