@@ -210,11 +210,13 @@ def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
     return tree
 
 
-def _merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+def merge_sections(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``override`` merged in, section by section (a file under the
+    environment, a test's settings over defaults)."""
     merged = dict(base)
     for key, value in override.items():
         if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
-            merged[key] = _merge(merged[key], value)
+            merged[key] = merge_sections(merged[key], value)
         else:
             merged[key] = value
     return merged
@@ -257,7 +259,7 @@ def load_config(
         data = loaded
     overrides = _env_overrides(env)
     if overrides:
-        data = _merge(data, overrides)
+        data = merge_sections(data, overrides)
         source = f"{source} (+ RESURRECT_* environment)"
     try:
         return ResurrectConfig.model_validate(data)

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-import json
+from support.builders import OPT_IN
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import FaultClass, Interruption, JobInfo, JobState
@@ -8,7 +8,6 @@ from resurrect.errors import SchedulerUnavailable
 from resurrect.testing import FakeScheduler
 from sensors.slurm_watcher import SlurmWatcher
 
-OPT_IN = json.dumps({"resurrect": {}})
 CONFIG = ResurrectConfig.model_validate({"cluster": {"name": "c1"}})
 
 

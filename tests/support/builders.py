@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from resurrect.config import ResurrectConfig
+from resurrect.config import ResurrectConfig, merge_sections
 from resurrect.contracts import Interruption, JobInfo, JobState
 
 # A job comment that opts the job in with resurrect's defaults.
@@ -25,16 +24,6 @@ def opt_in(**policy: object) -> str:
     return json.dumps({"resurrect": policy})
 
 
-def _merge(base: dict[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in update.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
-            merged[key] = _merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
 def make_config(state_dir: Path | None = None, **sections: object) -> ResurrectConfig:
     """A configuration with a fresh cluster name and task queue; ``sections`` are merged in
     (``make_config(mode="observe", recovery={"wait_running_timeout_s": 5})``)."""
@@ -44,7 +33,7 @@ def make_config(state_dir: Path | None = None, **sections: object) -> ResurrectC
     }
     if state_dir is not None:
         data["temporal"]["state_dir"] = str(state_dir)
-    return ResurrectConfig.model_validate(_merge(data, sections))
+    return ResurrectConfig.model_validate(merge_sections(data, sections))
 
 
 def job(

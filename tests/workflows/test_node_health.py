@@ -12,7 +12,6 @@ starts, in wall time), and delivery failures of the reporter.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import subprocess
@@ -26,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from support.builders import OPT_IN, make_config
 from support.histories import keep
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -55,7 +55,6 @@ from sensors.node_agent.reporters import DeliveryError, TemporalReporter
 from workflows.node_health import STALL_SLACK_S, NodeHealthWorkflow
 
 REPO = Path(__file__).parents[2]
-OPT_IN = json.dumps({"resurrect": True})
 
 
 @dataclass
@@ -75,15 +74,6 @@ class Reported:
                 raise AssertionError(f"{len(self.calls)} reports after {timeout}s, wanted {count}")
             await asyncio.sleep(0.05)
         return time.monotonic()
-
-
-def make_config() -> ResurrectConfig:
-    return ResurrectConfig.model_validate(
-        {
-            "cluster": {"name": f"c{uuid.uuid4().hex[:8]}"},
-            "temporal": {"task_queue": f"nh-{uuid.uuid4().hex}"},
-        }
-    )
 
 
 def jobs_on(node: str) -> list[JobInfo]:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import json
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from support import test_plugins
+from support.builders import OPT_IN, make_config
 from support.test_plugins import PLUGIN
 from temporalio.client import Client
 
@@ -28,14 +27,11 @@ def setup(
 ) -> tuple[ResurrectConfig, FakeScheduler]:
     plan_file = tmp_path / "plans.yaml"
     plan_file.write_text(plan_yaml)
-    config = ResurrectConfig.model_validate(
-        {
-            "mode": mode,
-            "cluster": {"name": f"p{uuid.uuid4().hex[:8]}"},
-            "temporal": {"task_queue": f"q-{uuid.uuid4().hex}", "state_dir": str(tmp_path)},
-            "plans": {"paths": [str(plan_file)]},
-            "recovery": {"wait_running_timeout_s": 20},
-        }
+    config = make_config(
+        tmp_path,
+        mode=mode,
+        plans={"paths": [str(plan_file)]},
+        recovery={"wait_running_timeout_s": 20},
     )
     scheduler = FakeScheduler.with_nodes(4, cluster_name=config.cluster.name)
     scheduler.nodes["node2"] = scheduler.nodes["node2"].model_copy(update={"state": "DOWN"})
@@ -45,7 +41,7 @@ def setup(
         user="bob",
         nodes=["node1", "node2"],
         num_nodes=2,
-        comment=json.dumps({"resurrect": {}}),
+        comment=OPT_IN,
     )
     return config, scheduler
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from support.builders import interruption, job, make_config
+from support.builders import job, make_config
 from support.temporal import skipping_time
 from temporalio import activity
 from temporalio.client import WorkflowHandle
@@ -24,7 +24,6 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from resurrect.contracts import (
-    DEFAULT_ACTION,
     AttributeRequest,
     ChargedRestartsRequest,
     Diagnosis,
@@ -44,6 +43,7 @@ from resurrect.errors import JobNotFound, PermanentStepError, SchedulerUnavailab
 from resurrect.plans.loader import load_plans
 from resurrect.plans.models import ResolvedPlan
 from resurrect.temporal import search_attributes as sa
+from resurrect.testing.steps import make_step_input
 from sensors.report import report_interruption
 from workers.recovery_worker import PASSTHROUGH_MODULES
 from workflows.names import PHASE_QUERY, REPORT_SIGNAL, STATUS_QUERY, Activity
@@ -140,9 +140,6 @@ class Stage:
         return [call for call in self.calls if call in self.steps]
 
 
-CLUSTER = "ts"
-
-
 def stage(
     fault: FaultClass,
     *,
@@ -152,25 +149,16 @@ def stage(
     policy: JobPolicy | None = None,
     charged: int = 0,
 ) -> Stage:
-    info = job(state=state)
-    report = interruption(CLUSTER, info)
-    bundle = EvidenceBundle(
-        interruption=report,
-        job=info,
-        policy=policy or JobPolicy(max_restarts=2),
-        policy_source="comment",
-        mode=mode,  # type: ignore[arg-type]
-        wait_running_timeout_s=60,
-        activity_timeout_s=60,
-    )
-    diagnosis = Diagnosis(
+    """An interrupted 2-node job (100, on node1+node2) diagnosed as ``fault``."""
+    incident = make_step_input(
+        "recovery.drain_nodes",
+        observe=mode == "observe",
+        job=job(state=state),
         fault_class=fault,
-        action=DEFAULT_ACTION[fault],
-        confidence=0.9,
-        culprit_hosts=list(culprits),
-        summary=f"{fault.value} (staged)",
+        culprits=list(culprits),
     )
-    return Stage(bundle=bundle, diagnosis=diagnosis, charged=charged)
+    bundle = incident.bundle.model_copy(update={"policy": policy or JobPolicy(max_restarts=2)})
+    return Stage(bundle=bundle, diagnosis=incident.diagnosis, charged=charged)
 
 
 @dataclass

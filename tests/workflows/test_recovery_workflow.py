@@ -36,8 +36,6 @@ pytestmark = pytest.mark.temporal
 
 RECOVERY = {"wait_running_timeout_s": 20, "activity_timeout_s": 20}
 
-OPT_IN = opt_in(max_restarts=2)
-
 
 def interruption(config: ResurrectConfig, info: JobInfo, **extra: object) -> Interruption:
     return report_of(config.cluster.name, info, **extra)
@@ -183,7 +181,7 @@ async def test_restart_budget_counts_only_charged_restarts(harness: Harness) -> 
             state=JobState.FAILED,
             stdout=crash_log,
             restart_count=attempt,
-            comment=OPT_IN,
+            comment=opt_in(max_restarts=2),
         )
         outcomes.append(await harness.recover(interruption(harness.config, s.jobs["106"])))
         if attempt < 2:  # the next recovery counts this one: wait until the server shows it

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 
 import pytest
+from support.builders import OPT_IN
 from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
@@ -15,8 +15,6 @@ from resurrect.contracts import FaultClass, Interruption, JobInfo, JobPolicy, Jo
 from resurrect.errors import SchedulerUnavailable
 from resurrect.node_health_contracts import NodeFaultReport
 from resurrect.testing import FakeScheduler
-
-OPT_IN = json.dumps({"resurrect": True})
 
 
 class Recorder:
