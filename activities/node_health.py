@@ -36,7 +36,7 @@ PolicyFn = Callable[[JobInfo, ResurrectConfig], JobPolicy | None]
 
 
 def _default_report() -> ReportFn:
-    from sensors.report import report_interruption
+    from resurrect.sensors.report import report_interruption
 
     return report_interruption
 

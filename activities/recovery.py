@@ -37,7 +37,7 @@ from resurrect.rules import RuleEngine, load_engine
 from resurrect.rules import attribute as attribute_evidence
 from resurrect.scheduler.base import Scheduler
 from resurrect.scheduler_evidence import combine, scheduler_diagnosis, scheduler_evidence
-from workflows.names import Activity
+from resurrect.workflows.names import Activity
 
 log = logging.getLogger(__name__)
 

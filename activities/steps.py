@@ -250,7 +250,7 @@ async def notify(ctx: StepContext, params: NotifyParams) -> StepResult:
 
 def builtin_steps() -> dict[str, StepFn]:
     """Activity name -> step function of every built-in step."""
-    from activities.external_program import run_program
+    from resurrect.activities.external_program import run_program
 
     steps: list[StepFn] = [
         drain_nodes,

@@ -87,8 +87,8 @@ async def run_service(
     scheduler: Scheduler | None = None,
 ) -> None:
     """Run the enabled parts until ``stop`` is set."""
-    from sensors.report import report_interruption
-    from workers.recovery_worker import build_worker, run_worker
+    from resurrect.sensors.report import report_interruption
+    from resurrect.workers.recovery_worker import build_worker, run_worker
 
     async with contextlib.AsyncExitStack() as stack:
         if client is None:
@@ -106,12 +106,12 @@ async def run_service(
             worker = build_worker(client, config, scheduler)
             tasks.append(asyncio.create_task(run_worker(worker, stop), name="worker"))
         if parts.watcher:
-            from sensors.slurm_watcher import SlurmWatcher
+            from resurrect.sensors.slurm_watcher import SlurmWatcher
 
             watcher = SlurmWatcher(scheduler, config, report)
             tasks.append(asyncio.create_task(watcher.run(stop), name="watcher"))
             if config.watcher.kick_hooks:
-                from sensors.watcher_kick import KickListener
+                from resurrect.sensors.watcher_kick import KickListener
 
                 kick_path = config.watcher.kick_socket or config.temporal.state_dir / "watcher.sock"
                 listener = KickListener(kick_path, lambda reason: watcher.kick())
@@ -119,7 +119,7 @@ async def run_service(
                 stack.callback(listener.close)
         if parts.follow_logs and config.watcher.follow_logs:
             from resurrect.rules import load_engine
-            from sensors.log_follower import JobLogFollower
+            from resurrect.sensors.log_follower import JobLogFollower
 
             follower = JobLogFollower(
                 scheduler, config, load_engine(config.rules.extra_packs), report

@@ -16,7 +16,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from resurrect.contracts import Interruption
 from resurrect.temporal import search_attributes as sa
-from workflows.names import RECOVERY_WORKFLOW, REPORT_SIGNAL
+from resurrect.workflows.names import RECOVERY_WORKFLOW, REPORT_SIGNAL
 
 log = logging.getLogger(__name__)
 

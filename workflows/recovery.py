@@ -43,7 +43,7 @@ with workflow.unsafe.imports_passed_through():
     from resurrect.plans.models import ResolvedPlan, ResolvedStep
     from resurrect.plans.selection import select_plan
     from resurrect.temporal import search_attributes as sa
-    from workflows.names import (
+    from resurrect.workflows.names import (
         PHASE_QUERY,
         RECOVERY_WORKFLOW,
         REPORT_SIGNAL,

@@ -20,16 +20,16 @@ from resurrect.node_health_contracts import (
     NodeHeartbeat,
     node_health_workflow_id,
 )
-from sensors.node_agent.agent import NodeAgent
-from sensors.node_agent.check import run_check, verdict_from
-from sensors.node_agent.classify import LineScanner, classify
-from sensors.node_agent.fake_nvml import FakeGpu, FakeNvml
-from sensors.node_agent.kernel_log import KernelLogSource
-from sensors.node_agent.limiter import FindingLimiter
-from sensors.node_agent.models import GpuVerdict, NodeVerdict, Reading
-from sensors.node_agent.nvml_api import NvmlApi, load_pynvml
-from sensors.node_agent.nvml_source import NvmlSource, NvmlStatus
-from sensors.node_agent.reporters import (
+from resurrect.sensors.node_agent.agent import NodeAgent
+from resurrect.sensors.node_agent.check import run_check, verdict_from
+from resurrect.sensors.node_agent.classify import LineScanner, classify
+from resurrect.sensors.node_agent.fake_nvml import FakeGpu, FakeNvml
+from resurrect.sensors.node_agent.kernel_log import KernelLogSource
+from resurrect.sensors.node_agent.limiter import FindingLimiter
+from resurrect.sensors.node_agent.models import GpuVerdict, NodeVerdict, Reading
+from resurrect.sensors.node_agent.nvml_api import NvmlApi, load_pynvml
+from resurrect.sensors.node_agent.nvml_source import NvmlSource, NvmlStatus
+from resurrect.sensors.node_agent.reporters import (
     DeliveryError,
     PrintReporter,
     Reporter,

@@ -21,13 +21,13 @@ from datetime import datetime
 from resurrect.config import AgentSettings
 from resurrect.contracts import Evidence
 from resurrect.node_health_contracts import AgentStopped, NodeFindings, NodeHeartbeat
-from sensors.node_agent.classify import LineScanner, classify
-from sensors.node_agent.kernel_log import KernelLogSource
-from sensors.node_agent.limiter import FindingLimiter
-from sensors.node_agent.models import Reading
-from sensors.node_agent.nvml_api import NvmlApi
-from sensors.node_agent.nvml_source import NvmlSource, utcnow
-from sensors.node_agent.reporters import DeliveryError, Reporter
+from resurrect.sensors.node_agent.classify import LineScanner, classify
+from resurrect.sensors.node_agent.kernel_log import KernelLogSource
+from resurrect.sensors.node_agent.limiter import FindingLimiter
+from resurrect.sensors.node_agent.models import Reading
+from resurrect.sensors.node_agent.nvml_api import NvmlApi
+from resurrect.sensors.node_agent.nvml_source import NvmlSource, utcnow
+from resurrect.sensors.node_agent.reporters import DeliveryError, Reporter
 
 log = logging.getLogger(__name__)
 

@@ -24,14 +24,14 @@ from pydantic import ValidationError
 
 from resurrect.config import AgentSettings
 from resurrect.errors import ConfigError
-from sensors.node_agent.agent import NodeAgent
-from sensors.node_agent.check import format_verdict, run_check
-from sensors.node_agent.classify import LineScanner, classify
-from sensors.node_agent.kernel_log import KernelLogSource
-from sensors.node_agent.models import NodeVerdict
-from sensors.node_agent.nvml_api import load_pynvml
-from sensors.node_agent.nvml_source import NvmlSource
-from sensors.node_agent.reporters import PrintReporter, Reporter, TemporalReporter
+from resurrect.sensors.node_agent.agent import NodeAgent
+from resurrect.sensors.node_agent.check import format_verdict, run_check
+from resurrect.sensors.node_agent.classify import LineScanner, classify
+from resurrect.sensors.node_agent.kernel_log import KernelLogSource
+from resurrect.sensors.node_agent.models import NodeVerdict
+from resurrect.sensors.node_agent.nvml_api import load_pynvml
+from resurrect.sensors.node_agent.nvml_source import NvmlSource
+from resurrect.sensors.node_agent.reporters import PrintReporter, Reporter, TemporalReporter
 
 log = logging.getLogger(__name__)
 

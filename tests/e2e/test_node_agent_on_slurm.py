@@ -23,9 +23,9 @@ from resurrect.contracts import FaultClass, recovery_workflow_id
 from resurrect.demo.local_cluster import LocalSlurm
 from resurrect.node_health_contracts import NodeHealth
 from resurrect.rules import load_engine
+from resurrect.sensors.node_agent import FakeNvml, NodeAgent
+from resurrect.sensors.node_agent.reporters import TemporalReporter
 from resurrect.temporal.server import EmbeddedTemporal
-from sensors.node_agent import FakeNvml, NodeAgent
-from sensors.node_agent.reporters import TemporalReporter
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal]
 
@@ -109,7 +109,7 @@ async def test_silent_agent_and_dead_slurmd_are_detected_before_slurm_marks_the_
             "RESURRECT_AGENT__KERNEL_LOG": "false",
         }
         agent = subprocess.Popen(
-            [sys.executable, "-m", "sensors.node_agent", "run"],
+            [sys.executable, "-m", "resurrect.sensors.node_agent", "run"],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         try:

@@ -27,9 +27,9 @@ from temporalio.service import RPCError
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import FaultClass, JobState, recovery_workflow_id
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
+from resurrect.sensors.log_follower import JobLogFollower
 from resurrect.service import ServiceParts
 from resurrect.temporal.server import EmbeddedTemporal
-from sensors.log_follower import JobLogFollower
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal]
 
@@ -252,7 +252,7 @@ sleep 600   # every rank now blocks, as in a collective'
 
     reports: list[float] = []
     async with running_service(config, temporal_client, scheduler, ServiceParts(follow_logs=False)):
-        from sensors.report import report_interruption
+        from resurrect.sensors.report import report_interruption
 
         async def report(interruption):  # type: ignore[no-untyped-def]
             reports.append(time.time())

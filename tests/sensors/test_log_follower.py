@@ -5,8 +5,8 @@ from pathlib import Path
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import Evidence, FaultClass, Interruption, JobInfo, JobState, SignalKind
+from resurrect.sensors.log_follower import FollowedFile, JobLogFollower
 from resurrect.testing import FakeScheduler
-from sensors.log_follower import FollowedFile, JobLogFollower
 
 CONFIG = ResurrectConfig.model_validate({"cluster": {"name": "c1"}})
 

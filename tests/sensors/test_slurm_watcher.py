@@ -5,8 +5,8 @@ from support.builders import OPT_IN
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import FaultClass, Interruption, JobInfo, JobState
 from resurrect.errors import SchedulerUnavailable
+from resurrect.sensors.slurm_watcher import SlurmWatcher
 from resurrect.testing import FakeScheduler
-from sensors.slurm_watcher import SlurmWatcher
 
 CONFIG = ResurrectConfig.model_validate({"cluster": {"name": "c1"}})
 

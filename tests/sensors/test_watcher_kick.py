@@ -9,9 +9,9 @@ from pathlib import Path
 from support.builders import OPT_IN, make_config
 
 from resurrect.contracts import Interruption, JobInfo, JobState
+from resurrect.sensors.slurm_watcher import SlurmWatcher
+from resurrect.sensors.watcher_kick import KickListener, send_kick
 from resurrect.testing import FakeScheduler
-from sensors.slurm_watcher import SlurmWatcher
-from sensors.watcher_kick import KickListener, send_kick
 
 HOOK = Path(__file__).resolve().parents[2] / "deploy" / "hooks" / "kick-watcher.sh"
 

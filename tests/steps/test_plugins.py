@@ -4,7 +4,7 @@ from importlib.metadata import EntryPoint
 
 import pytest
 
-from activities.steps import builtin_steps
+from resurrect.activities.steps import builtin_steps
 from resurrect.errors import PluginError
 from resurrect.plugins import ENTRY_POINT_GROUP, discover, step_registry
 

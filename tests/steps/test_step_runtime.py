@@ -6,8 +6,8 @@ import pytest
 from pydantic import BaseModel
 from temporalio.exceptions import ApplicationError
 
-from activities.external_program import run_program
-from activities.steps import drain_nodes, requeue_job
+from resurrect.activities.external_program import run_program
+from resurrect.activities.steps import drain_nodes, requeue_job
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import IncidentState, JobInfo, JobState, StepResult
 from resurrect.errors import PluginError, TransientStepError

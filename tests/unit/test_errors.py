@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from resurrect import errors
 from resurrect.errors import NonRetryable, ResurrectError, non_retryable_error_types
-from workflows.recovery import SCHEDULER_RETRY
+from resurrect.workflows.recovery import SCHEDULER_RETRY
 
 
 def test_permanent_errors_are_listed_with_every_subclass() -> None:

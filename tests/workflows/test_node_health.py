@@ -33,7 +33,7 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
-from activities.node_health import NodeHealthActivities
+from resurrect.activities.node_health import NodeHealthActivities
 from resurrect.config import AgentSettings, ResurrectConfig
 from resurrect.contracts import (
     Evidence,
@@ -50,9 +50,9 @@ from resurrect.node_health_contracts import (
     NodeHealth,
     NodeHeartbeat,
 )
+from resurrect.sensors.node_agent.reporters import DeliveryError, TemporalReporter
 from resurrect.testing import FakeScheduler
-from sensors.node_agent.reporters import DeliveryError, TemporalReporter
-from workflows.node_health import STALL_SLACK_S, NodeHealthWorkflow
+from resurrect.workflows.node_health import STALL_SLACK_S, NodeHealthWorkflow
 
 REPO = Path(__file__).parents[2]
 
@@ -363,7 +363,7 @@ async def test_killed_agent_process_is_detected_within_10s(
     }
     async with worker(temporal_client, config, node, report):
         process = subprocess.Popen(
-            [sys.executable, "-m", "sensors.node_agent", "run"],
+            [sys.executable, "-m", "resurrect.sensors.node_agent", "run"],
             env=env,
             cwd=REPO,
             stdout=subprocess.DEVNULL,

@@ -15,9 +15,9 @@ from temporalio.client import Client
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import Interruption, JobInfo, JobState, RecoveryOutcome
 from resurrect.errors import PlanError
+from resurrect.sensors.report import report_interruption
 from resurrect.testing import FakeScheduler
-from sensors.report import report_interruption
-from workers.recovery_worker import build_worker
+from resurrect.workers.recovery_worker import build_worker
 
 pytestmark = pytest.mark.temporal
 

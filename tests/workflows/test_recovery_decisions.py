@@ -42,12 +42,12 @@ from resurrect.contracts import (
 from resurrect.errors import JobNotFound, PermanentStepError, SchedulerUnavailable
 from resurrect.plans.loader import load_plans
 from resurrect.plans.models import ResolvedPlan
+from resurrect.sensors.report import report_interruption
 from resurrect.temporal import search_attributes as sa
 from resurrect.testing.steps import make_step_input
-from sensors.report import report_interruption
-from workers.recovery_worker import PASSTHROUGH_MODULES
-from workflows.names import PHASE_QUERY, REPORT_SIGNAL, STATUS_QUERY, Activity
-from workflows.recovery import RecoveryWorkflow, RecoveryWorkflowStatus
+from resurrect.workers.recovery_worker import PASSTHROUGH_MODULES
+from resurrect.workflows.names import PHASE_QUERY, REPORT_SIGNAL, STATUS_QUERY, Activity
+from resurrect.workflows.recovery import RecoveryWorkflow, RecoveryWorkflowStatus
 
 StepFn = Callable[[StepInput], StepResult]
 

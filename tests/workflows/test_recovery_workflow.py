@@ -26,11 +26,11 @@ from temporalio.worker import Replayer
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import FaultClass, Interruption, JobInfo, JobState, RecoveryOutcome
+from resurrect.sensors.report import report_interruption
 from resurrect.testing import FakeScheduler
-from sensors.report import report_interruption
-from workers.recovery_worker import build_worker
-from workflows.names import PHASE_QUERY
-from workflows.recovery import RecoveryWorkflow
+from resurrect.workers.recovery_worker import build_worker
+from resurrect.workflows.names import PHASE_QUERY
+from resurrect.workflows.recovery import RecoveryWorkflow
 
 pytestmark = pytest.mark.temporal
 

@@ -17,9 +17,9 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 from temporalio.workflow import NondeterminismError
 
-from workflows.names import Activity
-from workflows.node_health import NodeHealthWorkflow
-from workflows.recovery import RecoveryWorkflow
+from resurrect.workflows.names import Activity
+from resurrect.workflows.node_health import NodeHealthWorkflow
+from resurrect.workflows.recovery import RecoveryWorkflow
 
 WORKFLOWS: dict[str, type] = {
     "RecoveryWorkflow": RecoveryWorkflow,

@@ -9,7 +9,7 @@ from support.builders import OPT_IN
 from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
-from activities.node_health import NodeHealthActivities
+from resurrect.activities.node_health import NodeHealthActivities
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import FaultClass, Interruption, JobInfo, JobPolicy, JobState
 from resurrect.errors import SchedulerUnavailable

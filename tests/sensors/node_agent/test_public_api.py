@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from support.public_api import describe, pinned
 
-import sensors.node_agent as agent
+import resurrect.sensors.node_agent as agent
 from resurrect.node_health_contracts import node_health_workflow_id
 
 
