@@ -109,7 +109,7 @@ def _checked(key: str, value: str) -> str:
     return value
 
 
-@step("run_program")
+@step("recovery.run_program")
 async def run_program(ctx: StepContext, params: RunProgramParams) -> StepResult:
     """Run an external program (argv list); exit 0 ok, 1 failed, else unknown (retried)."""
     targets = list(params.nodes if params.nodes is not None else ctx.state.drained_nodes)

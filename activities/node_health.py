@@ -21,22 +21,23 @@ from temporalio import activity
 from temporalio.client import Client
 
 from resurrect.config import ResurrectConfig
-from resurrect.contracts import Interruption, JobInfo, JobPolicy, JobState
+from resurrect.contracts import ACTIVE_JOB_STATES, Interruption, JobInfo, JobPolicy
 from resurrect.job_notes import JobNotes
+from resurrect.node_health_contracts import (
+    REPORT_NODE_FAULT_ACTIVITY,
+    NodeFaultReport,
+    NodeFaultResult,
+)
 from resurrect.scheduler.base import Scheduler
-from sensors.node_agent.models import REPORT_NODE_FAULT_ACTIVITY, NodeFaultReport, NodeFaultResult
 
 log = logging.getLogger(__name__)
-
-# Jobs in these states still hold the node: their ranks are (or were just) running there.
-ACTIVE_STATES = frozenset({JobState.RUNNING, JobState.COMPLETING, JobState.SUSPENDED})
 
 ReportFn = Callable[..., Awaitable[str]]
 PolicyFn = Callable[[JobInfo, ResurrectConfig], JobPolicy | None]
 
 
 def _default_report() -> ReportFn:
-    from sensors.report import report_interruption
+    from resurrect.sensors.report import report_interruption
 
     return report_interruption
 
@@ -72,7 +73,7 @@ class NodeHealthActivities:
         result = NodeFaultResult(node=report.node)
         jobs = await self._scheduler.list_jobs()
         for job in jobs:
-            if report.node not in job.nodes or job.state not in ACTIVE_STATES:
+            if report.node not in job.nodes or job.state not in ACTIVE_JOB_STATES:
                 continue
             result.jobs_on_node.append(job.job_id)
             try:

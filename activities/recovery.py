@@ -34,6 +34,7 @@ from resurrect.contracts import (
 )
 from resurrect.errors import JobNotFound, SchedulerError
 from resurrect.log_reading import Budget, read_tail
+from resurrect.node_health_contracts import HEALTH_QUERY, NodeHealth, node_health_workflow_id
 from resurrect.planning import (
     INDEPENDENT_SOURCES,
     SECOND_OPINION_CLASSES,
@@ -47,8 +48,7 @@ from resurrect.rules import RuleEngine, load_engine
 from resurrect.rules import attribute as attribute_evidence
 from resurrect.scheduler.base import Scheduler
 from resurrect.scheduler_evidence import combine, scheduler_diagnosis, scheduler_evidence
-from sensors.node_agent.models import HEALTH_QUERY, NodeHealth, node_health_workflow_id
-from workflows.names import Activity
+from resurrect.workflows.names import Activity
 
 log = logging.getLogger(__name__)
 

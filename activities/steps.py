@@ -1,9 +1,10 @@
 """The built-in recovery steps, run by recovery plans (``resurrect/plans/default.yaml``).
 
-They are registered under the ``recovery.`` namespace. Each is idempotent: it checks the
-current state before acting and reports ``changed=False`` work as done (draining a drained
-node, requeueing a job that was already requeued are no-ops), so a retry after a killed
-worker repeats nothing. Each describes in observe mode what it would have done.
+Each is named in full in its ``@step`` (``recovery.drain_nodes``), as the plans call it.
+Each is idempotent: it checks the current state before acting and reports
+``changed=False`` work as done (draining a drained node, requeueing a job that was already
+requeued are no-ops), so a retry after a killed worker repeats nothing. Each describes in
+observe mode what it would have done.
 """
 
 from __future__ import annotations
@@ -31,15 +32,13 @@ from resurrect.errors import (
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 from resurrect.steps.runtime import StepContext, StepFn, step
 
-NAMESPACE = "recovery"
-
 
 class Params(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
 # ---------------------------------------------------------------------------- drain
-@step("drain_nodes", handles_observe=True)
+@step("recovery.drain_nodes", handles_observe=True)
 async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
     """Drain the plan's implicated nodes with our reason prefix, within the blast radius."""
     nodes = await ctx.scheduler.list_nodes()
@@ -98,7 +97,7 @@ class VerifyParams(Params):
     level: Literal["quick", "full"] | None = None  # default: recovery.checkpoint_level
 
 
-@step("verify_checkpoint", handles_observe=True)
+@step("recovery.verify_checkpoint", handles_observe=True)
 async def verify_checkpoint(ctx: StepContext, params: VerifyParams) -> StepResult:
     """Verify the checkpoint the job will resume from; fall back past damaged ones."""
     root_text = ctx.input.bundle.policy.checkpoint_dir
@@ -163,7 +162,7 @@ def _already_requeued(job: JobInfo, failed_restart_count: int, exclude: list[str
     return job.state is JobState.PENDING and set(exclude) <= set(job.excluded_nodes)
 
 
-@step("requeue_job", handles_observe=True)
+@step("recovery.requeue_job", handles_observe=True)
 async def requeue_job(ctx: StepContext, params: None) -> StepResult:
     """Requeue the job (same id, same owner) excluding implicated nodes; hold first.
 
@@ -224,7 +223,7 @@ class WaitParams(Params):
     poll_interval_s: float = Field(default=1.0, gt=0)
 
 
-@step("wait_running", mutating=False)
+@step("recovery.wait_running", mutating=False)
 async def wait_running(ctx: StepContext, params: WaitParams) -> StepResult:
     """Wait until the requeued job runs again, on none of the excluded nodes."""
     if ctx.observe or not ctx.state.requeued:
@@ -278,7 +277,7 @@ def _append_json_line(path: Path, record: dict[str, object]) -> None:
         handle.write(json.dumps(record, sort_keys=True) + "\n")
 
 
-@step("notify", mutating=False)
+@step("recovery.notify", mutating=False)
 async def notify(ctx: StepContext, params: NotifyParams) -> StepResult:
     """Tell people: a log line and a JSON line in ``<state_dir>/notifications.jsonl``."""
     message = params.message or "; ".join(ctx.plan.reasons)
@@ -302,7 +301,7 @@ async def notify(ctx: StepContext, params: NotifyParams) -> StepResult:
 
 def builtin_steps() -> dict[str, StepFn]:
     """Activity name -> step function of every built-in step."""
-    from activities.external_program import run_program
+    from resurrect.activities.external_program import run_program
 
     steps: list[StepFn] = [
         drain_nodes,
@@ -314,4 +313,4 @@ def builtin_steps() -> dict[str, StepFn]:
     ]
     from resurrect.steps.runtime import step_meta
 
-    return {f"{NAMESPACE}.{step_meta(fn).name}": fn for fn in steps}
+    return {step_meta(fn).name: fn for fn in steps}

@@ -69,7 +69,7 @@ def child_idle() -> None:
 
 def child_idle_imports() -> None:
     from resurrect.rules.engine import load_engine
-    from sensors.node_agent import NodeAgent  # noqa: F401
+    from resurrect.sensors.node_agent import NodeAgent  # noqa: F401
 
     load_engine()
     signal.sigwait({signal.SIGTERM})
@@ -77,7 +77,7 @@ def child_idle_imports() -> None:
 
 def child_agent() -> None:
     from resurrect.rules.engine import load_engine
-    from sensors.node_agent import AgentSettings, FakeNvml, NodeAgent
+    from resurrect.sensors.node_agent import AgentSettings, FakeNvml, NodeAgent
 
     nvml = FakeNvml.with_gpus(8)
     settings = AgentSettings(node_name="bench", kernel_log=False)

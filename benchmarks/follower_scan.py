@@ -25,8 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from sensors.checkpoint_progress import CheckpointProgress
-from sensors.log_follower import hang_check_interval
+from resurrect.sensors.checkpoint_progress import CheckpointProgress
+from resurrect.sensors.log_follower import hang_check_interval
 
 POLL_S = 0.25  # the follower's default log_poll_interval_s
 

@@ -44,8 +44,8 @@ from resurrect.config import ResurrectConfig
 from resurrect.contracts import JobInfo, JobState, NodeInfo
 from resurrect.policy import resolve_job_policy
 from resurrect.scheduler.slurm_json import parse_jobs
-from sensors.log_follower import FollowedFile
-from sensors.slurm_watcher import SlurmWatcher
+from resurrect.sensors.log_follower import FollowedFile
+from resurrect.sensors.slurm_watcher import SlurmWatcher
 
 REPO = Path(__file__).resolve().parents[1]
 SQUEUE = json.loads((REPO / "tests" / "fixtures" / "slurm-json" / "squeue-22.05.json").read_text())

@@ -56,13 +56,13 @@ async def burst(mode: str, address: str, otlp: str, count: int, warmup: int) -> 
         JobState,
         RecoveryOutcome,
     )
+    from resurrect.sensors.report import report_interruption
     from resurrect.telemetry.setup import start_telemetry
     from resurrect.telemetry.tracing import with_tracing
-    from resurrect.temporal_client import connect
-    from resurrect.temporal_server import free_port
+    from resurrect.temporal.client import connect
+    from resurrect.temporal.server import free_port
     from resurrect.testing import FakeScheduler
-    from sensors.report import report_interruption
-    from workers.recovery_worker import build_worker
+    from resurrect.workers.recovery_worker import build_worker
 
     tag = uuid.uuid4().hex[:8]
     state = Path(tempfile.mkdtemp(prefix="resurrect-bench-"))
@@ -180,7 +180,7 @@ def main() -> None:
         print(json.dumps(result))
         return
 
-    from resurrect.temporal_server import EmbeddedTemporal, free_port
+    from resurrect.temporal.server import EmbeddedTemporal, free_port
 
     sink = ThreadingHTTPServer(("127.0.0.1", 0), Sink)
     threading.Thread(target=sink.serve_forever, daemon=True).start()

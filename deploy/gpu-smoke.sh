@@ -38,7 +38,7 @@ pick_python() {
 
 PY="$(pick_python)"
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
-AGENT=("$PY" -m sensors.node_agent)
+AGENT=("$PY" -m resurrect.sensors.node_agent)
 cd "$REPO"
 
 echo "== host $(hostname) | $("$PY" --version) | nvidia-ml-py $("$PY" -c 'from importlib.metadata import version; print(version("nvidia-ml-py"))')"

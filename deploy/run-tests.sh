@@ -10,5 +10,5 @@ deploy/install.sh
 export RESURRECT_REQUIRE_SLURM=1   # the real-cluster tests fail (not skip) if Slurm is missing
 export PYTHONUNBUFFERED=1
 echo "== ruff"; .venv/bin/ruff check . && .venv/bin/ruff format --check .
-echo "== mypy"; .venv/bin/mypy resurrect workflows activities workers sensors
+echo "== mypy"; .venv/bin/mypy resurrect  # resurrect/{workflows,activities,workers,sensors} link the top-level folders
 echo "== pytest"; exec .venv/bin/python -m pytest "$@"

@@ -22,7 +22,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "resurrect.checkpoint.cli",
     "resurrect.service_cli",
     "resurrect.demo.cli",
-    "sensors.node_agent.cli",
+    "resurrect.sensors.node_agent.cli",
     "resurrect.plans.cli",
     "resurrect.stacks.cli",
     "resurrect.goodput.cli",
@@ -53,7 +53,7 @@ def main(
     prog: str = "resurrect",
 ) -> int:
     """Run one command. ``modules`` narrows the commands loaded (light entry points such as
-    ``python -m sensors.node_agent`` load only their own)."""
+    ``python -m resurrect.sensors.node_agent`` load only their own)."""
     parser = build_parser(modules, prog)
     args = parser.parse_args(argv)
     logging.basicConfig(

@@ -13,6 +13,7 @@ A bad file fails at start with the file and the field named (:class:`ConfigError
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -191,6 +192,43 @@ class TelemetrySettings(Section):
         return port if self.enabled else None
 
 
+def default_node_name() -> str:
+    """The short host name, which is what Slurm calls the node on most clusters."""
+    return socket.gethostname().split(".", 1)[0]
+
+
+class AgentSettings(Section):
+    """How often the agent reads the GPUs, reports liveness, and how loudly it may report.
+
+    Embedded in the global configuration as ``agent:``; every field has a working default.
+    """
+
+    node_name: str = Field(default_factory=default_node_name, min_length=1)
+    # NVML counters and states are polled at this interval; Xid events arrive through the
+    # NVML event API as they happen (waited on in slices of event_wait_ms).
+    interval_s: float = Field(default=5.0, gt=0)
+    event_wait_ms: int = Field(default=1000, ge=10, le=60_000)
+    # NVML missing at start because the driver was still loading: try again this often.
+    nvml_retry_s: float = Field(default=60.0, gt=0)
+    # Liveness: the agent signals a heartbeat this often; the node's health workflow treats
+    # the node as lost when none arrived for silence_threshold_s.
+    heartbeat_interval_s: float = Field(default=2.0, gt=0)
+    silence_threshold_s: float = Field(default=6.0, gt=0)
+    # NVLink error counters are compared over this window (deltas, not lifetime totals).
+    nvlink_window_s: float = Field(default=60.0, gt=0)
+    # De-duplication: one finding per (GPU, rule) per window; a global cap per minute.
+    dedup_window_s: float = Field(default=300.0, ge=0)
+    max_findings_per_minute: int = Field(default=30, ge=1)
+    # Kernel log: /dev/kmsg when readable, else this journald command (kernel messages only).
+    kernel_log: bool = True
+    kmsg_path: Path = Path("/dev/kmsg")
+    journal_argv: list[str] = Field(
+        default_factory=lambda: ["journalctl", "-k", "-f", "-n", "0", "-o", "cat"]
+    )
+    # Health workflow history bound: continue-as-new after this many signals.
+    max_signals_per_run: int = Field(default=500, ge=10)
+
+
 class ResurrectConfig(Section):
     """The whole configuration. Every section has working defaults for a single host."""
 
@@ -205,8 +243,7 @@ class ResurrectConfig(Section):
     plans: PlansSettings = Field(default_factory=PlansSettings)
     plugins: PluginSettings = Field(default_factory=PluginSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
-    # The node agent's settings are validated by the agent (sensors.node_agent).
-    agent: dict[str, Any] = Field(default_factory=dict)
+    agent: AgentSettings = Field(default_factory=AgentSettings)
 
 
 def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
@@ -230,11 +267,13 @@ def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
     return tree
 
 
-def _merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+def merge_sections(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``override`` merged in, section by section (a file under the
+    environment, a test's settings over defaults)."""
     merged = dict(base)
     for key, value in override.items():
         if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
-            merged[key] = _merge(merged[key], value)
+            merged[key] = merge_sections(merged[key], value)
         else:
             merged[key] = value
     return merged
@@ -277,7 +316,7 @@ def load_config(
         data = loaded
     overrides = _env_overrides(env)
     if overrides:
-        data = _merge(data, overrides)
+        data = merge_sections(data, overrides)
         source = f"{source} (+ RESURRECT_* environment)"
     try:
         return ResurrectConfig.model_validate(data)

@@ -150,20 +150,26 @@ class JobState(StrEnum):
     OTHER = "OTHER"
 
 
-# States in which a job has ended (a requeue starts a new attempt of it).
-FINISHED_JOB_STATES = frozenset(
+# The sets of job states resurrect decides on; every module imports them from here.
+# A job attempt that ended unsuccessfully: the watcher reports it (CANCELLED is a person's
+# decision, COMPLETED a success: neither is an interruption).
+FAILED_JOB_STATES = frozenset(
     {
-        JobState.COMPLETED,
-        JobState.CANCELLED,
+        JobState.NODE_FAIL,
         JobState.FAILED,
         JobState.TIMEOUT,
-        JobState.NODE_FAIL,
         JobState.PREEMPTED,
         JobState.OUT_OF_MEMORY,
         JobState.BOOT_FAIL,
         JobState.DEADLINE,
     }
 )
+# The job has ended (a requeue starts a new attempt of it).
+FINISHED_JOB_STATES = FAILED_JOB_STATES | {JobState.COMPLETED, JobState.CANCELLED}
+# The job's ranks run (COMPLETING: its steps are still being torn down).
+RUNNING_JOB_STATES = frozenset({JobState.RUNNING, JobState.COMPLETING})
+# The job still holds its nodes: running, being torn down, or suspended on them.
+ACTIVE_JOB_STATES = RUNNING_JOB_STATES | {JobState.SUSPENDED}
 
 
 class JobInfo(Contract):
@@ -222,6 +228,10 @@ class NodeInfo(Contract):
             or "NOT_RESPONDING" in self.flags
             or "FAIL" in self.flags
         )
+
+
+# Node base states in which slurmctld itself considers the node gone (not merely drained).
+HARD_DOWN_NODE_STATES = frozenset({"DOWN", "FAIL", "FAILING"})
 
 
 class MutationResult(Contract):
@@ -333,10 +343,8 @@ class RecoveryPlan(Contract):
     action: RecoveryAction
     drain_nodes: list[str] = Field(default_factory=list)
     exclude_nodes: list[str] = Field(default_factory=list)
-    cancel_running_job: bool = False
     requeue: bool = False
     counts_against_budget: bool = True
-    verify_checkpoint: bool = True
     reasons: list[str] = Field(default_factory=list)
 
 
@@ -406,55 +414,6 @@ class EvidenceBundle(Contract):
 class AttributeRequest(Contract):
     bundle: EvidenceBundle
     reported: list[Evidence] = Field(default_factory=list)  # evidence other sensors sent
-
-
-class DrainRequest(Contract):
-    nodes: list[str]
-    reason: str
-    incident: str
-    dry_run: bool
-
-
-class DrainResult(Contract):
-    drained: list[str] = Field(default_factory=list)  # drained now or already by us
-    refused: list[str] = Field(default_factory=list)  # over the blast-radius budget etc.
-    results: list[MutationResult] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)
-
-
-class VerifyCheckpointRequest(Contract):
-    job: JobInfo
-    policy: JobPolicy
-    level: Literal["quick", "full"] = "quick"
-    dry_run: bool
-
-
-class RequeueRequest(Contract):
-    job_id: str
-    exclude_nodes: list[str]
-    failed_restart_count: int
-    dry_run: bool
-
-
-class WaitRunningRequest(Contract):
-    job_id: str
-    exclude_nodes: list[str]
-    timeout_s: float
-    poll_interval_s: float = 1.0
-
-
-class WaitRunningResult(Contract):
-    running: bool
-    job: JobInfo | None = None
-    note: str = ""
-
-
-class NotifyRequest(Contract):
-    workflow_id: str
-    job: JobInfo
-    policy: JobPolicy
-    message: str
-    dry_run: bool
 
 
 class ChargedRestartsRequest(Contract):

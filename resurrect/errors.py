@@ -4,22 +4,29 @@ Every error resurrect raises on purpose derives from :class:`ResurrectError`. Ca
 must distinguish retryable from permanent failures (Temporal activities, the CLI) look at
 the subclasses below rather than at message text.
 
+Retrying cannot help an error that also derives from :class:`NonRetryable` (marked ``[NR]``
+below, subclasses included); :func:`non_retryable_error_types` lists their names for the
+workflows' ``RetryPolicy.non_retryable_error_types``. Everything else is retried.
+
 ResurrectError
-├── ConfigError            bad configuration (names the file and the field)
-├── RuleError              a rule pack failed to load or its examples failed (names file+rule)
+├── ConfigError [NR]       bad configuration (names the file and the field)
+├── RuleError [NR]         a rule pack failed to load or its examples failed (names file+rule)
 ├── SchedulerError         talking to the scheduler failed
 │   ├── SchedulerUnavailable   the controller did not answer (transient: retry)
-│   ├── JobNotFound            no such job (permanent)
-│   ├── NodeNotFound           no such node (permanent)
-│   └── SchedulerRefused       the scheduler said no (permanent unless stated otherwise)
+│   ├── JobNotFound [NR]       no such job
+│   ├── NodeNotFound [NR]      no such node
+│   ├── InvalidSchedulerArgument [NR]  a node name, job id or reason rejected before use
+│   └── SchedulerRefused [NR]  the scheduler said no
+│       ├── JobAlreadyPending      the job is pending, the operation needs one that is not
+│       ├── JobCompleting          the job's previous run is still being torn down
 │       └── JobCancelled           the job was cancelled by a person: never requeue it
 ├── CheckpointError        a checkpoint root could not be examined at all
-├── PolicyError            a job's opt-in policy could not be parsed
+├── PolicyError [NR]       a job's opt-in policy could not be parsed
 ├── JobFileRefused         a job-owned path is not a file resurrect may read (FIFO, ...)
-├── PluginError            a plugin failed to load, or plugins conflict
+├── PluginError [NR]       a plugin failed to load, or plugins conflict
 │   └── PlanError              a recovery plan file is invalid (names file, plan, step)
 └── StepError              raised by recovery steps (plugins) to say how they failed
-    ├── PermanentStepError     do not retry: the step cannot succeed
+    ├── PermanentStepError [NR]  do not retry: the step cannot succeed
     └── TransientStepError     retry per the plan's retry policy
 """
 
@@ -30,36 +37,66 @@ class ResurrectError(Exception):
     """Base of every deliberate resurrect error."""
 
 
-class ConfigError(ResurrectError):
+class NonRetryable(ResurrectError):
+    """Marks an error that retrying cannot fix (a second base of the permanent errors)."""
+
+
+def non_retryable_error_types() -> list[str]:
+    """The names of every :class:`NonRetryable` error, for a Temporal ``RetryPolicy``.
+
+    Temporal matches an activity failure's type by its exact class name, so every subclass
+    is listed, not only the marked classes.
+    """
+    names: set[str] = set()
+    pending: list[type[BaseException]] = [NonRetryable]
+    while pending:
+        cls = pending.pop()
+        names.add(cls.__name__)
+        pending.extend(cls.__subclasses__())
+    names.discard(NonRetryable.__name__)
+    return sorted(names)
+
+
+class ConfigError(NonRetryable):
     """Configuration is invalid; the message names the file and the field."""
 
 
-class RuleError(ResurrectError):
+class RuleError(NonRetryable):
     """A rule pack is invalid; the message names the file and the rule."""
 
 
 class SchedulerError(ResurrectError):
     """A scheduler operation failed."""
 
-    transient: bool = False
-
 
 class SchedulerUnavailable(SchedulerError):
     """The scheduler did not answer (controller down, timeout). Retrying may help."""
 
-    transient = True
 
-
-class JobNotFound(SchedulerError):
+class JobNotFound(SchedulerError, NonRetryable):
     """The scheduler has no such job."""
 
 
-class NodeNotFound(SchedulerError):
+class NodeNotFound(SchedulerError, NonRetryable):
     """The scheduler has no such node."""
 
 
-class SchedulerRefused(SchedulerError):
+class SchedulerRefused(SchedulerError, NonRetryable):
     """The scheduler refused the operation (e.g. requeue of a --no-requeue job)."""
+
+
+class InvalidSchedulerArgument(SchedulerError, NonRetryable, ValueError):
+    """A node name, job id or reason was rejected before any command ran."""
+
+
+class JobAlreadyPending(SchedulerRefused):
+    """The operation needs a job that is not pending, and it is pending (e.g. requeue-hold
+    of a job that slurmctld has just requeued itself): hold it instead."""
+
+
+class JobCompleting(SchedulerRefused):
+    """The job is completing (its previous run's processes are still being torn down), or
+    has just completed; an operation refused for that may succeed once it is over."""
 
 
 class JobCancelled(SchedulerRefused):
@@ -71,7 +108,7 @@ class CheckpointError(ResurrectError):
     """A checkpoint root could not be examined."""
 
 
-class PolicyError(ResurrectError):
+class PolicyError(NonRetryable):
     """A job's policy (its opt-in comment) is malformed."""
 
 
@@ -80,7 +117,7 @@ class JobFileRefused(ResurrectError):
     a device, a symlink ...) or not the job owner's. The message is the note to show."""
 
 
-class PluginError(ResurrectError):
+class PluginError(NonRetryable):
     """A plugin failed to load, or two plugins claim one name."""
 
 
@@ -92,7 +129,7 @@ class StepError(ResurrectError):
     """Base of the errors a recovery step raises on purpose."""
 
 
-class PermanentStepError(StepError):
+class PermanentStepError(StepError, NonRetryable):
     """The step cannot succeed; retrying is pointless. The plan's ``on_failure`` applies."""
 
 

@@ -29,7 +29,6 @@ from resurrect.contracts import (
     FaultClass,
     JobInfo,
     JobPolicy,
-    JobState,
     NodeInfo,
     RecoveryAction,
     RecoveryPlan,
@@ -47,8 +46,6 @@ FREE_RESTART_CLASSES = frozenset(
         FaultClass.JOB_TIME_LIMIT,
     }
 )
-
-ACTIVE_STATES = frozenset({JobState.RUNNING, JobState.COMPLETING, JobState.SUSPENDED})
 
 # Diagnoses that name failing hardware: draining for them needs a second opinion.
 SECOND_OPINION_CLASSES = frozenset(
@@ -178,7 +175,6 @@ def plan_recovery(
             action=diagnosis.action,
             requeue=False,
             counts_against_budget=False,
-            verify_checkpoint=False,
             reasons=reasons,
         )
 
@@ -191,7 +187,6 @@ def plan_recovery(
             action=RecoveryAction.STOP,
             requeue=False,
             counts_against_budget=False,
-            verify_checkpoint=False,
             reasons=reasons,
         )
 
@@ -223,9 +218,7 @@ def plan_recovery(
         action=RecoveryAction.DRAIN_AND_RESTART if drain else RecoveryAction.RESTART,
         drain_nodes=drain,
         exclude_nodes=exclude,
-        cancel_running_job=job.state in ACTIVE_STATES,
         requeue=True,
         counts_against_budget=counts,
-        verify_checkpoint=True,
         reasons=reasons,
     )

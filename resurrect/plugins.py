@@ -7,7 +7,8 @@ the plugin's namespace and whose object is a :class:`resurrect.sdk.Plugin`::
     webhook = "resurrect_webhook.plugin:PLUGIN"
 
 Nothing runs unless the configuration names it (``plugins.enabled: [webhook]``). Its steps
-become activities named ``<namespace>.<step>`` (``webhook.post``). Two installed plugins
+are named ``<namespace>.<step>`` in ``@step`` (``@step("webhook.post")``), which is also
+their activity name and how plans call them. Two installed plugins
 claiming one namespace, or two steps claiming one activity name, fail start-up with both
 named. A plugin that fails to import is reported by name; the others load regardless.
 """
@@ -99,7 +100,12 @@ def step_registry(builtin: dict[str, StepFn], plugins: Sequence[Plugin]) -> dict
     owners = {name: "resurrect (built-in)" for name in builtin}
     for plugin in plugins:
         for fn in plugin.steps:
-            activity_name = f"{plugin.name}.{step_meta(fn).name}"
+            activity_name = step_meta(fn).name
+            if not activity_name.startswith(f"{plugin.name}."):
+                raise PluginError(
+                    f"step '{activity_name}' ({fn.__module__}.{fn.__qualname__}) of plugin"
+                    f" '{plugin.name}': a plugin's steps are named '{plugin.name}.<step>'"
+                )
             if activity_name in registry:
                 raise PluginError(
                     f"activity '{activity_name}' is claimed by {owners[activity_name]}"

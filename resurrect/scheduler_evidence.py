@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from resurrect.contracts import (
     DEFAULT_ACTION,
+    HARD_DOWN_NODE_STATES,
     Diagnosis,
     Evidence,
     EvidenceSource,
@@ -33,8 +34,6 @@ STATE_CLASS: dict[JobState, FaultClass] = {
     JobState.OUT_OF_MEMORY: FaultClass.MEMORY_HOST_OOM,
     JobState.CANCELLED: FaultClass.JOB_CANCELLED,
 }
-
-HARD_DOWN_STATES = frozenset({"DOWN", "FAIL", "FAILING"})
 
 # Who vouches for a sensor's hint, by the sensor that reported it: the log follower only
 # repeats what the job printed, so its hints are job output.
@@ -85,7 +84,7 @@ def scheduler_evidence(
     strong = {
         n.name
         for n in unavailable
-        if n.state in HARD_DOWN_STATES or n.name in interruption.suspect_nodes
+        if n.state in HARD_DOWN_NODE_STATES or n.name in interruption.suspect_nodes
     }
     for node in unavailable:
         found.append(

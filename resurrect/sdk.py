@@ -9,7 +9,7 @@ on-call, open a ticket) that recovery plans can name::
     class PageParams(BaseModel):
         service: str
 
-    @step("page", mutating=False)
+    @step("oncall.page", mutating=False)
     async def page(ctx: StepContext, params: PageParams) -> StepResult:
         ctx.log.info("paging %s about %s", params.service, ctx.incident_id)
         ...

@@ -20,8 +20,8 @@ from resurrect.config import ResurrectConfig
 from resurrect.contracts import Interruption
 from resurrect.scheduler.base import Scheduler
 from resurrect.telemetry.tracing import with_tracing
-from resurrect.temporal_client import connect
-from resurrect.temporal_server import EmbeddedTemporal
+from resurrect.temporal.client import connect
+from resurrect.temporal.server import EmbeddedTemporal
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +88,8 @@ async def run_service(
     scheduler: Scheduler | None = None,
 ) -> None:
     """Run the enabled parts until ``stop`` is set."""
-    from sensors.report import report_interruption
-    from workers.recovery_worker import build_worker, run_worker
+    from resurrect.sensors.report import report_interruption
+    from resurrect.workers.recovery_worker import build_worker, run_worker
 
     async with contextlib.AsyncExitStack() as stack:
         if client is None:
@@ -108,12 +108,12 @@ async def run_service(
             worker = build_worker(client, config, scheduler)
             tasks.append(asyncio.create_task(run_worker(worker, stop), name="worker"))
         if parts.watcher:
-            from sensors.slurm_watcher import SlurmWatcher
+            from resurrect.sensors.slurm_watcher import SlurmWatcher
 
             watcher = SlurmWatcher(scheduler, config, report)
             tasks.append(asyncio.create_task(watcher.run(stop), name="watcher"))
             if config.watcher.kick_hooks:
-                from sensors.watcher_kick import KickListener, KickSocketError
+                from resurrect.sensors.watcher_kick import KickListener, KickSocketError
 
                 listener = KickListener(config.watcher.kick_socket, lambda reason: watcher.kick())
                 try:
@@ -129,7 +129,7 @@ async def run_service(
             tasks.append(asyncio.create_task(publisher.run(stop), name="goodput-metrics"))
         if parts.follow_logs and config.watcher.follow_logs:
             from resurrect.rules import load_engine
-            from sensors.log_follower import JobLogFollower
+            from resurrect.sensors.log_follower import JobLogFollower
 
             follower = JobLogFollower(
                 scheduler, config, load_engine(config.rules.extra_packs), report

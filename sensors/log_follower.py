@@ -34,9 +34,9 @@ from resurrect.policy import resolve_job_policy
 from resurrect.progress.tracker import ProgressTracker
 from resurrect.progress.watch import HangReport, ProgressWatch, straggler_evidence
 from resurrect.scheduler.base import Scheduler
+from resurrect.sensors.checkpoint_progress import CheckpointProgress
 from resurrect.stacks.collect import LocalRanks, RankAccess
 from resurrect.telemetry.record import record_follower_read
-from sensors.checkpoint_progress import CheckpointProgress
 
 log = logging.getLogger(__name__)
 

@@ -20,11 +20,11 @@ from temporalio.common import (
 )
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from resurrect import search_attributes as sa
 from resurrect.contracts import Interruption
 from resurrect.telemetry.record import earliest_evidence, record_report
 from resurrect.telemetry.summary import reported_summary
-from workflows.names import RECOVERY_WORKFLOW, REPORT_SIGNAL
+from resurrect.temporal import search_attributes as sa
+from resurrect.workflows.names import RECOVERY_WORKFLOW, REPORT_SIGNAL
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("resurrect.sensors")

@@ -24,30 +24,27 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from resurrect.config import ResurrectConfig
-from resurrect.contracts import FaultClass, Interruption, JobInfo, JobState, NodeInfo
+from resurrect.contracts import (
+    FAILED_JOB_STATES,
+    HARD_DOWN_NODE_STATES,
+    RUNNING_JOB_STATES,
+    FaultClass,
+    Interruption,
+    JobInfo,
+    JobState,
+    NodeInfo,
+)
 from resurrect.errors import SchedulerError
 from resurrect.job_notes import JobNotes
 from resurrect.policy import resolve_job_policy
 from resurrect.scheduler.base import Scheduler
-from resurrect.scheduler_evidence import HARD_DOWN_STATES, STATE_CLASS
+from resurrect.scheduler_evidence import STATE_CLASS
 from resurrect.telemetry.record import record_watcher_poll, track_drained_nodes
 
 log = logging.getLogger(__name__)
 
 Reporter = Callable[[Interruption], Awaitable[object]]
 
-FAILED_STATES = frozenset(
-    {
-        JobState.NODE_FAIL,
-        JobState.FAILED,
-        JobState.TIMEOUT,
-        JobState.PREEMPTED,
-        JobState.OUT_OF_MEMORY,
-        JobState.BOOT_FAIL,
-        JobState.DEADLINE,
-    }
-)
-RUNNING_STATES = frozenset({JobState.RUNNING, JobState.COMPLETING})
 MIN_POLL_GAP_S = 0.5
 
 
@@ -103,7 +100,7 @@ class SlurmWatcher:
             if not node.unavailable:
                 self._not_responding_since.pop(node.name, None)
                 continue
-            if node.state in HARD_DOWN_STATES:
+            if node.state in HARD_DOWN_NODE_STATES:
                 lost[node.name] = node
                 continue
             since = self._not_responding_since.setdefault(node.name, now)
@@ -140,7 +137,7 @@ class SlurmWatcher:
         if not resolution.opted_in:
             return found
         before = self._last_jobs.get(job.job_id)
-        if job.state in FAILED_STATES:
+        if job.state in FAILED_JOB_STATES:
             found.append(
                 self._interruption(
                     job,
@@ -172,7 +169,7 @@ class SlurmWatcher:
             )
         elif (
             before is not None
-            and before.state in RUNNING_STATES
+            and before.state in RUNNING_JOB_STATES
             and job.restart_count > before.restart_count
         ):
             found.append(

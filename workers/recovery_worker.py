@@ -22,8 +22,8 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from activities.recovery import RecoveryActivities
-from activities.steps import builtin_steps
+from resurrect.activities.recovery import RecoveryActivities
+from resurrect.activities.steps import builtin_steps
 from resurrect.config import ResurrectConfig
 from resurrect.plans.loader import check_plans, load_plans
 from resurrect.plans.models import ResolvedPlan
@@ -31,7 +31,7 @@ from resurrect.plugins import Plugin, discover, params_registry, step_registry
 from resurrect.scheduler.base import Scheduler
 from resurrect.steps.runtime import StepFn, StepRuntime, make_activity
 from resurrect.telemetry.interceptor import TelemetryInterceptor
-from workflows.recovery import RecoveryWorkflow
+from resurrect.workflows.recovery import RecoveryWorkflow
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +39,6 @@ log = logging.getLogger(__name__)
 # re-importing them (and pydantic) per workflow run costs 2-3x throughput.
 PASSTHROUGH_MODULES = (
     "resurrect",
-    "workflows.names",
-    "sensors.node_agent.models",
     "pydantic",
     "pydantic_core",
     "annotated_types",
@@ -79,7 +77,7 @@ def load_catalogue(
 def workflow_classes() -> list[type]:
     classes: list[type] = [RecoveryWorkflow]
     try:
-        from workflows.node_health import NodeHealthWorkflow
+        from resurrect.workflows.node_health import NodeHealthWorkflow
     except ImportError:  # the node-health workflow is optional in a minimal install
         return classes
     classes.append(NodeHealthWorkflow)
@@ -90,7 +88,7 @@ def node_health_activities(
     scheduler: Scheduler, config: ResurrectConfig, client: Client
 ) -> list[Callable[..., Any]]:
     try:
-        from activities.node_health import NodeHealthActivities
+        from resurrect.activities.node_health import NodeHealthActivities
     except ImportError:
         return []
     activities = NodeHealthActivities(scheduler=scheduler, client=client, config=config)

@@ -31,7 +31,7 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from resurrect.contracts import Evidence, FaultClass, SignalKind
-    from sensors.node_agent.models import (
+    from resurrect.node_health_contracts import (
         AGENT_STOPPED_SIGNAL,
         FINDINGS_SIGNAL,
         HEALTH_QUERY,

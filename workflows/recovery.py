@@ -23,7 +23,6 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from resurrect import search_attributes as sa
     from resurrect.contracts import (
         AttributeRequest,
         ChargedRestartsRequest,
@@ -39,10 +38,12 @@ with workflow.unsafe.imports_passed_through():
         StepInput,
         StepResult,
     )
+    from resurrect.errors import non_retryable_error_types
     from resurrect.planning import plan_recovery
     from resurrect.plans.models import ResolvedPlan, ResolvedStep
     from resurrect.plans.selection import select_plan
-    from workflows.names import (
+    from resurrect.temporal import search_attributes as sa
+    from resurrect.workflows.names import (
         PHASE_QUERY,
         RECOVERY_WORKFLOW,
         REPORT_SIGNAL,
@@ -57,7 +58,7 @@ SCHEDULER_RETRY = RetryPolicy(
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=15),
     maximum_attempts=0,
-    non_retryable_error_types=["JobNotFound", "NodeNotFound", "SchedulerRefused", "PolicyError"],
+    non_retryable_error_types=non_retryable_error_types(),
 )
 SCHEDULE_TO_CLOSE = timedelta(minutes=30)
 ResultT = TypeVar("ResultT")
@@ -92,12 +93,7 @@ def _retry_policy(step: ResolvedStep) -> RetryPolicy:
         backoff_coefficient=step.retry.backoff,
         maximum_interval=timedelta(seconds=step.retry.max_interval_s),
         maximum_attempts=step.retry.max_attempts,
-        non_retryable_error_types=[
-            "PermanentStepError",
-            "JobNotFound",
-            "NodeNotFound",
-            "SchedulerRefused",
-        ],
+        non_retryable_error_types=non_retryable_error_types(),
     )
 
 

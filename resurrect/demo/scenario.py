@@ -49,8 +49,8 @@ from resurrect.goodput.model import JobGoodput
 from resurrect.goodput.report import job_goodput
 from resurrect.service import ServiceParts, run_service
 from resurrect.stacks.processes import job_rank_processes
-from resurrect.temporal_client import connect
-from resurrect.temporal_server import EmbeddedTemporal, free_port, port_open
+from resurrect.temporal.client import connect
+from resurrect.temporal.server import EmbeddedTemporal, free_port, port_open
 
 Scenario = Literal["node-loss", "gpu-error", "checkpoint-damage", "hang", "straggler"]
 SCENARIOS: tuple[Scenario, ...] = (
@@ -219,10 +219,10 @@ class Demo:
     def _start_node_agents(
         self, cluster: LocalSlurm, client: Client, config: ResurrectConfig, stop: asyncio.Event
     ) -> list[asyncio.Task[None]]:
+        from resurrect.config import AgentSettings
         from resurrect.rules import load_engine
-        from sensors.node_agent import FakeNvml, NodeAgent
-        from sensors.node_agent.reporters import TemporalReporter
-        from sensors.node_agent.settings import AgentSettings
+        from resurrect.sensors.node_agent import FakeNvml, NodeAgent
+        from resurrect.sensors.node_agent.reporters import TemporalReporter
 
         engine = load_engine(config.rules.extra_packs)
         tasks: list[asyncio.Task[None]] = []

@@ -12,7 +12,7 @@ from resurrect.errors import PluginError
 
 
 def _catalogue(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from workers.recovery_worker import load_catalogue
+    from resurrect.workers.recovery_worker import load_catalogue
 
     config = load_config(args.config)
     if args.paths:

@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from resurrect.errors import (
+    JobAlreadyPending,
+    JobCompleting,
     JobNotFound,
     NodeNotFound,
     SchedulerError,
@@ -43,18 +45,17 @@ _UNAVAILABLE = (
 _JOB_NOT_FOUND = ("invalid job id specified", "job id not found")
 _NODE_NOT_FOUND = ("invalid node name specified",)
 _NODE_NOT_FOUND_RE = re.compile(r"node \S+ not found", re.IGNORECASE)
+_JOB_PENDING = ("job is pending execution",)
+_JOB_COMPLETING = ("job is still completing", "already completing or completed")
 _REFUSED = (
     "requested operation is presently disabled",
     "job has already finished",
-    "already completing or completed",
     "job is no longer pending execution",
     "access/permission denied",
     "permission denied",
     "operation not permitted",
     "requested operation not supported",
-    "job is pending execution",
     "invalid node state specified",
-    "job is still completing",
 )
 
 
@@ -87,6 +88,10 @@ def classify_text(text: str, context: str = "") -> SchedulerError:
         return JobNotFound(summary)
     if any(p in low for p in _NODE_NOT_FOUND) or _NODE_NOT_FOUND_RE.search(text):
         return NodeNotFound(summary)
+    if any(p in low for p in _JOB_PENDING):
+        return JobAlreadyPending(summary)
+    if any(p in low for p in _JOB_COMPLETING):
+        return JobCompleting(summary)
     if any(p in low for p in _REFUSED):
         return SchedulerRefused(summary)
     if any(p in low for p in _UNAVAILABLE):

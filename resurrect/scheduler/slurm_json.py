@@ -35,7 +35,6 @@ NODE_BASE_STATES = frozenset(
 )
 # Reasons meaning "held" in squeue/scontrol output.
 HELD_REASONS = frozenset({"JobHeldAdmin", "JobHeldUser", "job_requeued_in_held_state"})
-FINISHED_STATES = FINISHED_JOB_STATES
 _JOB_STATE_VALUES = {s.value for s in JobState}
 # Flags that may appear in a v0.0.40+ job_state list next to the base state.
 _JOB_STATE_FLAGS = frozenset(
@@ -263,7 +262,7 @@ def parse_job(job: JsonObj) -> JobInfo:
         held = False
     nodes = _hosts(job.get("nodes"))
     exit_code, exit_signal = (None, None)
-    if state in FINISHED_STATES:
+    if state in FINISHED_JOB_STATES:
         exit_code, exit_signal = parse_exit(job.get("exit_code"))
     info: dict[str, Any] = {
         "job_id": str(number(job.get("job_id"))),
@@ -276,7 +275,7 @@ def parse_job(job: JsonObj) -> JobInfo:
     if num_nodes is None:
         num_nodes = len(nodes)
     start = timestamp(job.get("start_time")) if state is not JobState.PENDING else None
-    end = timestamp(job.get("end_time")) if state in FINISHED_STATES else None
+    end = timestamp(job.get("end_time")) if state in FINISHED_JOB_STATES else None
     return JobInfo(
         job_id=info["job_id"],
         name=info["name"],

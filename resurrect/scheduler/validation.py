@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from resurrect.errors import SchedulerError
+from resurrect.errors import InvalidSchedulerArgument
 
 NODE_NAME_MAX = 64
 REASON_MAX = 200
@@ -18,10 +18,6 @@ _NODE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _JOB_ID_RE = re.compile(r"[0-9]{1,10}(?:_[0-9]{1,10})?")
 # printable ASCII without characters slurm.conf-style parsers or shells treat specially
 _REASON_FORBIDDEN = re.compile(r"[^\x20-\x7e]|[\"'`$\\;|&<>]")
-
-
-class InvalidSchedulerArgument(SchedulerError, ValueError):
-    """A node name, job id or reason was rejected before any command ran."""
 
 
 def validate_node_name(name: str) -> str:

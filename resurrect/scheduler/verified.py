@@ -32,16 +32,17 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 
-from resurrect.contracts import JobInfo, JobState, MutationResult, NodeInfo
+from resurrect.contracts import FINISHED_JOB_STATES, JobInfo, JobState, MutationResult, NodeInfo
 from resurrect.errors import (
+    JobAlreadyPending,
     JobCancelled,
+    JobCompleting,
     JobNotFound,
     NodeNotFound,
     SchedulerError,
     SchedulerRefused,
 )
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
-from resurrect.scheduler.slurm_json import FINISHED_STATES
 from resurrect.scheduler.validation import (
     sanitize_reason,
     validate_job_id,
@@ -281,11 +282,9 @@ class VerifiedScheduler(ABC):
             try:
                 await self._requeuehold_retrying(jid)
                 steps = [f"requeuehold ({job.state.value})"]
-            except SchedulerRefused as exc:
+            except JobAlreadyPending:
                 # slurmctld requeued the job itself between our read and our act
                 # (NODE_FAIL of a --requeue job): it is pending now, so hold it instead
-                if "pending" not in str(exc).lower():
-                    raise
                 now = await self.get_job(jid)
                 if now.state is not JobState.PENDING:
                     raise
@@ -309,8 +308,8 @@ class VerifiedScheduler(ABC):
             try:
                 await self._act_requeuehold(jid)
                 return
-            except SchedulerRefused as exc:
-                if "completing" not in str(exc).lower() or time.monotonic() >= deadline:
+            except JobCompleting:
+                if time.monotonic() >= deadline:
                     raise
             await asyncio.sleep(self.poll_interval)
 
@@ -318,14 +317,14 @@ class VerifiedScheduler(ABC):
         """Cancel; a job that already ended (or is completing) gives ``changed=False``."""
         jid = validate_job_id(job_id)
         job = await self.get_job(jid)
-        if job.state in FINISHED_STATES or job.state is JobState.COMPLETING:
+        if job.state in FINISHED_JOB_STATES or job.state is JobState.COMPLETING:
             return MutationResult(
                 target=jid, operation="cancel", changed=False, detail=f"already {job.state.value}"
             )
         await self._act_cancel(jid)
 
         async def ended() -> bool:
-            return (await self.get_job(jid)).state in FINISHED_STATES | {JobState.COMPLETING}
+            return (await self.get_job(jid)).state in FINISHED_JOB_STATES | {JobState.COMPLETING}
 
         await self._wait_for(f"job {jid} has ended", ended)
         return MutationResult(target=jid, operation="cancel", changed=True, detail="cancelled")

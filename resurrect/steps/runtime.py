@@ -21,6 +21,7 @@ import asyncio
 import contextvars
 import inspect
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast, get_type_hints
@@ -77,20 +78,24 @@ def _params_model(fn: StepFn) -> type[BaseModel] | None:
     )
 
 
+_PART = re.compile(r"[a-z][a-z0-9_]*")
+
+
 def step(name: str, *, mutating: bool = True, handles_observe: bool = False) -> Callable[[F], F]:
-    """Mark ``fn`` as a recovery step named ``name`` (namespaced by its plugin).
+    """Mark ``fn`` as the recovery step ``name``: its full activity name, as plans call it,
+    ``<namespace>.<step>`` (``recovery.drain_nodes``, ``oncall.page``); a plugin's steps
+    use the plugin's name as their namespace.
 
     ``mutating``: the step changes something (a node, a job, the outside world); in observe
     mode it is skipped and its would-be call recorded, unless ``handles_observe`` says the
     step checks ``ctx.observe`` and describes what it would do itself.
     """
-    if (
-        not name
-        or not name.replace("_", "").isalnum()
-        or not name[0].isalpha()
-        or name != name.lower()
-    ):
-        raise PluginError(f"step name {name!r}: use lower_case letters, digits and underscores")
+    namespace, dot, short = name.partition(".")
+    if not (dot and _PART.fullmatch(namespace) and _PART.fullmatch(short)):
+        raise PluginError(
+            f"step name {name!r}: use <namespace>.<step> (e.g. 'recovery.drain_nodes'),"
+            " each of lower_case letters, digits and underscores"
+        )
 
     def mark(fn: F) -> F:
         if not inspect.iscoroutinefunction(cast(Any, fn)):

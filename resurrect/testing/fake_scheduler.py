@@ -1,25 +1,36 @@
 """An in-memory scheduler implementing :class:`resurrect.scheduler.Scheduler`.
 
-For unit tests of activities, plugins and sensors without a cluster. It behaves like Slurm
-where resurrect relies on it: drains carry a reason, resume refuses drains that resurrect
-did not make, requeue keeps the job id and owner, bumps the restart count and records the
-exclusion, a ``--no-requeue`` job is refused. Every mutation is recorded in ``calls``;
-``fail_next`` makes the next N calls raise :class:`SchedulerUnavailable` (a controller that
-is down), to test retries.
+For unit tests of activities, plugins and sensors without a cluster. It is the real
+check -> act -> verify code of the Slurm backends (:class:`VerifiedScheduler`) over
+primitives that change plain dicts instead of calling Slurm, so what a test sees is what
+the Slurm backends do: a drained node is not drained again, an operator's drain is never
+resumed, a requeue keeps the job id and owner (requeue-hold -> set the exclusion ->
+release, or hold -> exclusion -> release for a pending job), a ``--no-requeue`` job is
+refused.
+
+Every primitive action is recorded in ``calls`` as Slurm would see it: ``("drain", node)``,
+``("resume", node)``, ``("hold", job)``, ``("requeuehold", job)``, ``("exclude", job)``,
+``("release", job)``, ``("cancel", job)``. ``fail_next`` makes the next N reads raise
+:class:`SchedulerUnavailable` (a controller that is down), to test retries. A released job
+starts on healthy nodes at once unless ``start_requeued_jobs`` is False.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from resurrect.contracts import FINISHED_JOB_STATES, JobInfo, JobState, MutationResult, NodeInfo
-from resurrect.errors import JobNotFound, NodeNotFound, SchedulerRefused, SchedulerUnavailable
-from resurrect.scheduler.base import DRAIN_REASON_PREFIX
+from resurrect.contracts import FINISHED_JOB_STATES, JobInfo, JobState, NodeInfo
+from resurrect.errors import (
+    JobAlreadyPending,
+    JobNotFound,
+    NodeNotFound,
+    SchedulerRefused,
+    SchedulerUnavailable,
+)
+from resurrect.scheduler.verified import VerifiedScheduler
 
-FINISHED = FINISHED_JOB_STATES
 
-
-class FakeScheduler:
+class FakeScheduler(VerifiedScheduler):
     """A scheduler in memory; state is plain dicts a test can read and change."""
 
     def __init__(
@@ -30,7 +41,8 @@ class FakeScheduler:
         cluster_name: str = "fake",
         start_requeued_jobs: bool = True,
     ) -> None:
-        self._cluster_name = cluster_name
+        # state changes at once, so each verification succeeds on its first read
+        super().__init__(cluster_name, verify_timeout=1.0, poll_interval=0.01)
         self.nodes: dict[str, NodeInfo] = {n.name: n for n in nodes}
         self.jobs: dict[str, JobInfo] = {j.job_id: j for j in jobs}
         self.calls: list[tuple[str, str]] = []
@@ -42,108 +54,88 @@ class FakeScheduler:
         nodes = [NodeInfo(name=f"{prefix}{i}", state="IDLE") for i in range(1, count + 1)]
         return cls(nodes, **kwargs)  # type: ignore[arg-type]
 
-    @property
-    def cluster_name(self) -> str:
-        return self._cluster_name
-
+    # ------------------------------------------------------------------ reads
     def _maybe_fail(self) -> None:
         if self.fail_next > 0:
             self.fail_next -= 1
             raise SchedulerUnavailable("fake: slurm controller unreachable")
 
-    # ------------------------------------------------------------------ reads
     async def list_jobs(self) -> list[JobInfo]:
         self._maybe_fail()
         return list(self.jobs.values())
-
-    async def get_job(self, job_id: str) -> JobInfo:
-        self._maybe_fail()
-        try:
-            return self.jobs[job_id]
-        except KeyError:
-            raise JobNotFound(f"fake: no job {job_id}") from None
 
     async def list_nodes(self) -> list[NodeInfo]:
         self._maybe_fail()
         return list(self.nodes.values())
 
-    async def get_node(self, name: str) -> NodeInfo:
-        self._maybe_fail()
+    # ------------------------------------------------------------------ primitives
+    def _node(self, name: str) -> NodeInfo:
         try:
             return self.nodes[name]
         except KeyError:
-            raise NodeNotFound(f"fake: no node {name}") from None
+            raise NodeNotFound(f"fake: Node {name} not found") from None
 
-    # ------------------------------------------------------------------ mutations
-    async def drain_node(self, name: str, reason: str) -> MutationResult:
-        node = await self.get_node(name)
-        if not reason.startswith(DRAIN_REASON_PREFIX):
-            reason = f"{DRAIN_REASON_PREFIX} {reason}"
-        if node.drained:
-            return MutationResult(
-                target=name, operation="drain", changed=False, detail=f"{name} already drained"
-            )
-        self.calls.append(("drain", name))
-        self.nodes[name] = node.model_copy(
-            update={"flags": [*node.flags, "DRAIN"], "reason": reason}
-        )
-        return MutationResult(
-            target=name, operation="drain", changed=True, detail=f"drained {name}"
-        )
+    def _job(self, job_id: str) -> JobInfo:
+        try:
+            return self.jobs[job_id]
+        except KeyError:
+            raise JobNotFound(f"fake: Invalid job id specified: {job_id}") from None
 
-    async def resume_node(self, name: str) -> MutationResult:
-        node = await self.get_node(name)
-        if not node.drained:
-            return MutationResult(
-                target=name, operation="resume", changed=False, detail=f"{name} not drained"
-            )
-        if not node.reason.startswith(DRAIN_REASON_PREFIX):
-            raise SchedulerRefused(f"fake: {name} was drained by someone else ({node.reason})")
-        self.calls.append(("resume", name))
-        self.nodes[name] = node.model_copy(
-            update={"flags": [f for f in node.flags if f != "DRAIN"], "reason": ""}
-        )
-        return MutationResult(
-            target=name, operation="resume", changed=True, detail=f"resumed {name}"
-        )
+    def _set_job(self, job: JobInfo, **update: object) -> None:
+        self.jobs[job.job_id] = job.model_copy(update=update)
 
-    async def requeue_excluding(self, job_id: str, exclude_nodes: list[str]) -> MutationResult:
-        job = await self.get_job(job_id)
+    async def _act_drain(self, node: str, reason: str) -> None:
+        info = self._node(node)
+        self.calls.append(("drain", node))
+        flags = info.flags if "DRAIN" in info.flags else [*info.flags, "DRAIN"]
+        self.nodes[node] = info.model_copy(update={"flags": flags, "reason": reason})
+
+    async def _act_resume(self, node: str) -> None:
+        info = self._node(node)
+        self.calls.append(("resume", node))
+        flags = [f for f in info.flags if f != "DRAIN"]
+        self.nodes[node] = info.model_copy(update={"flags": flags, "reason": ""})
+
+    async def _act_hold(self, job_id: str) -> None:
+        job = self._job(job_id)
+        if job.state is not JobState.PENDING:
+            raise SchedulerRefused(f"fake: job {job_id}: Job is no longer pending execution")
+        self.calls.append(("hold", job_id))
+        self._set_job(job, held=True)
+
+    async def _act_requeuehold(self, job_id: str) -> None:
+        job = self._job(job_id)
+        if job.state is JobState.PENDING:
+            raise JobAlreadyPending(f"fake: job {job_id}: Job is pending execution")
         if not job.requeue_allowed:
-            raise SchedulerRefused(f"fake: job {job_id} is not requeueable")
-        self.calls.append(("requeue", job_id))
-        excluded = list(dict.fromkeys([*job.excluded_nodes, *exclude_nodes]))
-        update: dict[str, object] = {
-            "excluded_nodes": excluded,
-            "restart_count": job.restart_count + 1,
-            "state": JobState.PENDING,
-            "held": False,
-        }
-        if self.start_requeued_jobs:
+            raise SchedulerRefused(f"fake: job {job_id}: Requested operation is presently disabled")
+        self.calls.append(("requeuehold", job_id))
+        # like Slurm: the running attempt (if any) is ended and the job waits, held
+        self._set_job(job, state=JobState.PENDING, held=True, restart_count=job.restart_count + 1)
+
+    async def _act_exclude(self, job_id: str, nodes: list[str]) -> None:
+        job = self._job(job_id)
+        self.calls.append(("exclude", job_id))
+        self._set_job(job, excluded_nodes=list(nodes))
+
+    async def _act_release(self, job_id: str) -> None:
+        job = self._job(job_id)
+        self.calls.append(("release", job_id))
+        update: dict[str, object] = {"held": False}
+        if self.start_requeued_jobs and job.state is JobState.PENDING:
             healthy = [
                 n.name
                 for n in self.nodes.values()
-                if n.name not in excluded and not n.drained and not n.unavailable
+                if n.name not in job.excluded_nodes and not n.drained and not n.unavailable
             ]
             count = job.num_nodes or len(job.nodes) or 1
             if len(healthy) >= count:
                 update |= {"state": JobState.RUNNING, "nodes": healthy[:count]}
-        self.jobs[job_id] = job.model_copy(update=update)
-        return MutationResult(
-            target=job_id,
-            operation="requeue",
-            changed=True,
-            detail=f"requeued {job_id} excluding {excluded}",
-        )
+        self._set_job(job, **update)
 
-    async def cancel_job(self, job_id: str) -> MutationResult:
-        job = await self.get_job(job_id)
-        if job.state in FINISHED:
-            return MutationResult(
-                target=job_id, operation="cancel", changed=False, detail="already finished"
-            )
+    async def _act_cancel(self, job_id: str) -> None:
+        job = self._job(job_id)
+        if job.state in FINISHED_JOB_STATES:
+            raise SchedulerRefused(f"fake: job {job_id}: Job has already finished")
         self.calls.append(("cancel", job_id))
-        self.jobs[job_id] = job.model_copy(update={"state": JobState.CANCELLED})
-        return MutationResult(
-            target=job_id, operation="cancel", changed=True, detail=f"cancelled {job_id}"
-        )
+        self._set_job(job, state=JobState.CANCELLED)

@@ -107,10 +107,9 @@ async def run_step(
     observe: bool = False,
     settings: dict[str, Any] | None = None,
     step_input: StepInput | None = None,
-    namespace: str = "plugin",
 ) -> StepResult:
     """Run step ``fn`` once as an activity in isolation and return its result."""
-    name = f"{namespace}.{step_meta(fn).name}"
+    name = step_meta(fn).name
     runtime = StepRuntime(
         scheduler=scheduler or FakeScheduler.with_nodes(4, cluster_name="test"),
         config=config or ResurrectConfig(),

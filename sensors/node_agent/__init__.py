@@ -3,13 +3,8 @@
 Plugin authors and the worker import from here; :data:`__all__` is the public surface.
 """
 
-from sensors.node_agent.agent import NodeAgent
-from sensors.node_agent.check import run_check, verdict_from
-from sensors.node_agent.classify import LineScanner, classify
-from sensors.node_agent.fake_nvml import FakeGpu, FakeNvml
-from sensors.node_agent.kernel_log import KernelLogSource
-from sensors.node_agent.limiter import FindingLimiter
-from sensors.node_agent.models import (
+from resurrect.config import AgentSettings
+from resurrect.node_health_contracts import (
     AGENT_STOPPED_SIGNAL,
     FINDINGS_SIGNAL,
     HEALTH_QUERY,
@@ -17,26 +12,29 @@ from sensors.node_agent.models import (
     NODE_HEALTH_WORKFLOW,
     REPORT_NODE_FAULT_ACTIVITY,
     AgentStopped,
-    GpuVerdict,
     NodeFaultReport,
     NodeFaultResult,
     NodeFindings,
     NodeHealth,
     NodeHealthInput,
     NodeHeartbeat,
-    NodeVerdict,
-    Reading,
     node_health_workflow_id,
 )
-from sensors.node_agent.nvml_api import NvmlApi, load_pynvml
-from sensors.node_agent.nvml_source import NvmlSource, NvmlStatus
-from sensors.node_agent.reporters import (
+from resurrect.sensors.node_agent.agent import NodeAgent
+from resurrect.sensors.node_agent.check import run_check, verdict_from
+from resurrect.sensors.node_agent.classify import LineScanner, classify
+from resurrect.sensors.node_agent.fake_nvml import FakeGpu, FakeNvml
+from resurrect.sensors.node_agent.kernel_log import KernelLogSource
+from resurrect.sensors.node_agent.limiter import FindingLimiter
+from resurrect.sensors.node_agent.models import GpuVerdict, NodeVerdict, Reading
+from resurrect.sensors.node_agent.nvml_api import NvmlApi, load_pynvml
+from resurrect.sensors.node_agent.nvml_source import NvmlSource, NvmlStatus
+from resurrect.sensors.node_agent.reporters import (
     DeliveryError,
     PrintReporter,
     Reporter,
     TemporalReporter,
 )
-from sensors.node_agent.settings import AgentSettings
 
 __all__ = [
     "AGENT_STOPPED_SIGNAL",

@@ -1,4 +1,5 @@
-"""``python -m sensors.node_agent ...``: the agent's commands without the rest of resurrect's CLI.
+"""``python -m resurrect.sensors.node_agent ...``: the agent's commands without the rest of
+resurrect's CLI.
 
 Same commands and exit codes as ``resurrect agent ...`` (run, check, readings), for GPU nodes
 where only the agent is wanted.
@@ -20,8 +21,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     rest = [arg for arg in given if arg not in VERBOSE_FLAGS]
     return cli_main(
         [*flags, "agent", *rest],
-        modules=("sensors.node_agent.cli",),
-        prog="python -m sensors.node_agent",
+        modules=("resurrect.sensors.node_agent.cli",),
+        prog="python -m resurrect.sensors.node_agent",
     )
 
 

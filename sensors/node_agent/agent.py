@@ -18,16 +18,17 @@ import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
+from resurrect.config import AgentSettings
 from resurrect.contracts import Evidence
+from resurrect.node_health_contracts import AgentStopped, NodeFindings, NodeHeartbeat
+from resurrect.sensors.node_agent.classify import LineScanner, classify
+from resurrect.sensors.node_agent.kernel_log import KernelLogSource
+from resurrect.sensors.node_agent.limiter import FindingLimiter
+from resurrect.sensors.node_agent.models import Reading
+from resurrect.sensors.node_agent.nvml_api import NvmlApi
+from resurrect.sensors.node_agent.nvml_source import NvmlSource, utcnow
+from resurrect.sensors.node_agent.reporters import DeliveryError, Reporter
 from resurrect.telemetry.record import record_heartbeat, record_readings
-from sensors.node_agent.classify import LineScanner, classify
-from sensors.node_agent.kernel_log import KernelLogSource
-from sensors.node_agent.limiter import FindingLimiter
-from sensors.node_agent.models import AgentStopped, NodeFindings, NodeHeartbeat, Reading
-from sensors.node_agent.nvml_api import NvmlApi
-from sensors.node_agent.nvml_source import NvmlSource, utcnow
-from sensors.node_agent.reporters import DeliveryError, Reporter
-from sensors.node_agent.settings import AgentSettings
 
 log = logging.getLogger(__name__)
 

@@ -20,10 +20,10 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 
 from resurrect.contracts import DEFAULT_ACTION, Evidence, FaultClass
-from sensors.node_agent.classify import LineScanner, classify
-from sensors.node_agent.models import GpuVerdict, NodeVerdict, Reading, VerdictStatus
-from sensors.node_agent.nvml_api import NvmlApi
-from sensors.node_agent.nvml_source import NvmlSource, utcnow
+from resurrect.sensors.node_agent.classify import LineScanner, classify
+from resurrect.sensors.node_agent.models import GpuVerdict, NodeVerdict, Reading, VerdictStatus
+from resurrect.sensors.node_agent.nvml_api import NvmlApi
+from resurrect.sensors.node_agent.nvml_source import NvmlSource, utcnow
 
 UNHEALTHY_CLASSES = frozenset(
     {FaultClass.GPU_HARDWARE, FaultClass.NETWORK_FABRIC, FaultClass.NODE_LOST}

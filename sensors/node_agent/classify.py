@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from resurrect.contracts import Evidence, SignalKind
-from sensors.node_agent.models import Reading
+from resurrect.sensors.node_agent.models import Reading
 
 
 class LineScanner(Protocol):

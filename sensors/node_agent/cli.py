@@ -22,16 +22,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from resurrect.config import AgentSettings
 from resurrect.errors import ConfigError
-from sensors.node_agent.agent import NodeAgent
-from sensors.node_agent.check import format_verdict, run_check
-from sensors.node_agent.classify import LineScanner, classify
-from sensors.node_agent.kernel_log import KernelLogSource
-from sensors.node_agent.models import NodeVerdict
-from sensors.node_agent.nvml_api import load_pynvml
-from sensors.node_agent.nvml_source import NvmlSource
-from sensors.node_agent.reporters import PrintReporter, Reporter, TemporalReporter
-from sensors.node_agent.settings import AgentSettings
+from resurrect.sensors.node_agent.agent import NodeAgent
+from resurrect.sensors.node_agent.check import format_verdict, run_check
+from resurrect.sensors.node_agent.classify import LineScanner, classify
+from resurrect.sensors.node_agent.kernel_log import KernelLogSource
+from resurrect.sensors.node_agent.models import NodeVerdict
+from resurrect.sensors.node_agent.nvml_api import load_pynvml
+from resurrect.sensors.node_agent.nvml_source import NvmlSource
+from resurrect.sensors.node_agent.reporters import PrintReporter, Reporter, TemporalReporter
 
 log = logging.getLogger(__name__)
 
@@ -103,8 +103,8 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
 def _settings(args: argparse.Namespace) -> tuple[AgentSettings, Any]:
     from resurrect.config import load_config
 
-    config = load_config(args.config)
-    data = dict(config.agent)
+    config = load_config(args.config)  # validates the agent: section too
+    data = config.agent.model_dump()
     if args.node:
         data["node_name"] = args.node
     if getattr(args, "interval", None):
@@ -230,7 +230,7 @@ async def _serve(
     if print_only:
         reporter = PrintReporter(heartbeats=True)
     else:
-        from resurrect.temporal_client import connect
+        from resurrect.temporal.client import connect
 
         client = await connect(config.temporal, attempts=5)
         reporter = TemporalReporter(

@@ -23,7 +23,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from sensors.node_agent import nvml_api as api
+from resurrect.sensors.node_agent import nvml_api as api
 
 
 class NVMLError(Exception):

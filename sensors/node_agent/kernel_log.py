@@ -18,8 +18,8 @@ from datetime import datetime
 from pathlib import Path
 
 from resurrect.contracts import SignalKind
-from sensors.node_agent.models import Reading
-from sensors.node_agent.nvml_source import utcnow
+from resurrect.sensors.node_agent.models import Reading
+from resurrect.sensors.node_agent.nvml_source import utcnow
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
-"""Data the node agent produces and sends: readings, findings, heartbeats, health verdicts.
+"""What the node agent reads and concludes locally: readings and health-check verdicts.
 
-This module imports only pydantic and :mod:`resurrect.contracts`, so the node health
-workflow can pass it through the Temporal sandbox.
+What it sends to the control plane (heartbeats, findings, its stop) are NodeHealthWorkflow's
+contracts, in :mod:`resurrect.node_health_contracts`.
 """
 
 from __future__ import annotations
@@ -11,20 +11,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from resurrect.contracts import Contract, Evidence, FaultClass, RecoveryAction, SignalKind
-
-# Names by which the control plane knows the node health workflow and its parts.
-NODE_HEALTH_WORKFLOW = "NodeHealthWorkflow"
-HEARTBEAT_SIGNAL = "heartbeat"
-FINDINGS_SIGNAL = "findings"
-AGENT_STOPPED_SIGNAL = "agent_stopped"
-HEALTH_QUERY = "health"
-REPORT_NODE_FAULT_ACTIVITY = "node_health.report_node_fault"
-
-
-def node_health_workflow_id(cluster: str, node: str) -> str:
-    """The identity of a node's health workflow: one per (cluster, node)."""
-    return f"node-health/{cluster}/{node}"
+from resurrect.contracts import Contract, FaultClass, RecoveryAction, SignalKind
 
 
 class Reading(Contract):
@@ -38,85 +25,6 @@ class Reading(Contract):
     pci: str | None = None  # kernel form, e.g. 0000:3b:00
     uuid: str | None = None
     observed_at: datetime
-
-
-class NodeHeartbeat(Contract):
-    """The agent is alive; sent every heartbeat interval."""
-
-    node: str
-    seq: int = Field(ge=0)
-    sent_at: datetime
-    gpus: int = Field(default=0, ge=0)
-    nvml: str = "ok"  # "ok", or why NVML is not watched ("library missing", "no GPUs", ...)
-    silence_threshold_s: float = Field(default=6.0, gt=0)
-
-
-class NodeFindings(Contract):
-    """Evidence the agent's rules produced, already de-duplicated and rate-limited."""
-
-    node: str
-    sent_at: datetime
-    evidence: list[Evidence]
-
-
-class AgentStopped(Contract):
-    """The agent is stopping on purpose (systemd stop); silence after this is not a fault."""
-
-    node: str
-    sent_at: datetime
-    reason: str = "stopped"
-
-
-class NodeHealthInput(Contract):
-    """Start (and continue-as-new) input of the node health workflow."""
-
-    cluster: str
-    node: str
-    silence_threshold_s: float = Field(default=6.0, gt=0)
-    report_dedup_s: float = Field(default=300.0, ge=0)
-    max_signals_per_run: int = Field(default=500, ge=10)
-    carried: NodeHealth | None = None
-
-
-NodeStatus = Literal["unknown", "healthy", "degraded", "faulty", "silent", "stopped"]
-
-
-class NodeHealth(Contract):
-    """What the node health workflow knows about its node (its ``health`` query)."""
-
-    cluster: str
-    node: str
-    status: NodeStatus = "unknown"
-    last_heartbeat_at: datetime | None = None
-    last_seq: int = -1
-    gpus: int = 0
-    nvml: str = "unknown"
-    silent_since: datetime | None = None
-    findings: list[Evidence] = Field(default_factory=list)  # latest per (gpu, rule), bounded
-    reported_jobs: list[str] = Field(default_factory=list)  # recovery workflow ids, bounded
-    reported_at: dict[str, datetime] = Field(default_factory=dict)  # "gpu|rule" -> last report
-    faults_reported: int = 0
-    stall_graces: int = 0  # silence timers that fired late (control plane stalled)
-
-
-class NodeFaultReport(Contract):
-    """The activity's input: the node is faulty (root finding) or lost (silent agent)."""
-
-    cluster: str
-    node: str
-    fault_class: FaultClass
-    reason: str
-    observed_at: datetime
-    evidence: list[Evidence] = Field(default_factory=list)
-
-
-class NodeFaultResult(Contract):
-    """What the activity did: the recoveries it started or signalled."""
-
-    node: str
-    jobs_on_node: list[str] = Field(default_factory=list)
-    reported: list[str] = Field(default_factory=list)  # recovery workflow ids
-    skipped: list[str] = Field(default_factory=list)  # "job 12: not opted in", ...
 
 
 VerdictStatus = Literal["healthy", "unhealthy", "no_gpus"]
@@ -149,6 +57,3 @@ class NodeVerdict(Contract):
     @property
     def exit_code(self) -> int:
         return 1 if self.status == "unhealthy" else 0
-
-
-NodeHealthInput.model_rebuild()

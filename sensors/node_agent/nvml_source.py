@@ -21,9 +21,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from resurrect.contracts import SignalKind
-from sensors.node_agent import nvml_api as api
-from sensors.node_agent.models import Reading
-from sensors.node_agent.render import UNKNOWN_PCI, kernel_pci, metric_line, xid_line
+from resurrect.sensors.node_agent import nvml_api as api
+from resurrect.sensors.node_agent.models import Reading
+from resurrect.sensors.node_agent.render import UNKNOWN_PCI, kernel_pci, metric_line, xid_line
 
 log = logging.getLogger(__name__)
 

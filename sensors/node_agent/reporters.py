@@ -11,8 +11,9 @@ from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
+from resurrect.config import AgentSettings
 from resurrect.errors import ResurrectError
-from sensors.node_agent.models import (
+from resurrect.node_health_contracts import (
     AGENT_STOPPED_SIGNAL,
     FINDINGS_SIGNAL,
     HEARTBEAT_SIGNAL,
@@ -23,7 +24,6 @@ from sensors.node_agent.models import (
     NodeHeartbeat,
     node_health_workflow_id,
 )
-from sensors.node_agent.settings import AgentSettings
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ import pytest
 
 from resurrect.demo.local_cluster import slurm_unavailable_reason
 from resurrect.demo.scenario import Demo, DemoSettings
-from resurrect.temporal_server import free_port
+from resurrect.temporal.server import free_port
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal, pytest.mark.torch]
 

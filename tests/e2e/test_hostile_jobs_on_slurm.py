@@ -17,7 +17,7 @@ from support.service import running_service, service_config
 from temporalio.client import Client
 
 from resurrect.contracts import FaultClass, JobState, recovery_workflow_id
-from resurrect.temporal_server import EmbeddedTemporal
+from resurrect.temporal.server import EmbeddedTemporal
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal]
 

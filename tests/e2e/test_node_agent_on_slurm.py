@@ -14,18 +14,18 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from support.recovery import LONG_THEN_SHORT, OPT_IN, completed, outcome_of, running_on_two_nodes
+from support.recovery import completed, outcome_of, started, submit_running
 from support.service import running_service, service_config
 from temporalio.client import Client
 
-from resurrect.config import ResurrectConfig
+from resurrect.config import AgentSettings, ResurrectConfig
 from resurrect.contracts import FaultClass, recovery_workflow_id
+from resurrect.demo.local_cluster import LocalSlurm
+from resurrect.node_health_contracts import NodeHealth
 from resurrect.rules import load_engine
-from resurrect.temporal_server import EmbeddedTemporal
-from sensors.node_agent import FakeNvml, NodeAgent
-from sensors.node_agent.models import NodeHealth
-from sensors.node_agent.reporters import TemporalReporter
-from sensors.node_agent.settings import AgentSettings
+from resurrect.sensors.node_agent import FakeNvml, NodeAgent
+from resurrect.sensors.node_agent.reporters import TemporalReporter
+from resurrect.temporal.server import EmbeddedTemporal
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal]
 
@@ -56,8 +56,8 @@ async def agents(
 
 
 def own_label_config(
-    cluster, temporal_server: EmbeddedTemporal, tmp_path: Path
-) -> tuple[str, ResurrectConfig]:  # type: ignore[no-untyped-def]
+    cluster: LocalSlurm, temporal_server: EmbeddedTemporal, tmp_path: Path
+) -> tuple[str, ResurrectConfig]:
     """Node-health workflows are per (cluster label, node) and outlive a test: each test gets
     its own label, so it never signals a workflow whose worker is gone."""
     label = f"{cluster.cluster_name}-{uuid.uuid4().hex[:6]}"
@@ -65,22 +65,19 @@ def own_label_config(
 
 
 async def test_xid79_from_nvml_drains_that_node_and_requeues_the_job(
-    local_slurm,
+    cluster: LocalSlurm,
     temporal_server: EmbeddedTemporal,
     temporal_client: Client,
-    tmp_path: Path,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
 ) -> None:
-    cluster = local_slurm
-    cluster.reset()
     label, config = own_label_config(cluster, temporal_server, tmp_path)
     scheduler = cluster.scheduler()
     async with (
         running_service(config, temporal_client, scheduler),
         agents(cluster.nodes, temporal_client, label, config.temporal.task_queue) as running,
     ):
-        job_id = cluster.submit(LONG_THEN_SHORT, comment=OPT_IN, nodes=2)
-        job = await running_on_two_nodes(scheduler, job_id)
-        victim = job.nodes[1]
+        job = await submit_running(cluster, scheduler)
+        job_id, victim = job.job_id, job.nodes[1]
         running[victim][0].emit_xid(gpu=1, xid=79)  # GPU 1 of that node falls off the bus
         outcome = await outcome_of(temporal_client, recovery_workflow_id(label, job_id, 0))
         assert outcome.recovered, outcome.notes
@@ -88,24 +85,20 @@ async def test_xid79_from_nvml_drains_that_node_and_requeues_the_job(
         assert outcome.drained_nodes == [victim]
         done = await completed(scheduler, job_id, 90)
         assert victim not in done.nodes and done.restart_count == 1
-    cluster.reset()
 
 
 async def test_silent_agent_and_dead_slurmd_are_detected_before_slurm_marks_the_node_down(
-    local_slurm,
+    cluster: LocalSlurm,
     temporal_server: EmbeddedTemporal,
     temporal_client: Client,
-    tmp_path: Path,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
 ) -> None:
     """The node dies: its agent process is SIGKILLed with its slurmd and job steps."""
-    cluster = local_slurm
-    cluster.reset()
     label, config = own_label_config(cluster, temporal_server, tmp_path)
     scheduler = cluster.scheduler()
     async with running_service(config, temporal_client, scheduler):
-        job_id = cluster.submit(LONG_THEN_SHORT, comment=OPT_IN, nodes=2)
-        job = await running_on_two_nodes(scheduler, job_id)
-        victim = job.nodes[0]
+        job = await submit_running(cluster, scheduler)
+        job_id, victim = job.job_id, job.nodes[0]
         env = {
             **os.environ,
             "RESURRECT_TEMPORAL__EMBEDDED": "false",
@@ -116,7 +109,7 @@ async def test_silent_agent_and_dead_slurmd_are_detected_before_slurm_marks_the_
             "RESURRECT_AGENT__KERNEL_LOG": "false",
         }
         agent = subprocess.Popen(
-            [sys.executable, "-m", "sensors.node_agent", "run"],
+            [sys.executable, "-m", "resurrect.sensors.node_agent", "run"],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         try:
@@ -142,19 +135,16 @@ async def test_silent_agent_and_dead_slurmd_are_detected_before_slurm_marks_the_
             slurm_watch = asyncio.create_task(watch_slurm())
             workflow_id = recovery_workflow_id(label, job_id, 0)
             outcome = await outcome_of(temporal_client, workflow_id)
-            started = (
-                await temporal_client.get_workflow_handle(workflow_id).describe()
-            ).start_time.timestamp()
+            started_at = (await started(temporal_client, workflow_id)).start_time.timestamp()
             await asyncio.wait_for(slurm_watch, timeout=60)
         finally:
             agent.kill()
             agent.wait()
-    detect_s = started - killed_at
+    detect_s = started_at - killed_at
     slurm_s = down_at[0] - killed_at
     print(
         f"\nsilent node detected {detect_s:.1f} s after the kill; Slurm marked it DOWN after {slurm_s:.1f} s"
     )
-    assert detect_s < 10.0 and started < down_at[0]
+    assert detect_s < 10.0 and started_at < down_at[0]
     assert outcome.notes[0].startswith("reported by node_agent"), outcome.notes
     assert outcome.recovered and outcome.drained_nodes == [victim], outcome.notes
-    cluster.reset()

@@ -35,7 +35,7 @@ from resurrect.contracts import RecoveryOutcome, recovery_workflow_id
 from resurrect.demo.local_cluster import LocalSlurm
 from resurrect.goodput.report import GoodputReport, goodput_report
 from resurrect.telemetry import list_views
-from resurrect.temporal_server import EmbeddedTemporal, free_port
+from resurrect.temporal.server import EmbeddedTemporal, free_port
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal]
 

@@ -21,7 +21,7 @@ from temporalio.client import Client
 
 from resurrect.contracts import recovery_workflow_id
 from resurrect.plugins import discover
-from resurrect.temporal_server import EmbeddedTemporal
+from resurrect.temporal.server import EmbeddedTemporal
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal]
 

@@ -20,7 +20,7 @@ from temporalio.service import RPCError
 
 from resurrect.contracts import JobState, recovery_workflow_id
 from resurrect.demo.local_cluster import LocalSlurm, repo_root
-from resurrect.temporal_server import EmbeddedTemporal
+from resurrect.temporal.server import EmbeddedTemporal
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal, pytest.mark.torch]
 

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 import yaml
 from support.recovery import (
-    LONG_THEN_SHORT,
     OPT_IN,
     completed,
     eventually,
     outcome_of,
-    running_on_two_nodes,
+    started,
+    submit_running,
 )
 from support.service import running_service, service_config
 from temporalio.client import Client
@@ -27,18 +27,11 @@ from temporalio.service import RPCError
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import FaultClass, JobState, recovery_workflow_id
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
+from resurrect.sensors.log_follower import JobLogFollower
 from resurrect.service import ServiceParts
-from resurrect.temporal_server import EmbeddedTemporal
-from sensors.log_follower import JobLogFollower
+from resurrect.temporal.server import EmbeddedTemporal
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal]
-
-
-@pytest.fixture
-def cluster(local_slurm):  # type: ignore[no-untyped-def]
-    local_slurm.reset()
-    yield local_slurm
-    local_slurm.reset()
 
 
 def config_for(
@@ -58,14 +51,13 @@ async def test_node_loss_drains_that_node_requeues_and_completes(
     config = config_for(cluster, temporal_server, tmp_path)
     scheduler = cluster.scheduler()
     async with running_service(config, temporal_client, scheduler):
-        job_id = cluster.submit(LONG_THEN_SHORT, comment=OPT_IN, nodes=2)
-        before = await running_on_two_nodes(scheduler, job_id)
+        before = await submit_running(cluster, scheduler)
         victim = before.nodes[-1]
         t_fault = time.time()
         cluster.kill_node(victim)
-        workflow_id = recovery_workflow_id(cluster.cluster_name, job_id, 0)
+        workflow_id = recovery_workflow_id(cluster.cluster_name, before.job_id, 0)
+        description = await started(temporal_client, workflow_id)
         outcome = await outcome_of(temporal_client, workflow_id)
-        description = await temporal_client.get_workflow_handle(workflow_id).describe()
         detect_s = description.start_time.timestamp() - t_fault
         print(f"\nnode loss: detected {detect_s:.1f} s after the kill")
 
@@ -77,7 +69,7 @@ async def test_node_loss_drains_that_node_requeues_and_completes(
         others = [n for n in cluster.nodes if n != victim]
         for name in others:
             assert not cluster.node(name).get("Reason", "").startswith(DRAIN_REASON_PREFIX)
-        after = await completed(scheduler, job_id, 120)
+        after = await completed(scheduler, before.job_id, 120)
         assert (
             after.job_id == before.job_id
             and after.user == before.user
@@ -112,13 +104,7 @@ echo "attempt ${SLURM_RESTART_COUNT} fine"; sleep 1
         for job_id, outcome in zip(jobs, outcomes, strict=True):
             assert outcome.recovered, (job_id, outcome.notes)
             assert outcome.fault_class is FaultClass.PROCESS_CRASH
-            done = await eventually(
-                lambda j=job_id: scheduler.get_job(j),
-                lambda x: x.state is JobState.COMPLETED,
-                90,
-                f"job {job_id} completed",
-            )
-            assert done.restart_count == 1
+            assert (await completed(scheduler, job_id, 90)).restart_count == 1
         for job_id in jobs:
             count = await temporal_client.count_workflows(
                 f"ResurrectCluster = '{cluster.cluster_name}' AND ResurrectJobId = '{job_id}'"
@@ -135,9 +121,8 @@ async def test_observe_mode_changes_no_node_and_no_job(
     config = config_for(cluster, temporal_server, tmp_path, mode="observe")
     scheduler = cluster.scheduler()
     async with running_service(config, temporal_client, scheduler):
-        job_id = cluster.submit(LONG_THEN_SHORT, comment=OPT_IN, nodes=2, requeue=False)
-        before = await running_on_two_nodes(scheduler, job_id)
-        victim = before.nodes[0]
+        before = await submit_running(cluster, scheduler, requeue=False)
+        job_id, victim = before.job_id, before.nodes[0]
         cluster.kill_node(victim)
         outcome = await outcome_of(
             temporal_client, recovery_workflow_id(cluster.cluster_name, job_id, 0)
@@ -181,9 +166,8 @@ async def test_worker_killed_mid_recovery_finishes_with_one_drain_and_one_requeu
         async with running_service(
             config, temporal_client, scheduler, ServiceParts(worker=False, follow_logs=False)
         ):
-            job_id = cluster.submit(LONG_THEN_SHORT, comment=OPT_IN, nodes=2)
-            before = await running_on_two_nodes(scheduler, job_id)
-            victim = before.nodes[-1]
+            before = await submit_running(cluster, scheduler)
+            job_id, victim = before.job_id, before.nodes[-1]
             cluster.kill_node(victim)
             workflow_id = recovery_workflow_id(cluster.cluster_name, job_id, 0)
             handle = temporal_client.get_workflow_handle(workflow_id)
@@ -233,20 +217,11 @@ async def test_slurmctld_down_during_recovery_is_waited_out(
     config = config_for(cluster, temporal_server, tmp_path)
     scheduler = cluster.scheduler()
     async with running_service(config, temporal_client, scheduler):
-        job_id = cluster.submit(LONG_THEN_SHORT, comment=OPT_IN, nodes=2)
-        before = await running_on_two_nodes(scheduler, job_id)
+        before = await submit_running(cluster, scheduler)
         victim = before.nodes[-1]
         cluster.kill_node(victim)
-        workflow_id = recovery_workflow_id(cluster.cluster_name, job_id, 0)
-        handle = temporal_client.get_workflow_handle(workflow_id)
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                await handle.describe()
-                break
-            except RPCError:
-                assert time.monotonic() < deadline
-                await asyncio.sleep(0.1)
+        workflow_id = recovery_workflow_id(cluster.cluster_name, before.job_id, 0)
+        await started(temporal_client, workflow_id, timeout=120)
         cluster.stop_controller()
         await asyncio.sleep(8)
         cluster.start_controller()
@@ -282,7 +257,7 @@ sleep 600   # every rank now blocks, as in a collective'
 
     reports: list[float] = []
     async with running_service(config, temporal_client, scheduler, ServiceParts(follow_logs=False)):
-        from sensors.report import report_interruption
+        from resurrect.sensors.report import report_interruption
 
         async def report(interruption):  # type: ignore[no-untyped-def]
             reports.append(time.time())
@@ -294,11 +269,10 @@ sleep 600   # every rank now blocks, as in a collective'
         stop = asyncio.Event()
         follow = asyncio.create_task(follower.run(stop))
         try:
-            job_id = cluster.submit(
-                gpu_fault, comment=OPT_IN, nodes=2, extra_args=["--open-mode=append"]
+            running = await submit_running(
+                cluster, scheduler, gpu_fault, extra_args=["--open-mode=append"]
             )
-            running = await running_on_two_nodes(scheduler, job_id)
-            victim = running.nodes[1]
+            job_id, victim = running.job_id, running.nodes[1]
             outcome = await outcome_of(
                 temporal_client, recovery_workflow_id(cluster.cluster_name, job_id, 0)
             )

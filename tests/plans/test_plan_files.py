@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from activities.steps import builtin_steps
+from resurrect.activities.steps import builtin_steps
 from resurrect.contracts import (
     DEFAULT_ACTION,
     Diagnosis,

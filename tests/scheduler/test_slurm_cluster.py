@@ -201,7 +201,6 @@ async def test_controller_down_is_unavailable_then_recovers(slurm: LocalSlurm) -
         t0 = time.monotonic()
         with pytest.raises(SchedulerUnavailable) as info:
             await sched.list_jobs()
-        assert info.value.transient is True
         print(f"SchedulerUnavailable after {time.monotonic() - t0:.1f}s: {info.value}")
         with pytest.raises(SchedulerUnavailable):
             await sched.drain_node(slurm.nodes[0], "x")

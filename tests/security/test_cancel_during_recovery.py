@@ -22,15 +22,15 @@ import pytest
 from support.recovery import OPT_IN, eventually, outcome_of
 from temporalio.client import Client
 
-from activities.steps import requeue_job
+from resurrect.activities.steps import requeue_job
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import FaultClass, Interruption, JobState, recovery_workflow_id
 from resurrect.scheduler.slurm_cli import SlurmCli
+from resurrect.sensors.report import report_interruption
 from resurrect.testing import FakeScheduler
 from resurrect.testing.steps import make_step_input, run_step
-from sensors.report import report_interruption
-from workers.recovery_worker import build_worker
-from workflows.names import PHASE_QUERY
+from resurrect.workers.recovery_worker import build_worker
+from resurrect.workflows.names import PHASE_QUERY
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal]
 

@@ -16,7 +16,7 @@ import pytest
 from checkpoint.factory import make_dcp
 from temporalio.testing import ActivityEnvironment
 
-from activities.steps import verify_checkpoint
+from resurrect.activities.steps import verify_checkpoint
 from resurrect.checkpoint import MANIFEST_NAME
 from resurrect.checkpoint import as_owner as as_owner_module
 from resurrect.config import ResurrectConfig

@@ -7,8 +7,8 @@ import os
 import time
 from pathlib import Path
 
-from sensors.checkpoint_progress import NEWEST_KEPT, CheckpointProgress
-from sensors.log_follower import hang_check_interval
+from resurrect.sensors.checkpoint_progress import NEWEST_KEPT, CheckpointProgress
+from resurrect.sensors.log_follower import hang_check_interval
 
 
 class Clock:

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-import activities.recovery as recovery_module
-from activities.recovery import RecoveryActivities
+import resurrect.activities.recovery as recovery_module
+from resurrect.activities.recovery import RecoveryActivities
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import (
     AttributeRequest,
@@ -33,8 +33,8 @@ from resurrect.contracts import (
 )
 from resurrect.errors import JobFileRefused
 from resurrect.log_reading import Budget, TailRead, open_job_file, read_tail
+from resurrect.sensors.log_follower import FollowedFile, JobLogFollower
 from resurrect.testing import FakeScheduler
-from sensors.log_follower import FollowedFile, JobLogFollower
 
 CONFIG = ResurrectConfig.model_validate(
     {"cluster": {"name": "c1"}, "watcher": {"poll_interval_s": 0.05, "log_poll_interval_s": 0.02}}

@@ -21,8 +21,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from resurrect import search_attributes as sa
-from resurrect.config import ResurrectConfig
+from resurrect.config import AgentSettings, ResurrectConfig
 from resurrect.contracts import (
     Evidence,
     FaultClass,
@@ -32,13 +31,13 @@ from resurrect.contracts import (
     RecoveryOutcome,
     SignalKind,
 )
+from resurrect.node_health_contracts import AgentStopped, NodeFindings, NodeHeartbeat
 from resurrect.rules import load_engine
+from resurrect.sensors.node_agent.reporters import TemporalReporter
+from resurrect.sensors.report import report_interruption
+from resurrect.temporal import search_attributes as sa
 from resurrect.testing import FakeScheduler
-from sensors.node_agent.models import AgentStopped, NodeFindings, NodeHeartbeat
-from sensors.node_agent.reporters import TemporalReporter
-from sensors.node_agent.settings import AgentSettings
-from sensors.report import report_interruption
-from workers.recovery_worker import build_worker
+from resurrect.workers.recovery_worker import build_worker
 
 pytestmark = pytest.mark.temporal
 

@@ -24,7 +24,12 @@ from pathlib import Path
 import pytest
 
 from resurrect.config import DEFAULT_KICK_SOCKET, ResurrectConfig
-from sensors.watcher_kick import KickListener, KickSocketError, bind_kick_socket, send_kick
+from resurrect.sensors.watcher_kick import (
+    KickListener,
+    KickSocketError,
+    bind_kick_socket,
+    send_kick,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 HOOK = REPO / "deploy" / "hooks" / "kick-watcher.sh"

@@ -21,8 +21,9 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
+from resurrect.config import AgentSettings
 from resurrect.contracts import Evidence, FaultClass, SignalKind
-from sensors.node_agent.models import (
+from resurrect.node_health_contracts import (
     HEALTH_QUERY,
     REPORT_NODE_FAULT_ACTIVITY,
     NodeFaultReport,
@@ -31,9 +32,8 @@ from sensors.node_agent.models import (
     NodeHealth,
     NodeHeartbeat,
 )
-from sensors.node_agent.reporters import TemporalReporter
-from sensors.node_agent.settings import AgentSettings
-from workflows.node_health import REPORT_RETRY, NodeHealthWorkflow
+from resurrect.sensors.node_agent.reporters import TemporalReporter
+from resurrect.workflows.node_health import REPORT_RETRY, NodeHealthWorkflow
 
 pytestmark = pytest.mark.temporal
 

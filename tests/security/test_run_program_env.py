@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from activities.external_program import run_program
+from resurrect.activities.external_program import run_program
 from resurrect.contracts import IncidentState
 from resurrect.testing.steps import make_step_input, run_step
 

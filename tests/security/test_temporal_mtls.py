@@ -26,8 +26,8 @@ from temporalio.client import Client
 
 from resurrect.config import TemporalSettings, TlsSettings
 from resurrect.errors import ConfigError, ResurrectError
-from resurrect.temporal_client import connect
-from resurrect.temporal_server import EmbeddedTemporal
+from resurrect.temporal.client import connect
+from resurrect.temporal.server import EmbeddedTemporal
 
 pytestmark = pytest.mark.temporal
 

@@ -11,12 +11,12 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
-from activities.node_health import NodeHealthActivities
+from resurrect.activities.node_health import NodeHealthActivities
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import FaultClass, Interruption, JobInfo, JobPolicy, JobState
+from resurrect.node_health_contracts import NodeFaultReport
+from resurrect.sensors.slurm_watcher import SlurmWatcher
 from resurrect.testing import FakeScheduler
-from sensors.node_agent.models import NodeFaultReport
-from sensors.slurm_watcher import SlurmWatcher
 
 CONFIG = ResurrectConfig.model_validate(
     {"cluster": {"name": "c1"}, "watcher": {"poll_interval_s": 0.05}}
@@ -71,7 +71,7 @@ async def test_a_job_whose_handling_fails_is_noted_and_the_others_served(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Whatever fails for one job (here: a bug triggered by its data) stays with that job."""
-    import sensors.slurm_watcher as watcher_module
+    import resurrect.sensors.slurm_watcher as watcher_module
 
     real = watcher_module.resolve_job_policy
 

@@ -22,9 +22,9 @@ from temporalio.client import Client
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import Interruption, JobInfo, JobPolicy, JobState, RecoveryOutcome
+from resurrect.sensors.report import report_interruption
 from resurrect.testing import FakeScheduler
-from sensors.report import report_interruption
-from workers.recovery_worker import build_worker
+from resurrect.workers.recovery_worker import build_worker
 
 pytestmark = pytest.mark.temporal
 

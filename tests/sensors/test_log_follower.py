@@ -10,11 +10,11 @@ from resurrect.config import ResurrectConfig
 from resurrect.contracts import Evidence, FaultClass, Interruption, JobInfo, JobState, SignalKind
 from resurrect.progress.hang import HangSuspicion
 from resurrect.progress.watch import HangReport
+from resurrect.sensors.log_follower import FollowedFile, JobLogFollower
 from resurrect.stacks.classify import RankStack, judge
 from resurrect.stacks.pyspy_text import parse_pyspy_dump
 from resurrect.stacks.sampling import RankWait
 from resurrect.testing import FakeScheduler
-from sensors.log_follower import FollowedFile, JobLogFollower
 
 CONFIG = ResurrectConfig.model_validate({"cluster": {"name": "c1"}})
 

@@ -1,14 +1,13 @@
 from __future__ import annotations
 
-import json
+from support.builders import OPT_IN
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import FaultClass, Interruption, JobInfo, JobState
 from resurrect.errors import SchedulerUnavailable
+from resurrect.sensors.slurm_watcher import SlurmWatcher
 from resurrect.testing import FakeScheduler
-from sensors.slurm_watcher import SlurmWatcher
 
-OPT_IN = json.dumps({"resurrect": {}})
 CONFIG = ResurrectConfig.model_validate({"cluster": {"name": "c1"}})
 
 

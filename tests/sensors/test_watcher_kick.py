@@ -1,17 +1,17 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
-from resurrect.config import ResurrectConfig
+from support.builders import OPT_IN, make_config
+
 from resurrect.contracts import Interruption, JobInfo, JobState
+from resurrect.sensors.slurm_watcher import SlurmWatcher
+from resurrect.sensors.watcher_kick import KickListener, send_kick
 from resurrect.testing import FakeScheduler
-from sensors.slurm_watcher import SlurmWatcher
-from sensors.watcher_kick import KickListener, send_kick
 
 HOOK = Path(__file__).resolve().parents[2] / "deploy" / "hooks" / "kick-watcher.sh"
 
@@ -19,12 +19,10 @@ HOOK = Path(__file__).resolve().parents[2] / "deploy" / "hooks" / "kick-watcher.
 async def test_a_kick_from_the_slurm_hook_makes_the_watcher_poll_at_once() -> None:
     # AF_UNIX paths are short: keep the socket out of pytest's long tmp path
     sock = Path(tempfile.mkdtemp(prefix="kick-")) / "watcher.sock"
-    config = ResurrectConfig.model_validate(
-        {"cluster": {"name": "c"}, "watcher": {"poll_interval_s": 60}}
-    )
+    config = make_config(watcher={"poll_interval_s": 60})
     scheduler = FakeScheduler.with_nodes(2)
     scheduler.jobs["5"] = JobInfo(
-        job_id="5", state=JobState.RUNNING, nodes=["node1"], comment=json.dumps({"resurrect": {}})
+        job_id="5", state=JobState.RUNNING, nodes=["node1"], comment=OPT_IN
     )
     reports: list[Interruption] = []
 

@@ -4,7 +4,7 @@ from importlib.metadata import EntryPoint
 
 import pytest
 
-from activities.steps import builtin_steps
+from resurrect.activities.steps import builtin_steps
 from resurrect.errors import PluginError
 from resurrect.plugins import ENTRY_POINT_GROUP, discover, step_registry
 
@@ -65,3 +65,13 @@ def test_activity_names_are_namespaced_and_conflicts_named() -> None:
     with pytest.raises(PluginError) as err:
         step_registry(builtin_steps(), [PLUGIN, clash])
     assert "testkit.flaky" in str(err.value) and "claimed by plugin 'testkit'" in str(err.value)
+
+
+def test_a_plugin_step_outside_the_plugins_namespace_is_refused() -> None:
+    from support.test_plugins import PLUGIN
+
+    from resurrect.sdk import Plugin
+
+    stray = Plugin(name="other", steps=[PLUGIN.steps[0]])
+    with pytest.raises(PluginError, match=r"'testkit\.flaky'.*plugin 'other'"):
+        step_registry(builtin_steps(), [stray])

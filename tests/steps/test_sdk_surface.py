@@ -1,27 +1,13 @@
+"""Plugin authors import exactly what resurrect.sdk exports; changing it is a breaking change.
+
+The surface (each name, what it is, where it is defined) is pinned in
+tests/fixtures/public-api/resurrect.sdk.txt.
+"""
+
+from support.public_api import describe, pinned
+
 import resurrect.sdk as sdk
 
 
 def test_public_surface_is_pinned() -> None:
-    """Plugin authors import exactly these names; changing them is a breaking change."""
-    assert sdk.__all__ == [
-        "DRAIN_REASON_PREFIX",
-        "Diagnosis",
-        "FakeScheduler",
-        "IncidentState",
-        "JobInfo",
-        "NodeInfo",
-        "PermanentStepError",
-        "Plugin",
-        "RecoveryPlan",
-        "Scheduler",
-        "StepContext",
-        "StepError",
-        "StepInput",
-        "StepResult",
-        "TransientStepError",
-        "make_step_input",
-        "run_step",
-        "step",
-    ]
-    for name in sdk.__all__:
-        assert getattr(sdk, name) is not None
+    assert describe(sdk) == pinned(sdk)

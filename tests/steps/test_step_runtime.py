@@ -6,8 +6,8 @@ import pytest
 from pydantic import BaseModel
 from temporalio.exceptions import ApplicationError
 
-from activities.external_program import run_program
-from activities.steps import drain_nodes, requeue_job
+from resurrect.activities.external_program import run_program
+from resurrect.activities.steps import drain_nodes, requeue_job
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import IncidentState, JobInfo, JobState, StepResult
 from resurrect.errors import PluginError, TransientStepError
@@ -21,7 +21,7 @@ class Params(BaseModel):
 calls: list[str] = []
 
 
-@step("touch")
+@step("plugin.touch")
 async def touch(ctx: StepContext, params: Params) -> StepResult:
     calls.append(params.target)
     return StepResult(detail=f"touched {params.target}")
@@ -43,18 +43,19 @@ async def test_invalid_params_are_a_permanent_failure() -> None:
 
 def test_decorator_rejects_bad_steps() -> None:
     with pytest.raises(PluginError, match="async"):
-        step("sync_one")(lambda ctx, params: None)  # type: ignore[arg-type,return-value]
-    with pytest.raises(PluginError, match="lower_case"):
-        step("Bad-Name")
+        step("plugin.sync_one")(lambda ctx, params: None)  # type: ignore[arg-type,return-value]
+    for name in ["drain_nodes", "Plugin.bad-name", "plugin.", ".x", "a.b.c"]:
+        with pytest.raises(PluginError, match=r"use <namespace>\.<step>"):
+            step(name)  # one spelling: the full activity name, as plans call it
     with pytest.raises(PluginError, match="pydantic model"):
 
-        @step("wrong_params")
+        @step("plugin.wrong_params")
         async def wrong(ctx: StepContext, params: int) -> None:
             return None
 
 
 async def test_transient_error_stays_retryable() -> None:
-    @step("flaky")
+    @step("plugin.flaky")
     async def flaky(ctx: StepContext, params: None) -> None:
         raise TransientStepError("try later")
 
@@ -67,9 +68,7 @@ async def test_drain_respects_the_blast_radius_budget() -> None:
     await scheduler.drain_node("node5", "resurrect: earlier incident")
     config = ResurrectConfig.model_validate({"isolation": {"max_drain_fraction": 0.25}})
     step_input = make_step_input("recovery.drain_nodes", culprits=["node1", "node2", "node3"])
-    result = await run_step(
-        drain_nodes, scheduler=scheduler, config=config, step_input=step_input, namespace="recovery"
-    )
+    result = await run_step(drain_nodes, scheduler=scheduler, config=config, step_input=step_input)
     assert result.drained_nodes == ["node1"]  # budget 2 of 8, one already used
     assert sum("blast-radius budget" in note for note in result.notes) == 2
     assert not scheduler.nodes["node2"].drained
@@ -82,14 +81,11 @@ async def test_requeue_is_idempotent() -> None:
     )
     scheduler.jobs["42"] = job
     step_input = make_step_input("recovery.requeue_job", job=job)
-    first = await run_step(
-        requeue_job, scheduler=scheduler, step_input=step_input, namespace="recovery"
-    )
-    again = await run_step(
-        requeue_job, scheduler=scheduler, step_input=step_input, namespace="recovery"
-    )
+    first = await run_step(requeue_job, scheduler=scheduler, step_input=step_input)
+    again = await run_step(requeue_job, scheduler=scheduler, step_input=step_input)
     assert first.requeued and again.requeued and "already requeued" in again.detail
-    assert scheduler.calls == [("requeue", "42")]
+    # one requeue (hold -> exclude -> release), none the second time
+    assert scheduler.calls == [("requeuehold", "42"), ("exclude", "42"), ("release", "42")]
     assert scheduler.jobs["42"].user == "alice" and "node2" in scheduler.jobs["42"].excluded_nodes
 
 
@@ -101,7 +97,7 @@ async def test_external_program_exit_codes(code: int, ok: bool) -> None:
         f"import sys; print('job', sys.argv[1]); sys.exit({code})",
         "{job_id}",
     ]
-    result = await run_step(run_program, {"argv": argv}, namespace="recovery")
+    result = await run_step(run_program, {"argv": argv})
     assert result.ok is ok
     [entry] = result.data.values()
     assert entry["exit_code"] == code and "job 42" in entry["output"]
@@ -112,13 +108,11 @@ async def test_external_program_unknown_result_and_timeout_are_transient() -> No
         await run_step(
             run_program,
             {"argv": [sys.executable, "-c", "raise SystemExit(3)"]},
-            namespace="recovery",
         )
     with pytest.raises(TransientStepError, match="timed out"):
         await run_step(
             run_program,
             {"argv": [sys.executable, "-c", "import time; time.sleep(30)"], "timeout_s": 0.5},
-            namespace="recovery",
         )
 
 
@@ -129,7 +123,7 @@ async def test_external_program_per_node_and_output_truncation() -> None:
         {"argv": argv, "per_node": True, "output_limit": 100},
         state=IncidentState(drained_nodes=["node2"]),
     )
-    result = await run_step(run_program, step_input=step_input, namespace="recovery")
+    result = await run_step(run_program, step_input=step_input)
     assert list(result.data) == [f"{sys.executable} [node2]"]
     assert "more bytes" in result.data[f"{sys.executable} [node2]"]["output"]
 
@@ -140,13 +134,13 @@ async def test_external_program_refuses_unsafe_values() -> None:
         "recovery.run_program", {"argv": ["echo", "{job_nodes}"]}, job=job, culprits=[]
     )
     with pytest.raises(ApplicationError, match="unsafe"):
-        await run_step(run_program, step_input=step_input, namespace="recovery")
+        await run_step(run_program, step_input=step_input)
 
 
 async def test_step_context_exposes_incident() -> None:
     seen: dict[str, object] = {}
 
-    @step("look", mutating=False)
+    @step("plugin.look", mutating=False)
     async def look(ctx: StepContext, params: None) -> str:
         seen.update(
             job=ctx.job.job_id,
@@ -179,16 +173,12 @@ async def test_requeue_leaves_a_healthy_rerun_alone() -> None:
         update={"state": JobState.RUNNING, "restart_count": 1, "nodes": ["node1", "node3"]}
     )
     step_input = make_step_input("recovery.requeue_job", job=failed)
-    result = await run_step(
-        requeue_job, scheduler=scheduler, step_input=step_input, namespace="recovery"
-    )
+    result = await run_step(requeue_job, scheduler=scheduler, step_input=step_input)
     assert result.requeued and "already requeued" in result.detail and scheduler.calls == []
     # ...but a rerun that landed on the implicated node is requeued again
     scheduler.jobs["42"] = scheduler.jobs["42"].model_copy(update={"nodes": ["node2", "node3"]})
-    result = await run_step(
-        requeue_job, scheduler=scheduler, step_input=step_input, namespace="recovery"
-    )
-    assert scheduler.calls == [("requeue", "42")]
+    result = await run_step(requeue_job, scheduler=scheduler, step_input=step_input)
+    assert scheduler.calls == [("requeuehold", "42"), ("exclude", "42"), ("release", "42")]
 
 
 async def test_requeue_never_reruns_a_completed_job() -> None:
@@ -199,15 +189,11 @@ async def test_requeue_never_reruns_a_completed_job() -> None:
     scheduler.jobs["42"] = failed.model_copy(
         update={"state": JobState.COMPLETED, "restart_count": 1}
     )
-    result = await run_step(
-        requeue_job, scheduler=scheduler, step_input=step_input, namespace="recovery"
-    )
+    result = await run_step(requeue_job, scheduler=scheduler, step_input=step_input)
     assert result.requeued and scheduler.calls == []
     # the attempt we were told about completed after all
     scheduler.jobs["42"] = failed.model_copy(update={"state": JobState.COMPLETED})
-    result = await run_step(
-        requeue_job, scheduler=scheduler, step_input=step_input, namespace="recovery"
-    )
+    result = await run_step(requeue_job, scheduler=scheduler, step_input=step_input)
     assert result.stop_recovery and result.outcome == "job_completed" and scheduler.calls == []
 
 
@@ -218,7 +204,7 @@ async def test_heartbeat_from_a_worker_thread_reaches_the_activity() -> None:
 
     from resurrect.steps.runtime import StepRuntime, make_activity
 
-    @step("threaded", mutating=False)
+    @step("plugin.threaded", mutating=False)
     async def threaded(ctx: StepContext, params: None) -> str:
         await asyncio.to_thread(ctx.heartbeat, "from a thread")
         await asyncio.sleep(0.05)  # let the loop deliver it

@@ -13,7 +13,7 @@ from temporalio.client import Client
 from resurrect.config import ResurrectConfig
 from resurrect.scheduler.base import Scheduler
 from resurrect.service import ServiceParts, run_service
-from resurrect.temporal_client import connect
+from resurrect.temporal.client import connect
 
 T = TypeVar("T")
 

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Awaitable, Callable
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionDescription
 from temporalio.service import RPCError
 
 from resurrect.contracts import JobInfo, JobState, RecoveryOutcome
+from resurrect.demo.local_cluster import LocalSlurm
 from resurrect.scheduler.base import Scheduler
+from support.builders import opt_in
 
-OPT_IN = json.dumps({"resurrect": {"max_restarts": 3}})
+# The end-to-end jobs opt in with room for the restarts a test provokes.
+OPT_IN = opt_in(max_restarts=3)
 
 # First attempt: runs long (so a fault can hit it); after a requeue: finishes in seconds.
 LONG_THEN_SHORT = """#!/bin/bash
@@ -42,19 +44,34 @@ async def eventually(
     raise AssertionError(f"timed out waiting for {what}; last: {last}")
 
 
-async def outcome_of(client: Client, workflow_id: str, timeout: float = 180) -> RecoveryOutcome:
+async def started(
+    client: Client, workflow_id: str, timeout: float = 180
+) -> WorkflowExecutionDescription:
+    """Wait until a sensor has started the workflow; its description (start time ...)."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            await client.get_workflow_handle(workflow_id).describe()
-            break
+            return await client.get_workflow_handle(workflow_id).describe()
         except RPCError:
             if time.monotonic() > deadline:
                 raise AssertionError(f"workflow {workflow_id} never started") from None
             await asyncio.sleep(0.2)
+
+
+async def outcome_of(client: Client, workflow_id: str, timeout: float = 180) -> RecoveryOutcome:
+    """Wait until the workflow has started and finished; its outcome."""
+    await started(client, workflow_id, timeout)
     handle = client.get_workflow_handle(workflow_id, result_type=RecoveryOutcome)
     result: RecoveryOutcome = await asyncio.wait_for(handle.result(), timeout=timeout)
     return result
+
+
+async def submit_running(
+    cluster: LocalSlurm, scheduler: Scheduler, script: str = LONG_THEN_SHORT, **submit: object
+) -> JobInfo:
+    """Submit an opted-in 2-node job and wait until it runs."""
+    job_id = cluster.submit(script, comment=OPT_IN, nodes=2, **submit)  # type: ignore[arg-type]
+    return await running_on_two_nodes(scheduler, job_id)
 
 
 async def running_on_two_nodes(scheduler: Scheduler, job_id: str) -> JobInfo:

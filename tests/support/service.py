@@ -4,39 +4,31 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
 
-from resurrect.config import ResurrectConfig
+from resurrect.config import ResurrectConfig, merge_sections
 from resurrect.scheduler.base import Scheduler
 from resurrect.service import ServiceParts, run_service
+from support.builders import make_config
 
 
 def service_config(
     tmp_path: Path, cluster_name: str, slurm_conf: str, address: str, **overrides: Any
 ) -> ResurrectConfig:
-    data: dict[str, Any] = {
+    """The configuration of a service acting on the real cluster, against a running
+    Temporal server; ``overrides`` are merged in per section."""
+    sections: dict[str, Any] = {
         "mode": "act",
         "cluster": {"name": cluster_name, "slurm_conf": slurm_conf, "scheduler": "cli"},
-        "temporal": {
-            "embedded": False,
-            "address": address,
-            "task_queue": f"e2e-{uuid.uuid4().hex[:8]}",
-            "state_dir": str(tmp_path / "resurrect-state"),
-        },
+        "temporal": {"embedded": False, "address": address},
         "watcher": {"poll_interval_s": 1.0, "log_poll_interval_s": 0.1},
         "recovery": {"wait_running_timeout_s": 120, "activity_timeout_s": 30},
     }
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(data.get(key), dict):
-            data[key] = {**data[key], **value}
-        else:
-            data[key] = value
-    return ResurrectConfig.model_validate(data)
+    return make_config(tmp_path / "resurrect-state", **merge_sections(sections, overrides))
 
 
 @contextlib.asynccontextmanager

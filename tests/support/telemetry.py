@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry, start_http_server
 
-from resurrect.temporal_server import free_port
+from resurrect.temporal.server import free_port
 
 
 @dataclass

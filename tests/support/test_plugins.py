@@ -23,7 +23,7 @@ class FlakyParams(BaseModel):
     failures: int = 2
 
 
-@step("flaky", mutating=False)
+@step("testkit.flaky", mutating=False)
 async def flaky(ctx: StepContext, params: FlakyParams) -> StepResult:
     """Fails transiently ``failures`` times per incident, then succeeds."""
     count = ATTEMPTS.get(ctx.incident_id, 0) + 1
@@ -33,23 +33,28 @@ async def flaky(ctx: StepContext, params: FlakyParams) -> StepResult:
     return StepResult(detail=f"succeeded on attempt {count}")
 
 
-@step("broken", mutating=False)
+@step("testkit.broken", mutating=False)
 async def broken(ctx: StepContext, params: None) -> StepResult:
     raise PermanentStepError("this remedy cannot work here")
 
 
-@step("hang", mutating=False)
+@step("testkit.hang", mutating=False)
 async def hang(ctx: StepContext, params: None) -> StepResult:
     await asyncio.sleep(3600)  # never heartbeats
     return StepResult()
 
 
-@step("mutate")
+@step("testkit.mutate")
 async def mutate(ctx: StepContext, params: None) -> StepResult:
     MUTATIONS.append(ctx.incident_id)
     return StepResult(detail="mutated")
 
 
+@step("other.mutate")
+async def other_mutate(ctx: StepContext, params: None) -> StepResult:
+    return await mutate(ctx, params)
+
+
 PLUGIN = Plugin(name="testkit", steps=[flaky, broken, hang, mutate])
-OTHER = Plugin(name="other", steps=[mutate])
+OTHER = Plugin(name="other", steps=[other_mutate])
 NOT_A_PLUGIN = object()

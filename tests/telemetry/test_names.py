@@ -6,7 +6,7 @@ from __future__ import annotations
 from resurrect.goodput import history
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 from resurrect.telemetry import interceptor, record
-from workflows.names import RECOVERY_WORKFLOW, REPORT_SIGNAL, Activity
+from resurrect.workflows.names import RECOVERY_WORKFLOW, REPORT_SIGNAL, Activity
 
 
 def test_names_match_the_workflows() -> None:

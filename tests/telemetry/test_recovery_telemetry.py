@@ -27,10 +27,10 @@ from resurrect.contracts import (
     RecoveryOutcome,
     SignalKind,
 )
+from resurrect.sensors.report import report_interruption
 from resurrect.telemetry.tracing import with_tracing
 from resurrect.testing import FakeScheduler
-from sensors.report import report_interruption
-from workers.recovery_worker import build_worker
+from resurrect.workers.recovery_worker import build_worker
 
 pytestmark = pytest.mark.temporal
 

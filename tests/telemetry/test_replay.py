@@ -11,7 +11,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from resurrect.telemetry.interceptor import TelemetryInterceptor
-from workflows.recovery import RecoveryWorkflow
+from resurrect.workflows.recovery import RecoveryWorkflow
 
 HISTORIES = Path(__file__).parent.parent / "fixtures" / "histories"
 

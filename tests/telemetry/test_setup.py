@@ -12,7 +12,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from resurrect.temporal_server import free_port
+from resurrect.temporal.server import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -125,7 +125,7 @@ import asyncio, json, sys, tempfile, time, urllib.request
 from pathlib import Path
 from resurrect.config import TelemetrySettings
 from resurrect.telemetry.setup import start_telemetry
-from resurrect.temporal_server import EmbeddedTemporal, free_port
+from resurrect.temporal.server import EmbeddedTemporal, free_port
 from temporalio.client import Client
 settings = TelemetrySettings.model_validate(json.loads(sys.argv[1]))
 handle = start_telemetry(settings, "worker")

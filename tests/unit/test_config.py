@@ -72,3 +72,13 @@ def test_environment_overrides_the_file(tmp_path: Path) -> None:
 def test_bad_environment_value_is_named() -> None:
     with pytest.raises(ConfigError, match="mode"):
         load_config(None, environ={"RESURRECT_MODE": "yolo"})
+
+
+def test_the_agent_section_is_validated_with_the_rest(tmp_path: Path) -> None:
+    path = tmp_path / "agent.yaml"
+    path.write_text("agent:\n  heartbeat_interval_s: 1\n  silence_threshold_s: 4\n")
+    agent = load_config(path, environ={}).agent
+    assert (agent.heartbeat_interval_s, agent.silence_threshold_s) == (1.0, 4.0)
+    path.write_text("agent:\n  hearbeat_interval_s: 1\n")
+    with pytest.raises(ConfigError, match=r"agent\.hearbeat_interval_s"):
+        load_config(path, environ={})

@@ -74,12 +74,18 @@ def test_budget_counts_only_for_non_infrastructure_faults() -> None:
     assert any("budget spent" in r for r in spent.reasons)
 
 
-def test_running_job_is_cancelled_by_the_requeue() -> None:
+def test_a_running_job_is_requeued_like_an_ended_one() -> None:
+    """No separate cancel: requeueing a running job ends its attempt (tests/scheduler/
+    test_verified.py shows the requeue-hold doing it)."""
     running = JOB.model_copy(update={"state": JobState.RUNNING})
     plan = plan_recovery(
         diag(FaultClass.GPU_HARDWARE, ["gpu-1"]), running, POLICY, charged_restarts=0
     )
-    assert plan.cancel_running_job
+    ended = plan_recovery(diag(FaultClass.GPU_HARDWARE, ["gpu-1"]), JOB, POLICY, charged_restarts=0)
+    assert plan == ended
+    assert (
+        plan.requeue and plan.drain_nodes == ["gpu-1"] and plan.exclude_nodes == ["gpu-9", "gpu-1"]
+    )
 
 
 def test_match_job_nodes_by_short_name() -> None:

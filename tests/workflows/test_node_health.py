@@ -1,35 +1,40 @@
-"""NodeHealthWorkflow on the real Temporal dev server, with its activity under its real name.
+"""NodeHealthWorkflow with its activity under its real name.
 
 The activity is the production ``NodeHealthActivities.report_node_fault`` over a fake
 scheduler, with ``report_interruption`` either recorded (most tests) or real (one test: the
-job's RecoveryWorkflow is signal-with-started). The silence test runs the real agent as a
-process (``python -m sensors.node_agent run``), SIGKILLs it and measures how long the
-control plane takes to start the job's recovery.
+job's RecoveryWorkflow is signal-with-started). Timer logic (heartbeat silence, a control
+plane outage, de-duplication, continue-as-new) runs on the time-skipping test server, where
+time moves only when the test moves it. On the real dev server: the report reaching a real
+RecoveryWorkflow, the real agent process SIGKILLed (how long until its job's recovery
+starts, in wall time), and delivery failures of the reporter.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from support.builders import OPT_IN, make_config
+from support.histories import keep
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError
+from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
-from activities.node_health import NodeHealthActivities
-from resurrect.config import ResurrectConfig
+from resurrect.activities.node_health import NodeHealthActivities
+from resurrect.config import AgentSettings, ResurrectConfig
 from resurrect.contracts import (
     Evidence,
     FaultClass,
@@ -38,22 +43,18 @@ from resurrect.contracts import (
     JobState,
     SignalKind,
 )
-from resurrect.testing import FakeScheduler
-from sensors.node_agent.models import (
+from resurrect.node_health_contracts import (
     HEALTH_QUERY,
     AgentStopped,
     NodeFindings,
     NodeHealth,
     NodeHeartbeat,
 )
-from sensors.node_agent.reporters import DeliveryError, TemporalReporter
-from sensors.node_agent.settings import AgentSettings
-from workflows.node_health import NodeHealthWorkflow
-
-pytestmark = pytest.mark.temporal
+from resurrect.sensors.node_agent.reporters import DeliveryError, TemporalReporter
+from resurrect.testing import FakeScheduler
+from resurrect.workflows.node_health import STALL_SLACK_S, NodeHealthWorkflow
 
 REPO = Path(__file__).parents[2]
-OPT_IN = json.dumps({"resurrect": True})
 
 
 @dataclass
@@ -75,15 +76,6 @@ class Reported:
         return time.monotonic()
 
 
-def make_config() -> ResurrectConfig:
-    return ResurrectConfig.model_validate(
-        {
-            "cluster": {"name": f"c{uuid.uuid4().hex[:8]}"},
-            "temporal": {"task_queue": f"nh-{uuid.uuid4().hex}"},
-        }
-    )
-
-
 def jobs_on(node: str) -> list[JobInfo]:
     return [
         JobInfo(
@@ -101,7 +93,12 @@ def jobs_on(node: str) -> list[JobInfo]:
 
 @asynccontextmanager
 async def worker(
-    client: Client, config: ResurrectConfig, node: str, report: Reported | None
+    client: Client,
+    config: ResurrectConfig,
+    node: str,
+    report: Reported | None,
+    *,
+    sticky: bool = True,
 ) -> AsyncIterator[None]:
     activities = NodeHealthActivities(
         FakeScheduler(jobs=jobs_on(node)), client, config, report=report
@@ -111,6 +108,9 @@ async def worker(
         task_queue=config.temporal.task_queue,
         workflows=[NodeHealthWorkflow],
         activities=[activities.report_node_fault],
+        # sticky=False: a worker started after another stopped (an outage) gets the
+        # workflows at once instead of after the sticky queue's timeout
+        max_cached_workflows=100 if sticky else 0,
     ):
         yield
 
@@ -128,9 +128,9 @@ def reporter(
     )
 
 
-def beat(node: str, seq: int) -> NodeHeartbeat:
+def beat(node: str, seq: int, threshold_s: float = 2.0) -> NodeHeartbeat:
     return NodeHeartbeat(
-        node=node, seq=seq, sent_at=datetime.now(UTC), gpus=8, silence_threshold_s=2.0
+        node=node, seq=seq, sent_at=datetime.now(UTC), gpus=8, silence_threshold_s=threshold_s
     )
 
 
@@ -155,25 +155,40 @@ async def health(client: Client, workflow_id: str) -> NodeHealth:
     return state
 
 
+async def until(
+    client: Client, workflow_id: str, ok: Callable[[NodeHealth], bool], what: str
+) -> NodeHealth:
+    """Poll the health query (wall time, briefly) until the workflow has caught up."""
+    state: NodeHealth | None = None
+    for _ in range(200):
+        try:
+            state = await health(client, workflow_id)
+            if ok(state):
+                return state
+        except RPCError:
+            pass  # not started yet
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{workflow_id}: never {what}; last {state}")
+
+
 async def test_root_finding_starts_recovery_of_opted_in_jobs_on_the_node(
-    temporal_client: Client,
+    time_skipping: WorkflowEnvironment,
 ) -> None:
-    config, node, report = make_config(), "gpu-a", Reported()
-    out = reporter(temporal_client, config, node)
-    async with worker(temporal_client, config, node, report):
+    client, config, node, report = time_skipping.client, make_config(), "gpu-a", Reported()
+    out = reporter(client, config, node)
+    async with worker(client, config, node, report):
         await out.heartbeat(beat(node, 0))
         await out.findings(
             NodeFindings(node=node, sent_at=datetime.now(UTC), evidence=[xid79(node)])
         )
-        await report.wait()
+        await until(client, out.workflow_id, lambda h: h.faults_reported == 1, "reported")
         await out.findings(
             NodeFindings(node=node, sent_at=datetime.now(UTC), evidence=[xid79(node)])
-        )  # the same: not again
+        )  # the same again, within the de-duplication window: not reported again
         await out.heartbeat(beat(node, 1))
-        await asyncio.sleep(1.0)
-        state = await health(temporal_client, out.workflow_id)
+        state = await until(client, out.workflow_id, lambda h: h.last_seq == 1, "seq 1")
         await out.stopped(AgentStopped(node=node, sent_at=datetime.now(UTC)))
-        history = await temporal_client.get_workflow_handle(out.workflow_id).fetch_history()
+        history = await client.get_workflow_handle(out.workflow_id).fetch_history()
     assert len(report.calls) == 1
     interruption = report.calls[0][1]
     assert (interruption.job_id, interruption.restart_count, interruption.source) == (
@@ -190,58 +205,119 @@ async def test_root_finding_starts_recovery_of_opted_in_jobs_on_the_node(
     await Replayer(
         workflows=[NodeHealthWorkflow], data_converter=pydantic_data_converter
     ).replay_workflow(history)
+    keep("root-finding", history)
+
+
+async def test_the_same_finding_is_reported_again_after_the_dedup_window(
+    time_skipping: WorkflowEnvironment,
+) -> None:
+    client, config, node, report = time_skipping.client, make_config(), "gpu-d", Reported()
+    out = reporter(client, config, node)
+    found = NodeFindings(node=node, sent_at=datetime.now(UTC), evidence=[xid79(node)])
+    async with worker(client, config, node, report):
+        await out.heartbeat(beat(node, 0, threshold_s=3600))
+        await out.findings(found)
+        await until(client, out.workflow_id, lambda h: h.faults_reported == 1, "reported")
+        await time_skipping.sleep(200)
+        await out.findings(found)  # within report_dedup_s (300 s): not again
+        await out.heartbeat(beat(node, 1, threshold_s=3600))
+        await until(client, out.workflow_id, lambda h: h.last_seq == 1, "seq 1")
+        assert len(report.calls) == 1
+        await time_skipping.sleep(101)
+        await out.findings(found)
+        state = await until(client, out.workflow_id, lambda h: h.faults_reported == 2, "again")
+        await out.stopped(AgentStopped(node=node, sent_at=datetime.now(UTC)))
+    assert len(report.calls) == 2 and state.status == "faulty"
 
 
 async def test_silence_is_reported_once_and_a_deliberate_stop_is_not(
-    temporal_client: Client,
+    time_skipping: WorkflowEnvironment,
 ) -> None:
-    config, report = make_config(), Reported()
-    silent, stopping = (
-        reporter(temporal_client, config, "gpu-s"),
-        reporter(temporal_client, config, "gpu-t"),
-    )
-    async with worker(temporal_client, config, "gpu-s", report):
+    client, config, report = time_skipping.client, make_config(), Reported()
+    silent, stopping = reporter(client, config, "gpu-s"), reporter(client, config, "gpu-t")
+    async with worker(client, config, "gpu-s", report):
         for seq in range(3):
             await silent.heartbeat(beat("gpu-s", seq))
             await stopping.heartbeat(beat("gpu-t", seq))
-            await asyncio.sleep(0.5)
+        await until(client, silent.workflow_id, lambda h: h.last_seq == 2, "seq 2")
         await stopping.stopped(AgentStopped(node="gpu-t", sent_at=datetime.now(UTC)))
-        await report.wait()
-        await asyncio.sleep(3.5)  # longer than the threshold again: no second report
-        silent_state = await health(temporal_client, silent.workflow_id)
-        stopped_state = await health(temporal_client, stopping.workflow_id)
+        await time_skipping.sleep(1.5)  # within the 2 s threshold: nothing
+        assert report.calls == []
+        await time_skipping.sleep(1.0)  # past it
+        silent_state = await until(
+            client, silent.workflow_id, lambda h: h.faults_reported == 1, "reported"
+        )
+        await time_skipping.sleep(10)  # silent for much longer: still one report
+        stopped_state = await health(client, stopping.workflow_id)
         await silent.heartbeat(beat("gpu-s", 0))  # the agent is back (restarted)
-        await asyncio.sleep(0.5)
-        back = await health(temporal_client, silent.workflow_id)
+        back = await until(client, silent.workflow_id, lambda h: h.status != "silent", "back")
+        history = await client.get_workflow_handle(silent.workflow_id).fetch_history()
+    await Replayer(
+        workflows=[NodeHealthWorkflow], data_converter=pydantic_data_converter
+    ).replay_workflow(history)
+    keep("silence", history)
     assert len(report.calls) == 1
     interruption = report.calls[0][1]
     assert interruption.fault_hint is FaultClass.NODE_LOST
     assert interruption.suspect_nodes == ["gpu-s"]
     assert interruption.evidence[0].rule == "node_agent.heartbeat_silence"
     assert interruption.evidence[0].kind is SignalKind.HEARTBEAT
+    assert 2.0 <= float(interruption.evidence[0].fields["silent_s"]) < 3.0
     assert silent_state.status == "silent" and silent_state.silent_since is not None
     assert stopped_state.status == "stopped" and stopped_state.faults_reported == 0
     assert back.status == "healthy" and back.silent_since is None
 
 
+@pytest.mark.temporal
 async def test_history_stays_bounded_with_continue_as_new(temporal_client: Client) -> None:
-    config = make_config()
-    out = reporter(temporal_client, config, "gpu-c", max_signals_per_run=10)
-    async with worker(temporal_client, config, "gpu-c", Reported()):
-        await out.heartbeat(beat("gpu-c", 0))
-        first = await temporal_client.get_workflow_handle(out.workflow_id).describe()
+    client, config = temporal_client, make_config()
+    out = reporter(client, config, "gpu-c", max_signals_per_run=10)
+    async with worker(client, config, "gpu-c", Reported()):
+        await out.heartbeat(beat("gpu-c", 0, threshold_s=600))
+        first = await client.get_workflow_handle(out.workflow_id).describe()
         for seq in range(1, 25):
-            await out.heartbeat(beat("gpu-c", seq))
-        await asyncio.sleep(1.0)
-        state = await health(temporal_client, out.workflow_id)
-        description = await temporal_client.get_workflow_handle(out.workflow_id).describe()
-        history = await temporal_client.get_workflow_handle(out.workflow_id).fetch_history()
+            await out.heartbeat(beat("gpu-c", seq, threshold_s=600))
+        state = await until(client, out.workflow_id, lambda h: h.last_seq == 24, "seq 24")
+        description = await client.get_workflow_handle(out.workflow_id).describe()
+        history = await client.get_workflow_handle(out.workflow_id).fetch_history()
         await out.stopped(AgentStopped(node="gpu-c", sent_at=datetime.now(UTC)))
     assert state.last_seq == 24 and state.status == "healthy"
     assert description.run_id != first.run_id  # continued as new
     assert len(history.events) < 200
 
 
+async def test_control_plane_outage_gives_agents_a_grace_period(
+    time_skipping: WorkflowEnvironment,
+) -> None:
+    """Worker down longer than the threshold: no mass node-loss reports when it returns;
+    an agent that stays silent through its grace is reported, one that beats is not."""
+    client, config, report = time_skipping.client, make_config(), Reported()
+    back, dead = reporter(client, config, "gpu-b"), reporter(client, config, "gpu-b2")
+    async with worker(client, config, "gpu-b2", report, sticky=False):
+        await back.heartbeat(beat("gpu-b", 0))
+        await dead.heartbeat(beat("gpu-b2", 0))
+        for out in (back, dead):
+            await until(client, out.workflow_id, lambda h: h.status == "healthy", "healthy")
+    # nobody runs the workflows for threshold + stall slack + margin: both timers fire late
+    await time_skipping.sleep(2.0 + STALL_SLACK_S + 1.5)
+    async with worker(client, config, "gpu-b2", report, sticky=False):
+        for out in (back, dead):
+            await until(client, out.workflow_id, lambda h: h.stall_graces == 1, "graced")
+        assert report.calls == []  # grace, not a report
+        for seq in range(1, 7):  # this agent is fine (only its beats failed meanwhile)
+            await back.heartbeat(beat("gpu-b", seq))
+            await time_skipping.sleep(0.5)
+        b2_state = await until(client, dead.workflow_id, lambda h: h.status == "silent", "lost")
+        b_state = await health(client, back.workflow_id)
+        await back.stopped(AgentStopped(node="gpu-b", sent_at=datetime.now(UTC)))
+    assert [(i.suspect_nodes, i.fault_hint) for _, i in report.calls] == [
+        (["gpu-b2"], FaultClass.NODE_LOST)
+    ]
+    assert (b_state.status, b_state.stall_graces, b_state.faults_reported) == ("healthy", 1, 0)
+    assert (b2_state.status, b2_state.stall_graces, b2_state.faults_reported) == ("silent", 1, 1)
+
+
+@pytest.mark.temporal
 async def test_report_reaches_the_real_recovery_workflow(temporal_client: Client) -> None:
     """With the real report_interruption: the job attempt's recovery workflow exists."""
     config, node = make_config(), "gpu-r"
@@ -270,6 +346,7 @@ async def test_report_reaches_the_real_recovery_workflow(temporal_client: Client
     await temporal_client.get_workflow_handle(recovery_id).terminate("test over")
 
 
+@pytest.mark.temporal
 async def test_killed_agent_process_is_detected_within_10s(
     temporal_client: Client, temporal_server: object
 ) -> None:
@@ -286,7 +363,7 @@ async def test_killed_agent_process_is_detected_within_10s(
     }
     async with worker(temporal_client, config, node, report):
         process = subprocess.Popen(
-            [sys.executable, "-m", "sensors.node_agent", "run"],
+            [sys.executable, "-m", "resurrect.sensors.node_agent", "run"],
             env=env,
             cwd=REPO,
             stdout=subprocess.DEVNULL,
@@ -319,43 +396,7 @@ async def test_killed_agent_process_is_detected_within_10s(
     assert (interruption.job_id, interruption.fault_hint) == ("11", FaultClass.NODE_LOST)
 
 
-async def test_control_plane_outage_gives_agents_a_grace_period(temporal_client: Client) -> None:
-    """Worker down longer than the threshold: no mass node-loss reports when it returns."""
-    config, report = make_config(), Reported()
-    back, dead = (
-        reporter(temporal_client, config, "gpu-b"),
-        reporter(temporal_client, config, "gpu-b2"),
-    )
-    async with worker(temporal_client, config, "gpu-b2", report):
-        await back.heartbeat(beat("gpu-b", 0))
-        await dead.heartbeat(beat("gpu-b2", 0))
-        await asyncio.sleep(0.5)
-    await asyncio.sleep(2.0 + 3.0 + 1.5)  # threshold + stall slack + margin, nobody running
-    async with worker(temporal_client, config, "gpu-b2", report):
-        await asyncio.sleep(1.0)
-        assert report.calls == []  # both timers fired late: grace, not a report
-
-        async def alive() -> None:  # this agent is fine; only its beats failed meanwhile
-            for seq in range(1, 1000):
-                await back.heartbeat(beat("gpu-b", seq))
-                await asyncio.sleep(0.5)
-
-        beating = asyncio.create_task(alive())
-        resumed = time.monotonic()
-        await report.wait(timeout=10)  # the other one stays silent through its grace
-        await asyncio.sleep(2.5)
-        beating.cancel()
-        b_state = await health(temporal_client, back.workflow_id)
-        b2_state = await health(temporal_client, dead.workflow_id)
-        await back.stopped(AgentStopped(node="gpu-b", sent_at=datetime.now(UTC)))
-    assert [(i.suspect_nodes, i.fault_hint) for _, i in report.calls] == [
-        (["gpu-b2"], FaultClass.NODE_LOST)
-    ]
-    assert report.calls[0][0] - resumed < 4.0
-    assert (b_state.status, b_state.stall_graces, b_state.faults_reported) == ("healthy", 1, 0)
-    assert (b2_state.status, b2_state.stall_graces, b2_state.faults_reported) == ("silent", 1, 1)
-
-
+@pytest.mark.temporal
 async def test_temporal_reporter_failures(temporal_server: object) -> None:
     """Heartbeats to an unusable namespace are dropped quietly; findings raise DeliveryError."""
     client = await Client.connect(

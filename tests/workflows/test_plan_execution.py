@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-import json
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from support import test_plugins
+from support.builders import OPT_IN, make_config
 from support.test_plugins import PLUGIN
 from temporalio.client import Client
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import Interruption, JobInfo, JobState, RecoveryOutcome
 from resurrect.errors import PlanError
+from resurrect.sensors.report import report_interruption
 from resurrect.testing import FakeScheduler
-from sensors.report import report_interruption
-from workers.recovery_worker import build_worker
+from resurrect.workers.recovery_worker import build_worker
 
 pytestmark = pytest.mark.temporal
 
@@ -28,14 +27,11 @@ def setup(
 ) -> tuple[ResurrectConfig, FakeScheduler]:
     plan_file = tmp_path / "plans.yaml"
     plan_file.write_text(plan_yaml)
-    config = ResurrectConfig.model_validate(
-        {
-            "mode": mode,
-            "cluster": {"name": f"p{uuid.uuid4().hex[:8]}"},
-            "temporal": {"task_queue": f"q-{uuid.uuid4().hex}", "state_dir": str(tmp_path)},
-            "plans": {"paths": [str(plan_file)]},
-            "recovery": {"wait_running_timeout_s": 20},
-        }
+    config = make_config(
+        tmp_path,
+        mode=mode,
+        plans={"paths": [str(plan_file)]},
+        recovery={"wait_running_timeout_s": 20},
     )
     scheduler = FakeScheduler.with_nodes(4, cluster_name=config.cluster.name)
     scheduler.nodes["node2"] = scheduler.nodes["node2"].model_copy(update={"state": "DOWN"})
@@ -45,7 +41,7 @@ def setup(
         user="bob",
         nodes=["node1", "node2"],
         num_nodes=2,
-        comment=json.dumps({"resurrect": {}}),
+        comment=OPT_IN,
     )
     return config, scheduler
 
@@ -140,7 +136,7 @@ async def test_permanent_error_stops_the_plan(temporal_client: Client, tmp_path:
 async def test_permanent_error_can_continue(temporal_client: Client, tmp_path: Path) -> None:
     config, scheduler = setup(tmp_path, plan("testkit.broken", "on_failure: continue"))
     outcome = await recover(temporal_client, config, scheduler)
-    assert outcome.recovered and ("requeue", "7") in scheduler.calls
+    assert outcome.recovered and ("requeuehold", "7") in scheduler.calls
 
 
 async def test_hanging_step_is_cut_by_its_heartbeat_timeout(

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from resurrect.rules.engine import RuleEngine, load_engine
-from sensors.node_agent.fake_nvml import FakeNvml
+from resurrect.sensors.node_agent.fake_nvml import FakeNvml
 
 FIXED_NOW = datetime(2026, 11, 29, 20, 0, tzinfo=UTC)
 

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 
 import pytest
+from support.builders import OPT_IN
 from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
-from activities.node_health import NodeHealthActivities
+from resurrect.activities.node_health import NodeHealthActivities
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import FaultClass, Interruption, JobInfo, JobPolicy, JobState
 from resurrect.errors import SchedulerUnavailable
+from resurrect.node_health_contracts import NodeFaultReport
 from resurrect.testing import FakeScheduler
-from sensors.node_agent.models import NodeFaultReport
-
-OPT_IN = json.dumps({"resurrect": True})
 
 
 class Recorder:

@@ -9,16 +9,16 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from resurrect.config import AgentSettings
 from resurrect.contracts import Evidence, FaultClass
+from resurrect.node_health_contracts import AgentStopped, NodeFindings, NodeHeartbeat
 from resurrect.rules.engine import RuleEngine
-from sensors.node_agent import nvml_api as api
-from sensors.node_agent.agent import NodeAgent
-from sensors.node_agent.fake_nvml import FakeNvml
-from sensors.node_agent.kernel_log import KernelLogSource
-from sensors.node_agent.limiter import FindingLimiter
-from sensors.node_agent.models import AgentStopped, NodeFindings, NodeHeartbeat
-from sensors.node_agent.reporters import DeliveryError
-from sensors.node_agent.settings import AgentSettings
+from resurrect.sensors.node_agent import nvml_api as api
+from resurrect.sensors.node_agent.agent import NodeAgent
+from resurrect.sensors.node_agent.fake_nvml import FakeNvml
+from resurrect.sensors.node_agent.kernel_log import KernelLogSource
+from resurrect.sensors.node_agent.limiter import FindingLimiter
+from resurrect.sensors.node_agent.reporters import DeliveryError
 
 
 class RecordingReporter:

@@ -12,11 +12,11 @@ import pytest
 from resurrect.contracts import FaultClass, RecoveryAction
 from resurrect.errors import ResurrectError
 from resurrect.rules.engine import RuleEngine
-from sensors.node_agent import cli as agent_cli
-from sensors.node_agent import nvml_api as api
-from sensors.node_agent.check import run_check
-from sensors.node_agent.fake_nvml import FakeNvml
-from sensors.node_agent.models import NodeVerdict
+from resurrect.sensors.node_agent import cli as agent_cli
+from resurrect.sensors.node_agent import nvml_api as api
+from resurrect.sensors.node_agent.check import run_check
+from resurrect.sensors.node_agent.fake_nvml import FakeNvml
+from resurrect.sensors.node_agent.models import NodeVerdict
 
 
 def main(argv: list[str]) -> int:

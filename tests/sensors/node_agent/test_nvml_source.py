@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from resurrect.contracts import SignalKind
-from sensors.node_agent import nvml_api as api
-from sensors.node_agent.fake_nvml import FakeGpu, FakeNvml
-from sensors.node_agent.nvml_source import NvmlSource
-from sensors.node_agent.render import kernel_pci
+from resurrect.sensors.node_agent import nvml_api as api
+from resurrect.sensors.node_agent.fake_nvml import FakeGpu, FakeNvml
+from resurrect.sensors.node_agent.nvml_source import NvmlSource
+from resurrect.sensors.node_agent.render import kernel_pci
 
 
 class Clock:

@@ -2,61 +2,18 @@
 
 from __future__ import annotations
 
-import sensors.node_agent as agent
-from sensors.node_agent.models import node_health_workflow_id
+from support.public_api import describe, pinned
+
+import resurrect.sensors.node_agent as agent
+from resurrect.node_health_contracts import node_health_workflow_id
 
 
 def test_all_is_pinned() -> None:
-    assert sorted(agent.__all__) == sorted(
-        [
-            "AGENT_STOPPED_SIGNAL",
-            "FINDINGS_SIGNAL",
-            "HEALTH_QUERY",
-            "HEARTBEAT_SIGNAL",
-            "NODE_HEALTH_WORKFLOW",
-            "REPORT_NODE_FAULT_ACTIVITY",
-            "AgentSettings",
-            "AgentStopped",
-            "DeliveryError",
-            "FakeGpu",
-            "FakeNvml",
-            "FindingLimiter",
-            "GpuVerdict",
-            "KernelLogSource",
-            "LineScanner",
-            "NodeAgent",
-            "NodeFaultReport",
-            "NodeFaultResult",
-            "NodeFindings",
-            "NodeHealth",
-            "NodeHealthInput",
-            "NodeHeartbeat",
-            "NodeVerdict",
-            "NvmlApi",
-            "NvmlSource",
-            "NvmlStatus",
-            "PrintReporter",
-            "Reading",
-            "Reporter",
-            "TemporalReporter",
-            "classify",
-            "load_pynvml",
-            "node_health_workflow_id",
-            "run_check",
-            "verdict_from",
-        ]
-    )
-    for name in agent.__all__:
-        assert getattr(agent, name) is not None
+    """Each exported name, what it is and where it lives: tests/fixtures/public-api/."""
+    assert describe(agent) == pinned(agent)
 
 
-def test_names_are_stable() -> None:
-    assert (agent.NODE_HEALTH_WORKFLOW, agent.HEARTBEAT_SIGNAL, agent.FINDINGS_SIGNAL) == (
-        "NodeHealthWorkflow",
-        "heartbeat",
-        "findings",
-    )
-    assert agent.REPORT_NODE_FAULT_ACTIVITY == "node_health.report_node_fault"
+def test_workflow_ids_are_stable() -> None:
     assert node_health_workflow_id("c1", "gpu-7") == "node-health/c1/gpu-7"
 
 

@@ -16,11 +16,11 @@ from resurrect.contracts import FaultClass, RecoveryAction, SignalKind
 from resurrect.rules import attribute
 from resurrect.rules.check import check_packs
 from resurrect.rules.engine import RuleEngine
-from sensors.node_agent import nvml_api as api
-from sensors.node_agent.classify import classify
-from sensors.node_agent.fake_nvml import FakeGpu, FakeNvml
-from sensors.node_agent.kernel_log import KernelLogSource, kmsg_message
-from sensors.node_agent.nvml_source import NvmlSource
+from resurrect.sensors.node_agent import nvml_api as api
+from resurrect.sensors.node_agent.classify import classify
+from resurrect.sensors.node_agent.fake_nvml import FakeGpu, FakeNvml
+from resurrect.sensors.node_agent.kernel_log import KernelLogSource, kmsg_message
+from resurrect.sensors.node_agent.nvml_source import NvmlSource
 
 PACK = Path(__file__).parents[3] / "resurrect" / "rules" / "packs" / "gpu-metrics.yaml"
 GPU = 2

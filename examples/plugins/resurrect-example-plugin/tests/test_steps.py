@@ -49,7 +49,7 @@ def test_plugin_exports_its_steps() -> None:
 
 async def test_webhook_posts_the_incident(hook: tuple[Hook, str]) -> None:
     state, url = hook
-    result = await run_step(webhook, {"url": url}, namespace="example")
+    result = await run_step(webhook, {"url": url})
     assert result.ok and result.data["status"] == 200
     assert state.bodies[0]["job_id"] == "42" and state.bodies[0]["fault_class"] == "gpu.hardware"
 
@@ -58,14 +58,14 @@ async def test_webhook_4xx_is_permanent(hook: tuple[Hook, str]) -> None:
     state, url = hook
     state.status = 404
     with pytest.raises(ApplicationError) as err:
-        await run_step(webhook, {"url": url}, namespace="example")
+        await run_step(webhook, {"url": url})
     cause = err.value
     assert isinstance(cause, ApplicationError) and cause.non_retryable
 
 
 async def test_webhook_rejects_bad_params() -> None:
     with pytest.raises(ApplicationError, match="invalid params"):
-        await run_step(webhook, {"url": "file:///etc/passwd"}, namespace="example")
+        await run_step(webhook, {"url": "file:///etc/passwd"})
 
 
 async def test_return_if_healthy_resumes_only_nodes_that_pass() -> None:
@@ -83,9 +83,7 @@ async def test_return_if_healthy_resumes_only_nodes_that_pass() -> None:
         {"check_argv": check},
         state=IncidentState(drained_nodes=["node2", "node3"]),
     )
-    result = await run_step(
-        return_if_healthy, scheduler=scheduler, step_input=step_input, namespace="example"
-    )
+    result = await run_step(return_if_healthy, scheduler=scheduler, step_input=step_input)
     assert result.data["returned"] == ["node2"]
     assert not scheduler.nodes["node2"].drained and scheduler.nodes["node3"].drained
 
@@ -99,8 +97,6 @@ async def test_return_if_healthy_in_observe_mode_changes_nothing() -> None:
         observe=True,
         state=IncidentState(drained_nodes=["node2"]),
     )
-    result = await run_step(
-        return_if_healthy, scheduler=scheduler, step_input=step_input, namespace="example"
-    )
+    result = await run_step(return_if_healthy, scheduler=scheduler, step_input=step_input)
     assert result.would_have == ["would return node2 to service (health check passed)"]
     assert scheduler.nodes["node2"].drained

@@ -38,7 +38,7 @@ def _post(url: str, body: bytes, timeout: float) -> int:
         raise TransientStepError(f"webhook {url} unreachable: {exc}") from exc
 
 
-@step("webhook", mutating=False)
+@step("example.webhook", mutating=False)
 async def webhook(ctx: StepContext, params: WebhookParams) -> StepResult:
     """POST the incident (job, fault class, culprits, what was done) as JSON to a URL."""
     payload = {
@@ -70,7 +70,7 @@ class ReturnParams(BaseModel):
     timeout_s: float = Field(default=120.0, gt=0, le=3600)
 
 
-@step("return_if_healthy", handles_observe=True)
+@step("example.return_if_healthy", handles_observe=True)
 async def return_if_healthy(ctx: StepContext, params: ReturnParams) -> StepResult:
     """Run the health check on each node this recovery drained; resume those that pass."""
     result = StepResult()

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from resurrect.errors import ConfigError, ResurrectError
-from resurrect.search_attributes import DEV_SERVER_TYPES
+from resurrect.temporal.search_attributes import DEV_SERVER_TYPES
 
 
 def temporal_binary(explicit: Path | None = None) -> Path:

@@ -1,0 +1,117 @@
+"""VerifiedScheduler's check -> act -> verify, over the in-memory primitives of FakeScheduler.
+
+The same code runs over Slurm's CLI and pyslurm (tests/scheduler/test_slurm_cluster.py
+checks it against real Slurm); here each race and refusal is staged exactly.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from resurrect.contracts import JobInfo, JobState
+from resurrect.errors import (
+    JobCompleting,
+    NodeNotFound,
+    SchedulerRefused,
+)
+from resurrect.testing import FakeScheduler
+
+
+def running_job(job_id: str = "7", **update: object) -> JobInfo:
+    job = JobInfo(
+        job_id=job_id, state=JobState.RUNNING, user="alice", nodes=["node1", "node2"], num_nodes=2
+    )
+    return job.model_copy(update=update)
+
+
+async def test_drain_is_done_once_and_verified() -> None:
+    s = FakeScheduler.with_nodes(3)
+    first = await s.drain_node("node1", "xid 79")
+    again = await s.drain_node("node1", "xid 79")
+    assert first.changed and first.detail == "resurrect: xid 79"
+    assert not again.changed and "already drained by resurrect" in again.detail
+    assert s.calls == [("drain", "node1")]
+
+
+async def test_an_operators_drain_is_never_resumed() -> None:
+    s = FakeScheduler.with_nodes(2)
+    s.nodes["node1"] = s.nodes["node1"].model_copy(
+        update={"flags": ["DRAIN"], "reason": "bad fan (ops)"}
+    )
+    assert not (await s.drain_node("node1", "xid 79")).changed
+    with pytest.raises(SchedulerRefused):
+        await s.resume_node("node1")
+    assert s.calls == [] and s.nodes["node1"].reason == "bad fan (ops)"
+
+
+async def test_requeue_of_a_running_job_ends_the_attempt_keeps_id_and_owner() -> None:
+    s = FakeScheduler.with_nodes(4)
+    s.jobs["7"] = running_job()
+    result = await s.requeue_excluding("7", ["node2"])
+    assert result.changed and result.detail.startswith("requeuehold (RUNNING) -> exclude")
+    assert s.calls == [("requeuehold", "7"), ("exclude", "7"), ("release", "7")]
+    job = s.jobs["7"]
+    assert (job.job_id, job.user, job.restart_count) == ("7", "alice", 1)
+    assert job.state is JobState.RUNNING and "node2" not in job.nodes
+
+
+async def test_requeue_of_a_job_slurmctld_just_requeued_holds_it_instead() -> None:
+    """Our read saw the job NODE_FAIL; before our requeuehold slurmctld requeued it itself:
+    Slurm answers "Job is pending execution" (JobAlreadyPending) and the job is held."""
+
+    class Racing(FakeScheduler):
+        async def _act_requeuehold(self, job_id: str) -> None:
+            job = self.jobs[job_id]
+            self.jobs[job_id] = job.model_copy(
+                update={"state": JobState.PENDING, "restart_count": job.restart_count + 1}
+            )
+            await super()._act_requeuehold(job_id)
+
+    s = Racing.with_nodes(4, start_requeued_jobs=False)
+    s.jobs["7"] = running_job(state=JobState.NODE_FAIL)
+    result = await s.requeue_excluding("7", ["node1"])
+    assert "hold (slurmctld had requeued it)" in result.detail
+    assert s.calls == [("hold", "7"), ("exclude", "7"), ("release", "7")]
+    assert s.jobs["7"].state is JobState.PENDING and s.jobs["7"].excluded_nodes == ["node1"]
+
+
+async def test_requeuehold_is_retried_while_the_job_is_completing() -> None:
+    class Completing(FakeScheduler):
+        refusals = 2
+
+        async def _act_requeuehold(self, job_id: str) -> None:
+            if self.refusals:
+                self.refusals -= 1
+                raise JobCompleting("Job is still completing")
+            await super()._act_requeuehold(job_id)
+
+    s = Completing.with_nodes(4)
+    s.jobs["7"] = running_job(state=JobState.FAILED)
+    assert (await s.requeue_excluding("7", [])).changed
+    assert s.refusals == 0 and s.calls[0] == ("requeuehold", "7")
+
+
+async def test_a_pending_job_already_excluding_the_nodes_is_left_alone() -> None:
+    s = FakeScheduler.with_nodes(4)
+    s.jobs["7"] = running_job(state=JobState.PENDING, nodes=[], excluded_nodes=["node1"])
+    result = await s.requeue_excluding("7", ["node1"])
+    assert not result.changed and s.calls == []
+
+
+async def test_requeue_refusals() -> None:
+    s = FakeScheduler.with_nodes(2)
+    s.jobs["7"] = running_job(requeue_allowed=False)
+    with pytest.raises(SchedulerRefused):
+        await s.requeue_excluding("7", [])
+    s.jobs["8"] = running_job("8")
+    with pytest.raises(NodeNotFound):
+        await s.requeue_excluding("8", ["node9"])
+    assert s.calls == []
+
+
+async def test_cancel_is_done_once() -> None:
+    s = FakeScheduler.with_nodes(2)
+    s.jobs["7"] = running_job()
+    assert (await s.cancel_job("7")).changed
+    assert not (await s.cancel_job("7")).changed
+    assert s.calls == [("cancel", "7")] and s.jobs["7"].state is JobState.CANCELLED

@@ -1,0 +1,395 @@
+"""RecoveryWorkflow's decision ladder and outcomes, on the time-skipping test server.
+
+Every activity is a stand-in registered under its production name (workflows/names.py for
+the fixed ones, the plan files' ``recovery.*`` names for the steps), scripted by a
+:class:`Stage`: what the evidence is, how it is attributed, how many restarts were charged,
+what each step reports or raises. Retry backoffs and timeouts cost no wall time. The real
+activities over a real dev server and real Slurm are tested in test_recovery_workflow.py
+and tests/e2e.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from support.builders import job, make_config
+from support.temporal import skipping_time
+from temporalio import activity
+from temporalio.client import WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from resurrect.contracts import (
+    AttributeRequest,
+    ChargedRestartsRequest,
+    Diagnosis,
+    Evidence,
+    EvidenceBundle,
+    FaultClass,
+    Interruption,
+    JobPolicy,
+    JobState,
+    RecoveryAction,
+    RecoveryOutcome,
+    SignalKind,
+    StepInput,
+    StepResult,
+)
+from resurrect.errors import JobNotFound, PermanentStepError, SchedulerUnavailable
+from resurrect.plans.loader import load_plans
+from resurrect.plans.models import ResolvedPlan
+from resurrect.sensors.report import report_interruption
+from resurrect.temporal import search_attributes as sa
+from resurrect.testing.steps import make_step_input
+from resurrect.workers.recovery_worker import PASSTHROUGH_MODULES
+from resurrect.workflows.names import PHASE_QUERY, REPORT_SIGNAL, STATUS_QUERY, Activity
+from resurrect.workflows.recovery import RecoveryWorkflow, RecoveryWorkflowStatus
+
+StepFn = Callable[[StepInput], StepResult]
+
+
+def _drained(step: StepInput) -> StepResult:
+    nodes = step.plan.drain_nodes
+    if step.dry_run:
+        return StepResult(would_have=[f"would drain {n}" for n in nodes])
+    return StepResult(drained_nodes=nodes, excluded_nodes=nodes)
+
+
+def _requeued(step: StepInput) -> StepResult:
+    if step.dry_run:
+        return StepResult(would_have=[f"would requeue job {step.bundle.job.job_id}"])
+    return StepResult(requeued=True, excluded_nodes=step.plan.exclude_nodes)
+
+
+def _running(step: StepInput) -> StepResult:
+    return StepResult() if step.dry_run else StepResult(running_again=True)
+
+
+def _nothing(step: StepInput) -> StepResult:
+    return StepResult()
+
+
+@dataclass
+class Stage:
+    """What the stand-in activities answer, and what they were asked (in order)."""
+
+    bundle: EvidenceBundle
+    diagnosis: Diagnosis
+    charged: int = 0
+    plans: list[ResolvedPlan] = field(default_factory=load_plans)
+    steps: dict[str, StepFn | BaseException] = field(
+        default_factory=lambda: {
+            "recovery.drain_nodes": _drained,
+            "recovery.verify_checkpoint": _nothing,
+            "recovery.requeue_job": _requeued,
+            "recovery.wait_running": _running,
+            "recovery.notify": _nothing,
+        }
+    )
+    gather_failures: list[BaseException] = field(default_factory=list)
+    calls: list[str] = field(default_factory=list)
+    inputs: dict[str, list[Any]] = field(default_factory=dict)
+
+    def _record(self, name: str, value: object) -> None:
+        self.calls.append(name)
+        self.inputs.setdefault(name, []).append(value)
+
+    def activities(self) -> list[Callable[..., Any]]:
+        @activity.defn(name=Activity.GATHER_EVIDENCE)
+        async def gather_evidence(report: Interruption) -> EvidenceBundle:
+            self._record(Activity.GATHER_EVIDENCE, report)
+            if self.gather_failures:
+                raise self.gather_failures.pop(0)
+            return self.bundle
+
+        @activity.defn(name=Activity.ATTRIBUTE)
+        async def attribute(request: AttributeRequest) -> Diagnosis:
+            self._record(Activity.ATTRIBUTE, request)
+            return self.diagnosis
+
+        @activity.defn(name=Activity.CHARGED_RESTARTS)
+        async def charged_restarts(request: ChargedRestartsRequest) -> int:
+            self._record(Activity.CHARGED_RESTARTS, request)
+            return self.charged
+
+        @activity.defn(name=Activity.RECOVERY_PLANS)
+        async def recovery_plans() -> list[ResolvedPlan]:
+            self._record(Activity.RECOVERY_PLANS, None)
+            return self.plans
+
+        def step(name: str) -> Callable[..., Any]:
+            @activity.defn(name=name)
+            async def run(step_input: StepInput) -> StepResult:
+                self._record(name, step_input)
+                behaviour = self.steps[name]
+                if isinstance(behaviour, BaseException):
+                    raise behaviour
+                return behaviour(step_input)
+
+            return run
+
+        fixed = [gather_evidence, attribute, charged_restarts, recovery_plans]
+        return [*fixed, *(step(name) for name in self.steps)]
+
+    @property
+    def steps_run(self) -> list[str]:
+        return [call for call in self.calls if call in self.steps]
+
+
+def stage(
+    fault: FaultClass,
+    *,
+    culprits: tuple[str, ...] = (),
+    state: JobState = JobState.NODE_FAIL,
+    mode: str = "act",
+    policy: JobPolicy | None = None,
+    charged: int = 0,
+) -> Stage:
+    """An interrupted 2-node job (100, on node1+node2) diagnosed as ``fault``."""
+    incident = make_step_input(
+        "recovery.drain_nodes",
+        observe=mode == "observe",
+        job=job(state=state),
+        fault_class=fault,
+        culprits=list(culprits),
+    )
+    bundle = incident.bundle.model_copy(update={"policy": policy or JobPolicy(max_restarts=2)})
+    return Stage(bundle=bundle, diagnosis=incident.diagnosis, charged=charged)
+
+
+@dataclass
+class Run:
+    env: WorkflowEnvironment
+    task_queue: str
+
+    async def start(self, report: Interruption) -> WorkflowHandle[Any, RecoveryOutcome]:
+        workflow_id = await report_interruption(self.env.client, report, task_queue=self.task_queue)
+        return self.env.client.get_workflow_handle(workflow_id, result_type=RecoveryOutcome)
+
+
+@pytest.fixture
+async def run(time_skipping: WorkflowEnvironment) -> AsyncIterator[Run]:
+    yield Run(time_skipping, make_config().temporal.task_queue)
+
+
+def worker(run: Run, scripted: Stage) -> Worker:
+    return Worker(
+        run.env.client,
+        task_queue=run.task_queue,
+        workflows=[RecoveryWorkflow],
+        activities=scripted.activities(),
+        workflow_runner=SandboxedWorkflowRunner(
+            restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
+        ),
+    )
+
+
+async def recover(run: Run, scripted: Stage) -> RecoveryOutcome:
+    async with worker(run, scripted):
+        handle = await run.start(scripted.bundle.interruption)
+        async with skipping_time(run.env):
+            return await handle.result()
+
+
+# ---------------------------------------------------------------------------------------
+# the ladder: diagnosis -> action -> plan -> steps -> outcome
+
+
+async def test_node_loss_drains_the_culprit_then_restarts_from_a_checkpoint(run: Run) -> None:
+    scripted = stage(FaultClass.NODE_LOST, culprits=("node2",))
+    outcome = await recover(run, scripted)
+    assert scripted.calls == [
+        Activity.GATHER_EVIDENCE,
+        Activity.ATTRIBUTE,
+        Activity.CHARGED_RESTARTS,
+        Activity.RECOVERY_PLANS,
+        "recovery.drain_nodes",
+        "recovery.verify_checkpoint",
+        "recovery.requeue_job",
+        "recovery.wait_running",
+    ]
+    assert (outcome.outcome, outcome.recovered) == ("recovered", True)
+    assert outcome.action is RecoveryAction.DRAIN_AND_RESTART
+    assert outcome.drained_nodes == ["node2"] and outcome.excluded_nodes == ["node2"]
+    [requeue] = scripted.inputs["recovery.requeue_job"]
+    assert requeue.plan.exclude_nodes == ["node2"] and not requeue.dry_run
+    assert requeue.state.drained_nodes == ["node2"]  # each step sees what the earlier did
+    assert any("plan 'drain-and-restart'" in note for note in outcome.notes)
+
+
+async def test_a_restart_class_without_culprits_requeues_without_draining(run: Run) -> None:
+    scripted = stage(FaultClass.PROCESS_CRASH, state=JobState.FAILED)
+    outcome = await recover(run, scripted)
+    assert scripted.steps_run == [
+        "recovery.verify_checkpoint",
+        "recovery.requeue_job",
+        "recovery.wait_running",
+    ]
+    assert outcome.outcome == "recovered" and outcome.drained_nodes == []
+    assert any("restart charged to budget (1/2)" in note for note in outcome.notes)
+
+
+async def test_an_application_error_stops_and_notifies(run: Run) -> None:
+    scripted = stage(FaultClass.APP_ERROR, state=JobState.FAILED)
+    outcome = await recover(run, scripted)
+    assert scripted.steps_run == ["recovery.notify"]
+    assert scripted.inputs["recovery.notify"][0].params == {"severity": "critical"}
+    assert (outcome.outcome, outcome.requeued, outcome.action) == (
+        "stopped",
+        False,
+        RecoveryAction.STOP,
+    )
+
+
+async def test_a_cancelled_job_is_left_alone(run: Run) -> None:
+    scripted = stage(FaultClass.JOB_CANCELLED, state=JobState.CANCELLED)
+    outcome = await recover(run, scripted)
+    assert scripted.steps_run == ["recovery.notify"]
+    assert outcome.outcome == "nothing_to_do" and not outcome.requeued
+
+
+async def test_a_spent_restart_budget_stops_charged_faults(run: Run) -> None:
+    scripted = stage(FaultClass.PROCESS_CRASH, state=JobState.FAILED, charged=2)
+    outcome = await recover(run, scripted)
+    assert scripted.steps_run == ["recovery.notify"]
+    assert outcome.outcome == "stopped" and outcome.action is RecoveryAction.STOP
+    assert any("restart budget spent: 2 of 2" in note for note in outcome.notes)
+
+
+async def test_infrastructure_faults_are_free_even_over_budget(run: Run) -> None:
+    scripted = stage(FaultClass.GPU_HARDWARE, culprits=("node1",), charged=5)
+    outcome = await recover(run, scripted)
+    assert outcome.outcome == "recovered" and outcome.drained_nodes == ["node1"]
+    handle = run.env.client.get_workflow_handle(outcome.workflow_id)
+    attributes = (await handle.describe()).typed_search_attributes
+    assert attributes.get(sa.BUDGET_CHARGED) is None  # a free restart is not charged
+
+
+async def test_a_charged_restart_is_marked_for_the_next_budget_count(run: Run) -> None:
+    scripted = stage(FaultClass.PROCESS_CRASH, state=JobState.FAILED)
+    outcome = await recover(run, scripted)
+    handle = run.env.client.get_workflow_handle(outcome.workflow_id)
+    attributes = (await handle.describe()).typed_search_attributes
+    assert attributes.get(sa.BUDGET_CHARGED) is True
+    assert attributes.get(sa.OUTCOME) == "recovered"
+    assert attributes.get(sa.FAULT_CLASS) == "process.crash"
+    assert attributes.get(sa.PHASE) == "done"
+    assert attributes.get(sa.NODES) == ["node1", "node2"]
+
+
+async def test_observe_mode_runs_the_plan_dry_and_reports_what_it_would_do(run: Run) -> None:
+    scripted = stage(FaultClass.NODE_LOST, culprits=("node2",), mode="observe")
+    outcome = await recover(run, scripted)
+    assert all(step.dry_run for name in scripted.steps_run for step in scripted.inputs[name])
+    assert (outcome.outcome, outcome.recovered, outcome.mode) == ("observed", False, "observe")
+    assert outcome.would_have == ["would drain node2", "would requeue job 100"]
+    assert outcome.drained_nodes == []
+
+
+async def test_no_matching_plan_ends_with_no_plan(run: Run) -> None:
+    scripted = stage(FaultClass.NODE_LOST, culprits=("node2",))
+    scripted.plans = [p for p in scripted.plans if p.name != "drain-and-restart"]
+    outcome = await recover(run, scripted)
+    assert scripted.steps_run == []
+    assert outcome.outcome == "no_plan"
+    assert any("no recovery plan matches action drain_and_restart" in n for n in outcome.notes)
+
+
+async def test_requeued_but_not_running_again(run: Run) -> None:
+    scripted = stage(FaultClass.PROCESS_CRASH, state=JobState.FAILED)
+    scripted.steps["recovery.wait_running"] = lambda step: StepResult(
+        ok=False, running_again=False, detail="still pending after 60s"
+    )
+    outcome = await recover(run, scripted)
+    assert (outcome.outcome, outcome.requeued, outcome.recovered) == (
+        "requeued_not_running",
+        True,
+        False,
+    )
+    assert "recovery.wait_running: still pending after 60s" in outcome.notes
+
+
+async def test_a_step_that_asks_to_stop_ends_the_recovery_with_its_outcome(run: Run) -> None:
+    scripted = stage(FaultClass.PROCESS_CRASH, state=JobState.FAILED)
+    scripted.steps["recovery.verify_checkpoint"] = lambda step: StepResult(
+        stop_recovery=True, outcome="job_completed", detail="the job had finished"
+    )
+    outcome = await recover(run, scripted)
+    assert scripted.steps_run == ["recovery.verify_checkpoint"]
+    assert outcome.outcome == "job_completed"
+
+
+# ---------------------------------------------------------------------------------------
+# failures and retries (the retry backoffs are skipped, not slept)
+
+
+async def test_a_permanent_step_error_is_not_retried_and_stops_the_plan(run: Run) -> None:
+    scripted = stage(FaultClass.NODE_LOST, culprits=("node2",))
+    scripted.steps["recovery.drain_nodes"] = PermanentStepError("node2: permission denied")
+    outcome = await recover(run, scripted)
+    assert scripted.steps_run == ["recovery.drain_nodes"]  # once: non-retryable
+    assert outcome.outcome == "failed" and not outcome.requeued
+    assert any("PermanentStepError: node2: permission denied" in n for n in outcome.notes)
+
+
+async def test_a_failed_step_marked_continue_lets_the_plan_go_on(run: Run) -> None:
+    scripted = stage(FaultClass.PROCESS_CRASH, state=JobState.FAILED)
+    scripted.steps["recovery.wait_running"] = PermanentStepError("cannot read the job")
+    outcome = await recover(run, scripted)
+    assert outcome.outcome == "requeued_not_running"
+    assert any(n.startswith("recovery.wait_running failed:") for n in outcome.notes)
+
+
+async def test_an_unreachable_controller_is_retried_until_it_answers(run: Run) -> None:
+    scripted = stage(FaultClass.NODE_LOST, culprits=("node2",))
+    scripted.gather_failures = [SchedulerUnavailable("slurmctld down") for _ in range(6)]
+    start = await run.env.get_current_time()
+    outcome = await recover(run, scripted)
+    waited = (await run.env.get_current_time()) - start
+    assert scripted.calls.count(Activity.GATHER_EVIDENCE) == 7
+    assert outcome.outcome == "recovered"
+    assert waited.total_seconds() >= 1 + 2 + 4 + 8 + 15 + 15  # backoff, capped at 15 s
+
+
+async def test_an_unknown_job_is_not_retried_and_ends_job_unknown(run: Run) -> None:
+    scripted = stage(FaultClass.NODE_LOST)
+    scripted.gather_failures = [JobNotFound("job 100 not known to slurmctld")]
+    outcome = await recover(run, scripted)
+    assert scripted.calls == [Activity.GATHER_EVIDENCE]
+    assert outcome.outcome == "job_unknown" and outcome.fault_class is FaultClass.UNKNOWN
+    assert any("JobNotFound: job 100 not known" in note for note in outcome.notes)
+
+
+# ---------------------------------------------------------------------------------------
+# what people and other sensors see while it runs
+
+
+async def test_reports_of_other_sensors_reach_attribution_deduplicated(run: Run) -> None:
+    scripted = stage(FaultClass.GPU_HARDWARE, culprits=("node1",))
+    xid = Evidence(
+        kind=SignalKind.KERNEL_LOG,
+        text="NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus",
+        rule="xid.fallen_off_bus",
+        role="root",
+        host="node1",
+    )
+    scripted.gather_failures = [SchedulerUnavailable("slow controller")]  # time to signal
+    report = scripted.bundle.interruption
+    agent = report.model_copy(update={"source": "node_agent", "evidence": [xid]})
+    async with worker(run, scripted):
+        handle = await run.start(report)
+        for _ in range(2):  # the same evidence twice: kept once
+            await handle.signal(REPORT_SIGNAL, agent)
+        async with skipping_time(run.env):
+            outcome = await handle.result()
+        status = await handle.query(STATUS_QUERY, result_type=RecoveryWorkflowStatus)
+        phase = await handle.query(PHASE_QUERY)
+    [request] = scripted.inputs[Activity.ATTRIBUTE]
+    assert request.reported == [xid]
+    assert outcome.outcome == "recovered"
+    assert phase == "done" and status.plan == "drain-and-restart"
+    assert status.fault_class == "gpu.hardware" and status.state.drained_nodes == ["node1"]

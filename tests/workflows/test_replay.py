@@ -1,0 +1,66 @@
+"""Replay of stored workflow histories: no server, no worker, just today's workflow code.
+
+A stored history (tests/support/histories.py says how they are recorded) is what an
+earlier version of the code did; if today's code would issue different commands for it,
+a workflow in flight during an upgrade would fail with a non-determinism error.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from support.histories import load, stored, workflow_type
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+from temporalio.workflow import NondeterminismError
+
+from resurrect.workflows.names import Activity
+from resurrect.workflows.node_health import NodeHealthWorkflow
+from resurrect.workflows.recovery import RecoveryWorkflow
+
+WORKFLOWS: dict[str, type] = {
+    "RecoveryWorkflow": RecoveryWorkflow,
+    "NodeHealthWorkflow": NodeHealthWorkflow,
+}
+
+
+def replayer() -> Replayer:
+    return Replayer(workflows=list(WORKFLOWS.values()), data_converter=pydantic_data_converter)
+
+
+def test_every_workflow_has_stored_histories() -> None:
+    kinds = {path.parent.name for path in stored()}
+    assert kinds == set(WORKFLOWS)
+    assert len([p for p in stored() if p.parent.name == "RecoveryWorkflow"]) >= 3
+
+
+@pytest.mark.parametrize("path", stored(), ids=lambda p: f"{p.parent.name}/{p.stem}")
+async def test_stored_history_replays_without_nondeterminism(path: Path) -> None:
+    history = load(path)
+    assert workflow_type(history) == path.parent.name
+    await replayer().replay_workflow(history)  # raises on any replay failure
+
+
+def _with_activity_renamed(history_json: str, old: str, new: str) -> WorkflowHistory:
+    """The history as a workflow that called activity ``new`` where ours calls ``old``."""
+    data = json.loads(history_json)
+    renamed = 0
+    for event in data["events"]:
+        scheduled = event.get("activityTaskScheduledEventAttributes")
+        if scheduled and scheduled["activityType"]["name"] == old:
+            scheduled["activityType"]["name"] = new
+            renamed += 1
+    assert renamed == 1, f"{old} scheduled {renamed} times"
+    return WorkflowHistory.from_json("renamed-activity", json.dumps(data))
+
+
+async def test_a_history_of_different_workflow_code_fails_as_nondeterministic() -> None:
+    source = next(p for p in stored() if p.name == "node-loss.json")
+    history = _with_activity_renamed(
+        source.read_text(), Activity.ATTRIBUTE, "recovery.attribute_v0"
+    )
+    with pytest.raises(NondeterminismError, match=r"recovery\.attribute_v0"):
+        await replayer().replay_workflow(history)
