@@ -20,6 +20,7 @@ from resurrect.config import ResurrectConfig
 from resurrect.contracts import (
     DEFAULT_ACTION,
     Diagnosis,
+    Evidence,
     EvidenceBundle,
     FaultClass,
     IncidentState,
@@ -28,6 +29,7 @@ from resurrect.contracts import (
     JobPolicy,
     JobState,
     RecoveryPlan,
+    SignalKind,
     StepInput,
     StepResult,
 )
@@ -70,6 +72,7 @@ def make_step_input(
         job=job,
         policy=JobPolicy(),
         policy_source="comment",
+        opted_in=True,  # a step only ever runs for a job that is opted in
         mode="observe" if observe else "act",
         wait_running_timeout_s=30,
         activity_timeout_s=30,
@@ -79,6 +82,21 @@ def make_step_input(
         action=DEFAULT_ACTION[fault_class],
         confidence=0.9,
         culprit_hosts=culprit_nodes,
+        # what a source the job does not control saw on each culprit (planning drains only
+        # what such a source confirms): Slurm for a lost node, the node agent otherwise
+        evidence=[
+            Evidence(
+                kind=SignalKind.SCHEDULER_STATE
+                if fault_class is FaultClass.NODE_LOST
+                else SignalKind.KERNEL_LOG,
+                source="scheduler" if fault_class is FaultClass.NODE_LOST else "node_agent",
+                text=f"{fault_class.value} on {node}",
+                role="root",
+                fault_class=fault_class,
+                host=node,
+            )
+            for node in culprit_nodes
+        ],
     )
     plan = RecoveryPlan(
         action=DEFAULT_ACTION[fault_class],

@@ -10,7 +10,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from resurrect.goodput.history import recoveries_query, recovery_from_history
 
-HISTORIES = Path(__file__).parent.parent / "fixtures" / "histories"
+HISTORIES = Path(__file__).parent.parent / "fixtures" / "histories" / "RecoveryWorkflow"
 
 
 def load(name: str, workflow_id: str) -> WorkflowHistory:

@@ -204,9 +204,7 @@ async def test_scancel_of_the_held_job_leaves_it_cancelled(cluster) -> None:  # 
     step_input = make_step_input(
         "recovery.requeue_job", job=job, culprits=[victim], fault_class=FaultClass.NODE_LOST
     )
-    result = await run_step(
-        requeue_job, scheduler=scheduler, step_input=step_input, namespace="recovery"
-    )
+    result = await run_step(requeue_job, scheduler=scheduler, step_input=step_input)
     assert result.outcome == "cancelled_during_recovery" and result.stop_recovery
     assert not result.requeued
     assert not scheduler.release_attempted, "a cancelled job must never be released"
@@ -219,8 +217,6 @@ async def test_the_step_refuses_a_cancelled_job_even_where_the_scheduler_would_r
     scheduler = FakeScheduler.with_nodes(4, cluster_name="test")
     step_input = make_step_input("recovery.requeue_job")
     scheduler.jobs["42"] = step_input.bundle.job.model_copy(update={"state": JobState.CANCELLED})
-    result = await run_step(
-        requeue_job, scheduler=scheduler, step_input=step_input, namespace="recovery"
-    )
+    result = await run_step(requeue_job, scheduler=scheduler, step_input=step_input)
     assert result.outcome == "cancelled_during_recovery" and not result.requeued
     assert scheduler.calls == []

@@ -120,7 +120,10 @@ async def test_a_printed_xid_line_drains_nothing_and_is_charged(
         )
     assert outcome.fault_class is FaultClass.GPU_HARDWARE
     assert outcome.drained_nodes == [] and not any(n.drained for n in scheduler.nodes.values())
-    assert scheduler.calls == [("requeue", "400")]  # restarted, without draining
+    assert scheduler.calls == [
+        ("requeuehold", "400"),
+        ("release", "400"),
+    ]  # restarted, without draining
     assert outcome.recovered, outcome.notes
     assert any("only the job's output names it" in note for note in outcome.notes), outcome.notes
     assert any("rests on the job's own output alone" in note for note in outcome.notes), (
@@ -196,7 +199,10 @@ async def test_a_watching_agent_that_sees_nothing_keeps_the_node_in_service(
             temporal_client, config, follower_report(config, scheduler.jobs["400"])
         )
         await agent.stopped(AgentStopped(node="node2", sent_at=datetime.now(UTC)))
-    assert outcome.drained_nodes == [] and scheduler.calls == [("requeue", "400")]
+    assert outcome.drained_nodes == [] and scheduler.calls == [
+        ("requeuehold", "400"),
+        ("release", "400"),
+    ]
     assert await charged(temporal_client, outcome)
 
 
@@ -233,6 +239,11 @@ async def test_the_same_lines_with_the_node_agent_agreeing_drain_the_node(
         )
         await agent.stopped(AgentStopped(node="node2", sent_at=datetime.now(UTC)))
     assert outcome.drained_nodes == ["node2"], outcome.notes
-    assert scheduler.calls == [("drain", "node2"), ("requeue", "400")]
+    assert scheduler.calls == [
+        ("drain", "node2"),
+        ("requeuehold", "400"),
+        ("exclude", "400"),
+        ("release", "400"),
+    ]
     assert outcome.recovered and not await charged(temporal_client, outcome)
     assert not any("rests on the job's own output alone" in note for note in outcome.notes)

@@ -34,7 +34,7 @@ async def test_per_node_program_never_runs_on_nodes_nothing_drained() -> None:
         {"argv": PRINT_NODE, "per_node": True},
         state=IncidentState(drained_nodes=[]),
     )
-    result = await run_step(run_program, step_input=step_input, namespace="recovery")
+    result = await run_step(run_program, step_input=step_input)
     assert result.ok
     assert result.data == {}, "the program ran although this recovery drained no node"
     assert "not run" in result.detail
@@ -46,7 +46,7 @@ async def test_per_node_program_runs_only_on_the_nodes_this_recovery_drained() -
         {"argv": PRINT_NODE, "per_node": True},
         state=IncidentState(drained_nodes=["node2"]),
     )
-    result = await run_step(run_program, step_input=step_input, namespace="recovery")
+    result = await run_step(run_program, step_input=step_input)
     outputs = [str(entry["output"]).strip() for entry in result.data.values()]
     assert outputs == ["ran on node2"]
 
@@ -57,7 +57,7 @@ async def test_an_explicit_node_list_is_honoured() -> None:
         {"argv": PRINT_NODE, "per_node": True, "nodes": ["node3"]},
         state=IncidentState(drained_nodes=["node2"]),
     )
-    result = await run_step(run_program, step_input=step_input, namespace="recovery")
+    result = await run_step(run_program, step_input=step_input)
     outputs = [str(entry["output"]).strip() for entry in result.data.values()]
     assert outputs == ["ran on node3"]
 
@@ -73,7 +73,7 @@ async def test_the_worker_environment_does_not_reach_the_program(
         {"argv": DUMP_ENV, "env": {"TICKET_QUEUE": "gpu-ops"}},
         state=IncidentState(drained_nodes=["node2"]),
     )
-    result = await run_step(run_program, step_input=step_input, namespace="recovery")
+    result = await run_step(run_program, step_input=step_input)
     seen = _env_seen(result.data)
     assert "tk-secret-api-key" not in json.dumps(seen)
     assert "aws-secret" not in json.dumps(seen)

@@ -112,4 +112,9 @@ async def test_an_opted_in_job_is_still_recovered(temporal_client: Client, tmp_p
             temporal_client, config, forged_report(config, scheduler.jobs["301"])
         )
     assert outcome.outcome == "recovered", outcome.notes
-    assert scheduler.calls == [("drain", "node2"), ("requeue", "301")]
+    assert scheduler.calls == [
+        ("drain", "node2"),
+        ("requeuehold", "301"),
+        ("exclude", "301"),
+        ("release", "301"),
+    ]

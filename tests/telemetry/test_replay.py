@@ -13,7 +13,7 @@ from temporalio.worker import Replayer
 from resurrect.telemetry.interceptor import TelemetryInterceptor
 from resurrect.workflows.recovery import RecoveryWorkflow
 
-HISTORIES = Path(__file__).parent.parent / "fixtures" / "histories"
+HISTORIES = Path(__file__).parent.parent / "fixtures" / "histories" / "RecoveryWorkflow"
 
 
 async def test_stored_histories_replay_with_the_interceptor() -> None:
