@@ -58,11 +58,11 @@ def track_drained_nodes(cluster: str, nodes: Iterable[NodeInfo]) -> None:
     before = _DRAINED_BY_US.get(cluster)
     _DRAINED_BY_US[cluster] = now
     m.NODES_DRAINED_NOW.set(len(now), {"cluster": cluster})
-    if before is None:
-        m.NODES_RETURNED.add(0, {"cluster": cluster})  # the series exists from the start
-    else:
-        for _ in before - now:
-            record_node_returned(cluster)
+    # adding 0 keeps the series exported from the first poll on, whichever meter provider
+    # is current (a process may set up telemetry again, e.g. in tests)
+    m.NODES_RETURNED.add(0, {"cluster": cluster})
+    for _ in (before or set()) - now:
+        record_node_returned(cluster)
 
 
 def earliest_evidence(interruption: Interruption) -> float:

@@ -382,7 +382,11 @@ def test_the_goodput_command_prints_the_table_json_and_a_timeline(
 def test_the_documented_list_view_queries_find_the_recovery(node_loss: NodeLoss) -> None:
     client = node_loss.service.client
     assert client is not None
-    mine = f" AND ResurrectCluster = '{node_loss.cluster.cluster_name}'"
+    # the cluster and Temporal server are shared with other e2e modules: this job's alone
+    mine = (
+        f" AND ResurrectCluster = '{node_loss.cluster.cluster_name}'"
+        f" AND ResurrectJobId = '{node_loss.job_id}'"
+    )
     today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
 
     async def ids(query: str) -> list[str]:
