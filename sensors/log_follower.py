@@ -32,6 +32,7 @@ from resurrect.log_reading import count_lines, next_data, open_job_file, read_da
 from resurrect.planning import match_job_nodes
 from resurrect.policy import resolve_job_policy
 from resurrect.scheduler.base import Scheduler
+from resurrect.scheduler.view import active_jobs
 from sensors.checkpoint_progress import CheckpointProgress
 
 log = logging.getLogger(__name__)
@@ -187,7 +188,7 @@ class JobLogFollower:
     async def refresh_jobs(self) -> None:
         """Follow newly started jobs, drop finished ones. One job whose data breaks this
         is noted and left out; the others are followed."""
-        jobs = await self.scheduler.list_jobs()
+        jobs = await active_jobs(self.scheduler)
         live: set[tuple[str, int]] = set()
         for job in jobs:
             if job.state is not JobState.RUNNING:

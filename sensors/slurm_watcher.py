@@ -13,6 +13,10 @@ once) and reports, for opted-in jobs only:
 Each report is an :class:`Interruption` handed to ``report`` (normally
 :func:`sensors.report.report_interruption`); the workflow id is per (cluster, job, attempt),
 so reporting twice is harmless. The watcher never touches the scheduler itself.
+
+Each poll reads only what can matter (:mod:`resurrect.scheduler.view`): running and
+recently failed jobs, the jobs it saw running last time (a requeued job is pending again),
+and the nodes that are not healthy, so its cost follows what runs, not what is queued.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from resurrect.errors import SchedulerError
 from resurrect.job_notes import JobNotes
 from resurrect.policy import resolve_job_policy
 from resurrect.scheduler.base import Scheduler
+from resurrect.scheduler.view import active_jobs, unhealthy_nodes
 from resurrect.scheduler_evidence import HARD_DOWN_STATES, STATE_CLASS
 
 log = logging.getLogger(__name__)
@@ -95,12 +100,16 @@ class SlurmWatcher:
         )
 
     def _lost_nodes(self, nodes: list[NodeInfo], now: float) -> dict[str, NodeInfo]:
-        """Nodes to treat as lost: DOWN at once; only NOT_RESPONDING once it persisted."""
+        """Nodes to treat as lost: DOWN at once; only NOT_RESPONDING once it persisted.
+        ``nodes`` may be every node or only the unhealthy ones: a node not shown is healthy."""
         grace = self.config.watcher.not_responding_grace_s
         lost: dict[str, NodeInfo] = {}
+        unavailable = {node.name for node in nodes if node.unavailable}
+        for name in list(self._not_responding_since):
+            if name not in unavailable:
+                del self._not_responding_since[name]
         for node in nodes:
             if not node.unavailable:
-                self._not_responding_since.pop(node.name, None)
                 continue
             if node.state in HARD_DOWN_STATES:
                 lost[node.name] = node
@@ -190,8 +199,9 @@ class SlurmWatcher:
         return found
 
     async def poll_once(self) -> list[Interruption]:
-        jobs = await self.scheduler.list_jobs()
-        nodes = await self.scheduler.list_nodes()
+        was_running = [j.job_id for j in self._last_jobs.values() if j.state in RUNNING_STATES]
+        jobs = await active_jobs(self.scheduler, also=was_running)
+        nodes = await unhealthy_nodes(self.scheduler)
         self.polls += 1
         reported: list[Interruption] = []
         for interruption in self.detect(jobs, nodes):
