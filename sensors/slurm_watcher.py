@@ -31,7 +31,7 @@ from resurrect.config import ResurrectConfig
 from resurrect.contracts import FaultClass, Interruption, JobInfo, JobState, NodeInfo
 from resurrect.errors import SchedulerError
 from resurrect.job_notes import JobNotes
-from resurrect.policy import resolve_job_policy
+from resurrect.policy import PolicyResolution, resolve_job_policy
 from resurrect.scheduler.base import Scheduler
 from resurrect.scheduler.view import active_jobs, unhealthy_nodes
 from resurrect.scheduler_evidence import HARD_DOWN_STATES, STATE_CLASS
@@ -65,6 +65,8 @@ class SlurmWatcher:
         self._last_jobs: dict[str, JobInfo] = {}
         self._reported: set[str] = set()
         self._not_responding_since: dict[str, float] = {}
+        # each job's policy, kept while the scheduler hands back the same JobInfo object
+        self._resolutions: dict[str, tuple[JobInfo, PolicyResolution]] = {}
         self._quiet_until = 0.0  # no NOT_RESPONDING verdicts until then (controller came back)
         self._kick = asyncio.Event()
         self.polls = 0
@@ -132,19 +134,35 @@ class SlurmWatcher:
         found: list[Interruption] = []
         bad_nodes = self._lost_nodes(nodes, time.monotonic() if now is None else now)
         for job in jobs:
+            if (
+                job.state is JobState.RUNNING
+                and self._last_jobs.get(job.job_id) is job
+                and not (bad_nodes and any(n in bad_nodes for n in job.nodes))
+            ):
+                continue  # the same running record as last poll, no node lost: nothing new
             try:
                 found.extend(self._detect_job(job, bad_nodes))
             except Exception as exc:  # one job's bad data must not stop the others
                 self.notes.failed(job.job_id, "checking the job", exc)
         self._last_jobs = {job.job_id: job for job in jobs}
+        self._resolutions = {
+            job_id: known
+            for job_id, known in self._resolutions.items()
+            if job_id in self._last_jobs
+        }
         return [i for i in found if i.workflow_id not in self._reported]
 
     def _detect_job(self, job: JobInfo, bad_nodes: dict[str, NodeInfo]) -> list[Interruption]:
         """The interruption ``job`` shows in this snapshot, if it is opted in."""
         found: list[Interruption] = []
-        resolution = resolve_job_policy(job, self.config)
-        for problem in resolution.problems:
-            self.notes.note(job.job_id, problem)
+        known = self._resolutions.get(job.job_id)
+        if known is not None and known[0] is job:
+            resolution = known[1]  # the same record as last poll: its problems were noted
+        else:
+            resolution = resolve_job_policy(job, self.config)
+            self._resolutions[job.job_id] = (job, resolution)
+            for problem in resolution.problems:
+                self.notes.note(job.job_id, problem)
         if not resolution.opted_in:
             return found
         before = self._last_jobs.get(job.job_id)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections import Counter
 from collections.abc import Collection
 from typing import Any
 
@@ -76,6 +77,8 @@ class SlurmCli(VerifiedScheduler):
         self._version: tuple[int, int, int] | None = None
         # owner-written fields per (job id, restart count), for the jobs in the active view
         self._owner_fields: dict[tuple[str, int], OwnerFields] = {}
+        # the active view's last lines and what they gave, by job id
+        self._view: dict[str, tuple[str, JobInfo]] = {}
 
     # ------------------------------------------------------------------ reads
     async def version(self) -> tuple[int, int, int]:
@@ -177,48 +180,74 @@ class SlurmCli(VerifiedScheduler):
             raise SchedulerError(f"cannot read job {row.job_id}: {exc}") from exc
 
     async def list_active_jobs(self, also: Collection[str] = ()) -> list[JobInfo]:
-        """Running, suspended and recently ended jobs, and the jobs ``also`` names in any
+        """Running, suspended and recently failed jobs, and the jobs ``also`` names in any
         state: what a watcher must see, at a cost that does not grow with the queue.
 
         Owner-written fields are read once per job attempt and remembered while the job
-        stays in view; a job whose record cannot be read is left out (noted), not fatal.
+        stays in view; a line unchanged since the last call gives the same JobInfo object
+        without being parsed again. A job whose record cannot be read is left out (noted).
         """
-        rows = await self._job_rows(compact.job_rows_argv(states=compact.WATCHED_JOB_STATES))
-        have = {row.job_id for row in rows}
-        wanted = sorted({validate_job_id(j) for j in also} - have)
+        argv = compact.job_rows_argv(states=compact.WATCHED_JOB_STATES)
+        result = await self.runner.check(argv)
+        previous, self._view = self._view, {}
+        lines = [line for line in result.stdout.splitlines() if line.strip()]
+        ids = [line.split(compact.DELIMITER, 1)[0] for line in lines]
+        counts = Counter(ids)
+        reused: list[JobInfo] = []
+        fresh: list[str] = []
+        for job_id, line in zip(ids, lines, strict=True):
+            hit = previous.get(job_id)
+            if counts[job_id] == 1 and hit is not None and hit[0] == line:
+                self._view[job_id] = hit
+                reused.append(hit[1])
+            else:  # new or changed (a line printed twice is dropped by parse_job_rows)
+                fresh.append(line)
+        rows = compact.parse_job_rows("\n".join(fresh))
+        have = set(ids)
+        wanted = sorted(validate_job_id(j) for j in {j for j in also if j not in have})
+        extra: list[compact.JobRow] = []
         if wanted:
             extra = await self._job_rows(compact.job_rows_argv(job_ids=wanted), missing_ok=True)
-            rows += [row for row in extra if row.job_id not in have]
-        keys = {(row.job_id, row.restart_count) for row in rows}
-        for key in list(self._owner_fields):
-            if key not in keys:
+            extra = [row for row in extra if row.job_id not in have]
+        live = have | {row.job_id for row in extra}
+        if len(self._owner_fields) > len(live):  # forget jobs that left the view
+            for key in [key for key in self._owner_fields if key[0] not in live]:
                 del self._owner_fields[key]
+        await self._learn_owner_fields(rows + extra)
+        lines_by_id = dict(zip(ids, lines, strict=True))
+        jobs = reused
+        for row in rows + extra:
+            known = self._owner_fields.get((row.job_id, row.restart_count))
+            if known is None:
+                continue
+            try:
+                info = self._job_info(row, known)
+            except SchedulerError as exc:
+                compact.note_unreadable(row.job_id, str(exc))
+                continue
+            jobs.append(info)
+            if row.job_id in lines_by_id:
+                self._view[row.job_id] = (lines_by_id[row.job_id], info)
+        return jobs
+
+    async def _learn_owner_fields(self, rows: list[compact.JobRow]) -> None:
+        """Read the owner-written fields of the rows whose attempt is not known yet."""
         unknown = [row for row in rows if (row.job_id, row.restart_count) not in self._owner_fields]
         if len(unknown) > BULK_OWNER_READ:
             bulk = await self._bulk_owner_fields()
             for row in unknown:
                 if row.job_id in bulk:
                     self._owner_fields[(row.job_id, row.restart_count)] = bulk[row.job_id]
-        else:
-            fetched = await asyncio.gather(
-                *(self._read_owner_fields(row) for row in unknown), return_exceptions=True
-            )
-            for row, result in zip(unknown, fetched, strict=True):
-                if isinstance(result, JobNotFound):
-                    continue  # ended and forgotten between the two reads
-                if isinstance(result, BaseException):
-                    raise result
-                self._owner_fields[(row.job_id, row.restart_count)] = result
-        jobs: list[JobInfo] = []
-        for row in rows:
-            known = self._owner_fields.get((row.job_id, row.restart_count))
-            if known is None:
-                continue
-            try:
-                jobs.append(self._job_info(row, known))
-            except SchedulerError as exc:
-                compact.note_unreadable(row.job_id, str(exc))
-        return jobs
+            return
+        fetched = await asyncio.gather(
+            *(self._read_owner_fields(row) for row in unknown), return_exceptions=True
+        )
+        for row, result in zip(unknown, fetched, strict=True):
+            if isinstance(result, JobNotFound):
+                continue  # ended and forgotten between the two reads
+            if isinstance(result, BaseException):
+                raise result
+            self._owner_fields[(row.job_id, row.restart_count)] = result
 
     async def list_unhealthy_nodes(self) -> list[NodeInfo]:
         """Nodes that are down, failed, not responding, unknown or future; nothing else."""
