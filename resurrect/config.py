@@ -115,6 +115,19 @@ class WatcherSettings(Section):
     log_tail_bytes: int = Field(default=256 * 1024, gt=0)
 
 
+class LivenessSettings(Section):
+    """The liveness collector (run by ``resurrect watch``/``serve``): node agents heartbeat it
+    over UDP, authenticated with the key in ``key_file`` (the same file on every node,
+    readable only by the service users), instead of signalling Temporal every heartbeat."""
+
+    collector: bool = False
+    host: str = "127.0.0.1"  # set to an address the nodes reach
+    port: int = Field(default=7470, ge=0, le=65535)
+    key_file: Path = Path("/etc/resurrect/liveness.key")
+    # a healthy node's workflow hears from the collector at most this often
+    refresh_s: float = Field(default=3600.0, gt=0)
+
+
 class RecoverySettings(Section):
     """Timeouts of the recovery workflow."""
 
@@ -154,6 +167,7 @@ class ResurrectConfig(Section):
     isolation: IsolationSettings = Field(default_factory=IsolationSettings)
     watcher: WatcherSettings = Field(default_factory=WatcherSettings)
     recovery: RecoverySettings = Field(default_factory=RecoverySettings)
+    liveness: LivenessSettings = Field(default_factory=LivenessSettings)
     rules: RulesSettings = Field(default_factory=RulesSettings)
     plans: PlansSettings = Field(default_factory=PlansSettings)
     plugins: PluginSettings = Field(default_factory=PluginSettings)

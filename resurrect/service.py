@@ -120,6 +120,10 @@ async def run_service(
                 except KickSocketError as refused:
                     # the watcher still polls every poll_interval_s; only kicks are lost
                     log.error("Slurm hook kicks are OFF: %s", refused)
+        if parts.watcher and config.liveness.collector:
+            from sensors.liveness.service import start_collector
+
+            tasks.append(await start_collector(config, client, stop))
         if parts.follow_logs and config.watcher.follow_logs:
             from resurrect.rules import load_engine
             from sensors.log_follower import JobLogFollower

@@ -43,5 +43,11 @@ class AgentSettings(BaseModel):
     journal_argv: list[str] = Field(
         default_factory=lambda: ["journalctl", "-k", "-f", "-n", "0", "-o", "cat"]
     )
+    # Liveness collector ("host:port"; see the config's ``liveness`` section): heartbeats go
+    # there, authenticated with collector_key_file; with no acknowledgement for
+    # collector_fallback_s they also go to Temporal. None: heartbeat Temporal directly.
+    collector: str | None = None
+    collector_key_file: Path = Path("/etc/resurrect/liveness.key")
+    collector_fallback_s: float = Field(default=5.0, gt=0)
     # Health workflow history bound: continue-as-new after this many signals.
     max_signals_per_run: int = Field(default=500, ge=10)
