@@ -10,8 +10,9 @@ PY=.venv/bin/python
 if [ "${1:-}" = "--quick" ]; then
   scan=(--lines 200000); ckpt=(--size-gb 0.5); agent=(--duration 10)
   follow=(--window 120); fuzz=(--inputs 10000); watch=(--jobs 10000 --nodes 2000 --running 400)
+  live=(--nodes 2000 --duration 20)
 else
-  scan=(); ckpt=(--size-gb 4); agent=(--duration 60); follow=(); fuzz=(); watch=()
+  scan=(); ckpt=(--size-gb 4); agent=(--duration 60); follow=(); fuzz=(); watch=(); live=()
 fi
 echo "== scan_throughput (rule engine vs grep -P)" >&2
 "$PY" benchmarks/scan_throughput.py --json "${scan[@]}"
@@ -25,3 +26,5 @@ echo "== fuzz_untrusted_input (>= 100,000 hostile inputs through the service loo
 "$PY" benchmarks/fuzz_untrusted_input.py --json "${fuzz[@]}"
 echo "== watcher_cost (50,000 jobs / 10,000 nodes: filtered compact reads vs full JSON)" >&2
 "$PY" benchmarks/watcher_cost.py --json "${watch[@]}"
+echo "== liveness_cost (10,000 agents heartbeating the collector vs a Temporal signal each)" >&2
+"$PY" benchmarks/liveness_cost.py --json "${live[@]}"

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import os
 import stat
 from datetime import UTC, datetime
@@ -103,7 +102,7 @@ def open_beat(key: bytes, datagram: bytes, *, now: datetime | None = None) -> Be
     """The authentic heartbeat in ``datagram``; WireError otherwise."""
     body = _open(key, datagram)
     try:
-        beat = Beat.model_validate(json.loads(body))
+        beat = Beat.model_validate_json(body)
     except (ValueError, ValidationError) as exc:
         raise WireError(f"not a heartbeat: {str(exc)[:120]}") from exc
     now = now or datetime.now(UTC)
@@ -115,6 +114,6 @@ def open_beat(key: bytes, datagram: bytes, *, now: datetime | None = None) -> Be
 def open_ack(key: bytes, datagram: bytes) -> Ack:
     body = _open(key, datagram)
     try:
-        return Ack.model_validate(json.loads(body))
+        return Ack.model_validate_json(body)
     except (ValueError, ValidationError) as exc:
         raise WireError(f"not an acknowledgement: {str(exc)[:120]}") from exc
