@@ -111,7 +111,12 @@ class WatcherSettings(Section):
     # is at least this sure (weaker lines, such as a peer's closed socket, wait for the
     # scheduler's or the node agent's word).
     log_trigger_min_confidence: float = Field(default=0.6, ge=0, le=1)
-    log_poll_interval_s: float = Field(default=0.25, gt=0)
+    # The follower looks at a job that is printing this often; each look at a quiet job that
+    # finds nothing doubles its interval, up to log_quiet_max_s; all quiet jobs together get
+    # at most log_quiet_looks_per_s looks a second (file-system load independent of them).
+    log_poll_interval_s: float = Field(default=0.05, gt=0)
+    log_quiet_max_s: float = Field(default=5.0, gt=0)
+    log_quiet_looks_per_s: float = Field(default=200.0, gt=0)
     log_tail_bytes: int = Field(default=256 * 1024, gt=0)
 
 
