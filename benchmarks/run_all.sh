@@ -10,9 +10,9 @@ PY=.venv/bin/python
 if [ "${1:-}" = "--quick" ]; then
   scan=(--lines 200000); ckpt=(--size-gb 0.5); agent=(--duration 10)
   follow=(--window 120); fuzz=(--inputs 10000); watch=(--jobs 10000 --nodes 2000 --running 400)
-  live=(--nodes 2000 --duration 20)
+  live=(--nodes 2000 --duration 20); fcost=(--jobs 300 --duration 5)
 else
-  scan=(); ckpt=(--size-gb 4); agent=(--duration 60); follow=(); fuzz=(); watch=(); live=()
+  scan=(); ckpt=(--size-gb 4); agent=(--duration 60); follow=(); fuzz=(); watch=(); live=(); fcost=()
 fi
 echo "== scan_throughput (rule engine vs grep -P)" >&2
 "$PY" benchmarks/scan_throughput.py --json "${scan[@]}"
@@ -28,3 +28,5 @@ echo "== watcher_cost (50,000 jobs / 10,000 nodes: filtered compact reads vs ful
 "$PY" benchmarks/watcher_cost.py --json "${watch[@]}"
 echo "== liveness_cost (10,000 agents heartbeating the collector vs a Temporal signal each)" >&2
 "$PY" benchmarks/liveness_cost.py --json "${live[@]}"
+echo "== follower_cost (1,000 followed jobs: adaptive looks on open files vs every file every 0.25 s)" >&2
+"$PY" benchmarks/follower_cost.py --json "${fcost[@]}"

@@ -323,7 +323,10 @@ class JobLogFollower:
         reported: list[Interruption] = []
         for key in keys:
             followed = self.jobs.get(key)
-            if followed is None or followed.reported:
+            if followed is None:
+                continue
+            if followed.reported:  # nothing more to say for this attempt: look rarely
+                self.schedule.looked(key, time.monotonic(), changed=False)
                 continue
             job_id, restart = key
             progress = followed.last_progress

@@ -1,9 +1,10 @@
 """When to look at each followed job again: fast while it prints, backing off while quiet,
 and a fixed budget of looks per second for all quiet jobs together.
 
-A job whose output changed at its last look is looked at again after ``fast_s``; each look
-that finds nothing doubles its interval, up to ``quiet_max_s``. Looks at jobs that are not
-fast are also limited to ``quiet_looks_per_s`` in total, so the file-system operations the
+A job whose output changed in the last ``active_s`` seconds is printing: it is looked at
+every ``fast_s``. A quiet job's interval doubles at each look that finds nothing, up to
+``quiet_max_s``, and looks at quiet jobs are also limited to ``quiet_looks_per_s`` in total
+(a printing job never waits behind them), so the file-system operations the
 follower makes follow the jobs that print, not the number of jobs that are quiet (with
 many quiet jobs each one is looked at every ``len(quiet) / quiet_looks_per_s`` seconds
 when that is longer than ``quiet_max_s``).
@@ -24,15 +25,24 @@ class _Entry:
     due: float
     interval: float
     version: int = 0
+    last_change: float = float("-inf")
 
 
 class AdaptiveSchedule(Generic[K]):  # (3.11: no type parameter syntax)
     """Due times per key; :meth:`due` pops what to look at now, :meth:`looked` records it."""
 
-    def __init__(self, *, fast_s: float, quiet_max_s: float, quiet_looks_per_s: float) -> None:
+    def __init__(
+        self,
+        *,
+        fast_s: float,
+        quiet_max_s: float,
+        quiet_looks_per_s: float,
+        active_s: float = 3.0,
+    ) -> None:
         if not 0 < fast_s <= quiet_max_s:
             raise ValueError("need 0 < fast_s <= quiet_max_s")
         self.fast_s = fast_s
+        self.active_s = active_s
         self.quiet_max_s = quiet_max_s
         self.quiet_looks_per_s = quiet_looks_per_s
         self._entries: dict[K, _Entry] = {}
@@ -100,11 +110,16 @@ class AdaptiveSchedule(Generic[K]):  # (3.11: no type parameter syntax)
         return ready
 
     def looked(self, key: K, now: float, *, changed: bool) -> None:
-        """Record a look: a change makes ``key`` fast again, quiet backs it off."""
+        """Record a look: a job that printed lately stays fast; a quiet one backs off."""
         entry = self._entries.get(key)
         if entry is None:
             return
-        entry.interval = self.fast_s if changed else min(entry.interval * 2, self.quiet_max_s)
+        if changed:
+            entry.last_change = now
+        if now - entry.last_change < self.active_s:
+            entry.interval = self.fast_s
+        else:
+            entry.interval = min(entry.interval * 2, self.quiet_max_s)
         self._push(key, now + entry.interval)
 
     def next_due(self) -> float | None:

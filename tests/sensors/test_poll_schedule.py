@@ -74,3 +74,16 @@ def test_discarded_jobs_are_never_due() -> None:
 def test_bad_intervals_are_refused() -> None:
     with pytest.raises(ValueError):
         AdaptiveSchedule(fast_s=1.0, quiet_max_s=0.5, quiet_looks_per_s=1)
+
+
+def test_a_printing_job_that_misses_a_line_stays_fast() -> None:
+    s = AdaptiveSchedule(fast_s=0.05, quiet_max_s=2.0, quiet_looks_per_s=1, active_s=10.0)
+    s.add("p", 0.0)
+    s.due(0.0)
+    s.looked("p", 0.0, changed=True)
+    s.due(0.05)
+    s.looked("p", 0.05, changed=False)  # looked between two of its lines
+    assert s.next_due() == pytest.approx(0.1)
+    s.due(0.1)
+    s.looked("p", 10.5, changed=False)  # quiet for longer than active_s: backs off
+    assert s.next_due() == pytest.approx(10.6)
