@@ -47,6 +47,7 @@ def embedded_server(config: ResurrectConfig) -> EmbeddedTemporal:
         ui_port=config.temporal.ui_port,
         namespace=config.temporal.namespace,
         binary=config.temporal.temporal_binary,
+        sqlite_pragmas=tuple(config.temporal.sqlite_pragmas),
     )
 
 
