@@ -24,6 +24,7 @@ from resurrect.config import ResurrectConfig
 from resurrect.contracts import Interruption, JobInfo, JobPolicy, JobState
 from resurrect.job_notes import JobNotes
 from resurrect.scheduler.base import Scheduler
+from resurrect.scheduler.view import active_jobs
 from sensors.node_agent.models import REPORT_NODE_FAULT_ACTIVITY, NodeFaultReport, NodeFaultResult
 
 log = logging.getLogger(__name__)
@@ -70,7 +71,7 @@ class NodeHealthActivities:
     async def report_node_fault(self, report: NodeFaultReport) -> NodeFaultResult:
         """Start or signal the recovery of every opted-in job running on ``report.node``."""
         result = NodeFaultResult(node=report.node)
-        jobs = await self._scheduler.list_jobs()
+        jobs = await active_jobs(self._scheduler)  # running ones, not the whole queue
         for job in jobs:
             if report.node not in job.nodes or job.state not in ACTIVE_STATES:
                 continue

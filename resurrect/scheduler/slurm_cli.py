@@ -254,6 +254,26 @@ class SlurmCli(VerifiedScheduler):
         argv = compact.nodes_argv(states=compact.UNHEALTHY_NODE_STATES)
         return compact.parse_node_lines((await self.runner.check(argv)).stdout)
 
+    async def list_nodes_named(self, names: Collection[str]) -> list[NodeInfo]:
+        """The nodes of ``names`` that exist, read by name (never every node)."""
+        wanted = sorted({validate_node_name(n) for n in names})
+        if not wanted:
+            return []
+        argv = compact.nodes_argv(names=wanted)
+        return [
+            node
+            for node in compact.parse_node_lines((await self.runner.check(argv)).stdout)
+            if node.name in wanted
+        ]
+
+    async def drain_census(self) -> tuple[int, list[NodeInfo]]:
+        """The node count (one short line a node) and the drained nodes, with reasons."""
+        names = await self.runner.check(["sinfo", "-h", "-N", "-O", "NodeList:0"])
+        total = len(set(names.stdout.split()))
+        drained = compact.nodes_argv(states=("drain",))
+        nodes = compact.parse_node_lines((await self.runner.check(drained)).stdout)
+        return total, [node for node in nodes if node.drained]
+
     async def get_job(self, job_id: str) -> JobInfo:
         """One job, fresh, read by id (never the whole queue)."""
         jid = validate_job_id(job_id)

@@ -24,6 +24,14 @@ class ActiveView(Protocol):
         """Nodes that are down, failed, not responding, unknown or future."""
         ...
 
+    async def list_nodes_named(self, names: Collection[str]) -> list[NodeInfo]:
+        """The nodes of ``names`` that exist."""
+        ...
+
+    async def drain_census(self) -> tuple[int, list[NodeInfo]]:
+        """How many nodes the cluster has, and the drained (or draining) ones."""
+        ...
+
 
 # Pending and normally ended jobs never make an interruption by themselves.
 _IDLE_STATES = frozenset({JobState.PENDING, JobState.COMPLETED, JobState.CANCELLED})
@@ -47,3 +55,21 @@ async def unhealthy_nodes(scheduler: Scheduler) -> list[NodeInfo]:
     if isinstance(scheduler, ActiveView):
         return await scheduler.list_unhealthy_nodes()
     return [node for node in await scheduler.list_nodes() if node.unavailable]
+
+
+async def nodes_named(scheduler: Scheduler, names: Collection[str]) -> list[NodeInfo]:
+    """The nodes of ``names`` that exist, read by name where the backend can."""
+    wanted = set(names)
+    if not wanted:
+        return []
+    if isinstance(scheduler, ActiveView):
+        return await scheduler.list_nodes_named(sorted(wanted))
+    return [node for node in await scheduler.list_nodes() if node.name in wanted]
+
+
+async def drain_census(scheduler: Scheduler) -> tuple[int, list[NodeInfo]]:
+    """The cluster's node count and its drained nodes (what a blast-radius budget needs)."""
+    if isinstance(scheduler, ActiveView):
+        return await scheduler.drain_census()
+    nodes = await scheduler.list_nodes()
+    return len(nodes), [node for node in nodes if node.drained]

@@ -25,6 +25,7 @@ _NODE_STATE_NAMES = {
     "no_respond": {"NOT_RESPONDING"},
     "unknown": {"UNKNOWN"},
     "future": {"FUTURE"},
+    "drain": {"DRAIN", "DRAINED", "DRAINING"},
 }
 
 
@@ -181,5 +182,8 @@ class SlurmText:
             text = "+".join([base.lower(), *(f.lower() for f in flags)])
             reason = _text(node.get("reason")) or "none"
             partitions = node.get("partitions") or [""]
+            if "NodeList:0" in args:  # names only
+                lines += [f"{name}\n" for _ in partitions]
+                continue
             lines += [f"{name}|{text}|{p}|{reason}\n" for p in partitions]
         return 0, "".join(lines), ""

@@ -202,3 +202,25 @@ def test_json_fixtures_are_not_mutated() -> None:
     before = copy.deepcopy(JOBS_22)
     SlurmText(JOBS_22["jobs"], []).answer(["squeue", "-h", "-O", "x", "--states=RUNNING"])
     assert before == JOBS_22
+
+
+async def test_nodes_by_name_and_the_drain_census_read_like_the_json() -> None:
+    nodes = [
+        {"name": "a1", "state": "idle", "partitions": ["p", "q"]},
+        {"name": "a2", "state": "idle", "state_flags": ["DRAIN"], "reason": "resurrect: x y"},
+        {"name": "a3", "state": "allocated", "state_flags": ["DRAIN"], "reason": "operator"},
+        {"name": "a4", "state": "down", "reason": "gone"},
+    ]
+    sched = cli([], nodes)
+    named = await sched.list_nodes_named(["a2", "a4", "zz"])
+    assert [(n.name, n.drained, n.unavailable) for n in named] == [
+        ("a2", True, False),
+        ("a4", False, True),
+    ]
+    total, drained = await sched.drain_census()
+    assert total == 4
+    assert sorted((n.name, n.reason) for n in drained) == [
+        ("a2", "resurrect: x y"),
+        ("a3", "operator"),
+    ]
+    assert not [c for c in calls(sched) if "--json" in c]
