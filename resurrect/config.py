@@ -121,8 +121,8 @@ class WatcherSettings(Section):
     # finds nothing doubles its interval, up to log_quiet_max_s; all quiet jobs together get
     # at most log_quiet_looks_per_s looks a second (file-system load independent of them).
     log_poll_interval_s: float = Field(default=0.05, gt=0)
-    log_quiet_max_s: float = Field(default=5.0, gt=0)
-    log_quiet_looks_per_s: float = Field(default=200.0, gt=0)
+    log_quiet_max_s: float = Field(default=0.5, gt=0)
+    log_quiet_looks_per_s: float = Field(default=500.0, gt=0)
     log_tail_bytes: int = Field(default=256 * 1024, gt=0)
 
 
