@@ -36,6 +36,8 @@ __all__ = ["SlurmCli", "drain_reason", "parse_slurm_version"]
 # More jobs than this without known owner fields (a watcher's first poll on a busy cluster)
 # are read with one full JSON read instead of a few commands each.
 BULK_OWNER_READ = 32
+# Jobs whose owner fields are read at the same time (each a few squeue calls on 22.05).
+OWNER_READS_AT_ONCE = 4
 OwnerFields = dict[str, Any]
 
 _VERSION_RE = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
@@ -239,9 +241,13 @@ class SlurmCli(VerifiedScheduler):
                 if row.job_id in bulk:
                     self._owner_fields[(row.job_id, row.restart_count)] = bulk[row.job_id]
             return
-        fetched = await asyncio.gather(
-            *(self._read_owner_fields(row) for row in unknown), return_exceptions=True
-        )
+        gate = asyncio.Semaphore(OWNER_READS_AT_ONCE)
+
+        async def read(row: compact.JobRow) -> OwnerFields:
+            async with gate:
+                return await self._read_owner_fields(row)
+
+        fetched = await asyncio.gather(*(read(row) for row in unknown), return_exceptions=True)
         for row, result in zip(unknown, fetched, strict=True):
             if isinstance(result, JobNotFound):
                 continue  # ended and forgotten between the two reads
