@@ -156,15 +156,16 @@ async def burst(jobs: int, pragmas: tuple[str, ...], state: Path) -> dict[str, A
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
+    pragmas = tuple(args.pragma) if args.pragma else WAL
     with tempfile.TemporaryDirectory(prefix="burst-") as tmp:
         base = await burst(args.jobs, (), Path(tmp) / "baseline")
-        wal = await burst(args.jobs, WAL, Path(tmp) / "wal")
+        wal = await burst(args.jobs, pragmas, Path(tmp) / "wal")
     return {
         "benchmark": "burst_recovery",
         "jobs": args.jobs,
         "reports_each": len(SOURCES),
         **wal,
-        "sqlite_pragmas": list(WAL),
+        "sqlite_pragmas": list(pragmas),
         "baseline_recoveries_per_s": base["recoveries_per_s"],
         "baseline": {k: v for k, v in base.items() if k != "history_events_by_type"},
         "targets": {"recoveries_per_s": 30},
@@ -174,6 +175,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--jobs", type=int, default=200)
+    parser.add_argument(
+        "--pragma", action="append", help="measure these SQLite pragmas instead of WAL"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     result = asyncio.run(run(args))
