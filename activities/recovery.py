@@ -47,6 +47,7 @@ from resurrect.policy import resolve_job_policy
 from resurrect.rules import RuleEngine, load_engine
 from resurrect.rules import attribute as attribute_evidence
 from resurrect.scheduler.base import Scheduler
+from resurrect.scheduler.view import nodes_named
 from resurrect.scheduler_evidence import combine, scheduler_diagnosis, scheduler_evidence
 from resurrect.workflows.names import Activity
 
@@ -100,11 +101,7 @@ class RecoveryActivities:
             job = await self.scheduler.get_job(interruption.job_id)
         except JobNotFound as exc:
             raise _permanent(exc) from exc
-        nodes = [
-            node
-            for node in await self.scheduler.list_nodes()
-            if node.name in set(job.nodes) | set(interruption.nodes)
-        ]
+        nodes = await nodes_named(self.scheduler, set(job.nodes) | set(interruption.nodes))
         resolution = resolve_job_policy(job, self.config)
         for problem in resolution.problems:
             log.warning("%s", problem)

@@ -30,6 +30,7 @@ from resurrect.errors import (
     SchedulerRefused,
 )
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
+from resurrect.scheduler.view import drain_census
 from resurrect.steps.runtime import StepContext, StepFn, step
 
 
@@ -41,10 +42,10 @@ class Params(BaseModel):
 @step("recovery.drain_nodes", handles_observe=True)
 async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
     """Drain the plan's implicated nodes with our reason prefix, within the blast radius."""
-    nodes = await ctx.scheduler.list_nodes()
-    ours = {n.name for n in nodes if n.drained and n.reason.startswith(DRAIN_REASON_PREFIX)}
+    total, drained = await drain_census(ctx.scheduler)
+    ours = {n.name for n in drained if n.reason.startswith(DRAIN_REASON_PREFIX)}
     isolation = ctx.config.isolation
-    budget = max(isolation.min_drain_budget, math.floor(isolation.max_drain_fraction * len(nodes)))
+    budget = max(isolation.min_drain_budget, math.floor(isolation.max_drain_fraction * total))
     in_use = len(ours)
     reason = (
         f"{DRAIN_REASON_PREFIX} {ctx.diagnosis.fault_class.value} job {ctx.job.job_id}"

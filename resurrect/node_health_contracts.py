@@ -21,6 +21,7 @@ NODE_HEALTH_WORKFLOW = "NodeHealthWorkflow"
 HEARTBEAT_SIGNAL = "heartbeat"
 FINDINGS_SIGNAL = "findings"
 AGENT_STOPPED_SIGNAL = "agent_stopped"
+NODE_SILENT_SIGNAL = "node_silent"  # from the liveness collector (sensors.liveness)
 HEALTH_QUERY = "health"
 REPORT_NODE_FAULT_ACTIVITY = "node_health.report_node_fault"
 
@@ -39,6 +40,19 @@ class NodeHeartbeat(Contract):
     gpus: int = Field(default=0, ge=0)
     nvml: str = "ok"  # "ok", or why NVML is not watched ("library missing", "no GPUs", ...)
     silence_threshold_s: float = Field(default=6.0, gt=0)
+    # Forwarded by the liveness collector, which watches this node's silence itself: the
+    # workflow keeps no silence timer until a heartbeat without this flag arrives.
+    watched_by_collector: bool = False
+
+
+class NodeSilent(Contract):
+    """The liveness collector heard nothing from the node's agent for its threshold."""
+
+    node: str
+    last_heartbeat_at: datetime
+    last_seq: int = Field(ge=0)
+    silent_for_s: float = Field(ge=0)
+    silence_threshold_s: float = Field(gt=0)
 
 
 class NodeFindings(Contract):
@@ -87,6 +101,7 @@ class NodeHealth(Contract):
     reported_at: dict[str, datetime] = Field(default_factory=dict)  # "gpu|rule" -> last report
     faults_reported: int = 0
     stall_graces: int = 0  # silence timers that fired late (control plane stalled)
+    watched_by_collector: bool = False  # silence is the liveness collector's to decide
 
 
 class NodeFaultReport(Contract):

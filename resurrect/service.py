@@ -48,6 +48,7 @@ def embedded_server(config: ResurrectConfig) -> EmbeddedTemporal:
         ui_port=config.temporal.ui_port,
         namespace=config.temporal.namespace,
         binary=config.temporal.temporal_binary,
+        sqlite_pragmas=tuple(config.temporal.sqlite_pragmas),
     )
 
 
@@ -127,6 +128,10 @@ async def run_service(
 
             publisher = GoodputPublisher(client, scheduler, config)
             tasks.append(asyncio.create_task(publisher.run(stop), name="goodput-metrics"))
+        if parts.watcher and config.liveness.collector:
+            from resurrect.sensors.liveness.service import start_collector
+
+            tasks.append(await start_collector(config, client, stop))
         if parts.follow_logs and config.watcher.follow_logs:
             from resurrect.rules import load_engine
             from resurrect.sensors.log_follower import JobLogFollower

@@ -2,8 +2,12 @@
 
 For every running opted-in job it follows the job's stdout/stderr files (paths from the
 scheduler; new jobs are picked up as they start, finished ones dropped), reads only the
-bytes appended since the last look (polling every ``watcher.log_poll_interval_s``), and
-feeds complete lines to the rule engine. A root-cause match of a class that means the job
+bytes appended since the last look, and feeds complete lines to the rule engine. Looks
+are adaptive (:mod:`sensors.poll_schedule`): every ``watcher.log_poll_interval_s`` for a job
+that is printing, backing off to ``watcher.log_quiet_max_s`` for a quiet one, with at most
+``watcher.log_quiet_looks_per_s`` looks at quiet jobs per second in all; a file stays open
+between looks, so a look that finds nothing new is one ``fstat`` of the open file and one
+``lstat`` of its path (rotation). A root-cause match of a class that means the job
 cannot finish in place (a lost GPU while the other ranks wait in a collective, a failed
 link, a lost node) reports an interruption at once, so the recovery can cancel the stuck
 job instead of waiting out its NCCL timeout.
@@ -34,7 +38,10 @@ from resurrect.policy import resolve_job_policy
 from resurrect.progress.tracker import ProgressTracker
 from resurrect.progress.watch import HangReport, ProgressWatch, straggler_evidence
 from resurrect.scheduler.base import Scheduler
+from resurrect.scheduler.view import active_jobs
 from resurrect.sensors.checkpoint_progress import CheckpointProgress
+from resurrect.sensors.open_file_budget import open_files
+from resurrect.sensors.poll_schedule import AdaptiveSchedule
 from resurrect.stacks.collect import LocalRanks, RankAccess
 from resurrect.telemetry.record import record_follower_read
 
@@ -88,6 +95,7 @@ class FollowedFile:
     line_number: int | None = 0  # None: unknown (following began in the middle)
     pending: bytes = b""
     refused: str | None = None
+    fd: int | None = field(default=None, repr=False)  # kept open between looks
 
     def _open(self) -> int | None:
         try:
@@ -114,12 +122,42 @@ class FollowedFile:
         finally:
             os.close(fd)
 
+    def close(self) -> None:
+        if self.fd is not None:
+            open_files.release(self.fd)
+            self.fd = None
+
+    def _current(self) -> int | None:
+        """The open descriptor of the file, opening (and checking) it if needed."""
+        if self.fd is None:
+            fd = self._open()
+            if fd is None:
+                return None
+            self.fd = open_files.keep(fd)
+        return self.fd
+
+    def _path_moved(self, st: os.stat_result) -> bool:
+        """Does the path now name another file (rotated, replaced, removed)?"""
+        try:
+            now = os.stat(self.path, follow_symlinks=False)
+        except OSError:
+            return True
+        return (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino)
+
     def read_new_lines(self) -> list[tuple[int | None, bytes]]:
-        fd = self._open()
+        fd = self._current()
         if fd is None:
             return []
         try:
             st = os.fstat(fd)
+            if st.st_ino == self.inode and st.st_size == self.offset:
+                if not self._path_moved(st):
+                    return []  # nothing new: one fstat and one lstat
+                self.close()  # rotated or replaced: the file now at the path, checked
+                fd = self._current()
+                if fd is None:
+                    return []
+                st = os.fstat(fd)
             if self.inode != st.st_ino or st.st_size < self.offset:
                 # new file, rotated, or truncated: start from the top, or from the last
                 # MAX_BACKLOG bytes of a file that is already huge
@@ -136,9 +174,11 @@ class FollowedFile:
             data = read_data(fd, self.offset, end)  # holes skipped
             record_follower_read(len(data), time.time() - st.st_mtime)
         except OSError:
+            self.close()
             return []
         finally:
-            os.close(fd)
+            if self.fd is not None and not open_files.may_keep():
+                self.close()  # over the open-file budget: reopen at each look
         self.offset = end
         data = self.pending + data
         pieces = data.split(b"\n")
@@ -169,6 +209,10 @@ class FollowedJob:
     last_progress: float = field(default_factory=time.monotonic)
     progress: ProgressWatch | None = None  # adaptive hang detection (no hang_after_s set)
 
+    def close(self) -> None:
+        for file in self.files:
+            file.close()
+
     def checkpoint_moved(self) -> bool:
         """Did the checkpoint directory change since the last look (a save in progress is
         progress too)? Looks at most every :func:`hang_check_interval`."""
@@ -192,6 +236,7 @@ class JobLogFollower:
         *,
         interrupting: Iterable[FaultClass] = INTERRUPTING_CLASSES,
         rank_access: RankAccessFactory = local_ranks,
+        adaptive: bool = True,
     ) -> None:
         self.scheduler = scheduler
         self.config = config
@@ -204,11 +249,19 @@ class JobLogFollower:
         self.rank_access = rank_access
         self.hang_culprits: dict[str, set[str]] = {}  # node -> jobs whose hang it caused
         self.reported_at: dict[str, float] = {}  # job -> when its last interruption was sent
+        # adaptive=False: every job at every poll (the former behaviour; benchmarks compare)
+        self.adaptive = adaptive
+        watcher = config.watcher
+        self.schedule: AdaptiveSchedule[tuple[str, int]] = AdaptiveSchedule(
+            fast_s=watcher.log_poll_interval_s,
+            quiet_max_s=max(watcher.log_quiet_max_s, watcher.log_poll_interval_s),
+            quiet_looks_per_s=watcher.log_quiet_looks_per_s,
+        )
 
     async def refresh_jobs(self) -> None:
         """Follow newly started jobs, drop finished ones. One job whose data breaks this
         is noted and left out; the others are followed."""
-        jobs = await self.scheduler.list_jobs()
+        jobs = await active_jobs(self.scheduler)
         live: set[tuple[str, int]] = set()
         for job in jobs:
             if job.state is not JobState.RUNNING:
@@ -221,7 +274,11 @@ class JobLogFollower:
                 self.notes.failed(job.job_id, "starting to follow its output", exc)
         for key in list(self.jobs):
             if key not in live:
-                del self.jobs[key]
+                self.jobs.pop(key).close()
+                self.schedule.discard(key)
+        now = time.monotonic()
+        for key in live:
+            self.schedule.add(key, now)
 
     def _follow(self, job: JobInfo, key: tuple[str, int]) -> bool:
         """Start following ``job`` if it is opted in; whether it is (followed)."""
@@ -295,15 +352,31 @@ class JobLogFollower:
     async def poll_once(self) -> list[Interruption]:
         """Scan what each followed job wrote since the last look; report what interrupts it.
         A job whose handling fails is noted and skipped; the others are served."""
+        return await self._poll(list(self.jobs))
+
+    async def poll_due(self) -> list[Interruption]:
+        """Like :meth:`poll_once`, for the jobs whose look is due (:mod:`sensors.poll_schedule`)."""
+        return await self._poll(self.schedule.due(time.monotonic()))
+
+    async def _poll(self, keys: list[tuple[str, int]]) -> list[Interruption]:
         reported: list[Interruption] = []
-        for (job_id, restart), followed in list(self.jobs.items()):
-            if followed.reported:
+        for key in keys:
+            followed = self.jobs.get(key)
+            if followed is None:
                 continue
+            if followed.reported:  # nothing more to say for this attempt: look rarely
+                self.schedule.looked(key, time.monotonic(), changed=False)
+                continue
+            job_id, restart = key
+            progress = followed.last_progress
             try:
                 interruption = await self._check(job_id, restart, followed)
             except Exception as exc:  # one job's bad data must not stop the others
                 self.notes.failed(job_id, "following its output", exc)
                 continue
+            finally:
+                changed = followed.last_progress != progress
+                self.schedule.looked(key, time.monotonic(), changed=changed)
             if interruption is None:
                 continue
             try:
@@ -426,10 +499,12 @@ class JobLogFollower:
                     log.exception("log follower: refreshing the followed jobs failed")
                 next_refresh = now + refresh_every
             try:
-                await self.poll_once()
+                await (self.poll_due() if self.adaptive else self.poll_once())
             except Exception:
                 log.exception("log follower: a poll failed")
             try:
                 await asyncio.wait_for(stop.wait(), timeout=self.config.watcher.log_poll_interval_s)
             except TimeoutError:
                 pass
+        for followed in self.jobs.values():
+            followed.close()

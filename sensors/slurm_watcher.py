@@ -13,6 +13,10 @@ once) and reports, for opted-in jobs only:
 Each report is an :class:`Interruption` handed to ``report`` (normally
 :func:`sensors.report.report_interruption`); the workflow id is per (cluster, job, attempt),
 so reporting twice is harmless. The watcher never touches the scheduler itself.
+
+Each poll reads only what can matter (:mod:`resurrect.scheduler.view`): running and
+recently failed jobs, the jobs it saw running last time (a requeued job is pending again),
+and the nodes that are not healthy, so its cost follows what runs, not what is queued.
 """
 
 from __future__ import annotations
@@ -36,8 +40,9 @@ from resurrect.contracts import (
 )
 from resurrect.errors import SchedulerError
 from resurrect.job_notes import JobNotes
-from resurrect.policy import resolve_job_policy
+from resurrect.policy import PolicyResolution, resolve_job_policy
 from resurrect.scheduler.base import Scheduler
+from resurrect.scheduler.view import active_jobs, unhealthy_nodes
 from resurrect.scheduler_evidence import STATE_CLASS
 from resurrect.telemetry.record import record_watcher_poll, track_drained_nodes
 
@@ -58,6 +63,8 @@ class SlurmWatcher:
         self._last_jobs: dict[str, JobInfo] = {}
         self._reported: set[str] = set()
         self._not_responding_since: dict[str, float] = {}
+        # each job's policy, kept while the scheduler hands back the same JobInfo object
+        self._resolutions: dict[str, tuple[JobInfo, PolicyResolution]] = {}
         self._quiet_until = 0.0  # no NOT_RESPONDING verdicts until then (controller came back)
         self._kick = asyncio.Event()
         self.polls = 0
@@ -93,12 +100,16 @@ class SlurmWatcher:
         )
 
     def _lost_nodes(self, nodes: list[NodeInfo], now: float) -> dict[str, NodeInfo]:
-        """Nodes to treat as lost: DOWN at once; only NOT_RESPONDING once it persisted."""
+        """Nodes to treat as lost: DOWN at once; only NOT_RESPONDING once it persisted.
+        ``nodes`` may be every node or only the unhealthy ones: a node not shown is healthy."""
         grace = self.config.watcher.not_responding_grace_s
         lost: dict[str, NodeInfo] = {}
+        unavailable = {node.name for node in nodes if node.unavailable}
+        for name in list(self._not_responding_since):
+            if name not in unavailable:
+                del self._not_responding_since[name]
         for node in nodes:
             if not node.unavailable:
-                self._not_responding_since.pop(node.name, None)
                 continue
             if node.state in HARD_DOWN_NODE_STATES:
                 lost[node.name] = node
@@ -121,19 +132,35 @@ class SlurmWatcher:
         found: list[Interruption] = []
         bad_nodes = self._lost_nodes(nodes, time.monotonic() if now is None else now)
         for job in jobs:
+            if (
+                job.state is JobState.RUNNING
+                and self._last_jobs.get(job.job_id) is job
+                and not (bad_nodes and any(n in bad_nodes for n in job.nodes))
+            ):
+                continue  # the same running record as last poll, no node lost: nothing new
             try:
                 found.extend(self._detect_job(job, bad_nodes))
             except Exception as exc:  # one job's bad data must not stop the others
                 self.notes.failed(job.job_id, "checking the job", exc)
         self._last_jobs = {job.job_id: job for job in jobs}
+        self._resolutions = {
+            job_id: known
+            for job_id, known in self._resolutions.items()
+            if job_id in self._last_jobs
+        }
         return [i for i in found if i.workflow_id not in self._reported]
 
     def _detect_job(self, job: JobInfo, bad_nodes: dict[str, NodeInfo]) -> list[Interruption]:
         """The interruption ``job`` shows in this snapshot, if it is opted in."""
         found: list[Interruption] = []
-        resolution = resolve_job_policy(job, self.config)
-        for problem in resolution.problems:
-            self.notes.note(job.job_id, problem)
+        known = self._resolutions.get(job.job_id)
+        if known is not None and known[0] is job:
+            resolution = known[1]  # the same record as last poll: its problems were noted
+        else:
+            resolution = resolve_job_policy(job, self.config)
+            self._resolutions[job.job_id] = (job, resolution)
+            for problem in resolution.problems:
+                self.notes.note(job.job_id, problem)
         if not resolution.opted_in:
             return found
         before = self._last_jobs.get(job.job_id)
@@ -188,8 +215,9 @@ class SlurmWatcher:
         return found
 
     async def poll_once(self) -> list[Interruption]:
-        jobs = await self.scheduler.list_jobs()
-        nodes = await self.scheduler.list_nodes()
+        was_running = [j.job_id for j in self._last_jobs.values() if j.state in RUNNING_JOB_STATES]
+        jobs = await active_jobs(self.scheduler, also=was_running)
+        nodes = await unhealthy_nodes(self.scheduler)
         track_drained_nodes(self.config.cluster.name, nodes)
         self.polls += 1
         reported: list[Interruption] = []

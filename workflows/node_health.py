@@ -13,6 +13,12 @@ job running on the node):
   long before Slurm's SlurmdTimeout; Slurm's own NODE_FAIL later corroborates it in the
   recovery workflow.
 
+With a liveness collector (:mod:`sensors.liveness`), heartbeats do not reach the workflow:
+the collector forwards one when the node is first heard (flag ``watched_by_collector``:
+the workflow then keeps no silence timer of its own) and signals ``node_silent`` when the
+node falls silent, which is reported like the workflow's own silence verdict. A heartbeat
+without the flag (the agent fell back because the collector is down) arms the timer again.
+
 The same (rule, GPU) is reported at most once per ``report_dedup_s``; silence is reported
 once per silent spell. When the silence timer fires much later than asked (the control plane
 itself was down, so heartbeats may simply not have been delivered), the agent gets one more
@@ -37,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         HEALTH_QUERY,
         HEARTBEAT_SIGNAL,
         NODE_HEALTH_WORKFLOW,
+        NODE_SILENT_SIGNAL,
         REPORT_NODE_FAULT_ACTIVITY,
         AgentStopped,
         NodeFaultReport,
@@ -45,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
         NodeHealth,
         NodeHealthInput,
         NodeHeartbeat,
+        NodeSilent,
         NodeStatus,
     )
 
@@ -83,8 +91,13 @@ class NodeHealthWorkflow:
         self._beats_at_wait = 0
         self._threshold = timedelta(seconds=params.silence_threshold_s)
         last = self._health.last_heartbeat_at
-        self._deadline: datetime | None = last + self._threshold if last is not None else None
+        self._deadline: datetime | None = (
+            last + self._threshold
+            if last is not None and not self._health.watched_by_collector
+            else None
+        )
         self._pending_roots: list[Evidence] = []
+        self._collector_silence: NodeSilent | None = None
 
     # -- signals and query ---------------------------------------------------------------
 
@@ -101,7 +114,9 @@ class NodeHealthWorkflow:
         health.nvml = beat.nvml
         health.silent_since = None
         self._threshold = timedelta(seconds=beat.silence_threshold_s)  # the agent's setting
-        self._deadline = workflow.now() + self._threshold
+        # the collector watches silence for a forwarded heartbeat; a direct one arms the timer
+        health.watched_by_collector = beat.watched_by_collector
+        self._deadline = None if beat.watched_by_collector else workflow.now() + self._threshold
         self._beats += 1
         self._forget_old_findings()
         health.status = self._status_from_findings()
@@ -119,6 +134,17 @@ class NodeHealthWorkflow:
         if health.status not in ("silent", "stopped"):
             health.status = self._status_from_findings()
 
+    @workflow.signal(name=NODE_SILENT_SIGNAL)
+    def node_silent(self, silent: NodeSilent) -> None:
+        self._signals += 1
+        if self._health.status in ("silent", "stopped"):
+            return
+        if not self._health.watched_by_collector:
+            return  # the agent heartbeats the workflow directly: its own timer decides
+        self._health.last_heartbeat_at = silent.last_heartbeat_at
+        self._health.last_seq = max(self._health.last_seq, silent.last_seq)
+        self._collector_silence = silent
+
     @workflow.signal(name=AGENT_STOPPED_SIGNAL)
     def agent_stopped(self, stopped: AgentStopped) -> None:
         self._signals += 1
@@ -135,6 +161,10 @@ class NodeHealthWorkflow:
         while True:
             if self._pending_roots:
                 await self._report_roots()
+                continue
+            if self._collector_silence is not None:
+                silent, self._collector_silence = self._collector_silence, None
+                await self._report_silence(silent.last_heartbeat_at)
                 continue
             if self._signals >= params.max_signals_per_run and workflow.all_handlers_finished():
                 threshold = self._threshold.total_seconds()
@@ -173,6 +203,7 @@ class NodeHealthWorkflow:
         """A root finding to report, a heartbeat, or time to continue as new."""
         return (
             bool(self._pending_roots)
+            or self._collector_silence is not None
             or self._beats != self._beats_at_wait
             or self._signals >= self._params.max_signals_per_run
         )

@@ -16,13 +16,14 @@
 #   --slurmd-port PORT     slurmd of node K listens on PORT+K-1           [17001]
 #   --slurmd-timeout S     SlurmdTimeout (silent node -> DOWN)            [5]
 #   --jobcomp-script PATH  JobCompType=jobcomp/script, runs PATH at every job end
+#   --max-jobs N           MaxJobCount (jobs slurmctld holds at once)    [10000]
 #   --demo-user USER       unix user jobs run as (created if missing)     [resurrect-demo]
 #   --no-install           never call apt-get; fail if packages are missing
 #   --timeout S            how long to wait for all nodes to be idle      [60]
 # Every option also reads an env variable: LOCAL_SLURM_STATE_DIR, LOCAL_SLURM_CLUSTER_NAME,
 # LOCAL_SLURM_NODES, LOCAL_SLURM_NODE_PREFIX, LOCAL_SLURM_CPUS, LOCAL_SLURM_CTLD_PORT,
 # LOCAL_SLURM_SLURMD_PORT, LOCAL_SLURM_SLURMD_TIMEOUT, LOCAL_SLURM_JOBCOMP_SCRIPT,
-# LOCAL_SLURM_DEMO_USER, LOCAL_SLURM_NO_INSTALL=1.
+# LOCAL_SLURM_MAX_JOBS, LOCAL_SLURM_DEMO_USER, LOCAL_SLURM_NO_INSTALL=1.
 #
 # A previous cluster in the same state dir is stopped (by pidfile) and its state wiped.
 # On success prints the path of DIR/env (export SLURM_CONF, PATH) as the last stdout line.
@@ -40,6 +41,7 @@ CTLD_PORT=${LOCAL_SLURM_CTLD_PORT:-6817}
 SLURMD_PORT=${LOCAL_SLURM_SLURMD_PORT:-17001}
 SLURMD_TIMEOUT=${LOCAL_SLURM_SLURMD_TIMEOUT:-5}
 JOBCOMP_SCRIPT=${LOCAL_SLURM_JOBCOMP_SCRIPT:-}
+MAX_JOBS=${LOCAL_SLURM_MAX_JOBS:-10000}
 DEMO_USER=${LOCAL_SLURM_DEMO_USER:-resurrect-demo}
 NO_INSTALL=${LOCAL_SLURM_NO_INSTALL:-0}
 WAIT_TIMEOUT=60
@@ -56,6 +58,7 @@ while [ $# -gt 0 ]; do
     --slurmd-port) SLURMD_PORT=$2; shift 2 ;;
     --slurmd-timeout) SLURMD_TIMEOUT=$2; shift 2 ;;
     --jobcomp-script) JOBCOMP_SCRIPT=$2; shift 2 ;;
+    --max-jobs) MAX_JOBS=$2; shift 2 ;;
     --demo-user) DEMO_USER=$2; shift 2 ;;
     --no-install) NO_INSTALL=1; shift ;;
     --timeout) WAIT_TIMEOUT=$2; shift 2 ;;
@@ -66,7 +69,7 @@ done
 
 # ---------------------------------------------------------------- validate
 [ "$(id -u)" = 0 ] || ls_die "must run as root (slurmd launches jobs as their owners)"
-for v in NODES CPUS CTLD_PORT SLURMD_PORT SLURMD_TIMEOUT WAIT_TIMEOUT; do
+for v in NODES CPUS CTLD_PORT SLURMD_PORT SLURMD_TIMEOUT WAIT_TIMEOUT MAX_JOBS; do
   [[ ${!v} =~ ^[0-9]+$ ]] || ls_die "$v must be a number, got '${!v}'"
 done
 [ "$NODES" -ge 1 ] || ls_die "--nodes must be >= 1"
@@ -198,6 +201,7 @@ InactiveLimit=0
 KillWait=2
 Waittime=0
 MinJobAge=300
+MaxJobCount=$MAX_JOBS
 NodeName=$NODE_RANGE NodeHostname=localhost NodeAddr=127.0.0.1 Port=$PORTS CPUs=$CPUS RealMemory=500 State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=EXCLUSIVE
 CONF_EOF

@@ -1,29 +1,44 @@
 """The Slurm scheduler backend over the command-line clients (works on Slurm >= 22.05).
 
-Reads use JSON: ``squeue --json`` and ``sinfo --json`` on 22.05 (both ignore filters there,
-so filtering is client-side), ``scontrol show job|node --json`` on 23.02+. Actions use
+Full reads use JSON: ``squeue --json`` and ``sinfo --json`` on 22.05 (both ignore filters
+there, so filtering is client-side), ``scontrol show job|node --json`` on 23.02+. Reads whose
+cost must not grow with the queue (the watcher's view, one job, one node) use the compact,
+filtered forms of :mod:`resurrect.scheduler.slurm_compact`. Actions use
 ``scontrol`` and ``scancel`` with argv lists, never a shell. The check-act-verify logic and
 the requeue paths live in :mod:`resurrect.scheduler.verified`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+from collections import Counter
+from collections.abc import Collection
 from typing import Any
 
 from resurrect.contracts import JobInfo, NodeInfo
-from resurrect.errors import SchedulerError, SchedulerUnavailable
+from resurrect.errors import JobNotFound, NodeNotFound, SchedulerError, SchedulerUnavailable
+from resurrect.scheduler import slurm_compact as compact
 from resurrect.scheduler.slurm_exec import CommandRunner, classify_text
 from resurrect.scheduler.slurm_json import (
     SlurmParseError,
     embedded_errors,
+    parse_job,
     parse_jobs,
     parse_nodes,
 )
+from resurrect.scheduler.validation import validate_job_id, validate_node_name
 from resurrect.scheduler.verified import VerifiedScheduler, drain_reason
 
 __all__ = ["SlurmCli", "drain_reason", "parse_slurm_version"]
+
+# More jobs than this without known owner fields (a watcher's first poll on a busy cluster)
+# are read with one full JSON read instead of a few commands each.
+BULK_OWNER_READ = 32
+# Jobs whose owner fields are read at the same time (each a few squeue calls on 22.05).
+OWNER_READS_AT_ONCE = 4
+OwnerFields = dict[str, Any]
 
 _VERSION_RE = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 
@@ -62,6 +77,10 @@ class SlurmCli(VerifiedScheduler):
         self.slurm_conf = slurm_conf
         self.runner = CommandRunner(bin_dir=bin_dir, slurm_conf=slurm_conf, timeout=command_timeout)
         self._version: tuple[int, int, int] | None = None
+        # owner-written fields per (job id, restart count), for the jobs in the active view
+        self._owner_fields: dict[tuple[str, int], OwnerFields] = {}
+        # the active view's last lines and what they gave, by job id
+        self._view: dict[str, tuple[str, JobInfo]] = {}
 
     # ------------------------------------------------------------------ reads
     async def version(self) -> tuple[int, int, int]:
@@ -117,6 +136,170 @@ class SlurmCli(VerifiedScheduler):
             return parse_nodes(doc)
         except SlurmParseError as exc:
             raise SchedulerError(f"cannot parse {' '.join(argv)}: {exc}") from exc
+
+    # ------------------------------------------------------------------ compact reads
+    async def _job_rows(self, argv: list[str], *, missing_ok: bool = False) -> list[compact.JobRow]:
+        result = await self.runner.run(argv)
+        if result.returncode != 0:
+            error = classify_text(result.text, f"{' '.join(argv[:2])}: ")
+            if missing_ok and isinstance(error, JobNotFound):
+                return []
+            raise error
+        return compact.parse_job_rows(result.stdout)
+
+    async def _read_owner_fields(self, row: compact.JobRow) -> OwnerFields:
+        """The owner-written fields of one job: one field per ``squeue`` (22.05, where
+        ``--json`` ignores ``--jobs``), or that job's ``scontrol show job --json`` (23.02+)."""
+        if (await self.version())[0] >= 23:
+            doc = await self._json(["scontrol", "show", "job", "--json", row.query_id])
+            for raw in doc.get("jobs") or []:
+                if isinstance(raw, dict) and str(raw.get("job_id")) == row.job_id:
+                    return {key: raw.get(key) for key in compact.OWNER_FIELDS}
+            raise JobNotFound(f"job {row.job_id} left slurmctld while being read")
+        fields = list(compact.OWNER_FIELDS)
+        results = await asyncio.gather(
+            *(self.runner.check(compact.owner_field_argv(row.query_id, f)) for f in fields)
+        )
+        return {
+            f: compact.owner_field_value(f, r.stdout) for f, r in zip(fields, results, strict=True)
+        }
+
+    async def _bulk_owner_fields(self) -> dict[str, OwnerFields]:
+        """Owner-written fields of every job, from one full JSON read."""
+        major = (await self.version())[0]
+        argv = ["squeue", "--json"] if major < 23 else ["scontrol", "show", "job", "--json"]
+        doc = await self._json(argv)
+        out: dict[str, OwnerFields] = {}
+        for raw in doc.get("jobs") or []:
+            if isinstance(raw, dict) and "job_id" in raw:
+                out[str(raw.get("job_id"))] = {k: raw.get(k) for k in compact.OWNER_FIELDS}
+        return out
+
+    def _job_info(self, row: compact.JobRow, owner: OwnerFields) -> JobInfo:
+        try:
+            return parse_job({**row.json_fields(), **owner})
+        except (SlurmParseError, ValueError) as exc:
+            raise SchedulerError(f"cannot read job {row.job_id}: {exc}") from exc
+
+    async def list_active_jobs(self, also: Collection[str] = ()) -> list[JobInfo]:
+        """Running, suspended and recently failed jobs, and the jobs ``also`` names in any
+        state: what a watcher must see, at a cost that does not grow with the queue.
+
+        Owner-written fields are read once per job attempt and remembered while the job
+        stays in view; a line unchanged since the last call gives the same JobInfo object
+        without being parsed again. A job whose record cannot be read is left out (noted).
+        """
+        argv = compact.job_rows_argv(states=compact.WATCHED_JOB_STATES)
+        result = await self.runner.check(argv)
+        previous, self._view = self._view, {}
+        lines = [line for line in result.stdout.splitlines() if line.strip()]
+        ids = [line.split(compact.DELIMITER, 1)[0] for line in lines]
+        counts = Counter(ids)
+        reused: list[JobInfo] = []
+        fresh: list[str] = []
+        for job_id, line in zip(ids, lines, strict=True):
+            hit = previous.get(job_id)
+            if counts[job_id] == 1 and hit is not None and hit[0] == line:
+                self._view[job_id] = hit
+                reused.append(hit[1])
+            else:  # new or changed (a line printed twice is dropped by parse_job_rows)
+                fresh.append(line)
+        rows = compact.parse_job_rows("\n".join(fresh))
+        have = set(ids)
+        wanted = sorted(validate_job_id(j) for j in {j for j in also if j not in have})
+        extra: list[compact.JobRow] = []
+        if wanted:
+            extra = await self._job_rows(compact.job_rows_argv(job_ids=wanted), missing_ok=True)
+            extra = [row for row in extra if row.job_id not in have]
+        live = have | {row.job_id for row in extra}
+        if len(self._owner_fields) > len(live):  # forget jobs that left the view
+            for key in [key for key in self._owner_fields if key[0] not in live]:
+                del self._owner_fields[key]
+        await self._learn_owner_fields(rows + extra)
+        lines_by_id = dict(zip(ids, lines, strict=True))
+        jobs = reused
+        for row in rows + extra:
+            known = self._owner_fields.get((row.job_id, row.restart_count))
+            if known is None:
+                continue
+            try:
+                info = self._job_info(row, known)
+            except SchedulerError as exc:
+                compact.note_unreadable(row.job_id, str(exc))
+                continue
+            jobs.append(info)
+            if row.job_id in lines_by_id:
+                self._view[row.job_id] = (lines_by_id[row.job_id], info)
+        return jobs
+
+    async def _learn_owner_fields(self, rows: list[compact.JobRow]) -> None:
+        """Read the owner-written fields of the rows whose attempt is not known yet."""
+        unknown = [row for row in rows if (row.job_id, row.restart_count) not in self._owner_fields]
+        if len(unknown) > BULK_OWNER_READ:
+            bulk = await self._bulk_owner_fields()
+            for row in unknown:
+                if row.job_id in bulk:
+                    self._owner_fields[(row.job_id, row.restart_count)] = bulk[row.job_id]
+            return
+        gate = asyncio.Semaphore(OWNER_READS_AT_ONCE)
+
+        async def read(row: compact.JobRow) -> OwnerFields:
+            async with gate:
+                return await self._read_owner_fields(row)
+
+        fetched = await asyncio.gather(*(read(row) for row in unknown), return_exceptions=True)
+        for row, result in zip(unknown, fetched, strict=True):
+            if isinstance(result, JobNotFound):
+                continue  # ended and forgotten between the two reads
+            if isinstance(result, BaseException):
+                raise result
+            self._owner_fields[(row.job_id, row.restart_count)] = result
+
+    async def list_unhealthy_nodes(self) -> list[NodeInfo]:
+        """Nodes that are down, failed, not responding, unknown or future; nothing else."""
+        argv = compact.nodes_argv(states=compact.UNHEALTHY_NODE_STATES)
+        return compact.parse_node_lines((await self.runner.check(argv)).stdout)
+
+    async def list_nodes_named(self, names: Collection[str]) -> list[NodeInfo]:
+        """The nodes of ``names`` that exist, read by name (never every node)."""
+        wanted = sorted({validate_node_name(n) for n in names})
+        if not wanted:
+            return []
+        argv = compact.nodes_argv(names=wanted)
+        return [
+            node
+            for node in compact.parse_node_lines((await self.runner.check(argv)).stdout)
+            if node.name in wanted
+        ]
+
+    async def _nodes_named(self, names: list[str]) -> list[NodeInfo]:
+        return await self.list_nodes_named(names)
+
+    async def drain_census(self) -> tuple[int, list[NodeInfo]]:
+        """The node count (one short line a node) and the drained nodes, with reasons."""
+        names = await self.runner.check(["sinfo", "-h", "-N", "-O", "NodeList:0"])
+        total = len(set(names.stdout.split()))
+        drained = compact.nodes_argv(states=("drain",))
+        nodes = compact.parse_node_lines((await self.runner.check(drained)).stdout)
+        return total, [node for node in nodes if node.drained]
+
+    async def get_job(self, job_id: str) -> JobInfo:
+        """One job, fresh, read by id (never the whole queue)."""
+        jid = validate_job_id(job_id)
+        rows = await self._job_rows(compact.job_rows_argv(job_ids=[jid]), missing_ok=True)
+        row = next((r for r in rows if r.job_id == jid), None)
+        if row is None:
+            raise JobNotFound(f"job {jid} not known to slurmctld of {self.cluster_name}")
+        return self._job_info(row, await self._read_owner_fields(row))
+
+    async def get_node(self, name: str) -> NodeInfo:
+        """One node, read by name (never every node)."""
+        node_name = validate_node_name(name)
+        argv = compact.nodes_argv(names=[node_name])
+        for node in compact.parse_node_lines((await self.runner.check(argv)).stdout):
+            if node.name == node_name:
+                return node
+        raise NodeNotFound(f"node {node_name} not in cluster {self.cluster_name}")
 
     # ------------------------------------------------------------------ primitives
     async def _scontrol(self, *args: str) -> None:

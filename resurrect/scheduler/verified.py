@@ -123,6 +123,11 @@ class VerifiedScheduler(ABC):
                 return node
         raise NodeNotFound(f"node {node_name} not in cluster {self.cluster_name}")
 
+    async def _nodes_named(self, names: list[str]) -> list[NodeInfo]:
+        """The nodes of ``names`` that exist (a backend may read them by name)."""
+        wanted = set(names)
+        return [node for node in await self.list_nodes() if node.name in wanted]
+
     async def _wait_for(self, what: str, probe: Callable[[], Awaitable[bool]]) -> None:
         deadline = time.monotonic() + self.verify_timeout
         while True:
@@ -195,7 +200,7 @@ class VerifiedScheduler(ABC):
                 f"job {jid} was submitted with --no-requeue; only its owner can resubmit it"
             )
         if exclude:
-            known = {n.name for n in await self.list_nodes()}
+            known = {n.name for n in await self._nodes_named(exclude)}
             unknown = [n for n in exclude if n not in known]
             if unknown:
                 raise NodeNotFound(f"cannot exclude unknown nodes {unknown} from job {jid}")

@@ -64,6 +64,8 @@ class EmbeddedTemporal:
     namespace: str = "default"
     binary: Path | None = None
     log_path: Path | None = None
+    # SQLite pragmas of the dev server's database ("journal_mode=wal", ...); none: its own
+    sqlite_pragmas: tuple[str, ...] = ()
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
 
     @property
@@ -101,6 +103,8 @@ class EmbeddedTemporal:
             argv.append("--headless")
         for name, kind in DEV_SERVER_TYPES.items():
             argv += ["--search-attribute", f"{name}={kind}"]
+        for pragma in self.sqlite_pragmas:
+            argv += ["--sqlite-pragma", pragma]
         return argv
 
     def start(self, timeout_s: float = 60.0) -> None:

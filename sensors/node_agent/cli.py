@@ -239,6 +239,10 @@ async def _serve(
             task_queue=config.temporal.task_queue,
             settings=settings,
         )
+        if settings.collector:
+            from resurrect.sensors.node_agent.collector_reporter import collector_reporter
+
+            reporter = collector_reporter(settings, cluster=config.cluster.name, fallback=reporter)
     agent = NodeAgent(
         settings,
         nvml=load_pynvml(),

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -16,9 +17,10 @@ from pathlib import Path
 import pytest
 from support.recovery import completed, outcome_of, started, submit_running
 from support.service import running_service, service_config
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from resurrect.config import AgentSettings, ResurrectConfig
+from resurrect.config import AgentSettings, LivenessSettings, ResurrectConfig
 from resurrect.contracts import FaultClass, recovery_workflow_id
 from resurrect.demo.local_cluster import LocalSlurm
 from resurrect.node_health_contracts import NodeHealth
@@ -28,6 +30,12 @@ from resurrect.sensors.node_agent.reporters import TemporalReporter
 from resurrect.temporal.server import EmbeddedTemporal
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal]
+
+
+def free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 @contextlib.asynccontextmanager
@@ -93,8 +101,21 @@ async def test_silent_agent_and_dead_slurmd_are_detected_before_slurm_marks_the_
     temporal_client: Client,
     tmp_path: Path,
 ) -> None:
-    """The node dies: its agent process is SIGKILLed with its slurmd and job steps."""
+    """The node dies: its agent process is SIGKILLed with its slurmd and job steps. The
+    agent heartbeats the service's liveness collector (UDP, HMAC), not Temporal: its node's
+    health workflow hears of it once, then of its silence."""
     label, config = own_label_config(cluster, temporal_server, tmp_path)
+    key_file = tmp_path / "liveness.key"
+    key_file.write_text(os.urandom(32).hex())
+    key_file.chmod(0o600)
+    port = free_udp_port()
+    config = config.model_copy(
+        update={
+            "liveness": LivenessSettings(
+                collector=True, host="127.0.0.1", port=port, key_file=key_file
+            )
+        }
+    )
     scheduler = cluster.scheduler()
     async with running_service(config, temporal_client, scheduler):
         job = await submit_running(cluster, scheduler)
@@ -107,6 +128,8 @@ async def test_silent_agent_and_dead_slurmd_are_detected_before_slurm_marks_the_
             "RESURRECT_CLUSTER__NAME": label,
             "RESURRECT_AGENT__NODE_NAME": victim,
             "RESURRECT_AGENT__KERNEL_LOG": "false",
+            "RESURRECT_AGENT__COLLECTOR": f"127.0.0.1:{port}",
+            "RESURRECT_AGENT__COLLECTOR_KEY_FILE": str(key_file),
         }
         agent = subprocess.Popen(
             [sys.executable, "-m", "resurrect.sensors.node_agent", "run"],
@@ -115,12 +138,21 @@ async def test_silent_agent_and_dead_slurmd_are_detected_before_slurm_marks_the_
         try:
             health = temporal_client.get_workflow_handle(f"node-health/{label}/{victim}")
             deadline = time.monotonic() + 60
-            while True:  # the agent is up and heartbeating
+            while True:  # the agent is up and heartbeating the collector
                 with contextlib.suppress(Exception):
-                    if (await health.query("health", result_type=NodeHealth)).last_seq >= 2:
+                    state = await health.query("health", result_type=NodeHealth)
+                    if state.watched_by_collector and state.status == "healthy":
                         break
                 assert time.monotonic() < deadline, "the agent never heartbeated"
                 await asyncio.sleep(0.2)
+            await asyncio.sleep(3.0)  # a few heartbeats, none of them a Temporal signal
+            history = await health.fetch_history()
+            signalled = [
+                e
+                for e in history.events
+                if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
+            ]
+            assert len(signalled) == 1, "heartbeats reached Temporal"
             down_at: list[float] = []
 
             async def watch_slurm() -> None:  # when does Slurm itself call the node DOWN?

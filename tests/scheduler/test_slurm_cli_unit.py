@@ -22,12 +22,18 @@ from resurrect.errors import (
 from resurrect.scheduler import Scheduler
 from resurrect.scheduler.slurm_cli import SlurmCli, parse_slurm_version
 from resurrect.scheduler.slurm_exec import CommandResult, CommandRunner, classify_failure
+from resurrect.testing.slurm_text import SlurmText
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm-json"
 
 
 class FakeRunner(CommandRunner):
-    """Answers from a table keyed by the argv after the program path; records every argv."""
+    """Answers from a table keyed by the argv after the program path; records every argv.
+
+    Compact reads (``squeue -h ...``, ``sinfo -h -N ...``, ``scontrol show job --json ID``)
+    not in the table are rendered from the table's JSON answers by
+    :class:`~resurrect.testing.slurm_text.SlurmText`; a list of ``sinfo --json`` answers
+    moves on at each node read, as it does for the JSON reads."""
 
     def __init__(self, answers: dict[tuple[str, ...], list[CommandResult] | CommandResult]) -> None:
         super().__init__()
@@ -39,10 +45,39 @@ class FakeRunner(CommandRunner):
         self.calls.append(key)
         answer = self.answers.get(key)
         if answer is None:
-            return CommandResult(key, 0, "", "")
+            return self._render(key)
         if isinstance(answer, list):
             return answer.pop(0) if len(answer) > 1 else answer[0]
         return answer
+
+    def _json_answer(self, keys: list[tuple[str, ...]], *, advance: bool) -> str | None:
+        for key in keys:
+            answer = self.answers.get(key)
+            if isinstance(answer, list):
+                answer = answer.pop(0) if advance and len(answer) > 1 else answer[0]
+            if answer is not None:
+                return answer.stdout
+        return None
+
+    def _render(self, key: tuple[str, ...]) -> CommandResult:
+        version = self.answers[("scontrol", "--version")]
+        assert isinstance(version, CommandResult)
+        major = parse_slurm_version(version.stdout)[0]
+        node_read = key[:3] == ("sinfo", "-h", "-N")
+        jobs = self._json_answer(
+            [("squeue", "--json"), ("scontrol", "show", "job", "--json")], advance=False
+        )
+        nodes = self._json_answer(
+            [("sinfo", "--json"), ("scontrol", "show", "node", "--json")], advance=node_read
+        )
+        text = SlurmText(
+            json.loads(jobs)["jobs"] if jobs else [],
+            json.loads(nodes)["nodes"] if nodes else [],
+            major=major,
+        ).answer(key)
+        if text is None:
+            return CommandResult(key, 0, "", "")
+        return CommandResult(key, *text)
 
 
 def ok(argv: tuple[str, ...], stdout: str = "") -> CommandResult:
@@ -116,18 +151,19 @@ def test_error_mapping(stderr: str, error: type[SchedulerError]) -> None:
     assert type(exc) is error
 
 
-async def test_reads_use_json_of_the_version() -> None:
+async def test_one_job_is_read_by_id_never_the_whole_queue() -> None:
     squeue = (FIXTURES / "squeue-22.05.json").read_text()
     sched, runner = cli({("squeue", "--json"): ok(("squeue", "--json"), squeue)})
     job = await sched.get_job("5")
     assert job.restart_count == 1
     with pytest.raises(JobNotFound):
         await sched.get_job("999")
-    assert ("squeue", "--json") in runner.calls
+    assert ("squeue", "--json") not in runner.calls
+    assert all("--jobs=5" in c or "--jobs=999" in c for c in runner.calls if c[0] == "squeue")
 
     job_doc = (FIXTURES / "scontrol-show-job-24.11.json").read_text()
     node_doc = (FIXTURES / "scontrol-show-node-24.11.json").read_text()
-    sched2, _ = cli(
+    sched2, runner2 = cli(
         {
             ("scontrol", "--version"): ok(("scontrol", "--version"), "slurm 24.11.5"),
             ("scontrol", "show", "job", "--json"): ok((), job_doc),
@@ -135,9 +171,18 @@ async def test_reads_use_json_of_the_version() -> None:
         }
     )
     assert (await sched2.get_job("102")).excluded_nodes == ["gpu003", "gpu007"]
+    assert ("scontrol", "show", "job", "--json", "102") in runner2.calls
     assert (await sched2.get_node("gpu003")).drained
     with pytest.raises(NodeNotFound):
         await sched2.get_node("gpu999")
+    assert ("scontrol", "show", "node", "--json") not in runner2.calls
+
+
+async def test_full_reads_use_json_of_the_version() -> None:
+    squeue = (FIXTURES / "squeue-22.05.json").read_text()
+    sched, runner = cli({("squeue", "--json"): ok(("squeue", "--json"), squeue)})
+    assert {j.job_id for j in await sched.list_jobs()} >= {"5"}
+    assert ("squeue", "--json") in runner.calls
 
 
 async def test_controller_down_is_unavailable() -> None:

@@ -6,6 +6,8 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import Evidence, FaultClass, Interruption, JobInfo, JobState, SignalKind
 from resurrect.progress.hang import HangSuspicion
@@ -312,3 +314,44 @@ async def test_a_progress_bar_redrawn_without_newlines_is_progress(tmp_path: Pat
             )
         await follower.poll_once()
     assert watch.tracker.last_step == 3 and watch.tracker.step_time_s == 1.0
+
+
+def test_a_look_at_a_quiet_open_file_is_one_fstat_and_one_lstat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "out"
+    path.write_text("one\n")
+    followed = FollowedFile(str(path))
+    assert followed.read_new_lines() == [(1, b"one")]
+    calls: list[str] = []
+    for name in ("open", "fstat", "stat", "lseek", "close"):
+        real = getattr(os, name)
+
+        def counted(*args: object, _real: object = real, _name: str = name, **kw: object) -> object:
+            calls.append(_name)
+            return _real(*args, **kw)  # type: ignore[operator]
+
+        monkeypatch.setattr(os, name, counted)
+    for _ in range(5):
+        assert followed.read_new_lines() == []
+    assert calls == ["fstat", "stat"] * 5
+    monkeypatch.undo()
+    with path.open("a") as out:
+        out.write("two\n")
+    assert followed.read_new_lines() == [(2, b"two")]
+    followed.close()
+    assert followed.fd is None
+
+
+def test_a_kept_open_file_replaced_by_a_symlink_is_not_followed_there(tmp_path: Path) -> None:
+    secret = tmp_path / "secret"
+    secret.write_text("root only\n")
+    path = tmp_path / "out"
+    path.write_text("one\n")
+    followed = FollowedFile(str(path), owner_uid=os.getuid())
+    assert followed.read_new_lines() == [(1, b"one")]
+    path.unlink()
+    path.symlink_to(secret)
+    assert followed.read_new_lines() == []
+    assert followed.refused is not None and "symlink" in followed.refused
+    followed.close()

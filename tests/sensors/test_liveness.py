@@ -1,0 +1,339 @@
+"""The liveness collector and the agent's collector reporter, without Temporal: only
+authentic heartbeats count, only changes are handed on, and a collector that is down,
+restarting or stalled never makes nodes look dead."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from resurrect.errors import ConfigError
+from resurrect.node_health_contracts import (
+    HEARTBEAT_SIGNAL,
+    NODE_SILENT_SIGNAL,
+    AgentStopped,
+    NodeFindings,
+    NodeHeartbeat,
+    NodeSilent,
+)
+from resurrect.sensors.liveness.collector import STALL_SLACK_S, LivenessChange, LivenessCollector
+from resurrect.sensors.liveness.forward import change_signal
+from resurrect.sensors.liveness.wire import (
+    Ack,
+    Beat,
+    WireError,
+    load_key,
+    open_ack,
+    open_beat,
+    seal,
+)
+from resurrect.sensors.node_agent.collector_reporter import CollectorReporter, parse_address
+
+KEY = b"k" * 32
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+def beat(node: str = "n1", seq: int = 0, *, instance: str = "a", **extra: object) -> Beat:
+    values: dict[str, object] = {
+        "cluster": "c",
+        "node": node,
+        "instance": instance,
+        "seq": seq,
+        "sent_at": NOW,
+        "silence_threshold_s": 6.0,
+    }
+    values.update(extra)
+    return Beat.model_validate(values)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def collector(clock: Clock, **kwargs: object) -> tuple[LivenessCollector, list[LivenessChange]]:
+    changes: list[LivenessChange] = []
+
+    async def deliver(change: LivenessChange) -> None:
+        changes.append(change)
+
+    made = LivenessCollector(KEY, "c", deliver, clock=clock, now=lambda: NOW, **kwargs)  # type: ignore[arg-type]
+    return made, changes
+
+
+def drain(made: LivenessCollector) -> list[LivenessChange]:
+    out = []
+    while not made._changes.empty():
+        out.append(made._changes.get_nowait())
+    return out
+
+
+# -- the wire -----------------------------------------------------------------------------
+
+
+def test_a_sealed_heartbeat_opens_with_the_key_only() -> None:
+    data = seal(KEY, beat())
+    assert open_beat(KEY, data, now=NOW).node == "n1"
+    with pytest.raises(WireError, match="bad MAC"):
+        open_beat(b"x" * 32, data, now=NOW)
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        b"",
+        b"no mac at all",
+        seal(KEY, beat()).replace(b'"n1"', b'"n2"'),  # body changed after sealing
+        seal(KEY, beat())[:-1] + b"0",
+        beat().model_dump_json().encode() + b"\n" + b"0" * 64,
+        b"x" * 5000,
+    ],
+)
+def test_forged_or_damaged_heartbeats_are_refused(forged: bytes) -> None:
+    with pytest.raises(WireError):
+        open_beat(KEY, forged, now=NOW)
+
+
+def test_a_heartbeat_from_a_skewed_clock_is_refused() -> None:
+    data = seal(KEY, beat(sent_at=NOW - timedelta(minutes=5)))
+    with pytest.raises(WireError, match="skew"):
+        open_beat(KEY, data, now=NOW)
+
+
+def test_acknowledgements_are_sealed_too() -> None:
+    ack = Ack(node="n1", instance="a", seq=3)
+    assert open_ack(KEY, seal(KEY, ack)) == ack
+    with pytest.raises(WireError):
+        open_ack(b"y" * 32, seal(KEY, ack))
+
+
+def test_the_key_file_must_be_private_and_long(tmp_path: Path) -> None:
+    path = tmp_path / "key"
+    path.write_bytes(os.urandom(48).hex().encode())
+    path.chmod(0o640)
+    assert len(load_key(path)) == 96
+    path.chmod(0o644)
+    with pytest.raises(ConfigError, match="others"):
+        load_key(path)
+    short = tmp_path / "short"
+    short.write_bytes(b"abc")
+    short.chmod(0o600)
+    with pytest.raises(ConfigError, match="shorter"):
+        load_key(short)
+    with pytest.raises(ConfigError):
+        load_key(tmp_path / "missing")
+
+
+# -- the collector ------------------------------------------------------------------------
+
+
+def test_only_changes_are_handed_on() -> None:
+    clock = Clock()
+    made, _ = collector(clock)
+    assert made.receive(seal(KEY, beat(seq=0))) is not None
+    for seq in range(1, 30):
+        clock.t += 2.0
+        assert made.receive(seal(KEY, beat(seq=seq))) is not None
+        made.check()
+    assert [c.kind for c in drain(made)] == ["heard"]
+    clock.t += 5.9
+    made.check()
+    assert drain(made) == []
+    clock.t += 0.2
+    made.check()
+    [silent] = drain(made)
+    assert silent.kind == "silent" and silent.beat.seq == 29 and silent.silent_for_s >= 6.0
+    clock.t += 60
+    made.check()
+    assert drain(made) == []  # once per silent spell
+    made.receive(seal(KEY, beat(seq=30)))
+    assert [c.kind for c in drain(made)] == ["back"]
+
+
+def test_forged_replayed_and_foreign_heartbeats_change_nothing() -> None:
+    clock = Clock()
+    made, _ = collector(clock)
+    made.receive(seal(KEY, beat(seq=5)))
+    drain(made)
+    clock.t += 5.0
+    assert made.receive(seal(KEY, beat(seq=5))) is None  # a replay
+    assert made.receive(seal(KEY, beat(seq=4))) is None
+    assert made.receive(seal(b"z" * 32, beat(seq=9))) is None  # forged
+    assert made.receive(seal(KEY, beat(seq=9, cluster="other"))) is None
+    assert made.receive(seal(KEY, beat("n9", seq=1)).replace(b"n9", b"n8")) is None
+    clock.t += 1.5
+    made.check()
+    assert [c.kind for c in drain(made)] == ["silent"]  # none of them kept n1 alive
+    assert made.stats.refused == 5 and "n8" not in made.nodes
+
+
+def test_a_new_agent_process_and_the_hourly_refresh_are_handed_on() -> None:
+    clock = Clock()
+    made, _ = collector(clock, refresh_s=3600.0)
+    made.receive(seal(KEY, beat(seq=100)))
+    made.receive(seal(KEY, beat(seq=0, instance="b")))  # restarted agent: seq starts over
+    for seq in range(1, 1801):
+        clock.t += 2.0
+        made.receive(seal(KEY, beat(seq=seq, instance="b")))
+    assert [c.kind for c in drain(made)] == ["heard", "heard", "heard"]
+
+
+def test_a_deliberate_stop_is_not_silence() -> None:
+    clock = Clock()
+    made, _ = collector(clock)
+    made.receive(seal(KEY, beat(seq=0)))
+    made.receive(seal(KEY, beat(seq=1, stopping=True)))
+    clock.t += 100
+    made.check()
+    assert [c.kind for c in drain(made)] == ["heard"]
+
+
+def test_a_restarted_collector_declares_no_node_it_has_not_heard() -> None:
+    clock = Clock()
+    first, _ = collector(clock)
+    for node in ("n1", "n2", "n3"):
+        first.receive(seal(KEY, beat(node)))
+    clock.t += 30  # the collector was down for 30 s; a new one starts
+    second, _ = collector(clock)
+    clock.t += 60
+    assert second.check() is None and drain(second) == []
+    second.receive(seal(KEY, beat("n2", seq=7)))
+    clock.t += 7
+    second.check()
+    assert [(c.kind, c.beat.node) for c in drain(second)] == [("heard", "n2"), ("silent", "n2")]
+
+
+def test_a_stalled_collector_gives_every_node_a_fresh_threshold() -> None:
+    clock = Clock()
+    made, _ = collector(clock)
+    made.receive(seal(KEY, beat()))
+    drain(made)
+    planned = clock.t
+    clock.t += 6.0 + STALL_SLACK_S + 1  # the process did not run for a while
+    made.check(planned)
+    assert drain(made) == []
+    clock.t += 6.1
+    made.check(clock.t)
+    assert [c.kind for c in drain(made)] == ["silent"]
+
+
+async def test_a_failed_delivery_is_retried_in_order() -> None:
+    delivered: list[str] = []
+    failures = [True, False, False]
+
+    async def flaky(change: LivenessChange) -> None:
+        if failures.pop(0):
+            raise RuntimeError("temporal away")
+        delivered.append(change.kind)
+
+    clock = Clock()
+    made = LivenessCollector(KEY, "c", flaky, clock=clock, now=lambda: NOW)
+    made.receive(seal(KEY, beat()))
+    clock.t += 7
+    made.check()
+    stop = asyncio.Event()
+    task = asyncio.create_task(made.forward(stop, retry_s=0.01))
+    while len(delivered) < 2:
+        await asyncio.sleep(0.01)
+    stop.set()
+    await task
+    assert delivered == ["heard", "silent"]
+
+
+def test_changes_become_the_health_workflow_signals() -> None:
+    heard = LivenessChange("heard", beat(seq=3, gpus=8), NOW)
+    name, payload = change_signal(heard)
+    assert name == HEARTBEAT_SIGNAL and isinstance(payload, NodeHeartbeat)
+    assert payload.watched_by_collector and payload.seq == 3 and payload.gpus == 8
+    name, payload = change_signal(LivenessChange("silent", beat(seq=4), NOW, 6.5))
+    assert name == NODE_SILENT_SIGNAL and isinstance(payload, NodeSilent)
+    assert payload.last_heartbeat_at == NOW and payload.silent_for_s == 6.5
+
+
+# -- the agent's side ---------------------------------------------------------------------
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.beats: list[NodeHeartbeat] = []
+        self.other: list[object] = []
+
+    async def heartbeat(self, beat: NodeHeartbeat) -> None:
+        self.beats.append(beat)
+
+    async def findings(self, findings: NodeFindings) -> None:
+        self.other.append(findings)
+
+    async def stopped(self, stopped: AgentStopped) -> None:
+        self.other.append(stopped)
+
+
+def node_beat(seq: int) -> NodeHeartbeat:
+    return NodeHeartbeat(node="n1", seq=seq, sent_at=datetime.now(UTC))
+
+
+async def test_heartbeats_reach_a_live_collector_and_not_temporal() -> None:
+    made = LivenessCollector(KEY, "c", Recorder().heartbeat)  # type: ignore[arg-type]
+    host, port = await made.listen("127.0.0.1", 0)
+    fallback = Recorder()
+    out = CollectorReporter(KEY, (host, port), cluster="c", fallback=fallback, fallback_after_s=0.3)
+    try:
+        for seq in range(6):
+            await out.heartbeat(node_beat(seq))
+            await asyncio.sleep(0.1)
+        assert made.stats.accepted == 6 and out.acked_seq == 5
+        assert fallback.beats == []
+        await out.stopped(AgentStopped(node="n1", sent_at=datetime.now(UTC)))
+        await asyncio.sleep(0.05)
+        assert "n1" not in made.nodes and len(fallback.other) == 1
+    finally:
+        out.close()
+        made.close()
+
+
+async def test_with_the_collector_down_heartbeats_fall_back_to_temporal() -> None:
+    made = LivenessCollector(KEY, "c", Recorder().heartbeat)  # type: ignore[arg-type]
+    host, port = await made.listen("127.0.0.1", 0)
+    made.close()  # nobody listens there any more
+    fallback = Recorder()
+    out = CollectorReporter(KEY, (host, port), cluster="c", fallback=fallback, fallback_after_s=0.2)
+    try:
+        await out.heartbeat(node_beat(0))
+        assert fallback.beats == []  # a fresh agent gives the collector its chance
+        await asyncio.sleep(0.3)
+        await out.heartbeat(node_beat(1))
+        await out.heartbeat(node_beat(2))
+        assert [b.seq for b in fallback.beats] == [1, 2]
+        assert not any(b.watched_by_collector for b in fallback.beats)
+    finally:
+        out.close()
+
+
+async def test_acknowledgements_under_another_key_do_not_count() -> None:
+    made = LivenessCollector(b"q" * 32, "c", Recorder().heartbeat)  # type: ignore[arg-type]
+    host, port = await made.listen("127.0.0.1", 0)
+    fallback = Recorder()
+    out = CollectorReporter(KEY, (host, port), cluster="c", fallback=fallback, fallback_after_s=0.2)
+    try:
+        for seq in range(4):
+            await out.heartbeat(node_beat(seq))
+            await asyncio.sleep(0.1)
+        assert made.stats.refused == 4 and out.acked_seq == -1
+        assert fallback.beats  # the agent fell back
+    finally:
+        out.close()
+        made.close()
+
+
+def test_collector_addresses() -> None:
+    assert parse_address("127.0.0.1:7470") == ("127.0.0.1", 7470)
+    for bad in ("nohost", ":7470", "h:0", "h:x"):
+        with pytest.raises(ConfigError):
+            parse_address(bad)

@@ -1,0 +1,124 @@
+"""NodeHealthWorkflow fed by the liveness collector, on the real Temporal dev server: a
+healthy node costs its workflow one signal, a silent one is reported once, and with the
+collector gone the agent's fallback heartbeats make the workflow watch silence itself."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
+from resurrect.config import ResurrectConfig
+from resurrect.contracts import FaultClass
+from resurrect.node_health_contracts import node_health_workflow_id
+from resurrect.sensors.liveness.collector import LivenessCollector
+from resurrect.sensors.liveness.forward import TemporalForwarder
+from resurrect.sensors.node_agent.collector_reporter import CollectorReporter
+from tests.workflows.test_node_health import Reported, beat, health, make_config, reporter, worker
+
+pytestmark = pytest.mark.temporal
+
+KEY = b"liveness-test-key-0123456789abcdef"
+
+
+@asynccontextmanager
+async def collector(client: Client, config: ResurrectConfig) -> AsyncIterator[LivenessCollector]:
+    forwarder = TemporalForwarder(
+        client, cluster=config.cluster.name, task_queue=config.temporal.task_queue
+    )
+    made = LivenessCollector(KEY, config.cluster.name, forwarder)
+    await made.listen("127.0.0.1", 0)
+    stop = asyncio.Event()
+    task = asyncio.gather(made.watch(stop, max_sleep_s=0.1), made.forward(stop))
+    try:
+        yield made
+    finally:
+        stop.set()
+        await task
+        made.close()
+
+
+def agent_out(client: Client, config: ResurrectConfig, made: LivenessCollector, node: str):  # type: ignore[no-untyped-def]
+    assert made.transport is not None
+    host, port = made.transport.get_extra_info("sockname")[:2]
+    return CollectorReporter(
+        KEY,
+        (host, port),
+        cluster=config.cluster.name,
+        fallback=reporter(client, config, node),
+        fallback_after_s=1.0,
+    )
+
+
+async def signals(client: Client, workflow_id: str) -> int:
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    return sum(
+        1
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
+    )
+
+
+async def test_a_healthy_node_costs_one_signal_and_its_silence_is_reported_once(
+    temporal_client: Client,
+) -> None:
+    config, report = make_config(), Reported()
+    node = "gpu-l"
+    workflow_id = node_health_workflow_id(config.cluster.name, node)
+    async with (
+        worker(temporal_client, config, node, report),
+        collector(temporal_client, config) as made,
+    ):
+        out = agent_out(temporal_client, config, made, node)
+        for seq in range(8):
+            await out.heartbeat(beat(node, seq))
+            await asyncio.sleep(0.4)
+        healthy = await health(temporal_client, workflow_id)
+        quiet_signals = await signals(temporal_client, workflow_id)
+        last_beat = time.monotonic() - 0.4
+        arrived = await report.wait(timeout=15)
+        await asyncio.sleep(3.0)  # longer than the threshold again: no second report
+        silent = await health(temporal_client, workflow_id)
+        total_signals = await signals(temporal_client, workflow_id)
+        out.close()
+    assert out.fell_back == 0 and made.stats.accepted == 8
+    assert healthy.status == "healthy" and healthy.watched_by_collector
+    assert quiet_signals == 1  # eight heartbeats, one Temporal signal
+    assert total_signals == 2  # ... and one for the silence
+    assert len(report.calls) == 1
+    interruption = report.calls[0][1]
+    assert interruption.fault_hint is FaultClass.NODE_LOST
+    assert interruption.evidence[0].rule == "node_agent.heartbeat_silence"
+    assert silent.status == "silent" and silent.last_seq == 7
+    detect_s = arrived - last_beat
+    print(f"\nsilence reported {detect_s:.1f} s after the last heartbeat (threshold 2 s)")
+    assert detect_s < 2.0 + 3.0
+
+
+async def test_with_the_collector_gone_the_workflow_watches_silence_itself(
+    temporal_client: Client,
+) -> None:
+    config, report = make_config(), Reported()
+    node = "gpu-m"
+    workflow_id = node_health_workflow_id(config.cluster.name, node)
+    async with worker(temporal_client, config, node, report):
+        async with collector(temporal_client, config) as made:
+            out = agent_out(temporal_client, config, made, node)
+            for seq in range(3):
+                await out.heartbeat(beat(node, seq))
+                await asyncio.sleep(0.3)
+        # the collector is gone (its process died): the agent keeps heartbeating
+        for seq in range(3, 12):
+            await out.heartbeat(beat(node, seq))
+            await asyncio.sleep(0.4)
+        assert report.calls == []  # the collector's death did not look like the node's
+        state = await health(temporal_client, workflow_id)
+        assert out.fell_back > 0 and not state.watched_by_collector
+        await report.wait(timeout=15)  # the node dies too: the workflow's own timer
+        out.close()
+    assert report.calls[0][1].fault_hint is FaultClass.NODE_LOST
