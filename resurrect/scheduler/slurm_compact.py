@@ -53,6 +53,7 @@ JOB_FIELDS: tuple[str, ...] = (
     "exit_code",
     "StartTime",
     "EndTime",
+    "SubmitTime",
 )
 
 # Owner-written fields, read one per command for one job: JobInfo field -> squeue argv tail.
@@ -154,6 +155,7 @@ class JobRow:
     exit_code: str
     start_time: int | None
     end_time: int | None
+    submit_time: int | None = None
 
     @property
     def query_id(self) -> str:
@@ -181,6 +183,7 @@ class JobRow:
             "exit_code": _wait_status(self.exit_code),
             "start_time": self.start_time or 0,
             "end_time": self.end_time or 0,
+            "submit_time": self.submit_time or 0,
         }
 
 
@@ -260,6 +263,7 @@ def parse_job_row(line: str) -> JobRow:
         exit_code=f["exit_code"],
         start_time=_time(f["StartTime"]),
         end_time=_time(f["EndTime"]),
+        submit_time=_time(f["SubmitTime"]),
     )
 
 

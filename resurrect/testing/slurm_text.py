@@ -83,6 +83,7 @@ def job_fields(job: JsonObj) -> dict[str, str]:
         "BatchFlag": "1" if job.get("batch_flag", True) else "0",
         "exit_code": _exit(job.get("exit_code")),
         "StartTime": _time(job.get("start_time")),
+        "SubmitTime": _time(job.get("submit_time")),
         "EndTime": _time(job.get("end_time")),
     }
 

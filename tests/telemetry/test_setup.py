@@ -134,6 +134,12 @@ server.start()
 try:
     async def main():
         client = await Client.connect(server.address)
+        for _ in range(60):  # a loaded machine: the frontend may need a moment to be healthy
+            try:
+                await client.count_workflows()
+                return
+            except Exception:
+                await asyncio.sleep(0.5)
         await client.count_workflows()
     asyncio.run(main())
     deadline = time.monotonic() + 20  # the forwarder drains every second (slower under load)
