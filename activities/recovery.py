@@ -35,7 +35,7 @@ from resurrect.contracts import (
 from resurrect.errors import JobNotFound, SchedulerError
 from resurrect.log_reading import Budget, read_tail
 from resurrect.node_health_contracts import HEALTH_QUERY, NodeHealth, node_health_workflow_id
-from resurrect.planning import (
+from resurrect.plans.decide import (
     INDEPENDENT_SOURCES,
     SECOND_OPINION_CLASSES,
     evidence_source,

@@ -51,7 +51,7 @@ async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
         f" [{ctx.incident_id}]"
     )
     result = StepResult()
-    for name in ctx.plan.drain_nodes:
+    for name in ctx.decision.drain_nodes:
         if name not in ours and in_use >= budget:
             result.notes.append(
                 f"not draining {name}: blast-radius budget of {budget} drained nodes reached"
@@ -170,7 +170,7 @@ async def requeue_job(ctx: StepContext, params: None) -> StepResult:
     (state CANCELLED, also while resurrect held it pending) is left cancelled.
     """
     job_id = ctx.job.job_id
-    exclude = list(dict.fromkeys([*ctx.plan.exclude_nodes, *ctx.state.drained_nodes]))
+    exclude = list(dict.fromkeys([*ctx.decision.exclude_nodes, *ctx.state.drained_nodes]))
     shown = ", ".join(exclude) or "no nodes"
     try:
         job = await ctx.scheduler.get_job(job_id)
@@ -280,7 +280,7 @@ def _append_json_line(path: Path, record: dict[str, object]) -> None:
 @step("recovery.notify", mutating=False)
 async def notify(ctx: StepContext, params: NotifyParams) -> StepResult:
     """Tell people: a log line and a JSON line in ``<state_dir>/notifications.jsonl``."""
-    message = params.message or "; ".join(ctx.plan.reasons)
+    message = params.message or "; ".join(ctx.decision.reasons)
     record: dict[str, object] = {
         "time": datetime.now(UTC).isoformat(),
         "severity": params.severity,

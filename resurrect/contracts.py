@@ -14,7 +14,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 
 class Contract(BaseModel):
@@ -92,7 +92,7 @@ EvidenceRole = Literal["root", "cascade", "diagnostic"]
 # Who vouches for a piece of evidence. ``job_output``: lines the job printed (its owner
 # controls every byte); ``node_agent``: the node's kernel log, NVML, heartbeats;
 # ``scheduler``: Slurm's job and node states; ``sensor``: a report whose origin is neither.
-# Unset: derived from the kind (see resurrect.planning.evidence_source).
+# Unset: derived from the kind (see resurrect.plans.decide.evidence_source).
 EvidenceSource = Literal["job_output", "node_agent", "scheduler", "sensor"]
 
 
@@ -337,8 +337,12 @@ def recovery_workflow_id(cluster: str, job_id: str, restart_count: int) -> str:
     return f"recover/{cluster}/{job_id}/{restart_count}"
 
 
-class RecoveryPlan(Contract):
-    """What the recovery will do, decided from the diagnosis and the job's policy."""
+class RecoveryDecision(Contract):
+    """What this recovery will do, decided from the diagnosis, the job's policy and budget.
+
+    Per incident (``resurrect.plans.decide``); not to be confused with the YAML recovery
+    plans (``resurrect.plans``), whose steps carry the decision out.
+    """
 
     action: RecoveryAction
     drain_nodes: list[str] = Field(default_factory=list)
@@ -445,7 +449,8 @@ class StepInput(Contract):
     dry_run: bool
     bundle: EvidenceBundle
     diagnosis: Diagnosis
-    plan: RecoveryPlan
+    # "plan" until 0.x: a step scheduled by an older worker still reads on a newer one.
+    decision: RecoveryDecision = Field(validation_alias=AliasChoices("decision", "plan"))
     state: IncidentState = Field(default_factory=IncidentState)
     # Set when the plan gave the step no heartbeat timeout: the worker then heartbeats for
     # it, so a crashed worker is noticed within this many seconds.

@@ -28,7 +28,7 @@ from resurrect.contracts import (
     IncidentState,
     JobInfo,
     NodeInfo,
-    RecoveryPlan,
+    RecoveryDecision,
     StepInput,
     StepResult,
 )
@@ -48,7 +48,7 @@ __all__ = [
     "NodeInfo",
     "PermanentStepError",
     "Plugin",
-    "RecoveryPlan",
+    "RecoveryDecision",
     "Scheduler",
     "StepContext",
     "StepError",

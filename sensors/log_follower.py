@@ -29,7 +29,7 @@ from resurrect.contracts import Evidence, FaultClass, Interruption, JobInfo, Job
 from resurrect.errors import JobFileRefused, SchedulerError
 from resurrect.job_notes import JobNotes
 from resurrect.log_reading import count_lines, next_data, open_job_file, read_data
-from resurrect.planning import match_job_nodes
+from resurrect.plans.decide import match_job_nodes
 from resurrect.policy import resolve_job_policy
 from resurrect.progress.tracker import ProgressTracker
 from resurrect.progress.watch import HangReport, ProgressWatch, straggler_evidence

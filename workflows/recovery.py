@@ -34,14 +34,12 @@ with workflow.unsafe.imports_passed_through():
         Interruption,
         RecoveryAction,
         RecoveryOutcome,
-        RecoveryPlan,
         StepInput,
         StepResult,
     )
     from resurrect.errors import non_retryable_error_types
-    from resurrect.planning import plan_recovery
+    from resurrect.plans.decide import decide
     from resurrect.plans.models import ResolvedPlan, ResolvedStep
-    from resurrect.plans.selection import select_plan
     from resurrect.temporal import search_attributes as sa
     from resurrect.workflows.names import (
         PHASE_QUERY,
@@ -213,41 +211,6 @@ class RecoveryWorkflow:
             }
         )
 
-    def _choose(
-        self,
-        plans: list[ResolvedPlan],
-        diagnosis: Diagnosis,
-        bundle: EvidenceBundle,
-        charged: int,
-    ) -> tuple[RecoveryPlan, ResolvedPlan | None]:
-        trust_job_output = not workflow.patched(SECOND_SOURCE_PATCH)
-        draft = plan_recovery(
-            diagnosis,
-            bundle.job,
-            bundle.policy,
-            charged_restarts=charged,
-            nodes=bundle.nodes,
-            trust_job_output=trust_job_output,
-        )
-        chosen = select_plan(plans, diagnosis, draft.action, bundle.job, bundle.mode)
-        if (
-            chosen is not None
-            and chosen.counts_against_budget is not None
-            and chosen.counts_against_budget != draft.counts_against_budget
-            and draft.requeue
-        ):
-            draft = plan_recovery(
-                diagnosis,
-                bundle.job,
-                bundle.policy,
-                charged_restarts=charged,
-                counts_against_budget=chosen.counts_against_budget,
-                nodes=bundle.nodes,
-                trust_job_output=trust_job_output,
-            )
-            chosen = select_plan(plans, diagnosis, draft.action, bundle.job, bundle.mode)
-        return draft, chosen
-
     # ------------------------------------------------------------------ the recovery
     @workflow.run
     async def run(self, interruption: Interruption) -> RecoveryOutcome:
@@ -305,12 +268,18 @@ class RecoveryWorkflow:
         plans = await self._evidence_call(
             Activity.RECOVERY_PLANS, None, list[ResolvedPlan], timeout_s=30
         )
-        draft, chosen = self._choose(plans, diagnosis, bundle, charged)
-        self._notes.extend(draft.reasons)
+        choice = decide(
+            bundle,
+            diagnosis,
+            plans,
+            charged,
+            trust_job_output=not workflow.patched(SECOND_SOURCE_PATCH),
+        )
+        draft, chosen = choice.decision, choice.plan
+        self._notes.extend(choice.notes)
         nodes = sorted(set(interruption.nodes) | set(bundle.job.nodes) | set(draft.drain_nodes))
         workflow.upsert_search_attributes([sa.NODES.value_set(nodes)])
         if chosen is None:
-            self._notes.append(f"no recovery plan matches action {draft.action.value}")
             return self._outcome(
                 interruption,
                 outcome="no_plan",
@@ -319,7 +288,6 @@ class RecoveryWorkflow:
                 action=draft.action,
             )
         self._plan_name = chosen.name
-        self._notes.append(f"plan '{chosen.name}' ({chosen.source})")
         self._state = IncidentState(excluded_nodes=list(draft.exclude_nodes))
 
         # 4. run the plan's steps in order
@@ -334,7 +302,7 @@ class RecoveryWorkflow:
                 dry_run=dry_run,
                 bundle=bundle,
                 diagnosis=diagnosis,
-                plan=draft,
+                decision=draft,
                 state=self._state,
                 liveness_s=None if step.heartbeat_s else WORKER_LIVENESS_S,
             )
