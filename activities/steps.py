@@ -20,7 +20,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from resurrect.contracts import CheckpointVerdict, JobInfo, JobState, StepResult
+from resurrect.contracts import (
+    CheckpointVerdict,
+    JobInfo,
+    JobState,
+    RecoveryOutcomeKind,
+    StepResult,
+)
 from resurrect.errors import (
     JobCancelled,
     JobNotFound,
@@ -136,7 +142,7 @@ async def verify_checkpoint(ctx: StepContext, params: VerifyParams) -> StepResul
         and not ctx.input.bundle.policy.allow_restart_from_scratch
     ):
         result.stop_recovery = True
-        result.outcome = "stopped_no_checkpoint"
+        result.outcome = RecoveryOutcomeKind.STOPPED_NO_CHECKPOINT
         result.notes.append(
             "no intact checkpoint and the job does not allow a restart from scratch"
         )
@@ -183,7 +189,7 @@ async def requeue_job(ctx: StepContext, params: None) -> StepResult:
         return StepResult(
             detail=f"job {job_id} completed on its own: not requeued",
             stop_recovery=True,
-            outcome="job_completed",
+            outcome=RecoveryOutcomeKind.JOB_COMPLETED,
         )
     if _already_requeued(job, failed_attempt, exclude):
         return StepResult(
@@ -213,7 +219,7 @@ def _cancelled(job_id: str, why: str) -> StepResult:
             f"{': ' + why if why else ''}); a cancelled job is never requeued"
         ],
         stop_recovery=True,
-        outcome="cancelled_during_recovery",
+        outcome=RecoveryOutcomeKind.CANCELLED_DURING_RECOVERY,
     )
 
 

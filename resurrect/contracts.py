@@ -371,6 +371,25 @@ class CheckpointVerdict(Contract):
     note: str = ""
 
 
+class RecoveryOutcomeKind(StrEnum):
+    """How a recovery ended: ``RecoveryOutcome.outcome`` and the ``ResurrectOutcome`` search
+    attribute. Every value is documented in docs/architecture.md ("Outcomes")."""
+
+    RECOVERED = "recovered"  # requeued, and the job runs again
+    REQUEUED_NOT_RUNNING = "requeued_not_running"  # requeued; not running within the wait
+    NOT_REQUEUED = "not_requeued"  # the plan ran but nothing requeued the job
+    OBSERVED = "observed"  # observe mode: nothing changed; ``would_have`` says what act would
+    STOPPED = "stopped"  # decided to stop (application fault, budget spent) or a step stopped
+    NOTHING_TO_DO = "nothing_to_do"  # a person cancelled the job
+    NO_PLAN = "no_plan"  # no recovery plan matches the decided action
+    FAILED = "failed"  # a step with ``on_failure: stop`` failed
+    JOB_UNKNOWN = "job_unknown"  # the evidence could not be gathered (no such job, ...)
+    REFUSED_NOT_OPTED_IN = "refused_not_opted_in"  # the job's policy does not opt it in
+    STOPPED_NO_CHECKPOINT = "stopped_no_checkpoint"  # no checkpoint verified (the policy asks)
+    JOB_COMPLETED = "job_completed"  # the job had finished by the time of the requeue
+    CANCELLED_DURING_RECOVERY = "cancelled_during_recovery"  # cancelled while recovering
+
+
 class RecoveryOutcome(Contract):
     """The result of one RecoveryWorkflow: what was decided, what was done, how it ended."""
 
@@ -382,7 +401,7 @@ class RecoveryOutcome(Contract):
     fault_class: FaultClass
     action: RecoveryAction
     recovered: bool
-    outcome: str  # "recovered", "observed", "stopped", "budget_exhausted", "failed", ...
+    outcome: RecoveryOutcomeKind
     drained_nodes: list[str] = Field(default_factory=list)
     excluded_nodes: list[str] = Field(default_factory=list)
     requeued: bool = False
@@ -470,5 +489,5 @@ class StepResult(Contract):
     running_again: bool | None = None
     checkpoint: CheckpointVerdict | None = None
     stop_recovery: bool = False  # end the recovery after this step
-    outcome: str | None = None  # the outcome to report when stopping
+    outcome: RecoveryOutcomeKind | None = None  # the outcome to report when stopping
     data: dict[str, Any] = Field(default_factory=dict)

@@ -29,6 +29,7 @@ from resurrect.contracts import (
     JobInfo,
     NodeInfo,
     RecoveryDecision,
+    RecoveryOutcomeKind,
     StepInput,
     StepResult,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "PermanentStepError",
     "Plugin",
     "RecoveryDecision",
+    "RecoveryOutcomeKind",
     "Scheduler",
     "StepContext",
     "StepError",
