@@ -46,8 +46,8 @@ from resurrect.plans.models import ResolvedPlan
 from resurrect.policy import resolve_job_policy
 from resurrect.rules import RuleEngine, load_engine
 from resurrect.rules import attribute as attribute_evidence
+from resurrect.rules.scheduler_evidence import combine, scheduler_diagnosis, scheduler_evidence
 from resurrect.scheduler.base import Scheduler
-from resurrect.scheduler_evidence import combine, scheduler_diagnosis, scheduler_evidence
 from resurrect.workflows.names import Activity
 
 log = logging.getLogger(__name__)

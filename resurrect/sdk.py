@@ -34,8 +34,8 @@ from resurrect.contracts import (
     StepResult,
 )
 from resurrect.errors import PermanentStepError, StepError, TransientStepError
-from resurrect.plugins import Plugin
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX, Scheduler
+from resurrect.steps.plugins import Plugin
 from resurrect.steps.runtime import StepContext, step
 from resurrect.testing.fake_scheduler import FakeScheduler
 from resurrect.testing.steps import make_step_input, run_step

@@ -19,10 +19,9 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Protocol
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import Evidence, FaultClass, Interruption, JobInfo, JobState, SignalKind
@@ -33,14 +32,15 @@ from resurrect.plans.decide import match_job_nodes
 from resurrect.policy import resolve_job_policy
 from resurrect.progress.tracker import ProgressTracker
 from resurrect.progress.watch import HangReport, ProgressWatch, straggler_evidence
+from resurrect.rules.engine import LineScanner
 from resurrect.scheduler.base import Scheduler
 from resurrect.sensors.checkpoint_progress import CheckpointProgress
+from resurrect.sensors.report import ReportInterruption
 from resurrect.stacks.collect import LocalRanks, RankAccess
 from resurrect.telemetry.record import record_follower_read
 
 log = logging.getLogger(__name__)
 
-Reporter = Callable[[Interruption], Awaitable[object]]
 RankAccessFactory = Callable[[JobInfo], RankAccess]
 
 
@@ -62,18 +62,6 @@ MAX_REMEMBERED_JOBS = 10_000  # per-job memory across attempts is bounded
 INTERRUPTING_CLASSES = frozenset(
     {FaultClass.GPU_HARDWARE, FaultClass.NETWORK_FABRIC, FaultClass.NODE_LOST}
 )
-
-
-class LineScanner(Protocol):
-    def scan_line(
-        self,
-        text: str | bytes,
-        *,
-        kind: SignalKind = ...,
-        file: str | None = ...,
-        line: int | None = ...,
-        host: str | None = ...,
-    ) -> list[Evidence]: ...
 
 
 @dataclass
@@ -188,7 +176,7 @@ class JobLogFollower:
         scheduler: Scheduler,
         config: ResurrectConfig,
         engine: LineScanner,
-        report: Reporter,
+        report: ReportInterruption,
         *,
         interrupting: Iterable[FaultClass] = INTERRUPTING_CLASSES,
         rank_access: RankAccessFactory = local_ranks,
