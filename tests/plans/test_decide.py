@@ -1,14 +1,11 @@
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from resurrect.contracts import (
     DEFAULT_ACTION,
     Diagnosis,
     Evidence,
     EvidenceBundle,
     FaultClass,
-    Interruption,
     JobInfo,
     JobPolicy,
     JobState,
@@ -24,6 +21,7 @@ from resurrect.plans.decide import (
     restart_action,
 )
 from resurrect.plans.models import ResolvedPlan, WhenSpec
+from resurrect.testing.steps import make_step_input
 
 JOB = JobInfo(job_id="1", state=JobState.FAILED, nodes=["gpu-1", "gpu-2"], excluded_nodes=["gpu-9"])
 POLICY = JobPolicy(max_restarts=2)
@@ -176,24 +174,10 @@ def plan(name: str, *, actions: list[RecoveryAction], counts: bool | None = None
     )
 
 
-def bundle(policy: JobPolicy = POLICY) -> EvidenceBundle:
-    report = Interruption(
-        cluster="c",
-        job_id="1",
-        restart_count=0,
-        source="test",
-        reason="x",
-        observed_at=datetime(2026, 1, 1, tzinfo=UTC),
-    )
-    return EvidenceBundle(
-        interruption=report,
-        job=JOB,
-        policy=policy,
-        policy_source="test",
-        mode="act",
-        wait_running_timeout_s=1,
-        activity_timeout_s=1,
-    )
+def bundle() -> EvidenceBundle:
+    """The incident of the step tests, for JOB under POLICY."""
+    incident = make_step_input("recovery.requeue", job=JOB).bundle
+    return incident.model_copy(update={"policy": POLICY})
 
 
 STOP_PLAN = plan("stop", actions=[RecoveryAction.STOP])
