@@ -14,7 +14,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 
 class Contract(BaseModel):
@@ -337,6 +337,10 @@ def recovery_workflow_id(cluster: str, job_id: str, restart_count: int) -> str:
     return f"recover/{cluster}/{job_id}/{restart_count}"
 
 
+# Fields of the decision removed in 0.x that steps scheduled by older workers still carry.
+RETIRED_DECISION_FIELDS = frozenset({"cancel_running_job", "verify_checkpoint"})
+
+
 class RecoveryDecision(Contract):
     """What this recovery will do, decided from the diagnosis, the job's policy and budget.
 
@@ -350,6 +354,15 @@ class RecoveryDecision(Contract):
     requeue: bool = False
     counts_against_budget: bool = True
     reasons: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_retired_fields(cls, data: Any) -> Any:
+        """A step scheduled before 0.x's clean-up carries two fields nothing ever read:
+        accept them (the step runs as it would have), keep refusing anything else."""
+        if isinstance(data, dict) and RETIRED_DECISION_FIELDS & data.keys():
+            return {k: v for k, v in data.items() if k not in RETIRED_DECISION_FIELDS}
+        return data
 
 
 class CheckpointCandidate(Contract):
