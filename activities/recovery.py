@@ -35,7 +35,7 @@ from resurrect.contracts import (
 from resurrect.errors import JobNotFound, SchedulerError
 from resurrect.log_reading import Budget, read_tail
 from resurrect.node_health_contracts import HEALTH_QUERY, NodeHealth, node_health_workflow_id
-from resurrect.planning import (
+from resurrect.plans.decide import (
     INDEPENDENT_SOURCES,
     SECOND_OPINION_CLASSES,
     evidence_source,
@@ -46,9 +46,9 @@ from resurrect.plans.models import ResolvedPlan
 from resurrect.policy import resolve_job_policy
 from resurrect.rules import RuleEngine, load_engine
 from resurrect.rules import attribute as attribute_evidence
+from resurrect.rules.scheduler_evidence import combine, scheduler_diagnosis, scheduler_evidence
 from resurrect.scheduler.base import Scheduler
 from resurrect.scheduler.view import nodes_named
-from resurrect.scheduler_evidence import combine, scheduler_diagnosis, scheduler_evidence
 from resurrect.workflows.names import Activity
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from resurrect.contracts import CheckpointVerdict, JobInfo, JobState, StepResult
+from resurrect.contracts import (
+    CheckpointVerdict,
+    JobInfo,
+    JobState,
+    RecoveryOutcomeKind,
+    StepResult,
+)
 from resurrect.errors import (
     JobCancelled,
     JobNotFound,
@@ -52,7 +58,7 @@ async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
         f" [{ctx.incident_id}]"
     )
     result = StepResult()
-    for name in ctx.plan.drain_nodes:
+    for name in ctx.decision.drain_nodes:
         if name not in ours and in_use >= budget:
             result.notes.append(
                 f"not draining {name}: blast-radius budget of {budget} drained nodes reached"
@@ -137,7 +143,7 @@ async def verify_checkpoint(ctx: StepContext, params: VerifyParams) -> StepResul
         and not ctx.input.bundle.policy.allow_restart_from_scratch
     ):
         result.stop_recovery = True
-        result.outcome = "stopped_no_checkpoint"
+        result.outcome = RecoveryOutcomeKind.STOPPED_NO_CHECKPOINT
         result.notes.append(
             "no intact checkpoint and the job does not allow a restart from scratch"
         )
@@ -171,7 +177,7 @@ async def requeue_job(ctx: StepContext, params: None) -> StepResult:
     (state CANCELLED, also while resurrect held it pending) is left cancelled.
     """
     job_id = ctx.job.job_id
-    exclude = list(dict.fromkeys([*ctx.plan.exclude_nodes, *ctx.state.drained_nodes]))
+    exclude = list(dict.fromkeys([*ctx.decision.exclude_nodes, *ctx.state.drained_nodes]))
     shown = ", ".join(exclude) or "no nodes"
     try:
         job = await ctx.scheduler.get_job(job_id)
@@ -184,7 +190,7 @@ async def requeue_job(ctx: StepContext, params: None) -> StepResult:
         return StepResult(
             detail=f"job {job_id} completed on its own: not requeued",
             stop_recovery=True,
-            outcome="job_completed",
+            outcome=RecoveryOutcomeKind.JOB_COMPLETED,
         )
     if _already_requeued(job, failed_attempt, exclude):
         return StepResult(
@@ -214,7 +220,7 @@ def _cancelled(job_id: str, why: str) -> StepResult:
             f"{': ' + why if why else ''}); a cancelled job is never requeued"
         ],
         stop_recovery=True,
-        outcome="cancelled_during_recovery",
+        outcome=RecoveryOutcomeKind.CANCELLED_DURING_RECOVERY,
     )
 
 
@@ -281,7 +287,7 @@ def _append_json_line(path: Path, record: dict[str, object]) -> None:
 @step("recovery.notify", mutating=False)
 async def notify(ctx: StepContext, params: NotifyParams) -> StepResult:
     """Tell people: a log line and a JSON line in ``<state_dir>/notifications.jsonl``."""
-    message = params.message or "; ".join(ctx.plan.reasons)
+    message = params.message or "; ".join(ctx.decision.reasons)
     record: dict[str, object] = {
         "time": datetime.now(UTC).isoformat(),
         "severity": params.severity,

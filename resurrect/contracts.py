@@ -14,7 +14,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 
 class Contract(BaseModel):
@@ -92,7 +92,7 @@ EvidenceRole = Literal["root", "cascade", "diagnostic"]
 # Who vouches for a piece of evidence. ``job_output``: lines the job printed (its owner
 # controls every byte); ``node_agent``: the node's kernel log, NVML, heartbeats;
 # ``scheduler``: Slurm's job and node states; ``sensor``: a report whose origin is neither.
-# Unset: derived from the kind (see resurrect.planning.evidence_source).
+# Unset: derived from the kind (see resurrect.plans.decide.evidence_source).
 EvidenceSource = Literal["job_output", "node_agent", "scheduler", "sensor"]
 
 
@@ -337,8 +337,16 @@ def recovery_workflow_id(cluster: str, job_id: str, restart_count: int) -> str:
     return f"recover/{cluster}/{job_id}/{restart_count}"
 
 
-class RecoveryPlan(Contract):
-    """What the recovery will do, decided from the diagnosis and the job's policy."""
+# Fields of the decision removed in 0.x that steps scheduled by older workers still carry.
+RETIRED_DECISION_FIELDS = frozenset({"cancel_running_job", "verify_checkpoint"})
+
+
+class RecoveryDecision(Contract):
+    """What this recovery will do, decided from the diagnosis, the job's policy and budget.
+
+    Per incident (``resurrect.plans.decide``); not to be confused with the YAML recovery
+    plans (``resurrect.plans``), whose steps carry the decision out.
+    """
 
     action: RecoveryAction
     drain_nodes: list[str] = Field(default_factory=list)
@@ -346,6 +354,15 @@ class RecoveryPlan(Contract):
     requeue: bool = False
     counts_against_budget: bool = True
     reasons: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_retired_fields(cls, data: Any) -> Any:
+        """A step scheduled before 0.x's clean-up carries two fields nothing ever read:
+        accept them (the step runs as it would have), keep refusing anything else."""
+        if isinstance(data, dict) and RETIRED_DECISION_FIELDS & data.keys():
+            return {k: v for k, v in data.items() if k not in RETIRED_DECISION_FIELDS}
+        return data
 
 
 class CheckpointCandidate(Contract):
@@ -367,6 +384,25 @@ class CheckpointVerdict(Contract):
     note: str = ""
 
 
+class RecoveryOutcomeKind(StrEnum):
+    """How a recovery ended: ``RecoveryOutcome.outcome`` and the ``ResurrectOutcome`` search
+    attribute. Every value is documented in docs/architecture.md ("Outcomes")."""
+
+    RECOVERED = "recovered"  # requeued, and the job runs again
+    REQUEUED_NOT_RUNNING = "requeued_not_running"  # requeued; not running within the wait
+    NOT_REQUEUED = "not_requeued"  # the plan ran but nothing requeued the job
+    OBSERVED = "observed"  # observe mode: nothing changed; ``would_have`` says what act would
+    STOPPED = "stopped"  # decided to stop (application fault, budget spent) or a step stopped
+    NOTHING_TO_DO = "nothing_to_do"  # a person cancelled the job
+    NO_PLAN = "no_plan"  # no recovery plan matches the decided action
+    FAILED = "failed"  # a step with ``on_failure: stop`` failed
+    JOB_UNKNOWN = "job_unknown"  # the evidence could not be gathered (no such job, ...)
+    REFUSED_NOT_OPTED_IN = "refused_not_opted_in"  # the job's policy does not opt it in
+    STOPPED_NO_CHECKPOINT = "stopped_no_checkpoint"  # no checkpoint verified (the policy asks)
+    JOB_COMPLETED = "job_completed"  # the job had finished by the time of the requeue
+    CANCELLED_DURING_RECOVERY = "cancelled_during_recovery"  # cancelled while recovering
+
+
 class RecoveryOutcome(Contract):
     """The result of one RecoveryWorkflow: what was decided, what was done, how it ended."""
 
@@ -378,7 +414,7 @@ class RecoveryOutcome(Contract):
     fault_class: FaultClass
     action: RecoveryAction
     recovered: bool
-    outcome: str  # "recovered", "observed", "stopped", "budget_exhausted", "failed", ...
+    outcome: RecoveryOutcomeKind
     drained_nodes: list[str] = Field(default_factory=list)
     excluded_nodes: list[str] = Field(default_factory=list)
     requeued: bool = False
@@ -445,7 +481,8 @@ class StepInput(Contract):
     dry_run: bool
     bundle: EvidenceBundle
     diagnosis: Diagnosis
-    plan: RecoveryPlan
+    # "plan" until 0.x: a step scheduled by an older worker still reads on a newer one.
+    decision: RecoveryDecision = Field(validation_alias=AliasChoices("decision", "plan"))
     state: IncidentState = Field(default_factory=IncidentState)
     # Set when the plan gave the step no heartbeat timeout: the worker then heartbeats for
     # it, so a crashed worker is noticed within this many seconds.
@@ -465,5 +502,5 @@ class StepResult(Contract):
     running_again: bool | None = None
     checkpoint: CheckpointVerdict | None = None
     stop_recovery: bool = False  # end the recovery after this step
-    outcome: str | None = None  # the outcome to report when stopping
+    outcome: RecoveryOutcomeKind | None = None  # the outcome to report when stopping
     data: dict[str, Any] = Field(default_factory=dict)

@@ -28,13 +28,14 @@ from resurrect.contracts import (
     IncidentState,
     JobInfo,
     NodeInfo,
-    RecoveryPlan,
+    RecoveryDecision,
+    RecoveryOutcomeKind,
     StepInput,
     StepResult,
 )
 from resurrect.errors import PermanentStepError, StepError, TransientStepError
-from resurrect.plugins import Plugin
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX, Scheduler
+from resurrect.steps.plugins import Plugin
 from resurrect.steps.runtime import StepContext, step
 from resurrect.testing.fake_scheduler import FakeScheduler
 from resurrect.testing.steps import make_step_input, run_step
@@ -48,7 +49,8 @@ __all__ = [
     "NodeInfo",
     "PermanentStepError",
     "Plugin",
-    "RecoveryPlan",
+    "RecoveryDecision",
+    "RecoveryOutcomeKind",
     "Scheduler",
     "StepContext",
     "StepError",

@@ -23,31 +23,31 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Protocol
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import Evidence, FaultClass, Interruption, JobInfo, JobState, SignalKind
 from resurrect.errors import JobFileRefused, SchedulerError
 from resurrect.job_notes import JobNotes
 from resurrect.log_reading import count_lines, next_data, open_job_file, read_data
-from resurrect.planning import match_job_nodes
+from resurrect.plans.decide import match_job_nodes
 from resurrect.policy import resolve_job_policy
 from resurrect.progress.tracker import ProgressTracker
 from resurrect.progress.watch import HangReport, ProgressWatch, straggler_evidence
+from resurrect.rules.engine import LineScanner
 from resurrect.scheduler.base import Scheduler
 from resurrect.scheduler.view import active_jobs
 from resurrect.sensors.checkpoint_progress import CheckpointProgress
 from resurrect.sensors.open_file_budget import open_files
 from resurrect.sensors.poll_schedule import AdaptiveSchedule
+from resurrect.sensors.report import ReportInterruption
 from resurrect.stacks.collect import LocalRanks, RankAccess
 from resurrect.telemetry.record import record_follower_read
 
 log = logging.getLogger(__name__)
 
-Reporter = Callable[[Interruption], Awaitable[object]]
 RankAccessFactory = Callable[[JobInfo], RankAccess]
 
 
@@ -69,18 +69,6 @@ MAX_REMEMBERED_JOBS = 10_000  # per-job memory across attempts is bounded
 INTERRUPTING_CLASSES = frozenset(
     {FaultClass.GPU_HARDWARE, FaultClass.NETWORK_FABRIC, FaultClass.NODE_LOST}
 )
-
-
-class LineScanner(Protocol):
-    def scan_line(
-        self,
-        text: str | bytes,
-        *,
-        kind: SignalKind = ...,
-        file: str | None = ...,
-        line: int | None = ...,
-        host: str | None = ...,
-    ) -> list[Evidence]: ...
 
 
 @dataclass
@@ -232,7 +220,7 @@ class JobLogFollower:
         scheduler: Scheduler,
         config: ResurrectConfig,
         engine: LineScanner,
-        report: Reporter,
+        report: ReportInterruption,
         *,
         interrupting: Iterable[FaultClass] = INTERRUPTING_CLASSES,
         rank_access: RankAccessFactory = local_ranks,

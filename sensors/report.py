@@ -9,6 +9,7 @@ evidence), and a recovery that already finished is never started again for the s
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from opentelemetry import trace
@@ -27,6 +28,10 @@ from resurrect.temporal import search_attributes as sa
 from resurrect.workflows.names import RECOVERY_WORKFLOW, REPORT_SIGNAL
 
 log = logging.getLogger(__name__)
+
+# How a sensor hands an interruption on (``report_interruption`` bound to a client, or a
+# test's recorder); the node agent's way out is another thing (``AgentReporter``).
+ReportInterruption = Callable[[Interruption], Awaitable[object]]
 tracer = trace.get_tracer("resurrect.sensors")
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from resurrect.config import ResurrectConfig
@@ -41,14 +40,14 @@ from resurrect.contracts import (
 from resurrect.errors import SchedulerError
 from resurrect.job_notes import JobNotes
 from resurrect.policy import PolicyResolution, resolve_job_policy
+from resurrect.rules.scheduler_evidence import STATE_CLASS
 from resurrect.scheduler.base import Scheduler
 from resurrect.scheduler.view import active_jobs, unhealthy_nodes
-from resurrect.scheduler_evidence import STATE_CLASS
+from resurrect.sensors.report import ReportInterruption
 from resurrect.telemetry.record import record_watcher_poll, track_drained_nodes
 
 log = logging.getLogger(__name__)
 
-Reporter = Callable[[Interruption], Awaitable[object]]
 
 MIN_POLL_GAP_S = 0.5
 
@@ -56,7 +55,9 @@ MIN_POLL_GAP_S = 0.5
 class SlurmWatcher:
     """Polls the scheduler and reports interruptions of opted-in jobs."""
 
-    def __init__(self, scheduler: Scheduler, config: ResurrectConfig, report: Reporter) -> None:
+    def __init__(
+        self, scheduler: Scheduler, config: ResurrectConfig, report: ReportInterruption
+    ) -> None:
         self.scheduler = scheduler
         self.config = config
         self.report = report

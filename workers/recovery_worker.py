@@ -27,8 +27,8 @@ from resurrect.activities.steps import builtin_steps
 from resurrect.config import ResurrectConfig
 from resurrect.plans.loader import check_plans, load_plans
 from resurrect.plans.models import ResolvedPlan
-from resurrect.plugins import Plugin, discover, params_registry, step_registry
 from resurrect.scheduler.base import Scheduler
+from resurrect.steps.plugins import Plugin, discover, params_registry, step_registry
 from resurrect.steps.runtime import StepFn, StepRuntime, make_activity
 from resurrect.telemetry.interceptor import TelemetryInterceptor
 from resurrect.workflows.recovery import RecoveryWorkflow

@@ -1,8 +1,11 @@
 """RecoveryWorkflow: one per interrupted job attempt.
 
-gather evidence -> attribute -> plan -> run the chosen recovery plan's steps (by default:
-drain implicated nodes -> verify checkpoint -> requeue excluding them -> wait until the job
-runs again) -> outcome.
+Five phases, one method each, in the order ``run`` calls them: 1. gather evidence
+(``_gather_evidence``, then ``_refuse`` a job that is not opted in) -> 2. attribute
+(``_attribute``) -> 3. decide (``_decide``: one call of ``resurrect/plans/decide.py``) ->
+4. run the chosen recovery plan's steps (``_run_plan_steps``; by default: drain implicated
+nodes -> verify checkpoint -> requeue excluding them -> wait until the job runs again) ->
+5. outcome (``_final_outcome``, ``_outcome``: a :class:`RecoveryOutcomeKind`).
 
 The workflow decides and orders; every side effect is an activity called by name. Which
 steps run is data: the first recovery plan (``resurrect/plans``) whose rule matches the
@@ -15,6 +18,7 @@ the Temporal UI.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TypeVar
 
@@ -33,15 +37,17 @@ with workflow.unsafe.imports_passed_through():
         IncidentState,
         Interruption,
         RecoveryAction,
+        RecoveryDecision,
         RecoveryOutcome,
-        RecoveryPlan,
         StepInput,
         StepResult,
     )
+    from resurrect.contracts import (
+        RecoveryOutcomeKind as Kind,
+    )
     from resurrect.errors import non_retryable_error_types
-    from resurrect.planning import plan_recovery
+    from resurrect.plans.decide import Choice, decide
     from resurrect.plans.models import ResolvedPlan, ResolvedStep
-    from resurrect.plans.selection import select_plan
     from resurrect.temporal import search_attributes as sa
     from resurrect.workflows.names import (
         PHASE_QUERY,
@@ -80,6 +86,20 @@ class RecoveryWorkflowStatus(Contract):
     fault_class: str | None = None
     state: IncidentState = IncidentState()
     notes: list[str] = []
+
+
+@dataclass(frozen=True)
+class Incident:
+    """What the plan's steps work on: the report, the evidence, the diagnosis, the decision."""
+
+    interruption: Interruption
+    bundle: EvidenceBundle
+    diagnosis: Diagnosis
+    decision: RecoveryDecision
+
+    @property
+    def dry_run(self) -> bool:
+        return self.bundle.mode == "observe"
 
 
 def _phase_of(activity_name: str) -> str:
@@ -130,6 +150,7 @@ class RecoveryWorkflow:
         self._fault_class: str | None = None
         self._plan_name: str | None = None
         self._state = IncidentState()
+        self._would_have: list[str] = []  # observe mode: what the steps would have done
 
     # ------------------------------------------------------------------ signals/queries
     @workflow.signal(name=REPORT_SIGNAL)
@@ -177,19 +198,196 @@ class RecoveryWorkflow:
         )
         return result
 
+    # ------------------------------------------------------------------ the recovery
+    @workflow.run
+    async def run(self, interruption: Interruption) -> RecoveryOutcome:
+        self._notes.append(f"reported by {interruption.source}: {interruption.reason}")
+        bundle = await self._gather_evidence(interruption)
+        if bundle is None:
+            return self._outcome(Kind.JOB_UNKNOWN, interruption)
+        if self._refuse(interruption, bundle):
+            return self._outcome(Kind.REFUSED_NOT_OPTED_IN, interruption, bundle)
+        diagnosis = await self._attribute(interruption, bundle)
+        choice = await self._decide(interruption, bundle, diagnosis)
+        incident = Incident(interruption, bundle, diagnosis, choice.decision)
+        if choice.plan is None:
+            return self._outcome(Kind.NO_PLAN, interruption, bundle, diagnosis, choice.decision)
+        ended = await self._run_plan_steps(incident, choice.plan)
+        return self._outcome(
+            ended or self._final_outcome(incident),
+            interruption,
+            bundle,
+            diagnosis,
+            choice.decision,
+        )
+
+    # 1. gather evidence -------------------------------------------------------------------
+    async def _gather_evidence(self, interruption: Interruption) -> EvidenceBundle | None:
+        """The job, its nodes and policy as the scheduler shows them; None when unknown."""
+        self._set_phase("gathering_evidence")
+        try:
+            bundle = await self._evidence_call(
+                Activity.GATHER_EVIDENCE, interruption, EvidenceBundle, timeout_s=60
+            )
+        except ActivityError as err:
+            self._notes.append(f"cannot gather evidence: {_cause(err)}")
+            return None
+        self._notes.extend(bundle.policy_problems)
+        return bundle
+
+    def _refuse(self, interruption: Interruption, bundle: EvidenceBundle) -> bool:
+        """Whoever can start a workflow must not be able to have any job recovered: the
+        job's own policy (comment, partition, cluster default) decides, read now."""
+        if not workflow.patched(OPT_IN_PATCH) or bundle.opted_in:
+            return False
+        self._notes.append(
+            f"job {interruption.job_id} is not opted in (policy from"
+            f" {bundle.policy_source}): recovery refused, nothing was changed"
+        )
+        return True
+
+    # 2. attribute -------------------------------------------------------------------------
+    async def _attribute(self, interruption: Interruption, bundle: EvidenceBundle) -> Diagnosis:
+        """Log evidence + scheduler state + what other sensors reported -> one diagnosis."""
+        self._set_phase("attributing")
+        reported: list[Evidence] = []
+        for report in [interruption, *self._reported]:
+            for item in report.evidence:
+                if item not in reported:
+                    reported.append(item)
+        diagnosis = await self._evidence_call(
+            Activity.ATTRIBUTE,
+            AttributeRequest(bundle=bundle, reported=reported),
+            Diagnosis,
+            timeout_s=bundle.activity_timeout_s,
+            heartbeat_s=30,
+        )
+        self._fault_class = diagnosis.fault_class.value
+        workflow.upsert_search_attributes([sa.FAULT_CLASS.value_set(diagnosis.fault_class.value)])
+        return diagnosis
+
+    # 3. decide ----------------------------------------------------------------------------
+    async def _decide(
+        self, interruption: Interruption, bundle: EvidenceBundle, diagnosis: Diagnosis
+    ) -> Choice:
+        """The restart budget used so far and the plans, then one decision (plans/decide.py)."""
+        self._set_phase("planning")
+        charged = await self._evidence_call(
+            Activity.CHARGED_RESTARTS,
+            ChargedRestartsRequest(
+                cluster=interruption.cluster,
+                job_id=interruption.job_id,
+                current_workflow_id=workflow.info().workflow_id,
+            ),
+            int,
+            timeout_s=30,
+        )
+        plans = await self._evidence_call(
+            Activity.RECOVERY_PLANS, None, list[ResolvedPlan], timeout_s=30
+        )
+        choice = decide(
+            bundle,
+            diagnosis,
+            plans,
+            charged,
+            trust_job_output=not workflow.patched(SECOND_SOURCE_PATCH),
+        )
+        self._notes.extend(choice.notes)
+        drain = choice.decision.drain_nodes
+        nodes = sorted(set(interruption.nodes) | set(bundle.job.nodes) | set(drain))
+        workflow.upsert_search_attributes([sa.NODES.value_set(nodes)])
+        if choice.plan is not None:
+            self._plan_name = choice.plan.name
+            self._state = IncidentState(excluded_nodes=list(choice.decision.exclude_nodes))
+        return choice
+
+    # 4. run the plan's steps --------------------------------------------------------------
+    async def _run_plan_steps(self, incident: Incident, plan: ResolvedPlan) -> Kind | None:
+        """Run the plan's steps in order; the outcome when one ends the recovery early.
+
+        A check before the whole plan belongs at the top of this method; one before each
+        step belongs in the loop, before :meth:`_run_step` (which builds the step's input
+        and calls :meth:`_execute_step`).
+        """
+        for step in plan.steps:
+            self._set_phase(_phase_of(step.activity))
+            ended = await self._run_step(incident, step)
+            if ended is not None:
+                return ended
+        return None
+
+    async def _run_step(self, incident: Incident, step: ResolvedStep) -> Kind | None:
+        """One step: run it, fold its result into the incident; the outcome if it ends it."""
+        try:
+            result = await self._execute_step(step, self._step_input(incident, step))
+        except ActivityError as err:
+            self._notes.append(f"{step.activity} failed: {_cause(err)}")
+            return Kind.FAILED if step.on_failure == "stop" else None
+        self._state = _fold(self._state, result)
+        self._would_have.extend(result.would_have)
+        self._notes.extend(result.notes)
+        if result.detail:
+            self._notes.append(f"{step.activity}: {result.detail}")
+        if result.requeued and incident.decision.counts_against_budget and not incident.dry_run:
+            workflow.upsert_search_attributes([sa.BUDGET_CHARGED.value_set(True)])
+        if result.stop_recovery:
+            return result.outcome or Kind.STOPPED
+        if not result.ok and step.on_failure == "stop":
+            return Kind.FAILED
+        return None
+
+    def _step_input(self, incident: Incident, step: ResolvedStep) -> StepInput:
+        return StepInput(
+            workflow_id=workflow.info().workflow_id,
+            activity=step.activity,
+            params=step.params,
+            dry_run=incident.dry_run,
+            bundle=incident.bundle,
+            diagnosis=incident.diagnosis,
+            decision=incident.decision,
+            state=self._state,
+            liveness_s=None if step.heartbeat_s else WORKER_LIVENESS_S,
+        )
+
+    async def _execute_step(self, step: ResolvedStep, step_input: StepInput) -> StepResult:
+        result: StepResult = await workflow.execute_activity(
+            step.activity,
+            step_input,
+            result_type=StepResult,
+            start_to_close_timeout=timedelta(seconds=step.timeout_s),
+            schedule_to_close_timeout=timedelta(seconds=step.deadline_s),
+            heartbeat_timeout=timedelta(seconds=step.heartbeat_s or WORKER_LIVENESS_S),
+            retry_policy=_retry_policy(step),
+        )
+        return result
+
+    # 5. outcome ---------------------------------------------------------------------------
+    def _final_outcome(self, incident: Incident) -> Kind:
+        """How a recovery whose steps all ran ended."""
+        if incident.dry_run:
+            return Kind.OBSERVED
+        if incident.decision.action is RecoveryAction.STOP:
+            return Kind.STOPPED
+        if incident.decision.action is RecoveryAction.NONE:
+            return Kind.NOTHING_TO_DO
+        if self._state.requeued and self._state.running_again:
+            return Kind.RECOVERED
+        if self._state.requeued:
+            return Kind.REQUEUED_NOT_RUNNING
+        return Kind.NOT_REQUEUED
+
     def _outcome(
         self,
+        outcome: Kind,
         interruption: Interruption,
-        *,
-        outcome: str,
         bundle: EvidenceBundle | None = None,
         diagnosis: Diagnosis | None = None,
-        action: RecoveryAction | None = None,
-        would_have: list[str] | None = None,
+        decision: RecoveryDecision | None = None,
     ) -> RecoveryOutcome:
         self._set_phase("done")
-        workflow.upsert_search_attributes([sa.OUTCOME.value_set(outcome)])
+        workflow.upsert_search_attributes([sa.OUTCOME.value_set(outcome.value)])
         fault = diagnosis.fault_class if diagnosis else (interruption.fault_hint or "unknown")
+        action = decision.action if decision else None
         state = self._state
         return RecoveryOutcome.model_validate(
             {
@@ -209,183 +407,6 @@ class RecoveryWorkflow:
                 "job_running_again": state.running_again,
                 "checkpoint": state.checkpoint,
                 "notes": list(self._notes),
-                "would_have": would_have or [],
+                "would_have": list(self._would_have),
             }
-        )
-
-    def _choose(
-        self,
-        plans: list[ResolvedPlan],
-        diagnosis: Diagnosis,
-        bundle: EvidenceBundle,
-        charged: int,
-    ) -> tuple[RecoveryPlan, ResolvedPlan | None]:
-        trust_job_output = not workflow.patched(SECOND_SOURCE_PATCH)
-        draft = plan_recovery(
-            diagnosis,
-            bundle.job,
-            bundle.policy,
-            charged_restarts=charged,
-            nodes=bundle.nodes,
-            trust_job_output=trust_job_output,
-        )
-        chosen = select_plan(plans, diagnosis, draft.action, bundle.job, bundle.mode)
-        if (
-            chosen is not None
-            and chosen.counts_against_budget is not None
-            and chosen.counts_against_budget != draft.counts_against_budget
-            and draft.requeue
-        ):
-            draft = plan_recovery(
-                diagnosis,
-                bundle.job,
-                bundle.policy,
-                charged_restarts=charged,
-                counts_against_budget=chosen.counts_against_budget,
-                nodes=bundle.nodes,
-                trust_job_output=trust_job_output,
-            )
-            chosen = select_plan(plans, diagnosis, draft.action, bundle.job, bundle.mode)
-        return draft, chosen
-
-    # ------------------------------------------------------------------ the recovery
-    @workflow.run
-    async def run(self, interruption: Interruption) -> RecoveryOutcome:
-        self._notes.append(f"reported by {interruption.source}: {interruption.reason}")
-
-        # 1. gather evidence
-        self._set_phase("gathering_evidence")
-        try:
-            bundle = await self._evidence_call(
-                Activity.GATHER_EVIDENCE, interruption, EvidenceBundle, timeout_s=60
-            )
-        except ActivityError as err:
-            self._notes.append(f"cannot gather evidence: {_cause(err)}")
-            return self._outcome(interruption, outcome="job_unknown")
-        self._notes.extend(bundle.policy_problems)
-        if workflow.patched(OPT_IN_PATCH) and not bundle.opted_in:
-            # Whoever can start a workflow must not be able to have any job recovered: the
-            # job's own policy (comment, partition, cluster default) decides, read now.
-            self._notes.append(
-                f"job {interruption.job_id} is not opted in (policy from"
-                f" {bundle.policy_source}): recovery refused, nothing was changed"
-            )
-            return self._outcome(interruption, outcome="refused_not_opted_in", bundle=bundle)
-        dry_run = bundle.mode == "observe"
-
-        # 2. attribute: log evidence + scheduler state + what other sensors reported
-        self._set_phase("attributing")
-        reported: list[Evidence] = []
-        for report in [interruption, *self._reported]:
-            for item in report.evidence:
-                if item not in reported:
-                    reported.append(item)
-        diagnosis = await self._evidence_call(
-            Activity.ATTRIBUTE,
-            AttributeRequest(bundle=bundle, reported=reported),
-            Diagnosis,
-            timeout_s=bundle.activity_timeout_s,
-            heartbeat_s=30,
-        )
-        self._fault_class = diagnosis.fault_class.value
-        workflow.upsert_search_attributes([sa.FAULT_CLASS.value_set(diagnosis.fault_class.value)])
-
-        # 3. plan: the budget, then the first recovery plan whose rule matches
-        self._set_phase("planning")
-        charged = await self._evidence_call(
-            Activity.CHARGED_RESTARTS,
-            ChargedRestartsRequest(
-                cluster=interruption.cluster,
-                job_id=interruption.job_id,
-                current_workflow_id=workflow.info().workflow_id,
-            ),
-            int,
-            timeout_s=30,
-        )
-        plans = await self._evidence_call(
-            Activity.RECOVERY_PLANS, None, list[ResolvedPlan], timeout_s=30
-        )
-        draft, chosen = self._choose(plans, diagnosis, bundle, charged)
-        self._notes.extend(draft.reasons)
-        nodes = sorted(set(interruption.nodes) | set(bundle.job.nodes) | set(draft.drain_nodes))
-        workflow.upsert_search_attributes([sa.NODES.value_set(nodes)])
-        if chosen is None:
-            self._notes.append(f"no recovery plan matches action {draft.action.value}")
-            return self._outcome(
-                interruption,
-                outcome="no_plan",
-                bundle=bundle,
-                diagnosis=diagnosis,
-                action=draft.action,
-            )
-        self._plan_name = chosen.name
-        self._notes.append(f"plan '{chosen.name}' ({chosen.source})")
-        self._state = IncidentState(excluded_nodes=list(draft.exclude_nodes))
-
-        # 4. run the plan's steps in order
-        would_have: list[str] = []
-        outcome: str | None = None
-        for step in chosen.steps:
-            self._set_phase(_phase_of(step.activity))
-            step_input = StepInput(
-                workflow_id=workflow.info().workflow_id,
-                activity=step.activity,
-                params=step.params,
-                dry_run=dry_run,
-                bundle=bundle,
-                diagnosis=diagnosis,
-                plan=draft,
-                state=self._state,
-                liveness_s=None if step.heartbeat_s else WORKER_LIVENESS_S,
-            )
-            try:
-                result: StepResult = await workflow.execute_activity(
-                    step.activity,
-                    step_input,
-                    result_type=StepResult,
-                    start_to_close_timeout=timedelta(seconds=step.timeout_s),
-                    schedule_to_close_timeout=timedelta(seconds=step.deadline_s),
-                    heartbeat_timeout=timedelta(seconds=step.heartbeat_s or WORKER_LIVENESS_S),
-                    retry_policy=_retry_policy(step),
-                )
-            except ActivityError as err:
-                self._notes.append(f"{step.activity} failed: {_cause(err)}")
-                if step.on_failure == "stop":
-                    outcome = "failed"
-                    break
-                continue
-            self._state = _fold(self._state, result)
-            would_have.extend(result.would_have)
-            self._notes.extend(result.notes)
-            if result.detail:
-                self._notes.append(f"{step.activity}: {result.detail}")
-            if result.requeued and draft.counts_against_budget and not dry_run:
-                workflow.upsert_search_attributes([sa.BUDGET_CHARGED.value_set(True)])
-            if result.stop_recovery:
-                outcome = result.outcome or "stopped"
-                break
-            if not result.ok and step.on_failure == "stop":
-                outcome = "failed"
-                break
-
-        if outcome is None:
-            if dry_run:
-                outcome = "observed"
-            elif draft.action is RecoveryAction.STOP:
-                outcome = "stopped"
-            elif draft.action is RecoveryAction.NONE:
-                outcome = "nothing_to_do"
-            elif self._state.requeued and self._state.running_again:
-                outcome = "recovered"
-            elif self._state.requeued:
-                outcome = "requeued_not_running"
-            else:
-                outcome = "not_requeued"
-        return self._outcome(
-            interruption,
-            outcome=outcome,
-            bundle=bundle,
-            diagnosis=diagnosis,
-            action=draft.action,
-            would_have=would_have,
         )

@@ -20,7 +20,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from resurrect.checkpoint.atomic import atomic_write_text, write_new_then_rename
-from resurrect.checkpoint.check import DEFAULT_RECENT_S, Level, Plan
 from resurrect.checkpoint.findings import Progress
 from resurrect.checkpoint.fsutil import describe_oserror, lexists, list_files, lstat, open_dir
 from resurrect.checkpoint.layout import (
@@ -35,6 +34,7 @@ from resurrect.checkpoint.limits import DEFAULT_LIMITS, VerifyLimits
 from resurrect.checkpoint.owner import Owner, confined_root
 from resurrect.checkpoint.resume import write_hint
 from resurrect.checkpoint.verify import VerifiedRoot, verify_layout
+from resurrect.checkpoint.verify_one import DEFAULT_RECENT_S, Level, Plan
 from resurrect.contracts import CheckpointVerdict
 
 

@@ -13,10 +13,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from resurrect.checkpoint.atomic import atomic_write_text
-from resurrect.checkpoint.check import Level
 from resurrect.checkpoint.fsutil import anchored, read_capped
 from resurrect.checkpoint.layout import RootUnreadable, discover
 from resurrect.checkpoint.verify import verify_layout
+from resurrect.checkpoint.verify_one import Level
 
 HINT_NAME = "resurrect-resume.json"
 MAX_HINT_BYTES = 64 << 10

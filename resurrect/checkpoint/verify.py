@@ -8,12 +8,12 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
-from resurrect.checkpoint.check import DEFAULT_RECENT_S, FileTask, Level, Plan, plan_checks
 from resurrect.checkpoint.findings import CheckLimited, Findings, Progress
 from resurrect.checkpoint.layout import Candidate, Layout, RootUnreadable, discover
 from resurrect.checkpoint.limits import DEFAULT_LIMITS, VerifyLimits
 from resurrect.checkpoint.manifest import default_workers
 from resurrect.checkpoint.owner import Owner, confined_root
+from resurrect.checkpoint.verify_one import DEFAULT_RECENT_S, FileTask, Level, Plan, plan_checks
 from resurrect.contracts import CheckpointCandidate, CheckpointVerdict
 
 __all__ = ["Level", "VerifiedRoot", "verify_layout", "verify_root"]

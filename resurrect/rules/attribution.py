@@ -45,6 +45,7 @@ from resurrect.contracts import (
     FaultClass,
     RecoveryAction,
 )
+from resurrect.plans.decide import restart_action
 from resurrect.rules.engine import known_confidences
 from resurrect.rules.text import split_prefixes
 
@@ -633,11 +634,10 @@ def decide(
     culprit_gpus = [g for g in _ordered_unique([e.gpu for e in ordered]) if isinstance(g, str)]
 
     action = DEFAULT_ACTION[fault_class]
-    if fault_class in NODE_CLASSES and not culprit_hosts:
-        action = RecoveryAction.RESTART
-        notes.append("no culprit host identified, so nothing to drain")
-    if fault_class is FaultClass.COLLECTIVE_TIMEOUT and culprit_hosts:
-        action = RecoveryAction.RESTART
+    if action is RecoveryAction.DRAIN_AND_RESTART:
+        action = restart_action(fault_class, culprit_hosts)
+        if action is RecoveryAction.RESTART:
+            notes.append("no culprit host identified, so nothing to drain")
     if confidence < LOW_CONFIDENCE and action is RecoveryAction.STOP:
         action = RecoveryAction.RESTART
         notes.append("evidence too weak to stop the job")

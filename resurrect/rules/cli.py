@@ -25,9 +25,9 @@ from typing import Any
 from resurrect.contracts import Diagnosis, Evidence
 from resurrect.errors import RuleError
 from resurrect.rules.attribution import decide, diagnosis_of
-from resurrect.rules.check import check_packs
 from resurrect.rules.engine import RuleEngine, load_engine
 from resurrect.rules.explain import explanation_of
+from resurrect.rules.pack_check import check_packs
 
 BINARY_SNIFF_BYTES = 8192
 

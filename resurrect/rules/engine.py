@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Protocol
 
 from resurrect.contracts import Evidence, SignalKind
 from resurrect.rules.loader import expand_paths, load_packs, shipped_pack_paths
@@ -67,6 +68,21 @@ _CONFIDENCES: dict[str, float] = {}
 """Rule id to confidence for every rule of every engine built in this process."""
 MAX_EVIDENCE_PER_RULE = 2000
 """Per stream, matches of one rule beyond this are counted, not kept."""
+
+
+class LineScanner(Protocol):
+    """What a reader of lines needs from :class:`RuleEngine` (the log follower, the node
+    agent); tests stand in for it with a few lines of their own."""
+
+    def scan_line(
+        self,
+        text: str | bytes,
+        *,
+        kind: SignalKind = ...,
+        file: str | None = ...,
+        line: int | None = ...,
+        host: str | None = ...,
+    ) -> list[Evidence]: ...
 
 
 @dataclass(frozen=True, slots=True)

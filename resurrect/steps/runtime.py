@@ -36,7 +36,7 @@ from resurrect.contracts import (
     Diagnosis,
     IncidentState,
     JobInfo,
-    RecoveryPlan,
+    RecoveryDecision,
     StepInput,
     StepResult,
 )
@@ -172,9 +172,9 @@ class StepContext:
         return self.input.diagnosis
 
     @property
-    def plan(self) -> RecoveryPlan:
+    def decision(self) -> RecoveryDecision:
         """Nodes to drain and exclude, whether the restart is charged, the reasons."""
-        return self.input.plan
+        return self.input.decision
 
     @property
     def state(self) -> IncidentState:

@@ -93,10 +93,10 @@ def activity_summary(activity: str, args: list[Any]) -> str:
 
 def _step_summary(activity: str, step: StepInput) -> str:
     job = step.bundle.job.job_id
-    plan = step.plan
-    excluded = _nodes([*plan.exclude_nodes, *step.state.drained_nodes])
+    decision = step.decision
+    excluded = _nodes([*decision.exclude_nodes, *step.state.drained_nodes])
     texts = {
-        "recovery.drain_nodes": f"drain {_nodes(plan.drain_nodes) or 'no nodes'}",
+        "recovery.drain_nodes": f"drain {_nodes(decision.drain_nodes) or 'no nodes'}",
         "recovery.verify_checkpoint": "verify the checkpoint in "
         + (step.bundle.policy.checkpoint_dir or "(no checkpoint_dir)"),
         "recovery.requeue_job": f"requeue job {job}"

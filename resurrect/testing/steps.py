@@ -28,7 +28,7 @@ from resurrect.contracts import (
     JobInfo,
     JobPolicy,
     JobState,
-    RecoveryPlan,
+    RecoveryDecision,
     SignalKind,
     StepInput,
     StepResult,
@@ -98,7 +98,7 @@ def make_step_input(
             for node in culprit_nodes
         ],
     )
-    plan = RecoveryPlan(
+    decision = RecoveryDecision(
         action=DEFAULT_ACTION[fault_class],
         drain_nodes=culprit_nodes,
         exclude_nodes=culprit_nodes,
@@ -111,7 +111,7 @@ def make_step_input(
         dry_run=observe,
         bundle=bundle,
         diagnosis=diagnosis,
-        plan=plan,
+        decision=decision,
         state=state or IncidentState(),
     )
 

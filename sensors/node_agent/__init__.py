@@ -20,19 +20,20 @@ from resurrect.node_health_contracts import (
     NodeHeartbeat,
     node_health_workflow_id,
 )
+from resurrect.rules.engine import LineScanner
 from resurrect.sensors.node_agent.agent import NodeAgent
-from resurrect.sensors.node_agent.check import run_check, verdict_from
-from resurrect.sensors.node_agent.classify import LineScanner, classify
+from resurrect.sensors.node_agent.classify import classify
 from resurrect.sensors.node_agent.fake_nvml import FakeGpu, FakeNvml
+from resurrect.sensors.node_agent.health_check import run_check, verdict_from
 from resurrect.sensors.node_agent.kernel_log import KernelLogSource
 from resurrect.sensors.node_agent.limiter import FindingLimiter
 from resurrect.sensors.node_agent.models import GpuVerdict, NodeVerdict, Reading
 from resurrect.sensors.node_agent.nvml_api import NvmlApi, load_pynvml
 from resurrect.sensors.node_agent.nvml_source import NvmlSource, NvmlStatus
 from resurrect.sensors.node_agent.reporters import (
+    AgentReporter,
     DeliveryError,
     PrintReporter,
-    Reporter,
     TemporalReporter,
 )
 
@@ -43,6 +44,7 @@ __all__ = [
     "HEARTBEAT_SIGNAL",
     "NODE_HEALTH_WORKFLOW",
     "REPORT_NODE_FAULT_ACTIVITY",
+    "AgentReporter",
     "AgentSettings",
     "AgentStopped",
     "DeliveryError",
@@ -65,7 +67,6 @@ __all__ = [
     "NvmlStatus",
     "PrintReporter",
     "Reading",
-    "Reporter",
     "TemporalReporter",
     "classify",
     "load_pynvml",

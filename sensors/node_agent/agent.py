@@ -21,13 +21,14 @@ from datetime import datetime
 from resurrect.config import AgentSettings
 from resurrect.contracts import Evidence
 from resurrect.node_health_contracts import AgentStopped, NodeFindings, NodeHeartbeat
-from resurrect.sensors.node_agent.classify import LineScanner, classify
+from resurrect.rules.engine import LineScanner
+from resurrect.sensors.node_agent.classify import classify
 from resurrect.sensors.node_agent.kernel_log import KernelLogSource
 from resurrect.sensors.node_agent.limiter import FindingLimiter
 from resurrect.sensors.node_agent.models import Reading
 from resurrect.sensors.node_agent.nvml_api import NvmlApi
 from resurrect.sensors.node_agent.nvml_source import NvmlSource, utcnow
-from resurrect.sensors.node_agent.reporters import DeliveryError, Reporter
+from resurrect.sensors.node_agent.reporters import AgentReporter, DeliveryError
 from resurrect.telemetry.record import record_heartbeat, record_readings
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ MAX_BACKLOG = 256
 
 
 class NodeAgent:
-    """Watches one node's GPUs and kernel log and reports to a :class:`Reporter`."""
+    """Watches one node's GPUs and kernel log and reports to a :class:`AgentReporter`."""
 
     def __init__(
         self,
@@ -44,7 +45,7 @@ class NodeAgent:
         *,
         nvml: NvmlApi | None,
         engine: LineScanner,
-        reporter: Reporter,
+        reporter: AgentReporter,
         kernel_log: KernelLogSource | None = None,
         clock: Callable[[], float] = time.monotonic,
         now: Callable[[], datetime] = utcnow,

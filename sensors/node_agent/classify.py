@@ -2,24 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Protocol
-
-from resurrect.contracts import Evidence, SignalKind
+from resurrect.contracts import Evidence
+from resurrect.rules.engine import LineScanner
 from resurrect.sensors.node_agent.models import Reading
-
-
-class LineScanner(Protocol):
-    """The part of :class:`resurrect.rules.engine.RuleEngine` the agent uses."""
-
-    def scan_line(
-        self,
-        text: str | bytes,
-        *,
-        kind: SignalKind = ...,
-        file: str | None = None,
-        line: int | None = None,
-        host: str | None = None,
-    ) -> list[Evidence]: ...
 
 
 def load_default_engine() -> LineScanner:

@@ -24,14 +24,15 @@ from pydantic import ValidationError
 
 from resurrect.config import AgentSettings
 from resurrect.errors import ConfigError
+from resurrect.rules.engine import LineScanner
 from resurrect.sensors.node_agent.agent import NodeAgent
-from resurrect.sensors.node_agent.check import format_verdict, run_check
-from resurrect.sensors.node_agent.classify import LineScanner, classify
+from resurrect.sensors.node_agent.classify import classify
+from resurrect.sensors.node_agent.health_check import format_verdict, run_check
 from resurrect.sensors.node_agent.kernel_log import KernelLogSource
 from resurrect.sensors.node_agent.models import NodeVerdict
 from resurrect.sensors.node_agent.nvml_api import load_pynvml
 from resurrect.sensors.node_agent.nvml_source import NvmlSource
-from resurrect.sensors.node_agent.reporters import PrintReporter, Reporter, TemporalReporter
+from resurrect.sensors.node_agent.reporters import AgentReporter, PrintReporter, TemporalReporter
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +190,7 @@ def _readings(args: argparse.Namespace) -> int:
 
 
 async def _watch(
-    settings: AgentSettings, engine: LineScanner, reporter: Reporter, seconds: float
+    settings: AgentSettings, engine: LineScanner, reporter: AgentReporter, seconds: float
 ) -> None:
     agent = NodeAgent(
         settings,
@@ -226,7 +227,7 @@ def _run(args: argparse.Namespace) -> int:
 async def _serve(
     settings: AgentSettings, config: Any, engine: LineScanner, *, print_only: bool
 ) -> int:
-    reporter: Reporter
+    reporter: AgentReporter
     if print_only:
         reporter = PrintReporter(heartbeats=True)
     else:

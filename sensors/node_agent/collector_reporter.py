@@ -21,13 +21,13 @@ from resurrect.config import AgentSettings
 from resurrect.errors import ConfigError
 from resurrect.node_health_contracts import AgentStopped, NodeFindings, NodeHeartbeat
 from resurrect.sensors.liveness.wire import Beat, WireError, load_key, open_ack, seal
-from resurrect.sensors.node_agent.reporters import Reporter
+from resurrect.sensors.node_agent.reporters import AgentReporter
 
 log = logging.getLogger(__name__)
 
 
 class CollectorReporter:
-    """A :class:`~sensors.node_agent.reporters.Reporter` that heartbeats a collector."""
+    """A :class:`~sensors.node_agent.reporters.AgentReporter` that heartbeats a collector."""
 
     def __init__(
         self,
@@ -35,7 +35,7 @@ class CollectorReporter:
         address: tuple[str, int],
         *,
         cluster: str,
-        fallback: Reporter,
+        fallback: AgentReporter,
         fallback_after_s: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -137,7 +137,9 @@ def parse_address(text: str) -> tuple[str, int]:
     return address, int(port)
 
 
-def collector_reporter(settings: AgentSettings, *, cluster: str, fallback: Reporter) -> Reporter:
+def collector_reporter(
+    settings: AgentSettings, *, cluster: str, fallback: AgentReporter
+) -> AgentReporter:
     """The agent's reporter when ``agent.collector`` is set."""
     assert settings.collector is not None
     return CollectorReporter(

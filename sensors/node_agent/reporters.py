@@ -32,7 +32,7 @@ class DeliveryError(ResurrectError):
     """Findings could not be delivered now; the agent keeps them and sends them again."""
 
 
-class Reporter(Protocol):
+class AgentReporter(Protocol):
     """The agent's one way out.
 
     ``heartbeat`` and ``stopped`` never raise (a lost heartbeat is replaced by the next);

@@ -20,7 +20,7 @@ from support.service import running_service, service_config
 from temporalio.client import Client
 
 from resurrect.contracts import recovery_workflow_id
-from resurrect.plugins import discover
+from resurrect.steps.plugins import discover
 from resurrect.temporal.server import EmbeddedTemporal
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal]

@@ -16,7 +16,7 @@ from resurrect.contracts import (
 from resurrect.errors import PlanError
 from resurrect.plans.loader import SHIPPED_PLANS, check_plans, load_plans
 from resurrect.plans.selection import select_plan
-from resurrect.plugins import params_registry
+from resurrect.steps.plugins import params_registry
 
 REGISTRY = params_registry(builtin_steps())
 JOB = JobInfo(job_id="1", state=JobState.FAILED, partition="gpu")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from resurrect.contracts import Diagnosis, FaultClass, RecoveryAction
 from resurrect.rules import diagnose_lines, load_engine
-from resurrect.scheduler_evidence import WEAK_LOG_CONFIDENCE
+from resurrect.rules.scheduler_evidence import WEAK_LOG_CONFIDENCE
 
 ENGINE = load_engine()
 

@@ -10,9 +10,9 @@ import pytest
 from resurrect.contracts import FaultClass, SignalKind
 from resurrect.errors import RuleError
 from resurrect.rules import attribute, load_engine
-from resurrect.rules.check import check_packs, check_rule
 from resurrect.rules.engine import RuleEngine
 from resurrect.rules.loader import load_pack, shipped_pack_paths
+from resurrect.rules.pack_check import check_packs, check_rule
 
 ENGINE = load_engine()
 

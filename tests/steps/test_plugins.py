@@ -6,7 +6,7 @@ import pytest
 
 from resurrect.activities.steps import builtin_steps
 from resurrect.errors import PluginError
-from resurrect.plugins import ENTRY_POINT_GROUP, discover, step_registry
+from resurrect.steps.plugins import ENTRY_POINT_GROUP, discover, step_registry
 
 
 def ep(name: str, value: str) -> EntryPoint:

@@ -148,7 +148,7 @@ async def test_step_context_exposes_incident() -> None:
             drained=ctx.state.drained_nodes,
             observe=ctx.observe,
             incident=ctx.incident_id,
-            plan=ctx.plan.drain_nodes,
+            decision=ctx.decision.drain_nodes,
         )
         return "looked"
 
@@ -161,7 +161,7 @@ async def test_step_context_exposes_incident() -> None:
         "drained": ["node2"],
         "observe": False,
         "incident": "recover/test/42/0",
-        "plan": ["node2"],
+        "decision": ["node2"],
     }
 
 

@@ -14,8 +14,8 @@ from resurrect.contracts import (
     JobPolicy,
     JobState,
     RecoveryAction,
+    RecoveryDecision,
     RecoveryOutcome,
-    RecoveryPlan,
     StepInput,
 )
 from resurrect.telemetry.summary import activity_summary, outcome_sentence, reported_summary
@@ -104,7 +104,7 @@ def test_each_step_gets_its_own_summary() -> None:
             action=RecoveryAction.DRAIN_AND_RESTART,
             confidence=1,
         ),
-        plan=RecoveryPlan(
+        decision=RecoveryDecision(
             action=RecoveryAction.DRAIN_AND_RESTART,
             drain_nodes=["node2"],
             exclude_nodes=["node2"],

@@ -53,7 +53,7 @@ StepFn = Callable[[StepInput], StepResult]
 
 
 def _drained(step: StepInput) -> StepResult:
-    nodes = step.plan.drain_nodes
+    nodes = step.decision.drain_nodes
     if step.dry_run:
         return StepResult(would_have=[f"would drain {n}" for n in nodes])
     return StepResult(drained_nodes=nodes, excluded_nodes=nodes)
@@ -62,7 +62,7 @@ def _drained(step: StepInput) -> StepResult:
 def _requeued(step: StepInput) -> StepResult:
     if step.dry_run:
         return StepResult(would_have=[f"would requeue job {step.bundle.job.job_id}"])
-    return StepResult(requeued=True, excluded_nodes=step.plan.exclude_nodes)
+    return StepResult(requeued=True, excluded_nodes=step.decision.exclude_nodes)
 
 
 def _running(step: StepInput) -> StepResult:
@@ -216,7 +216,7 @@ async def test_node_loss_drains_the_culprit_then_restarts_from_a_checkpoint(run:
     assert outcome.action is RecoveryAction.DRAIN_AND_RESTART
     assert outcome.drained_nodes == ["node2"] and outcome.excluded_nodes == ["node2"]
     [requeue] = scripted.inputs["recovery.requeue_job"]
-    assert requeue.plan.exclude_nodes == ["node2"] and not requeue.dry_run
+    assert requeue.decision.exclude_nodes == ["node2"] and not requeue.dry_run
     assert requeue.state.drained_nodes == ["node2"]  # each step sees what the earlier did
     assert any("plan 'drain-and-restart'" in note for note in outcome.notes)
 

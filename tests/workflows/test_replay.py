@@ -7,16 +7,20 @@ a workflow in flight during an upgrade would fail with a non-determinism error.
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+from pydantic import ValidationError
 from support.histories import load, stored, workflow_type
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 from temporalio.workflow import NondeterminismError
 
+from resurrect.contracts import StepInput
 from resurrect.workflows.names import Activity
 from resurrect.workflows.node_health import NodeHealthWorkflow
 from resurrect.workflows.recovery import RecoveryWorkflow
@@ -64,3 +68,31 @@ async def test_a_history_of_different_workflow_code_fails_as_nondeterministic() 
     )
     with pytest.raises(NondeterminismError, match=r"recovery\.attribute_v0"):
         await replayer().replay_workflow(history)
+
+
+def _stored_step_inputs() -> list[dict[str, Any]]:
+    """The inputs of every plan step scheduled in the stored recovery histories."""
+    fixed = {Activity.GATHER_EVIDENCE, Activity.ATTRIBUTE, Activity.CHARGED_RESTARTS}
+    fixed.add(Activity.RECOVERY_PLANS)
+    inputs: list[dict[str, Any]] = []
+    for path in (p for p in stored() if p.parent.name == "RecoveryWorkflow"):
+        for event in json.loads(path.read_text())["events"]:
+            scheduled = event.get("activityTaskScheduledEventAttributes")
+            if scheduled and scheduled["activityType"]["name"] not in fixed:
+                payload = scheduled["input"]["payloads"][0]["data"]
+                inputs.append(json.loads(base64.b64decode(payload)))
+    return inputs
+
+
+def test_a_step_scheduled_by_an_older_worker_still_reads() -> None:
+    # Until 0.x the decision was StepInput.plan: a step an older worker scheduled must run
+    # on a newer one (activity inputs are not compared on replay, so replay alone says
+    # nothing about them).
+    inputs = _stored_step_inputs()
+    assert any("plan" in data for data in inputs)
+    for data in inputs:
+        step = StepInput.model_validate(data)
+        assert step.decision.action is not None
+    old = next(data for data in inputs if "plan" in data)
+    with pytest.raises(ValidationError, match="bogus"):  # only the retired fields pass
+        StepInput.model_validate({**old, "plan": {**old["plan"], "bogus": 1}})

@@ -22,7 +22,7 @@ from resurrect.sensors.node_agent.reporters import DeliveryError
 
 
 class RecordingReporter:
-    """A Reporter that keeps everything, with the monotonic time it arrived."""
+    """A AgentReporter that keeps everything, with the monotonic time it arrived."""
 
     def __init__(self) -> None:
         self.beats: list[tuple[float, NodeHeartbeat]] = []

@@ -14,8 +14,8 @@ import pytest
 
 from resurrect.contracts import FaultClass, RecoveryAction, SignalKind
 from resurrect.rules import attribute
-from resurrect.rules.check import check_packs
 from resurrect.rules.engine import RuleEngine
+from resurrect.rules.pack_check import check_packs
 from resurrect.sensors.node_agent import nvml_api as api
 from resurrect.sensors.node_agent.classify import classify
 from resurrect.sensors.node_agent.fake_nvml import FakeGpu, FakeNvml

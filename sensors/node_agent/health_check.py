@@ -20,7 +20,8 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 
 from resurrect.contracts import DEFAULT_ACTION, Evidence, FaultClass
-from resurrect.sensors.node_agent.classify import LineScanner, classify
+from resurrect.rules.engine import LineScanner
+from resurrect.sensors.node_agent.classify import classify
 from resurrect.sensors.node_agent.models import GpuVerdict, NodeVerdict, Reading, VerdictStatus
 from resurrect.sensors.node_agent.nvml_api import NvmlApi
 from resurrect.sensors.node_agent.nvml_source import NvmlSource, utcnow

@@ -14,8 +14,8 @@ from resurrect.errors import ResurrectError
 from resurrect.rules.engine import RuleEngine
 from resurrect.sensors.node_agent import cli as agent_cli
 from resurrect.sensors.node_agent import nvml_api as api
-from resurrect.sensors.node_agent.check import run_check
 from resurrect.sensors.node_agent.fake_nvml import FakeNvml
+from resurrect.sensors.node_agent.health_check import run_check
 from resurrect.sensors.node_agent.models import NodeVerdict
 
 

@@ -13,7 +13,7 @@ from resurrect.contracts import (
     RecoveryAction,
     SignalKind,
 )
-from resurrect.scheduler_evidence import combine, scheduler_diagnosis, scheduler_evidence
+from resurrect.rules.scheduler_evidence import combine, scheduler_diagnosis, scheduler_evidence
 
 JOB = JobInfo(job_id="5", state=JobState.NODE_FAIL, nodes=["n1", "n2"])
 

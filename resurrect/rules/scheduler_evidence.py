@@ -24,6 +24,7 @@ from resurrect.contracts import (
     RecoveryAction,
     SignalKind,
 )
+from resurrect.plans.decide import restart_action
 
 STATE_CLASS: dict[JobState, FaultClass] = {
     JobState.NODE_FAIL: FaultClass.NODE_LOST,
@@ -138,8 +139,8 @@ def scheduler_diagnosis(evidence: Sequence[Evidence]) -> Diagnosis | None:
     fault = ranked[0].fault_class or FaultClass.UNKNOWN
     hosts = sorted({e.host for e in roots if e.host and e.fault_class is fault})
     action = DEFAULT_ACTION[fault]
-    if action is RecoveryAction.DRAIN_AND_RESTART and not hosts:
-        action = RecoveryAction.RESTART
+    if action is RecoveryAction.DRAIN_AND_RESTART:
+        action = restart_action(fault, hosts)
     return Diagnosis(
         fault_class=fault,
         action=action,
@@ -189,12 +190,8 @@ def combine(log: Diagnosis | None, scheduler: Diagnosis | None) -> Diagnosis:
     # the log names a more specific root cause; the scheduler may know the node
     hosts = log.culprit_hosts or scheduler.culprit_hosts
     action = log.action
-    if (
-        log.action is RecoveryAction.RESTART
-        and hosts
-        and DEFAULT_ACTION[log.fault_class] is RecoveryAction.DRAIN_AND_RESTART
-    ):
-        action = RecoveryAction.DRAIN_AND_RESTART
+    if action is RecoveryAction.RESTART:
+        action = restart_action(log.fault_class, hosts)
     return log.model_copy(
         update={
             "culprit_hosts": hosts,

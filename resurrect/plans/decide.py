@@ -1,0 +1,307 @@
+"""Deciding what a recovery does: evidence + diagnosis + plans + budget -> one decision.
+
+:func:`decide` is the one place a recovery's course is chosen: the per-incident
+:class:`RecoveryDecision` (restart or not, which nodes to drain and exclude, whether the
+restart is charged to the job's budget) and the YAML recovery plan whose steps carry it
+out. Pure and deterministic (the workflow calls it directly), so it is tested without
+Temporal.
+
+Rules, in order:
+1. ``stop`` (application faults: OOM, ordinary exceptions) and ``none`` (a person cancelled
+   the job) are final: nothing is drained or requeued.
+2. Infrastructure faults (hardware, fabric, node loss, preemption, time limit) do not count
+   against the job's restart budget; everything else does. A job whose budget is spent is
+   stopped, with the reason recorded.
+3. Nodes are drained only for ``drain_and_restart``, and only nodes that the job actually
+   ran on (log text may name hosts that are not ours; those are never drained).
+4. The job's owner controls every line the job prints. A node is drained, and a restart is
+   free, only when a source the job does not control agrees: the node agent (kernel log,
+   NVML, heartbeats) or Slurm (the node DOWN / NOT_RESPONDING / drained by someone else,
+   the job NODE_FAIL). A diagnosis that rests on job output alone restarts the job without
+   draining and is charged to its restart budget, with a note saying why.
+5. The requeued job excludes every drained node plus what it already excluded.
+6. Drain or restart is one rule (:func:`restart_action`): a restart drains only for a class
+   whose default action is ``drain_and_restart`` and only when a culprit is known.
+   Attribution proposes with it; rule 3 and 4 then keep only drainable, confirmed nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from resurrect.contracts import (
+    DEFAULT_ACTION,
+    Diagnosis,
+    Evidence,
+    EvidenceBundle,
+    EvidenceSource,
+    FaultClass,
+    JobInfo,
+    JobPolicy,
+    NodeInfo,
+    RecoveryAction,
+    RecoveryDecision,
+    SignalKind,
+)
+from resurrect.plans.models import ResolvedPlan
+from resurrect.plans.selection import select_plan
+from resurrect.scheduler.base import DRAIN_REASON_PREFIX
+
+# Faults that are not the job's doing: a restart after them is free.
+FREE_RESTART_CLASSES = frozenset(
+    {
+        FaultClass.GPU_HARDWARE,
+        FaultClass.NETWORK_FABRIC,
+        FaultClass.NODE_LOST,
+        FaultClass.JOB_PREEMPTED,
+        FaultClass.JOB_TIME_LIMIT,
+    }
+)
+
+# Diagnoses that name failing hardware: draining for them needs a second opinion.
+SECOND_OPINION_CLASSES = frozenset(
+    {FaultClass.GPU_HARDWARE, FaultClass.NETWORK_FABRIC, FaultClass.NODE_LOST}
+)
+# Sources a job cannot forge: what they say about a node counts as a second opinion.
+INDEPENDENT_SOURCES: frozenset[EvidenceSource] = frozenset({"node_agent", "scheduler"})
+# Rules of scheduler evidence about the job as a whole (not naming a node).
+_JOB_NODE_FAIL_RULE = "scheduler.job_state"
+
+
+def evidence_source(evidence: Evidence) -> EvidenceSource:
+    """Who vouches for ``evidence``: its ``source``, else what its kind implies."""
+    if evidence.source is not None:
+        return evidence.source
+    if evidence.kind is SignalKind.JOB_LOG:
+        return "job_output"
+    if evidence.kind is SignalKind.SCHEDULER_STATE:
+        return "scheduler"
+    return "node_agent"  # kernel log, NVML events and metrics, heartbeats
+
+
+def independent_evidence(diagnosis: Diagnosis) -> list[Evidence]:
+    """The diagnosis' evidence that does not come from the job's own output."""
+    return [e for e in diagnosis.evidence if evidence_source(e) in INDEPENDENT_SOURCES]
+
+
+def corroborated_nodes(
+    candidates: Iterable[str], diagnosis: Diagnosis, nodes: Sequence[NodeInfo]
+) -> tuple[list[str], list[str]]:
+    """Split drain candidates into (confirmed by a second source, job output alone).
+
+    A node is confirmed by root evidence from the node agent or the scheduler naming it, by
+    Slurm showing it unavailable (DOWN, NOT_RESPONDING, FAIL) or drained by someone else,
+    or by the job ending NODE_FAIL when Slurm names no other node of the job.
+    """
+    independent = independent_evidence(diagnosis)
+    named = {
+        e.host.split(".")[0].lower()
+        for e in independent
+        if e.host and (e.role == "root" or evidence_source(e) == "node_agent")
+    }
+    by_name = {n.name.split(".")[0].lower(): n for n in nodes}
+    troubled = {
+        short
+        for short, node in by_name.items()
+        # a drain of resurrect's own is no second opinion: it may rest on job output itself
+        if node.unavailable or (node.drained and not node.reason.startswith(DRAIN_REASON_PREFIX))
+    }
+    job_node_fail = any(
+        e.rule == _JOB_NODE_FAIL_RULE and e.fault_class is FaultClass.NODE_LOST for e in independent
+    )
+    confirmed: list[str] = []
+    alone: list[str] = []
+    for name in candidates:
+        short = name.split(".")[0].lower()
+        if short in named or short in troubled:
+            confirmed.append(name)
+        elif job_node_fail and not troubled:
+            confirmed.append(name)
+        else:
+            alone.append(name)
+    return confirmed, alone
+
+
+def match_job_nodes(hosts: Iterable[str], job_nodes: Iterable[str]) -> tuple[list[str], list[str]]:
+    """Map host names from evidence onto the job's node names.
+
+    A host matches a node by equal name or equal short name (``gpu-17.cluster`` ~ ``gpu-17``).
+    Returns (matched node names, host names that matched no node of the job).
+    """
+    nodes = list(dict.fromkeys(job_nodes))
+    by_short = {node.split(".")[0].lower(): node for node in nodes}
+    matched: list[str] = []
+    unmatched: list[str] = []
+    for host in hosts:
+        node = by_short.get(host.split(".")[0].lower())
+        if node is None:
+            unmatched.append(host)
+        elif node not in matched:
+            matched.append(node)
+    return matched, unmatched
+
+
+def restart_action(fault_class: FaultClass, culprit_hosts: Sequence[str]) -> RecoveryAction:
+    """Drain or restart: ``drain_and_restart`` when the class' default is to drain and a
+    culprit host is known, ``restart`` otherwise. Apply it to restarting actions only."""
+    if DEFAULT_ACTION[fault_class] is RecoveryAction.DRAIN_AND_RESTART and culprit_hosts:
+        return RecoveryAction.DRAIN_AND_RESTART
+    return RecoveryAction.RESTART
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What :func:`decide` returns: the decision, the plan carrying it out, notes for people."""
+
+    decision: RecoveryDecision
+    plan: ResolvedPlan | None
+    notes: list[str] = field(default_factory=list)
+
+
+def decide(
+    bundle: EvidenceBundle,
+    diagnosis: Diagnosis,
+    plans: Sequence[ResolvedPlan],
+    charged_restarts: int,
+    *,
+    trust_job_output: bool = False,
+) -> Choice:
+    """The decision for one interrupted job attempt and the first plan whose rule matches it.
+
+    Computed once. What does not depend on the restart budget (stop or restart; which nodes
+    are drained and excluded) is worked out first, by :func:`_restart`. The budget is
+    applied after the plan is known, by :func:`_charge`, because a plan may override
+    whether its restart is charged (``counts_against_budget``). The override is folded in
+    without a second pass: it changes only the charge, so the only way it can change the
+    plan is by spending the budget, which turns the restart into a stop; the plan for
+    ``stop`` is then looked up, and its own override cannot matter (a stop requeues
+    nothing, so nothing is charged). So at most one more lookup, never a loop.
+
+    ``trust_job_output`` restores the behaviour before rule 4, only to replay recoveries
+    recorded before it.
+    """
+    job, policy, mode = bundle.job, bundle.policy, bundle.mode
+    restart = _restart(diagnosis, job.nodes, job.excluded_nodes, bundle.nodes, trust_job_output)
+    decision = _charge(diagnosis, restart, None, charged_restarts, policy, trust_job_output)
+    plan = select_plan(plans, diagnosis, decision.action, job, mode)
+    override = plan.counts_against_budget if plan is not None else None
+    if decision.requeue and override is not None and override != decision.counts_against_budget:
+        decision = _charge(diagnosis, restart, override, charged_restarts, policy, trust_job_output)
+        if not decision.requeue:  # the plan's charge spent the budget: the plan for stopping
+            plan = select_plan(plans, diagnosis, decision.action, job, mode)
+    notes = list(decision.reasons)
+    if plan is None:
+        notes.append(f"no recovery plan matches action {decision.action.value}")
+    else:
+        notes.append(f"plan '{plan.name}' ({plan.source})")
+    return Choice(decision=decision, plan=plan, notes=notes)
+
+
+def decide_recovery(
+    diagnosis: Diagnosis,
+    job: JobInfo,
+    policy: JobPolicy,
+    *,
+    charged_restarts: int,
+    counts_against_budget: bool | None = None,
+    nodes: Sequence[NodeInfo] = (),
+    trust_job_output: bool = False,
+) -> RecoveryDecision:
+    """The decision for one interrupted job attempt under a given charge rule, no plan.
+
+    ``counts_against_budget`` overrides the class default (a recovery plan may say so), but
+    never makes a restart that rests on job output alone free. ``nodes``: the scheduler's
+    view of the job's nodes (a second opinion on culprits).
+    """
+    restart = _restart(diagnosis, job.nodes, job.excluded_nodes, nodes, trust_job_output)
+    return _charge(
+        diagnosis, restart, counts_against_budget, charged_restarts, policy, trust_job_output
+    )
+
+
+def _restart(
+    diagnosis: Diagnosis,
+    job_nodes: Sequence[str],
+    job_excluded: Sequence[str],
+    nodes: Sequence[NodeInfo],
+    trust_job_output: bool,
+) -> RecoveryDecision | None:
+    """The restart, before the budget (None when the diagnosis stops or does nothing):
+    which nodes to drain (rules 3, 4) and exclude (rule 5); ``reasons`` say why."""
+    if diagnosis.action in (RecoveryAction.STOP, RecoveryAction.NONE):
+        return None
+    reasons: list[str] = []
+    drain: list[str] = []
+    if diagnosis.action is RecoveryAction.DRAIN_AND_RESTART:
+        drain, foreign = match_job_nodes(diagnosis.culprit_hosts, job_nodes)
+        if foreign:
+            reasons.append(
+                "not draining hosts the job did not run on: " + ", ".join(sorted(foreign))
+            )
+        alone: list[str] = []
+        if not trust_job_output:
+            drain, alone = corroborated_nodes(drain, diagnosis, nodes)
+            if alone:
+                reasons.append(
+                    "not draining "
+                    + ", ".join(alone)
+                    + ": only the job's output names it; no node agent reading or Slurm node"
+                    " state agrees"
+                )
+        if not drain and not alone:
+            reasons.append("no implicated node of this job identified: restart without draining")
+    return RecoveryDecision(
+        action=RecoveryAction.DRAIN_AND_RESTART if drain else RecoveryAction.RESTART,
+        drain_nodes=drain,
+        exclude_nodes=list(dict.fromkeys([*job_excluded, *drain])),
+        requeue=True,
+        reasons=reasons,
+    )
+
+
+def _charge(
+    diagnosis: Diagnosis,
+    restart: RecoveryDecision | None,
+    counts_against_budget: bool | None,
+    charged_restarts: int,
+    policy: JobPolicy,
+    trust_job_output: bool,
+) -> RecoveryDecision:
+    """Rules 1, 2 and 4's charge: the restart charged or free, or a stop (final faults, a
+    spent budget). ``counts_against_budget``: a plan's override of the class default."""
+    reasons: list[str] = [f"diagnosis: {diagnosis.fault_class.value} -> {diagnosis.action.value}"]
+    if restart is None:
+        reasons.append(
+            "application fault: a restart would fail again; stop and notify"
+            if diagnosis.action is RecoveryAction.STOP
+            else "nothing to recover"
+        )
+        return RecoveryDecision(
+            action=diagnosis.action, requeue=False, counts_against_budget=False, reasons=reasons
+        )
+    counts = (
+        diagnosis.fault_class not in FREE_RESTART_CLASSES
+        if counts_against_budget is None
+        else counts_against_budget
+    )
+    if not counts and not trust_job_output and not independent_evidence(diagnosis):
+        counts = True
+        reasons.append(
+            f"{diagnosis.fault_class.value} rests on the job's own output alone (no node agent"
+            " or Slurm evidence): the restart is charged to the job's budget"
+        )
+    if counts and charged_restarts >= policy.max_restarts:
+        reasons.append(
+            f"restart budget spent: {charged_restarts} of {policy.max_restarts}"
+            " charged restarts used"
+        )
+        return RecoveryDecision(
+            action=RecoveryAction.STOP, requeue=False, counts_against_budget=False, reasons=reasons
+        )
+    reasons.extend(restart.reasons)
+    if counts:
+        reasons.append(f"restart charged to budget ({charged_restarts + 1}/{policy.max_restarts})")
+    else:
+        reasons.append("restart not charged to the job's budget (not the job's fault)")
+    return restart.model_copy(update={"counts_against_budget": counts, "reasons": reasons})
