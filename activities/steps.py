@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import os
 import time
 from datetime import UTC, datetime
@@ -19,6 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from resurrect.config import ResurrectConfig
 from resurrect.contracts import CheckpointVerdict, JobInfo, JobState, StepResult
 from resurrect.errors import (
     JobCancelled,
@@ -41,35 +41,76 @@ class Params(BaseModel):
 # ---------------------------------------------------------------------------- drain
 @step("drain_nodes", handles_observe=True)
 async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
-    """Drain the plan's implicated nodes with our reason prefix, within the blast radius."""
+    """Drain the plan's implicated nodes with our reason prefix, within the drain budget.
+
+    The cluster's budget workflow decides first (``activities.operator.reserve_drains``):
+    nodes over the budget are not drained (the recovery restarts without them, noted) or,
+    with ``isolation.over_budget: await_approval``, the step asks for approval. Only the
+    nodes this recovery drained are reported as drained (a node someone else drained is
+    noted, never claimed), and each gets a repair workflow that returns it to service.
+    """
+    from activities.operator import report_to_repair, reservation_for, reserve_drains
+    from resurrect.operator.models import APPROVAL_NEEDED_KEY, NodeDrainReport
+
     nodes = await ctx.scheduler.list_nodes()
-    ours = {n.name for n in nodes if n.drained and n.reason.startswith(DRAIN_REASON_PREFIX)}
-    isolation = ctx.config.isolation
-    budget = max(isolation.min_drain_budget, math.floor(isolation.max_drain_fraction * len(nodes)))
-    in_use = len(ours)
+    by_name = {n.name: n for n in nodes}
     reason = (
         f"{DRAIN_REASON_PREFIX} {ctx.diagnosis.fault_class.value} job {ctx.job.job_id}"
         f" [{ctx.incident_id}]"
     )
     result = StepResult()
-    for name in ctx.plan.drain_nodes:
-        if name not in ours and in_use >= budget:
-            result.notes.append(
-                f"not draining {name}: blast-radius budget of {budget} drained nodes reached"
+    wanted = list(dict.fromkeys(ctx.plan.drain_nodes))
+    if not wanted:
+        result.detail = "drained nothing"
+        return result
+    request = reservation_for(
+        ctx.config,
+        workflow_id=ctx.incident_id,
+        job_id=ctx.job.job_id,
+        wanted=wanted,
+        nodes=nodes,
+        approved_by=ctx.input.approved_by,
+    )
+    grant = await reserve_drains(ctx.client, ctx.config, request, nodes, dry_run=ctx.observe)
+    result.notes.extend(f"drain budget: {why}" for why in grant.reasons)
+    if grant.denied:
+        if ctx.config.isolation.over_budget == "await_approval" and not ctx.input.approved_by:
+            result.data[APPROVAL_NEEDED_KEY] = (
+                f"drain {', '.join(grant.denied)} over the drain budget"
             )
+        result.notes.append(
+            f"not draining {', '.join(grant.denied)}: drain budget reached;"
+            " the job restarts without them (excluded, not drained)"
+        )
+    for name in wanted:
+        if name in grant.denied:
             continue
         if ctx.observe:
             result.would_have.append(f"would drain {name}: {reason}")
+            continue
+        before = by_name.get(name)
+        if before is not None and before.drained and f"[{ctx.incident_id}]" not in before.reason:
+            who = "resurrect" if before.reason.startswith(DRAIN_REASON_PREFIX) else "someone else"
+            result.notes.append(f"{name} already drained by {who} ({before.reason}): left as is")
             continue
         try:
             mutation = await ctx.scheduler.drain_node(name, reason)
         except NodeNotFound as exc:
             result.notes.append(f"cannot drain {name}: {exc}")
             continue
+        if not mutation.changed and before is not None and not before.drained:
+            # drained by someone else between our read and our drain
+            result.notes.append(f"{name}: {mutation.detail}: left as is")
+            continue
         result.drained_nodes.append(name)
         result.notes.append(mutation.detail)
-        if name not in ours:
-            in_use += 1
+        report = NodeDrainReport(
+            incident=ctx.incident_id,
+            job_id=ctx.job.job_id,
+            fault_class=ctx.diagnosis.fault_class.value,
+            reason=reason,
+        )
+        await report_to_repair(ctx.client, ctx.config, name, report)  # once per incident
     result.detail = f"drained {', '.join(result.drained_nodes) or 'nothing'}"
     return result
 
@@ -276,6 +317,11 @@ def _append_json_line(path: Path, record: dict[str, object]) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
     with os.fdopen(fd, "a", encoding="utf-8") as handle:
         handle.write(json.dumps(record, sort_keys=True) + "\n")
+
+
+def append_notification(config: ResurrectConfig, record: dict[str, object]) -> None:
+    """One JSON line in ``<state_dir>/notifications.jsonl`` (what ``notify`` writes)."""
+    _append_json_line(config.temporal.state_dir / "notifications.jsonl", record)
 
 
 @step("notify", mutating=False)

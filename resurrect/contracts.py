@@ -460,6 +460,8 @@ class StepInput(Contract):
     # Set when the plan gave the step no heartbeat timeout: the worker then heartbeats for
     # it, so a crashed worker is noticed within this many seconds.
     liveness_s: float | None = None
+    # Who approved this step (``resurrect approve``), when it waited for approval.
+    approved_by: str | None = None
 
 
 class StepResult(Contract):

@@ -24,6 +24,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from resurrect import search_attributes as sa
+    from resurrect.config import ApprovalSettings
     from resurrect.contracts import (
         AttributeRequest,
         ChargedRestartsRequest,
@@ -39,15 +40,25 @@ with workflow.unsafe.imports_passed_through():
         StepInput,
         StepResult,
     )
+    from resurrect.operator.approvals import (
+        approval_needed,
+        plan_approval_needed,
+        timeout_default,
+    )
+    from resurrect.operator.models import APPROVAL_NEEDED_KEY, ApprovalDecision, ApprovalInput
     from resurrect.planning import plan_recovery
     from resurrect.plans.models import ResolvedPlan, ResolvedStep
     from resurrect.plans.selection import select_plan
+    from workflows.approval_gate import ApprovalGate, describe
     from workflows.names import (
+        APPROVE_UPDATE,
+        DENY_UPDATE,
         PHASE_QUERY,
         RECOVERY_WORKFLOW,
         REPORT_SIGNAL,
         STATUS_QUERY,
         Activity,
+        OperatorActivity,
     )
 
 # Retries of the evidence activities, which talk to the scheduler: a controller that is down
@@ -69,6 +80,8 @@ WORKER_LIVENESS_S = 10.0
 # a restart free) only when a source the job does not control agrees.
 OPT_IN_PATCH = "refuse-not-opted-in"
 SECOND_SOURCE_PATCH = "second-source-for-drain"
+# Operator control: approvals (the settings activity, the gates), see workflows/approval_gate.
+OPERATOR_PATCH = "operator-control-approvals"
 
 
 class RecoveryWorkflowStatus(Contract):
@@ -79,6 +92,8 @@ class RecoveryWorkflowStatus(Contract):
     fault_class: str | None = None
     state: IncidentState = IncidentState()
     notes: list[str] = []
+    awaiting_approval: str | None = None  # what a person is asked to approve
+    approvals: list[ApprovalDecision] = []
 
 
 def _phase_of(activity_name: str) -> str:
@@ -134,6 +149,7 @@ class RecoveryWorkflow:
         self._fault_class: str | None = None
         self._plan_name: str | None = None
         self._state = IncidentState()
+        self._gate = ApprovalGate()
 
     # ------------------------------------------------------------------ signals/queries
     @workflow.signal(name=REPORT_SIGNAL)
@@ -154,7 +170,51 @@ class RecoveryWorkflow:
             fault_class=self._fault_class,
             state=self._state,
             notes=list(self._notes),
+            awaiting_approval=self._gate.waiting_for,
+            approvals=list(self._gate.decisions),
         )
+
+    # ------------------------------------------------------------------ approvals
+    @workflow.update(name=APPROVE_UPDATE)
+    def approve(self, given: ApprovalInput) -> str:
+        """A person approves what the recovery waits for (``resurrect approve``)."""
+        return self._gate.answer(True, given)
+
+    @approve.validator
+    def _validate_approve(self, given: ApprovalInput) -> None:
+        self._gate.validate()
+
+    @workflow.update(name=DENY_UPDATE)
+    def deny(self, given: ApprovalInput) -> str:
+        """A person denies what the recovery waits for (``resurrect deny``)."""
+        return self._gate.answer(False, given)
+
+    @deny.validator
+    def _validate_deny(self, given: ApprovalInput) -> None:
+        self._gate.validate()
+
+    async def _ask(self, what: str, plan: ResolvedPlan, settings: ApprovalSettings) -> bool:
+        """Wait in phase ``awaiting_approval`` for a person (or the timeout's default)."""
+        timeout_s, default = timeout_default(plan, settings)
+        previous = self._phase
+        self._set_phase("awaiting_approval")
+        self._notes.append(f"awaiting approval: {what} (default after {timeout_s:g} s: {default})")
+        decision = await self._gate.wait(what, timeout_s, default)
+        self._notes.append(describe(decision))
+        self._set_phase(previous)
+        return decision.approved
+
+    async def _execute_step(self, step: ResolvedStep, step_input: StepInput) -> StepResult:
+        result: StepResult = await workflow.execute_activity(
+            step.activity,
+            step_input,
+            result_type=StepResult,
+            start_to_close_timeout=timedelta(seconds=step.timeout_s),
+            schedule_to_close_timeout=timedelta(seconds=step.deadline_s),
+            heartbeat_timeout=timedelta(seconds=step.heartbeat_s or WORKER_LIVENESS_S),
+            retry_policy=_retry_policy(step),
+        )
+        return result
 
     # ------------------------------------------------------------------ helpers
     def _set_phase(self, phase: str) -> None:
@@ -326,11 +386,33 @@ class RecoveryWorkflow:
         self._notes.append(f"plan '{chosen.name}' ({chosen.source})")
         self._state = IncidentState(excluded_nodes=list(draft.exclude_nodes))
 
-        # 4. run the plan's steps in order
+        # 4. run the plan's steps in order (operator control: approvals gate plan and steps)
+        approvals: ApprovalSettings | None = None
+        if not dry_run and workflow.patched(OPERATOR_PATCH):
+            approvals = await self._evidence_call(
+                OperatorActivity.SETTINGS, None, ApprovalSettings, timeout_s=30
+            )
+            why = plan_approval_needed(chosen)
+            if why and not await self._ask(why, chosen, approvals):
+                return self._outcome(
+                    interruption,
+                    outcome="denied",
+                    bundle=bundle,
+                    diagnosis=diagnosis,
+                    action=draft.action,
+                )
         would_have: list[str] = []
         outcome: str | None = None
         for step in chosen.steps:
             self._set_phase(_phase_of(step.activity))
+            approved_by: str | None = None
+            if approvals is not None:
+                why = approval_needed(step, draft, bundle.job, approvals)
+                if why:
+                    if not await self._ask(why, chosen, approvals):
+                        self._notes.append(f"{step.activity} skipped: not approved")
+                        continue
+                    approved_by = self._gate.decisions[-1].by
             step_input = StepInput(
                 workflow_id=workflow.info().workflow_id,
                 activity=step.activity,
@@ -341,17 +423,19 @@ class RecoveryWorkflow:
                 plan=draft,
                 state=self._state,
                 liveness_s=None if step.heartbeat_s else WORKER_LIVENESS_S,
+                approved_by=approved_by,
             )
             try:
-                result: StepResult = await workflow.execute_activity(
-                    step.activity,
-                    step_input,
-                    result_type=StepResult,
-                    start_to_close_timeout=timedelta(seconds=step.timeout_s),
-                    schedule_to_close_timeout=timedelta(seconds=step.deadline_s),
-                    heartbeat_timeout=timedelta(seconds=step.heartbeat_s or WORKER_LIVENESS_S),
-                    retry_policy=_retry_policy(step),
-                )
+                result = await self._execute_step(step, step_input)
+                asked = result.data.get(APPROVAL_NEEDED_KEY) if approvals is not None else None
+                if isinstance(asked, str) and approvals is not None:
+                    # the step needs a person to go further (a drain over the drain budget)
+                    self._notes.extend(result.notes)
+                    result = result.model_copy(update={"notes": []})
+                    if await self._ask(asked, chosen, approvals):
+                        by = self._gate.decisions[-1].by
+                        step_input = step_input.model_copy(update={"approved_by": by})
+                        result = await self._execute_step(step, step_input)
             except ActivityError as err:
                 self._notes.append(f"{step.activity} failed: {_cause(err)}")
                 if step.on_failure == "stop":

@@ -57,6 +57,7 @@ class StepMeta:
     mutating: bool
     handles_observe: bool
     description: str
+    risky: bool = False
 
 
 def _params_model(fn: StepFn) -> type[BaseModel] | None:
@@ -77,12 +78,15 @@ def _params_model(fn: StepFn) -> type[BaseModel] | None:
     )
 
 
-def step(name: str, *, mutating: bool = True, handles_observe: bool = False) -> Callable[[F], F]:
+def step(
+    name: str, *, mutating: bool = True, handles_observe: bool = False, risky: bool = False
+) -> Callable[[F], F]:
     """Mark ``fn`` as a recovery step named ``name`` (namespaced by its plugin).
 
     ``mutating``: the step changes something (a node, a job, the outside world); in observe
     mode it is skipped and its would-be call recorded, unless ``handles_observe`` says the
-    step checks ``ctx.observe`` and describes what it would do itself.
+    step checks ``ctx.observe`` and describes what it would do itself. ``risky``: a recovery
+    waits for a person's approval before running it (``approvals.risky_steps``).
     """
     if (
         not name
@@ -100,6 +104,7 @@ def step(name: str, *, mutating: bool = True, handles_observe: bool = False) -> 
             params=_params_model(fn),
             mutating=mutating,
             handles_observe=handles_observe,
+            risky=risky,
             description=(inspect.getdoc(fn) or "").split("\n", 1)[0],
         )
         setattr(fn, STEP_ATTR, meta)

@@ -1,0 +1,266 @@
+"""Activities of operator control, and the calls the drain step makes to the budget and
+repair workflows.
+
+``reserve_drains`` asks the cluster's DrainBudgetWorkflow (update-with-start: the first
+drain of a cluster starts it). ``report_drained`` starts or signals a node's repair
+workflow. :class:`OperatorActivities` holds what the budget and repair workflows call:
+the approval settings, notifications, the node health check and the resume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from temporalio import activity
+from temporalio.client import Client, WithStartWorkflowOperation, WorkflowQueryFailedError
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+
+from resurrect.config import ApprovalSettings, ResurrectConfig
+from resurrect.contracts import NodeInfo
+from resurrect.errors import NodeNotFound, SchedulerRefused
+from resurrect.operator.budget import decide, limits_for
+from resurrect.operator.health_check import run_health_check
+from resurrect.operator.models import (
+    BudgetState,
+    BudgetTripNotice,
+    DrainCandidate,
+    DrainGrant,
+    DrainRecord,
+    DrainReservation,
+    NodeCheck,
+    NodeDrainReport,
+    NodeFlag,
+    NodeRepairState,
+    RepairTimings,
+)
+from resurrect.scheduler.base import DRAIN_REASON_PREFIX, Scheduler
+from workflows.names import (
+    BUDGET_QUERY,
+    DRAIN_BUDGET_WORKFLOW,
+    NODE_DRAINED_SIGNAL,
+    NODE_REPAIR_WORKFLOW,
+    NODE_STATE_QUERY,
+    RESERVE_DRAIN_UPDATE,
+    OperatorActivity,
+    drain_budget_workflow_id,
+    node_repair_workflow_id,
+)
+
+log = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------------------- budget
+def reservation_for(
+    config: ResurrectConfig,
+    *,
+    workflow_id: str,
+    job_id: str,
+    wanted: Sequence[str],
+    nodes: Sequence[NodeInfo],
+    approved_by: str | None = None,
+) -> DrainReservation:
+    """The reservation of ``wanted`` nodes, with the limits of the cluster as it is now."""
+    by_name = {n.name: n for n in nodes}
+    sizes: dict[str, int] = {}
+    for node in nodes:
+        for partition in node.partitions:
+            sizes[partition] = sizes.get(partition, 0) + 1
+    return DrainReservation(
+        workflow_id=workflow_id,
+        job_id=job_id,
+        nodes=[
+            DrainCandidate(name=n, partitions=list(by_name[n].partitions) if n in by_name else [])
+            for n in wanted
+        ],
+        limits=limits_for(config.isolation, len(nodes), sizes),
+        approved_by=approved_by,
+    )
+
+
+async def reserve_drains(
+    client: Client | None,
+    config: ResurrectConfig,
+    request: DrainReservation,
+    nodes: Sequence[NodeInfo],
+    *,
+    dry_run: bool,
+) -> DrainGrant:
+    """Ask the cluster's budget workflow; in observe mode, ask without reserving.
+
+    Without a Temporal client (a step run in a unit test) the budget is decided against
+    the nodes resurrect has drained now, as a local snapshot.
+    """
+    cluster = config.cluster.name
+    if client is None:
+        now = datetime.now(UTC)
+        snapshot = BudgetState(
+            cluster=cluster,
+            records=[
+                DrainRecord(node=n.name, partitions=n.partitions, workflow_id="", job_id="", at=now)
+                for n in nodes
+                if n.drained and n.reason.startswith(DRAIN_REASON_PREFIX)
+            ],
+        )
+        return decide(snapshot, request, now)[1]
+    workflow_id = drain_budget_workflow_id(cluster)
+    if dry_run:
+        state = await budget_state(client, cluster)
+        return decide(state or BudgetState(cluster=cluster), request, datetime.now(UTC))[1]
+    start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
+        DRAIN_BUDGET_WORKFLOW,
+        BudgetState(cluster=cluster),
+        id=workflow_id,
+        task_queue=config.temporal.task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    )
+    grant: DrainGrant = await client.execute_update_with_start_workflow(
+        RESERVE_DRAIN_UPDATE, request, start_workflow_operation=start, result_type=DrainGrant
+    )
+    return grant
+
+
+async def budget_state(client: Client, cluster: str) -> BudgetState | None:
+    """The cluster's budget state, or None when no drain was ever reserved."""
+    handle = client.get_workflow_handle(drain_budget_workflow_id(cluster))
+    try:
+        state: BudgetState = await handle.query(BUDGET_QUERY, result_type=BudgetState)
+    except RPCError as exc:
+        if exc.status is RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+    return state
+
+
+# ---------------------------------------------------------------------------- repair
+def repair_timings(config: ResurrectConfig) -> RepairTimings:
+    repair = config.repair
+    return RepairTimings(
+        cool_down_s=repair.cool_down_s,
+        check_timeout_s=repair.check_timeout_s,
+        recheck_interval_s=repair.recheck_interval_s,
+        max_checks=repair.max_checks,
+        probation_s=repair.probation_s,
+    )
+
+
+async def report_to_repair(
+    client: Client | None, config: ResurrectConfig, node: str, report: NodeDrainReport
+) -> None:
+    """Start (or signal) ``node``'s repair workflow: resurrect drained or excluded it."""
+    if client is None or not config.repair.enabled:
+        return
+    cluster = config.cluster.name
+    await client.start_workflow(
+        NODE_REPAIR_WORKFLOW,
+        NodeRepairState(cluster=cluster, node=node, timings=repair_timings(config)),
+        id=node_repair_workflow_id(cluster, node),
+        task_queue=config.temporal.task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        start_signal=NODE_DRAINED_SIGNAL,
+        start_signal_args=[report],
+    )
+
+
+async def node_state(client: Client, cluster: str, node: str) -> NodeRepairState | None:
+    """A node's repair state (history), or None when resurrect never drained it."""
+    handle = client.get_workflow_handle(node_repair_workflow_id(cluster, node))
+    try:
+        state: NodeRepairState = await handle.query(NODE_STATE_QUERY, result_type=NodeRepairState)
+    except RPCError as exc:
+        if exc.status is RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+    except WorkflowQueryFailedError:
+        return None
+    return state
+
+
+# ---------------------------------------------------------------------------- activities
+class OperatorActivities:
+    """What the budget and repair workflows (and the recovery's approval gate) call."""
+
+    def __init__(self, scheduler: Scheduler, config: ResurrectConfig) -> None:
+        self.scheduler = scheduler
+        self.config = config
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [self.settings, self.notify, self.check_node, self.resume_node, self.flag_node]
+
+    @activity.defn(name=OperatorActivity.SETTINGS)
+    async def settings(self) -> ApprovalSettings:
+        """The approval settings, recorded in the recovery's history."""
+        return self.config.approvals
+
+    def _notify(self, record: dict[str, object], message: str, level: int) -> None:
+        from activities.steps import append_notification
+
+        log.log(level, "%s", message)
+        append_notification(self.config, {**record, "message": message})
+
+    @activity.defn(name=OperatorActivity.NOTIFY)
+    async def notify(self, notice: BudgetTripNotice) -> None:
+        """The drain budget tripped: tell operators (once per trip)."""
+        message = (
+            f"drain budget of cluster {notice.cluster} tripped (trip {notice.trip}):"
+            f" not draining {', '.join(notice.denied)} for job {notice.job_id};"
+            f" {'; '.join(notice.reasons)}. See `resurrect budget`."
+        )
+        record: dict[str, object] = {
+            "time": notice.at.isoformat(),
+            "severity": "critical",
+            "kind": "drain_budget_tripped",
+            "cluster": notice.cluster,
+            "workflow_id": notice.workflow_id,
+            "job_id": notice.job_id,
+        }
+        await asyncio.to_thread(self._notify, record, message, logging.CRITICAL)
+
+    @activity.defn(name=OperatorActivity.CHECK_NODE)
+    async def check_node(self, node: str) -> NodeCheck:
+        """Is ``node`` still drained by resurrect, and does its health check pass?"""
+        try:
+            info = await self.scheduler.get_node(node)
+        except NodeNotFound as exc:
+            raise ApplicationError(str(exc), type="NodeNotFound", non_retryable=True) from exc
+        ours = info.drained and info.reason.startswith(DRAIN_REASON_PREFIX)
+        check = NodeCheck(
+            node=node, drained_by_resurrect=ours, drained=info.drained, reason=info.reason
+        )
+        if not ours:
+            return check
+        argv = self.config.isolation.health_check_argv
+        if not argv:
+            return check.model_copy(
+                update={"detail": "no health check configured (isolation.health_check_argv)"}
+            )
+        verdict = await run_health_check(argv, node, self.config.repair.check_timeout_s)
+        return check.model_copy(update={"healthy": verdict.healthy, "detail": verdict.detail})
+
+    @activity.defn(name=OperatorActivity.RESUME_NODE)
+    async def resume_node(self, node: str) -> str:
+        """Return ``node`` to service (refused unless resurrect drained it)."""
+        try:
+            mutation = await self.scheduler.resume_node(node)
+        except (SchedulerRefused, NodeNotFound) as exc:
+            raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from exc
+        return mutation.detail if mutation.changed else f"not resumed: {mutation.detail}"
+
+    @activity.defn(name=OperatorActivity.FLAG_NODE)
+    async def flag_node(self, flag: NodeFlag) -> None:
+        """A node for a hardware ticket: a critical notification with its recent history."""
+        message = f"node {flag.node} of {flag.cluster} flagged for a hardware ticket: {flag.why}"
+        record: dict[str, object] = {
+            "time": datetime.now(UTC).isoformat(),
+            "severity": "critical",
+            "kind": "node_flagged",
+            "cluster": flag.cluster,
+            "node": flag.node,
+            "history": [e.model_dump(mode="json") for e in flag.events],
+        }
+        await asyncio.to_thread(self._notify, record, message, logging.CRITICAL)
