@@ -24,6 +24,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "resurrect.demo.cli",
     "sensors.node_agent.cli",
     "resurrect.plans.cli",
+    "resurrect.operator.cli",
 )
 
 Handler = Callable[[argparse.Namespace], int]
