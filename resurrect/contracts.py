@@ -182,6 +182,8 @@ class JobInfo(Contract):
     requeue_allowed: bool = True
     held: bool = False
     comment: str = ""
+    # Set by administrators and by resurrect (its hold mark, see scheduler/hold_marker.py).
+    admin_comment: str = ""
     stdout_path: str | None = None
     stderr_path: str | None = None
     work_dir: str | None = None

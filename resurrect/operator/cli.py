@@ -181,6 +181,28 @@ def _nodes(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------- watchdog
+def _watchdog(args: argparse.Namespace) -> int:
+    from resurrect.operator.watchdog import as_verified, release_stale_holds, run_watchdog
+    from resurrect.service import scheduler_from_config, stop_on_signals
+
+    config = load_config(args.config)
+    scheduler = as_verified(scheduler_from_config(config))
+    bound = args.bound_s if args.bound_s is not None else config.watchdog.hold_bound_s
+
+    async def main() -> int:
+        if args.once:
+            for result in await release_stale_holds(scheduler, bound):
+                print(f"job {result.target}: {result.detail}")
+            return 0
+        stop = asyncio.Event()
+        stop_on_signals(stop)
+        await run_watchdog(scheduler, bound, config.watchdog.interval_s, stop)
+        return 0
+
+    return asyncio.run(main())
+
+
 # ---------------------------------------------------------------------------- register
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     budget = sub.add_parser(
@@ -206,3 +228,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     nodes.add_argument("--history", action="store_true", help="every event of the node")
     nodes.add_argument("--json", action="store_true")
     nodes.set_defaults(handler=_nodes)
+
+    watchdog = sub.add_parser(
+        "watchdog", help="release jobs resurrect held longer than the bound (fail-open)"
+    )
+    _add_config_arg(watchdog)
+    watchdog.add_argument("--once", action="store_true", help="one pass (for a timer unit)")
+    watchdog.add_argument(
+        "--bound-s", type=float, default=None, help="default: watchdog.hold_bound_s (120)"
+    )
+    watchdog.set_defaults(handler=_watchdog)
