@@ -181,6 +181,26 @@ async def node_state(client: Client, cluster: str, node: str) -> NodeRepairState
     return state
 
 
+async def exclusion_records(
+    client: Client | None, cluster: str, job_id: str, nodes: Sequence[str]
+) -> tuple[dict[str, datetime], dict[str, datetime]]:
+    """For ``nodes`` (a job's exclusion list): when resurrect excluded each from ``job_id``,
+    and when each last returned to service (from the nodes' repair workflows)."""
+    ours: dict[str, datetime] = {}
+    returned: dict[str, datetime] = {}
+    if client is None or not nodes:
+        return ours, returned
+    states = await asyncio.gather(*[node_state(client, cluster, n) for n in nodes])
+    for node, state in zip(nodes, states, strict=True):
+        if state is None:
+            continue
+        if job_id in state.exclusions:
+            ours[node] = state.exclusions[job_id]
+        if state.returned_at is not None and state.status == "in_service":
+            returned[node] = state.returned_at
+    return ours, returned
+
+
 # ---------------------------------------------------------------------------- activities
 class OperatorActivities:
     """What the budget and repair workflows (and the recovery's approval gate) call."""

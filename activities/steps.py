@@ -28,6 +28,8 @@ from resurrect.errors import (
     SchedulerError,
     SchedulerRefused,
 )
+from resurrect.operator.exclusions import ExclusionPlan
+from resurrect.operator.models import DROPPED_EXCLUSIONS_KEY
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 from resurrect.steps.runtime import StepContext, StepFn, step
 
@@ -237,13 +239,74 @@ async def requeue_job(ctx: StepContext, params: None) -> StepResult:
     if ctx.observe:
         message = f"would requeue job {job_id} ({job.state.value}) excluding {shown}"
         return StepResult(detail=message, would_have=[message])
+    # the plan's list holds the job's own exclusions too: only the rest is implicated now
+    implicated = [n for n in exclude if n not in job.excluded_nodes]
+    exclusions = await _exclusions(ctx, job, implicated)
     try:
-        mutation = await ctx.scheduler.requeue_excluding(job_id, exclude)
+        mutation = await ctx.scheduler.requeue_excluding(
+            job_id, [n for n in exclude if n not in exclusions.dropped], drop=exclusions.dropped
+        )
     except JobCancelled as exc:
         return _cancelled(job_id, str(exc))
     except (JobNotFound, SchedulerRefused) as exc:
         raise PermanentStepError(str(exc)) from exc
-    return StepResult(requeued=True, excluded_nodes=exclude, detail=mutation.detail)
+    await _record_exclusions(ctx, job, implicated, exclusions.dropped)
+    return StepResult(
+        requeued=True,
+        excluded_nodes=exclusions.exclude,
+        detail=mutation.detail,
+        notes=exclusions.notes,
+        data={DROPPED_EXCLUSIONS_KEY: exclusions.dropped} if exclusions.dropped else {},
+    )
+
+
+async def _exclusions(ctx: StepContext, job: JobInfo, adding: list[str]) -> ExclusionPlan:
+    """Which nodes resurrect excluded earlier from this job it gives back now (back in
+    service, or the job would not fit otherwise): see resurrect/operator/exclusions.py."""
+    from activities.operator import exclusion_records
+    from resurrect.operator.exclusions import plan_exclusions
+
+    ours, returned = await exclusion_records(
+        ctx.client, ctx.config.cluster.name, job.job_id, job.excluded_nodes
+    )
+    nodes = await ctx.scheduler.list_nodes()
+    usable = [
+        n.name
+        for n in nodes
+        if not n.drained
+        and not n.unavailable
+        and (not job.partition or not n.partitions or job.partition in n.partitions)
+    ]
+    return plan_exclusions(
+        job_id=job.job_id,
+        current=job.excluded_nodes,
+        adding=adding,
+        ours=ours,
+        returned=returned,
+        usable=usable,
+        needed=max(1, job.num_nodes or len(job.nodes)),
+    )
+
+
+async def _record_exclusions(
+    ctx: StepContext, job: JobInfo, adding: list[str], dropped: list[str]
+) -> None:
+    """Record in each node's repair workflow that resurrect excluded it from the job (only
+    nodes it added itself: never the owner's own exclusions), or gave it back."""
+    from activities.operator import report_to_repair
+    from resurrect.operator.models import NodeDrainReport
+
+    changes = [(n, "excluded") for n in adding if n not in job.excluded_nodes]
+    changes += [(n, "included") for n in dropped]
+    for node, kind in changes:
+        report = NodeDrainReport(
+            incident=ctx.incident_id,
+            job_id=job.job_id,
+            fault_class=ctx.diagnosis.fault_class.value,
+            reason=f"{kind} by {ctx.incident_id}",
+            kind="excluded" if kind == "excluded" else "included",
+        )
+        await report_to_repair(ctx.client, ctx.config, node, report)
 
 
 def _cancelled(job_id: str, why: str) -> StepResult:

@@ -55,6 +55,10 @@ class NodeRepairWorkflow:
             self._state.exclusions.setdefault(report.job_id, workflow.now())
             self._event("excluded", f"excluded from job {report.job_id}", report)
             return
+        if report.kind == "included":
+            if self._state.exclusions.pop(report.job_id, None) is not None:
+                self._event("included", f"no longer excluded from job {report.job_id}", report)
+            return
         seen: set[str | None] = {p.incident for p in self._state.pending}
         seen |= {e.incident for e in self._state.events if e.kind == "drained"}
         if report.incident in seen:

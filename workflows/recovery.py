@@ -45,7 +45,12 @@ with workflow.unsafe.imports_passed_through():
         plan_approval_needed,
         timeout_default,
     )
-    from resurrect.operator.models import APPROVAL_NEEDED_KEY, ApprovalDecision, ApprovalInput
+    from resurrect.operator.models import (
+        APPROVAL_NEEDED_KEY,
+        DROPPED_EXCLUSIONS_KEY,
+        ApprovalDecision,
+        ApprovalInput,
+    )
     from resurrect.planning import plan_recovery
     from resurrect.plans.models import ResolvedPlan, ResolvedStep
     from resurrect.plans.selection import select_plan
@@ -121,9 +126,13 @@ def _fold(state: IncidentState, result: StepResult) -> IncidentState:
     if result.drained_nodes:
         update["drained_nodes"] = list(dict.fromkeys([*state.drained_nodes, *result.drained_nodes]))
     if result.excluded_nodes:
-        update["excluded_nodes"] = list(
-            dict.fromkeys([*state.excluded_nodes, *result.excluded_nodes])
-        )
+        # exclusions resurrect gave back (resurrect/operator/exclusions.py) leave the list
+        given_back = set(result.data.get(DROPPED_EXCLUSIONS_KEY) or [])
+        update["excluded_nodes"] = [
+            n
+            for n in dict.fromkeys([*state.excluded_nodes, *result.excluded_nodes])
+            if n not in given_back
+        ]
     if result.requeued is not None:
         update["requeued"] = result.requeued
     if result.running_again is not None:

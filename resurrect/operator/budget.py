@@ -82,14 +82,19 @@ def decide(
             continue
         over = []
         if len(_used(records, None)) + 1 > limits.cluster:
-            over.append(f"cluster budget of {limits.cluster} per {_window(limits.window_s)}")
+            over.append(
+                f"cluster's blast-radius budget of {limits.cluster} per {_window(limits.window_s)}"
+            )
         for partition in candidate.partitions:
             cap = limits.partitions.get(partition)
             if cap is not None and len(_used(records, partition)) + 1 > cap:
-                over.append(f"partition {partition} budget of {cap} per {_window(limits.window_s)}")
+                over.append(
+                    f"partition {partition}'s blast-radius budget of {cap}"
+                    f" per {_window(limits.window_s)}"
+                )
         if over and request.approved_by is None:
             grant.denied.append(node)
-            grant.reasons.append(f"{node}: over the {' and the '.join(over)}")
+            grant.reasons.append(f"{node}: over the {' and '.join(over)}")
             continue
         records.append(
             DrainRecord(
@@ -104,7 +109,7 @@ def decide(
         grant.granted.append(node)
         if over:
             grant.reasons.append(
-                f"{node}: over the {' and the '.join(over)}, approved by {request.approved_by}"
+                f"{node}: over the {' and '.join(over)}, approved by {request.approved_by}"
             )
     update: dict[str, object] = {"records": records, "limits": limits, "tripped": tripped}
     if grant.denied:

@@ -114,6 +114,8 @@ class BudgetTripNotice(Contract):
 # ---------------------------------------------------------------------------- approvals
 
 APPROVAL_NEEDED_KEY = "approval_needed"  # StepResult.data key: the step asks a person
+# StepResult.data key: exclusions resurrect gave back at a requeue (no longer excluded).
+DROPPED_EXCLUSIONS_KEY = "dropped_exclusions"
 
 
 class ApprovalInput(Contract):
@@ -141,6 +143,7 @@ NodeEventKind = Literal[
     "not_ours",
     "flagged",
     "excluded",
+    "included",
 ]
 NodeStatus = Literal[
     "in_service", "cooling_down", "checking", "drained_unhealthy", "flagged", "left_alone"
@@ -162,7 +165,9 @@ class NodeDrainReport(Contract):
     job_id: str
     fault_class: str
     reason: str
-    kind: Literal["drained", "excluded"] = "drained"
+    # drained: resurrect drained it; excluded / included: resurrect added it to (removed it
+    # from) the job's exclusion list.
+    kind: Literal["drained", "excluded", "included"] = "drained"
 
 
 class RepairTimings(Contract):

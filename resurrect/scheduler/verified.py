@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from resurrect.contracts import JobInfo, JobState, MutationResult, NodeInfo
 from resurrect.errors import (
@@ -236,12 +236,15 @@ class VerifiedScheduler(ABC):
         )
 
     # ------------------------------------------------------------------ job mutations
-    async def requeue_excluding(self, job_id: str, exclude_nodes: list[str]) -> MutationResult:
+    async def requeue_excluding(
+        self, job_id: str, exclude_nodes: list[str], *, drop: Sequence[str] = ()
+    ) -> MutationResult:
         """Requeue keeping id and owner, excluding ``exclude_nodes`` (added to any existing
-        exclusion). If setting the exclusion fails the job is still released (fail open) and
-        the error is raised."""
+        exclusion, less ``drop``). If setting the exclusion fails the job is still released
+        (fail open) and the error is raised."""
         jid = validate_job_id(job_id)
         exclude = validate_node_names(exclude_nodes)
+        dropped = set(validate_node_names(list(drop))) - set(exclude)
         job = _not_cancelled(await self.get_job(jid))
         if not job.requeue_allowed:
             raise SchedulerRefused(
@@ -256,6 +259,7 @@ class VerifiedScheduler(ABC):
             job.state is JobState.PENDING
             and not job.held
             and set(exclude) <= set(job.excluded_nodes)
+            and not dropped & set(job.excluded_nodes)
         ):
             return MutationResult(
                 target=jid,
@@ -264,11 +268,11 @@ class VerifiedScheduler(ABC):
                 detail=f"already pending excluding {','.join(job.excluded_nodes) or 'nothing'}",
             )
         steps = await self._hold_for_requeue(job)
-        wanted = list(dict.fromkeys([*job.excluded_nodes, *exclude]))
+        wanted = [n for n in dict.fromkeys([*job.excluded_nodes, *exclude]) if n not in dropped]
         try:
             # scancel of the job we hold makes it CANCELLED: it stays so, never released
             held = _not_cancelled(await self.get_job(jid))
-            if not set(wanted) <= set(held.excluded_nodes):
+            if set(wanted) != set(held.excluded_nodes):
                 await self._act_exclude(jid, wanted)
                 steps.append("exclude")
             _not_cancelled(await self.get_job(jid))  # the last look, right before release

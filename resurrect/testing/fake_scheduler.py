@@ -10,7 +10,7 @@ is down), to test retries.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from resurrect.contracts import FINISHED_JOB_STATES, JobInfo, JobState, MutationResult, NodeInfo
 from resurrect.errors import JobNotFound, NodeNotFound, SchedulerRefused, SchedulerUnavailable
@@ -107,12 +107,17 @@ class FakeScheduler:
             target=name, operation="resume", changed=True, detail=f"resumed {name}"
         )
 
-    async def requeue_excluding(self, job_id: str, exclude_nodes: list[str]) -> MutationResult:
+    async def requeue_excluding(
+        self, job_id: str, exclude_nodes: list[str], *, drop: Sequence[str] = ()
+    ) -> MutationResult:
         job = await self.get_job(job_id)
         if not job.requeue_allowed:
             raise SchedulerRefused(f"fake: job {job_id} is not requeueable")
         self.calls.append(("requeue", job_id))
-        excluded = list(dict.fromkeys([*job.excluded_nodes, *exclude_nodes]))
+        gone = set(drop) - set(exclude_nodes)
+        excluded = [
+            n for n in dict.fromkeys([*job.excluded_nodes, *exclude_nodes]) if n not in gone
+        ]
         update: dict[str, object] = {
             "excluded_nodes": excluded,
             "restart_count": job.restart_count + 1,

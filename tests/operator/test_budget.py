@@ -78,7 +78,7 @@ def test_partition_budget_is_enforced_beside_the_cluster_budget() -> None:
         BudgetState(cluster="c"), ask("r/1", "g1", "g2", limits=limits, partition="gpu"), T0
     )
     assert grant.granted == ["g1"] and grant.denied == ["g2"]
-    assert "partition gpu budget of 1 per hour" in grant.reasons[0]
+    assert "partition gpu's blast-radius budget of 1 per hour" in grant.reasons[0]
     state, other = decide(state, ask("r/2", "c1", limits=limits, partition="cpu"), T0)
     assert other.granted == ["c1"]
 
