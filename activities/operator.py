@@ -16,7 +16,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from temporalio import activity
-from temporalio.client import Client, WithStartWorkflowOperation, WorkflowQueryFailedError
+from temporalio.client import (
+    Client,
+    WithStartWorkflowOperation,
+    WorkflowExecutionStatus,
+    WorkflowQueryFailedError,
+)
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
@@ -53,6 +58,36 @@ from workflows.names import (
 )
 
 log = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------------------- ownership
+async def claim_for_task_queue(client: Client, workflow_id: str, task_queue: str) -> None:
+    """End a running operator workflow bound to another task queue, so this deployment's
+    own can start: no worker of ours would ever run it (the task queue was renamed, or
+    another test deployment started it), and updates and signals to it would wait for ever.
+    Its records are lost (logged): run one resurrect deployment (task queue) per cluster."""
+    handle = client.get_workflow_handle(workflow_id)
+    try:
+        description = await handle.describe()
+    except RPCError as exc:
+        if exc.status is RPCStatusCode.NOT_FOUND:
+            return
+        raise
+    if description.status is not WorkflowExecutionStatus.RUNNING:
+        return
+    if description.task_queue == task_queue:
+        return
+    log.warning(
+        "%s runs on task queue %s, not %s: ending it and starting ours",
+        workflow_id,
+        description.task_queue,
+        task_queue,
+    )
+    try:
+        await handle.terminate(reason=f"superseded by the workers of task queue {task_queue}")
+    except RPCError as exc:
+        if exc.status is not RPCStatusCode.NOT_FOUND:
+            raise
 
 
 # ---------------------------------------------------------------------------- budget
@@ -112,6 +147,7 @@ async def reserve_drains(
     if dry_run:
         state = await budget_state(client, cluster)
         return decide(state or BudgetState(cluster=cluster), request, datetime.now(UTC))[1]
+    await claim_for_task_queue(client, workflow_id, config.temporal.task_queue)
     start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
         DRAIN_BUDGET_WORKFLOW,
         BudgetState(cluster=cluster),
@@ -156,10 +192,12 @@ async def report_to_repair(
     if client is None or not config.repair.enabled:
         return
     cluster = config.cluster.name
+    workflow_id = node_repair_workflow_id(cluster, node)
+    await claim_for_task_queue(client, workflow_id, config.temporal.task_queue)
     await client.start_workflow(
         NODE_REPAIR_WORKFLOW,
         NodeRepairState(cluster=cluster, node=node, timings=repair_timings(config)),
-        id=node_repair_workflow_id(cluster, node),
+        id=workflow_id,
         task_queue=config.temporal.task_queue,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         start_signal=NODE_DRAINED_SIGNAL,

@@ -10,12 +10,17 @@ import argparse
 import asyncio
 import getpass
 import json
+import os
+import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from resurrect.config import ResurrectConfig, load_config
 from resurrect.errors import ResurrectError
+
+Handler = Callable[[argparse.Namespace], int]
 
 
 def _add_config_arg(parser: argparse.ArgumentParser) -> None:
@@ -26,6 +31,23 @@ def _add_config_arg(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="YAML configuration (default: $RESURRECT_CONFIG, else built-in defaults)",
     )
+
+
+def _with_temporal(handler: Callable[[argparse.Namespace], int]) -> Handler:
+    """Run a command that talks to Temporal, then leave with ``os._exit``: temporalio can
+    crash at interpreter exit after a clean run (sdk-python#300)."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            code = handler(args)
+        except ResurrectError as exc:
+            print(f"resurrect: error: {exc}", file=sys.stderr)
+            code = 2
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+    return run
 
 
 def _config(args: argparse.Namespace) -> ResurrectConfig:
@@ -116,7 +138,7 @@ async def decide_approval(
     return answer
 
 
-def _decide(approved: bool) -> Any:
+def _decide(approved: bool) -> Handler:
     def handler(args: argparse.Namespace) -> int:
         by = args.by or getpass.getuser()
         answer = asyncio.run(
@@ -210,7 +232,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     _add_config_arg(budget)
     budget.add_argument("--json", action="store_true")
-    budget.set_defaults(handler=_budget)
+    budget.set_defaults(handler=_with_temporal(_budget))
 
     for name, approved in (("approve", True), ("deny", False)):
         parser = sub.add_parser(
@@ -220,14 +242,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         parser.add_argument("workflow_id", metavar="WORKFLOW_ID")
         parser.add_argument("--reason", required=True, help="why (kept in the history)")
         parser.add_argument("--by", help="who decides (default: the user running this)")
-        parser.set_defaults(handler=_decide(approved))
+        parser.set_defaults(handler=_with_temporal(_decide(approved)))
 
     nodes = sub.add_parser("nodes", help="nodes resurrect drained: repair status and history")
     _add_config_arg(nodes)
     nodes.add_argument("node", nargs="?", metavar="NODE")
     nodes.add_argument("--history", action="store_true", help="every event of the node")
     nodes.add_argument("--json", action="store_true")
-    nodes.set_defaults(handler=_nodes)
+    nodes.set_defaults(handler=_with_temporal(_nodes))
 
     watchdog = sub.add_parser(
         "watchdog", help="release jobs resurrect held longer than the bound (fail-open)"
