@@ -7,6 +7,7 @@ def test_public_surface_is_pinned() -> None:
         "DRAIN_REASON_PREFIX",
         "Diagnosis",
         "FakeScheduler",
+        "HealthVerdict",
         "IncidentState",
         "JobInfo",
         "NodeInfo",
@@ -20,6 +21,7 @@ def test_public_surface_is_pinned() -> None:
         "StepResult",
         "TransientStepError",
         "make_step_input",
+        "run_health_check",
         "run_step",
         "step",
     ]
