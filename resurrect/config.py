@@ -137,9 +137,9 @@ class RepairSettings(Section):
 
 
 class WatchdogSettings(Section):
-    """Fail-open: jobs resurrect held and never released are released by the watcher."""
+    """Fail-open: ``resurrect watchdog`` (the resurrect-watchdog.timer unit) releases jobs
+    resurrect held and never released."""
 
-    enabled: bool = True
     hold_bound_s: float = Field(default=120.0, gt=0)
     interval_s: float = Field(default=15.0, gt=0)
 
