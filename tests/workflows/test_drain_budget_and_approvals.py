@@ -4,6 +4,7 @@ and workflows, an in-memory scheduler and two workers sharing one task queue."""
 from __future__ import annotations
 
 import asyncio
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from support.operator_control import (
     workers,
 )
 from temporalio.client import Client
+from temporalio.worker import Replayer
 
 from activities.operator import budget_state
 from resurrect.contracts import NodeInfo
@@ -29,9 +31,22 @@ from resurrect.operator.budget import view
 from resurrect.operator.cli import decide_approval
 from resurrect.testing import FakeScheduler
 from workflows.names import STATUS_QUERY
-from workflows.recovery import RecoveryWorkflowStatus
+from workflows.recovery import RecoveryWorkflow, RecoveryWorkflowStatus
 
 pytestmark = pytest.mark.temporal
+
+HISTORIES = Path(__file__).parent.parent / "fixtures" / "histories"
+
+
+async def replays(client: Client, workflow_id: str, name: str) -> None:
+    """The recovery's history replays; RESURRECT_RECORD_HISTORIES=1 stores it as ``name``
+    (tests/workflows/test_recovery_workflow.py replays every stored history)."""
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    if os.environ.get("RESURRECT_RECORD_HISTORIES"):
+        (HISTORIES / f"{name}.json").write_text(history.to_json())
+    replayer = Replayer(workflows=[RecoveryWorkflow], data_converter=client.data_converter)
+    replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert replayed.replay_failure is None, replayed.replay_failure
 
 
 async def test_six_concurrent_recoveries_on_two_workers_drain_only_the_budget_of_two(
@@ -110,6 +125,7 @@ async def test_an_approval_gated_plan_waits_and_runs_once_approved(
         status = await temporal_client.get_workflow_handle(workflow_id).query(
             STATUS_QUERY, result_type=RecoveryWorkflowStatus
         )
+        await replays(temporal_client, workflow_id, "approval-gated")
     assert outcome.recovered and outcome.drained_nodes == ["node1"]
     assert any("approved by alice: rack checked" in n for n in outcome.notes)
     assert status.approvals[0].by == "alice" and status.approvals[0].approved
@@ -169,6 +185,7 @@ async def test_a_drain_over_budget_waits_for_approval_when_configured(
         await decide_approval(config, workflow_id, approved=True, by="carol", reason="ok")
         two = await result(temporal_client, workflow_id)
         state = await budget_state(temporal_client, config.cluster.name)
+        await replays(temporal_client, workflow_id, "over-budget-approved")
     assert one.drained_nodes == ["node1"] and two.drained_nodes == ["node2"]
     assert drained_by_us(scheduler) == ["node1", "node2"]
     assert state is not None
