@@ -28,7 +28,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from resurrect.config import ApprovalSettings, ResurrectConfig
 from resurrect.contracts import NodeInfo
-from resurrect.errors import NodeNotFound, SchedulerRefused
+from resurrect.errors import NodeNotFound, ResurrectError, SchedulerRefused
 from resurrect.operator.budget import decide, limits_for
 from resurrect.operator.health_check import run_health_check
 from resurrect.operator.models import (
@@ -58,6 +58,10 @@ from workflows.names import (
 )
 
 log = logging.getLogger(__name__)
+
+# A query no worker answers (a workflow of another task queue) would wait for the RPC
+# deadline; operator reads give up sooner.
+QUERY_TIMEOUT_S = 10.0
 
 
 # ---------------------------------------------------------------------------- ownership
@@ -144,8 +148,11 @@ async def reserve_drains(
         )
         return decide(snapshot, request, now)[1]
     workflow_id = drain_budget_workflow_id(cluster)
-    if dry_run:
-        state = await budget_state(client, cluster)
+    if dry_run:  # observe mode: ask, reserve nothing
+        try:
+            state = await budget_state(client, cluster)
+        except ResurrectError:
+            state = None
         return decide(state or BudgetState(cluster=cluster), request, datetime.now(UTC))[1]
     await claim_for_task_queue(client, workflow_id, config.temporal.task_queue)
     start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
@@ -165,11 +172,17 @@ async def budget_state(client: Client, cluster: str) -> BudgetState | None:
     """The cluster's budget state, or None when no drain was ever reserved."""
     handle = client.get_workflow_handle(drain_budget_workflow_id(cluster))
     try:
-        state: BudgetState = await handle.query(BUDGET_QUERY, result_type=BudgetState)
+        state: BudgetState = await asyncio.wait_for(
+            handle.query(BUDGET_QUERY, result_type=BudgetState), QUERY_TIMEOUT_S
+        )
     except RPCError as exc:
         if exc.status is RPCStatusCode.NOT_FOUND:
             return None
         raise
+    except TimeoutError as exc:
+        raise ResurrectError(
+            f"the drain budget of {cluster} does not answer (no worker for it?)"
+        ) from exc
     return state
 
 
@@ -209,13 +222,15 @@ async def node_state(client: Client, cluster: str, node: str) -> NodeRepairState
     """A node's repair state (history), or None when resurrect never drained it."""
     handle = client.get_workflow_handle(node_repair_workflow_id(cluster, node))
     try:
-        state: NodeRepairState = await handle.query(NODE_STATE_QUERY, result_type=NodeRepairState)
+        state: NodeRepairState = await asyncio.wait_for(
+            handle.query(NODE_STATE_QUERY, result_type=NodeRepairState), QUERY_TIMEOUT_S
+        )
     except RPCError as exc:
         if exc.status is RPCStatusCode.NOT_FOUND:
             return None
         raise
-    except WorkflowQueryFailedError:
-        return None
+    except (WorkflowQueryFailedError, TimeoutError):
+        return None  # no worker serves it (another task queue): as if unknown
     return state
 
 
