@@ -94,6 +94,20 @@ async def claim_for_task_queue(client: Client, workflow_id: str, task_queue: str
             raise
 
 
+async def _ours(client: Client, workflow_id: str, task_queue: str) -> bool:
+    """The workflow runs, on our task queue (so a query gets an answer)."""
+    try:
+        description = await client.get_workflow_handle(workflow_id).describe()
+    except RPCError as exc:
+        if exc.status is RPCStatusCode.NOT_FOUND:
+            return False
+        raise
+    return (
+        description.status is WorkflowExecutionStatus.RUNNING
+        and description.task_queue == task_queue
+    )
+
+
 # ---------------------------------------------------------------------------- budget
 def reservation_for(
     config: ResurrectConfig,
@@ -148,11 +162,13 @@ async def reserve_drains(
         )
         return decide(snapshot, request, now)[1]
     workflow_id = drain_budget_workflow_id(cluster)
-    if dry_run:  # observe mode: ask, reserve nothing
-        try:
-            state = await budget_state(client, cluster)
-        except ResurrectError:
-            state = None
+    if dry_run:  # observe mode: ask, reserve nothing (and change nothing, not even owners)
+        state = None
+        if await _ours(client, workflow_id, config.temporal.task_queue):
+            try:
+                state = await budget_state(client, cluster)
+            except ResurrectError:
+                state = None
         return decide(state or BudgetState(cluster=cluster), request, datetime.now(UTC))[1]
     await claim_for_task_queue(client, workflow_id, config.temporal.task_queue)
     start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
@@ -218,9 +234,15 @@ async def report_to_repair(
     )
 
 
-async def node_state(client: Client, cluster: str, node: str) -> NodeRepairState | None:
-    """A node's repair state (history), or None when resurrect never drained it."""
-    handle = client.get_workflow_handle(node_repair_workflow_id(cluster, node))
+async def node_state(
+    client: Client, cluster: str, node: str, task_queue: str | None = None
+) -> NodeRepairState | None:
+    """A node's repair state (history), or None when resurrect never drained it (or, with
+    ``task_queue``, when no worker of that task queue serves its repair workflow)."""
+    workflow_id = node_repair_workflow_id(cluster, node)
+    if task_queue is not None and not await _ours(client, workflow_id, task_queue):
+        return None
+    handle = client.get_workflow_handle(workflow_id)
     try:
         state: NodeRepairState = await asyncio.wait_for(
             handle.query(NODE_STATE_QUERY, result_type=NodeRepairState), QUERY_TIMEOUT_S
@@ -235,7 +257,7 @@ async def node_state(client: Client, cluster: str, node: str) -> NodeRepairState
 
 
 async def exclusion_records(
-    client: Client | None, cluster: str, job_id: str, nodes: Sequence[str]
+    client: Client | None, config: ResurrectConfig, job_id: str, nodes: Sequence[str]
 ) -> tuple[dict[str, datetime], dict[str, datetime]]:
     """For ``nodes`` (a job's exclusion list): when resurrect excluded each from ``job_id``,
     and when each last returned to service (from the nodes' repair workflows)."""
@@ -243,7 +265,8 @@ async def exclusion_records(
     returned: dict[str, datetime] = {}
     if client is None or not nodes:
         return ours, returned
-    states = await asyncio.gather(*[node_state(client, cluster, n) for n in nodes])
+    cluster, queue = config.cluster.name, config.temporal.task_queue
+    states = await asyncio.gather(*[node_state(client, cluster, n, queue) for n in nodes])
     for node, state in zip(nodes, states, strict=True):
         if state is None:
             continue

@@ -266,9 +266,7 @@ async def _exclusions(ctx: StepContext, job: JobInfo, adding: list[str]) -> Excl
     from activities.operator import exclusion_records
     from resurrect.operator.exclusions import plan_exclusions
 
-    ours, returned = await exclusion_records(
-        ctx.client, ctx.config.cluster.name, job.job_id, job.excluded_nodes
-    )
+    ours, returned = await exclusion_records(ctx.client, ctx.config, job.job_id, job.excluded_nodes)
     nodes = await ctx.scheduler.list_nodes()
     usable = [
         n.name

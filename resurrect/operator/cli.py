@@ -170,7 +170,7 @@ async def nodes_json(config: ResurrectConfig, node: str | None = None) -> list[d
                     names.append(execution.id[len(prefix) :])
         rows = []
         for name in sorted(set(names)):
-            state = await node_state(client, config.cluster.name, name)
+            state = await node_state(client, config.cluster.name, name, config.temporal.task_queue)
             if state is not None:
                 rows.append(state.model_dump(mode="json", exclude={"pending"}))
     return rows
