@@ -103,9 +103,11 @@ async def drain_watch(cluster: LocalSlurm) -> AsyncIterator[list[int]]:
         task.cancel()
 
 
-async def one_node_jobs_running(cluster: LocalSlurm, script: str, count: int) -> list[Any]:
+async def one_node_jobs_running(
+    cluster: LocalSlurm, script: str, count: int, *, requeue: bool = True
+) -> list[Any]:
     scheduler = cluster.scheduler()
-    ids = [cluster.submit(script, comment=OPT_IN, nodes=1) for _ in range(count)]
+    ids = [cluster.submit(script, comment=OPT_IN, nodes=1, requeue=requeue) for _ in range(count)]
     return [
         await eventually(
             lambda j=j: scheduler.get_job(j),
@@ -129,6 +131,9 @@ async def test_a_burst_of_node_faults_never_drains_above_the_cap_and_jobs_restar
         temporal_server,
         tmp_path,
         isolation={"max_drain_nodes": 1, "max_drain_fraction": 1.0, "min_drain_budget": 0},
+        # report a node as soon as it stops responding, before slurmctld declares it DOWN
+        # and requeues its job itself (the recovery would then name no node to drain)
+        watcher={"poll_interval_s": 1.0, "log_poll_interval_s": 0.1, "not_responding_grace_s": 0},
     )
     scheduler = cluster.scheduler()
     async with running_service(config, temporal_client, scheduler), drain_watch(cluster) as seen:
@@ -227,7 +232,9 @@ async def test_a_healthy_drained_node_returns_and_takes_jobs_an_unhealthy_one_st
     )
     scheduler = cluster.scheduler()
     async with running_service(config, temporal_client, scheduler):
-        jobs = await one_node_jobs_running(cluster, LONG_THEN_SHORT, 2)
+        # --no-requeue: slurmctld cannot requeue them first (the recovery then sees a pending
+        # job and no node of its own to drain); this test is about the nodes
+        jobs = await one_node_jobs_running(cluster, LONG_THEN_SHORT, 2, requeue=False)
         healthy, broken = (j.nodes[0] for j in jobs)
         cluster.kill_node(healthy)
         cluster.kill_node(broken)
