@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -59,6 +60,11 @@ from workflows.names import (
 
 log = logging.getLogger(__name__)
 
+# Reservations refused because too many updates are in flight are tried again this often.
+RESERVE_ATTEMPTS = 200
+RESERVE_AGAIN = frozenset(
+    {RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.ABORTED, RPCStatusCode.UNAVAILABLE}
+)
 # A query no worker answers (a workflow of another task queue) would wait for the RPC
 # deadline; operator reads give up sooner.
 QUERY_TIMEOUT_S = 10.0
@@ -171,17 +177,38 @@ async def reserve_drains(
                 state = None
         return decide(state or BudgetState(cluster=cluster), request, datetime.now(UTC))[1]
     await claim_for_task_queue(client, workflow_id, config.temporal.task_queue)
-    start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
+    start = _with_start(config)
+    for attempt in range(RESERVE_ATTEMPTS):
+        try:
+            grant: DrainGrant = await client.execute_update_with_start_workflow(
+                RESERVE_DRAIN_UPDATE,
+                request,
+                start_workflow_operation=start,
+                result_type=DrainGrant,
+            )
+            return grant
+        except RPCError as exc:
+            # Temporal admits a few in-flight updates per workflow (10 by default) and aborts
+            # an update when the workflow continues as new: in a burst of recoveries the
+            # others try again (a reservation asked twice gets the same answer)
+            if exc.status not in RESERVE_AGAIN or attempt + 1 == RESERVE_ATTEMPTS:
+                raise
+        pause = min(1.0, 0.05 * 2 ** min(attempt, 5))
+        await asyncio.sleep(random.uniform(0.02, pause))  # noqa: S311 - jitter, not a secret
+        start = _with_start(config)
+    raise AssertionError("unreachable")
+
+
+def _with_start(config: ResurrectConfig) -> WithStartWorkflowOperation[Any, Any]:
+    """Start the cluster's budget workflow unless it runs (an operation is used once)."""
+    cluster = config.cluster.name
+    return WithStartWorkflowOperation(
         DRAIN_BUDGET_WORKFLOW,
         BudgetState(cluster=cluster),
-        id=workflow_id,
+        id=drain_budget_workflow_id(cluster),
         task_queue=config.temporal.task_queue,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
     )
-    grant: DrainGrant = await client.execute_update_with_start_workflow(
-        RESERVE_DRAIN_UPDATE, request, start_workflow_operation=start, result_type=DrainGrant
-    )
-    return grant
 
 
 async def budget_state(client: Client, cluster: str) -> BudgetState | None:

@@ -9,9 +9,9 @@ PY=.venv/bin/python
 [ -x "$PY" ] || PY=python3
 if [ "${1:-}" = "--quick" ]; then
   scan=(--lines 200000); ckpt=(--size-gb 0.5); agent=(--duration 10)
-  follow=(--window 120); fuzz=(--inputs 10000)
+  follow=(--window 120); fuzz=(--inputs 10000); budget=(--recoveries 50)
 else
-  scan=(); ckpt=(--size-gb 4); agent=(--duration 60); follow=(); fuzz=()
+  scan=(); ckpt=(--size-gb 4); agent=(--duration 60); follow=(); fuzz=(); budget=()
 fi
 echo "== scan_throughput (rule engine vs grep -P)" >&2
 "$PY" benchmarks/scan_throughput.py --json "${scan[@]}"
@@ -23,3 +23,5 @@ echo "== follower_scan (hang check on a 50,000-entry checkpoint dir vs the forme
 "$PY" benchmarks/follower_scan.py --json "${follow[@]}"
 echo "== fuzz_untrusted_input (>= 100,000 hostile inputs through the service loops)" >&2
 "$PY" benchmarks/fuzz_untrusted_input.py --json "${fuzz[@]}"
+echo "== drain_budget (burst of reserve_drain updates vs queries of the same workflow)" >&2
+"$PY" benchmarks/drain_budget.py --json "${budget[@]}"
