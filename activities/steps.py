@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import os
 import time
 from datetime import UTC, datetime
@@ -20,6 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from resurrect.config import ResurrectConfig
 from resurrect.contracts import (
     CheckpointVerdict,
     JobInfo,
@@ -35,8 +35,9 @@ from resurrect.errors import (
     SchedulerError,
     SchedulerRefused,
 )
+from resurrect.operator.exclusions import ExclusionPlan
+from resurrect.operator.models import DROPPED_EXCLUSIONS_KEY
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
-from resurrect.scheduler.view import drain_census
 from resurrect.steps.runtime import StepContext, StepFn, step
 
 
@@ -47,35 +48,76 @@ class Params(BaseModel):
 # ---------------------------------------------------------------------------- drain
 @step("recovery.drain_nodes", handles_observe=True)
 async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
-    """Drain the plan's implicated nodes with our reason prefix, within the blast radius."""
-    total, drained = await drain_census(ctx.scheduler)
-    ours = {n.name for n in drained if n.reason.startswith(DRAIN_REASON_PREFIX)}
-    isolation = ctx.config.isolation
-    budget = max(isolation.min_drain_budget, math.floor(isolation.max_drain_fraction * total))
-    in_use = len(ours)
+    """Drain the plan's implicated nodes with our reason prefix, within the drain budget.
+
+    The cluster's budget workflow decides first (``activities.operator.reserve_drains``):
+    nodes over the budget are not drained (the recovery restarts without them, noted) or,
+    with ``isolation.over_budget: await_approval``, the step asks for approval. Only the
+    nodes this recovery drained are reported as drained (a node someone else drained is
+    noted, never claimed), and each gets a repair workflow that returns it to service.
+    """
+    from resurrect.activities.operator import report_to_repair, reservation_for, reserve_drains
+    from resurrect.operator.models import APPROVAL_NEEDED_KEY, NodeDrainReport
+
+    nodes = await ctx.scheduler.list_nodes()
+    by_name = {n.name: n for n in nodes}
     reason = (
         f"{DRAIN_REASON_PREFIX} {ctx.diagnosis.fault_class.value} job {ctx.job.job_id}"
         f" [{ctx.incident_id}]"
     )
     result = StepResult()
-    for name in ctx.decision.drain_nodes:
-        if name not in ours and in_use >= budget:
-            result.notes.append(
-                f"not draining {name}: blast-radius budget of {budget} drained nodes reached"
+    wanted = list(dict.fromkeys(ctx.decision.drain_nodes))
+    if not wanted:
+        result.detail = "drained nothing"
+        return result
+    request = reservation_for(
+        ctx.config,
+        workflow_id=ctx.incident_id,
+        job_id=ctx.job.job_id,
+        wanted=wanted,
+        nodes=nodes,
+        approved_by=ctx.input.approved_by,
+    )
+    grant = await reserve_drains(ctx.client, ctx.config, request, nodes, dry_run=ctx.observe)
+    result.notes.extend(f"drain budget: {why}" for why in grant.reasons)
+    if grant.denied:
+        if ctx.config.isolation.over_budget == "await_approval" and not ctx.input.approved_by:
+            result.data[APPROVAL_NEEDED_KEY] = (
+                f"drain {', '.join(grant.denied)} over the drain budget"
             )
+        result.notes.append(
+            f"not draining {', '.join(grant.denied)}: drain budget reached;"
+            " the job restarts without them (excluded, not drained)"
+        )
+    for name in wanted:
+        if name in grant.denied:
             continue
         if ctx.observe:
             result.would_have.append(f"would drain {name}: {reason}")
+            continue
+        before = by_name.get(name)
+        if before is not None and before.drained and f"[{ctx.incident_id}]" not in before.reason:
+            who = "resurrect" if before.reason.startswith(DRAIN_REASON_PREFIX) else "someone else"
+            result.notes.append(f"{name} already drained by {who} ({before.reason}): left as is")
             continue
         try:
             mutation = await ctx.scheduler.drain_node(name, reason)
         except NodeNotFound as exc:
             result.notes.append(f"cannot drain {name}: {exc}")
             continue
+        if not mutation.changed and before is not None and not before.drained:
+            # drained by someone else between our read and our drain
+            result.notes.append(f"{name}: {mutation.detail}: left as is")
+            continue
         result.drained_nodes.append(name)
         result.notes.append(mutation.detail)
-        if name not in ours:
-            in_use += 1
+        report = NodeDrainReport(
+            incident=ctx.incident_id,
+            job_id=ctx.job.job_id,
+            fault_class=ctx.diagnosis.fault_class.value,
+            reason=reason,
+        )
+        await report_to_repair(ctx.client, ctx.config, name, report)  # once per incident
     result.detail = f"drained {', '.join(result.drained_nodes) or 'nothing'}"
     return result
 
@@ -202,13 +244,72 @@ async def requeue_job(ctx: StepContext, params: None) -> StepResult:
     if ctx.observe:
         message = f"would requeue job {job_id} ({job.state.value}) excluding {shown}"
         return StepResult(detail=message, would_have=[message])
+    # the plan's list holds the job's own exclusions too: only the rest is implicated now
+    implicated = [n for n in exclude if n not in job.excluded_nodes]
+    exclusions = await _exclusions(ctx, job, implicated)
     try:
-        mutation = await ctx.scheduler.requeue_excluding(job_id, exclude)
+        mutation = await ctx.scheduler.requeue_excluding(
+            job_id, [n for n in exclude if n not in exclusions.dropped], drop=exclusions.dropped
+        )
     except JobCancelled as exc:
         return _cancelled(job_id, str(exc))
     except (JobNotFound, SchedulerRefused) as exc:
         raise PermanentStepError(str(exc)) from exc
-    return StepResult(requeued=True, excluded_nodes=exclude, detail=mutation.detail)
+    await _record_exclusions(ctx, job, implicated, exclusions.dropped)
+    return StepResult(
+        requeued=True,
+        excluded_nodes=exclusions.exclude,
+        detail=mutation.detail,
+        notes=exclusions.notes,
+        data={DROPPED_EXCLUSIONS_KEY: exclusions.dropped} if exclusions.dropped else {},
+    )
+
+
+async def _exclusions(ctx: StepContext, job: JobInfo, adding: list[str]) -> ExclusionPlan:
+    """Which nodes resurrect excluded earlier from this job it gives back now (back in
+    service, or the job would not fit otherwise): see resurrect/operator/exclusions.py."""
+    from resurrect.activities.operator import exclusion_records
+    from resurrect.operator.exclusions import plan_exclusions
+
+    ours, returned = await exclusion_records(ctx.client, ctx.config, job.job_id, job.excluded_nodes)
+    nodes = await ctx.scheduler.list_nodes()
+    usable = [
+        n.name
+        for n in nodes
+        if not n.drained
+        and not n.unavailable
+        and (not job.partition or not n.partitions or job.partition in n.partitions)
+    ]
+    return plan_exclusions(
+        job_id=job.job_id,
+        current=job.excluded_nodes,
+        adding=adding,
+        ours=ours,
+        returned=returned,
+        usable=usable,
+        needed=max(1, job.num_nodes or len(job.nodes)),
+    )
+
+
+async def _record_exclusions(
+    ctx: StepContext, job: JobInfo, adding: list[str], dropped: list[str]
+) -> None:
+    """Record in each node's repair workflow that resurrect excluded it from the job (only
+    nodes it added itself: never the owner's own exclusions), or gave it back."""
+    from resurrect.activities.operator import report_to_repair
+    from resurrect.operator.models import NodeDrainReport
+
+    changes = [(n, "excluded") for n in adding if n not in job.excluded_nodes]
+    changes += [(n, "included") for n in dropped]
+    for node, kind in changes:
+        report = NodeDrainReport(
+            incident=ctx.incident_id,
+            job_id=job.job_id,
+            fault_class=ctx.diagnosis.fault_class.value,
+            reason=f"{kind} by {ctx.incident_id}",
+            kind="excluded" if kind == "excluded" else "included",
+        )
+        await report_to_repair(ctx.client, ctx.config, node, report)
 
 
 def _cancelled(job_id: str, why: str) -> StepResult:
@@ -282,6 +383,11 @@ def _append_json_line(path: Path, record: dict[str, object]) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
     with os.fdopen(fd, "a", encoding="utf-8") as handle:
         handle.write(json.dumps(record, sort_keys=True) + "\n")
+
+
+def append_notification(config: ResurrectConfig, record: dict[str, object]) -> None:
+    """One JSON line in ``<state_dir>/notifications.jsonl`` (what ``notify`` writes)."""
+    _append_json_line(config.temporal.state_dir / "notifications.jsonl", record)
 
 
 @step("recovery.notify", mutating=False)

@@ -12,9 +12,10 @@ if [ "${1:-}" = "--quick" ]; then
   follow=(--window 120); fuzz=(--inputs 10000); progress=(--lines 50000)
   telemetry=(--recoveries 10 --rounds 1); watch=(--jobs 10000 --nodes 2000 --running 400)
   live=(--nodes 2000 --duration 20); fcost=(--jobs 300 --duration 5); burst=(--jobs 50)
+  budget=(--recoveries 50)
 else
   scan=(); ckpt=(--size-gb 4); agent=(--duration 60); follow=(); fuzz=(); progress=()
-  telemetry=(--recoveries 30 --rounds 3); watch=(); live=(); fcost=(); burst=()
+  telemetry=(--recoveries 30 --rounds 3); watch=(); live=(); fcost=(); burst=(); budget=()
 fi
 echo "== scan_throughput (rule engine vs grep -P)" >&2
 "$PY" benchmarks/scan_throughput.py --json "${scan[@]}"
@@ -40,3 +41,5 @@ echo "== follower_cost (1,000 followed jobs: adaptive looks on open files vs eve
 "$PY" benchmarks/follower_cost.py --json "${fcost[@]}"
 echo "== burst_recovery (simultaneous node losses, 3 reports each: WAL dev server vs its defaults)" >&2
 "$PY" benchmarks/burst_recovery.py --json "${burst[@]}"
+echo "== drain_budget (burst of reserve_drain updates vs queries of the same workflow)" >&2
+"$PY" benchmarks/drain_budget.py --json "${budget[@]}"

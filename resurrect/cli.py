@@ -26,6 +26,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "resurrect.plans.cli",
     "resurrect.stacks.cli",
     "resurrect.goodput.cli",
+    "resurrect.operator.cli",
 )
 
 Handler = Callable[[argparse.Namespace], int]

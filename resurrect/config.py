@@ -94,11 +94,61 @@ class PolicySettings(Section):
 
 
 class IsolationSettings(Section):
-    """The blast-radius budget for draining nodes."""
+    """The blast-radius budget for draining nodes (the circuit breaker).
+
+    Drains are counted over a sliding window of ``window_s`` by one per-cluster budget
+    workflow, so concurrent recoveries on several workers share one count. A limit is the
+    smaller of a node count and a fraction of the nodes (cluster-wide, and per partition);
+    ``min_drain_budget`` always allows that many cluster-wide.
+    """
 
     max_drain_fraction: float = Field(default=0.25, gt=0, le=1)
     min_drain_budget: int = Field(default=1, ge=0)  # always allow at least this many
+    max_drain_nodes: int | None = Field(default=None, ge=0)
+    partition_max_drain_nodes: int | None = Field(default=None, ge=0)
+    partition_max_drain_fraction: float | None = Field(default=None, gt=0, le=1)
+    window_s: float = Field(default=3600.0, gt=0, le=30 * 24 * 3600)
+    # A drain over budget: restart without draining (noted), or wait for a person.
+    over_budget: Literal["restart_only", "await_approval"] = "restart_only"
+    # The health check of a drained node before it returns to service, as argv ("{node}" is
+    # replaced by the node's name), e.g. [ssh, "{node}", resurrect, agent, check]. Empty:
+    # drained nodes stay drained until a person resumes them.
     health_check_argv: list[str] = Field(default_factory=list)
+
+
+class ApprovalSettings(Section):
+    """When a recovery waits for a person (``resurrect approve|deny``)."""
+
+    # A plan that would drain more than this many nodes waits for approval (None: never).
+    drain_nodes_over: int | None = Field(default=None, ge=0)
+    # Stopping (cancelling) a running job on more than this many nodes waits (None: never).
+    stop_job_nodes_over: int | None = Field(default=None, ge=0)
+    # Steps a plugin marks ``risky=True`` wait for approval.
+    risky_steps: bool = True
+    timeout_s: float = Field(default=3600.0, gt=0, le=30 * 24 * 3600)
+    on_timeout: Literal["approve", "deny"] = "deny"
+
+
+class RepairSettings(Section):
+    """Return to service of the nodes resurrect drained (one repair workflow per node)."""
+
+    enabled: bool = True
+    cool_down_s: float = Field(default=300.0, ge=0)
+    check_timeout_s: float = Field(default=120.0, gt=0, le=3600)
+    # A failed check is repeated after this long, at most max_checks times in all.
+    recheck_interval_s: float = Field(default=1800.0, gt=0)
+    max_checks: int = Field(default=3, ge=1, le=100)
+    # A node drained again within this long after its return stays out, flagged for a
+    # hardware ticket.
+    probation_s: float = Field(default=24 * 3600.0, ge=0)
+
+
+class WatchdogSettings(Section):
+    """Fail-open: ``resurrect watchdog`` (the resurrect-watchdog.timer unit) releases jobs
+    resurrect held and never released."""
+
+    hold_bound_s: float = Field(default=120.0, gt=0)
+    interval_s: float = Field(default=15.0, gt=0)
 
 
 class WatcherSettings(Section):
@@ -274,6 +324,9 @@ class ResurrectConfig(Section):
     plans: PlansSettings = Field(default_factory=PlansSettings)
     plugins: PluginSettings = Field(default_factory=PluginSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    approvals: ApprovalSettings = Field(default_factory=ApprovalSettings)
+    repair: RepairSettings = Field(default_factory=RepairSettings)
+    watchdog: WatchdogSettings = Field(default_factory=WatchdogSettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)
 
 

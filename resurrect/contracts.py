@@ -190,6 +190,8 @@ class JobInfo(Contract):
     requeue_allowed: bool = True
     held: bool = False
     comment: str = ""
+    # Set by administrators and by resurrect (its hold mark, see scheduler/hold_marker.py).
+    admin_comment: str = ""
     stdout_path: str | None = None
     stderr_path: str | None = None
     work_dir: str | None = None
@@ -401,6 +403,7 @@ class RecoveryOutcomeKind(StrEnum):
     STOPPED_NO_CHECKPOINT = "stopped_no_checkpoint"  # no checkpoint verified (the policy asks)
     JOB_COMPLETED = "job_completed"  # the job had finished by the time of the requeue
     CANCELLED_DURING_RECOVERY = "cancelled_during_recovery"  # cancelled while recovering
+    DENIED = "denied"  # a person (or the approval timeout's default) denied the plan
 
 
 class RecoveryOutcome(Contract):
@@ -487,6 +490,8 @@ class StepInput(Contract):
     # Set when the plan gave the step no heartbeat timeout: the worker then heartbeats for
     # it, so a crashed worker is noticed within this many seconds.
     liveness_s: float | None = None
+    # Who approved this step (``resurrect approve``), when it waited for approval.
+    approved_by: str | None = None
 
 
 class StepResult(Contract):

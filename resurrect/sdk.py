@@ -34,6 +34,7 @@ from resurrect.contracts import (
     StepResult,
 )
 from resurrect.errors import PermanentStepError, StepError, TransientStepError
+from resurrect.operator.health_check import HealthVerdict, run_health_check
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX, Scheduler
 from resurrect.steps.plugins import Plugin
 from resurrect.steps.runtime import StepContext, step
@@ -44,6 +45,7 @@ __all__ = [
     "DRAIN_REASON_PREFIX",
     "Diagnosis",
     "FakeScheduler",
+    "HealthVerdict",
     "IncidentState",
     "JobInfo",
     "NodeInfo",
@@ -58,6 +60,7 @@ __all__ = [
     "StepResult",
     "TransientStepError",
     "make_step_input",
+    "run_health_check",
     "run_step",
     "step",
 ]

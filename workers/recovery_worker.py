@@ -22,6 +22,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from resurrect.activities.operator import OperatorActivities
 from resurrect.activities.recovery import RecoveryActivities
 from resurrect.activities.steps import builtin_steps
 from resurrect.config import ResurrectConfig
@@ -29,8 +30,10 @@ from resurrect.plans.loader import check_plans, load_plans
 from resurrect.plans.models import ResolvedPlan
 from resurrect.scheduler.base import Scheduler
 from resurrect.steps.plugins import Plugin, discover, params_registry, step_registry
-from resurrect.steps.runtime import StepFn, StepRuntime, make_activity
+from resurrect.steps.runtime import StepFn, StepRuntime, make_activity, step_meta
 from resurrect.telemetry.interceptor import TelemetryInterceptor
+from resurrect.workflows.drain_budget import DrainBudgetWorkflow
+from resurrect.workflows.node_repair import NodeRepairWorkflow
 from resurrect.workflows.recovery import RecoveryWorkflow
 
 log = logging.getLogger(__name__)
@@ -71,11 +74,27 @@ def load_catalogue(
         defaults=[path for plugin in found for path in plugin.plans],
     )
     check_plans(plans, params_registry(steps))
+    plans = mark_risky_steps(plans, steps)
     return RecoveryCatalogue(steps=steps, plans=plans, plugins=list(found), plugin_errors=errors)
 
 
+def mark_risky_steps(plans: list[ResolvedPlan], steps: dict[str, StepFn]) -> list[ResolvedPlan]:
+    """Each plan step whose code is marked ``risky`` (``@step(risky=True)``) says so, so the
+    recovery can ask for approval before it (the workflow never sees the code)."""
+    marked = []
+    for plan in plans:
+        resolved = [
+            s.model_copy(update={"risky": True})
+            if s.activity in steps and step_meta(steps[s.activity]).risky
+            else s
+            for s in plan.steps
+        ]
+        marked.append(plan.model_copy(update={"steps": resolved}))
+    return marked
+
+
 def workflow_classes() -> list[type]:
-    classes: list[type] = [RecoveryWorkflow]
+    classes: list[type] = [RecoveryWorkflow, DrainBudgetWorkflow, NodeRepairWorkflow]
     try:
         from resurrect.workflows.node_health import NodeHealthWorkflow
     except ImportError:  # the node-health workflow is optional in a minimal install
@@ -121,6 +140,7 @@ def build_worker(
         *recovery.all(),
         *step_activities,
         *node_health_activities(scheduler, config, client),
+        *OperatorActivities(scheduler, config).all(),
     ]
     log.info(
         "worker: %d plans, steps %s",

@@ -22,3 +22,37 @@ class Activity:
     ATTRIBUTE = "recovery.attribute"
     CHARGED_RESTARTS = "recovery.charged_restarts"
     RECOVERY_PLANS = "recovery.plans"
+
+
+# ---------------------------------------------------------------------------- operator control
+# The per-cluster drain budget (circuit breaker): workflow id DRAIN_BUDGET_ID_PREFIX + cluster.
+DRAIN_BUDGET_WORKFLOW = "DrainBudgetWorkflow"
+DRAIN_BUDGET_ID_PREFIX = "drain-budget/"
+RESERVE_DRAIN_UPDATE = "reserve_drain"
+BUDGET_QUERY = "budget"
+# Approvals of a recovery (Temporal Updates carrying who and why).
+APPROVE_UPDATE = "approve"
+DENY_UPDATE = "deny"
+# One repair workflow per node resurrect drained: NODE_REPAIR_ID_PREFIX + cluster/node.
+NODE_REPAIR_WORKFLOW = "NodeRepairWorkflow"
+NODE_REPAIR_ID_PREFIX = "node-repair/"
+NODE_DRAINED_SIGNAL = "node_drained"
+NODE_STATE_QUERY = "node_state"
+
+
+class OperatorActivity:
+    """Activities of the operator-control workflows."""
+
+    SETTINGS = "operator.settings"
+    NOTIFY = "operator.notify"
+    CHECK_NODE = "repair.check_node"
+    RESUME_NODE = "repair.resume_node"
+    FLAG_NODE = "repair.flag_node"
+
+
+def drain_budget_workflow_id(cluster: str) -> str:
+    return f"{DRAIN_BUDGET_ID_PREFIX}{cluster}"
+
+
+def node_repair_workflow_id(cluster: str, node: str) -> str:
+    return f"{NODE_REPAIR_ID_PREFIX}{cluster}/{node}"

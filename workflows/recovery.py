@@ -27,6 +27,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from resurrect.config import ApprovalSettings
     from resurrect.contracts import (
         AttributeRequest,
         ChargedRestartsRequest,
@@ -46,15 +47,30 @@ with workflow.unsafe.imports_passed_through():
         RecoveryOutcomeKind as Kind,
     )
     from resurrect.errors import non_retryable_error_types
+    from resurrect.operator.approvals import (
+        approval_needed,
+        plan_approval_needed,
+        timeout_default,
+    )
+    from resurrect.operator.models import (
+        APPROVAL_NEEDED_KEY,
+        DROPPED_EXCLUSIONS_KEY,
+        ApprovalDecision,
+        ApprovalInput,
+    )
     from resurrect.plans.decide import Choice, decide
     from resurrect.plans.models import ResolvedPlan, ResolvedStep
     from resurrect.temporal import search_attributes as sa
+    from resurrect.workflows.approval_gate import ApprovalGate, describe
     from resurrect.workflows.names import (
+        APPROVE_UPDATE,
+        DENY_UPDATE,
         PHASE_QUERY,
         RECOVERY_WORKFLOW,
         REPORT_SIGNAL,
         STATUS_QUERY,
         Activity,
+        OperatorActivity,
     )
 
 # Retries of the evidence activities, which talk to the scheduler: a controller that is down
@@ -76,6 +92,8 @@ WORKER_LIVENESS_S = 10.0
 # a restart free) only when a source the job does not control agrees.
 OPT_IN_PATCH = "refuse-not-opted-in"
 SECOND_SOURCE_PATCH = "second-source-for-drain"
+# Operator control: approvals (the settings activity, the gates), see workflows/approval_gate.
+OPERATOR_PATCH = "operator-control-approvals"
 
 
 class RecoveryWorkflowStatus(Contract):
@@ -86,6 +104,8 @@ class RecoveryWorkflowStatus(Contract):
     fault_class: str | None = None
     state: IncidentState = IncidentState()
     notes: list[str] = []
+    awaiting_approval: str | None = None  # what a person is asked to approve
+    approvals: list[ApprovalDecision] = []
 
 
 @dataclass(frozen=True)
@@ -122,9 +142,13 @@ def _fold(state: IncidentState, result: StepResult) -> IncidentState:
     if result.drained_nodes:
         update["drained_nodes"] = list(dict.fromkeys([*state.drained_nodes, *result.drained_nodes]))
     if result.excluded_nodes:
-        update["excluded_nodes"] = list(
-            dict.fromkeys([*state.excluded_nodes, *result.excluded_nodes])
-        )
+        # exclusions resurrect gave back (resurrect/operator/exclusions.py) leave the list
+        given_back = set(result.data.get(DROPPED_EXCLUSIONS_KEY) or [])
+        update["excluded_nodes"] = [
+            n
+            for n in dict.fromkeys([*state.excluded_nodes, *result.excluded_nodes])
+            if n not in given_back
+        ]
     if result.requeued is not None:
         update["requeued"] = result.requeued
     if result.running_again is not None:
@@ -151,6 +175,7 @@ class RecoveryWorkflow:
         self._plan_name: str | None = None
         self._state = IncidentState()
         self._would_have: list[str] = []  # observe mode: what the steps would have done
+        self._gate = ApprovalGate()
 
     # ------------------------------------------------------------------ signals/queries
     @workflow.signal(name=REPORT_SIGNAL)
@@ -171,7 +196,39 @@ class RecoveryWorkflow:
             fault_class=self._fault_class,
             state=self._state,
             notes=list(self._notes),
+            awaiting_approval=self._gate.waiting_for,
+            approvals=list(self._gate.decisions),
         )
+
+    # ------------------------------------------------------------------ approvals
+    @workflow.update(name=APPROVE_UPDATE)
+    def approve(self, given: ApprovalInput) -> str:
+        """A person approves what the recovery waits for (``resurrect approve``)."""
+        return self._gate.answer(True, given)
+
+    @approve.validator
+    def _validate_approve(self, given: ApprovalInput) -> None:
+        self._gate.validate()
+
+    @workflow.update(name=DENY_UPDATE)
+    def deny(self, given: ApprovalInput) -> str:
+        """A person denies what the recovery waits for (``resurrect deny``)."""
+        return self._gate.answer(False, given)
+
+    @deny.validator
+    def _validate_deny(self, given: ApprovalInput) -> None:
+        self._gate.validate()
+
+    async def _ask(self, what: str, plan: ResolvedPlan, settings: ApprovalSettings) -> bool:
+        """Wait in phase ``awaiting_approval`` for a person (or the timeout's default)."""
+        timeout_s, default = timeout_default(plan, settings)
+        previous = self._phase
+        self._set_phase("awaiting_approval")
+        self._notes.append(f"awaiting approval: {what} (default after {timeout_s:g} s: {default})")
+        decision = await self._gate.wait(what, timeout_s, default)
+        self._notes.append(describe(decision))
+        self._set_phase(previous)
+        return decision.approved
 
     # ------------------------------------------------------------------ helpers
     def _set_phase(self, phase: str) -> None:
@@ -305,21 +362,54 @@ class RecoveryWorkflow:
     async def _run_plan_steps(self, incident: Incident, plan: ResolvedPlan) -> Kind | None:
         """Run the plan's steps in order; the outcome when one ends the recovery early.
 
-        A check before the whole plan belongs at the top of this method; one before each
-        step belongs in the loop, before :meth:`_run_step` (which builds the step's input
-        and calls :meth:`_execute_step`).
+        Operator control: a plan that needs approval waits for it before its first step, a
+        step that needs it waits before it runs (denied: skipped), and a step that asks for a
+        person to go further (a drain over the drain budget) is run again once approved.
         """
+        approvals: ApprovalSettings | None = None
+        if not incident.dry_run and workflow.patched(OPERATOR_PATCH):
+            approvals = await self._evidence_call(
+                OperatorActivity.SETTINGS, None, ApprovalSettings, timeout_s=30
+            )
+            why = plan_approval_needed(plan)
+            if why and not await self._ask(why, plan, approvals):
+                return Kind.DENIED
         for step in plan.steps:
             self._set_phase(_phase_of(step.activity))
-            ended = await self._run_step(incident, step)
+            approved_by: str | None = None
+            if approvals is not None:
+                why = approval_needed(step, incident.decision, incident.bundle.job, approvals)
+                if why:
+                    if not await self._ask(why, plan, approvals):
+                        self._notes.append(f"{step.activity} skipped: not approved")
+                        continue
+                    approved_by = self._gate.decisions[-1].by
+            ended = await self._run_step(incident, step, plan, approvals, approved_by)
             if ended is not None:
                 return ended
         return None
 
-    async def _run_step(self, incident: Incident, step: ResolvedStep) -> Kind | None:
+    async def _run_step(
+        self,
+        incident: Incident,
+        step: ResolvedStep,
+        plan: ResolvedPlan,
+        approvals: ApprovalSettings | None,
+        approved_by: str | None,
+    ) -> Kind | None:
         """One step: run it, fold its result into the incident; the outcome if it ends it."""
+        step_input = self._step_input(incident, step, approved_by)
         try:
-            result = await self._execute_step(step, self._step_input(incident, step))
+            result = await self._execute_step(step, step_input)
+            asked = result.data.get(APPROVAL_NEEDED_KEY) if approvals is not None else None
+            if isinstance(asked, str) and approvals is not None:
+                # the step needs a person to go further (a drain over the drain budget)
+                self._notes.extend(result.notes)
+                result = result.model_copy(update={"notes": []})
+                if await self._ask(asked, plan, approvals):
+                    by = self._gate.decisions[-1].by
+                    step_input = step_input.model_copy(update={"approved_by": by})
+                    result = await self._execute_step(step, step_input)
         except ActivityError as err:
             self._notes.append(f"{step.activity} failed: {_cause(err)}")
             return Kind.FAILED if step.on_failure == "stop" else None
@@ -336,7 +426,9 @@ class RecoveryWorkflow:
             return Kind.FAILED
         return None
 
-    def _step_input(self, incident: Incident, step: ResolvedStep) -> StepInput:
+    def _step_input(
+        self, incident: Incident, step: ResolvedStep, approved_by: str | None = None
+    ) -> StepInput:
         return StepInput(
             workflow_id=workflow.info().workflow_id,
             activity=step.activity,
@@ -347,6 +439,7 @@ class RecoveryWorkflow:
             decision=incident.decision,
             state=self._state,
             liveness_s=None if step.heartbeat_s else WORKER_LIVENESS_S,
+            approved_by=approved_by,
         )
 
     async def _execute_step(self, step: ResolvedStep, step_input: StepInput) -> StepResult:

@@ -122,6 +122,7 @@ def _resolve(name: str, specs: Mapping[str, tuple[PlanSpec, Path]]) -> ResolvedP
                     deadline_s=max(item.deadline_s, item.timeout_s),
                     on_failure=item.on_failure,
                     from_plan=plan_name,
+                    requires_approval=item.requires_approval,
                 )
             )
         return steps
@@ -132,6 +133,7 @@ def _resolve(name: str, specs: Mapping[str, tuple[PlanSpec, Path]]) -> ResolvedP
         when=spec.when,
         counts_against_budget=spec.counts_against_budget,
         steps=flatten(name, (name,)),
+        approval=spec.approval,
     )
 
 

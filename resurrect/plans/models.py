@@ -57,6 +57,9 @@ class StepSpec(Strict):
     # Give up on the step after this long, retries included.
     deadline_s: float = Field(default=1800.0, gt=0)
     on_failure: Literal["stop", "continue"] = "stop"
+    # The recovery waits for a person (``resurrect approve|deny``) before this step; a
+    # denied step is skipped.
+    requires_approval: bool = False
 
     @model_validator(mode="after")
     def _one_kind(self) -> StepSpec:
@@ -78,6 +81,17 @@ class WhenSpec(Strict):
     modes: list[Literal["observe", "act"]] | None = None
 
 
+class ApprovalSpec(Strict):
+    """A plan that waits for a person before its first step (``resurrect approve|deny``).
+
+    ``timeout_s`` and ``on_timeout`` default to the configuration's ``approvals`` section;
+    a denied plan ends the recovery with outcome ``denied``, having changed nothing."""
+
+    required: bool = True
+    timeout_s: float | None = Field(default=None, gt=0, le=30 * 24 * 3600)
+    on_timeout: Literal["approve", "deny"] | None = None
+
+
 class PlanSpec(Strict):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]{0,63}$")
     description: str = ""
@@ -85,6 +99,7 @@ class PlanSpec(Strict):
     # Whether a restart by this plan counts against the job's restart budget
     # (null: the default for the fault class - infrastructure faults are free).
     counts_against_budget: bool | None = None
+    approval: ApprovalSpec | None = None
     steps: list[StepSpec]
 
 
@@ -104,6 +119,9 @@ class ResolvedStep(Strict):
     deadline_s: float
     on_failure: Literal["stop", "continue"]
     from_plan: str
+    requires_approval: bool = False
+    # The step's code is marked risky (``@step(..., risky=True)``): set by the worker.
+    risky: bool = False
 
 
 class ResolvedPlan(Strict):
@@ -114,3 +132,4 @@ class ResolvedPlan(Strict):
     when: WhenSpec
     counts_against_budget: bool | None
     steps: list[ResolvedStep]
+    approval: ApprovalSpec | None = None

@@ -7,6 +7,7 @@ the requested state afterwards, raising :class:`~resurrect.errors.SchedulerError
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from resurrect.contracts import JobInfo, MutationResult, NodeInfo
@@ -45,11 +46,14 @@ class Scheduler(Protocol):
         """Return a node to service, only if resurrect drained it (reason prefix)."""
         ...
 
-    async def requeue_excluding(self, job_id: str, exclude_nodes: list[str]) -> MutationResult:
+    async def requeue_excluding(
+        self, job_id: str, exclude_nodes: list[str], *, drop: Sequence[str] = ()
+    ) -> MutationResult:
         """Requeue the job keeping its id and owner, never on ``exclude_nodes``.
 
         Holds the job first (so slurmctld's own requeue cannot place it on a bad node),
-        sets the exclusion, then releases it.
+        sets the exclusion (its existing one plus ``exclude_nodes``, less ``drop``: nodes
+        resurrect excluded earlier and gives back), then releases it.
         """
         ...
 

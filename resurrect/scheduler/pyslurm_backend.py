@@ -102,6 +102,7 @@ def job_from_pyslurm(job: Any) -> JobInfo:
         requeue_allowed=bool(_attr(job, "is_requeueable", "requeue", default=True)),
         held=held,
         comment=str(_attr(job, "comment", default="") or ""),
+        admin_comment=str(_attr(job, "admin_comment", default="") or ""),
         stdout_path=_attr(job, "standard_output"),
         stderr_path=_attr(job, "standard_error"),
         work_dir=_attr(job, "working_directory", "cwd"),
@@ -190,6 +191,10 @@ class PyslurmScheduler(VerifiedScheduler):
 
     async def _act_release(self, job_id: str) -> None:
         await self._call(lambda: self._job(job_id).release())
+
+    async def _act_admin_comment(self, job_id: str, text: str) -> None:
+        desc = self.pyslurm.JobSubmitDescription(admin_comment=text)
+        await self._call(lambda: self._job(job_id).modify(desc))
 
     async def _act_cancel(self, job_id: str) -> None:
         await self._call(lambda: self._job(job_id).cancel())

@@ -323,5 +323,8 @@ class SlurmCli(VerifiedScheduler):
     async def _act_release(self, job_id: str) -> None:
         await self._scontrol("release", job_id)
 
+    async def _act_admin_comment(self, job_id: str, text: str) -> None:
+        await self._scontrol("update", f"JobId={job_id}", f"AdminComment={text}")
+
     async def _act_cancel(self, job_id: str) -> None:
         await self.runner.check(["scancel", job_id])

@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from resurrect.contracts import FINISHED_JOB_STATES, JobInfo, JobState, MutationResult, NodeInfo
 from resurrect.errors import (
@@ -43,6 +43,7 @@ from resurrect.errors import (
     SchedulerRefused,
 )
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
+from resurrect.scheduler.hold_marker import marked, marked_at, unmarked
 from resurrect.scheduler.validation import (
     sanitize_reason,
     validate_job_id,
@@ -107,6 +108,59 @@ class VerifiedScheduler(ABC):
 
     @abstractmethod
     async def _act_cancel(self, job_id: str) -> None: ...
+
+    async def _act_admin_comment(self, job_id: str, text: str) -> None:
+        """Set the job's AdminComment (the hold mark); backends that cannot, refuse."""
+        raise SchedulerRefused(f"{type(self).__name__} cannot set a job's AdminComment")
+
+    # ------------------------------------------------------------------ the hold mark
+    async def _mark_held(self, job: JobInfo) -> str | None:
+        """Leave resurrect's hold mark on ``job`` (for the fail-open watchdog); a note when
+        it cannot (the requeue goes on: the mark only matters if resurrect dies)."""
+        try:
+            await self._act_admin_comment(job.job_id, marked(job.admin_comment, time.time()))
+        except SchedulerError as exc:
+            return f"no hold mark ({exc}): the watchdog cannot release this hold"
+        return None
+
+    async def _clear_mark(self, jid: str) -> None:
+        """Remove the hold mark after the release (best effort: a stale mark on a released
+        job is ignored by the watchdog and replaced at the next hold)."""
+        try:
+            job = await self.get_job(jid)
+            if marked_at(job.admin_comment) is not None:
+                await self._act_admin_comment(jid, unmarked(job.admin_comment))
+        except SchedulerError:
+            return
+
+    async def release_stale_hold(self, job_id: str, bound_s: float) -> MutationResult:
+        """Release ``job_id`` if resurrect has held it (its mark) for longer than ``bound_s``.
+
+        A job without the mark (an administrator's or its owner's hold) is never released;
+        a cancelled job is left cancelled."""
+        jid = validate_job_id(job_id)
+        job = await self.get_job(jid)
+        since = marked_at(job.admin_comment)
+        if since is None or not job.held or job.state is not JobState.PENDING:
+            return MutationResult(
+                target=jid, operation="release", changed=False, detail="not held by resurrect"
+            )
+        held_s = time.time() - since
+        if held_s <= bound_s:
+            return MutationResult(
+                target=jid,
+                operation="release",
+                changed=False,
+                detail=f"held by resurrect for {held_s:.0f} s (bound {bound_s:g} s)",
+            )
+        await self._act_release(jid)
+        await self._clear_mark(jid)
+        return MutationResult(
+            target=jid,
+            operation="release",
+            changed=True,
+            detail=f"released: held by resurrect for {held_s:.0f} s, more than {bound_s:g} s",
+        )
 
     # ------------------------------------------------------------------ reads
     async def get_job(self, job_id: str) -> JobInfo:
@@ -188,12 +242,15 @@ class VerifiedScheduler(ABC):
         )
 
     # ------------------------------------------------------------------ job mutations
-    async def requeue_excluding(self, job_id: str, exclude_nodes: list[str]) -> MutationResult:
+    async def requeue_excluding(
+        self, job_id: str, exclude_nodes: list[str], *, drop: Sequence[str] = ()
+    ) -> MutationResult:
         """Requeue keeping id and owner, excluding ``exclude_nodes`` (added to any existing
-        exclusion). If setting the exclusion fails the job is still released (fail open) and
-        the error is raised."""
+        exclusion, less ``drop``). If setting the exclusion fails the job is still released
+        (fail open) and the error is raised."""
         jid = validate_job_id(job_id)
         exclude = validate_node_names(exclude_nodes)
+        dropped = set(validate_node_names(list(drop))) - set(exclude)
         job = _not_cancelled(await self.get_job(jid))
         if not job.requeue_allowed:
             raise SchedulerRefused(
@@ -208,6 +265,7 @@ class VerifiedScheduler(ABC):
             job.state is JobState.PENDING
             and not job.held
             and set(exclude) <= set(job.excluded_nodes)
+            and not dropped & set(job.excluded_nodes)
         ):
             return MutationResult(
                 target=jid,
@@ -216,11 +274,11 @@ class VerifiedScheduler(ABC):
                 detail=f"already pending excluding {','.join(job.excluded_nodes) or 'nothing'}",
             )
         steps = await self._hold_for_requeue(job)
-        wanted = list(dict.fromkeys([*job.excluded_nodes, *exclude]))
+        wanted = [n for n in dict.fromkeys([*job.excluded_nodes, *exclude]) if n not in dropped]
         try:
             # scancel of the job we hold makes it CANCELLED: it stays so, never released
             held = _not_cancelled(await self.get_job(jid))
-            if not set(wanted) <= set(held.excluded_nodes):
+            if set(wanted) != set(held.excluded_nodes):
                 await self._act_exclude(jid, wanted)
                 steps.append("exclude")
             _not_cancelled(await self.get_job(jid))  # the last look, right before release
@@ -235,9 +293,11 @@ class VerifiedScheduler(ABC):
             if now is not None:
                 _not_cancelled(now, cause=exc)
             await self._act_release(jid)  # fail open: a held job must not stay held
+            await self._clear_mark(jid)
             raise
         await self._act_release(jid)
         steps.append("release")
+        await self._clear_mark(jid)
 
         async def requeued() -> bool:
             now = _not_cancelled(await self.get_job(jid))
@@ -278,6 +338,9 @@ class VerifiedScheduler(ABC):
     async def _hold_for_requeue(self, job: JobInfo) -> list[str]:
         """Bring the job to PENDING and held: hold if pending, else requeuehold."""
         jid = job.job_id
+        # Mark first where Slurm allows it (pending, running): a crash right after the hold
+        # then always leaves a mark. A finished job is marked right after its requeuehold.
+        unmarked_note = None if job.state in FINISHED_JOB_STATES else await self._mark_held(job)
         if job.state is JobState.PENDING:
             if job.held:
                 return ["already held"]
@@ -304,6 +367,10 @@ class VerifiedScheduler(ABC):
             return now.state in (JobState.PENDING, JobState.COMPLETING) and now.held
 
         await self._wait_for(f"job {jid} is held", held)
+        if job.state in FINISHED_JOB_STATES:
+            unmarked_note = await self._mark_held(await self.get_job(jid))
+        if unmarked_note:
+            steps.append(unmarked_note)
         return steps
 
     async def _requeuehold_retrying(self, jid: str) -> None:

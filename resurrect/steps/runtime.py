@@ -58,6 +58,7 @@ class StepMeta:
     mutating: bool
     handles_observe: bool
     description: str
+    risky: bool = False
 
 
 def _params_model(fn: StepFn) -> type[BaseModel] | None:
@@ -81,14 +82,17 @@ def _params_model(fn: StepFn) -> type[BaseModel] | None:
 _PART = re.compile(r"[a-z][a-z0-9_]*")
 
 
-def step(name: str, *, mutating: bool = True, handles_observe: bool = False) -> Callable[[F], F]:
+def step(
+    name: str, *, mutating: bool = True, handles_observe: bool = False, risky: bool = False
+) -> Callable[[F], F]:
     """Mark ``fn`` as the recovery step ``name``: its full activity name, as plans call it,
     ``<namespace>.<step>`` (``recovery.drain_nodes``, ``oncall.page``); a plugin's steps
     use the plugin's name as their namespace.
 
     ``mutating``: the step changes something (a node, a job, the outside world); in observe
     mode it is skipped and its would-be call recorded, unless ``handles_observe`` says the
-    step checks ``ctx.observe`` and describes what it would do itself.
+    step checks ``ctx.observe`` and describes what it would do itself. ``risky``: a recovery
+    waits for a person's approval before running it (``approvals.risky_steps``).
     """
     namespace, dot, short = name.partition(".")
     if not (dot and _PART.fullmatch(namespace) and _PART.fullmatch(short)):
@@ -105,6 +109,7 @@ def step(name: str, *, mutating: bool = True, handles_observe: bool = False) -> 
             params=_params_model(fn),
             mutating=mutating,
             handles_observe=handles_observe,
+            risky=risky,
             description=(inspect.getdoc(fn) or "").split("\n", 1)[0],
         )
         setattr(fn, STEP_ATTR, meta)

@@ -113,6 +113,10 @@ class FakeScheduler(VerifiedScheduler):
         # like Slurm: the running attempt (if any) is ended and the job waits, held
         self._set_job(job, state=JobState.PENDING, held=True, restart_count=job.restart_count + 1)
 
+    async def _act_admin_comment(self, job_id: str, text: str) -> None:
+        # the hold mark: kept on the job like Slurm's AdminComment, not a recorded call
+        self._set_job(self._job(job_id), admin_comment=text)
+
     async def _act_exclude(self, job_id: str, nodes: list[str]) -> None:
         job = self._job(job_id)
         self.calls.append(("exclude", job_id))

@@ -14,6 +14,7 @@ from resurrect.sdk import (
     StepContext,
     StepResult,
     TransientStepError,
+    run_health_check,
     step,
 )
 
@@ -72,24 +73,16 @@ class ReturnParams(BaseModel):
 
 @step("example.return_if_healthy", handles_observe=True)
 async def return_if_healthy(ctx: StepContext, params: ReturnParams) -> StepResult:
-    """Run the health check on each node this recovery drained; resume those that pass."""
+    """Run the health check on each node this recovery drained; resume those that pass.
+
+    The same check resurrect's own return to service runs (``run_health_check``); this step
+    does it at once, inside the recovery, without the repair workflow's cool-down."""
     result = StepResult()
     for node in ctx.state.drained_nodes:
-        argv = [part.replace("{node}", node) for part in params.check_argv]
         ctx.heartbeat(f"checking {node}")
-        process = await asyncio.create_subprocess_exec(
-            *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
-        )
-        try:
-            output, _ = await asyncio.wait_for(process.communicate(), timeout=params.timeout_s)
-        except TimeoutError:
-            process.kill()
-            await process.wait()
-            result.notes.append(f"{node}: health check timed out; stays drained")
-            continue
-        if process.returncode != 0:
-            tail = output.decode(errors="replace").strip()[-200:]
-            result.notes.append(f"{node}: unhealthy (exit {process.returncode}): {tail}")
+        verdict = await run_health_check(params.check_argv, node, params.timeout_s)
+        if not verdict.healthy:
+            result.notes.append(f"{node}: {verdict.detail}; stays drained")
             continue
         if ctx.observe:
             result.would_have.append(f"would return {node} to service (health check passed)")

@@ -1,0 +1,389 @@
+"""Activities of operator control, and the calls the drain step makes to the budget and
+repair workflows.
+
+``reserve_drains`` asks the cluster's DrainBudgetWorkflow (update-with-start: the first
+drain of a cluster starts it). ``report_drained`` starts or signals a node's repair
+workflow. :class:`OperatorActivities` holds what the budget and repair workflows call:
+the approval settings, notifications, the node health check and the resume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from temporalio import activity
+from temporalio.client import (
+    Client,
+    WithStartWorkflowOperation,
+    WorkflowExecutionStatus,
+    WorkflowQueryFailedError,
+)
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+
+from resurrect.config import ApprovalSettings, ResurrectConfig
+from resurrect.contracts import NodeInfo
+from resurrect.errors import NodeNotFound, ResurrectError, SchedulerRefused
+from resurrect.operator.budget import decide, limits_for
+from resurrect.operator.health_check import run_health_check
+from resurrect.operator.models import (
+    BudgetState,
+    BudgetTripNotice,
+    DrainCandidate,
+    DrainGrant,
+    DrainRecord,
+    DrainReservation,
+    NodeCheck,
+    NodeDrainReport,
+    NodeFlag,
+    NodeRepairState,
+    RepairTimings,
+)
+from resurrect.scheduler.base import DRAIN_REASON_PREFIX, Scheduler
+from resurrect.workflows.names import (
+    BUDGET_QUERY,
+    DRAIN_BUDGET_WORKFLOW,
+    NODE_DRAINED_SIGNAL,
+    NODE_REPAIR_WORKFLOW,
+    NODE_STATE_QUERY,
+    RESERVE_DRAIN_UPDATE,
+    OperatorActivity,
+    drain_budget_workflow_id,
+    node_repair_workflow_id,
+)
+
+log = logging.getLogger(__name__)
+
+# Reservations refused because too many updates are in flight are tried again this often.
+RESERVE_ATTEMPTS = 200
+RESERVE_AGAIN = frozenset(
+    {RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.ABORTED, RPCStatusCode.UNAVAILABLE}
+)
+# A query no worker answers (a workflow of another task queue) would wait for the RPC
+# deadline; operator reads give up sooner.
+QUERY_TIMEOUT_S = 10.0
+
+
+# ---------------------------------------------------------------------------- ownership
+async def claim_for_task_queue(client: Client, workflow_id: str, task_queue: str) -> None:
+    """End a running operator workflow bound to another task queue, so this deployment's
+    own can start: no worker of ours would ever run it (the task queue was renamed, or
+    another test deployment started it), and updates and signals to it would wait for ever.
+    Its records are lost (logged): run one resurrect deployment (task queue) per cluster."""
+    handle = client.get_workflow_handle(workflow_id)
+    try:
+        description = await handle.describe()
+    except RPCError as exc:
+        if exc.status is RPCStatusCode.NOT_FOUND:
+            return
+        raise
+    if description.status is not WorkflowExecutionStatus.RUNNING:
+        return
+    if description.task_queue == task_queue:
+        return
+    log.warning(
+        "%s runs on task queue %s, not %s: ending it and starting ours",
+        workflow_id,
+        description.task_queue,
+        task_queue,
+    )
+    try:
+        await handle.terminate(reason=f"superseded by the workers of task queue {task_queue}")
+    except RPCError as exc:
+        if exc.status is not RPCStatusCode.NOT_FOUND:
+            raise
+
+
+async def _ours(client: Client, workflow_id: str, task_queue: str) -> bool:
+    """The workflow runs, on our task queue (so a query gets an answer)."""
+    try:
+        description = await client.get_workflow_handle(workflow_id).describe()
+    except RPCError as exc:
+        if exc.status is RPCStatusCode.NOT_FOUND:
+            return False
+        raise
+    return (
+        description.status is WorkflowExecutionStatus.RUNNING
+        and description.task_queue == task_queue
+    )
+
+
+# ---------------------------------------------------------------------------- budget
+def reservation_for(
+    config: ResurrectConfig,
+    *,
+    workflow_id: str,
+    job_id: str,
+    wanted: Sequence[str],
+    nodes: Sequence[NodeInfo],
+    approved_by: str | None = None,
+) -> DrainReservation:
+    """The reservation of ``wanted`` nodes, with the limits of the cluster as it is now."""
+    by_name = {n.name: n for n in nodes}
+    sizes: dict[str, int] = {}
+    for node in nodes:
+        for partition in node.partitions:
+            sizes[partition] = sizes.get(partition, 0) + 1
+    return DrainReservation(
+        workflow_id=workflow_id,
+        job_id=job_id,
+        nodes=[
+            DrainCandidate(name=n, partitions=list(by_name[n].partitions) if n in by_name else [])
+            for n in wanted
+        ],
+        limits=limits_for(config.isolation, len(nodes), sizes),
+        approved_by=approved_by,
+    )
+
+
+async def reserve_drains(
+    client: Client | None,
+    config: ResurrectConfig,
+    request: DrainReservation,
+    nodes: Sequence[NodeInfo],
+    *,
+    dry_run: bool,
+) -> DrainGrant:
+    """Ask the cluster's budget workflow; in observe mode, ask without reserving.
+
+    Without a Temporal client (a step run in a unit test) the budget is decided against
+    the nodes resurrect has drained now, as a local snapshot.
+    """
+    cluster = config.cluster.name
+    if client is None:
+        now = datetime.now(UTC)
+        snapshot = BudgetState(
+            cluster=cluster,
+            records=[
+                DrainRecord(node=n.name, partitions=n.partitions, workflow_id="", job_id="", at=now)
+                for n in nodes
+                if n.drained and n.reason.startswith(DRAIN_REASON_PREFIX)
+            ],
+        )
+        return decide(snapshot, request, now)[1]
+    workflow_id = drain_budget_workflow_id(cluster)
+    if dry_run:  # observe mode: ask, reserve nothing (and change nothing, not even owners)
+        state = None
+        if await _ours(client, workflow_id, config.temporal.task_queue):
+            try:
+                state = await budget_state(client, cluster)
+            except ResurrectError:
+                state = None
+        return decide(state or BudgetState(cluster=cluster), request, datetime.now(UTC))[1]
+    await claim_for_task_queue(client, workflow_id, config.temporal.task_queue)
+    start = _with_start(config)
+    for attempt in range(RESERVE_ATTEMPTS):
+        try:
+            grant: DrainGrant = await client.execute_update_with_start_workflow(
+                RESERVE_DRAIN_UPDATE,
+                request,
+                start_workflow_operation=start,
+                result_type=DrainGrant,
+            )
+            return grant
+        except RPCError as exc:
+            # Temporal admits a few in-flight updates per workflow (10 by default) and aborts
+            # an update when the workflow continues as new: in a burst of recoveries the
+            # others try again (a reservation asked twice gets the same answer)
+            if exc.status not in RESERVE_AGAIN or attempt + 1 == RESERVE_ATTEMPTS:
+                raise
+        pause = min(1.0, 0.05 * 2 ** min(attempt, 5))
+        await asyncio.sleep(random.uniform(0.02, pause))  # noqa: S311 - jitter, not a secret
+        start = _with_start(config)
+    raise AssertionError("unreachable")
+
+
+def _with_start(config: ResurrectConfig) -> WithStartWorkflowOperation[Any, Any]:
+    """Start the cluster's budget workflow unless it runs (an operation is used once)."""
+    cluster = config.cluster.name
+    return WithStartWorkflowOperation(
+        DRAIN_BUDGET_WORKFLOW,
+        BudgetState(cluster=cluster),
+        id=drain_budget_workflow_id(cluster),
+        task_queue=config.temporal.task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    )
+
+
+async def budget_state(client: Client, cluster: str) -> BudgetState | None:
+    """The cluster's budget state, or None when no drain was ever reserved."""
+    handle = client.get_workflow_handle(drain_budget_workflow_id(cluster))
+    try:
+        state: BudgetState = await asyncio.wait_for(
+            handle.query(BUDGET_QUERY, result_type=BudgetState), QUERY_TIMEOUT_S
+        )
+    except RPCError as exc:
+        if exc.status is RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+    except TimeoutError as exc:
+        raise ResurrectError(
+            f"the drain budget of {cluster} does not answer (no worker for it?)"
+        ) from exc
+    return state
+
+
+# ---------------------------------------------------------------------------- repair
+def repair_timings(config: ResurrectConfig) -> RepairTimings:
+    repair = config.repair
+    return RepairTimings(
+        cool_down_s=repair.cool_down_s,
+        check_timeout_s=repair.check_timeout_s,
+        recheck_interval_s=repair.recheck_interval_s,
+        max_checks=repair.max_checks,
+        probation_s=repair.probation_s,
+    )
+
+
+async def report_to_repair(
+    client: Client | None, config: ResurrectConfig, node: str, report: NodeDrainReport
+) -> None:
+    """Start (or signal) ``node``'s repair workflow: resurrect drained or excluded it."""
+    if client is None or not config.repair.enabled:
+        return
+    cluster = config.cluster.name
+    workflow_id = node_repair_workflow_id(cluster, node)
+    await claim_for_task_queue(client, workflow_id, config.temporal.task_queue)
+    await client.start_workflow(
+        NODE_REPAIR_WORKFLOW,
+        NodeRepairState(cluster=cluster, node=node, timings=repair_timings(config)),
+        id=workflow_id,
+        task_queue=config.temporal.task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        start_signal=NODE_DRAINED_SIGNAL,
+        start_signal_args=[report],
+    )
+
+
+async def node_state(
+    client: Client, cluster: str, node: str, task_queue: str | None = None
+) -> NodeRepairState | None:
+    """A node's repair state (history), or None when resurrect never drained it (or, with
+    ``task_queue``, when no worker of that task queue serves its repair workflow)."""
+    workflow_id = node_repair_workflow_id(cluster, node)
+    if task_queue is not None and not await _ours(client, workflow_id, task_queue):
+        return None
+    handle = client.get_workflow_handle(workflow_id)
+    try:
+        state: NodeRepairState = await asyncio.wait_for(
+            handle.query(NODE_STATE_QUERY, result_type=NodeRepairState), QUERY_TIMEOUT_S
+        )
+    except RPCError as exc:
+        if exc.status is RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+    except (WorkflowQueryFailedError, TimeoutError):
+        return None  # no worker serves it (another task queue): as if unknown
+    return state
+
+
+async def exclusion_records(
+    client: Client | None, config: ResurrectConfig, job_id: str, nodes: Sequence[str]
+) -> tuple[dict[str, datetime], dict[str, datetime]]:
+    """For ``nodes`` (a job's exclusion list): when resurrect excluded each from ``job_id``,
+    and when each last returned to service (from the nodes' repair workflows)."""
+    ours: dict[str, datetime] = {}
+    returned: dict[str, datetime] = {}
+    if client is None or not nodes:
+        return ours, returned
+    cluster, queue = config.cluster.name, config.temporal.task_queue
+    states = await asyncio.gather(*[node_state(client, cluster, n, queue) for n in nodes])
+    for node, state in zip(nodes, states, strict=True):
+        if state is None:
+            continue
+        if job_id in state.exclusions:
+            ours[node] = state.exclusions[job_id]
+        if state.returned_at is not None and state.status == "in_service":
+            returned[node] = state.returned_at
+    return ours, returned
+
+
+# ---------------------------------------------------------------------------- activities
+class OperatorActivities:
+    """What the budget and repair workflows (and the recovery's approval gate) call."""
+
+    def __init__(self, scheduler: Scheduler, config: ResurrectConfig) -> None:
+        self.scheduler = scheduler
+        self.config = config
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [self.settings, self.notify, self.check_node, self.resume_node, self.flag_node]
+
+    @activity.defn(name=OperatorActivity.SETTINGS)
+    async def settings(self) -> ApprovalSettings:
+        """The approval settings, recorded in the recovery's history."""
+        return self.config.approvals
+
+    def _notify(self, record: dict[str, object], message: str, level: int) -> None:
+        from resurrect.activities.steps import append_notification
+
+        log.log(level, "%s", message)
+        append_notification(self.config, {**record, "message": message})
+
+    @activity.defn(name=OperatorActivity.NOTIFY)
+    async def notify(self, notice: BudgetTripNotice) -> None:
+        """The drain budget tripped: tell operators (once per trip)."""
+        message = (
+            f"drain budget of cluster {notice.cluster} tripped (trip {notice.trip}):"
+            f" not draining {', '.join(notice.denied)} for job {notice.job_id};"
+            f" {'; '.join(notice.reasons)}. See `resurrect budget`."
+        )
+        record: dict[str, object] = {
+            "time": notice.at.isoformat(),
+            "severity": "critical",
+            "kind": "drain_budget_tripped",
+            "cluster": notice.cluster,
+            "workflow_id": notice.workflow_id,
+            "job_id": notice.job_id,
+        }
+        await asyncio.to_thread(self._notify, record, message, logging.CRITICAL)
+
+    @activity.defn(name=OperatorActivity.CHECK_NODE)
+    async def check_node(self, node: str) -> NodeCheck:
+        """Is ``node`` still drained by resurrect, and does its health check pass?"""
+        try:
+            info = await self.scheduler.get_node(node)
+        except NodeNotFound as exc:
+            raise ApplicationError(str(exc), type="NodeNotFound", non_retryable=True) from exc
+        ours = info.drained and info.reason.startswith(DRAIN_REASON_PREFIX)
+        check = NodeCheck(
+            node=node, drained_by_resurrect=ours, drained=info.drained, reason=info.reason
+        )
+        if not ours:
+            return check
+        argv = self.config.isolation.health_check_argv
+        if not argv:
+            return check.model_copy(
+                update={"detail": "no health check configured (isolation.health_check_argv)"}
+            )
+        verdict = await run_health_check(argv, node, self.config.repair.check_timeout_s)
+        return check.model_copy(update={"healthy": verdict.healthy, "detail": verdict.detail})
+
+    @activity.defn(name=OperatorActivity.RESUME_NODE)
+    async def resume_node(self, node: str) -> str:
+        """Return ``node`` to service (refused unless resurrect drained it)."""
+        try:
+            mutation = await self.scheduler.resume_node(node)
+        except (SchedulerRefused, NodeNotFound) as exc:
+            raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from exc
+        return mutation.detail if mutation.changed else f"not resumed: {mutation.detail}"
+
+    @activity.defn(name=OperatorActivity.FLAG_NODE)
+    async def flag_node(self, flag: NodeFlag) -> None:
+        """A node for a hardware ticket: a critical notification with its recent history."""
+        message = f"node {flag.node} of {flag.cluster} flagged for a hardware ticket: {flag.why}"
+        record: dict[str, object] = {
+            "time": datetime.now(UTC).isoformat(),
+            "severity": "critical",
+            "kind": "node_flagged",
+            "cluster": flag.cluster,
+            "node": flag.node,
+            "history": [e.model_dump(mode="json") for e in flag.events],
+        }
+        await asyncio.to_thread(self._notify, record, message, logging.CRITICAL)

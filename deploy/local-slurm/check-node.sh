@@ -1,0 +1,27 @@
+#!/bin/bash
+# check-node.sh - the health check of one virtual node of a cluster started by start.sh:
+# what `resurrect agent check` is on a real GPU node, for the local cluster (which has no
+# GPUs). Exit 0 when the node's slurmd runs and is not stopped, 1 otherwise, with a line
+# saying why. Used as isolation.health_check_argv by the return-to-service tests:
+#   [deploy/local-slurm/check-node.sh, --state-dir, DIR, "{node}"]
+# Usage: check-node.sh [--state-dir DIR] NODE
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$HERE/lib.sh"
+
+STATE_DIR=${LOCAL_SLURM_STATE_DIR:-/tmp/resurrect-slurm}
+if [ "${1:-}" = "--state-dir" ]; then STATE_DIR=$2; shift 2; fi
+[ $# -eq 1 ] || { echo "usage: check-node.sh [--state-dir DIR] NODE" >&2; exit 2; }
+NODE=$1
+ls_load_state "$STATE_DIR"
+NODE_RE="^${LS_NODE_PREFIX}[0-9]+\$"
+[[ $NODE =~ $NODE_RE ]] || { echo "unhealthy: no node $NODE in $LS_CLUSTER_NAME"; exit 1; }
+pid=$(cat "$STATE_DIR/run/slurmd-$NODE.pid" 2>/dev/null || true)
+if ! ls_pid_is "$pid" slurmd; then
+  echo "unhealthy: slurmd of $NODE is not running"; exit 1
+fi
+if grep -q '^State:[[:space:]]*T' "/proc/$pid/status" 2>/dev/null; then
+  echo "unhealthy: slurmd of $NODE is stopped"; exit 1
+fi
+echo "healthy: slurmd of $NODE runs (pid $pid)"

@@ -1,0 +1,262 @@
+"""Operator commands: ``budget``, ``approve``, ``deny``, ``nodes`` (and ``watchdog``).
+
+They talk to a running service's Temporal (never start one): the cluster's drain budget
+workflow, a recovery's approval updates, the nodes' repair workflows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import json
+import os
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from resurrect.config import ResurrectConfig, load_config
+from resurrect.errors import ResurrectError
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _add_config_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-c",
+        "--config",
+        type=Path,
+        default=None,
+        help="YAML configuration (default: $RESURRECT_CONFIG, else built-in defaults)",
+    )
+
+
+def _with_temporal(handler: Callable[[argparse.Namespace], int]) -> Handler:
+    """Run a command that talks to Temporal, then leave with ``os._exit``: temporalio can
+    crash at interpreter exit after a clean run (sdk-python#300)."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            code = handler(args)
+        except ResurrectError as exc:
+            print(f"resurrect: error: {exc}", file=sys.stderr)
+            code = 2
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+    return run
+
+
+def _config(args: argparse.Namespace) -> ResurrectConfig:
+    config = load_config(args.config)
+    config.temporal.embedded = False  # inspect a running service, never start one
+    return config
+
+
+def _ago(moment: datetime | None, now: datetime) -> str:
+    if moment is None:
+        return "-"
+    seconds = (moment - now).total_seconds()
+    word = "in" if seconds >= 0 else "ago"
+    seconds = abs(seconds)
+    text = f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
+    return f"in {text}" if word == "in" else f"{text} ago"
+
+
+# ---------------------------------------------------------------------------- budget
+async def budget_view_json(config: ResurrectConfig) -> dict[str, Any]:
+    from resurrect.activities.operator import budget_state
+    from resurrect.operator.budget import view
+    from resurrect.operator.models import BudgetState
+    from resurrect.service import temporal_for
+
+    async with temporal_for(config) as client:
+        state = await budget_state(client, config.cluster.name)
+    state = state or BudgetState(cluster=config.cluster.name)
+    result: dict[str, Any] = view(state, datetime.now(UTC)).model_dump(mode="json")
+    return result
+
+
+def _budget(args: argparse.Namespace) -> int:
+    config = _config(args)
+    data = asyncio.run(budget_view_json(config))
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    now = datetime.now(UTC)
+    print(
+        f"cluster {data['cluster']}: breaker {'TRIPPED' if data['tripped'] else 'closed'},"
+        f" {data['trips']} trip(s)"
+    )
+    if not data["scopes"]:
+        print("  no drains reserved yet")
+    for scope in data["scopes"]:
+        frees = _ago(_parse(scope["next_free_at"]), now) if scope["uses"] else "-"
+        print(
+            f"  {scope['scope']:<24} {scope['used']}/{scope['limit']} per"
+            f" {scope['window_s']:g} s; next frees {frees}"
+        )
+        for use in scope["uses"]:
+            approved = f" (approved by {use['approved_by']})" if use["approved_by"] else ""
+            print(
+                f"    {use['node']:<16} job {use['job_id']:<10} {use['workflow_id']}"
+                f" frees {_ago(_parse(use['frees_at']), now)}{approved}"
+            )
+    return 0
+
+
+def _parse(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text) if text else None
+
+
+# ---------------------------------------------------------------------------- approvals
+async def decide_approval(
+    config: ResurrectConfig, workflow_id: str, *, approved: bool, by: str, reason: str
+) -> str:
+    from temporalio.client import WorkflowUpdateFailedError
+    from temporalio.service import RPCError
+
+    from resurrect.operator.models import ApprovalInput
+    from resurrect.service import temporal_for
+    from resurrect.workflows.names import APPROVE_UPDATE, DENY_UPDATE
+
+    async with temporal_for(config) as client:
+        handle = client.get_workflow_handle(workflow_id)
+        try:
+            answer: str = await handle.execute_update(
+                APPROVE_UPDATE if approved else DENY_UPDATE,
+                ApprovalInput(by=by, reason=reason),
+                result_type=str,
+            )
+        except WorkflowUpdateFailedError as exc:
+            raise ResurrectError(f"{workflow_id}: {exc.cause or exc}") from exc
+        except RPCError as exc:
+            raise ResurrectError(f"{workflow_id}: {exc.message}") from exc
+    return answer
+
+
+def _decide(approved: bool) -> Handler:
+    def handler(args: argparse.Namespace) -> int:
+        by = args.by or getpass.getuser()
+        answer = asyncio.run(
+            decide_approval(
+                _config(args), args.workflow_id, approved=approved, by=by, reason=args.reason
+            )
+        )
+        print(f"{args.workflow_id}: {answer} (by {by})")
+        return 0
+
+    return handler
+
+
+# ---------------------------------------------------------------------------- nodes
+async def nodes_json(config: ResurrectConfig, node: str | None = None) -> list[dict[str, Any]]:
+    from resurrect.activities.operator import node_state
+    from resurrect.service import temporal_for
+    from resurrect.workflows.names import NODE_REPAIR_WORKFLOW, node_repair_workflow_id
+
+    async with temporal_for(config) as client:
+        if node is not None:
+            names = [node]
+        else:
+            prefix = node_repair_workflow_id(config.cluster.name, "")
+            names = []
+            query = f"WorkflowType = '{NODE_REPAIR_WORKFLOW}' AND ExecutionStatus = 'Running'"
+            async for execution in client.list_workflows(query):
+                if execution.id.startswith(prefix):
+                    names.append(execution.id[len(prefix) :])
+        rows = []
+        for name in sorted(set(names)):
+            state = await node_state(client, config.cluster.name, name, config.temporal.task_queue)
+            if state is not None:
+                rows.append(state.model_dump(mode="json", exclude={"pending"}))
+    return rows
+
+
+def _nodes(args: argparse.Namespace) -> int:
+    config = _config(args)
+    if args.history and not args.node:
+        raise ResurrectError("--history needs a NODE")
+    rows = asyncio.run(nodes_json(config, args.node))
+    if args.node and not rows:
+        raise ResurrectError(f"resurrect never drained node {args.node} in {config.cluster.name}")
+    if args.json:
+        print(json.dumps(rows if not args.node else rows[0], indent=2))
+        return 0
+    for row in rows:
+        flag = " FLAGGED for a hardware ticket" if row["flagged"] else ""
+        print(
+            f"{row['node']:<16} {row['status']:<18} drains {row['drains']}, checks"
+            f" {row['checks']}, returns {row['returns']}{flag}"
+        )
+        if args.history:
+            for event in row["events"]:
+                job = f" job {event['job_id']}" if event["job_id"] else ""
+                print(f"  {event['at']}  {event['kind']:<13}{job}  {event['detail']}")
+            for job_id, since in row["exclusions"].items():
+                print(f"  excluded from job {job_id} since {since}")
+    if not rows:
+        print("resurrect has drained no nodes")
+    return 0
+
+
+# ---------------------------------------------------------------------------- watchdog
+def _watchdog(args: argparse.Namespace) -> int:
+    from resurrect.operator.watchdog import as_verified, release_stale_holds, run_watchdog
+    from resurrect.service import scheduler_from_config, stop_on_signals
+
+    config = load_config(args.config)
+    scheduler = as_verified(scheduler_from_config(config))
+    bound = args.bound_s if args.bound_s is not None else config.watchdog.hold_bound_s
+
+    async def main() -> int:
+        if args.once:
+            for result in await release_stale_holds(scheduler, bound):
+                print(f"job {result.target}: {result.detail}")
+            return 0
+        stop = asyncio.Event()
+        stop_on_signals(stop)
+        await run_watchdog(scheduler, bound, config.watchdog.interval_s, stop)
+        return 0
+
+    return asyncio.run(main())
+
+
+# ---------------------------------------------------------------------------- register
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    budget = sub.add_parser(
+        "budget", help="the drain budgets (circuit breaker): use, who used them, when they free"
+    )
+    _add_config_arg(budget)
+    budget.add_argument("--json", action="store_true")
+    budget.set_defaults(handler=_with_temporal(_budget))
+
+    for name, approved in (("approve", True), ("deny", False)):
+        parser = sub.add_parser(
+            name, help=f"{name} what a recovery is waiting for (phase awaiting_approval)"
+        )
+        _add_config_arg(parser)
+        parser.add_argument("workflow_id", metavar="WORKFLOW_ID")
+        parser.add_argument("--reason", required=True, help="why (kept in the history)")
+        parser.add_argument("--by", help="who decides (default: the user running this)")
+        parser.set_defaults(handler=_with_temporal(_decide(approved)))
+
+    nodes = sub.add_parser("nodes", help="nodes resurrect drained: repair status and history")
+    _add_config_arg(nodes)
+    nodes.add_argument("node", nargs="?", metavar="NODE")
+    nodes.add_argument("--history", action="store_true", help="every event of the node")
+    nodes.add_argument("--json", action="store_true")
+    nodes.set_defaults(handler=_with_temporal(_nodes))
+
+    watchdog = sub.add_parser(
+        "watchdog", help="release jobs resurrect held longer than the bound (fail-open)"
+    )
+    _add_config_arg(watchdog)
+    watchdog.add_argument("--once", action="store_true", help="one pass (for a timer unit)")
+    watchdog.add_argument(
+        "--bound-s", type=float, default=None, help="default: watchdog.hold_bound_s (120)"
+    )
+    watchdog.set_defaults(handler=_watchdog)

@@ -1,0 +1,212 @@
+"""Contracts of operator control, shared by workflows, activities and the CLI."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import Field
+
+from resurrect.contracts import Contract
+
+# ---------------------------------------------------------------------------- budget
+
+
+class DrainCandidate(Contract):
+    """A node a recovery wants to drain, with the partitions it belongs to."""
+
+    name: str
+    partitions: list[str] = Field(default_factory=list)
+
+
+class BudgetLimits(Contract):
+    """How many distinct nodes may be drained within one window, per scope."""
+
+    window_s: float
+    cluster: int
+    partitions: dict[str, int] = Field(default_factory=dict)
+
+
+class DrainReservation(Contract):
+    """``reserve_drain``: may this recovery drain these nodes now?"""
+
+    workflow_id: str
+    job_id: str
+    nodes: list[DrainCandidate]
+    limits: BudgetLimits
+    # Set when a person approved draining over the budget (``resurrect approve``).
+    approved_by: str | None = None
+
+
+class DrainRecord(Contract):
+    """One drain charged to the budget (kept while it is inside the window)."""
+
+    node: str
+    partitions: list[str] = Field(default_factory=list)
+    workflow_id: str
+    job_id: str
+    at: datetime
+    approved_by: str | None = None
+
+
+class DrainGrant(Contract):
+    """The budget's answer: which of the nodes may be drained, and why not the others."""
+
+    granted: list[str] = Field(default_factory=list)
+    denied: list[str] = Field(default_factory=list)
+    reasons: list[str] = Field(default_factory=list)
+    # This answer tripped the breaker (the first denial since it last had room).
+    tripped: bool = False
+
+
+class BudgetState(Contract):
+    """The budget workflow's whole state (carried over continue-as-new)."""
+
+    cluster: str
+    records: list[DrainRecord] = Field(default_factory=list)
+    limits: BudgetLimits | None = None  # as the last reservation gave them
+    tripped: bool = False
+    trips: int = 0
+    last_trip_at: datetime | None = None
+    denied_total: int = 0
+
+
+class BudgetUse(Contract):
+    node: str
+    job_id: str
+    workflow_id: str
+    at: datetime
+    frees_at: datetime
+    approved_by: str | None = None
+
+
+class BudgetScope(Contract):
+    """One budget (the cluster, or one partition) as ``resurrect budget`` shows it."""
+
+    scope: str
+    limit: int
+    used: int
+    window_s: float
+    uses: list[BudgetUse] = Field(default_factory=list)
+    next_free_at: datetime | None = None  # when the oldest use leaves the window
+
+
+class BudgetView(Contract):
+    cluster: str
+    tripped: bool
+    trips: int
+    last_trip_at: datetime | None = None
+    scopes: list[BudgetScope] = Field(default_factory=list)
+
+
+class BudgetTripNotice(Contract):
+    """What the budget workflow tells operators, once per trip."""
+
+    cluster: str
+    trip: int
+    at: datetime
+    workflow_id: str
+    job_id: str
+    denied: list[str]
+    reasons: list[str]
+
+
+# ---------------------------------------------------------------------------- approvals
+
+APPROVAL_NEEDED_KEY = "approval_needed"  # StepResult.data key: the step asks a person
+# StepResult.data key: exclusions resurrect gave back at a requeue (no longer excluded).
+DROPPED_EXCLUSIONS_KEY = "dropped_exclusions"
+
+
+class ApprovalInput(Contract):
+    """``resurrect approve|deny``: who decided and why."""
+
+    by: str = Field(min_length=1, max_length=128)
+    reason: str = Field(default="", max_length=2000)
+
+
+class ApprovalDecision(Contract):
+    approved: bool
+    by: str
+    reason: str = ""
+    at: datetime
+    what: str = ""  # what was asked
+
+
+# ---------------------------------------------------------------------------- repair
+
+NodeEventKind = Literal[
+    "drained",
+    "check_passed",
+    "check_failed",
+    "returned",
+    "not_ours",
+    "flagged",
+    "excluded",
+    "included",
+]
+NodeStatus = Literal[
+    "in_service", "cooling_down", "checking", "drained_unhealthy", "flagged", "left_alone"
+]
+
+
+class NodeEvent(Contract):
+    at: datetime
+    kind: NodeEventKind
+    detail: str = ""
+    incident: str | None = None
+    job_id: str | None = None
+
+
+class NodeDrainReport(Contract):
+    """Signal to a node's repair workflow: resurrect drained (or excluded) this node."""
+
+    incident: str
+    job_id: str
+    fault_class: str
+    reason: str
+    # drained: resurrect drained it; excluded / included: resurrect added it to (removed it
+    # from) the job's exclusion list.
+    kind: Literal["drained", "excluded", "included"] = "drained"
+
+
+class RepairTimings(Contract):
+    cool_down_s: float
+    check_timeout_s: float
+    recheck_interval_s: float
+    max_checks: int
+    probation_s: float
+
+
+class NodeRepairState(Contract):
+    cluster: str
+    node: str
+    timings: RepairTimings
+    status: NodeStatus = "in_service"
+    checks: int = 0
+    drains: int = 0
+    returns: int = 0
+    flagged: bool = False
+    returned_at: datetime | None = None
+    # job id -> when resurrect added this node to the job's exclusion list
+    exclusions: dict[str, datetime] = Field(default_factory=dict)
+    events: list[NodeEvent] = Field(default_factory=list)
+    pending: list[NodeDrainReport] = Field(default_factory=list)
+
+
+class NodeCheck(Contract):
+    """What ``repair.check_node`` found."""
+
+    node: str
+    drained_by_resurrect: bool
+    drained: bool
+    reason: str = ""
+    healthy: bool = False
+    detail: str = ""
+
+
+class NodeFlag(Contract):
+    cluster: str
+    node: str
+    why: str
+    events: list[NodeEvent] = Field(default_factory=list)

@@ -1,0 +1,59 @@
+"""Fail-open watchdog: release jobs resurrect held and never released.
+
+It depends on nothing of resurrect but Slurm and this module: no worker, no Temporal.
+``resurrect watchdog`` runs it (a loop, or ``--once`` from the systemd timer unit
+``deploy/systemd/resurrect-watchdog.timer``) as the worker's Slurm operator user: a held job
+carrying resurrect's hold mark (``scheduler/hold_marker.py``) for longer than
+``watchdog.hold_bound_s`` is released. Holds without the mark (administrators', owners')
+are never touched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from resurrect.contracts import MutationResult
+from resurrect.errors import ResurrectError, SchedulerError
+from resurrect.scheduler.hold_marker import marked_at
+from resurrect.scheduler.verified import VerifiedScheduler
+
+log = logging.getLogger(__name__)
+
+
+async def release_stale_holds(scheduler: VerifiedScheduler, bound_s: float) -> list[MutationResult]:
+    """One pass: release every job resurrect has held for longer than ``bound_s``."""
+    released = []
+    for job in await scheduler.list_jobs():
+        if not job.held or marked_at(job.admin_comment) is None:
+            continue
+        try:
+            result = await scheduler.release_stale_hold(job.job_id, bound_s)
+        except SchedulerError as exc:  # one job's trouble never stops the others
+            log.error("watchdog: cannot release job %s: %s", job.job_id, exc)
+            continue
+        if result.changed:
+            log.warning("watchdog: job %s %s", job.job_id, result.detail)
+            released.append(result)
+    return released
+
+
+async def run_watchdog(
+    scheduler: VerifiedScheduler, bound_s: float, interval_s: float, stop: asyncio.Event
+) -> None:
+    """Pass after pass every ``interval_s`` until ``stop`` is set."""
+    while not stop.is_set():
+        try:
+            await release_stale_holds(scheduler, bound_s)
+        except SchedulerError as exc:
+            log.error("watchdog: cannot list jobs: %s", exc)
+        try:
+            await asyncio.wait_for(stop.wait(), timeout=interval_s)
+        except TimeoutError:
+            pass
+
+
+def as_verified(scheduler: object) -> VerifiedScheduler:
+    if not isinstance(scheduler, VerifiedScheduler):
+        raise ResurrectError(f"the watchdog needs a Slurm backend, not {type(scheduler).__name__}")
+    return scheduler

@@ -1,0 +1,209 @@
+"""The circuit breaker and approvals on the real Temporal dev server, with real activities
+and workflows, an in-memory scheduler and two workers sharing one task queue."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.operator_control import (
+    awaiting,
+    drained_by_us,
+    lost_node_jobs,
+    make_config,
+    notifications,
+    result,
+    start,
+    until,
+    workers,
+)
+from temporalio.client import Client
+from temporalio.worker import Replayer
+
+from resurrect.activities.operator import budget_state
+from resurrect.contracts import NodeInfo
+from resurrect.errors import ResurrectError
+from resurrect.operator.budget import view
+from resurrect.operator.cli import decide_approval
+from resurrect.testing import FakeScheduler
+from resurrect.workflows.names import STATUS_QUERY
+from resurrect.workflows.recovery import RecoveryWorkflow, RecoveryWorkflowStatus
+
+pytestmark = pytest.mark.temporal
+
+HISTORIES = Path(__file__).parent.parent / "fixtures" / "histories"
+
+
+async def replays(client: Client, workflow_id: str, name: str) -> None:
+    """The recovery's history replays; RESURRECT_RECORD_HISTORIES=1 stores it as ``name``
+    (tests/workflows/test_recovery_workflow.py replays every stored history)."""
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    if os.environ.get("RESURRECT_RECORD_HISTORIES"):
+        (HISTORIES / f"{name}.json").write_text(history.to_json())
+    replayer = Replayer(workflows=[RecoveryWorkflow], data_converter=client.data_converter)
+    replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert replayed.replay_failure is None, replayed.replay_failure
+
+
+async def test_six_concurrent_recoveries_on_two_workers_drain_only_the_budget_of_two(
+    temporal_client: Client, temporal_server: Any, tmp_path: Path
+) -> None:
+    """8 nodes, a budget of 2, six concurrent node losses: 2 drained (it used to be 6), and
+    all six jobs still restart (excluding their dead node); operators are told once."""
+    config = make_config(
+        tmp_path,
+        temporal_server.address,
+        isolation={"max_drain_nodes": 2, "max_drain_fraction": 1.0, "min_drain_budget": 0},
+    )
+    scheduler = FakeScheduler.with_nodes(8, cluster_name=config.cluster.name)
+    jobs = lost_node_jobs(scheduler, 6)
+    async with workers(temporal_client, config, scheduler, count=2):
+        ids = await asyncio.gather(*[start(temporal_client, config, j) for j in jobs])
+        outcomes = await asyncio.gather(*[result(temporal_client, i) for i in ids])
+        state = await budget_state(temporal_client, config.cluster.name)
+        await until(
+            lambda: asyncio.sleep(0, notifications(config, "drain_budget_tripped")),
+            "the trip notification",
+        )
+    drained = [n for o in outcomes for n in o.drained_nodes]
+    assert len(drained) == 2 and drained_by_us(scheduler) == sorted(drained)
+    assert all(o.recovered and o.requeued for o in outcomes), [o.notes for o in outcomes]
+    for outcome in outcomes:
+        assert outcome.excluded_nodes == scheduler.jobs[outcome.job_id].excluded_nodes
+    refused = [o for o in outcomes if not o.drained_nodes]
+    assert len(refused) == 4
+    assert all(any("drain budget reached" in n for n in o.notes) for o in refused)
+    assert len(notifications(config, "drain_budget_tripped")) == 1
+    assert state is not None and state.trips == 1 and state.denied_total == 4
+    shown = view(state, datetime.now(UTC))
+    assert (shown.scopes[0].used, shown.scopes[0].limit) == (2, 2)
+    assert sorted(u.node for u in shown.scopes[0].uses) == sorted(drained)
+
+
+def gated_plans(tmp_path: Path, timeout_s: float = 600, on_timeout: str = "deny") -> Path:
+    path = tmp_path / "gated.yaml"
+    path.write_text(
+        f"""
+version: 1
+plans:
+  - name: gated-drain
+    when: {{actions: [drain_and_restart]}}
+    approval: {{timeout_s: {timeout_s}, on_timeout: {on_timeout}}}
+    steps:
+      - activity: recovery.drain_nodes
+      - use: restart-from-checkpoint
+"""
+    )
+    return path
+
+
+async def test_an_approval_gated_plan_waits_and_runs_once_approved(
+    temporal_client: Client, temporal_server: Any, tmp_path: Path
+) -> None:
+    config = make_config(
+        tmp_path, temporal_server.address, plans={"paths": [str(gated_plans(tmp_path))]}
+    )
+    scheduler = FakeScheduler.with_nodes(4, cluster_name=config.cluster.name)
+    (info,) = lost_node_jobs(scheduler, 1)
+    async with workers(temporal_client, config, scheduler, count=1):
+        workflow_id = await start(temporal_client, config, info)
+        await awaiting(temporal_client, workflow_id)
+        await asyncio.sleep(0.5)
+        assert scheduler.calls == []  # nothing is done while it waits
+        described = await temporal_client.get_workflow_handle(workflow_id).describe()
+        attributes = {k.name: v for k, v in described.typed_search_attributes}
+        assert attributes["ResurrectPhase"] == "awaiting_approval"
+        answer = await decide_approval(
+            config, workflow_id, approved=True, by="alice", reason="rack checked"
+        )
+        assert answer.startswith("approved")
+        outcome = await result(temporal_client, workflow_id)
+        status = await temporal_client.get_workflow_handle(workflow_id).query(
+            STATUS_QUERY, result_type=RecoveryWorkflowStatus
+        )
+        await replays(temporal_client, workflow_id, "approval-gated")
+    assert outcome.recovered and outcome.drained_nodes == ["node1"]
+    assert any("approved by alice: rack checked" in n for n in outcome.notes)
+    assert status.approvals[0].by == "alice" and status.approvals[0].approved
+
+
+async def test_a_denied_plan_changes_nothing_and_a_second_answer_is_refused(
+    temporal_client: Client, temporal_server: Any, tmp_path: Path
+) -> None:
+    config = make_config(
+        tmp_path, temporal_server.address, plans={"paths": [str(gated_plans(tmp_path))]}
+    )
+    scheduler = FakeScheduler.with_nodes(4, cluster_name=config.cluster.name)
+    (info,) = lost_node_jobs(scheduler, 1)
+    async with workers(temporal_client, config, scheduler, count=1):
+        workflow_id = await start(temporal_client, config, info)
+        await awaiting(temporal_client, workflow_id)
+        await decide_approval(config, workflow_id, approved=False, by="bob", reason="maintenance")
+        outcome = await result(temporal_client, workflow_id)
+        with pytest.raises(ResurrectError, match=r"not awaiting approval|completed"):
+            await decide_approval(config, workflow_id, approved=True, by="eve", reason="late")
+    assert outcome.outcome == "denied" and scheduler.calls == []
+    assert any("denied by bob: maintenance" in n for n in outcome.notes)
+
+
+async def test_without_an_answer_the_plans_default_applies(
+    temporal_client: Client, temporal_server: Any, tmp_path: Path
+) -> None:
+    plans = gated_plans(tmp_path, timeout_s=2, on_timeout="approve")
+    config = make_config(tmp_path, temporal_server.address, plans={"paths": [str(plans)]})
+    scheduler = FakeScheduler.with_nodes(4, cluster_name=config.cluster.name)
+    (info,) = lost_node_jobs(scheduler, 1)
+    async with workers(temporal_client, config, scheduler, count=1):
+        outcome = await result(temporal_client, await start(temporal_client, config, info))
+    assert outcome.recovered
+    assert any("approved by timeout" in n for n in outcome.notes)
+
+
+async def test_a_drain_over_budget_waits_for_approval_when_configured(
+    temporal_client: Client, temporal_server: Any, tmp_path: Path
+) -> None:
+    config = make_config(
+        tmp_path,
+        temporal_server.address,
+        isolation={
+            "max_drain_nodes": 1,
+            "max_drain_fraction": 1.0,
+            "over_budget": "await_approval",
+        },
+    )
+    scheduler = FakeScheduler.with_nodes(4, cluster_name=config.cluster.name)
+    first, second = lost_node_jobs(scheduler, 2)
+    async with workers(temporal_client, config, scheduler, count=1):
+        one = await result(temporal_client, await start(temporal_client, config, first))
+        workflow_id = await start(temporal_client, config, second)
+        await awaiting(temporal_client, workflow_id)
+        assert drained_by_us(scheduler) == ["node1"]
+        await decide_approval(config, workflow_id, approved=True, by="carol", reason="ok")
+        two = await result(temporal_client, workflow_id)
+        state = await budget_state(temporal_client, config.cluster.name)
+        await replays(temporal_client, workflow_id, "over-budget-approved")
+    assert one.drained_nodes == ["node1"] and two.drained_nodes == ["node2"]
+    assert drained_by_us(scheduler) == ["node1", "node2"]
+    assert state is not None
+    assert [r.approved_by for r in state.records] == [None, "carol"]
+
+
+async def test_a_node_someone_else_drained_is_not_reported_as_drained(
+    temporal_client: Client, temporal_server: Any, tmp_path: Path
+) -> None:
+    config = make_config(tmp_path, temporal_server.address)
+    scheduler = FakeScheduler.with_nodes(4, cluster_name=config.cluster.name)
+    (info,) = lost_node_jobs(scheduler, 1)
+    scheduler.nodes["node1"] = NodeInfo(
+        name="node1", state="DOWN", flags=["NOT_RESPONDING", "DRAIN"], reason="admin: PSU"
+    )
+    async with workers(temporal_client, config, scheduler, count=1):
+        outcome = await result(temporal_client, await start(temporal_client, config, info))
+    assert outcome.recovered and outcome.drained_nodes == []
+    assert outcome.excluded_nodes == ["node1"]
+    assert any("already drained by someone else (admin: PSU)" in n for n in outcome.notes)
+    assert scheduler.nodes["node1"].reason == "admin: PSU"

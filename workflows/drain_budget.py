@@ -1,0 +1,101 @@
+"""DrainBudgetWorkflow: one per cluster, the circuit breaker of node drains.
+
+Every drain step asks it first with the Temporal Update ``reserve_drain`` (workflow id
+``drain-budget/<cluster>``, started on first use). The handler is synchronous: Temporal runs
+updates of one workflow one at a time, so reservations from concurrent recoveries, on any
+number of workers, are decided one after another against the same durable record of drains
+in the sliding window (:func:`resurrect.operator.budget.decide`). The first denial after the
+budget had room is a *trip*: the workflow notifies operators once for it (not once per job).
+The query ``budget`` returns the state; ``resurrect budget`` shows it. The workflow runs for
+ever, continuing as new when its history grows.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from resurrect.operator.budget import decide, in_window
+    from resurrect.operator.models import (
+        BudgetState,
+        BudgetTripNotice,
+        DrainGrant,
+        DrainReservation,
+    )
+    from resurrect.workflows.names import (
+        BUDGET_QUERY,
+        DRAIN_BUDGET_WORKFLOW,
+        RESERVE_DRAIN_UPDATE,
+        OperatorActivity,
+    )
+
+# Continue as new after this many reservations (or when Temporal suggests it).
+RESERVATIONS_PER_RUN = 500
+NOTIFY_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=60), maximum_attempts=0)
+
+
+@workflow.defn(name=DRAIN_BUDGET_WORKFLOW)
+class DrainBudgetWorkflow:
+    @workflow.init
+    def __init__(self, state: BudgetState) -> None:
+        self._state = state
+        self._notices: list[BudgetTripNotice] = []
+        self._reservations = 0
+
+    @workflow.run
+    async def run(self, state: BudgetState) -> None:
+        while True:
+            await workflow.wait_condition(
+                lambda: (
+                    bool(self._notices)
+                    or self._reservations >= RESERVATIONS_PER_RUN
+                    or workflow.info().is_continue_as_new_suggested()
+                )
+            )
+            while self._notices:
+                notice = self._notices.pop(0)
+                await workflow.execute_activity(
+                    OperatorActivity.NOTIFY,
+                    notice,
+                    start_to_close_timeout=timedelta(seconds=30),
+                    schedule_to_close_timeout=timedelta(hours=1),
+                    retry_policy=NOTIFY_RETRY,
+                )
+            if self._reservations >= RESERVATIONS_PER_RUN or (
+                workflow.info().is_continue_as_new_suggested()
+            ):
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(self._compact())
+
+    def _compact(self) -> BudgetState:
+        state = self._state
+        if state.limits is None:
+            return state
+        kept = in_window(state.records, workflow.now(), state.limits.window_s)
+        return state.model_copy(update={"records": kept})
+
+    @workflow.update(name=RESERVE_DRAIN_UPDATE)
+    def reserve_drain(self, request: DrainReservation) -> DrainGrant:
+        """Decide at once, without awaiting: updates are applied strictly one by one."""
+        self._state, grant = decide(self._state, request, workflow.now())
+        self._reservations += 1
+        if grant.tripped:
+            self._notices.append(
+                BudgetTripNotice(
+                    cluster=self._state.cluster,
+                    trip=self._state.trips,
+                    at=workflow.now(),
+                    workflow_id=request.workflow_id,
+                    job_id=request.job_id,
+                    denied=grant.denied,
+                    reasons=grant.reasons,
+                )
+            )
+        return grant
+
+    @workflow.query(name=BUDGET_QUERY)
+    def budget(self) -> BudgetState:
+        return self._state

@@ -1,0 +1,195 @@
+"""NodeRepairWorkflow: one per node resurrect drained; brings it back to service.
+
+Started (signal-with-start of ``node_drained``, id ``node-repair/<cluster>/<node>``) by the
+drain step for every node it drained. For each drain it waits the cool-down, runs the
+health check (``repair.check_node``: the configured program, e.g. the node agent's
+``agent check`` on that node), and resumes the node (``repair.resume_node``) only if it is
+healthy and still drained by resurrect (reason prefix ``resurrect:``): a node an operator
+drained meanwhile is left alone. A failed check is repeated after ``recheck_interval_s``,
+``max_checks`` times in all, then the node is flagged for a hardware ticket. Probation: a
+node drained again within ``probation_s`` of its return stays out and is flagged
+(``repair.flag_node``). Its history (drains, checks, returns, exclusions) is the query
+``node_state`` (``resurrect nodes``); the workflow lives on, continuing as new.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from resurrect.operator.models import (
+        NodeCheck,
+        NodeDrainReport,
+        NodeEvent,
+        NodeEventKind,
+        NodeFlag,
+        NodeRepairState,
+    )
+    from resurrect.workflows.names import (
+        NODE_DRAINED_SIGNAL,
+        NODE_REPAIR_WORKFLOW,
+        NODE_STATE_QUERY,
+        OperatorActivity,
+    )
+
+MAX_EVENTS = 200
+EVENTS_PER_RUN = 400
+ACTION_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=60), maximum_attempts=0)
+
+
+@workflow.defn(name=NODE_REPAIR_WORKFLOW)
+class NodeRepairWorkflow:
+    @workflow.init
+    def __init__(self, state: NodeRepairState) -> None:
+        self._state = state
+        self._events_this_run = 0
+
+    # ------------------------------------------------------------------ signals/queries
+    @workflow.signal(name=NODE_DRAINED_SIGNAL)
+    def node_drained(self, report: NodeDrainReport) -> None:
+        if report.kind == "excluded":
+            self._state.exclusions.setdefault(report.job_id, workflow.now())
+            self._event("excluded", f"excluded from job {report.job_id}", report)
+            return
+        if report.kind == "included":
+            if self._state.exclusions.pop(report.job_id, None) is not None:
+                self._event("included", f"no longer excluded from job {report.job_id}", report)
+            return
+        seen: set[str | None] = {p.incident for p in self._state.pending}
+        seen |= {e.incident for e in self._state.events if e.kind == "drained"}
+        if report.incident in seen:
+            return  # a retried drain step reports the same drain again
+        self._state.pending.append(report)
+
+    @workflow.query(name=NODE_STATE_QUERY)
+    def node_state(self) -> NodeRepairState:
+        return self._state
+
+    # ------------------------------------------------------------------ helpers
+    def _event(
+        self, kind: NodeEventKind, detail: str, report: NodeDrainReport | None = None
+    ) -> None:
+        self._state.events.append(
+            NodeEvent(
+                at=workflow.now(),
+                kind=kind,
+                detail=detail,
+                incident=report.incident if report else None,
+                job_id=report.job_id if report else None,
+            )
+        )
+        del self._state.events[:-MAX_EVENTS]
+        self._events_this_run += 1
+
+    async def _check(self) -> NodeCheck:
+        timings = self._state.timings
+        result: NodeCheck = await workflow.execute_activity(
+            OperatorActivity.CHECK_NODE,
+            self._state.node,
+            result_type=NodeCheck,
+            start_to_close_timeout=timedelta(seconds=timings.check_timeout_s + 30),
+            retry_policy=ACTION_RETRY,
+        )
+        return result
+
+    async def _flag(self, why: str, report: NodeDrainReport | None) -> None:
+        self._state.status = "flagged"
+        self._state.flagged = True
+        self._event("flagged", why, report)
+        await workflow.execute_activity(
+            OperatorActivity.FLAG_NODE,
+            NodeFlag(
+                cluster=self._state.cluster,
+                node=self._state.node,
+                why=why,
+                events=self._state.events[-20:],
+            ),
+            start_to_close_timeout=timedelta(seconds=60),
+            retry_policy=ACTION_RETRY,
+        )
+
+    async def _repair(self, report: NodeDrainReport) -> None:
+        """One drain: probation, cool-down, checks, resume."""
+        state, timings = self._state, self._state.timings
+        state.drains += 1
+        self._event("drained", f"{report.fault_class}: {report.reason}", report)
+        if state.flagged:
+            return  # stays out until a person resumes it (and clears the flag)
+        if state.returned_at is not None and workflow.now() - state.returned_at < timedelta(
+            seconds=timings.probation_s
+        ):
+            since = (workflow.now() - state.returned_at).total_seconds()
+            await self._flag(
+                f"failed again {since:.0f} s after its return to service (probation"
+                f" {timings.probation_s:g} s): stays drained, open a hardware ticket",
+                report,
+            )
+            return
+        state.status = "cooling_down"
+        await workflow.sleep(timedelta(seconds=timings.cool_down_s))
+        for attempt in range(timings.max_checks):
+            state.status = "checking"
+            state.checks += 1
+            check = await self._check()
+            if not check.drained_by_resurrect:
+                state.status = "left_alone" if check.drained else "in_service"
+                self._event(
+                    "not_ours",
+                    "no longer drained by resurrect"
+                    + (f" (drained: {check.reason})" if check.drained else ""),
+                    report,
+                )
+                return
+            if not check.healthy:
+                state.status = "drained_unhealthy"
+                self._event("check_failed", check.detail, report)
+                if attempt + 1 < timings.max_checks:
+                    await workflow.sleep(timedelta(seconds=timings.recheck_interval_s))
+                continue
+            self._event("check_passed", check.detail, report)
+            detail: str = await workflow.execute_activity(
+                OperatorActivity.RESUME_NODE,
+                state.node,
+                result_type=str,
+                start_to_close_timeout=timedelta(seconds=60),
+                retry_policy=RetryPolicy(
+                    maximum_interval=timedelta(seconds=60),
+                    maximum_attempts=0,
+                    non_retryable_error_types=["SchedulerRefused", "NodeNotFound"],
+                ),
+            )
+            state.status = "in_service"
+            state.returns += 1
+            state.returned_at = workflow.now()
+            self._event("returned", detail, report)
+            return
+        await self._flag(
+            f"failed {timings.max_checks} health checks: stays drained, open a hardware ticket",
+            report,
+        )
+
+    # ------------------------------------------------------------------ run
+    @workflow.run
+    async def run(self, state: NodeRepairState) -> None:
+        while True:
+            await workflow.wait_condition(
+                lambda: (
+                    bool(self._state.pending)
+                    or self._events_this_run >= EVENTS_PER_RUN
+                    or workflow.info().is_continue_as_new_suggested()
+                )
+            )
+            if self._state.pending:
+                report = self._state.pending.pop(0)
+                try:
+                    await self._repair(report)
+                except ActivityError as exc:  # a refused resume: the node stays as it is
+                    self._state.status = "drained_unhealthy"
+                    self._event("check_failed", f"return to service failed: {exc}", report)
+                continue
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            workflow.continue_as_new(self._state)
