@@ -23,6 +23,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from resurrect.config import ApprovalSettings
 from resurrect.contracts import (
     AttributeRequest,
     ChargedRestartsRequest,
@@ -46,7 +47,13 @@ from resurrect.sensors.report import report_interruption
 from resurrect.temporal import search_attributes as sa
 from resurrect.testing.steps import make_step_input
 from resurrect.workers.recovery_worker import PASSTHROUGH_MODULES
-from resurrect.workflows.names import PHASE_QUERY, REPORT_SIGNAL, STATUS_QUERY, Activity
+from resurrect.workflows.names import (
+    PHASE_QUERY,
+    REPORT_SIGNAL,
+    STATUS_QUERY,
+    Activity,
+    OperatorActivity,
+)
 from resurrect.workflows.recovery import RecoveryWorkflow, RecoveryWorkflowStatus
 
 StepFn = Callable[[StepInput], StepResult]
@@ -132,7 +139,13 @@ class Stage:
 
             return run
 
-        fixed = [gather_evidence, attribute, charged_restarts, recovery_plans]
+        @activity.defn(name=OperatorActivity.SETTINGS)
+        async def approval_settings() -> ApprovalSettings:
+            # the operator's approval settings: nothing asks a person in these tests (the
+            # approval gates have their own: tests/workflows/test_drain_budget_and_approvals)
+            return ApprovalSettings()
+
+        fixed = [gather_evidence, attribute, charged_restarts, recovery_plans, approval_settings]
         return [*fixed, *(step(name) for name in self.steps)]
 
     @property
