@@ -154,15 +154,19 @@ class SlurmCli(VerifiedScheduler):
             doc = await self._json(["scontrol", "show", "job", "--json", row.query_id])
             for raw in doc.get("jobs") or []:
                 if isinstance(raw, dict) and str(raw.get("job_id")) == row.job_id:
-                    return {key: raw.get(key) for key in compact.OWNER_FIELDS}
+                    return {key: raw.get(key) for key in (*compact.OWNER_FIELDS, "admin_comment")}
             raise JobNotFound(f"job {row.job_id} left slurmctld while being read")
         fields = list(compact.OWNER_FIELDS)
         results = await asyncio.gather(
-            *(self.runner.check(compact.owner_field_argv(row.query_id, f)) for f in fields)
+            *(self.runner.check(compact.owner_field_argv(row.query_id, f)) for f in fields),
+            self.runner.check(compact.admin_comment_argv(row.query_id)),
         )
-        return {
-            f: compact.owner_field_value(f, r.stdout) for f, r in zip(fields, results, strict=True)
+        owner: OwnerFields = {
+            f: compact.owner_field_value(f, r.stdout) for f, r in zip(fields, results, strict=False)
         }
+        # resurrect's hold mark lives there (the fail-open watchdog, clearing the mark)
+        owner["admin_comment"] = compact.admin_comment_value(results[-1].stdout)
+        return owner
 
     async def _bulk_owner_fields(self) -> dict[str, OwnerFields]:
         """Owner-written fields of every job, from one full JSON read."""
@@ -172,7 +176,9 @@ class SlurmCli(VerifiedScheduler):
         out: dict[str, OwnerFields] = {}
         for raw in doc.get("jobs") or []:
             if isinstance(raw, dict) and "job_id" in raw:
-                out[str(raw.get("job_id"))] = {k: raw.get(k) for k in compact.OWNER_FIELDS}
+                out[str(raw.get("job_id"))] = {
+                    k: raw.get(k) for k in (*compact.OWNER_FIELDS, "admin_comment")
+                }
         return out
 
     def _job_info(self, row: compact.JobRow, owner: OwnerFields) -> JobInfo:

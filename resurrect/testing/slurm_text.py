@@ -146,6 +146,14 @@ class SlurmText:
             return 0, json.dumps({"jobs": chosen, "errors": []}), ""
         if args[:2] == ["sinfo", "--json"] or args == ["scontrol", "show", "node", "--json"]:
             return 0, json.dumps({"nodes": self.nodes, "errors": []}), ""
+        if args[:4] == ["scontrol", "show", "job", "-o"] and len(args) == 5:
+            chosen = [j for j in self.jobs if _matches_id(j, [args[4]])]
+            if not chosen:
+                return 1, "", "slurm_load_jobs error: Invalid job id specified"
+            comment = _text(chosen[0].get("admin_comment"))
+            # the fields around it as 22.05 prints them (one line: two spaces between lines)
+            shown = f" AdminComment={comment} " if comment else " "
+            return 0, f"JobId={args[4]} WorkDir=/tmp{shown} StdErr=/dev/null\n", ""
         if args[:2] == ["squeue", "-h"]:
             return self._squeue(args)
         if args[:3] == ["sinfo", "-h", "-N"]:

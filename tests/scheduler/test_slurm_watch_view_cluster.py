@@ -57,7 +57,10 @@ async def test_the_watcher_reads_only_what_runs_and_catches_a_lost_node(
     )
     watcher = SlurmWatcher(sched, config, report)
     await watcher.poll_once()
-    assert [j.job_id for j in watcher._last_jobs.values()] == [job_id]
+    seen = [j.job_id for j in watcher._last_jobs.values()]
+    # the cluster is shared with earlier tests, whose jobs may still run: this one is read,
+    # none of the 40 held ones is
+    assert job_id in seen and not set(held) & set(seen), seen
     runner.calls.clear()
     runner.bytes = 0
     await watcher.poll_once()
