@@ -191,7 +191,9 @@ class JobInfo(Contract):
     held: bool = False
     comment: str = ""
     # Set by administrators and by resurrect (its hold mark, see scheduler/hold_marker.py).
-    admin_comment: str = ""
+    # None: this read did not include it (SlurmCli.get_job on 22.05, where it costs one more
+    # slurmctld query); the hold-mark paths read it with Scheduler.read_admin_comment.
+    admin_comment: str | None = None
     stdout_path: str | None = None
     stderr_path: str | None = None
     work_dir: str | None = None

@@ -33,7 +33,8 @@ def unmarked(comment: str) -> str:
     return _MARK.sub("", comment).strip()
 
 
-def marked_at(comment: str) -> float | None:
-    """When resurrect marked the job (unix time), or None when it carries no mark."""
-    found = _MARK.findall(comment)
+def marked_at(comment: str | None) -> float | None:
+    """When resurrect marked the job (unix time), or None when it carries no mark (or the
+    comment was not read)."""
+    found = _MARK.findall(comment or "")
     return float(found[-1]) if found else None

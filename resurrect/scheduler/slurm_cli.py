@@ -158,15 +158,23 @@ class SlurmCli(VerifiedScheduler):
             raise JobNotFound(f"job {row.job_id} left slurmctld while being read")
         fields = list(compact.OWNER_FIELDS)
         results = await asyncio.gather(
-            *(self.runner.check(compact.owner_field_argv(row.query_id, f)) for f in fields),
-            self.runner.check(compact.admin_comment_argv(row.query_id)),
+            *(self.runner.check(compact.owner_field_argv(row.query_id, f)) for f in fields)
         )
-        owner: OwnerFields = {
-            f: compact.owner_field_value(f, r.stdout) for f, r in zip(fields, results, strict=False)
+        # AdminComment (resurrect's hold mark) is left out: read_admin_comment reads it
+        return {
+            f: compact.owner_field_value(f, r.stdout) for f, r in zip(fields, results, strict=True)
         }
-        # resurrect's hold mark lives there (the fail-open watchdog, clearing the mark)
-        owner["admin_comment"] = compact.admin_comment_value(results[-1].stdout)
-        return owner
+
+    async def read_admin_comment(self, job_id: str) -> str:
+        """On 22.05 (no squeue column for it) one ``scontrol show job -o``; on 23.02+ it
+        comes with :meth:`get_job`."""
+        if (await self.version())[0] >= 23:
+            return await super().read_admin_comment(job_id)
+        jid = validate_job_id(job_id)
+        result = await self.runner.run(compact.admin_comment_argv(jid))
+        if result.returncode != 0:
+            raise classify_text(result.text, "scontrol show job: ")
+        return compact.admin_comment_value(result.stdout)
 
     async def _bulk_owner_fields(self) -> dict[str, OwnerFields]:
         """Owner-written fields of every job, from one full JSON read."""

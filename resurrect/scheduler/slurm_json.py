@@ -292,7 +292,7 @@ def parse_job(job: JsonObj) -> JobInfo:
         requeue_allowed=bool(job.get("requeue", True)),
         held=held,
         comment=_str(job.get("comment")),
-        admin_comment=_str(job.get("admin_comment")),
+        admin_comment=_str(job["admin_comment"]) if "admin_comment" in job else None,
         stdout_path=stdout,
         stderr_path=stderr,
         work_dir=_str(job.get("current_working_directory")) or None,

@@ -114,11 +114,20 @@ class VerifiedScheduler(ABC):
         raise SchedulerRefused(f"{type(self).__name__} cannot set a job's AdminComment")
 
     # ------------------------------------------------------------------ the hold mark
+    async def read_admin_comment(self, job_id: str) -> str:
+        """The job's AdminComment, fresh ("" when unset). Backends whose ``get_job`` leaves
+        it out (``admin_comment`` None) read it with a query of its own."""
+        comment = (await self.get_job(job_id)).admin_comment
+        if comment is None:
+            raise SchedulerRefused(f"{type(self).__name__} cannot read a job's AdminComment")
+        return comment
+
     async def _mark_held(self, job: JobInfo) -> str | None:
         """Leave resurrect's hold mark on ``job`` (for the fail-open watchdog); a note when
         it cannot (the requeue goes on: the mark only matters if resurrect dies)."""
         try:
-            await self._act_admin_comment(job.job_id, marked(job.admin_comment, time.time()))
+            comment = await self.read_admin_comment(job.job_id)
+            await self._act_admin_comment(job.job_id, marked(comment, time.time()))
         except SchedulerError as exc:
             return f"no hold mark ({exc}): the watchdog cannot release this hold"
         return None
@@ -127,9 +136,9 @@ class VerifiedScheduler(ABC):
         """Remove the hold mark after the release (best effort: a stale mark on a released
         job is ignored by the watchdog and replaced at the next hold)."""
         try:
-            job = await self.get_job(jid)
-            if marked_at(job.admin_comment) is not None:
-                await self._act_admin_comment(jid, unmarked(job.admin_comment))
+            comment = await self.read_admin_comment(jid)
+            if marked_at(comment) is not None:
+                await self._act_admin_comment(jid, unmarked(comment))
         except SchedulerError:
             return
 
@@ -140,7 +149,7 @@ class VerifiedScheduler(ABC):
         a cancelled job is left cancelled."""
         jid = validate_job_id(job_id)
         job = await self.get_job(jid)
-        since = marked_at(job.admin_comment)
+        since = marked_at(await self.read_admin_comment(jid))
         if since is None or not job.held or job.state is not JobState.PENDING:
             return MutationResult(
                 target=jid, operation="release", changed=False, detail="not held by resurrect"

@@ -117,6 +117,10 @@ class FakeScheduler(VerifiedScheduler):
         # the hold mark: kept on the job like Slurm's AdminComment, not a recorded call
         self._set_job(self._job(job_id), admin_comment=text)
 
+    async def read_admin_comment(self, job_id: str) -> str:
+        # a job built without one has none, like a Slurm job nobody commented
+        return self._job(job_id).admin_comment or ""
+
     async def _act_exclude(self, job_id: str, nodes: list[str]) -> None:
         job = self._job(job_id)
         self.calls.append(("exclude", job_id))

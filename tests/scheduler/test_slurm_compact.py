@@ -61,6 +61,9 @@ def calls(sched: SlurmCli) -> list[tuple[str, ...]]:
 async def test_a_job_read_by_id_is_the_job_the_json_shows(doc: dict[str, Any], major: int) -> None:
     sched = cli(doc["jobs"], [], major)
     for expected in parse_jobs(doc):
+        if major < 23:  # no squeue column for it: read on its own, only where needed
+            assert await sched.read_admin_comment(expected.job_id) == expected.admin_comment
+            expected = expected.model_copy(update={"admin_comment": None})
         assert await sched.get_job(expected.job_id) == expected
 
 
