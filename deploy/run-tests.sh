@@ -11,4 +11,4 @@ export RESURRECT_REQUIRE_SLURM=1   # the real-cluster tests fail (not skip) if S
 export PYTHONUNBUFFERED=1
 echo "== ruff"; .venv/bin/ruff check . && .venv/bin/ruff format --check .
 echo "== mypy"; .venv/bin/mypy resurrect  # resurrect/{workflows,activities,workers,sensors} link the top-level folders
-echo "== pytest"; exec .venv/bin/python -m pytest "$@"
+echo "== pytest"; exec .venv/bin/python -m pytest --durations=30 "$@"  # the slowest tests are listed at the end
