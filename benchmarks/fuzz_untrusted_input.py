@@ -26,7 +26,6 @@ the same inputs' count, and the rate is inputs per second.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -37,6 +36,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from _common import benchmark_parser, print_result
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -266,19 +266,14 @@ def run(inputs: int) -> dict[str, Any]:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--inputs", type=int, default=100_000)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     logging.disable(logging.CRITICAL)  # the handlers' notes: counted, not printed
-    result = run(args.inputs)
-    if args.json:
-        print(json.dumps(result))
-    else:
-        for key, value in result.items():
-            print(f"{key:20} {value}")
+    print_result(run(args.inputs), as_json=args.json)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
