@@ -13,12 +13,12 @@ Real Temporal dev server, real activities and node-health workflow, a fake sched
 from __future__ import annotations
 
 import asyncio
-import json
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from support.builders import interruption, make_config, opt_in
+from support.recovery import recover
 from temporalio.client import Client
 
 from resurrect.config import AgentSettings, ResurrectConfig
@@ -34,7 +34,6 @@ from resurrect.contracts import (
 from resurrect.node_health_contracts import AgentStopped, NodeFindings, NodeHeartbeat
 from resurrect.rules import load_engine
 from resurrect.sensors.node_agent.reporters import TemporalReporter
-from resurrect.sensors.report import report_interruption
 from resurrect.temporal import search_attributes as sa
 from resurrect.testing import FakeScheduler
 from resurrect.workers.recovery_worker import build_worker
@@ -46,33 +45,27 @@ FAKE_XID = [
     "[81234.567890] NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, name=python, GPU has fallen off"
     " the bus.",
 ]
-OPT_IN = json.dumps({"resurrect": {"max_restarts": 3}})
 
 
-def config_for(tmp_path: Path) -> ResurrectConfig:
-    return ResurrectConfig.model_validate(
-        {
-            "mode": "act",
-            "cluster": {"name": f"h{uuid.uuid4().hex[:8]}"},
-            "temporal": {"task_queue": f"hw-{uuid.uuid4().hex}", "state_dir": str(tmp_path)},
-            "recovery": {"wait_running_timeout_s": 10, "activity_timeout_s": 20},
-        }
+def cluster_with_printing_job(tmp_path: Path) -> tuple[ResurrectConfig, FakeScheduler]:
+    """Four nodes; job 400 of alice's ran on node1 and node2 and printed ``FAKE_XID``."""
+    config = make_config(
+        tmp_path, mode="act", recovery={"wait_running_timeout_s": 10, "activity_timeout_s": 20}
     )
-
-
-def printing_job(tmp_path: Path) -> JobInfo:
+    scheduler = FakeScheduler.with_nodes(4, cluster_name=config.cluster.name)
     out = tmp_path / "slurm-400.out"
     out.write_text("step 1 loss 2.0\n" + "\n".join(FAKE_XID) + "\n")
-    return JobInfo(
+    scheduler.jobs["400"] = JobInfo(
         job_id="400",
         state=JobState.FAILED,
         user="alice",
         user_id=1000,
         nodes=["node1", "node2"],
         num_nodes=2,
-        comment=OPT_IN,
+        comment=opt_in(max_restarts=3),
         stdout_path=str(out),
     )
+    return config, scheduler
 
 
 def follower_report(config: ResurrectConfig, job: JobInfo) -> Interruption:
@@ -81,26 +74,16 @@ def follower_report(config: ResurrectConfig, job: JobInfo) -> Interruption:
         e for e in load_engine([]).scan_lines(FAKE_XID, kind=SignalKind.JOB_LOG) if e.role == "root"
     ]
     assert evidence and all(e.host == "node2" for e in evidence)
-    return Interruption(
-        cluster=config.cluster.name,
-        job_id=job.job_id,
-        restart_count=job.restart_count,
+    return interruption(
+        config.cluster.name,
+        job,
         source="log_tail",
         reason="gpu.hardware in job output (xid.fallen_off_bus)",
-        observed_at=datetime.now(UTC),
         job_state=JobState.RUNNING,
-        nodes=job.nodes,
         suspect_nodes=["node2"],
         fault_hint=FaultClass.GPU_HARDWARE,
         evidence=evidence,
     )
-
-
-async def recover(client: Client, config: ResurrectConfig, report: Interruption) -> RecoveryOutcome:
-    workflow_id = await report_interruption(client, report, task_queue=config.temporal.task_queue)
-    handle = client.get_workflow_handle(workflow_id, result_type=RecoveryOutcome)
-    outcome: RecoveryOutcome = await asyncio.wait_for(handle.result(), timeout=60)
-    return outcome
 
 
 async def charged(client: Client, outcome: RecoveryOutcome) -> bool:
@@ -111,9 +94,7 @@ async def charged(client: Client, outcome: RecoveryOutcome) -> bool:
 async def test_a_printed_xid_line_drains_nothing_and_is_charged(
     temporal_client: Client, tmp_path: Path
 ) -> None:
-    config = config_for(tmp_path)
-    scheduler = FakeScheduler.with_nodes(4, cluster_name=config.cluster.name)
-    scheduler.jobs["400"] = printing_job(tmp_path)
+    config, scheduler = cluster_with_printing_job(tmp_path)
     async with build_worker(temporal_client, config, scheduler):
         outcome = await recover(
             temporal_client, config, follower_report(config, scheduler.jobs["400"])
@@ -132,18 +113,25 @@ async def test_a_printed_xid_line_drains_nothing_and_is_charged(
     assert await charged(temporal_client, outcome)
 
 
-def agent_on_node2(client: Client, config: ResurrectConfig) -> TemporalReporter:
-    return TemporalReporter(
+async def watching_agent_on_node2(client: Client, config: ResurrectConfig) -> TemporalReporter:
+    """node2's agent, heartbeating: its NodeHealthWorkflow watches the node."""
+    agent = TemporalReporter(
         client,
         cluster=config.cluster.name,
         task_queue=config.temporal.task_queue,
         settings=AgentSettings.model_validate({"node_name": "node2", "silence_threshold_s": 30}),
     )
+    await agent.heartbeat(
+        NodeHeartbeat(
+            node="node2", seq=0, sent_at=datetime.now(UTC), gpus=8, silence_threshold_s=30
+        )
+    )
+    return agent
 
 
-def kernel_xid() -> Evidence:
-    """The line the node's kernel log holds when the GPU really fell off the bus."""
-    return Evidence(
+def kernel_xid() -> NodeFindings:
+    """What node2's agent reads in the kernel log when the GPU really fell off the bus."""
+    evidence = Evidence(
         kind=SignalKind.KERNEL_LOG,
         text=FAKE_XID[1],
         rule="xid.fallen_off_bus",
@@ -153,29 +141,21 @@ def kernel_xid() -> Evidence:
         observed_at=datetime.now(UTC),
         confidence=0.97,
     )
+    return NodeFindings(node="node2", sent_at=datetime.now(UTC), evidence=[evidence])
 
 
 async def test_a_watching_agent_that_confirms_a_moment_later_gets_the_node_drained(
     temporal_client: Client, tmp_path: Path
 ) -> None:
     """The job's line arrives first; the agent's kernel-log reading a second later."""
-    config = config_for(tmp_path)
-    scheduler = FakeScheduler.with_nodes(4, cluster_name=config.cluster.name)
-    scheduler.jobs["400"] = printing_job(tmp_path)
-    agent = agent_on_node2(temporal_client, config)
+    config, scheduler = cluster_with_printing_job(tmp_path)
     async with build_worker(temporal_client, config, scheduler):
-        await agent.heartbeat(
-            NodeHeartbeat(
-                node="node2", seq=0, sent_at=datetime.now(UTC), gpus=8, silence_threshold_s=30
-            )
-        )
+        agent = await watching_agent_on_node2(temporal_client, config)
         recovery = asyncio.create_task(
             recover(temporal_client, config, follower_report(config, scheduler.jobs["400"]))
         )
         await asyncio.sleep(1.5)
-        await agent.findings(
-            NodeFindings(node="node2", sent_at=datetime.now(UTC), evidence=[kernel_xid()])
-        )
+        await agent.findings(kernel_xid())
         outcome = await recovery
         await agent.stopped(AgentStopped(node="node2", sent_at=datetime.now(UTC)))
     assert outcome.drained_nodes == ["node2"], outcome.notes
@@ -185,16 +165,9 @@ async def test_a_watching_agent_that_confirms_a_moment_later_gets_the_node_drain
 async def test_a_watching_agent_that_sees_nothing_keeps_the_node_in_service(
     temporal_client: Client, tmp_path: Path
 ) -> None:
-    config = config_for(tmp_path)
-    scheduler = FakeScheduler.with_nodes(4, cluster_name=config.cluster.name)
-    scheduler.jobs["400"] = printing_job(tmp_path)
-    agent = agent_on_node2(temporal_client, config)
+    config, scheduler = cluster_with_printing_job(tmp_path)
     async with build_worker(temporal_client, config, scheduler):
-        await agent.heartbeat(
-            NodeHeartbeat(
-                node="node2", seq=0, sent_at=datetime.now(UTC), gpus=8, silence_threshold_s=30
-            )
-        )
+        agent = await watching_agent_on_node2(temporal_client, config)
         outcome = await recover(
             temporal_client, config, follower_report(config, scheduler.jobs["400"])
         )
@@ -209,31 +182,10 @@ async def test_a_watching_agent_that_sees_nothing_keeps_the_node_in_service(
 async def test_the_same_lines_with_the_node_agent_agreeing_drain_the_node(
     temporal_client: Client, tmp_path: Path
 ) -> None:
-    config = config_for(tmp_path)
-    scheduler = FakeScheduler.with_nodes(4, cluster_name=config.cluster.name)
-    scheduler.jobs["400"] = printing_job(tmp_path)
-    agent = TemporalReporter(
-        temporal_client,
-        cluster=config.cluster.name,
-        task_queue=config.temporal.task_queue,
-        settings=AgentSettings.model_validate({"node_name": "node2", "silence_threshold_s": 30}),
-    )
-    kernel_xid = Evidence(
-        kind=SignalKind.KERNEL_LOG,
-        text=FAKE_XID[1],
-        rule="xid.fallen_off_bus",
-        role="root",
-        fault_class=FaultClass.GPU_HARDWARE,
-        host="node2",
-        observed_at=datetime.now(UTC),
-        confidence=0.97,
-    )
+    config, scheduler = cluster_with_printing_job(tmp_path)
     async with build_worker(temporal_client, config, scheduler):
-        now = datetime.now(UTC)
-        await agent.heartbeat(
-            NodeHeartbeat(node="node2", seq=0, sent_at=now, gpus=8, silence_threshold_s=30)
-        )
-        await agent.findings(NodeFindings(node="node2", sent_at=now, evidence=[kernel_xid]))
+        agent = await watching_agent_on_node2(temporal_client, config)
+        await agent.findings(kernel_xid())
         outcome = await recover(
             temporal_client, config, follower_report(config, scheduler.jobs["400"])
         )

@@ -9,9 +9,11 @@ from collections.abc import Awaitable, Callable
 from temporalio.client import Client, WorkflowExecutionDescription
 from temporalio.service import RPCError
 
-from resurrect.contracts import JobInfo, JobState, RecoveryOutcome
+from resurrect.config import ResurrectConfig
+from resurrect.contracts import Interruption, JobInfo, JobState, RecoveryOutcome
 from resurrect.demo.local_cluster import LocalSlurm
 from resurrect.scheduler.base import Scheduler
+from resurrect.sensors.report import report_interruption
 from support.builders import opt_in
 
 # The end-to-end jobs opt in with room for the restarts a test provokes.
@@ -64,6 +66,17 @@ async def outcome_of(client: Client, workflow_id: str, timeout: float = 180) -> 
     handle = client.get_workflow_handle(workflow_id, result_type=RecoveryOutcome)
     result: RecoveryOutcome = await asyncio.wait_for(handle.result(), timeout=timeout)
     return result
+
+
+async def recover(
+    client: Client, config: ResurrectConfig, report: Interruption, timeout: float = 90
+) -> RecoveryOutcome:
+    """Report an interruption as a sensor does (a worker must serve ``config``'s task queue)
+    and wait for the recovery's outcome."""
+    workflow_id = await report_interruption(client, report, task_queue=config.temporal.task_queue)
+    handle = client.get_workflow_handle(workflow_id, result_type=RecoveryOutcome)
+    outcome: RecoveryOutcome = await asyncio.wait_for(handle.result(), timeout=timeout)
+    return outcome
 
 
 async def submit_running(
