@@ -13,10 +13,14 @@ Real Temporal dev server, real activities and node-health workflow, a fake sched
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 from support.builders import interruption, make_config, opt_in
 from support.recovery import recover
 from temporalio.client import Client
@@ -25,7 +29,6 @@ from resurrect.config import AgentSettings, ResurrectConfig
 from resurrect.contracts import (
     Evidence,
     FaultClass,
-    Interruption,
     JobInfo,
     JobState,
     RecoveryOutcome,
@@ -47,8 +50,63 @@ FAKE_XID = [
 ]
 
 
-def cluster_with_printing_job(tmp_path: Path) -> tuple[ResurrectConfig, FakeScheduler]:
-    """Four nodes; job 400 of alice's ran on node1 and node2 and printed ``FAKE_XID``."""
+@dataclass
+class PrintedXid:
+    """Job 400 of alice's ran on node1 and node2 (of four) and printed ``FAKE_XID``; a
+    recovery worker serves the cluster."""
+
+    client: Client
+    config: ResurrectConfig
+    scheduler: FakeScheduler
+
+    async def recover(self) -> RecoveryOutcome:
+        """The recovery of what the log follower reports for those lines (the job's output,
+        nothing else)."""
+        evidence = [
+            e
+            for e in load_engine([]).scan_lines(FAKE_XID, kind=SignalKind.JOB_LOG)
+            if e.role == "root"
+        ]
+        assert evidence and all(e.host == "node2" for e in evidence)
+        report = interruption(
+            self.config.cluster.name,
+            self.scheduler.jobs["400"],
+            source="log_tail",
+            reason="gpu.hardware in job output (xid.fallen_off_bus)",
+            job_state=JobState.RUNNING,
+            suspect_nodes=["node2"],
+            fault_hint=FaultClass.GPU_HARDWARE,
+            evidence=evidence,
+        )
+        return await recover(self.client, self.config, report)
+
+    async def charged(self, outcome: RecoveryOutcome) -> bool:
+        """Whether the recovery counted against the job's restart budget."""
+        description = await self.client.get_workflow_handle(outcome.workflow_id).describe()
+        return bool(description.typed_search_attributes.get(sa.BUDGET_CHARGED))
+
+    @asynccontextmanager
+    async def agent_watching_node2(self) -> AsyncIterator[TemporalReporter]:
+        """node2's agent from its first heartbeat (its NodeHealthWorkflow watches the node)
+        to its stop."""
+        agent = TemporalReporter(
+            self.client,
+            cluster=self.config.cluster.name,
+            task_queue=self.config.temporal.task_queue,
+            settings=AgentSettings.model_validate(
+                {"node_name": "node2", "silence_threshold_s": 30}
+            ),
+        )
+        now = datetime.now(UTC)
+        await agent.heartbeat(
+            NodeHeartbeat(node="node2", seq=0, sent_at=now, gpus=8, silence_threshold_s=30)
+        )
+        yield agent
+        await agent.stopped(AgentStopped(node="node2", sent_at=datetime.now(UTC)))
+
+
+@pytest_asyncio.fixture
+async def printed(temporal_client: Client, tmp_path: Path) -> AsyncIterator[PrintedXid]:
     config = make_config(
         tmp_path, mode="act", recovery={"wait_running_timeout_s": 10, "activity_timeout_s": 20}
     )
@@ -65,68 +123,8 @@ def cluster_with_printing_job(tmp_path: Path) -> tuple[ResurrectConfig, FakeSche
         comment=opt_in(max_restarts=3),
         stdout_path=str(out),
     )
-    return config, scheduler
-
-
-def follower_report(config: ResurrectConfig, job: JobInfo) -> Interruption:
-    """What the log follower reports for those lines (the job's output, nothing else)."""
-    evidence = [
-        e for e in load_engine([]).scan_lines(FAKE_XID, kind=SignalKind.JOB_LOG) if e.role == "root"
-    ]
-    assert evidence and all(e.host == "node2" for e in evidence)
-    return interruption(
-        config.cluster.name,
-        job,
-        source="log_tail",
-        reason="gpu.hardware in job output (xid.fallen_off_bus)",
-        job_state=JobState.RUNNING,
-        suspect_nodes=["node2"],
-        fault_hint=FaultClass.GPU_HARDWARE,
-        evidence=evidence,
-    )
-
-
-async def charged(client: Client, outcome: RecoveryOutcome) -> bool:
-    description = await client.get_workflow_handle(outcome.workflow_id).describe()
-    return bool(description.typed_search_attributes.get(sa.BUDGET_CHARGED))
-
-
-async def test_a_printed_xid_line_drains_nothing_and_is_charged(
-    temporal_client: Client, tmp_path: Path
-) -> None:
-    config, scheduler = cluster_with_printing_job(tmp_path)
     async with build_worker(temporal_client, config, scheduler):
-        outcome = await recover(
-            temporal_client, config, follower_report(config, scheduler.jobs["400"])
-        )
-    assert outcome.fault_class is FaultClass.GPU_HARDWARE
-    assert outcome.drained_nodes == [] and not any(n.drained for n in scheduler.nodes.values())
-    assert scheduler.calls == [
-        ("requeuehold", "400"),
-        ("release", "400"),
-    ]  # restarted, without draining
-    assert outcome.recovered, outcome.notes
-    assert any("only the job's output names it" in note for note in outcome.notes), outcome.notes
-    assert any("rests on the job's own output alone" in note for note in outcome.notes), (
-        outcome.notes
-    )
-    assert await charged(temporal_client, outcome)
-
-
-async def watching_agent_on_node2(client: Client, config: ResurrectConfig) -> TemporalReporter:
-    """node2's agent, heartbeating: its NodeHealthWorkflow watches the node."""
-    agent = TemporalReporter(
-        client,
-        cluster=config.cluster.name,
-        task_queue=config.temporal.task_queue,
-        settings=AgentSettings.model_validate({"node_name": "node2", "silence_threshold_s": 30}),
-    )
-    await agent.heartbeat(
-        NodeHeartbeat(
-            node="node2", seq=0, sent_at=datetime.now(UTC), gpus=8, silence_threshold_s=30
-        )
-    )
-    return agent
+        yield PrintedXid(temporal_client, config, scheduler)
 
 
 def kernel_xid() -> NodeFindings:
@@ -144,58 +142,60 @@ def kernel_xid() -> NodeFindings:
     return NodeFindings(node="node2", sent_at=datetime.now(UTC), evidence=[evidence])
 
 
+async def test_a_printed_xid_line_drains_nothing_and_is_charged(printed: PrintedXid) -> None:
+    outcome = await printed.recover()
+    assert outcome.fault_class is FaultClass.GPU_HARDWARE
+    scheduler = printed.scheduler
+    assert outcome.drained_nodes == [] and not any(n.drained for n in scheduler.nodes.values())
+    assert scheduler.calls == [
+        ("requeuehold", "400"),
+        ("release", "400"),
+    ]  # restarted, without draining
+    assert outcome.recovered, outcome.notes
+    assert any("only the job's output names it" in note for note in outcome.notes), outcome.notes
+    assert any("rests on the job's own output alone" in note for note in outcome.notes), (
+        outcome.notes
+    )
+    assert await printed.charged(outcome)
+
+
 async def test_a_watching_agent_that_confirms_a_moment_later_gets_the_node_drained(
-    temporal_client: Client, tmp_path: Path
+    printed: PrintedXid,
 ) -> None:
     """The job's line arrives first; the agent's kernel-log reading a second later."""
-    config, scheduler = cluster_with_printing_job(tmp_path)
-    async with build_worker(temporal_client, config, scheduler):
-        agent = await watching_agent_on_node2(temporal_client, config)
-        recovery = asyncio.create_task(
-            recover(temporal_client, config, follower_report(config, scheduler.jobs["400"]))
-        )
+    async with printed.agent_watching_node2() as agent:
+        recovery = asyncio.create_task(printed.recover())
         await asyncio.sleep(1.5)
         await agent.findings(kernel_xid())
         outcome = await recovery
-        await agent.stopped(AgentStopped(node="node2", sent_at=datetime.now(UTC)))
     assert outcome.drained_nodes == ["node2"], outcome.notes
-    assert outcome.recovered and not await charged(temporal_client, outcome)
+    assert outcome.recovered and not await printed.charged(outcome)
 
 
 async def test_a_watching_agent_that_sees_nothing_keeps_the_node_in_service(
-    temporal_client: Client, tmp_path: Path
+    printed: PrintedXid,
 ) -> None:
-    config, scheduler = cluster_with_printing_job(tmp_path)
-    async with build_worker(temporal_client, config, scheduler):
-        agent = await watching_agent_on_node2(temporal_client, config)
-        outcome = await recover(
-            temporal_client, config, follower_report(config, scheduler.jobs["400"])
-        )
-        await agent.stopped(AgentStopped(node="node2", sent_at=datetime.now(UTC)))
-    assert outcome.drained_nodes == [] and scheduler.calls == [
+    async with printed.agent_watching_node2():
+        outcome = await printed.recover()
+    assert outcome.drained_nodes == [] and printed.scheduler.calls == [
         ("requeuehold", "400"),
         ("release", "400"),
     ]
-    assert await charged(temporal_client, outcome)
+    assert await printed.charged(outcome)
 
 
 async def test_the_same_lines_with_the_node_agent_agreeing_drain_the_node(
-    temporal_client: Client, tmp_path: Path
+    printed: PrintedXid,
 ) -> None:
-    config, scheduler = cluster_with_printing_job(tmp_path)
-    async with build_worker(temporal_client, config, scheduler):
-        agent = await watching_agent_on_node2(temporal_client, config)
+    async with printed.agent_watching_node2() as agent:
         await agent.findings(kernel_xid())
-        outcome = await recover(
-            temporal_client, config, follower_report(config, scheduler.jobs["400"])
-        )
-        await agent.stopped(AgentStopped(node="node2", sent_at=datetime.now(UTC)))
+        outcome = await printed.recover()
     assert outcome.drained_nodes == ["node2"], outcome.notes
-    assert scheduler.calls == [
+    assert printed.scheduler.calls == [
         ("drain", "node2"),
         ("requeuehold", "400"),
         ("exclude", "400"),
         ("release", "400"),
     ]
-    assert outcome.recovered and not await charged(temporal_client, outcome)
+    assert outcome.recovered and not await printed.charged(outcome)
     assert not any("rests on the job's own output alone" in note for note in outcome.notes)
