@@ -147,23 +147,24 @@ def chown_tree(path: Path, owner: Owner) -> None:
             os.chown(Path(dirpath) / name, owner.uid, owner.gid, follow_symlinks=False)
 
 
-def record_helper_processes(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """The checkpoint-helper processes :mod:`resurrect.checkpoint.as_owner` starts from now
-    on, each appended as it starts."""
-    started: list[Any] = []
-    real_exec = asyncio.create_subprocess_exec
+class HelperProcesses:
+    """The checkpoint-helper processes :mod:`resurrect.checkpoint.as_owner` starts once this
+    is made, each recorded as it starts."""
 
-    async def recording_exec(*args: Any, **kwargs: Any) -> Any:
-        proc = await real_exec(*args, **kwargs)
-        started.append(proc)
-        return proc
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.started: list[Any] = []
+        real_exec = asyncio.create_subprocess_exec
 
-    monkeypatch.setattr(as_owner_module.asyncio, "create_subprocess_exec", recording_exec)
-    return started
+        async def recording_exec(*args: Any, **kwargs: Any) -> Any:
+            proc = await real_exec(*args, **kwargs)
+            self.started.append(proc)
+            return proc
 
+        monkeypatch.setattr(as_owner_module.asyncio, "create_subprocess_exec", recording_exec)
 
-def assert_gone(proc: Any) -> None:
-    """The helper process has exited and been reaped: there is no such process any more."""
-    assert proc.returncode is not None
-    with pytest.raises(ProcessLookupError):
-        os.kill(proc.pid, 0)
+    def assert_one_ran_and_is_gone(self) -> None:
+        """One helper was started; it has exited and been reaped (no such process now)."""
+        (proc,) = self.started
+        assert proc.returncode is not None
+        with pytest.raises(ProcessLookupError):
+            os.kill(proc.pid, 0)

@@ -22,13 +22,7 @@ from resurrect.contracts import JobInfo, JobPolicy, JobState, StepResult
 from resurrect.steps.runtime import StepRuntime, make_activity
 from resurrect.testing.fake_scheduler import FakeScheduler
 from resurrect.testing.steps import make_step_input
-from security.checkpoint_attacks import (
-    Victim,
-    assert_gone,
-    hostile_payloads,
-    record_helper_processes,
-    write_metadata,
-)
+from security.checkpoint_attacks import HelperProcesses, Victim, hostile_payloads, write_metadata
 
 pytestmark = pytest.mark.torch
 
@@ -92,17 +86,16 @@ async def test_the_helper_dies_with_a_cancelled_activity(
         fh.truncate(200 << 30)  # sparse, under the size cap: a full hash takes minutes
     entry = {"path": "big.dat", "size": 200 << 30, "sha256": "0" * 64}
     (ckpt / MANIFEST_NAME).write_text(json.dumps({"version": 1, "files": [entry]}))
-    procs = record_helper_processes(monkeypatch)
+    helpers = HelperProcesses(monkeypatch)
     activity, step_input = _activity_and_input(root)
     step_input.params = {"level": "full"}
     env = _env(600)
     task = asyncio.create_task(env.run(activity, step_input))
     deadline = time.monotonic() + 30
-    while not procs and time.monotonic() < deadline:
+    while not helpers.started and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
     await asyncio.sleep(1.0)  # the helper is hashing now
     env.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 15)
-    (proc,) = procs
-    assert_gone(proc)
+    helpers.assert_one_ran_and_is_gone()

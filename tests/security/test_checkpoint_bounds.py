@@ -18,7 +18,7 @@ from resurrect.checkpoint.as_owner import run_helper
 from resurrect.checkpoint.helper import HelperRequest
 from resurrect.checkpoint.limits import VerifyLimits
 from resurrect.checkpoint.zipcheck import ZipDamage, check_archive
-from security.checkpoint_attacks import assert_gone, record_helper_processes
+from security.checkpoint_attacks import HelperProcesses
 
 pytestmark = pytest.mark.torch
 
@@ -157,7 +157,7 @@ def test_helper_is_killed_at_its_deadline(tmp_path: Path, monkeypatch: pytest.Mo
     with open(ckpt / "huge.dat", "wb") as fh:
         fh.truncate(TIB)
     _manifest(ckpt, {"huge.dat": TIB})
-    started_procs = record_helper_processes(monkeypatch)
+    helpers = HelperProcesses(monkeypatch)
     st = root.stat()
     request = HelperRequest(
         op="verify",
@@ -172,8 +172,7 @@ def test_helper_is_killed_at_its_deadline(tmp_path: Path, monkeypatch: pytest.Mo
     verdict = asyncio.run(run_helper(request, timeout_s=3))
     assert time.monotonic() - started < 10
     assert not verdict.verified and "did not finish within 3s" in verdict.note
-    (proc,) = started_procs
-    assert_gone(proc)
+    helpers.assert_one_ran_and_is_gone()
     # The service goes on: the same root with the default bounds verifies.
     request = request.model_copy(update={"max_full_file_bytes": 1 << 30, "time_budget_s": None})
     assert asyncio.run(run_helper(request, timeout_s=60)).latest_valid == str(ckpt)
