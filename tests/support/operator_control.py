@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from temporalio.client import Client
 from temporalio.runtime import Runtime, TelemetryConfig
@@ -26,6 +26,12 @@ from resurrect.workers.recovery_worker import build_worker
 from resurrect.workflows.names import PHASE_QUERY
 
 OPT_IN = json.dumps({"resurrect": {"max_restarts": 2}})
+
+
+class ConfigFor(Protocol):
+    """``make_config`` with the test's state directory and server filled in."""
+
+    def __call__(self, **sections: dict[str, Any]) -> ResurrectConfig: ...
 
 
 def make_config(tmp_path: Path, address: str, **sections: dict[str, Any]) -> ResurrectConfig:
