@@ -10,7 +10,6 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -24,6 +23,7 @@ from resurrect.sensors.report import report_interruption
 from resurrect.testing import FakeScheduler
 from resurrect.workers.recovery_worker import build_worker
 from resurrect.workflows.names import PHASE_QUERY
+from support.builders import interruption
 
 OPT_IN = json.dumps({"resurrect": {"max_restarts": 2}})
 
@@ -76,16 +76,7 @@ def lost_node_jobs(scheduler: FakeScheduler, count: int) -> list[JobInfo]:
 
 
 def report_of(config: ResurrectConfig, info: JobInfo) -> Interruption:
-    return Interruption(
-        cluster=config.cluster.name,
-        job_id=info.job_id,
-        restart_count=info.restart_count,
-        source="test",
-        reason=f"job ended {info.state.value}",
-        observed_at=datetime.now(UTC),
-        job_state=info.state,
-        nodes=info.nodes,
-    )
+    return interruption(config.cluster.name, info)
 
 
 @asynccontextmanager
