@@ -1,8 +1,8 @@
 """Attribution accuracy on the labelled real-log corpus, against a baseline from the same run.
 
 Diagnoses every case under ``tests/fixtures/real-logs`` (the shared corpus, the development
-corpus ``dev/`` and the validation set ``validation/``) with the shipped packs and prints one
-JSON line::
+corpus ``dev/`` and the validation set ``validation/``) with the shipped packs and (``--json``)
+prints one JSON line::
 
     {"cases": ..., "accuracy": ..., "false_drains": ..., "baseline_accuracy": ...,
      "ratio_vs_baseline": ..., "diagnose_ms_per_case": ..., "corpora": {...}}
@@ -15,13 +15,13 @@ through :mod:`resurrect.rules.corpus_report`.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import time
 from collections import Counter
 from pathlib import Path
+
+from _common import benchmark_parser, print_result
 
 from resurrect.rules.corpus_report import CorpusReport, evaluate, find_cases
 from resurrect.rules.corpus_report import main as report_main
@@ -33,9 +33,8 @@ PARTS = ("dev", "validation")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--corpus", type=Path, default=CORPUS)
-    parser.add_argument("--json", action="store_true", help="print only the JSON line")
     parser.add_argument("--markdown", type=Path, metavar="FILE", help="update this document")
     args = parser.parse_args(argv)
 
@@ -70,13 +69,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.markdown:
         dirs = [args.corpus, *(args.corpus / p for p in PARTS if (args.corpus / p).is_dir())]
         report_main([*(os.path.relpath(d) for d in dirs), "--update", str(args.markdown)])
-    if not args.json:
-        print(
-            f"{report.correct}/{report.total} right ({report.accuracy:.1%}), baseline "
-            f"{baseline:.1%}, false drains {len(report.false_drains)}",
-            file=sys.stderr,
-        )
-    print(json.dumps(result))
+    summary = (
+        f"{report.correct}/{report.total} right ({report.accuracy:.1%}), baseline "
+        f"{baseline:.1%}, false drains {len(report.false_drains)}"
+    )
+    print_result(result, as_json=args.json, summary=summary)
     return 0
 
 

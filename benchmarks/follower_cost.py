@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
 import tempfile
@@ -28,6 +27,8 @@ import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+from _common import benchmark_parser, print_result
 
 import resurrect.sensors.log_follower as follower_module
 from resurrect.config import ResurrectConfig
@@ -182,20 +183,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--printing", type=int, default=60)
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--fatal-every", type=float, default=0.15)
     parser.add_argument("--warmup", type=float, default=6.0, help="printing before measuring")
-    parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    result = asyncio.run(run(args))
-    if args.json:
-        print(json.dumps(result))
-    else:
-        for key, value in result.items():
-            print(f"{key:24} {value}")
+    print_result(asyncio.run(run(args)), as_json=args.json)
     return 0
 
 

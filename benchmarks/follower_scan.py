@@ -18,12 +18,12 @@ process time the checks took, per second of (simulated) follower time.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import tempfile
 import time
 from pathlib import Path
+
+from _common import benchmark_parser, print_result
 
 from resurrect.sensors.checkpoint_progress import CheckpointProgress
 from resurrect.sensors.log_follower import hang_check_interval
@@ -121,15 +121,14 @@ def measure_after(
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--entries", type=int, default=50_000)
     parser.add_argument("--window", type=float, default=600.0, help="simulated seconds")
     parser.add_argument("--hang-after", type=float, default=300.0)
     parser.add_argument("--save-every", type=float, default=60.0)
     parser.add_argument("--before-polls", type=int, default=20)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="follower-scan-") as tmp:
         root = Path(tmp) / "ckpt"
         make_tree(root, args.entries)
@@ -156,12 +155,9 @@ def main() -> None:
             before["cpu_core_fraction"] / max(after["cpu_core_fraction"], 1e-9), 1
         ),
     }
-    if args.json:
-        print(json.dumps(result))
-    else:
-        for key, value in result.items():
-            print(f"{key:34} {value}")
+    print_result(result, as_json=args.json)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

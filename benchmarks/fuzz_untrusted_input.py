@@ -26,7 +26,6 @@ the same inputs' count, and the rate is inputs per second.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -37,6 +36,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from _common import benchmark_parser, print_result
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -136,6 +136,11 @@ class Tally:
                 self.slow += 1
 
 
+def batches(*parts: st.SearchStrategy[Any]) -> st.SearchStrategy[list[tuple[Any, ...]]]:
+    """``BATCH`` generated inputs an example, each a tuple drawn from ``parts``."""
+    return st.lists(st.tuples(*parts), min_size=BATCH, max_size=BATCH)
+
+
 def _job(job_id: str, comment: str, state: JobState, partition: str = "batch") -> JobInfo:
     return JobInfo(job_id=job_id, state=state, comment=comment, partition=partition, nodes=["n1"])
 
@@ -194,13 +199,7 @@ def run(inputs: int) -> dict[str, Any]:
         )
 
         @common
-        @given(
-            st.lists(
-                st.tuples(comments, st.sampled_from(["batch", "gpu"])),
-                min_size=BATCH,
-                max_size=BATCH,
-            )
-        )
+        @given(batches(comments, st.sampled_from(["batch", "gpu"])))
         def fuzz_comments(batch: list[tuple[str, str]]) -> None:
             for comment, partition in batch:
                 tally.run(
@@ -211,13 +210,7 @@ def run(inputs: int) -> dict[str, Any]:
                 )
 
         @common
-        @given(
-            st.lists(
-                st.tuples(patterns, st.sampled_from(["standard_output", "standard_error"])),
-                min_size=BATCH,
-                max_size=BATCH,
-            )
-        )
+        @given(batches(patterns, st.sampled_from(["standard_output", "standard_error"])))
         def fuzz_patterns(batch: list[tuple[str, str]]) -> None:
             for pattern, field in batch:
                 doc = dict(SQUEUE)
@@ -225,7 +218,7 @@ def run(inputs: int) -> dict[str, Any]:
                 tally.run("pattern", parse_jobs, doc)
 
         @common
-        @given(st.lists(st.tuples(comments, states, patterns), min_size=BATCH, max_size=BATCH))
+        @given(batches(comments, states, patterns))
         def fuzz_watcher(batch: list[tuple[str, JobState, str]]) -> None:
             for index in range(0, BATCH, 2):  # two hostile jobs and the good one per round
                 hostile = [
@@ -238,11 +231,7 @@ def run(inputs: int) -> dict[str, Any]:
                     tally.good_job_missed += 1
 
         @common
-        @given(
-            st.lists(
-                st.tuples(output_kinds, st.binary(max_size=2000)), min_size=BATCH, max_size=BATCH
-            )
-        )
+        @given(batches(output_kinds, st.binary(max_size=2000)))
         def fuzz_follower(batch: list[tuple[str, bytes]]) -> None:
             for kind, data in batch:
                 tally.run("follower", follower.read, kind, data)
@@ -266,19 +255,14 @@ def run(inputs: int) -> dict[str, Any]:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--inputs", type=int, default=100_000)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     logging.disable(logging.CRITICAL)  # the handlers' notes: counted, not printed
-    result = run(args.inputs)
-    if args.json:
-        print(json.dumps(result))
-    else:
-        for key, value in result.items():
-            print(f"{key:20} {value}")
+    print_result(run(args.inputs), as_json=args.json)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

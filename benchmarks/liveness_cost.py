@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import multiprocessing
 import os
@@ -33,6 +32,8 @@ import statistics
 import time
 from datetime import UTC, datetime
 from typing import Any
+
+from _common import benchmark_parser, print_result
 
 from resurrect.sensors.liveness.collector import REFRESH_S, LivenessChange, LivenessCollector
 from resurrect.sensors.liveness.wire import Beat, seal
@@ -187,23 +188,16 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--nodes", type=int, default=10_000)
     parser.add_argument("--interval", type=float, default=2.0)
     parser.add_argument("--threshold", type=float, default=6.0)
     parser.add_argument("--duration", type=float, default=30.0)
     parser.add_argument("--lose", type=int, default=20)
-    parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    logging.getLogger("resurrect.sensors.liveness").setLevel(
-        logging.ERROR
-    )  # one line per lost node
-    result = asyncio.run(run(args))
-    if args.json:
-        print(json.dumps(result))
-    else:
-        for key, value in result.items():
-            print(f"{key:36} {value}")
+    # The liveness sensor logs one line per lost node: not the benchmark's output.
+    logging.getLogger("resurrect.sensors.liveness").setLevel(logging.ERROR)
+    print_result(asyncio.run(run(args)), as_json=args.json)
     return 0
 
 

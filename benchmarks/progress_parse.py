@@ -4,7 +4,7 @@ The log follower runs every line it reads through the failure rules (``RuleEngin
 and, for adaptive hang detection, through the progress rules (``ProgressParser.parse``). This
 builds a realistic mix of trainer output (Megatron iteration lines, torchtitan steps, tqdm
 bars, NCCL chatter, checkpoint messages), times both over the same lines in the same run, and
-prints one JSON line::
+(``--json``) prints one JSON line::
 
     {"lines": ..., "progress_s": ..., "progress_lines_per_s": ..., "progress_events": ...,
      "rules_s": ..., "rules_lines_per_s": ..., "ratio_vs_rules": ...}
@@ -15,10 +15,10 @@ costs less than the scan the follower already does).
 
 from __future__ import annotations
 
-import argparse
-import json
 import random
 import time
+
+from _common import benchmark_parser, print_result
 
 from resurrect.contracts import SignalKind
 from resurrect.progress.parser import shipped_parser
@@ -49,9 +49,8 @@ def corpus(lines: int, seed: int = 1) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--lines", type=int, default=300_000)
-    parser.add_argument("--json", action="store_true", help="print only the JSON line")
     args = parser.parse_args(argv)
     lines = corpus(args.lines)
     progress = shipped_parser()
@@ -76,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         "rules_lines_per_s": round(len(lines) / rules_s),
         "ratio_vs_rules": round(rules_s / progress_s, 2),
     }
-    print(json.dumps(result))
+    print_result(result, as_json=args.json)
     return 0
 
 

@@ -7,39 +7,32 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PY=.venv/bin/python
 [ -x "$PY" ] || PY=python3
-if [ "${1:-}" = "--quick" ]; then
-  scan=(--lines 200000); ckpt=(--size-gb 0.5); agent=(--duration 10)
-  follow=(--window 120); fuzz=(--inputs 10000); progress=(--lines 50000)
-  telemetry=(--recoveries 10 --rounds 1); watch=(--jobs 10000 --nodes 2000 --running 400)
-  live=(--nodes 2000 --duration 20); fcost=(--jobs 300 --duration 5); burst=(--jobs 50)
-  budget=(--recoveries 50)
-else
-  scan=(); ckpt=(--size-gb 4); agent=(--duration 60); follow=(); fuzz=(); progress=()
-  telemetry=(--recoveries 30 --rounds 3); watch=(); live=(); fcost=(); burst=(); budget=()
-fi
-echo "== scan_throughput (rule engine vs grep -P)" >&2
-"$PY" benchmarks/scan_throughput.py --json "${scan[@]}"
-echo "== checkpoint_verify (quick/full vs cat, sha256sum)" >&2
-"$PY" benchmarks/checkpoint_verify.py --json "${ckpt[@]}"
-echo "== attribution_accuracy (real-log corpus vs the majority-class baseline)" >&2
-"$PY" benchmarks/attribution_accuracy.py --json
-echo "== agent_overhead (8 fake GPUs vs an idle interpreter)" >&2
-"$PY" benchmarks/agent_overhead.py --json "${agent[@]}"
-echo "== follower_scan (hang check on a 50,000-entry checkpoint dir vs the former full rescan)" >&2
-"$PY" benchmarks/follower_scan.py --json "${follow[@]}"
-echo "== fuzz_untrusted_input (>= 100,000 hostile inputs through the service loops)" >&2
-"$PY" benchmarks/fuzz_untrusted_input.py --json "${fuzz[@]}"
-echo "== progress_parse (progress rules vs the failure-rule scan of the same lines)" >&2
-"$PY" benchmarks/progress_parse.py --json "${progress[@]}"
-echo "== telemetry_overhead (a burst of recoveries, metrics+tracing on vs off)" >&2
-"$PY" benchmarks/telemetry_overhead.py --json "${telemetry[@]}"
-echo "== watcher_cost (50,000 jobs / 10,000 nodes: filtered compact reads vs full JSON)" >&2
-"$PY" benchmarks/watcher_cost.py --json "${watch[@]}"
-echo "== liveness_cost (10,000 agents heartbeating the collector vs a Temporal signal each)" >&2
-"$PY" benchmarks/liveness_cost.py --json "${live[@]}"
-echo "== follower_cost (1,000 followed jobs: adaptive looks on open files vs every file every 0.25 s)" >&2
-"$PY" benchmarks/follower_cost.py --json "${fcost[@]}"
-echo "== burst_recovery (simultaneous node losses, 3 reports each: WAL dev server vs its defaults)" >&2
-"$PY" benchmarks/burst_recovery.py --json "${burst[@]}"
-echo "== drain_budget (burst of reserve_drain updates vs queries of the same workflow)" >&2
-"$PY" benchmarks/drain_budget.py --json "${budget[@]}"
+quick=false
+[ "${1:-}" = "--quick" ] && quick=true
+
+# One row a benchmark, in the order they run: script | --quick arguments | full arguments |
+# what it measures, against what. Arguments are split on spaces.
+BENCHMARKS=(
+  "scan_throughput | --lines 200000 | | rule engine vs grep -P"
+  "checkpoint_verify | --size-gb 0.5 | --size-gb 4 | quick/full vs cat, sha256sum"
+  "attribution_accuracy | | | real-log corpus vs the majority-class baseline"
+  "agent_overhead | --duration 10 | --duration 60 | 8 fake GPUs vs an idle interpreter"
+  "follower_scan | --window 120 | | hang check on a 50,000-entry checkpoint dir vs the former full rescan"
+  "fuzz_untrusted_input | --inputs 10000 | | >= 100,000 hostile inputs through the service loops"
+  "progress_parse | --lines 50000 | | progress rules vs the failure-rule scan of the same lines"
+  "telemetry_overhead | --recoveries 10 --rounds 1 | --recoveries 30 --rounds 3 | a burst of recoveries, metrics+tracing on vs off"
+  "watcher_cost | --jobs 10000 --nodes 2000 --running 400 | | 50,000 jobs / 10,000 nodes: filtered compact reads vs full JSON"
+  "liveness_cost | --nodes 2000 --duration 24 | | 10,000 agents heartbeating the collector vs a Temporal signal each"
+  "follower_cost | --jobs 300 --duration 5 | | 1,000 followed jobs: adaptive looks on open files vs every file every 0.25 s"
+  "burst_recovery | --jobs 50 | | simultaneous node losses, 3 reports each: WAL dev server vs its defaults"
+  "drain_budget | --recoveries 50 | | burst of reserve_drain updates vs queries of the same workflow"
+)
+
+for row in "${BENCHMARKS[@]}"; do
+  IFS='|' read -r name quick_args full_args what <<<"$row"
+  name=${name//[[:space:]]/}
+  if $quick; then args=$quick_args; else args=$full_args; fi
+  echo "== $name (${what# })" >&2
+  # shellcheck disable=SC2086  # the arguments are words, split on purpose
+  "$PY" "benchmarks/$name.py" --json $args
+done

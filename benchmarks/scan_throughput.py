@@ -4,7 +4,7 @@ Builds a realistic training log (default 2,000,000 lines: per-rank iteration lin
 chatter, checkpoint and dataloader messages, with failure signatures sprinkled in) in a
 temporary file, scans it with :meth:`RuleEngine.scan_file`, then runs ``grep -c -P`` over the
 same file with every job-log rule pattern joined into one alternation (named groups turned into
-plain groups, as PCRE rejects duplicate names). Prints one JSON line::
+plain groups, as PCRE rejects duplicate names). With ``--json`` prints one JSON line::
 
     {"lines": ..., "engine_s": ..., "engine_lines_per_s": ..., "engine_matched_lines": ...,
      "grep_s": ..., "grep_lines_per_s": ..., "grep_matched_lines": ..., "ratio_vs_grep": ...}
@@ -16,8 +16,6 @@ applies each rule only to its signal kinds.
 
 from __future__ import annotations
 
-import argparse
-import json
 import random
 import re
 import shutil
@@ -26,6 +24,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _common import benchmark_parser, print_result
 
 from resurrect.contracts import SignalKind
 from resurrect.rules import load_engine
@@ -104,9 +104,8 @@ def grep_pattern(patterns: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--lines", type=int, default=2_000_000)
-    parser.add_argument("--json", action="store_true", help="print only the JSON line")
     args = parser.parse_args(argv)
 
     engine = load_engine()
@@ -150,13 +149,11 @@ def main(argv: list[str] | None = None) -> int:
         "grep_matched_lines": grep_matched,
         "ratio_vs_grep": round(grep_s / engine_s, 2) if grep_s == grep_s else None,
     }
-    if not args.json:
-        print(
-            f"engine {result['engine_lines_per_s']:,} lines/s, grep "
-            f"{result['grep_lines_per_s']:,} lines/s",
-            file=sys.stderr,
-        )
-    print(json.dumps(result))
+    summary = (
+        f"engine {result['engine_lines_per_s']:,} lines/s, grep "
+        f"{result['grep_lines_per_s']:,} lines/s"
+    )
+    print_result(result, as_json=args.json, summary=summary)
     return 0
 
 

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import resource
 import time
 from collections.abc import Sequence
 from typing import Any
+
+from _common import benchmark_parser, print_result
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import Interruption
@@ -244,7 +245,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--jobs", type=int, default=50_000)
     parser.add_argument("--nodes", type=int, default=10_000)
     parser.add_argument("--running", type=int, default=2_000, help="running jobs (generated)")
@@ -252,14 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--polls", type=int, default=10)
     parser.add_argument("--naive-polls", type=int, default=2)
     parser.add_argument("--slurm-conf", help="measure this (local) cluster instead")
-    parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    result = asyncio.run(run(args))
-    if args.json:
-        print(json.dumps(result))
-    else:
-        for key, value in result.items():
-            print(f"{key:32} {value}")
+    print_result(asyncio.run(run(args)), as_json=args.json)
     return 0
 
 

@@ -119,27 +119,27 @@ def test_intact_dcp_root_picks_newest(tmp_path: Path) -> None:
         assert all(c.valid for c in verdict.candidates)
 
 
-def test_dcp_corrupt_data_caught_by_full_crc_only(tmp_path: Path) -> None:
-    root = _dcp_root(tmp_path)
-    shard, offset, length = _largest_item(root / "step_30")
-    flip_byte_at(shard, offset + length // 2)
-    assert verify_root(root, "quick").latest_valid == str(root / "step_30")
-    verdict = verify_root(root, "full")
-    valid, reason = _by_step(verdict, 30)
-    assert not valid and "CRC" in reason
-    assert verdict.latest_valid == str(root / "step_20")
-
-
-def test_manifest_sha_mismatch_caught_at_full_level(tmp_path: Path) -> None:
-    root = _dcp_root(tmp_path, manifest=True)
+@pytest.mark.parametrize(
+    ("manifest", "quick_note", "full_reason"),
+    [
+        pytest.param(False, "ok: DCP metadata and shard sizes", "CRC", id="dcp-crc"),
+        pytest.param(True, "ok: manifest sizes", "sha256 mismatch", id="manifest-sha256"),
+    ],
+)
+def test_corrupt_data_is_caught_at_the_full_level_only(
+    tmp_path: Path, manifest: bool, quick_note: str, full_reason: str
+) -> None:
+    """A flipped byte inside the newest checkpoint's largest tensor: the quick level (sizes
+    only) still takes it, the full level (DCP's CRCs, or the manifest's sha256) does not."""
+    root = _dcp_root(tmp_path, manifest=manifest)
     shard, offset, length = _largest_item(root / "step_30")
     flip_byte_at(shard, offset + length // 2)
     quick = verify_root(root, "quick")
     assert quick.latest_valid == str(root / "step_30")
-    assert "manifest sizes" in _by_step(quick, 30)[1]
+    assert quick_note in _by_step(quick, 30)[1]
     full = verify_root(root, "full")
     valid, reason = _by_step(full, 30)
-    assert not valid and "sha256 mismatch" in reason
+    assert not valid and full_reason in reason
     assert full.latest_valid == str(root / "step_20")
 
 

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
+from support.service import ServiceConfigFor, service_config
 
+from resurrect.config import ResurrectConfig
 from resurrect.demo.local_cluster import LocalSlurm
+from resurrect.temporal.server import EmbeddedTemporal
 
 
 @pytest.fixture
@@ -15,3 +20,19 @@ def cluster(local_slurm: LocalSlurm) -> Iterator[LocalSlurm]:
     local_slurm.reset()
     yield local_slurm
     local_slurm.reset()
+
+
+@pytest.fixture
+def cluster_config(
+    cluster: LocalSlurm, temporal_server: EmbeddedTemporal, tmp_path: Path
+) -> ServiceConfigFor:
+    """The configuration of a service acting on the local cluster against the session's dev
+    server, its state in the test's ``tmp_path``; ``overrides`` merged in per section:
+    ``cluster_config(mode="observe")``."""
+
+    def config_for(**overrides: Any) -> ResurrectConfig:
+        return service_config(
+            tmp_path, cluster.cluster_name, cluster.slurm_conf, temporal_server.address, **overrides
+        )
+
+    return config_for

@@ -16,46 +16,31 @@ from support.recovery import (
     OPT_IN,
     completed,
     eventually,
+    lose_a_node,
     outcome_of,
     started,
     submit_running,
 )
-from support.service import running_service, service_config
+from support.service import ServiceConfigFor, running_service
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from resurrect.config import ResurrectConfig
 from resurrect.contracts import FaultClass, JobState, recovery_workflow_id
+from resurrect.demo.local_cluster import LocalSlurm
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 from resurrect.sensors.log_follower import JobLogFollower
 from resurrect.service import ServiceParts
-from resurrect.temporal.server import EmbeddedTemporal
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal]
 
 
-def config_for(
-    cluster, temporal_server: EmbeddedTemporal, tmp_path: Path, **overrides: object
-) -> ResurrectConfig:  # type: ignore[no-untyped-def]
-    return service_config(
-        tmp_path, cluster.cluster_name, cluster.slurm_conf, temporal_server.address, **overrides
-    )
-
-
 async def test_node_loss_drains_that_node_requeues_and_completes(
-    cluster,
-    temporal_server: EmbeddedTemporal,
-    temporal_client: Client,
-    tmp_path: Path,  # type: ignore[no-untyped-def]
+    cluster: LocalSlurm, cluster_config: ServiceConfigFor, temporal_client: Client
 ) -> None:
-    config = config_for(cluster, temporal_server, tmp_path)
+    config = cluster_config()
     scheduler = cluster.scheduler()
     async with running_service(config, temporal_client, scheduler):
-        before = await submit_running(cluster, scheduler)
-        victim = before.nodes[-1]
-        t_fault = time.time()
-        cluster.kill_node(victim)
-        workflow_id = recovery_workflow_id(cluster.cluster_name, before.job_id, 0)
+        before, victim, workflow_id, t_fault = await lose_a_node(cluster, scheduler)
         description = await started(temporal_client, workflow_id)
         outcome = await outcome_of(temporal_client, workflow_id)
         detect_s = description.start_time.timestamp() - t_fault
@@ -80,10 +65,7 @@ async def test_node_loss_drains_that_node_requeues_and_completes(
 
 
 async def test_three_jobs_failing_at_once_make_three_recoveries(
-    cluster,
-    temporal_server: EmbeddedTemporal,
-    temporal_client: Client,
-    tmp_path: Path,  # type: ignore[no-untyped-def]
+    cluster: LocalSlurm, cluster_config: ServiceConfigFor, temporal_client: Client
 ) -> None:
     crash_once = """#!/bin/bash
 if [ "${SLURM_RESTART_COUNT:-0}" -eq 0 ]; then
@@ -91,7 +73,7 @@ if [ "${SLURM_RESTART_COUNT:-0}" -eq 0 ]; then
 fi
 echo "attempt ${SLURM_RESTART_COUNT} fine"; sleep 1
 """
-    config = config_for(cluster, temporal_server, tmp_path)
+    config = cluster_config()
     scheduler = cluster.scheduler()
     async with running_service(config, temporal_client, scheduler):
         jobs = [cluster.submit(crash_once, comment=OPT_IN, nodes=1) for _ in range(3)]
@@ -113,20 +95,14 @@ echo "attempt ${SLURM_RESTART_COUNT} fine"; sleep 1
 
 
 async def test_observe_mode_changes_no_node_and_no_job(
-    cluster,
-    temporal_server: EmbeddedTemporal,
-    temporal_client: Client,
-    tmp_path: Path,  # type: ignore[no-untyped-def]
+    cluster: LocalSlurm, cluster_config: ServiceConfigFor, temporal_client: Client
 ) -> None:
-    config = config_for(cluster, temporal_server, tmp_path, mode="observe")
+    config = cluster_config(mode="observe")
     scheduler = cluster.scheduler()
     async with running_service(config, temporal_client, scheduler):
-        before = await submit_running(cluster, scheduler, requeue=False)
-        job_id, victim = before.job_id, before.nodes[0]
-        cluster.kill_node(victim)
-        outcome = await outcome_of(
-            temporal_client, recovery_workflow_id(cluster.cluster_name, job_id, 0)
-        )
+        before, victim, workflow_id, _ = await lose_a_node(cluster, scheduler, 0, requeue=False)
+        job_id = before.job_id
+        outcome = await outcome_of(temporal_client, workflow_id)
     assert outcome.outcome == "observed" and not outcome.requeued and outcome.drained_nodes == []
     # Slurm itself fails the job once it declares the node down; nobody requeues it
     await eventually(
@@ -144,15 +120,12 @@ async def test_observe_mode_changes_no_node_and_no_job(
 
 
 async def test_worker_killed_mid_recovery_finishes_with_one_drain_and_one_requeue(
-    cluster,
-    temporal_server: EmbeddedTemporal,
+    cluster: LocalSlurm,
+    cluster_config: ServiceConfigFor,
     temporal_client: Client,
-    tmp_path: Path,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
 ) -> None:
-    config = config_for(
-        cluster,
-        temporal_server,
-        tmp_path,
+    config = cluster_config(
         recovery={"wait_running_timeout_s": 120, "activity_timeout_s": 10},
     )
     config_file = tmp_path / "worker.yaml"
@@ -166,10 +139,8 @@ async def test_worker_killed_mid_recovery_finishes_with_one_drain_and_one_requeu
         async with running_service(
             config, temporal_client, scheduler, ServiceParts(worker=False, follow_logs=False)
         ):
-            before = await submit_running(cluster, scheduler)
-            job_id, victim = before.job_id, before.nodes[-1]
-            cluster.kill_node(victim)
-            workflow_id = recovery_workflow_id(cluster.cluster_name, job_id, 0)
+            before, victim, workflow_id, _ = await lose_a_node(cluster, scheduler)
+            job_id = before.job_id
             handle = temporal_client.get_workflow_handle(workflow_id)
             deadline = time.monotonic() + 120
             phase = ""
@@ -209,18 +180,12 @@ async def test_worker_killed_mid_recovery_finishes_with_one_drain_and_one_requeu
 
 
 async def test_slurmctld_down_during_recovery_is_waited_out(
-    cluster,
-    temporal_server: EmbeddedTemporal,
-    temporal_client: Client,
-    tmp_path: Path,  # type: ignore[no-untyped-def]
+    cluster: LocalSlurm, cluster_config: ServiceConfigFor, temporal_client: Client
 ) -> None:
-    config = config_for(cluster, temporal_server, tmp_path)
+    config = cluster_config()
     scheduler = cluster.scheduler()
     async with running_service(config, temporal_client, scheduler):
-        before = await submit_running(cluster, scheduler)
-        victim = before.nodes[-1]
-        cluster.kill_node(victim)
-        workflow_id = recovery_workflow_id(cluster.cluster_name, before.job_id, 0)
+        _, victim, workflow_id, _ = await lose_a_node(cluster, scheduler)
         await started(temporal_client, workflow_id, timeout=120)
         cluster.stop_controller()
         await asyncio.sleep(8)
@@ -231,10 +196,7 @@ async def test_slurmctld_down_during_recovery_is_waited_out(
 
 
 async def test_fatal_gpu_line_is_detected_within_a_second_and_restarted_without_a_drain(
-    cluster,
-    temporal_server: EmbeddedTemporal,
-    temporal_client: Client,
-    tmp_path: Path,  # type: ignore[no-untyped-def]
+    cluster: LocalSlurm, cluster_config: ServiceConfigFor, temporal_client: Client
 ) -> None:
     """One rank prints a fatal GPU error naming its host while the others block.
 
@@ -251,7 +213,7 @@ if [ "$SLURM_NODEID" = 1 ]; then
 fi
 sleep 600   # every rank now blocks, as in a collective'
 """
-    config = config_for(cluster, temporal_server, tmp_path)
+    config = cluster_config()
     scheduler = cluster.scheduler()
     from resurrect.rules import load_engine
 

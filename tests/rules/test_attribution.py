@@ -78,84 +78,80 @@ def test_desync_report_naming_one_rank() -> None:
     assert d.culprit_ranks == [5]
 
 
-@pytest.mark.parametrize(
-    ("log", "expected"),
-    [
-        (
-            "n3:77:80 [2] NCCL WARN NET/IB : Got completion from peer 10.0.0.8<3344> with error "
-            "12, opcode 0, len 0, vendor err 129\n"
-            "RuntimeError: NCCL communicator was aborted on rank 5.",
-            FaultClass.NETWORK_FABRIC,
-        ),
-        (
-            "[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
-            "CUDA kernel errors might be asynchronously reported at some other API call",
-            FaultClass.CUDA_ERROR,
-        ),
-        (
-            "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU "
-            "0; 79.15 GiB total capacity)",
-            FaultClass.MEMORY_DEVICE_OOM,
-        ),
-        (
-            "[rank6]:[E ProcessGroupNCCL.cpp:577] [Rank 6] Some NCCL operations have failed or "
-            "timed out.\n"
-            "RuntimeError: NCCL communicator was aborted on rank 6.",
-            FaultClass.COLLECTIVE_TIMEOUT,
-        ),
-        ("OSError: [Errno 116] Stale file handle", FaultClass.STORAGE_ERROR),
-        (
-            '  File "save.py", line 3, in save\nOSError: [Errno 28] No space left on device',
-            FaultClass.STORAGE_ERROR,
-        ),
-        (
-            "Traceback (most recent call last):\n"
-            '  File "train.py", line 10, in <module>\n'
-            '    cfg["lr"]\n'
-            "KeyError: 'lr'",
-            FaultClass.APP_ERROR,
-        ),
-        (
-            'Traceback (most recent call last):\n  File "train.py", line 3, in f\nValueError: '
-            "invalid literal for int() with base 10: 'x'",
-            FaultClass.APP_ERROR,
-        ),
-        (
-            "/var/spool/slurmd/job9/slurm_script: line 7: 31337 Segmentation fault      (core "
-            "dumped) python train.py",
-            FaultClass.PROCESS_CRASH,
-        ),
-        (
-            "slurmstepd: error: *** JOB 12 ON gpu1 CANCELLED AT 2025-01-01T00:00:00 DUE TO "
-            "PREEMPTION ***",
-            FaultClass.JOB_PREEMPTED,
-        ),
-        (
-            "slurmstepd: error: *** JOB 12 ON gpu1 CANCELLED AT 2025-01-01T00:00:00 DUE TO NODE "
-            "FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***",
-            FaultClass.NODE_LOST,
-        ),
-        (
-            "slurmstepd: error: *** JOB 12 ON gpu1 CANCELLED AT 2025-01-01T00:00:00 ***",
-            FaultClass.JOB_CANCELLED,
-        ),
-        (
-            "slurmstepd: error: Detected 3 oom_kill events in StepId=12.0. Some of your processes "
-            "may have been killed by the cgroup out-of-memory handler.",
-            FaultClass.MEMORY_HOST_OOM,
-        ),
-        (
-            "[ 881.1] NVRM: Xid (PCI:0000:07:00): 48, pid=11, DBE (double bit error) ECC error",
-            FaultClass.GPU_HARDWARE,
-        ),
-        (
-            "terminate called after throwing an instance of 'c10::Error'\nAborted (core dumped)",
-            FaultClass.PROCESS_CRASH,
-        ),
-    ],
-)
-def test_typical_failures(log: str, expected: FaultClass) -> None:
-    assert diag(log).fault_class is expected
+# One log each, and the class it must get.
+TYPICAL_FAILURES = [
+    (
+        "n3:77:80 [2] NCCL WARN NET/IB : Got completion from peer 10.0.0.8<3344> with error "
+        "12, opcode 0, len 0, vendor err 129\n"
+        "RuntimeError: NCCL communicator was aborted on rank 5.",
+        FaultClass.NETWORK_FABRIC,
+    ),
+    (
+        "[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
+        "CUDA kernel errors might be asynchronously reported at some other API call",
+        FaultClass.CUDA_ERROR,
+    ),
+    (
+        "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU "
+        "0; 79.15 GiB total capacity)",
+        FaultClass.MEMORY_DEVICE_OOM,
+    ),
+    (
+        "[rank6]:[E ProcessGroupNCCL.cpp:577] [Rank 6] Some NCCL operations have failed or "
+        "timed out.\n"
+        "RuntimeError: NCCL communicator was aborted on rank 6.",
+        FaultClass.COLLECTIVE_TIMEOUT,
+    ),
+    ("OSError: [Errno 116] Stale file handle", FaultClass.STORAGE_ERROR),
+    (
+        '  File "save.py", line 3, in save\nOSError: [Errno 28] No space left on device',
+        FaultClass.STORAGE_ERROR,
+    ),
+    (
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 10, in <module>\n'
+        '    cfg["lr"]\n'
+        "KeyError: 'lr'",
+        FaultClass.APP_ERROR,
+    ),
+    (
+        'Traceback (most recent call last):\n  File "train.py", line 3, in f\nValueError: '
+        "invalid literal for int() with base 10: 'x'",
+        FaultClass.APP_ERROR,
+    ),
+    (
+        "/var/spool/slurmd/job9/slurm_script: line 7: 31337 Segmentation fault      (core "
+        "dumped) python train.py",
+        FaultClass.PROCESS_CRASH,
+    ),
+    (
+        "slurmstepd: error: *** JOB 12 ON gpu1 CANCELLED AT 2025-01-01T00:00:00 DUE TO "
+        "PREEMPTION ***",
+        FaultClass.JOB_PREEMPTED,
+    ),
+    (
+        "slurmstepd: error: *** JOB 12 ON gpu1 CANCELLED AT 2025-01-01T00:00:00 DUE TO NODE "
+        "FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***",
+        FaultClass.NODE_LOST,
+    ),
+    (
+        "slurmstepd: error: *** JOB 12 ON gpu1 CANCELLED AT 2025-01-01T00:00:00 ***",
+        FaultClass.JOB_CANCELLED,
+    ),
+    (
+        "slurmstepd: error: Detected 3 oom_kill events in StepId=12.0. Some of your processes "
+        "may have been killed by the cgroup out-of-memory handler.",
+        FaultClass.MEMORY_HOST_OOM,
+    ),
+    (
+        "[ 881.1] NVRM: Xid (PCI:0000:07:00): 48, pid=11, DBE (double bit error) ECC error",
+        FaultClass.GPU_HARDWARE,
+    ),
+    (
+        "terminate called after throwing an instance of 'c10::Error'\nAborted (core dumped)",
+        FaultClass.PROCESS_CRASH,
+    ),
+]
 
 
 def test_sigkill_is_confirmed_by_an_oom_line() -> None:
@@ -246,57 +242,57 @@ def test_fabric_host_recurring_across_pairs_is_blamed() -> None:
     assert d.action is RecoveryAction.DRAIN_AND_RESTART
 
 
-@pytest.mark.parametrize(
-    ("log", "expected"),
-    [
-        (
-            "(RayTrainWorker pid=4411, ip=10.0.0.7) ray.exceptions.OutOfMemoryError: Task was "
-            "killed due to the node running low on memory.",
-            FaultClass.MEMORY_HOST_OOM,
-        ),
-        (
-            "[1,3]<stderr>:Traceback (most recent call last):\n"
-            '[1,3]<stderr>:  File "train.py", line 9, in <module>\n'
-            "[1,3]<stderr>:IndexError: list index out of range",
-            FaultClass.APP_ERROR,
-        ),
-        (
-            "TypeError: forward() got an unexpected keyword argument 'labels'\n"
-            "RuntimeError: Process 0 terminated with exit code 1",
-            FaultClass.APP_ERROR,
-        ),
-        (
-            "[E ProcessGroupNCCL.cpp:587] [Rank 1] Watchdog caught collective operation timeout: "
-            "WorkNCCL(OpType=BROADCAST, Timeout(ms)=1800000) ran for 1803817 milliseconds before "
-            "timing out.",
-            FaultClass.COLLECTIVE_TIMEOUT,
-        ),
-        ("Failed to initialize NVML: Driver/library version mismatch", FaultClass.GPU_HARDWARE),
-        (
-            "submitit WARNING (2024-01-01 00:00:00,000) - Job has timed out. Ran 1440 minutes out "
-            "of requested 1440 minutes.",
-            FaultClass.JOB_TIME_LIMIT,
-        ),
-        (
-            "n2:10:20 [0] misc/socket.cc:484 NCCL WARN Net : Connect to 10.0.0.5<43023> failed : "
-            "Connection refused",
-            FaultClass.NETWORK_FABRIC,
-        ),
-        (
-            "[rank5]: torch.distributed.DistBackendError: NCCL error in: "
-            "ProcessGroupNCCL.cpp:1970, "
-            "remote process exited or there was a network error, NCCL version 2.19.3\n"
-            "[rank2]: RuntimeError: CUDA error: an illegal memory access was encountered",
-            FaultClass.CUDA_ERROR,
-        ),
-        (
-            "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal "
-            "SIGSEGV",
-            FaultClass.PROCESS_CRASH,
-        ),
-    ],
-)
-def test_more_failure_families(log: str, expected: FaultClass) -> None:
+MORE_FAILURE_FAMILIES = [
+    (
+        "(RayTrainWorker pid=4411, ip=10.0.0.7) ray.exceptions.OutOfMemoryError: Task was "
+        "killed due to the node running low on memory.",
+        FaultClass.MEMORY_HOST_OOM,
+    ),
+    (
+        "[1,3]<stderr>:Traceback (most recent call last):\n"
+        '[1,3]<stderr>:  File "train.py", line 9, in <module>\n'
+        "[1,3]<stderr>:IndexError: list index out of range",
+        FaultClass.APP_ERROR,
+    ),
+    (
+        "TypeError: forward() got an unexpected keyword argument 'labels'\n"
+        "RuntimeError: Process 0 terminated with exit code 1",
+        FaultClass.APP_ERROR,
+    ),
+    (
+        "[E ProcessGroupNCCL.cpp:587] [Rank 1] Watchdog caught collective operation timeout: "
+        "WorkNCCL(OpType=BROADCAST, Timeout(ms)=1800000) ran for 1803817 milliseconds before "
+        "timing out.",
+        FaultClass.COLLECTIVE_TIMEOUT,
+    ),
+    ("Failed to initialize NVML: Driver/library version mismatch", FaultClass.GPU_HARDWARE),
+    (
+        "submitit WARNING (2024-01-01 00:00:00,000) - Job has timed out. Ran 1440 minutes out "
+        "of requested 1440 minutes.",
+        FaultClass.JOB_TIME_LIMIT,
+    ),
+    (
+        "n2:10:20 [0] misc/socket.cc:484 NCCL WARN Net : Connect to 10.0.0.5<43023> failed : "
+        "Connection refused",
+        FaultClass.NETWORK_FABRIC,
+    ),
+    (
+        "[rank5]: torch.distributed.DistBackendError: NCCL error in: "
+        "ProcessGroupNCCL.cpp:1970, "
+        "remote process exited or there was a network error, NCCL version 2.19.3\n"
+        "[rank2]: RuntimeError: CUDA error: an illegal memory access was encountered",
+        FaultClass.CUDA_ERROR,
+    ),
+    (
+        "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal "
+        "SIGSEGV",
+        FaultClass.PROCESS_CRASH,
+    ),
+]
+
+
+@pytest.mark.parametrize(("log", "expected"), [*TYPICAL_FAILURES, *MORE_FAILURE_FAMILIES])
+def test_typical_failures(log: str, expected: FaultClass) -> None:
     assert diag(log).fault_class is expected
 
 

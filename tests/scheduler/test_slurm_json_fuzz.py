@@ -6,9 +6,11 @@ from __future__ import annotations
 import copy
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -79,24 +81,20 @@ def test_arbitrary_documents(doc: Any) -> None:
     parse_safely(parse_nodes, {"nodes": [doc]})
 
 
-@settings(max_examples=400, deadline=None)
-@given(
-    st.sampled_from(range(len(JOB_DOCS))),
-    st.lists(st.integers(0, 1000), min_size=1, max_size=8),
-    values,
+@pytest.mark.parametrize(
+    ("docs", "parse"), [(JOB_DOCS, parse_jobs), (NODE_DOCS, parse_nodes)], ids=["jobs", "nodes"]
 )
-def test_mangled_real_job_documents(which: int, paths: list[int], replacement: Any) -> None:
-    parse_safely(parse_jobs, mangle(JOB_DOCS[which], paths, replacement))
-
-
 @settings(max_examples=400, deadline=None)
-@given(
-    st.sampled_from(range(len(NODE_DOCS))),
-    st.lists(st.integers(0, 1000), min_size=1, max_size=8),
-    values,
-)
-def test_mangled_real_node_documents(which: int, paths: list[int], replacement: Any) -> None:
-    parse_safely(parse_nodes, mangle(NODE_DOCS[which], paths, replacement))
+@given(st.data(), st.lists(st.integers(0, 1000), min_size=1, max_size=8), values)
+def test_mangled_real_documents(
+    docs: list[Any],
+    parse: Callable[[Any], object],
+    data: st.DataObject,
+    paths: list[int],
+    replacement: Any,
+) -> None:
+    """A real document of the kind with one value, found by ``paths``, replaced."""
+    parse_safely(parse, mangle(data.draw(st.sampled_from(docs)), paths, replacement))
 
 
 @settings(max_examples=300, deadline=None)

@@ -8,6 +8,7 @@ checkpoint afterwards.
 
 from __future__ import annotations
 
+import asyncio
 import grp
 import hashlib
 import os
@@ -18,7 +19,11 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from resurrect.checkpoint import as_owner as as_owner_module
 from resurrect.checkpoint.dcp import METADATA_NAME
 from resurrect.checkpoint.owner import Owner
 
@@ -140,3 +145,26 @@ def chown_tree(path: Path, owner: Owner) -> None:
         os.chown(dirpath, owner.uid, owner.gid)
         for name in dirs + files:
             os.chown(Path(dirpath) / name, owner.uid, owner.gid, follow_symlinks=False)
+
+
+class HelperProcesses:
+    """The checkpoint-helper processes :mod:`resurrect.checkpoint.as_owner` starts once this
+    is made, each recorded as it starts."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.started: list[Any] = []
+        real_exec = asyncio.create_subprocess_exec
+
+        async def recording_exec(*args: Any, **kwargs: Any) -> Any:
+            proc = await real_exec(*args, **kwargs)
+            self.started.append(proc)
+            return proc
+
+        monkeypatch.setattr(as_owner_module.asyncio, "create_subprocess_exec", recording_exec)
+
+    def assert_one_ran_and_is_gone(self) -> None:
+        """One helper was started; it has exited and been reaped (no such process now)."""
+        (proc,) = self.started
+        assert proc.returncode is not None
+        with pytest.raises(ProcessLookupError):
+            os.kill(proc.pid, 0)

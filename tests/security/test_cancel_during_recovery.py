@@ -15,16 +15,16 @@ import asyncio
 import json
 import sys
 import uuid
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from support.builders import interruption
 from support.recovery import OPT_IN, eventually, outcome_of
 from temporalio.client import Client
 
 from resurrect.activities.steps import requeue_job
 from resurrect.config import ResurrectConfig
-from resurrect.contracts import FaultClass, Interruption, JobState, recovery_workflow_id
+from resurrect.contracts import FaultClass, JobState, recovery_workflow_id
 from resurrect.scheduler.slurm_cli import SlurmCli
 from resurrect.sensors.report import report_interruption
 from resurrect.testing import FakeScheduler
@@ -130,15 +130,11 @@ async def test_scancel_during_a_recovery_is_final(
         60,
         f"job {job_id} running",
     )
-    report = Interruption(
-        cluster=cluster.cluster_name,
-        job_id=job_id,
-        restart_count=running.restart_count,
+    report = interruption(
+        cluster.cluster_name,
+        running,
         source="log_tail",
         reason="no output and no checkpoint activity for 901 s",
-        observed_at=datetime.now(UTC),
-        job_state=JobState.RUNNING,
-        nodes=running.nodes,
         fault_hint=FaultClass.JOB_HANG,
     )
     async with build_worker(temporal_client, config, scheduler):

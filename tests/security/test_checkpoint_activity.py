@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import os
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,13 +17,12 @@ from temporalio.testing import ActivityEnvironment
 
 from resurrect.activities.steps import verify_checkpoint
 from resurrect.checkpoint import MANIFEST_NAME
-from resurrect.checkpoint import as_owner as as_owner_module
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import JobInfo, JobPolicy, JobState, StepResult
 from resurrect.steps.runtime import StepRuntime, make_activity
 from resurrect.testing.fake_scheduler import FakeScheduler
 from resurrect.testing.steps import make_step_input
-from security.checkpoint_attacks import Victim, hostile_payloads, write_metadata
+from security.checkpoint_attacks import HelperProcesses, Victim, hostile_payloads, write_metadata
 
 pytestmark = pytest.mark.torch
 
@@ -88,27 +86,16 @@ async def test_the_helper_dies_with_a_cancelled_activity(
         fh.truncate(200 << 30)  # sparse, under the size cap: a full hash takes minutes
     entry = {"path": "big.dat", "size": 200 << 30, "sha256": "0" * 64}
     (ckpt / MANIFEST_NAME).write_text(json.dumps({"version": 1, "files": [entry]}))
-    procs: list[Any] = []
-    real_exec = asyncio.create_subprocess_exec
-
-    async def recording_exec(*args: Any, **kwargs: Any) -> Any:
-        proc = await real_exec(*args, **kwargs)
-        procs.append(proc)
-        return proc
-
-    monkeypatch.setattr(as_owner_module.asyncio, "create_subprocess_exec", recording_exec)
+    helpers = HelperProcesses(monkeypatch)
     activity, step_input = _activity_and_input(root)
     step_input.params = {"level": "full"}
     env = _env(600)
     task = asyncio.create_task(env.run(activity, step_input))
     deadline = time.monotonic() + 30
-    while not procs and time.monotonic() < deadline:
+    while not helpers.started and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
     await asyncio.sleep(1.0)  # the helper is hashing now
     env.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 15)
-    (proc,) = procs
-    assert proc.returncode is not None
-    with pytest.raises(ProcessLookupError):
-        os.kill(proc.pid, 0)
+    helpers.assert_one_ran_and_is_gone()

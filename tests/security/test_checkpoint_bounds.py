@@ -5,22 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import struct
 import time
 import zipfile
 from pathlib import Path
-from typing import Any
 
 import pytest
 from checkpoint.factory import make_dcp, make_torch_save
 
 from resurrect.checkpoint import MANIFEST_NAME, verify_root
-from resurrect.checkpoint import as_owner as as_owner_module
 from resurrect.checkpoint.as_owner import run_helper
 from resurrect.checkpoint.helper import HelperRequest
 from resurrect.checkpoint.limits import VerifyLimits
 from resurrect.checkpoint.zipcheck import ZipDamage, check_archive
+from security.checkpoint_attacks import HelperProcesses
 
 pytestmark = pytest.mark.torch
 
@@ -159,15 +157,7 @@ def test_helper_is_killed_at_its_deadline(tmp_path: Path, monkeypatch: pytest.Mo
     with open(ckpt / "huge.dat", "wb") as fh:
         fh.truncate(TIB)
     _manifest(ckpt, {"huge.dat": TIB})
-    started_procs: list[Any] = []
-    real_exec = asyncio.create_subprocess_exec
-
-    async def recording_exec(*args: Any, **kwargs: Any) -> Any:
-        proc = await real_exec(*args, **kwargs)
-        started_procs.append(proc)
-        return proc
-
-    monkeypatch.setattr(as_owner_module.asyncio, "create_subprocess_exec", recording_exec)
+    helpers = HelperProcesses(monkeypatch)
     st = root.stat()
     request = HelperRequest(
         op="verify",
@@ -182,10 +172,7 @@ def test_helper_is_killed_at_its_deadline(tmp_path: Path, monkeypatch: pytest.Mo
     verdict = asyncio.run(run_helper(request, timeout_s=3))
     assert time.monotonic() - started < 10
     assert not verdict.verified and "did not finish within 3s" in verdict.note
-    (proc,) = started_procs
-    assert proc.returncode is not None
-    with pytest.raises(ProcessLookupError):
-        os.kill(proc.pid, 0)
+    helpers.assert_one_ran_and_is_gone()
     # The service goes on: the same root with the default bounds verifies.
     request = request.model_copy(update={"max_full_file_bytes": 1 << 30, "time_budget_s": None})
     assert asyncio.run(run_helper(request, timeout_s=60)).latest_valid == str(ckpt)

@@ -10,7 +10,7 @@ import pwd
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -105,15 +105,33 @@ def test_a_root_the_owner_cannot_reach_is_not_read(base: Path, owner: Owner) -> 
     assert not (root / HINT_NAME).exists() and (root / TRACKER_NAME).read_text() == "2\n"
 
 
+def run_dropped_to(
+    owner: Owner, code: str, *, args: Sequence[str] = (), launcher: Sequence[str] = ()
+) -> str:
+    """Run ``code`` in a fresh interpreter (started through ``launcher``) once the helper's
+    own ``drop_to`` has made it ``owner``; its output (the drop is checked)."""
+    dropped_first = (
+        "from resurrect.checkpoint.helper import drop_to\n"
+        "from resurrect.checkpoint.owner import Owner\n"
+        f"print(drop_to(Owner({owner.uid}, {owner.gid})))\n"
+    )
+    out = subprocess.run(
+        [*launcher, sys.executable, "-c", dropped_first + code, *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd="/",
+    ).stdout
+    assert f"uid {owner.uid} gid {owner.gid}" in out
+    return out
+
+
 def test_the_dropped_helper_cannot_write_system_files(base: Path, owner: Owner) -> None:
     target = base / "root-file"
     target.write_text("root's\n")
     target.chmod(0o644)
-    code = (
+    write_each_argument = (
         "import sys\n"
-        "from resurrect.checkpoint.helper import drop_to\n"
-        "from resurrect.checkpoint.owner import Owner\n"
-        f"print(drop_to(Owner({owner.uid}, {owner.gid})))\n"
         "for path in sys.argv[1:]:\n"
         "    try:\n"
         "        open(path, 'a').write('pwned')\n"
@@ -121,14 +139,9 @@ def test_the_dropped_helper_cannot_write_system_files(base: Path, owner: Owner) 
         "    except PermissionError:\n"
         "        print('denied', path)\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code, str(target), "/etc/resurrect-security-test"],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd="/",
-    ).stdout
-    assert f"uid {owner.uid} gid {owner.gid}" in out
+    out = run_dropped_to(
+        owner, write_each_argument, args=[str(target), "/etc/resurrect-security-test"]
+    )
     assert "WROTE" not in out and out.count("denied") == 2
     assert target.read_text() == "root's\n"
     assert not Path("/etc/resurrect-security-test").exists()
@@ -150,32 +163,20 @@ def test_a_non_root_service_with_setuid_capabilities_drops_them_all(owner: Owner
     """A worker running as a service user with CAP_SETUID/CAP_SETGID (ambient, as a systemd
     unit grants them) becomes the job owner and keeps no capability at all."""
     service = pwd.getpwnam("nobody")
-    code = (
+    print_ids_and_capabilities = (
         "import os\n"
-        "from resurrect.checkpoint.helper import drop_to\n"
-        "from resurrect.checkpoint.owner import Owner\n"
-        f"print(drop_to(Owner({owner.uid}, {owner.gid})))\n"
         "print(os.getresuid())\n"
         "print([l for l in open('/proc/self/status') if l.startswith('Cap')])\n"
     )
-    out = subprocess.run(
-        [
-            "setpriv",
-            f"--reuid={service.pw_uid}",
-            f"--regid={service.pw_gid}",
-            "--clear-groups",
-            "--inh-caps=+setuid,+setgid",
-            "--ambient-caps=+setuid,+setgid",
-            sys.executable,
-            "-c",
-            code,
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd="/",
-    ).stdout
-    assert f"uid {owner.uid} gid {owner.gid}" in out
+    as_service = [
+        "setpriv",
+        f"--reuid={service.pw_uid}",
+        f"--regid={service.pw_gid}",
+        "--clear-groups",
+        "--inh-caps=+setuid,+setgid",
+        "--ambient-caps=+setuid,+setgid",
+    ]
+    out = run_dropped_to(owner, print_ids_and_capabilities, launcher=as_service)
     assert str((owner.uid,) * 3) in out
     for name in ("CapInh", "CapPrm", "CapEff", "CapAmb"):
         assert f"'{name}:\\t0000000000000000\\n'" in out, out

@@ -22,17 +22,16 @@ from resurrect.activities.recovery import RecoveryActivities
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import (
     AttributeRequest,
-    Evidence,
     EvidenceBundle,
     FaultClass,
     Interruption,
     JobInfo,
     JobPolicy,
     JobState,
-    SignalKind,
 )
 from resurrect.errors import JobFileRefused
 from resurrect.log_reading import Budget, TailRead, open_job_file, read_tail
+from resurrect.rules.engine import default_engine
 from resurrect.sensors.log_follower import FollowedFile, JobLogFollower
 from resurrect.testing import FakeScheduler
 
@@ -41,34 +40,6 @@ CONFIG = ResurrectConfig.model_validate(
 )
 OPT_IN = json.dumps({"resurrect": {}})
 XID = b"NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus on node2\n"
-
-
-class XidEngine:
-    def scan_line(
-        self,
-        text: str | bytes,
-        *,
-        kind: SignalKind = SignalKind.JOB_LOG,
-        file: str | None = None,
-        line: int | None = None,
-        host: str | None = None,
-    ) -> list[Evidence]:
-        raw = text if isinstance(text, bytes) else text.encode()
-        if b"fallen off the bus" not in raw:
-            return []
-        return [
-            Evidence(
-                kind=kind,
-                text=raw.decode(errors="replace"),
-                rule="xid.79",
-                role="root",
-                fault_class=FaultClass.GPU_HARDWARE,
-                host="node2",
-                confidence=0.97,
-                file=file,
-                line=line,
-            )
-        ]
 
 
 @pytest.fixture
@@ -178,7 +149,7 @@ async def test_follower_loop_serves_a_good_job_beside_hostile_ones(
     async def report(i: Interruption) -> None:
         reports.append(i)
 
-    follower = JobLogFollower(s, CONFIG, XidEngine(), report)
+    follower = JobLogFollower(s, CONFIG, default_engine(), report)
     stop = asyncio.Event()
     loop = asyncio.create_task(follower.run(stop))
     await asyncio.sleep(0.3)

@@ -13,19 +13,22 @@ Real Temporal dev server, real activities and node-health workflow, a fake sched
 from __future__ import annotations
 
 import asyncio
-import json
-import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
+from support.builders import interruption, make_config, opt_in
+from support.recovery import recover
 from temporalio.client import Client
 
 from resurrect.config import AgentSettings, ResurrectConfig
 from resurrect.contracts import (
     Evidence,
     FaultClass,
-    Interruption,
     JobInfo,
     JobState,
     RecoveryOutcome,
@@ -34,7 +37,6 @@ from resurrect.contracts import (
 from resurrect.node_health_contracts import AgentStopped, NodeFindings, NodeHeartbeat
 from resurrect.rules import load_engine
 from resurrect.sensors.node_agent.reporters import TemporalReporter
-from resurrect.sensors.report import report_interruption
 from resurrect.temporal import search_attributes as sa
 from resurrect.testing import FakeScheduler
 from resurrect.workers.recovery_worker import build_worker
@@ -46,79 +48,104 @@ FAKE_XID = [
     "[81234.567890] NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, name=python, GPU has fallen off"
     " the bus.",
 ]
-OPT_IN = json.dumps({"resurrect": {"max_restarts": 3}})
 
 
-def config_for(tmp_path: Path) -> ResurrectConfig:
-    return ResurrectConfig.model_validate(
-        {
-            "mode": "act",
-            "cluster": {"name": f"h{uuid.uuid4().hex[:8]}"},
-            "temporal": {"task_queue": f"hw-{uuid.uuid4().hex}", "state_dir": str(tmp_path)},
-            "recovery": {"wait_running_timeout_s": 10, "activity_timeout_s": 20},
-        }
+@dataclass
+class PrintedXid:
+    """Job 400 of alice's ran on node1 and node2 (of four) and printed ``FAKE_XID``; a
+    recovery worker serves the cluster."""
+
+    client: Client
+    config: ResurrectConfig
+    scheduler: FakeScheduler
+
+    async def recover(self) -> RecoveryOutcome:
+        """The recovery of what the log follower reports for those lines (the job's output,
+        nothing else)."""
+        evidence = [
+            e
+            for e in load_engine([]).scan_lines(FAKE_XID, kind=SignalKind.JOB_LOG)
+            if e.role == "root"
+        ]
+        assert evidence and all(e.host == "node2" for e in evidence)
+        report = interruption(
+            self.config.cluster.name,
+            self.scheduler.jobs["400"],
+            source="log_tail",
+            reason="gpu.hardware in job output (xid.fallen_off_bus)",
+            job_state=JobState.RUNNING,
+            suspect_nodes=["node2"],
+            fault_hint=FaultClass.GPU_HARDWARE,
+            evidence=evidence,
+        )
+        return await recover(self.client, self.config, report)
+
+    async def charged(self, outcome: RecoveryOutcome) -> bool:
+        """Whether the recovery counted against the job's restart budget."""
+        description = await self.client.get_workflow_handle(outcome.workflow_id).describe()
+        return bool(description.typed_search_attributes.get(sa.BUDGET_CHARGED))
+
+    @asynccontextmanager
+    async def agent_watching_node2(self) -> AsyncIterator[TemporalReporter]:
+        """node2's agent from its first heartbeat (its NodeHealthWorkflow watches the node)
+        to its stop."""
+        agent = TemporalReporter(
+            self.client,
+            cluster=self.config.cluster.name,
+            task_queue=self.config.temporal.task_queue,
+            settings=AgentSettings.model_validate(
+                {"node_name": "node2", "silence_threshold_s": 30}
+            ),
+        )
+        now = datetime.now(UTC)
+        await agent.heartbeat(
+            NodeHeartbeat(node="node2", seq=0, sent_at=now, gpus=8, silence_threshold_s=30)
+        )
+        yield agent
+        await agent.stopped(AgentStopped(node="node2", sent_at=datetime.now(UTC)))
+
+
+@pytest_asyncio.fixture
+async def printed(temporal_client: Client, tmp_path: Path) -> AsyncIterator[PrintedXid]:
+    config = make_config(
+        tmp_path, mode="act", recovery={"wait_running_timeout_s": 10, "activity_timeout_s": 20}
     )
-
-
-def printing_job(tmp_path: Path) -> JobInfo:
+    scheduler = FakeScheduler.with_nodes(4, cluster_name=config.cluster.name)
     out = tmp_path / "slurm-400.out"
     out.write_text("step 1 loss 2.0\n" + "\n".join(FAKE_XID) + "\n")
-    return JobInfo(
+    scheduler.jobs["400"] = JobInfo(
         job_id="400",
         state=JobState.FAILED,
         user="alice",
         user_id=1000,
         nodes=["node1", "node2"],
         num_nodes=2,
-        comment=OPT_IN,
+        comment=opt_in(max_restarts=3),
         stdout_path=str(out),
     )
-
-
-def follower_report(config: ResurrectConfig, job: JobInfo) -> Interruption:
-    """What the log follower reports for those lines (the job's output, nothing else)."""
-    evidence = [
-        e for e in load_engine([]).scan_lines(FAKE_XID, kind=SignalKind.JOB_LOG) if e.role == "root"
-    ]
-    assert evidence and all(e.host == "node2" for e in evidence)
-    return Interruption(
-        cluster=config.cluster.name,
-        job_id=job.job_id,
-        restart_count=job.restart_count,
-        source="log_tail",
-        reason="gpu.hardware in job output (xid.fallen_off_bus)",
-        observed_at=datetime.now(UTC),
-        job_state=JobState.RUNNING,
-        nodes=job.nodes,
-        suspect_nodes=["node2"],
-        fault_hint=FaultClass.GPU_HARDWARE,
-        evidence=evidence,
-    )
-
-
-async def recover(client: Client, config: ResurrectConfig, report: Interruption) -> RecoveryOutcome:
-    workflow_id = await report_interruption(client, report, task_queue=config.temporal.task_queue)
-    handle = client.get_workflow_handle(workflow_id, result_type=RecoveryOutcome)
-    outcome: RecoveryOutcome = await asyncio.wait_for(handle.result(), timeout=60)
-    return outcome
-
-
-async def charged(client: Client, outcome: RecoveryOutcome) -> bool:
-    description = await client.get_workflow_handle(outcome.workflow_id).describe()
-    return bool(description.typed_search_attributes.get(sa.BUDGET_CHARGED))
-
-
-async def test_a_printed_xid_line_drains_nothing_and_is_charged(
-    temporal_client: Client, tmp_path: Path
-) -> None:
-    config = config_for(tmp_path)
-    scheduler = FakeScheduler.with_nodes(4, cluster_name=config.cluster.name)
-    scheduler.jobs["400"] = printing_job(tmp_path)
     async with build_worker(temporal_client, config, scheduler):
-        outcome = await recover(
-            temporal_client, config, follower_report(config, scheduler.jobs["400"])
-        )
+        yield PrintedXid(temporal_client, config, scheduler)
+
+
+def kernel_xid() -> NodeFindings:
+    """What node2's agent reads in the kernel log when the GPU really fell off the bus."""
+    evidence = Evidence(
+        kind=SignalKind.KERNEL_LOG,
+        text=FAKE_XID[1],
+        rule="xid.fallen_off_bus",
+        role="root",
+        fault_class=FaultClass.GPU_HARDWARE,
+        host="node2",
+        observed_at=datetime.now(UTC),
+        confidence=0.97,
+    )
+    return NodeFindings(node="node2", sent_at=datetime.now(UTC), evidence=[evidence])
+
+
+async def test_a_printed_xid_line_drains_nothing_and_is_charged(printed: PrintedXid) -> None:
+    outcome = await printed.recover()
     assert outcome.fault_class is FaultClass.GPU_HARDWARE
+    scheduler = printed.scheduler
     assert outcome.drained_nodes == [] and not any(n.drained for n in scheduler.nodes.values())
     assert scheduler.calls == [
         ("requeuehold", "400"),
@@ -129,121 +156,46 @@ async def test_a_printed_xid_line_drains_nothing_and_is_charged(
     assert any("rests on the job's own output alone" in note for note in outcome.notes), (
         outcome.notes
     )
-    assert await charged(temporal_client, outcome)
-
-
-def agent_on_node2(client: Client, config: ResurrectConfig) -> TemporalReporter:
-    return TemporalReporter(
-        client,
-        cluster=config.cluster.name,
-        task_queue=config.temporal.task_queue,
-        settings=AgentSettings.model_validate({"node_name": "node2", "silence_threshold_s": 30}),
-    )
-
-
-def kernel_xid() -> Evidence:
-    """The line the node's kernel log holds when the GPU really fell off the bus."""
-    return Evidence(
-        kind=SignalKind.KERNEL_LOG,
-        text=FAKE_XID[1],
-        rule="xid.fallen_off_bus",
-        role="root",
-        fault_class=FaultClass.GPU_HARDWARE,
-        host="node2",
-        observed_at=datetime.now(UTC),
-        confidence=0.97,
-    )
+    assert await printed.charged(outcome)
 
 
 async def test_a_watching_agent_that_confirms_a_moment_later_gets_the_node_drained(
-    temporal_client: Client, tmp_path: Path
+    printed: PrintedXid,
 ) -> None:
     """The job's line arrives first; the agent's kernel-log reading a second later."""
-    config = config_for(tmp_path)
-    scheduler = FakeScheduler.with_nodes(4, cluster_name=config.cluster.name)
-    scheduler.jobs["400"] = printing_job(tmp_path)
-    agent = agent_on_node2(temporal_client, config)
-    async with build_worker(temporal_client, config, scheduler):
-        await agent.heartbeat(
-            NodeHeartbeat(
-                node="node2", seq=0, sent_at=datetime.now(UTC), gpus=8, silence_threshold_s=30
-            )
-        )
-        recovery = asyncio.create_task(
-            recover(temporal_client, config, follower_report(config, scheduler.jobs["400"]))
-        )
+    async with printed.agent_watching_node2() as agent:
+        recovery = asyncio.create_task(printed.recover())
         await asyncio.sleep(1.5)
-        await agent.findings(
-            NodeFindings(node="node2", sent_at=datetime.now(UTC), evidence=[kernel_xid()])
-        )
+        await agent.findings(kernel_xid())
         outcome = await recovery
-        await agent.stopped(AgentStopped(node="node2", sent_at=datetime.now(UTC)))
     assert outcome.drained_nodes == ["node2"], outcome.notes
-    assert outcome.recovered and not await charged(temporal_client, outcome)
+    assert outcome.recovered and not await printed.charged(outcome)
 
 
 async def test_a_watching_agent_that_sees_nothing_keeps_the_node_in_service(
-    temporal_client: Client, tmp_path: Path
+    printed: PrintedXid,
 ) -> None:
-    config = config_for(tmp_path)
-    scheduler = FakeScheduler.with_nodes(4, cluster_name=config.cluster.name)
-    scheduler.jobs["400"] = printing_job(tmp_path)
-    agent = agent_on_node2(temporal_client, config)
-    async with build_worker(temporal_client, config, scheduler):
-        await agent.heartbeat(
-            NodeHeartbeat(
-                node="node2", seq=0, sent_at=datetime.now(UTC), gpus=8, silence_threshold_s=30
-            )
-        )
-        outcome = await recover(
-            temporal_client, config, follower_report(config, scheduler.jobs["400"])
-        )
-        await agent.stopped(AgentStopped(node="node2", sent_at=datetime.now(UTC)))
-    assert outcome.drained_nodes == [] and scheduler.calls == [
+    async with printed.agent_watching_node2():
+        outcome = await printed.recover()
+    assert outcome.drained_nodes == [] and printed.scheduler.calls == [
         ("requeuehold", "400"),
         ("release", "400"),
     ]
-    assert await charged(temporal_client, outcome)
+    assert await printed.charged(outcome)
 
 
 async def test_the_same_lines_with_the_node_agent_agreeing_drain_the_node(
-    temporal_client: Client, tmp_path: Path
+    printed: PrintedXid,
 ) -> None:
-    config = config_for(tmp_path)
-    scheduler = FakeScheduler.with_nodes(4, cluster_name=config.cluster.name)
-    scheduler.jobs["400"] = printing_job(tmp_path)
-    agent = TemporalReporter(
-        temporal_client,
-        cluster=config.cluster.name,
-        task_queue=config.temporal.task_queue,
-        settings=AgentSettings.model_validate({"node_name": "node2", "silence_threshold_s": 30}),
-    )
-    kernel_xid = Evidence(
-        kind=SignalKind.KERNEL_LOG,
-        text=FAKE_XID[1],
-        rule="xid.fallen_off_bus",
-        role="root",
-        fault_class=FaultClass.GPU_HARDWARE,
-        host="node2",
-        observed_at=datetime.now(UTC),
-        confidence=0.97,
-    )
-    async with build_worker(temporal_client, config, scheduler):
-        now = datetime.now(UTC)
-        await agent.heartbeat(
-            NodeHeartbeat(node="node2", seq=0, sent_at=now, gpus=8, silence_threshold_s=30)
-        )
-        await agent.findings(NodeFindings(node="node2", sent_at=now, evidence=[kernel_xid]))
-        outcome = await recover(
-            temporal_client, config, follower_report(config, scheduler.jobs["400"])
-        )
-        await agent.stopped(AgentStopped(node="node2", sent_at=datetime.now(UTC)))
+    async with printed.agent_watching_node2() as agent:
+        await agent.findings(kernel_xid())
+        outcome = await printed.recover()
     assert outcome.drained_nodes == ["node2"], outcome.notes
-    assert scheduler.calls == [
+    assert printed.scheduler.calls == [
         ("drain", "node2"),
         ("requeuehold", "400"),
         ("exclude", "400"),
         ("release", "400"),
     ]
-    assert outcome.recovered and not await charged(temporal_client, outcome)
+    assert outcome.recovered and not await printed.charged(outcome)
     assert not any("rests on the job's own output alone" in note for note in outcome.notes)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
 import pytest
@@ -54,8 +56,9 @@ class FlakyReport:
         return NodeFaultResult(node=report.node, reported=[f"recover/x/{len(self.calls)}/0"])
 
 
-def xid(node: str, gpu: str) -> Evidence:
-    return Evidence(
+def xid(node: str, gpu: str) -> NodeFindings:
+    """The agent's findings: GPU ``gpu`` of ``node`` fell off the bus."""
+    evidence = Evidence(
         kind=SignalKind.GPU_EVENT,
         text=f"NVRM: Xid (PCI:0000:4{gpu}:00): 79, reported by NVML",
         rule="xid.fallen_off_bus",
@@ -65,6 +68,7 @@ def xid(node: str, gpu: str) -> Evidence:
         gpu=gpu,
         observed_at=datetime.now(UTC),
     )
+    return NodeFindings(node=node, sent_at=datetime.now(UTC), evidence=[evidence])
 
 
 async def wait_calls(flaky: FlakyReport, count: int, timeout: float = 30) -> None:
@@ -75,13 +79,29 @@ async def wait_calls(flaky: FlakyReport, count: int, timeout: float = 30) -> Non
     raise AssertionError(f"{len(flaky.calls)} report calls, wanted {count}")
 
 
-def agent_for(client: Client, cluster: str, queue: str, node: str) -> TemporalReporter:
-    return TemporalReporter(
+@asynccontextmanager
+async def faulty_node(
+    client: Client, node: str, gpu: str, flaky: FlakyReport
+) -> AsyncIterator[TemporalReporter]:
+    """``node``'s agent has sent a heartbeat and an Xid on ``gpu``; its NodeHealthWorkflow
+    runs on a worker whose report activity is ``flaky``."""
+    queue = f"nh-{uuid.uuid4().hex}"
+    agent = TemporalReporter(
         client,
-        cluster=cluster,
+        cluster=f"s{uuid.uuid4().hex[:8]}",
         task_queue=queue,
         settings=AgentSettings.model_validate({"node_name": node, "silence_threshold_s": 60}),
     )
+    async with Worker(
+        client, task_queue=queue, workflows=[NodeHealthWorkflow], activities=[flaky.report]
+    ):
+        await agent.heartbeat(
+            NodeHeartbeat(
+                node=node, seq=0, sent_at=datetime.now(UTC), gpus=8, silence_threshold_s=60
+            )
+        )
+        await agent.findings(xid(node, gpu))
+        yield agent
 
 
 def test_the_report_is_retried_without_a_maximum() -> None:
@@ -92,17 +112,8 @@ def test_the_report_is_retried_without_a_maximum() -> None:
 async def test_a_report_that_cannot_succeed_leaves_the_node_watched(
     temporal_client: Client,
 ) -> None:
-    cluster, queue, node = f"s{uuid.uuid4().hex[:8]}", f"nh-{uuid.uuid4().hex}", "gpu-f"
     flaky = FlakyReport(1, permanent=True)
-    agent = agent_for(temporal_client, cluster, queue, node)
-    async with Worker(
-        temporal_client, task_queue=queue, workflows=[NodeHealthWorkflow], activities=[flaky.report]
-    ):
-        now = datetime.now(UTC)
-        await agent.heartbeat(
-            NodeHeartbeat(node=node, seq=0, sent_at=now, gpus=8, silence_threshold_s=60)
-        )
-        await agent.findings(NodeFindings(node=node, sent_at=now, evidence=[xid(node, "3")]))
+    async with faulty_node(temporal_client, "gpu-f", "3", flaky) as agent:
         await wait_calls(flaky, 1)
         await asyncio.sleep(0.5)
         handle = temporal_client.get_workflow_handle(agent.workflow_id)
@@ -111,9 +122,7 @@ async def test_a_report_that_cannot_succeed_leaves_the_node_watched(
         kept = await handle.query(HEALTH_QUERY, result_type=NodeHealth)
         assert kept.status == "faulty" and [e.gpu for e in kept.findings] == ["3"]
         # the next fault on the node is still reported, by the same workflow
-        await agent.findings(
-            NodeFindings(node=node, sent_at=datetime.now(UTC), evidence=[xid(node, "5")])
-        )
+        await agent.findings(xid("gpu-f", "5"))
         await wait_calls(flaky, 2)
         await asyncio.sleep(0.5)
         after = await handle.query(HEALTH_QUERY, result_type=NodeHealth)
@@ -124,17 +133,8 @@ async def test_a_report_that_cannot_succeed_leaves_the_node_watched(
 async def test_transient_report_failures_are_retried_until_they_pass(
     temporal_client: Client,
 ) -> None:
-    cluster, queue, node = f"s{uuid.uuid4().hex[:8]}", f"nh-{uuid.uuid4().hex}", "gpu-t"
     flaky = FlakyReport(3, permanent=False)
-    agent = agent_for(temporal_client, cluster, queue, node)
-    async with Worker(
-        temporal_client, task_queue=queue, workflows=[NodeHealthWorkflow], activities=[flaky.report]
-    ):
-        now = datetime.now(UTC)
-        await agent.heartbeat(
-            NodeHeartbeat(node=node, seq=0, sent_at=now, gpus=8, silence_threshold_s=60)
-        )
-        await agent.findings(NodeFindings(node=node, sent_at=now, evidence=[xid(node, "2")]))
+    async with faulty_node(temporal_client, "gpu-t", "2", flaky) as agent:
         await wait_calls(flaky, 4, timeout=30)
         await asyncio.sleep(0.5)
         health = await temporal_client.get_workflow_handle(agent.workflow_id).query(

@@ -9,10 +9,15 @@ import importlib.util
 import logging
 from pathlib import Path
 
+import pytest
+
 BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "fuzz_untrusted_input.py"
 
 
-def test_generated_hostile_inputs_never_crash_a_loop_handler() -> None:
+def test_generated_hostile_inputs_never_crash_a_loop_handler(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.syspath_prepend(str(BENCHMARK.parent))  # its sibling benchmarks/_common.py
     spec = importlib.util.spec_from_file_location("fuzz_untrusted_input", BENCHMARK)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -11,18 +11,16 @@ Real Temporal dev server, real activities, a fake scheduler.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import uuid
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from support.builders import interruption, make_config
+from support.recovery import recover
 from temporalio.client import Client
 
 from resurrect.config import ResurrectConfig
-from resurrect.contracts import Interruption, JobInfo, JobPolicy, JobState, RecoveryOutcome
-from resurrect.sensors.report import report_interruption
+from resurrect.contracts import Interruption, JobInfo, JobPolicy, JobState
 from resurrect.testing import FakeScheduler
 from resurrect.workers.recovery_worker import build_worker
 
@@ -30,37 +28,18 @@ pytestmark = pytest.mark.temporal
 
 
 def config_for(tmp_path: Path) -> ResurrectConfig:
-    return ResurrectConfig.model_validate(
-        {
-            "mode": "act",
-            "cluster": {"name": f"o{uuid.uuid4().hex[:8]}"},
-            "temporal": {"task_queue": f"optin-{uuid.uuid4().hex}", "state_dir": str(tmp_path)},
-            "policy": {"partitions": {"opted": JobPolicy().model_dump()}},
-            "recovery": {"wait_running_timeout_s": 10, "activity_timeout_s": 10},
-        }
+    """Recovery acts; partition ``opted`` opts its jobs in by default."""
+    return make_config(
+        tmp_path,
+        mode="act",
+        policy={"partitions": {"opted": JobPolicy().model_dump()}},
+        recovery={"wait_running_timeout_s": 10, "activity_timeout_s": 10},
     )
 
 
 def forged_report(config: ResurrectConfig, job: JobInfo) -> Interruption:
     """What a hostile Temporal client sends: a plausible node failure of someone's job."""
-    return Interruption(
-        cluster=config.cluster.name,
-        job_id=job.job_id,
-        restart_count=job.restart_count,
-        source="slurm_watcher",
-        reason="job ended NODE_FAIL",
-        observed_at=datetime.now(UTC),
-        job_state=JobState.NODE_FAIL,
-        nodes=job.nodes,
-        suspect_nodes=["node2"],
-    )
-
-
-async def recover(client: Client, config: ResurrectConfig, report: Interruption) -> RecoveryOutcome:
-    workflow_id = await report_interruption(client, report, task_queue=config.temporal.task_queue)
-    handle = client.get_workflow_handle(workflow_id, result_type=RecoveryOutcome)
-    outcome: RecoveryOutcome = await asyncio.wait_for(handle.result(), timeout=60)
-    return outcome
+    return interruption(config.cluster.name, job, source="slurm_watcher", suspect_nodes=["node2"])
 
 
 def victim(job_id: str, *, comment: str = "", partition: str = "batch") -> JobInfo:

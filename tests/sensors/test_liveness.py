@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -279,12 +281,28 @@ def node_beat(seq: int) -> NodeHeartbeat:
     return NodeHeartbeat(node="n1", seq=seq, sent_at=datetime.now(UTC))
 
 
-async def test_heartbeats_reach_a_live_collector_and_not_temporal() -> None:
-    made = LivenessCollector(KEY, "c", Recorder().heartbeat)  # type: ignore[arg-type]
+@asynccontextmanager
+async def agent_and_collector(
+    fallback_after_s: float, *, collector_key: bytes = KEY
+) -> AsyncIterator[tuple[LivenessCollector, CollectorReporter, Recorder]]:
+    """A collector (key ``collector_key``) on a free local port, and node n1's agent (key
+    ``KEY``) heartbeating to it, falling back to a recorder (for Temporal) after
+    ``fallback_after_s`` without an acknowledgement."""
+    made = LivenessCollector(collector_key, "c", Recorder().heartbeat)  # type: ignore[arg-type]
     host, port = await made.listen("127.0.0.1", 0)
     fallback = Recorder()
-    out = CollectorReporter(KEY, (host, port), cluster="c", fallback=fallback, fallback_after_s=0.3)
+    out = CollectorReporter(
+        KEY, (host, port), cluster="c", fallback=fallback, fallback_after_s=fallback_after_s
+    )
     try:
+        yield made, out, fallback
+    finally:
+        out.close()
+        made.close()
+
+
+async def test_heartbeats_reach_a_live_collector_and_not_temporal() -> None:
+    async with agent_and_collector(0.3) as (made, out, fallback):
         for seq in range(6):
             await out.heartbeat(node_beat(seq))
             await asyncio.sleep(0.1)
@@ -293,18 +311,11 @@ async def test_heartbeats_reach_a_live_collector_and_not_temporal() -> None:
         await out.stopped(AgentStopped(node="n1", sent_at=datetime.now(UTC)))
         await asyncio.sleep(0.05)
         assert "n1" not in made.nodes and len(fallback.other) == 1
-    finally:
-        out.close()
-        made.close()
 
 
 async def test_with_the_collector_down_heartbeats_fall_back_to_temporal() -> None:
-    made = LivenessCollector(KEY, "c", Recorder().heartbeat)  # type: ignore[arg-type]
-    host, port = await made.listen("127.0.0.1", 0)
-    made.close()  # nobody listens there any more
-    fallback = Recorder()
-    out = CollectorReporter(KEY, (host, port), cluster="c", fallback=fallback, fallback_after_s=0.2)
-    try:
+    async with agent_and_collector(0.2) as (made, out, fallback):
+        made.close()  # nobody listens there any more
         await out.heartbeat(node_beat(0))
         assert fallback.beats == []  # a fresh agent gives the collector its chance
         await asyncio.sleep(0.3)
@@ -312,24 +323,15 @@ async def test_with_the_collector_down_heartbeats_fall_back_to_temporal() -> Non
         await out.heartbeat(node_beat(2))
         assert [b.seq for b in fallback.beats] == [1, 2]
         assert not any(b.watched_by_collector for b in fallback.beats)
-    finally:
-        out.close()
 
 
 async def test_acknowledgements_under_another_key_do_not_count() -> None:
-    made = LivenessCollector(b"q" * 32, "c", Recorder().heartbeat)  # type: ignore[arg-type]
-    host, port = await made.listen("127.0.0.1", 0)
-    fallback = Recorder()
-    out = CollectorReporter(KEY, (host, port), cluster="c", fallback=fallback, fallback_after_s=0.2)
-    try:
+    async with agent_and_collector(0.2, collector_key=b"q" * 32) as (made, out, fallback):
         for seq in range(4):
             await out.heartbeat(node_beat(seq))
             await asyncio.sleep(0.1)
         assert made.stats.refused == 4 and out.acked_seq == -1
         assert fallback.beats  # the agent fell back
-    finally:
-        out.close()
-        made.close()
 
 
 def test_collector_addresses() -> None:

@@ -1,17 +1,19 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
 from pathlib import Path
 
 import pytest
+from support.builders import job, opt_in
+from support.rules import engine_of
 
 from resurrect.config import ResurrectConfig
-from resurrect.contracts import Evidence, FaultClass, Interruption, JobInfo, JobState, SignalKind
+from resurrect.contracts import FaultClass, Interruption, JobInfo, JobState, SignalKind
 from resurrect.progress.hang import HangSuspicion
 from resurrect.progress.watch import HangReport
+from resurrect.rules.engine import RuleEngine
 from resurrect.sensors.log_follower import FollowedFile, JobLogFollower
 from resurrect.stacks.classify import RankStack, judge
 from resurrect.stacks.pyspy_text import parse_pyspy_dump
@@ -21,50 +23,30 @@ from resurrect.testing import FakeScheduler
 CONFIG = ResurrectConfig.model_validate({"cluster": {"name": "c1"}})
 
 
-class KeywordEngine:
-    """Matches lines containing 'XID79 on <host>' as a gpu.hardware root cause."""
-
-    def __init__(self) -> None:
-        self.lines: list[bytes] = []
-
-    def scan_line(
-        self,
-        text: str | bytes,
-        *,
-        kind: SignalKind = SignalKind.JOB_LOG,
-        file: str | None = None,
-        line: int | None = None,
-        host: str | None = None,
-    ) -> list[Evidence]:
-        raw = text if isinstance(text, bytes) else text.encode()
-        self.lines.append(raw)
-        if b"peer closed" in raw:  # a weak root: what ranks print when a peer dies
-            return [
-                Evidence(
-                    kind=kind,
-                    text="peer closed",
-                    rule="t.peer",
-                    role="root",
-                    fault_class=FaultClass.NETWORK_FABRIC,
-                    confidence=0.4,
-                )
-            ]
-        if b"XID79 on " not in raw:
-            return []
-        found_host = raw.split(b"XID79 on ")[1].split()[0].decode()
-        return [
-            Evidence(
-                kind=kind,
-                text=raw.decode(errors="replace"),
-                rule="t.xid",
-                role="root",
-                fault_class=FaultClass.GPU_HARDWARE,
-                file=file,
-                line=line,
-                host=found_host,
-                confidence=0.97,
-            )
-        ]
+def keyword_engine() -> RuleEngine:
+    """Two rules: 'XID79 on <host>' is a gpu.hardware root cause on that host; 'peer closed'
+    (what ranks print when a peer dies) a weak network.fabric root."""
+    return engine_of(
+        {
+            "id": "t.xid",
+            "literal": ["XID79 on "],
+            "pattern": r"XID79 on (?P<host>\S+)",
+            "fields": ["host"],
+            "fault_class": FaultClass.GPU_HARDWARE,
+            "role": "root",
+            "confidence": 0.97,
+            "examples": {"match": ["XID79 on node2"]},
+        },
+        {
+            "id": "t.peer",
+            "literal": ["peer closed"],
+            "pattern": "peer closed",
+            "fault_class": FaultClass.NETWORK_FABRIC,
+            "role": "root",
+            "confidence": 0.4,
+            "examples": {"match": ["RuntimeError: peer closed"]},
+        },
+    )
 
 
 def test_followed_file_handles_partial_lines_truncation_and_rotation(tmp_path: Path) -> None:
@@ -96,12 +78,8 @@ async def test_root_cause_in_a_running_jobs_output_is_reported_once(tmp_path: Pa
     out = tmp_path / "slurm-9.out"
     out.write_text("[rank0] step 1\n")
     s = FakeScheduler.with_nodes(4)
-    s.jobs["9"] = JobInfo(
-        job_id="9",
-        state=JobState.RUNNING,
-        nodes=["node1", "node2"],
-        comment=json.dumps({"resurrect": {}}),
-        stdout_path=str(out),
+    s.jobs["9"] = job(
+        "9", state=JobState.RUNNING, nodes=("node1", "node2"), comment=opt_in(), stdout=out
     )
     s.jobs["10"] = JobInfo(
         job_id="10", state=JobState.RUNNING, nodes=["node3"], stdout_path=str(out)
@@ -111,7 +89,7 @@ async def test_root_cause_in_a_running_jobs_output_is_reported_once(tmp_path: Pa
     async def report(i: Interruption) -> None:
         reports.append(i)
 
-    follower = JobLogFollower(s, CONFIG, KeywordEngine(), report)
+    follower = JobLogFollower(s, CONFIG, keyword_engine(), report)
     await follower.refresh_jobs()
     assert list(follower.jobs) == [("9", 0)]  # job 10 did not opt in
     assert await follower.poll_once() == []
@@ -137,19 +115,19 @@ async def test_a_job_silent_past_its_hang_threshold_is_reported_as_hung(tmp_path
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
     s = FakeScheduler.with_nodes(2)
-    s.jobs["11"] = JobInfo(
-        job_id="11",
+    s.jobs["11"] = job(
+        "11",
         state=JobState.RUNNING,
-        nodes=["node1", "node2"],
-        comment=json.dumps({"resurrect": {"hang_after_s": 60, "checkpoint_dir": str(ckpt)}}),
-        stdout_path=str(out),
+        nodes=("node1", "node2"),
+        comment=opt_in(hang_after_s=60, checkpoint_dir=str(ckpt)),
+        stdout=out,
     )
     reports: list[Interruption] = []
 
     async def report(i: Interruption) -> None:
         reports.append(i)
 
-    follower = JobLogFollower(s, CONFIG, KeywordEngine(), report)
+    follower = JobLogFollower(s, CONFIG, keyword_engine(), report)
     await follower.refresh_jobs()
     followed = follower.jobs[("11", 0)]
     assert await follower.poll_once() == []  # printing: progress
@@ -173,18 +151,12 @@ async def test_jobs_without_a_hang_threshold_are_never_called_hung(tmp_path: Pat
     out = tmp_path / "slurm-12.out"
     out.write_text("x\n")
     s = FakeScheduler.with_nodes(1)
-    s.jobs["12"] = JobInfo(
-        job_id="12",
-        state=JobState.RUNNING,
-        nodes=["node1"],
-        comment=json.dumps({"resurrect": {}}),
-        stdout_path=str(out),
-    )
+    s.jobs["12"] = job("12", state=JobState.RUNNING, nodes=("node1",), comment=opt_in(), stdout=out)
 
     async def report(i: Interruption) -> None:
         raise AssertionError(f"unexpected report {i}")
 
-    follower = JobLogFollower(s, CONFIG, KeywordEngine(), report)
+    follower = JobLogFollower(s, CONFIG, keyword_engine(), report)
     await follower.refresh_jobs()
     follower.jobs[("12", 0)].last_progress -= 10**6
     assert await follower.poll_once() == []
@@ -215,20 +187,16 @@ async def test_progress_that_stops_is_a_hang_naming_the_culprit_from_the_stacks(
     out = tmp_path / "slurm-13.out"
     out.write_text("")
     s = FakeScheduler.with_nodes(2)
-    s.jobs["13"] = JobInfo(
-        job_id="13",
-        state=JobState.RUNNING,
-        nodes=["node1", "node2"],
-        comment=json.dumps({"resurrect": {}}),  # no hang_after_s: adaptive detection
-        stdout_path=str(out),
-    )
+    s.jobs["13"] = job(
+        "13", state=JobState.RUNNING, nodes=("node1", "node2"), comment=opt_in(), stdout=out
+    )  # no hang_after_s: adaptive detection
     reports: list[Interruption] = []
 
     async def report(i: Interruption) -> None:
         reports.append(i)
 
     follower = JobLogFollower(
-        s, CONFIG, KeywordEngine(), report, rank_access=lambda job: StoppedRankOne()
+        s, CONFIG, keyword_engine(), report, rank_access=lambda job: StoppedRankOne()
     )
     await follower.refresh_jobs()
     followed = follower.jobs[("13", 0)]
@@ -257,18 +225,18 @@ async def test_progress_that_stops_is_a_hang_naming_the_culprit_from_the_stacks(
 
 async def test_hang_after_s_overrides_adaptive_detection(tmp_path: Path) -> None:
     s = FakeScheduler.with_nodes(1)
-    s.jobs["14"] = JobInfo(
-        job_id="14",
+    s.jobs["14"] = job(
+        "14",
         state=JobState.RUNNING,
-        nodes=["node1"],
-        comment=json.dumps({"resurrect": {"hang_after_s": 600}}),
-        stdout_path=str(tmp_path / "out"),
+        nodes=("node1",),
+        comment=opt_in(hang_after_s=600),
+        stdout=tmp_path / "out",
     )
 
     async def report(i: Interruption) -> None:
         raise AssertionError(f"unexpected report {i}")
 
-    follower = JobLogFollower(s, CONFIG, KeywordEngine(), report)
+    follower = JobLogFollower(s, CONFIG, keyword_engine(), report)
     await follower.refresh_jobs()
     assert follower.jobs[("14", 0)].progress is None
 
@@ -278,7 +246,7 @@ def test_a_node_that_is_the_culprit_in_hangs_of_two_jobs_is_named_a_suspect() ->
     verdict = judge(stacks)
     suspicion = HangSuspicion(6.0, 5.0, "train", 1.0, 0.1, 30)
     report = HangReport("stalled", suspicion, verdict, [])
-    follower = JobLogFollower(FakeScheduler.with_nodes(2), CONFIG, KeywordEngine(), _no_report)
+    follower = JobLogFollower(FakeScheduler.with_nodes(2), CONFIG, keyword_engine(), _no_report)
     assert follower._implicate(report, "21") == ""
     assert follower._implicate(report, "21") == ""  # the same job again: still one job
     assert "node node2 is a suspect: culprit in hangs of jobs 21, 22" in follower._implicate(
@@ -294,15 +262,9 @@ async def test_a_progress_bar_redrawn_without_newlines_is_progress(tmp_path: Pat
     out = tmp_path / "slurm-15.out"
     out.write_bytes(b"")
     s = FakeScheduler.with_nodes(1)
-    s.jobs["15"] = JobInfo(
-        job_id="15",
-        state=JobState.RUNNING,
-        nodes=["node1"],
-        comment=json.dumps({"resurrect": {}}),
-        stdout_path=str(out),
-    )
+    s.jobs["15"] = job("15", state=JobState.RUNNING, nodes=("node1",), comment=opt_in(), stdout=out)
     follower = JobLogFollower(
-        s, CONFIG, KeywordEngine(), _no_report, rank_access=lambda job: StoppedRankOne()
+        s, CONFIG, keyword_engine(), _no_report, rank_access=lambda job: StoppedRankOne()
     )
     await follower.refresh_jobs()
     watch = follower.jobs[("15", 0)].progress

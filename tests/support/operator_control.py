@@ -10,9 +10,8 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from temporalio.client import Client
 from temporalio.runtime import Runtime, TelemetryConfig
@@ -24,8 +23,15 @@ from resurrect.sensors.report import report_interruption
 from resurrect.testing import FakeScheduler
 from resurrect.workers.recovery_worker import build_worker
 from resurrect.workflows.names import PHASE_QUERY
+from support.builders import interruption
 
 OPT_IN = json.dumps({"resurrect": {"max_restarts": 2}})
+
+
+class ConfigFor(Protocol):
+    """``make_config`` with the test's state directory and server filled in."""
+
+    def __call__(self, **sections: dict[str, Any]) -> ResurrectConfig: ...
 
 
 def make_config(tmp_path: Path, address: str, **sections: dict[str, Any]) -> ResurrectConfig:
@@ -70,16 +76,7 @@ def lost_node_jobs(scheduler: FakeScheduler, count: int) -> list[JobInfo]:
 
 
 def report_of(config: ResurrectConfig, info: JobInfo) -> Interruption:
-    return Interruption(
-        cluster=config.cluster.name,
-        job_id=info.job_id,
-        restart_count=info.restart_count,
-        source="test",
-        reason=f"job ended {info.state.value}",
-        observed_at=datetime.now(UTC),
-        job_state=info.state,
-        nodes=info.nodes,
-    )
+    return interruption(config.cluster.name, info)
 
 
 @asynccontextmanager

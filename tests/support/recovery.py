@@ -5,13 +5,22 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any, NamedTuple
 
 from temporalio.client import Client, WorkflowExecutionDescription
 from temporalio.service import RPCError
 
-from resurrect.contracts import JobInfo, JobState, RecoveryOutcome
+from resurrect.config import ResurrectConfig
+from resurrect.contracts import (
+    Interruption,
+    JobInfo,
+    JobState,
+    RecoveryOutcome,
+    recovery_workflow_id,
+)
 from resurrect.demo.local_cluster import LocalSlurm
 from resurrect.scheduler.base import Scheduler
+from resurrect.sensors.report import report_interruption
 from support.builders import opt_in
 
 # The end-to-end jobs opt in with room for the restarts a test provokes.
@@ -66,12 +75,43 @@ async def outcome_of(client: Client, workflow_id: str, timeout: float = 180) -> 
     return result
 
 
+async def recover(
+    client: Client, config: ResurrectConfig, report: Interruption, timeout: float = 90
+) -> RecoveryOutcome:
+    """Report an interruption as a sensor does (a worker must serve ``config``'s task queue)
+    and wait for the recovery's outcome."""
+    workflow_id = await report_interruption(client, report, task_queue=config.temporal.task_queue)
+    handle = client.get_workflow_handle(workflow_id, result_type=RecoveryOutcome)
+    outcome: RecoveryOutcome = await asyncio.wait_for(handle.result(), timeout=timeout)
+    return outcome
+
+
 async def submit_running(
     cluster: LocalSlurm, scheduler: Scheduler, script: str = LONG_THEN_SHORT, **submit: object
 ) -> JobInfo:
     """Submit an opted-in 2-node job and wait until it runs."""
     job_id = cluster.submit(script, comment=OPT_IN, nodes=2, **submit)  # type: ignore[arg-type]
     return await running_on_two_nodes(scheduler, job_id)
+
+
+class NodeLoss(NamedTuple):
+    job: JobInfo  # the job as it ran before
+    victim: str  # the node killed under it
+    workflow_id: str  # the recovery that must follow
+    killed_at: float  # time.time() of the kill
+
+
+async def lose_a_node(
+    cluster: LocalSlurm, scheduler: Scheduler, victim_index: int = -1, **submit: Any
+) -> NodeLoss:
+    """Submit an opted-in 2-node job, wait until it runs, then kill one of its nodes (the
+    last by default)."""
+    job = await submit_running(cluster, scheduler, **submit)
+    victim = job.nodes[victim_index]
+    killed_at = time.time()
+    cluster.kill_node(victim)
+    workflow_id = recovery_workflow_id(cluster.cluster_name, job.job_id, job.restart_count)
+    return NodeLoss(job, victim, workflow_id, killed_at)
 
 
 async def running_on_two_nodes(scheduler: Scheduler, job_id: str) -> JobInfo:

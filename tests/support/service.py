@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from temporalio.client import Client
 
@@ -29,6 +29,13 @@ def service_config(
         "recovery": {"wait_running_timeout_s": 120, "activity_timeout_s": 30},
     }
     return make_config(tmp_path / "resurrect-state", **merge_sections(sections, overrides))
+
+
+class ServiceConfigFor(Protocol):
+    """``service_config`` with the cluster, the server and the state directory filled in
+    (the end-to-end tests' ``cluster_config`` fixture)."""
+
+    def __call__(self, **overrides: Any) -> ResurrectConfig: ...
 
 
 @contextlib.asynccontextmanager

@@ -5,28 +5,18 @@ every activity, the trace id and the outcome sentence in the notes, summaries in
 from __future__ import annotations
 
 import asyncio
-import json
 import re
-import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from support.builders import interruption, job, make_config, opt_in
 from support.telemetry import shared_telemetry
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.converter import PayloadConverter
 
-from resurrect.config import ResurrectConfig
-from resurrect.contracts import (
-    Evidence,
-    FaultClass,
-    Interruption,
-    JobInfo,
-    JobState,
-    RecoveryOutcome,
-    SignalKind,
-)
+from resurrect.contracts import Evidence, FaultClass, RecoveryOutcome, SignalKind
 from resurrect.sensors.report import report_interruption
 from resurrect.telemetry.tracing import with_tracing
 from resurrect.testing import FakeScheduler
@@ -43,37 +33,21 @@ async def test_a_node_loss_recovery_is_measured_traced_and_summarised(
     temporal_client: Client, tmp_path: Path
 ) -> None:
     telemetry = shared_telemetry()
-    cluster = f"t{uuid.uuid4().hex[:8]}"
-    config = ResurrectConfig.model_validate(
-        {
-            "mode": "act",
-            "cluster": {"name": cluster},
-            "temporal": {"task_queue": f"q-{uuid.uuid4().hex}", "state_dir": str(tmp_path)},
-            "recovery": {"wait_running_timeout_s": 20, "activity_timeout_s": 20},
-        }
+    config = make_config(
+        tmp_path, mode="act", recovery={"wait_running_timeout_s": 20, "activity_timeout_s": 20}
     )
+    cluster = config.cluster.name
     scheduler = FakeScheduler.with_nodes(4, cluster_name=cluster)
     scheduler.nodes["node2"] = scheduler.nodes["node2"].model_copy(
         update={"state": "DOWN", "flags": ["NOT_RESPONDING"]}
     )
-    scheduler.jobs["100"] = JobInfo(
-        job_id="100",
-        state=JobState.NODE_FAIL,
-        user="alice",
-        nodes=["node1", "node2"],
-        num_nodes=2,
-        comment=json.dumps({"resurrect": {"max_restarts": 2}}),
-    )
+    scheduler.jobs["100"] = job("100", comment=opt_in(max_restarts=2))
     seen = datetime.now(UTC) - timedelta(seconds=2)
-    report = Interruption(
-        cluster=cluster,
-        job_id="100",
-        restart_count=0,
+    report = interruption(
+        cluster,
+        scheduler.jobs["100"],
         source="slurm_watcher",
         reason="node node2 DOWN",
-        observed_at=datetime.now(UTC),
-        job_state=JobState.NODE_FAIL,
-        nodes=["node1", "node2"],
         fault_hint=FaultClass.NODE_LOST,
         evidence=[Evidence(kind=SignalKind.SCHEDULER_STATE, text="node2 DOWN", observed_at=seen)],
     )

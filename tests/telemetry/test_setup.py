@@ -34,13 +34,23 @@ handle.close()
 """
 
 
-def run(settings: dict[str, object]) -> dict[str, object]:
+def run_child(
+    code: str, settings: dict[str, object], timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter (its telemetry is process-wide) with ``settings``
+    as its argument; it must succeed."""
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD, json.dumps(settings)],
-        capture_output=True, text=True, timeout=60, cwd=REPO, check=False,
+        [sys.executable, "-c", code, json.dumps(settings)],
+        capture_output=True, text=True, timeout=timeout, cwd=REPO, check=False,
         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def run(settings: dict[str, object]) -> dict[str, object]:
+    """What CHILD saw: its last line, and its log as ``log``."""
+    proc = run_child(CHILD, settings)
     result: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
     result["log"] = proc.stderr
     return result
@@ -107,12 +117,7 @@ def test_otlp_sends_spans_and_metrics_with_the_configured_headers() -> None:
                 "headers": {"Authorization": "Bearer s3cret"},
             },
         }
-        proc = subprocess.run(
-            [sys.executable, "-c", OTLP_CHILD, json.dumps(settings)],
-            capture_output=True, text=True, timeout=60, cwd=REPO, check=False,
-            env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
-        )  # fmt: skip
-        assert proc.returncode == 0, proc.stderr
+        run_child(OTLP_CHILD, settings)
     finally:
         server.shutdown()
     paths = {(path, auth) for path, auth, size in received if size > 0}
@@ -158,12 +163,7 @@ handle.close()
 
 def test_the_temporal_sdks_metrics_are_forwarded_to_the_same_endpoint() -> None:
     port = free_port()
-    proc = subprocess.run(
-        [sys.executable, "-c", SDK_CHILD, json.dumps({"worker_port": port})],
-        capture_output=True, text=True, timeout=120, cwd=REPO, check=False,
-        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    proc = run_child(SDK_CHILD, {"worker_port": port}, timeout=120)
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["sdk_url"] == result["url"] == f"http://127.0.0.1:{port}/metrics"
     sdk_lines = [line for line in result["text"].splitlines() if line.startswith("temporal_")]

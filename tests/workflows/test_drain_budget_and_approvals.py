@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import NamedTuple
 
 import pytest
+import pytest_asyncio
 from support.operator_control import (
+    ConfigFor,
     awaiting,
     drained_by_us,
     lost_node_jobs,
-    make_config,
     notifications,
     result,
     start,
@@ -25,6 +27,7 @@ from temporalio.client import Client
 from temporalio.worker import Replayer
 
 from resurrect.activities.operator import budget_state
+from resurrect.config import ResurrectConfig
 from resurrect.contracts import NodeInfo
 from resurrect.errors import ResurrectError
 from resurrect.operator.budget import view
@@ -50,13 +53,11 @@ async def replays(client: Client, workflow_id: str, name: str) -> None:
 
 
 async def test_six_concurrent_recoveries_on_two_workers_drain_only_the_budget_of_two(
-    temporal_client: Client, temporal_server: Any, tmp_path: Path
+    temporal_client: Client, operator_config: ConfigFor
 ) -> None:
     """8 nodes, a budget of 2, six concurrent node losses: 2 drained (it used to be 6), and
     all six jobs still restart (excluding their dead node); operators are told once."""
-    config = make_config(
-        tmp_path,
-        temporal_server.address,
+    config = operator_config(
         isolation={"max_drain_nodes": 2, "max_drain_fraction": 1.0, "min_drain_budget": 0},
     )
     scheduler = FakeScheduler.with_nodes(8, cluster_name=config.cluster.name)
@@ -101,60 +102,66 @@ plans:
     return path
 
 
-async def test_an_approval_gated_plan_waits_and_runs_once_approved(
-    temporal_client: Client, temporal_server: Any, tmp_path: Path
-) -> None:
-    config = make_config(
-        tmp_path, temporal_server.address, plans={"paths": [str(gated_plans(tmp_path))]}
-    )
+class GatedRecovery(NamedTuple):
+    config: ResurrectConfig
+    scheduler: FakeScheduler
+    workflow_id: str
+
+
+@pytest_asyncio.fixture
+async def gated(
+    temporal_client: Client, operator_config: ConfigFor, tmp_path: Path
+) -> AsyncIterator[GatedRecovery]:
+    """A node loss whose recovery plan needs approval, waiting for it, on one worker."""
+    config = operator_config(plans={"paths": [str(gated_plans(tmp_path))]})
     scheduler = FakeScheduler.with_nodes(4, cluster_name=config.cluster.name)
     (info,) = lost_node_jobs(scheduler, 1)
     async with workers(temporal_client, config, scheduler, count=1):
         workflow_id = await start(temporal_client, config, info)
         await awaiting(temporal_client, workflow_id)
-        await asyncio.sleep(0.5)
-        assert scheduler.calls == []  # nothing is done while it waits
-        described = await temporal_client.get_workflow_handle(workflow_id).describe()
-        attributes = {k.name: v for k, v in described.typed_search_attributes}
-        assert attributes["ResurrectPhase"] == "awaiting_approval"
-        answer = await decide_approval(
-            config, workflow_id, approved=True, by="alice", reason="rack checked"
-        )
-        assert answer.startswith("approved")
-        outcome = await result(temporal_client, workflow_id)
-        status = await temporal_client.get_workflow_handle(workflow_id).query(
-            STATUS_QUERY, result_type=RecoveryWorkflowStatus
-        )
-        await replays(temporal_client, workflow_id, "approval-gated")
+        yield GatedRecovery(config, scheduler, workflow_id)
+
+
+async def test_an_approval_gated_plan_waits_and_runs_once_approved(
+    temporal_client: Client, gated: GatedRecovery
+) -> None:
+    config, scheduler, workflow_id = gated
+    await asyncio.sleep(0.5)
+    assert scheduler.calls == []  # nothing is done while it waits
+    described = await temporal_client.get_workflow_handle(workflow_id).describe()
+    attributes = {k.name: v for k, v in described.typed_search_attributes}
+    assert attributes["ResurrectPhase"] == "awaiting_approval"
+    answer = await decide_approval(
+        config, workflow_id, approved=True, by="alice", reason="rack checked"
+    )
+    assert answer.startswith("approved")
+    outcome = await result(temporal_client, workflow_id)
+    status = await temporal_client.get_workflow_handle(workflow_id).query(
+        STATUS_QUERY, result_type=RecoveryWorkflowStatus
+    )
+    await replays(temporal_client, workflow_id, "approval-gated")
     assert outcome.recovered and outcome.drained_nodes == ["node1"]
     assert any("approved by alice: rack checked" in n for n in outcome.notes)
     assert status.approvals[0].by == "alice" and status.approvals[0].approved
 
 
 async def test_a_denied_plan_changes_nothing_and_a_second_answer_is_refused(
-    temporal_client: Client, temporal_server: Any, tmp_path: Path
+    temporal_client: Client, gated: GatedRecovery
 ) -> None:
-    config = make_config(
-        tmp_path, temporal_server.address, plans={"paths": [str(gated_plans(tmp_path))]}
-    )
-    scheduler = FakeScheduler.with_nodes(4, cluster_name=config.cluster.name)
-    (info,) = lost_node_jobs(scheduler, 1)
-    async with workers(temporal_client, config, scheduler, count=1):
-        workflow_id = await start(temporal_client, config, info)
-        await awaiting(temporal_client, workflow_id)
-        await decide_approval(config, workflow_id, approved=False, by="bob", reason="maintenance")
-        outcome = await result(temporal_client, workflow_id)
-        with pytest.raises(ResurrectError, match=r"not awaiting approval|completed"):
-            await decide_approval(config, workflow_id, approved=True, by="eve", reason="late")
+    config, scheduler, workflow_id = gated
+    await decide_approval(config, workflow_id, approved=False, by="bob", reason="maintenance")
+    outcome = await result(temporal_client, workflow_id)
+    with pytest.raises(ResurrectError, match=r"not awaiting approval|completed"):
+        await decide_approval(config, workflow_id, approved=True, by="eve", reason="late")
     assert outcome.outcome == "denied" and scheduler.calls == []
     assert any("denied by bob: maintenance" in n for n in outcome.notes)
 
 
 async def test_without_an_answer_the_plans_default_applies(
-    temporal_client: Client, temporal_server: Any, tmp_path: Path
+    temporal_client: Client, operator_config: ConfigFor, tmp_path: Path
 ) -> None:
     plans = gated_plans(tmp_path, timeout_s=2, on_timeout="approve")
-    config = make_config(tmp_path, temporal_server.address, plans={"paths": [str(plans)]})
+    config = operator_config(plans={"paths": [str(plans)]})
     scheduler = FakeScheduler.with_nodes(4, cluster_name=config.cluster.name)
     (info,) = lost_node_jobs(scheduler, 1)
     async with workers(temporal_client, config, scheduler, count=1):
@@ -164,11 +171,9 @@ async def test_without_an_answer_the_plans_default_applies(
 
 
 async def test_a_drain_over_budget_waits_for_approval_when_configured(
-    temporal_client: Client, temporal_server: Any, tmp_path: Path
+    temporal_client: Client, operator_config: ConfigFor
 ) -> None:
-    config = make_config(
-        tmp_path,
-        temporal_server.address,
+    config = operator_config(
         isolation={
             "max_drain_nodes": 1,
             "max_drain_fraction": 1.0,
@@ -193,9 +198,9 @@ async def test_a_drain_over_budget_waits_for_approval_when_configured(
 
 
 async def test_a_node_someone_else_drained_is_not_reported_as_drained(
-    temporal_client: Client, temporal_server: Any, tmp_path: Path
+    temporal_client: Client, operator_config: ConfigFor
 ) -> None:
-    config = make_config(tmp_path, temporal_server.address)
+    config = operator_config()
     scheduler = FakeScheduler.with_nodes(4, cluster_name=config.cluster.name)
     (info,) = lost_node_jobs(scheduler, 1)
     scheduler.nodes["node1"] = NodeInfo(

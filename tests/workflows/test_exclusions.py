@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-from pathlib import Path
 from typing import Any
 
 import pytest
-from support.operator_control import OPT_IN, make_config, result, start, until, workers
+from support.operator_control import OPT_IN, ConfigFor, result, start, until, workers
 from temporalio.client import Client
 
 from resurrect.activities.operator import node_state
@@ -55,11 +54,9 @@ async def recover(client: Client, config: ResurrectConfig, job: JobInfo) -> Any:
 
 
 async def test_a_node_back_in_service_leaves_the_jobs_exclusion_list(
-    temporal_client: Client, temporal_server: Any, tmp_path: Path
+    temporal_client: Client, operator_config: ConfigFor
 ) -> None:
-    config = make_config(
-        tmp_path,
-        temporal_server.address,
+    config = operator_config(
         repair={"enabled": True, "cool_down_s": 2},
         isolation={"health_check_argv": ["true"]},
     )
@@ -97,11 +94,9 @@ async def test_a_node_back_in_service_leaves_the_jobs_exclusion_list(
 
 
 async def test_the_oldest_exclusion_goes_when_the_job_would_not_fit(
-    temporal_client: Client, temporal_server: Any, tmp_path: Path
+    temporal_client: Client, operator_config: ConfigFor
 ) -> None:
-    config = make_config(
-        tmp_path,
-        temporal_server.address,
+    config = operator_config(
         repair={"enabled": True},
         isolation={"max_drain_nodes": 0, "min_drain_budget": 0},
     )

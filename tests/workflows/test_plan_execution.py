@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import support.recovery
 from support import test_plugins
-from support.builders import OPT_IN, make_config
+from support.builders import OPT_IN, interruption, job, make_config
 from support.test_plugins import PLUGIN
 from temporalio.client import Client
 
 from resurrect.config import ResurrectConfig
-from resurrect.contracts import Interruption, JobInfo, JobState, RecoveryOutcome
+from resurrect.contracts import RecoveryOutcome
 from resurrect.errors import PlanError
-from resurrect.sensors.report import report_interruption
 from resurrect.testing import FakeScheduler
 from resurrect.workers.recovery_worker import build_worker
 
@@ -35,37 +34,18 @@ def setup(
     )
     scheduler = FakeScheduler.with_nodes(4, cluster_name=config.cluster.name)
     scheduler.nodes["node2"] = scheduler.nodes["node2"].model_copy(update={"state": "DOWN"})
-    scheduler.jobs["7"] = JobInfo(
-        job_id="7",
-        state=JobState.NODE_FAIL,
-        user="bob",
-        nodes=["node1", "node2"],
-        num_nodes=2,
-        comment=OPT_IN,
-    )
+    scheduler.jobs["7"] = job("7", comment=OPT_IN)
     return config, scheduler
 
 
 async def recover(
     client: Client, config: ResurrectConfig, scheduler: FakeScheduler
 ) -> RecoveryOutcome:
-    report = Interruption(
-        cluster=config.cluster.name,
-        job_id="7",
-        restart_count=0,
-        source="test",
-        reason="node fail",
-        observed_at=datetime.now(UTC),
-        job_state=JobState.NODE_FAIL,
-        nodes=["node1", "node2"],
-    )
+    """Job 7's node2 failed: the recovery, with the test plugin's steps registered."""
     async with build_worker(client, config, scheduler, plugins=[PLUGIN]):
-        workflow_id = await report_interruption(
-            client, report, task_queue=config.temporal.task_queue
+        return await support.recovery.recover(
+            client, config, interruption(config.cluster.name, scheduler.jobs["7"])
         )
-        handle = client.get_workflow_handle(workflow_id, result_type=RecoveryOutcome)
-        result: RecoveryOutcome = await asyncio.wait_for(handle.result(), timeout=90)
-        return result
 
 
 async def activity_types(client: Client, workflow_id: str) -> list[str]:

@@ -1,0 +1,47 @@
+"""What every benchmark shares: its command line and how it prints its result.
+
+Each benchmark is run as a script (``python benchmarks/NAME.py [--json]``), so this module is
+imported as a sibling (``from _common import ...``: the script's folder is on ``sys.path``).
+
+* :func:`benchmark_parser`: the argument parser, described by the first line of the
+  benchmark's docstring, with the ``--json`` switch every benchmark takes.
+* :func:`print_result`: the result as one JSON line (``--json``, what ``run_all.sh``
+  collects), or one aligned ``key value`` line per field for a person.
+
+A benchmark's ``main`` is then::
+
+    def main(argv: list[str] | None = None) -> int:
+        parser = benchmark_parser(__doc__)
+        parser.add_argument("--jobs", type=int, default=1000)
+        args = parser.parse_args(argv)
+        print_result(asyncio.run(run(args)), as_json=args.json)
+        return 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping
+from typing import Any
+
+
+def benchmark_parser(doc: str | None) -> argparse.ArgumentParser:
+    """An argument parser described by ``doc``'s first line, with ``--json``."""
+    summary = doc.strip().splitlines()[0] if doc and doc.strip() else None
+    parser = argparse.ArgumentParser(description=summary)
+    parser.add_argument("--json", action="store_true", help="print the result as one JSON line")
+    return parser
+
+
+def print_result(result: Mapping[str, Any], *, as_json: bool, summary: str | None = None) -> None:
+    """Print ``result``: one JSON line, or (for a person) ``summary``, the benchmark's reading
+    in one sentence, then one ``key value`` line per field, aligned."""
+    if as_json:
+        print(json.dumps(result))
+        return
+    if summary:
+        print(summary)
+    width = max((len(key) for key in result), default=0)
+    for key, value in result.items():
+        print(f"{key:{width}}  {value}")
