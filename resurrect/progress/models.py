@@ -30,9 +30,10 @@ from __future__ import annotations
 import re
 from typing import Literal, Self
 
-from pydantic import Field, model_validator
+from pydantic import model_validator
 
-from resurrect.rules.models import LinePack, LineRule, Strict
+from resurrect.rules.models import LineExample, LineExamples, LinePack, LineRule
+from resurrect.rules.models import Strict as Strict  # kept: the progress models' base name
 
 STEP_TIME_GROUPS = ("step_time_ms", "step_time_s", "s_per_it", "it_per_s")
 KNOWN_GROUPS = frozenset({"step", "total", *STEP_TIME_GROUPS})
@@ -40,22 +41,17 @@ KNOWN_GROUPS = frozenset({"step", "total", *STEP_TIME_GROUPS})
 Phase = Literal["train", "eval", "checkpoint"]
 
 
-class ProgressExample(Strict):
+class ProgressExample(LineExample):
     """A line the rule must match, with what it must read from it (unset: not checked)."""
 
-    text: str
     step: int | None = None
     total: int | None = None
     step_time_s: float | None = None
     rank: int | None = None
 
 
-class ProgressExamples(Strict):
-    match: list[ProgressExample | str] = Field(min_length=1)
-    no_match: list[str] = Field(default_factory=list)
-
-    def match_examples(self) -> list[ProgressExample]:
-        return [ProgressExample(text=m) if isinstance(m, str) else m for m in self.match]
+class ProgressExamples(LineExamples[ProgressExample]):
+    """A progress rule's examples."""
 
 
 class ProgressRule(LineRule):

@@ -48,19 +48,40 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class MatchExample(Strict):
-    """A line the rule must match, with the fields it must extract (a subset)."""
+class LineExample(Strict):
+    """A line a rule must match."""
 
     text: str
+
+
+ExampleT = TypeVar("ExampleT", bound=LineExample)
+
+
+class LineExamples(Strict, Generic[ExampleT]):
+    """Lines a rule must match (a bare string stands for the text alone) and must not match."""
+
+    match: list[ExampleT] = Field(min_length=1)
+    no_match: list[str] = Field(default_factory=list)
+
+    @field_validator("match", mode="before")
+    @classmethod
+    def _bare_text(cls, value: object) -> object:
+        if isinstance(value, list):
+            return [{"text": m} if isinstance(m, str) else m for m in value]
+        return value
+
+    def match_examples(self) -> list[ExampleT]:
+        return self.match
+
+
+class MatchExample(LineExample):
+    """A line the rule must match, with the fields it must extract (a subset)."""
+
     fields: dict[str, str] = Field(default_factory=dict)
 
 
-class Examples(Strict):
-    match: list[MatchExample | str] = Field(min_length=1)
-    no_match: list[str] = Field(default_factory=list)
-
-    def match_examples(self) -> list[MatchExample]:
-        return [MatchExample(text=m) if isinstance(m, str) else m for m in self.match]
+class Examples(LineExamples[MatchExample]):
+    """A log signature's examples."""
 
 
 class LineRule(Strict):
