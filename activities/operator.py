@@ -45,6 +45,7 @@ from resurrect.operator.models import (
     NodeRepairState,
     RepairTimings,
 )
+from resurrect.records import carry_over
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX, Scheduler
 from resurrect.workflows.names import (
     BUDGET_QUERY,
@@ -231,14 +232,7 @@ async def budget_state(client: Client, cluster: str) -> BudgetState | None:
 
 # ---------------------------------------------------------------------------- repair
 def repair_timings(config: ResurrectConfig) -> RepairTimings:
-    repair = config.repair
-    return RepairTimings(
-        cool_down_s=repair.cool_down_s,
-        check_timeout_s=repair.check_timeout_s,
-        recheck_interval_s=repair.recheck_interval_s,
-        max_checks=repair.max_checks,
-        probation_s=repair.probation_s,
-    )
+    return carry_over(config.repair, RepairTimings)
 
 
 async def report_to_repair(

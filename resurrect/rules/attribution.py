@@ -46,6 +46,7 @@ from resurrect.contracts import (
     RecoveryAction,
 )
 from resurrect.plans.decide import restart_action
+from resurrect.records import carry_over
 from resurrect.rules.engine import known_confidences
 from resurrect.rules.text import split_prefixes
 
@@ -690,13 +691,9 @@ def diagnosis_of(decision: Decision) -> Diagnosis:
     cascade_list = sorted(
         decision.cascades, key=lambda e: (e.rule or "", e.file or "", e.line or 0)
     )
-    return Diagnosis(
-        fault_class=decision.fault_class,
-        action=decision.action,
-        confidence=decision.confidence,
-        culprit_hosts=decision.culprit_hosts,
-        culprit_ranks=decision.culprit_ranks,
-        culprit_gpus=decision.culprit_gpus,
+    return carry_over(
+        decision,
+        Diagnosis,
         evidence=listed,
         cascade=cascade_list[:MAX_LISTED] if decision.roots else [],
         summary=_summary(decision),
