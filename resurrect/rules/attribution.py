@@ -667,11 +667,8 @@ def attribute(
     rank_to_host: Mapping[int, str] | None = None,
     confidences: Mapping[str, float] | None = None,
 ) -> Diagnosis:
-    """One :class:`Diagnosis` from all evidence of an interruption (any files, ranks, hosts).
-
-    ``confidences`` maps rule id to rule confidence; without it, the rules of every engine built
-    in this process (and the shipped packs) are used. Rules unknown to both weigh 0.5.
-    """
+    """One :class:`Diagnosis` from all evidence of an interruption (any files, ranks, hosts):
+    what :func:`decide` makes of it (``confidences`` as there)."""
     return diagnosis_of(decide(evidence, rank_to_host=rank_to_host, confidences=confidences))
 
 

@@ -122,6 +122,10 @@ def _matches_id(job: JsonObj, wanted: list[str]) -> bool:
     return bool(names & set(wanted))
 
 
+# what slurmctld answers for a job id it does not know
+_INVALID_JOB_ID = (1, "", "slurm_load_jobs error: Invalid job id specified")
+
+
 class SlurmText:
     """Answers Slurm client argv from JSON documents: ``(returncode, stdout, stderr)``.
 
@@ -142,14 +146,14 @@ class SlurmText:
         if args[:4] == ["scontrol", "show", "job", "--json"] and len(args) == 5:
             chosen = [j for j in self.jobs if _matches_id(j, [args[4]])]
             if not chosen:
-                return 1, "", "slurm_load_jobs error: Invalid job id specified"
+                return _INVALID_JOB_ID
             return 0, json.dumps({"jobs": chosen, "errors": []}), ""
         if args[:2] == ["sinfo", "--json"] or args == ["scontrol", "show", "node", "--json"]:
             return 0, json.dumps({"nodes": self.nodes, "errors": []}), ""
         if args[:4] == ["scontrol", "show", "job", "-o"] and len(args) == 5:
             chosen = [j for j in self.jobs if _matches_id(j, [args[4]])]
             if not chosen:
-                return 1, "", "slurm_load_jobs error: Invalid job id specified"
+                return _INVALID_JOB_ID
             comment = _text(chosen[0].get("admin_comment"))
             # the fields around it as 22.05 prints them (one line: two spaces between lines)
             shown = f" AdminComment={comment} " if comment else " "
