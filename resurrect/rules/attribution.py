@@ -496,6 +496,25 @@ def _ordered_unique(values: Sequence[object]) -> list[object]:
 # -- the decision --------------------------------------------------------------------------
 
 
+def proposed_action(
+    fault_class: FaultClass, culprit_hosts: Sequence[str], confidence: float
+) -> tuple[RecoveryAction, str | None]:
+    """The action a diagnosis proposes, with a note when it is not the class' default.
+
+    Drain or restart is :func:`~resurrect.plans.decide.restart_action`'s rule (the recovery's
+    ``decide()`` settles the drain again against the job's nodes and a second source);
+    evidence weaker than ``LOW_CONFIDENCE`` never stops a job.
+    """
+    action = DEFAULT_ACTION[fault_class]
+    if action is RecoveryAction.DRAIN_AND_RESTART:
+        action = restart_action(fault_class, culprit_hosts)
+        if action is RecoveryAction.RESTART:
+            return action, "no culprit host identified, so nothing to drain"
+    if confidence < LOW_CONFIDENCE and action is RecoveryAction.STOP:
+        return RecoveryAction.RESTART, "evidence too weak to stop the job"
+    return action, None
+
+
 def decide(
     evidence: Sequence[Evidence],
     *,
@@ -634,14 +653,9 @@ def decide(
         ]
     culprit_gpus = [g for g in _ordered_unique([e.gpu for e in ordered]) if isinstance(g, str)]
 
-    action = DEFAULT_ACTION[fault_class]
-    if action is RecoveryAction.DRAIN_AND_RESTART:
-        action = restart_action(fault_class, culprit_hosts)
-        if action is RecoveryAction.RESTART:
-            notes.append("no culprit host identified, so nothing to drain")
-    if confidence < LOW_CONFIDENCE and action is RecoveryAction.STOP:
-        action = RecoveryAction.RESTART
-        notes.append("evidence too weak to stop the job")
+    action, why = proposed_action(fault_class, culprit_hosts, confidence)
+    if why is not None:
+        notes.append(why)
 
     return Decision(
         fault_class=fault_class,
