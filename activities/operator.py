@@ -14,7 +14,7 @@ import logging
 import random
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio import activity
 from temporalio.client import (
@@ -45,6 +45,7 @@ from resurrect.operator.models import (
     NodeRepairState,
     RepairTimings,
 )
+from resurrect.records import carry_over
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX, Scheduler
 from resurrect.workflows.names import (
     BUDGET_QUERY,
@@ -68,6 +69,7 @@ RESERVE_AGAIN = frozenset(
 # A query no worker answers (a workflow of another task queue) would wait for the RPC
 # deadline; operator reads give up sooner.
 QUERY_TIMEOUT_S = 10.0
+QueryResult = TypeVar("QueryResult")
 
 
 # ---------------------------------------------------------------------------- ownership
@@ -211,34 +213,34 @@ def _with_start(config: ResurrectConfig) -> WithStartWorkflowOperation[Any, Any]
     )
 
 
-async def budget_state(client: Client, cluster: str) -> BudgetState | None:
-    """The cluster's budget state, or None when no drain was ever reserved."""
-    handle = client.get_workflow_handle(drain_budget_workflow_id(cluster))
+async def _query(
+    client: Client, workflow_id: str, query: str, result_type: type[QueryResult]
+) -> QueryResult | None:
+    """The workflow's answer to ``query``, or None when there is no such workflow.
+
+    Raises TimeoutError when no worker answers within ``QUERY_TIMEOUT_S``."""
+    handle = client.get_workflow_handle(workflow_id)
     try:
-        state: BudgetState = await asyncio.wait_for(
-            handle.query(BUDGET_QUERY, result_type=BudgetState), QUERY_TIMEOUT_S
-        )
+        return await asyncio.wait_for(handle.query(query, result_type=result_type), QUERY_TIMEOUT_S)
     except RPCError as exc:
         if exc.status is RPCStatusCode.NOT_FOUND:
             return None
         raise
+
+
+async def budget_state(client: Client, cluster: str) -> BudgetState | None:
+    """The cluster's budget state, or None when no drain was ever reserved."""
+    try:
+        return await _query(client, drain_budget_workflow_id(cluster), BUDGET_QUERY, BudgetState)
     except TimeoutError as exc:
         raise ResurrectError(
             f"the drain budget of {cluster} does not answer (no worker for it?)"
         ) from exc
-    return state
 
 
 # ---------------------------------------------------------------------------- repair
 def repair_timings(config: ResurrectConfig) -> RepairTimings:
-    repair = config.repair
-    return RepairTimings(
-        cool_down_s=repair.cool_down_s,
-        check_timeout_s=repair.check_timeout_s,
-        recheck_interval_s=repair.recheck_interval_s,
-        max_checks=repair.max_checks,
-        probation_s=repair.probation_s,
-    )
+    return carry_over(config.repair, RepairTimings)
 
 
 async def report_to_repair(
@@ -269,18 +271,10 @@ async def node_state(
     workflow_id = node_repair_workflow_id(cluster, node)
     if task_queue is not None and not await _ours(client, workflow_id, task_queue):
         return None
-    handle = client.get_workflow_handle(workflow_id)
     try:
-        state: NodeRepairState = await asyncio.wait_for(
-            handle.query(NODE_STATE_QUERY, result_type=NodeRepairState), QUERY_TIMEOUT_S
-        )
-    except RPCError as exc:
-        if exc.status is RPCStatusCode.NOT_FOUND:
-            return None
-        raise
+        return await _query(client, workflow_id, NODE_STATE_QUERY, NodeRepairState)
     except (WorkflowQueryFailedError, TimeoutError):
         return None  # no worker serves it (another task queue): as if unknown
-    return state
 
 
 async def exclusion_records(

@@ -13,6 +13,8 @@ import logging
 import time
 from collections.abc import Callable
 
+from resurrect.throttle import OncePerWindow
+
 MAX_JOBS = 4096  # notes kept; older ones are forgotten first
 MAX_NOTE_CHARS = 500
 
@@ -36,9 +38,8 @@ class JobNotes:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._log = logger
-        self._every = every_s
         self._clock = clock
-        self._logged_at: dict[tuple[str, str], float] = {}
+        self._logged: OncePerWindow[tuple[str, str]] = OncePerWindow(every_s, max_keys=MAX_JOBS)
         self.latest: dict[str, str] = {}
         self.count = 0  # notes taken, logged or not
         self.suppressed = 0
@@ -53,14 +54,10 @@ class JobNotes:
             del self.latest[next(iter(self.latest))]
         now = self._clock()
         key = (job_id, text)
-        last = self._logged_at.get(key)
-        if last is not None and now - last < self._every:
+        if self._logged.holds_back(key, now):
             self.suppressed += 1
             return False
-        self._logged_at[key] = now
-        if len(self._logged_at) > MAX_JOBS:  # forget the old, then the oldest
-            recent = {k: t for k, t in self._logged_at.items() if now - t < self._every}
-            self._logged_at = dict(list(recent.items())[-MAX_JOBS // 2 :])
+        self._logged.let_through(key, now)
         self._log.log(level, "job %s: %s", job_id, text)
         return True
 

@@ -5,24 +5,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import sys
-from pathlib import Path
 from typing import Any
 
+from resurrect.cli import add_config_arg, exit_now
 from resurrect.config import load_config
 from resurrect.service import ServiceParts, run_service, stop_on_signals, temporal_for
 from resurrect.telemetry.setup import start_telemetry
-
-
-def _add_config_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-c",
-        "--config",
-        type=Path,
-        default=None,
-        help="YAML configuration (default: $RESURRECT_CONFIG, else built-in defaults)",
-    )
 
 
 def _run_parts(args: argparse.Namespace, parts: ServiceParts, process: str) -> int:
@@ -39,10 +27,7 @@ def _run_parts(args: argparse.Namespace, parts: ServiceParts, process: str) -> i
 
     asyncio.run(main())
     telemetry.close()
-    # temporalio can crash at interpreter exit after a clean shutdown (sdk-python#300)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    exit_now(0)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -113,30 +98,30 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve = sub.add_parser(
         "serve", help="run everything: embedded Temporal, worker, watcher, log follower"
     )
-    _add_config_arg(serve)
+    add_config_arg(serve)
     serve.add_argument("--mode", choices=["observe", "act"], help="override the configured mode")
     serve.set_defaults(handler=_serve)
 
     worker = sub.add_parser(
         "worker", help="run the worker hosting recovery workflows and activities"
     )
-    _add_config_arg(worker)
+    add_config_arg(worker)
     worker.add_argument("--mode", choices=["observe", "act"], help="override the configured mode")
     worker.set_defaults(handler=_worker)
 
     watch = sub.add_parser("watch", help="run the Slurm watcher and the job-log follower")
-    _add_config_arg(watch)
+    add_config_arg(watch)
     watch.add_argument("--no-logs", action="store_true", help="do not follow job output")
     watch.set_defaults(handler=_watch)
 
     recoveries = sub.add_parser("recoveries", help="list recoveries (from Temporal visibility)")
-    _add_config_arg(recoveries)
+    add_config_arg(recoveries)
     recoveries.add_argument("--job", help="only this job id")
     recoveries.add_argument("--limit", type=int, default=50)
     recoveries.add_argument("--json", action="store_true")
     recoveries.set_defaults(handler=_recoveries)
 
     config = sub.add_parser("config", help="validate the configuration (and show it)")
-    _add_config_arg(config)
+    add_config_arg(config)
     config.add_argument("--show", action="store_true", help="print the effective configuration")
     config.set_defaults(handler=_config_check)

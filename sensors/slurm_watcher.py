@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Container
 from datetime import UTC, datetime
 
 from resurrect.config import ResurrectConfig
@@ -80,23 +81,24 @@ class SlurmWatcher:
     def _interruption(
         self,
         job: JobInfo,
+        bad_nodes: Container[str],
         *,
-        restart_count: int,
         reason: str,
         state: JobState | None,
-        suspects: list[str] | None = None,
-        hint: FaultClass | None = None,
+        hint: FaultClass | None,
     ) -> Interruption:
+        """An interruption of ``job`` as given (its restart count and nodes), suspecting those
+        of its nodes that are in ``bad_nodes``."""
         return Interruption(
             cluster=self.config.cluster.name,
             job_id=job.job_id,
-            restart_count=restart_count,
+            restart_count=job.restart_count,
             source="slurm_watcher",
             reason=reason,
             observed_at=datetime.now(UTC),
             job_state=state,
             nodes=list(job.nodes),
-            suspect_nodes=suspects or [],
+            suspect_nodes=[n for n in job.nodes if n in bad_nodes],
             fault_hint=hint,
         )
 
@@ -169,10 +171,9 @@ class SlurmWatcher:
             found.append(
                 self._interruption(
                     job,
-                    restart_count=job.restart_count,
+                    bad_nodes,
                     reason=f"job ended {job.state.value}",
                     state=job.state,
-                    suspects=[n for n in job.nodes if n in bad_nodes],
                     hint=STATE_CLASS.get(job.state),
                 )
             )
@@ -183,15 +184,15 @@ class SlurmWatcher:
             and not job.held
             and any(n in bad_nodes for n in job.nodes)
         ):
-            suspects = [n for n in job.nodes if n in bad_nodes]
-            states = ", ".join(f"{n} {bad_nodes[n].state_text}" for n in suspects)
+            states = ", ".join(
+                f"{n} {bad_nodes[n].state_text}" for n in job.nodes if n in bad_nodes
+            )
             found.append(
                 self._interruption(
                     job,
-                    restart_count=job.restart_count,
+                    bad_nodes,
                     reason=f"node(s) of the running job unavailable: {states}",
                     state=job.state,
-                    suspects=suspects,
                     hint=FaultClass.NODE_LOST,
                 )
             )
@@ -203,11 +204,10 @@ class SlurmWatcher:
             found.append(
                 self._interruption(
                     before,
-                    restart_count=before.restart_count,
+                    bad_nodes,
                     reason=f"slurmctld requeued the job (now {job.state.value}, "
                     f"reason {job.state_reason or 'none'}, restart {job.restart_count})",
                     state=None,
-                    suspects=[n for n in before.nodes if n in bad_nodes],
                     hint=FaultClass.NODE_LOST
                     if any(n in bad_nodes for n in before.nodes)
                     else None,

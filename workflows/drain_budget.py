@@ -15,7 +15,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from resurrect.operator.budget import decide, in_window
@@ -31,10 +30,10 @@ with workflow.unsafe.imports_passed_through():
         RESERVE_DRAIN_UPDATE,
         OperatorActivity,
     )
+    from resurrect.workflows.retry import UNTIL_DONE_RETRY
 
 # Continue as new after this many reservations (or when Temporal suggests it).
 RESERVATIONS_PER_RUN = 500
-NOTIFY_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=60), maximum_attempts=0)
 
 
 @workflow.defn(name=DRAIN_BUDGET_WORKFLOW)
@@ -62,7 +61,7 @@ class DrainBudgetWorkflow:
                     notice,
                     start_to_close_timeout=timedelta(seconds=30),
                     schedule_to_close_timeout=timedelta(hours=1),
-                    retry_policy=NOTIFY_RETRY,
+                    retry_policy=UNTIL_DONE_RETRY,
                 )
             if self._reservations >= RESERVATIONS_PER_RUN or (
                 workflow.info().is_continue_as_new_suggested()

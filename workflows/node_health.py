@@ -32,7 +32,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
@@ -55,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
         NodeSilent,
         NodeStatus,
     )
+    from resurrect.workflows.retry import UNTIL_DONE_RETRY
 
 MAX_FINDINGS_KEPT = 64
 # A silence timer that fires this much later than asked means the control plane itself
@@ -64,12 +64,7 @@ MAX_REPORTED_KEPT = 32
 REPORT_TIMEOUT = timedelta(seconds=60)
 # The report is retried without a maximum (a controller or Temporal outage can last): the
 # workflow must never end over it, or the node's state (findings, heartbeat watch) is lost.
-REPORT_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=60),
-    maximum_attempts=0,
-)
+REPORT_RETRY = UNTIL_DONE_RETRY
 
 
 def _finding_key(evidence: Evidence) -> str:

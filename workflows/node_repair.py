@@ -14,10 +14,10 @@ node drained again within ``probation_s`` of its return stays out and is flagged
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
@@ -35,10 +35,10 @@ with workflow.unsafe.imports_passed_through():
         NODE_STATE_QUERY,
         OperatorActivity,
     )
+    from resurrect.workflows.retry import UNTIL_DONE_RETRY
 
 MAX_EVENTS = 200
 EVENTS_PER_RUN = 400
-ACTION_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=60), maximum_attempts=0)
 
 
 @workflow.defn(name=NODE_REPAIR_WORKFLOW)
@@ -92,7 +92,7 @@ class NodeRepairWorkflow:
             self._state.node,
             result_type=NodeCheck,
             start_to_close_timeout=timedelta(seconds=timings.check_timeout_s + 30),
-            retry_policy=ACTION_RETRY,
+            retry_policy=UNTIL_DONE_RETRY,
         )
         return result
 
@@ -109,7 +109,7 @@ class NodeRepairWorkflow:
                 events=self._state.events[-20:],
             ),
             start_to_close_timeout=timedelta(seconds=60),
-            retry_policy=ACTION_RETRY,
+            retry_policy=UNTIL_DONE_RETRY,
         )
 
     async def _repair(self, report: NodeDrainReport) -> None:
@@ -156,10 +156,8 @@ class NodeRepairWorkflow:
                 state.node,
                 result_type=str,
                 start_to_close_timeout=timedelta(seconds=60),
-                retry_policy=RetryPolicy(
-                    maximum_interval=timedelta(seconds=60),
-                    maximum_attempts=0,
-                    non_retryable_error_types=["SchedulerRefused", "NodeNotFound"],
+                retry_policy=replace(
+                    UNTIL_DONE_RETRY, non_retryable_error_types=["SchedulerRefused", "NodeNotFound"]
                 ),
             )
             state.status = "in_service"

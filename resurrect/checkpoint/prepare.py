@@ -27,13 +27,11 @@ from resurrect.checkpoint.layout import (
     QUARANTINE_DIR,
     TRACKER_NAME,
     Layout,
-    RootUnreadable,
-    discover,
 )
 from resurrect.checkpoint.limits import DEFAULT_LIMITS, VerifyLimits
-from resurrect.checkpoint.owner import Owner, confined_root
+from resurrect.checkpoint.owner import Owner
 from resurrect.checkpoint.resume import write_hint
-from resurrect.checkpoint.verify import VerifiedRoot, verify_layout
+from resurrect.checkpoint.verify import VerifiedRoot, verify_confined
 from resurrect.checkpoint.verify_one import DEFAULT_RECENT_S, Level, Plan
 from resurrect.contracts import CheckpointVerdict
 
@@ -61,20 +59,19 @@ def prepare_resume(
     would be done. A root that is not ``owner``'s is refused (``verified=False``, nothing
     read or changed). Never raises for a bad root; never deletes.
     """
-    root_path = Path(root)
-    try:
-        with confined_root(root_path, owner):
-            layout = discover(root_path)
-            verified = verify_layout(
-                layout, level, progress=progress, workers=workers, recent_s=recent_s, limits=limits
-            )
-            return _fall_back(layout, verified, act=act, progress=progress, recent_s=recent_s)
-    except RootUnreadable as exc:
-        return CheckpointVerdict(root=str(root_path), verified=False, note=str(exc))
+    return verify_confined(
+        root,
+        level,
+        lambda verified: _fall_back(verified, act=act, progress=progress, recent_s=recent_s),
+        progress=progress,
+        workers=workers,
+        recent_s=recent_s,
+        limits=limits,
+        owner=owner,
+    )
 
 
 def _fall_back(
-    layout: Layout,
     verified: VerifiedRoot,
     *,
     act: bool,
@@ -82,6 +79,7 @@ def _fall_back(
     recent_s: float,
 ) -> CheckpointVerdict:
     """Quarantine what is newer than the best intact checkpoint, point tracker and hint."""
+    layout = verified.layout
     root_path = layout.root
     best = verified.newest_valid()
     if best is None:

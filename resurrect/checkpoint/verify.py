@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextvars
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
@@ -213,6 +214,32 @@ def verify_root(
     ``owner``'s (resurrect.checkpoint.owner), gives ``verified=False`` with the reason in
     ``note``. Nothing is modified.
     """
+    return verify_confined(
+        root,
+        level,
+        VerifiedRoot.to_verdict,
+        progress=progress,
+        workers=workers,
+        recent_s=recent_s,
+        limits=limits,
+        owner=owner,
+    )
+
+
+def verify_confined(
+    root: Path | str,
+    level: Level,
+    then: Callable[[VerifiedRoot], CheckpointVerdict],
+    *,
+    progress: Progress | None,
+    workers: int | None,
+    recent_s: float,
+    limits: VerifyLimits,
+    owner: Owner | None,
+) -> CheckpointVerdict:
+    """Verify every checkpoint under ``root`` inside :func:`confined_root` and make the
+    verdict with ``then``, still confined. A missing or unreadable root, or one that is not
+    ``owner``'s, gives ``verified=False`` with the reason in ``note``."""
     root_path = Path(root)
     try:
         with confined_root(root_path, owner):
@@ -220,6 +247,6 @@ def verify_root(
             verified = verify_layout(
                 layout, level, progress=progress, workers=workers, recent_s=recent_s, limits=limits
             )
+            return then(verified)
     except RootUnreadable as exc:
         return CheckpointVerdict(root=str(root_path), verified=False, note=str(exc))
-    return verified.to_verdict()

@@ -36,6 +36,7 @@ from resurrect.goodput.model import (
     RecoveryRecord,
     Segment,
 )
+from resurrect.records import carry_over
 
 _INTERRUPTION_PARTS = frozenset({"detection", "recovery", "queue", "recompute"})
 
@@ -296,13 +297,9 @@ def _result(
             if tail or restart:
                 lost[segment.part] += segment.seconds
         recoveries.append(
-            RecoveryCost(
-                workflow_id=recovery.workflow_id,
-                attempt=recovery.attempt,
-                fault_class=recovery.fault_class,
-                outcome=recovery.outcome,
-                drained_nodes=recovery.drained_nodes,
-                resume_step=recovery.resume_step,
+            carry_over(
+                recovery,
+                RecoveryCost,
                 recomputed_steps=(recomputed_steps or {}).get(recovery.attempt),
                 lost_s={k: round(v, 3) for k, v in lost.items()},
             )

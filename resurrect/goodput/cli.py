@@ -8,6 +8,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+from resurrect.cli import add_config_arg
 from resurrect.config import load_config
 from resurrect.errors import ConfigError
 from resurrect.goodput.render import notes, parse_duration, table
@@ -68,13 +69,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "goodput",
         help="what interruptions cost: productive vs lost time per job and for the cluster",
     )
-    parser.add_argument(
-        "-c",
-        "--config",
-        type=Path,
-        default=None,
-        help="YAML configuration (default: $RESURRECT_CONFIG, else built-in defaults)",
-    )
+    add_config_arg(parser)
     parser.add_argument(
         "--job",
         help="only this job id (default: every job with a recovery in the window and"

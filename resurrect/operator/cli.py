@@ -10,32 +10,20 @@ import argparse
 import asyncio
 import getpass
 import json
-import os
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
+from resurrect.cli import add_config_arg, exit_now
 from resurrect.config import ResurrectConfig, load_config
 from resurrect.errors import ResurrectError
 
 Handler = Callable[[argparse.Namespace], int]
 
 
-def _add_config_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-c",
-        "--config",
-        type=Path,
-        default=None,
-        help="YAML configuration (default: $RESURRECT_CONFIG, else built-in defaults)",
-    )
-
-
 def _with_temporal(handler: Callable[[argparse.Namespace], int]) -> Handler:
-    """Run a command that talks to Temporal, then leave with ``os._exit``: temporalio can
-    crash at interpreter exit after a clean run (sdk-python#300)."""
+    """Run a command that talks to Temporal, then leave with :func:`~resurrect.cli.exit_now`."""
 
     def run(args: argparse.Namespace) -> int:
         try:
@@ -43,9 +31,7 @@ def _with_temporal(handler: Callable[[argparse.Namespace], int]) -> Handler:
         except ResurrectError as exc:
             print(f"resurrect: error: {exc}", file=sys.stderr)
             code = 2
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+        exit_now(code)
 
     return run
 
@@ -230,7 +216,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     budget = sub.add_parser(
         "budget", help="the drain budgets (circuit breaker): use, who used them, when they free"
     )
-    _add_config_arg(budget)
+    add_config_arg(budget)
     budget.add_argument("--json", action="store_true")
     budget.set_defaults(handler=_with_temporal(_budget))
 
@@ -238,14 +224,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         parser = sub.add_parser(
             name, help=f"{name} what a recovery is waiting for (phase awaiting_approval)"
         )
-        _add_config_arg(parser)
+        add_config_arg(parser)
         parser.add_argument("workflow_id", metavar="WORKFLOW_ID")
         parser.add_argument("--reason", required=True, help="why (kept in the history)")
         parser.add_argument("--by", help="who decides (default: the user running this)")
         parser.set_defaults(handler=_with_temporal(_decide(approved)))
 
     nodes = sub.add_parser("nodes", help="nodes resurrect drained: repair status and history")
-    _add_config_arg(nodes)
+    add_config_arg(nodes)
     nodes.add_argument("node", nargs="?", metavar="NODE")
     nodes.add_argument("--history", action="store_true", help="every event of the node")
     nodes.add_argument("--json", action="store_true")
@@ -254,7 +240,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     watchdog = sub.add_parser(
         "watchdog", help="release jobs resurrect held longer than the bound (fail-open)"
     )
-    _add_config_arg(watchdog)
+    add_config_arg(watchdog)
     watchdog.add_argument("--once", action="store_true", help="one pass (for a timer unit)")
     watchdog.add_argument(
         "--bound-s", type=float, default=None, help="default: watchdog.hold_bound_s (120)"

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from resurrect.cli import add_config_arg
 from resurrect.config import load_config
 from resurrect.errors import PluginError
 
@@ -61,10 +62,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     check.add_argument(
         "paths", nargs="*", type=Path, help="plan files or folders (plus the config's)"
     )
-    check.add_argument("-c", "--config", type=Path, default=None)
+    add_config_arg(check)
     check.set_defaults(handler=_check)
     show = plans_sub.add_parser("show", help="list registered steps and plans in match order")
     show.add_argument("paths", nargs="*", type=Path)
-    show.add_argument("-c", "--config", type=Path, default=None)
+    add_config_arg(show)
     show.add_argument("--json", action="store_true")
     show.set_defaults(handler=_show)

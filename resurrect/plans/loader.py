@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from resurrect.errors import PlanError
 from resurrect.plans.models import PlanFile, PlanSpec, ResolvedPlan, ResolvedStep
+from resurrect.records import carry_over
 
 SHIPPED_PLANS = Path(__file__).with_name("default.yaml")
 
@@ -113,16 +114,11 @@ def _resolve(name: str, specs: Mapping[str, tuple[PlanSpec, Path]]) -> ResolvedP
                 continue
             assert item.activity is not None
             steps.append(
-                ResolvedStep(
-                    activity=item.activity,
-                    params=item.params,
-                    timeout_s=item.timeout_s,
-                    heartbeat_s=item.heartbeat_s,
-                    retry=item.retry,
+                carry_over(
+                    item,
+                    ResolvedStep,
                     deadline_s=max(item.deadline_s, item.timeout_s),
-                    on_failure=item.on_failure,
                     from_plan=plan_name,
-                    requires_approval=item.requires_approval,
                 )
             )
         return steps

@@ -30,71 +30,36 @@ from __future__ import annotations
 import re
 from typing import Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import model_validator
 
-_ID = re.compile(r"^[a-z0-9][a-z0-9_.-]{1,99}$")
+from resurrect.rules.models import LineExample, LineExamples, LinePack, LineRule
+from resurrect.rules.models import Strict as Strict  # kept: the progress models' base name
+
 STEP_TIME_GROUPS = ("step_time_ms", "step_time_s", "s_per_it", "it_per_s")
 KNOWN_GROUPS = frozenset({"step", "total", *STEP_TIME_GROUPS})
 
 Phase = Literal["train", "eval", "checkpoint"]
 
 
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ProgressExample(Strict):
+class ProgressExample(LineExample):
     """A line the rule must match, with what it must read from it (unset: not checked)."""
 
-    text: str
     step: int | None = None
     total: int | None = None
     step_time_s: float | None = None
     rank: int | None = None
 
 
-class ProgressExamples(Strict):
-    match: list[ProgressExample | str] = Field(min_length=1)
-    no_match: list[str] = Field(default_factory=list)
-
-    def match_examples(self) -> list[ProgressExample]:
-        return [ProgressExample(text=m) if isinstance(m, str) else m for m in self.match]
+class ProgressExamples(LineExamples[ProgressExample]):
+    """A progress rule's examples."""
 
 
-class ProgressRule(Strict):
+class ProgressRule(LineRule):
     """One trainer's progress line: what it looks like and what it tells."""
 
-    id: str
-    description: str = ""
     trainer: str
     phase: Phase = "train"
-    literal: list[str] = Field(min_length=1)
-    pattern: str
     examples: ProgressExamples
-
-    @field_validator("id")
-    @classmethod
-    def _id_format(cls, value: str) -> str:
-        if not _ID.match(value):
-            raise ValueError("id must be lower-case letters, digits, '.', '_' or '-'")
-        return value
-
-    @field_validator("literal")
-    @classmethod
-    def _literal_ascii(cls, value: list[str]) -> list[str]:
-        for lit in value:
-            if not lit or not lit.isascii():
-                raise ValueError(f"literal {lit!r} must be non-empty ASCII")
-        return [lit.lower() for lit in value]
-
-    @field_validator("pattern")
-    @classmethod
-    def _pattern_compiles(cls, value: str) -> str:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"pattern does not compile: {exc}") from exc
-        return value
 
     @model_validator(mode="after")
     def _groups_known(self) -> Self:
@@ -109,9 +74,5 @@ class ProgressRule(Strict):
         return self
 
 
-class ProgressPack(Strict):
+class ProgressPack(LinePack[ProgressRule]):
     """One YAML file of progress rules."""
-
-    pack: str
-    description: str = ""
-    rules: list[ProgressRule] = Field(min_length=1)

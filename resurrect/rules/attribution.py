@@ -46,6 +46,7 @@ from resurrect.contracts import (
     RecoveryAction,
 )
 from resurrect.plans.decide import restart_action
+from resurrect.records import carry_over
 from resurrect.rules.engine import known_confidences
 from resurrect.rules.text import split_prefixes
 
@@ -495,6 +496,25 @@ def _ordered_unique(values: Sequence[object]) -> list[object]:
 # -- the decision --------------------------------------------------------------------------
 
 
+def proposed_action(
+    fault_class: FaultClass, culprit_hosts: Sequence[str], confidence: float
+) -> tuple[RecoveryAction, str | None]:
+    """The action a diagnosis proposes, with a note when it is not the class' default.
+
+    Drain or restart is :func:`~resurrect.plans.decide.restart_action`'s rule (the recovery's
+    ``decide()`` settles the drain again against the job's nodes and a second source);
+    evidence weaker than ``LOW_CONFIDENCE`` never stops a job.
+    """
+    action = DEFAULT_ACTION[fault_class]
+    if action is RecoveryAction.DRAIN_AND_RESTART:
+        action = restart_action(fault_class, culprit_hosts)
+        if action is RecoveryAction.RESTART:
+            return action, "no culprit host identified, so nothing to drain"
+    if confidence < LOW_CONFIDENCE and action is RecoveryAction.STOP:
+        return RecoveryAction.RESTART, "evidence too weak to stop the job"
+    return action, None
+
+
 def decide(
     evidence: Sequence[Evidence],
     *,
@@ -633,14 +653,9 @@ def decide(
         ]
     culprit_gpus = [g for g in _ordered_unique([e.gpu for e in ordered]) if isinstance(g, str)]
 
-    action = DEFAULT_ACTION[fault_class]
-    if action is RecoveryAction.DRAIN_AND_RESTART:
-        action = restart_action(fault_class, culprit_hosts)
-        if action is RecoveryAction.RESTART:
-            notes.append("no culprit host identified, so nothing to drain")
-    if confidence < LOW_CONFIDENCE and action is RecoveryAction.STOP:
-        action = RecoveryAction.RESTART
-        notes.append("evidence too weak to stop the job")
+    action, why = proposed_action(fault_class, culprit_hosts, confidence)
+    if why is not None:
+        notes.append(why)
 
     return Decision(
         fault_class=fault_class,
@@ -666,11 +681,8 @@ def attribute(
     rank_to_host: Mapping[int, str] | None = None,
     confidences: Mapping[str, float] | None = None,
 ) -> Diagnosis:
-    """One :class:`Diagnosis` from all evidence of an interruption (any files, ranks, hosts).
-
-    ``confidences`` maps rule id to rule confidence; without it, the rules of every engine built
-    in this process (and the shipped packs) are used. Rules unknown to both weigh 0.5.
-    """
+    """One :class:`Diagnosis` from all evidence of an interruption (any files, ranks, hosts):
+    what :func:`decide` makes of it (``confidences`` as there)."""
     return diagnosis_of(decide(evidence, rank_to_host=rank_to_host, confidences=confidences))
 
 
@@ -690,13 +702,9 @@ def diagnosis_of(decision: Decision) -> Diagnosis:
     cascade_list = sorted(
         decision.cascades, key=lambda e: (e.rule or "", e.file or "", e.line or 0)
     )
-    return Diagnosis(
-        fault_class=decision.fault_class,
-        action=decision.action,
-        confidence=decision.confidence,
-        culprit_hosts=decision.culprit_hosts,
-        culprit_ranks=decision.culprit_ranks,
-        culprit_gpus=decision.culprit_gpus,
+    return carry_over(
+        decision,
+        Diagnosis,
         evidence=listed,
         cascade=cascade_list[:MAX_LISTED] if decision.roots else [],
         summary=_summary(decision),

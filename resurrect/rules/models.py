@@ -34,7 +34,7 @@ same file (a shell prompt); ``capture_previous`` attaches the previous non-empty
 from __future__ import annotations
 
 import re
-from typing import Self
+from typing import Generic, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -48,36 +48,53 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class MatchExample(Strict):
-    """A line the rule must match, with the fields it must extract (a subset)."""
+class LineExample(Strict):
+    """A line a rule must match."""
 
     text: str
+
+
+ExampleT = TypeVar("ExampleT", bound=LineExample)
+
+
+class LineExamples(Strict, Generic[ExampleT]):
+    """Lines a rule must match (a bare string stands for the text alone) and must not match."""
+
+    match: list[ExampleT] = Field(min_length=1)
+    no_match: list[str] = Field(default_factory=list)
+
+    @field_validator("match", mode="before")
+    @classmethod
+    def _bare_text(cls, value: object) -> object:
+        if isinstance(value, list):
+            return [{"text": m} if isinstance(m, str) else m for m in value]
+        return value
+
+    def match_examples(self) -> list[ExampleT]:
+        return self.match
+
+
+class MatchExample(LineExample):
+    """A line the rule must match, with the fields it must extract (a subset)."""
+
     fields: dict[str, str] = Field(default_factory=dict)
 
 
-class Examples(Strict):
-    match: list[MatchExample | str] = Field(min_length=1)
-    no_match: list[str] = Field(default_factory=list)
-
-    def match_examples(self) -> list[MatchExample]:
-        return [MatchExample(text=m) if isinstance(m, str) else m for m in self.match]
+class Examples(LineExamples[MatchExample]):
+    """A log signature's examples."""
 
 
-class Rule(Strict):
-    """One log signature: where it applies, what it matches, what it means."""
+class LineRule(Strict):
+    """What every rule that recognises a line has: an id, cheap literals, a regex.
+
+    Log signatures (:class:`Rule`) and progress rules
+    (:class:`~resurrect.progress.models.ProgressRule`) both build on it.
+    """
 
     id: str
     description: str = ""
-    kinds: list[SignalKind] = Field(default_factory=lambda: [SignalKind.JOB_LOG], min_length=1)
     literal: list[str] = Field(min_length=1)
     pattern: str
-    fault_class: FaultClass | None = None
-    role: EvidenceRole = "diagnostic"
-    confidence: float = Field(default=0.5, ge=0.0, le=1.0)
-    fields: list[str] = Field(default_factory=list)
-    sets_host: bool = False
-    capture_previous: bool = False
-    examples: Examples
 
     @field_validator("id")
     @classmethod
@@ -85,11 +102,6 @@ class Rule(Strict):
         if not _ID.match(value):
             raise ValueError("id must be lower-case letters, digits, '.', '_' or '-'")
         return value
-
-    @field_validator("literal", mode="before")
-    @classmethod
-    def _literal_list(cls, value: object) -> object:
-        return [value] if isinstance(value, str) else value
 
     @field_validator("literal")
     @classmethod
@@ -107,6 +119,35 @@ class Rule(Strict):
         except re.error as exc:
             raise ValueError(f"pattern does not compile: {exc}") from exc
         return value
+
+
+RuleT = TypeVar("RuleT", bound=LineRule)
+
+
+class LinePack(Strict, Generic[RuleT]):
+    """One YAML file of line rules."""
+
+    pack: str
+    description: str = ""
+    rules: list[RuleT] = Field(min_length=1)
+
+
+class Rule(LineRule):
+    """One log signature: where it applies, what it matches, what it means."""
+
+    kinds: list[SignalKind] = Field(default_factory=lambda: [SignalKind.JOB_LOG], min_length=1)
+    fault_class: FaultClass | None = None
+    role: EvidenceRole = "diagnostic"
+    confidence: float = Field(default=0.5, ge=0.0, le=1.0)
+    fields: list[str] = Field(default_factory=list)
+    sets_host: bool = False
+    capture_previous: bool = False
+    examples: Examples
+
+    @field_validator("literal", mode="before")
+    @classmethod
+    def _literal_list(cls, value: object) -> object:
+        return [value] if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
@@ -126,9 +167,5 @@ class Rule(Strict):
         return self
 
 
-class RulePack(Strict):
-    """One YAML file of rules."""
-
-    pack: str
-    description: str = ""
-    rules: list[Rule] = Field(min_length=1)
+class RulePack(LinePack[Rule]):
+    """One YAML file of log signatures."""

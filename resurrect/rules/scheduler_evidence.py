@@ -25,6 +25,7 @@ from resurrect.contracts import (
     SignalKind,
 )
 from resurrect.plans.decide import restart_action
+from resurrect.rules.attribution import proposed_action
 
 STATE_CLASS: dict[JobState, FaultClass] = {
     JobState.NODE_FAIL: FaultClass.NODE_LOST,
@@ -138,13 +139,12 @@ def scheduler_diagnosis(evidence: Sequence[Evidence]) -> Diagnosis | None:
     ranked = sorted(roots, key=lambda e: _precedence(e.fault_class))
     fault = ranked[0].fault_class or FaultClass.UNKNOWN
     hosts = sorted({e.host for e in roots if e.host and e.fault_class is fault})
-    action = DEFAULT_ACTION[fault]
-    if action is RecoveryAction.DRAIN_AND_RESTART:
-        action = restart_action(fault, hosts)
+    confidence = 0.9 if hosts or fault in AUTHORITATIVE else 0.7
+    action, _ = proposed_action(fault, hosts, confidence)
     return Diagnosis(
         fault_class=fault,
         action=action,
-        confidence=0.9 if hosts or fault in AUTHORITATIVE else 0.7,
+        confidence=confidence,
         culprit_hosts=hosts,
         evidence=[e for e in evidence if e.fault_class is fault],
         summary=f"scheduler: {fault.value}" + (f" on {', '.join(hosts)}" if hosts else ""),

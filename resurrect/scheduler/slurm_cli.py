@@ -14,8 +14,8 @@ import asyncio
 import json
 import re
 from collections import Counter
-from collections.abc import Collection
-from typing import Any
+from collections.abc import Callable, Collection
+from typing import Any, TypeVar
 
 from resurrect.contracts import JobInfo, NodeInfo
 from resurrect.errors import JobNotFound, NodeNotFound, SchedulerError, SchedulerUnavailable
@@ -36,6 +36,7 @@ __all__ = ["SlurmCli", "drain_reason", "parse_slurm_version"]
 # More jobs than this without known owner fields (a watcher's first poll on a busy cluster)
 # are read with one full JSON read instead of a few commands each.
 BULK_OWNER_READ = 32
+Parsed = TypeVar("Parsed")
 # Jobs whose owner fields are read at the same time (each a few squeue calls on 22.05).
 OWNER_READS_AT_ONCE = 4
 OwnerFields = dict[str, Any]
@@ -118,24 +119,31 @@ class SlurmCli(VerifiedScheduler):
             return SchedulerUnavailable(f"{' '.join(argv)}: {text}; {first}")
         return mapped
 
-    async def list_jobs(self) -> list[JobInfo]:
-        """All jobs slurmctld knows, finished ones included until MinJobAge expires."""
+    async def _parsed_json(
+        self,
+        before_23: list[str],
+        since_23: list[str],
+        parse: Callable[[dict[str, Any]], Parsed],
+    ) -> Parsed:
+        """What ``parse`` reads from the JSON of ``before_23`` (Slurm 22) or ``since_23``."""
         major = (await self.version())[0]
-        argv = ["squeue", "--json"] if major < 23 else ["scontrol", "show", "job", "--json"]
+        argv = before_23 if major < 23 else since_23
         doc = await self._json(argv)
         try:
-            return parse_jobs(doc)
+            return parse(doc)
         except SlurmParseError as exc:
             raise SchedulerError(f"cannot parse {' '.join(argv)}: {exc}") from exc
 
+    async def list_jobs(self) -> list[JobInfo]:
+        """All jobs slurmctld knows, finished ones included until MinJobAge expires."""
+        return await self._parsed_json(
+            ["squeue", "--json"], ["scontrol", "show", "job", "--json"], parse_jobs
+        )
+
     async def list_nodes(self) -> list[NodeInfo]:
-        major = (await self.version())[0]
-        argv = ["sinfo", "--json"] if major < 23 else ["scontrol", "show", "node", "--json"]
-        doc = await self._json(argv)
-        try:
-            return parse_nodes(doc)
-        except SlurmParseError as exc:
-            raise SchedulerError(f"cannot parse {' '.join(argv)}: {exc}") from exc
+        return await self._parsed_json(
+            ["sinfo", "--json"], ["scontrol", "show", "node", "--json"], parse_nodes
+        )
 
     # ------------------------------------------------------------------ compact reads
     async def _job_rows(self, argv: list[str], *, missing_ok: bool = False) -> list[compact.JobRow]:

@@ -9,6 +9,8 @@ except ``job_id`` on the per-job gauges.
 from __future__ import annotations
 
 from opentelemetry import metrics
+from opentelemetry.metrics import Counter, Histogram
+from opentelemetry.metrics import _Gauge as Gauge
 
 METER = metrics.get_meter("resurrect")
 
@@ -16,91 +18,80 @@ METER = metrics.get_meter("resurrect")
 RECOVERY_BUCKETS = (0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 45, 60, 90, 120, 300, 600, 1800)
 FAST_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
-RECOVERIES = METER.create_counter(
-    "resurrect_recoveries",
-    unit="1",
-    description="Recoveries finished, by cluster, fault class and outcome",
+
+def _counter(name: str, description: str, unit: str = "1") -> Counter:
+    return METER.create_counter(name, unit=unit, description=description)
+
+
+def _gauge(name: str, description: str, unit: str = "1") -> Gauge:
+    return METER.create_gauge(name, unit=unit, description=description)
+
+
+def _seconds(name: str, description: str, buckets: tuple[float, ...]) -> Histogram:
+    """A histogram of durations in seconds, with ``buckets`` as its advised boundaries."""
+    return METER.create_histogram(
+        name, unit="s", description=description, explicit_bucket_boundaries_advisory=buckets
+    )
+
+
+RECOVERIES = _counter(
+    "resurrect_recoveries", "Recoveries finished, by cluster, fault class and outcome"
 )
-TIME_TO_DETECT = METER.create_histogram(
+TIME_TO_DETECT = _seconds(
     "resurrect_time_to_detect_seconds",
-    unit="s",
-    description="Earliest evidence of the fault until the recovery started",
-    explicit_bucket_boundaries_advisory=RECOVERY_BUCKETS,
+    "Earliest evidence of the fault until the recovery started",
+    RECOVERY_BUCKETS,
 )
-TIME_TO_RECOVER = METER.create_histogram(
+TIME_TO_RECOVER = _seconds(
     "resurrect_time_to_recover_seconds",
-    unit="s",
-    description="Recovery started until it ended (for a recovered job: running again)",
-    explicit_bucket_boundaries_advisory=RECOVERY_BUCKETS,
+    "Recovery started until it ended (for a recovered job: running again)",
+    RECOVERY_BUCKETS,
 )
-NODES_DRAINED = METER.create_counter(
-    "resurrect_nodes_drained", unit="1", description="Nodes drained by recoveries"
-)
-NODES_DRAINED_NOW = METER.create_gauge(
-    "resurrect_nodes_drained_now", unit="1", description="Nodes drained by resurrect right now"
-)
-NODES_RETURNED = METER.create_counter(
-    "resurrect_nodes_returned", unit="1", description="Nodes resurrect drained and resumed"
-)
-RESTARTS_CHARGED = METER.create_gauge(
+NODES_DRAINED = _counter("resurrect_nodes_drained", "Nodes drained by recoveries")
+NODES_DRAINED_NOW = _gauge("resurrect_nodes_drained_now", "Nodes drained by resurrect right now")
+NODES_RETURNED = _counter("resurrect_nodes_returned", "Nodes resurrect drained and resumed")
+RESTARTS_CHARGED = _gauge(
     "resurrect_restart_budget_used",
-    unit="1",
-    description="Restarts charged to the job's max_restarts budget before this recovery",
+    "Restarts charged to the job's max_restarts budget before this recovery",
 )
-STEP_DURATION = METER.create_histogram(
+STEP_DURATION = _seconds(
     "resurrect_step_duration_seconds",
-    unit="s",
-    description="Recovery activities (evidence, attribution, plan steps) by name and result",
-    explicit_bucket_boundaries_advisory=RECOVERY_BUCKETS,
+    "Recovery activities (evidence, attribution, plan steps) by name and result",
+    RECOVERY_BUCKETS,
 )
-SENSOR_LAG = METER.create_histogram(
+SENSOR_LAG = _seconds(
     "resurrect_sensor_lag_seconds",
-    unit="s",
-    description="A sensor's observation of a fault until its report reached Temporal",
-    explicit_bucket_boundaries_advisory=FAST_BUCKETS,
+    "A sensor's observation of a fault until its report reached Temporal",
+    FAST_BUCKETS,
 )
-REPORTS = METER.create_counter(
-    "resurrect_interruption_reports", unit="1", description="Interruptions reported, by source"
+REPORTS = _counter("resurrect_interruption_reports", "Interruptions reported, by source")
+WATCHER_POLL = _seconds(
+    "resurrect_watcher_poll_seconds", "One Slurm watcher poll (jobs and nodes)", FAST_BUCKETS
 )
-WATCHER_POLL = METER.create_histogram(
-    "resurrect_watcher_poll_seconds",
-    unit="s",
-    description="One Slurm watcher poll (jobs and nodes)",
-    explicit_bucket_boundaries_advisory=FAST_BUCKETS,
-)
-SCHEDULER_COMMAND = METER.create_histogram(
+SCHEDULER_COMMAND = _seconds(
     "resurrect_scheduler_command_seconds",
-    unit="s",
-    description="One Slurm command (squeue, sinfo, scontrol ...)",
-    explicit_bucket_boundaries_advisory=FAST_BUCKETS,
+    "One Slurm command (squeue, sinfo, scontrol ...)",
+    FAST_BUCKETS,
 )
-SCHEDULER_BYTES = METER.create_counter(
-    "resurrect_scheduler_output_bytes",
-    unit="By",
-    description="Bytes Slurm commands printed (what polling costs)",
+SCHEDULER_BYTES = _counter(
+    "resurrect_scheduler_output_bytes", "Bytes Slurm commands printed (what polling costs)", "By"
 )
-FOLLOWER_LAG = METER.create_histogram(
+FOLLOWER_LAG = _seconds(
     "resurrect_follower_lag_seconds",
-    unit="s",
-    description="A job output file's last write until the log follower read it",
-    explicit_bucket_boundaries_advisory=FAST_BUCKETS,
+    "A job output file's last write until the log follower read it",
+    FAST_BUCKETS,
 )
-FOLLOWER_BYTES = METER.create_counter(
-    "resurrect_follower_read_bytes", unit="By", description="Job output bytes the follower read"
+FOLLOWER_BYTES = _counter(
+    "resurrect_follower_read_bytes", "Job output bytes the follower read", "By"
 )
-AGENT_HEARTBEATS = METER.create_counter(
-    "resurrect_agent_heartbeats", unit="1", description="Node agent heartbeats sent, by result"
-)
-AGENT_READINGS = METER.create_counter(
-    "resurrect_agent_readings", unit="1", description="Node agent readings taken, by kind"
-)
-JOB_GOODPUT = METER.create_gauge(
+AGENT_HEARTBEATS = _counter("resurrect_agent_heartbeats", "Node agent heartbeats sent, by result")
+AGENT_READINGS = _counter("resurrect_agent_readings", "Node agent readings taken, by kind")
+JOB_GOODPUT = _gauge(
     "resurrect_job_goodput_ratio",
-    unit="1",
-    description="Productive time over wall time of an opted-in job (recent or interrupted)",
+    "Productive time over wall time of an opted-in job (recent or interrupted)",
 )
-JOB_LOST = METER.create_gauge(
+JOB_LOST = _gauge(
     "resurrect_job_lost_seconds",
-    unit="s",
-    description="A job's lost time by part (detection, recovery, queue, recompute, startup)",
+    "A job's lost time by part (detection, recovery, queue, recompute, startup)",
+    "s",
 )

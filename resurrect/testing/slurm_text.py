@@ -122,6 +122,10 @@ def _matches_id(job: JsonObj, wanted: list[str]) -> bool:
     return bool(names & set(wanted))
 
 
+# what slurmctld answers for a job id it does not know
+_INVALID_JOB_ID = (1, "", "slurm_load_jobs error: Invalid job id specified")
+
+
 class SlurmText:
     """Answers Slurm client argv from JSON documents: ``(returncode, stdout, stderr)``.
 
@@ -139,26 +143,31 @@ class SlurmText:
         args = list(argv)
         if args[:2] == ["squeue", "--json"] or args == ["scontrol", "show", "job", "--json"]:
             return 0, json.dumps({"jobs": self.jobs, "errors": []}), ""
-        if args[:4] == ["scontrol", "show", "job", "--json"] and len(args) == 5:
-            chosen = [j for j in self.jobs if _matches_id(j, [args[4]])]
-            if not chosen:
-                return 1, "", "slurm_load_jobs error: Invalid job id specified"
-            return 0, json.dumps({"jobs": chosen, "errors": []}), ""
+        if (
+            args[:3] == ["scontrol", "show", "job"]
+            and len(args) == 5
+            and args[3] in ("--json", "-o")
+        ):
+            return self._show_job(args[4], as_json=args[3] == "--json")
         if args[:2] == ["sinfo", "--json"] or args == ["scontrol", "show", "node", "--json"]:
             return 0, json.dumps({"nodes": self.nodes, "errors": []}), ""
-        if args[:4] == ["scontrol", "show", "job", "-o"] and len(args) == 5:
-            chosen = [j for j in self.jobs if _matches_id(j, [args[4]])]
-            if not chosen:
-                return 1, "", "slurm_load_jobs error: Invalid job id specified"
-            comment = _text(chosen[0].get("admin_comment"))
-            # the fields around it as 22.05 prints them (one line: two spaces between lines)
-            shown = f" AdminComment={comment} " if comment else " "
-            return 0, f"JobId={args[4]} WorkDir=/tmp{shown} StdErr=/dev/null\n", ""
         if args[:2] == ["squeue", "-h"]:
             return self._squeue(args)
         if args[:3] == ["sinfo", "-h", "-N"]:
             return self._sinfo(args)
         return None
+
+    def _show_job(self, job_id: str, *, as_json: bool) -> tuple[int, str, str]:
+        """``scontrol show job --json ID`` or ``scontrol show job -o ID``."""
+        chosen = [j for j in self.jobs if _matches_id(j, [job_id])]
+        if not chosen:
+            return _INVALID_JOB_ID
+        if as_json:
+            return 0, json.dumps({"jobs": chosen, "errors": []}), ""
+        comment = _text(chosen[0].get("admin_comment"))
+        # the fields around it as 22.05 prints them (one line: two spaces between lines)
+        shown = f" AdminComment={comment} " if comment else " "
+        return 0, f"JobId={job_id} WorkDir=/tmp{shown} StdErr=/dev/null\n", ""
 
     def _squeue(self, args: list[str]) -> tuple[int, str, str]:
         wanted = _option(args, "jobs")
@@ -167,7 +176,7 @@ class SlurmText:
         if wanted is not None:
             jobs = [j for j in jobs if _matches_id(j, wanted)]
             if not jobs and len(wanted) == 1:
-                return 1, "", "slurm_load_jobs error: Invalid job id specified"
+                return _INVALID_JOB_ID
         if states is not None and states != ["all"]:
             jobs = [j for j in jobs if _state(j) in {s.upper() for s in states}]
         for field, tail in compact.OWNER_FIELDS.items():

@@ -14,6 +14,7 @@ from resurrect.node_health_contracts import (
     NodeSilent,
     node_health_workflow_id,
 )
+from resurrect.records import carry_over
 from resurrect.sensors.liveness.collector import LivenessChange
 
 
@@ -28,15 +29,7 @@ def change_signal(change: LivenessChange) -> tuple[str, NodeHeartbeat | NodeSile
             silent_for_s=change.silent_for_s,
             silence_threshold_s=beat.silence_threshold_s,
         )
-    return HEARTBEAT_SIGNAL, NodeHeartbeat(
-        node=beat.node,
-        seq=beat.seq,
-        sent_at=beat.sent_at,
-        gpus=beat.gpus,
-        nvml=beat.nvml,
-        silence_threshold_s=beat.silence_threshold_s,
-        watched_by_collector=True,
-    )
+    return HEARTBEAT_SIGNAL, carry_over(beat, NodeHeartbeat, watched_by_collector=True)
 
 
 class TemporalForwarder:

@@ -13,7 +13,6 @@ import argparse
 import asyncio
 import json
 import logging
-import os
 import signal
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from resurrect.cli import exit_now
 from resurrect.config import AgentSettings
 from resurrect.errors import ConfigError
 from resurrect.rules.engine import LineScanner
@@ -132,6 +132,17 @@ def _kernel_source(settings: AgentSettings) -> KernelLogSource | None:
     return KernelLogSource(kmsg_path=settings.kmsg_path, journal_argv=settings.journal_argv)
 
 
+def _agent(settings: AgentSettings, engine: LineScanner, reporter: AgentReporter) -> NodeAgent:
+    """An agent on this node's NVML and (when enabled) kernel log."""
+    return NodeAgent(
+        settings,
+        nvml=load_pynvml(),
+        engine=engine,
+        reporter=reporter,
+        kernel_log=_kernel_source(settings),
+    )
+
+
 def _check(args: argparse.Namespace) -> int:
     settings, config = _settings(args)
     nvml = load_pynvml()
@@ -192,13 +203,7 @@ def _readings(args: argparse.Namespace) -> int:
 async def _watch(
     settings: AgentSettings, engine: LineScanner, reporter: AgentReporter, seconds: float
 ) -> None:
-    agent = NodeAgent(
-        settings,
-        nvml=load_pynvml(),
-        engine=engine,
-        reporter=reporter,
-        kernel_log=_kernel_source(settings),
-    )
+    agent = _agent(settings, engine, reporter)
     stop = asyncio.Event()
     asyncio.get_running_loop().call_later(seconds, stop.set)
     await agent.run(stop)
@@ -218,9 +223,7 @@ def _run(args: argparse.Namespace) -> int:
         start_telemetry(config.telemetry, "agent")  # no endpoint unless telemetry.agent_port
     rc = asyncio.run(_serve(settings, config, engine, print_only=args.print_only))
     if not args.print_only:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(rc)  # temporalio sdk-python#300: avoid a crash at interpreter exit
+        exit_now(rc)
     return rc
 
 
@@ -244,13 +247,7 @@ async def _serve(
             from resurrect.sensors.node_agent.collector_reporter import collector_reporter
 
             reporter = collector_reporter(settings, cluster=config.cluster.name, fallback=reporter)
-    agent = NodeAgent(
-        settings,
-        nvml=load_pynvml(),
-        engine=engine,
-        reporter=reporter,
-        kernel_log=_kernel_source(settings),
-    )
+    agent = _agent(settings, engine, reporter)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

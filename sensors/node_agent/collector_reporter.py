@@ -20,6 +20,7 @@ from collections.abc import Callable
 from resurrect.config import AgentSettings
 from resurrect.errors import ConfigError
 from resurrect.node_health_contracts import AgentStopped, NodeFindings, NodeHeartbeat
+from resurrect.records import carry_over
 from resurrect.sensors.liveness.wire import Beat, WireError, load_key, open_ack, seal
 from resurrect.sensors.node_agent.reporters import AgentReporter
 
@@ -86,16 +87,8 @@ class CollectorReporter:
                 self._last_ack = self._clock()
 
     def _beat(self, beat: NodeHeartbeat, *, stopping: bool = False) -> Beat:
-        return Beat(
-            cluster=self._cluster,
-            node=beat.node,
-            instance=self.instance,
-            seq=beat.seq,
-            sent_at=beat.sent_at,
-            gpus=beat.gpus,
-            nvml=beat.nvml,
-            silence_threshold_s=beat.silence_threshold_s,
-            stopping=stopping,
+        return carry_over(
+            beat, Beat, cluster=self._cluster, instance=self.instance, stopping=stopping
         )
 
     async def heartbeat(self, beat: NodeHeartbeat) -> None:

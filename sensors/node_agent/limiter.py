@@ -7,6 +7,7 @@ from collections import deque
 from collections.abc import Callable
 
 from resurrect.contracts import Evidence
+from resurrect.throttle import OncePerWindow
 
 
 def finding_key(evidence: Evidence) -> tuple[str, str]:
@@ -26,10 +27,9 @@ class FindingLimiter:
         max_per_minute: int,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._window = window_s
         self._max = max_per_minute
         self._clock = clock
-        self._last: dict[tuple[str, str], float] = {}
+        self._reported: OncePerWindow[tuple[str, str]] = OncePerWindow(window_s)
         self._recent: deque[float] = deque()
         self.duplicates = 0
         self.rate_limited = 0
@@ -38,8 +38,7 @@ class FindingLimiter:
         """Whether to report ``evidence`` now (and remember that it was)."""
         now = self._clock()
         key = finding_key(evidence)
-        last = self._last.get(key)
-        if last is not None and now - last < self._window:
+        if self._reported.holds_back(key, now):
             self.duplicates += 1
             return False
         while self._recent and now - self._recent[0] >= 60.0:
@@ -48,7 +47,5 @@ class FindingLimiter:
             self.rate_limited += 1
             return False
         self._recent.append(now)
-        self._last[key] = now
-        if len(self._last) > 4096:  # bound memory: forget keys older than the window
-            self._last = {k: t for k, t in self._last.items() if now - t < self._window}
+        self._reported.let_through(key, now)
         return True

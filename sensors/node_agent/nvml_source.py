@@ -220,13 +220,15 @@ class NvmlSource:
             out.append(self._lost(gpu))
         return out
 
-    def _call(self, gpu: Gpu, metric: str, out: list[Reading], fn: Callable[[], Any]) -> Any:
-        """Run one NVML call for ``metric``; None when it has nothing to say."""
+    def _call(
+        self, gpu: Gpu, metric: str, out: list[Reading], fn: Callable[[api.NvmlApi], Any]
+    ) -> Any:
+        """Run one NVML call ``fn(nvml)`` for ``metric``; None when it has nothing to say."""
         if metric in gpu.unsupported:
             return None
         nvml = self._require()
         try:
-            return fn()
+            return fn(nvml)
         except nvml.NVMLError as exc:
             code = api.error_code(exc)
             if code == api.NVML_ERROR_GPU_IS_LOST:
@@ -240,12 +242,11 @@ class NvmlSource:
             return None
 
     def _ecc(self, gpu: Gpu, out: list[Reading]) -> None:
-        nvml = self._require()
         volatile = self._call(
             gpu,
             "ecc",
             out,
-            lambda: nvml.nvmlDeviceGetTotalEccErrors(
+            lambda nvml: nvml.nvmlDeviceGetTotalEccErrors(
                 gpu.handle, api.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, api.NVML_VOLATILE_ECC
             ),
         )
@@ -255,7 +256,7 @@ class NvmlSource:
             gpu,
             "ecc_aggregate",
             out,
-            lambda: nvml.nvmlDeviceGetTotalEccErrors(
+            lambda nvml: nvml.nvmlDeviceGetTotalEccErrors(
                 gpu.handle, api.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, api.NVML_AGGREGATE_ECC
             ),
         )
@@ -265,12 +266,11 @@ class NvmlSource:
         out.append(self._reading(gpu, "ecc", "ecc", values))
 
     def _retired_pages(self, gpu: Gpu, out: list[Reading]) -> None:
-        nvml = self._require()
         pending = self._call(
             gpu,
             "retired_pages",
             out,
-            lambda: nvml.nvmlDeviceGetRetiredPagesPendingStatus(gpu.handle),
+            lambda nvml: nvml.nvmlDeviceGetRetiredPagesPendingStatus(gpu.handle),
         )
         if pending is None:
             return
@@ -278,8 +278,9 @@ class NvmlSource:
         out.append(self._reading(gpu, "retired_pages", "retired_pages", values))
 
     def _row_remap(self, gpu: Gpu, out: list[Reading]) -> None:
-        nvml = self._require()
-        rows = self._call(gpu, "row_remap", out, lambda: nvml.nvmlDeviceGetRemappedRows(gpu.handle))
+        rows = self._call(
+            gpu, "row_remap", out, lambda nvml: nvml.nvmlDeviceGetRemappedRows(gpu.handle)
+        )
         if rows is None:
             return
         correctable, uncorrectable, pending, failure = (int(value) for value in rows)
@@ -292,12 +293,11 @@ class NvmlSource:
         out.append(self._reading(gpu, "row_remap", "row_remap", values))
 
     def _recovery_action(self, gpu: Gpu, out: list[Reading]) -> None:
-        nvml = self._require()
         fields = self._call(
             gpu,
             "recovery_action",
             out,
-            lambda: nvml.nvmlDeviceGetFieldValues(
+            lambda nvml: nvml.nvmlDeviceGetFieldValues(
                 gpu.handle, [api.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION]
             ),
         )
@@ -323,7 +323,7 @@ class NvmlSource:
         if getter is None:
             gpu.unsupported.add("clocks")
             return
-        mask = self._call(gpu, "clocks", out, lambda: getter(gpu.handle))
+        mask = self._call(gpu, "clocks", out, lambda _nvml: getter(gpu.handle))
         if mask is None:
             return
         names = [name for bit, name in api.CLOCK_EVENT_REASONS.items() if int(mask) & bit]

@@ -41,4 +41,4 @@ def test_memory_stays_bounded_under_a_flood_of_hostile_jobs() -> None:
     finally:
         logging.disable(logging.NOTSET)
     assert len(notes.latest) <= MAX_JOBS
-    assert len(notes._logged_at) <= MAX_JOBS + 1
+    assert len(notes._logged) <= MAX_JOBS + 1
