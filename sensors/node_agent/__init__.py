@@ -1,25 +1,11 @@
 """The node agent: watches a GPU node's health and reports it to the control plane.
 
-Plugin authors and the worker import from here; :data:`__all__` is the public surface.
+Plugin authors and the worker import from here; :data:`__all__` is the public surface. What
+the agent sends to the control plane (heartbeats, findings, the node-health workflow's names)
+is a contract of that workflow: :mod:`resurrect.node_health_contracts`.
 """
 
 from resurrect.config import AgentSettings
-from resurrect.node_health_contracts import (
-    AGENT_STOPPED_SIGNAL,
-    FINDINGS_SIGNAL,
-    HEALTH_QUERY,
-    HEARTBEAT_SIGNAL,
-    NODE_HEALTH_WORKFLOW,
-    REPORT_NODE_FAULT_ACTIVITY,
-    AgentStopped,
-    NodeFaultReport,
-    NodeFaultResult,
-    NodeFindings,
-    NodeHealth,
-    NodeHealthInput,
-    NodeHeartbeat,
-    node_health_workflow_id,
-)
 from resurrect.rules.engine import LineScanner
 from resurrect.sensors.node_agent.agent import NodeAgent
 from resurrect.sensors.node_agent.classify import classify
@@ -38,15 +24,8 @@ from resurrect.sensors.node_agent.reporters import (
 )
 
 __all__ = [
-    "AGENT_STOPPED_SIGNAL",
-    "FINDINGS_SIGNAL",
-    "HEALTH_QUERY",
-    "HEARTBEAT_SIGNAL",
-    "NODE_HEALTH_WORKFLOW",
-    "REPORT_NODE_FAULT_ACTIVITY",
     "AgentReporter",
     "AgentSettings",
-    "AgentStopped",
     "DeliveryError",
     "FakeGpu",
     "FakeNvml",
@@ -55,12 +34,6 @@ __all__ = [
     "KernelLogSource",
     "LineScanner",
     "NodeAgent",
-    "NodeFaultReport",
-    "NodeFaultResult",
-    "NodeFindings",
-    "NodeHealth",
-    "NodeHealthInput",
-    "NodeHeartbeat",
     "NodeVerdict",
     "NvmlApi",
     "NvmlSource",
@@ -70,7 +43,6 @@ __all__ = [
     "TemporalReporter",
     "classify",
     "load_pynvml",
-    "node_health_workflow_id",
     "run_check",
     "verdict_from",
 ]
