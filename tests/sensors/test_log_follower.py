@@ -10,6 +10,7 @@ import pytest
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import Evidence, FaultClass, Interruption, JobInfo, JobState, SignalKind
+from resurrect.plans.decide import HANG_HISTORY_RULE
 from resurrect.progress.hang import HangSuspicion
 from resurrect.progress.watch import HangReport
 from resurrect.sensors.log_follower import FollowedFile, JobLogFollower
@@ -279,11 +280,12 @@ def test_a_node_that_is_the_culprit_in_hangs_of_two_jobs_is_named_a_suspect() ->
     suspicion = HangSuspicion(6.0, 5.0, "train", 1.0, 0.1, 30)
     report = HangReport("stalled", suspicion, verdict, [])
     follower = JobLogFollower(FakeScheduler.with_nodes(2), CONFIG, KeywordEngine(), _no_report)
-    assert follower._implicate(report, "21") == ""
-    assert follower._implicate(report, "21") == ""  # the same job again: still one job
-    assert "node node2 is a suspect: culprit in hangs of jobs 21, 22" in follower._implicate(
-        report, "22"
-    )
+    [first] = follower._implicate(report, "21")
+    assert (first.rule, first.host, first.fields["jobs"]) == (HANG_HISTORY_RULE, "node2", "21")
+    [again] = follower._implicate(report, "21")  # the same job again: still one job
+    assert again.fields["jobs"] == "21"
+    [both] = follower._implicate(report, "22")
+    assert both.fields["jobs"] == "21,22" and both.source == "sensor"
 
 
 async def _no_report(i: Interruption) -> None:

@@ -406,3 +406,71 @@ async def test_reports_of_other_sensors_reach_attribution_deduplicated(run: Run)
     assert outcome.outcome == "recovered"
     assert phase == "done" and status.plan == "drain-and-restart"
     assert status.fault_class == "gpu.hardware" and status.state.drained_nodes == ["node1"]
+
+
+# ---------------------------------------------------------------------------------------
+# hangs (decide.py rules 7 and 8): where the ladder takes a stalled job
+
+
+def hang_stage(*reported: Evidence) -> Stage:
+    """Job 100 hung, its ranks' stacks naming rank 1 on node2; ``reported``: what the
+    follower sent with its report."""
+    scripted = stage(FaultClass.JOB_HANG, culprits=("node2",), state=JobState.RUNNING)
+    interruption = scripted.bundle.interruption.model_copy(update={"evidence": list(reported)})
+    scripted.bundle = scripted.bundle.model_copy(update={"interruption": interruption})
+    return scripted
+
+
+async def test_a_hang_without_hardware_evidence_restarts_in_place_charged(run: Run) -> None:
+    scripted = hang_stage()
+    outcome = await recover(run, scripted)
+    assert scripted.steps_run == [
+        "recovery.verify_checkpoint",
+        "recovery.requeue_job",
+        "recovery.wait_running",
+    ]
+    assert outcome.outcome == "recovered" and outcome.drained_nodes == []
+    assert outcome.action is RecoveryAction.RESTART
+    [requeue] = scripted.inputs["recovery.requeue_job"]
+    assert requeue.decision.exclude_nodes == []  # in place: the same nodes may run it
+    handle = run.env.client.get_workflow_handle(outcome.workflow_id)
+    attributes = (await handle.describe()).typed_search_attributes
+    assert attributes.get(sa.BUDGET_CHARGED) is True
+
+
+async def test_a_hang_whose_culprit_node_is_throttled_drains_it_free(run: Run) -> None:
+    throttled = Evidence(
+        kind=SignalKind.GPU_METRIC,
+        text="nvml gpu=0 pci=0000:3b:00 clocks event_reasons=hw_thermal_slowdown",
+        rule="gpu.clocks.hw_slowdown",
+        role="diagnostic",
+        fault_class=FaultClass.JOB_STRAGGLER,
+        host="node2",
+        source="node_agent",
+    )
+    scripted = hang_stage(throttled)
+    scripted.charged = 2  # the budget is spent: a free restart still happens
+    outcome = await recover(run, scripted)
+    assert scripted.steps_run[0] == "recovery.drain_nodes"
+    assert outcome.outcome == "recovered" and outcome.drained_nodes == ["node2"]
+    assert outcome.action is RecoveryAction.DRAIN_AND_RESTART
+    assert any(
+        "culprit node2 has hardware evidence from the node agent" in n for n in outcome.notes
+    )
+    handle = run.env.client.get_workflow_handle(outcome.workflow_id)
+    attributes = (await handle.describe()).typed_search_attributes
+    assert attributes.get(sa.BUDGET_CHARGED) is None
+
+
+async def test_a_node_that_hung_other_jobs_is_flagged_in_the_recovery(run: Run) -> None:
+    history = Evidence(
+        kind=SignalKind.PROGRESS,
+        text="node node2 was the hang culprit of jobs 100, 97",
+        rule="progress.hang_history",
+        host="node2",
+        fields={"jobs": "100,97", "window_s": "604800"},
+        source="sensor",
+    )
+    outcome = await recover(run, hang_stage(history))
+    assert outcome.drained_nodes == []
+    assert any("node node2 flagged as suspect" in n and "jobs 97" in n for n in outcome.notes)
