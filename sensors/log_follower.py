@@ -408,7 +408,10 @@ class JobLogFollower:
                 node = decision.finding.node
                 suspects, _ = match_job_nodes([node] if node else [], followed.job.nodes)
                 fault, reason = FaultClass.JOB_STRAGGLER, decision.note
-                evidence = straggler_evidence(decision)
+                evidence = [
+                    *straggler_evidence(decision),
+                    *followed.progress.gpu_evidence([decision.finding.rank]),
+                ]
         else:
             silent_s = await asyncio.to_thread(self._hung_for, followed)
             if silent_s is None:

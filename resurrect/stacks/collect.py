@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 from resurrect.errors import StackDumpError
+from resurrect.sensors.node_agent.gpu_activity import LocalGpus, RankGpu, rank_gpu_activity
 from resurrect.stacks.classify import RankStack
 from resurrect.stacks.processes import (
     JobRank,
@@ -36,6 +37,8 @@ class RankAccess(Protocol):
     def stacks(self) -> list[RankStack]: ...
 
     def waits(self) -> list[RankWait]: ...
+
+    def gpus(self) -> list[RankGpu]: ...
 
 
 def _one(process: RankProcess, timeout_s: float) -> RankStack:
@@ -81,6 +84,7 @@ class _SharedScan:
 
 
 _SHARED_SCAN = _SharedScan()
+_LOCAL_GPUS = LocalGpus()
 
 
 class LocalRanks:
@@ -94,6 +98,14 @@ class LocalRanks:
     def stacks(self) -> list[RankStack]:
         return collect_job_stacks(self.job_id, restart_count=self.restart_count)
 
+    def _processes(self) -> list[RankProcess]:
+        return ranks_of(_SHARED_SCAN.get(), self.job_id, self.restart_count)
+
     def waits(self) -> list[RankWait]:
-        processes: list[RankProcess] = ranks_of(_SHARED_SCAN.get(), self.job_id, self.restart_count)
+        processes = self._processes()
         return sample_waits({p.pid: (p.rank, p.node) for p in processes if p.rank is not None})
+
+    def gpus(self) -> list[RankGpu]:
+        """Each rank's GPU activity (NVML of this machine, Slurm's GPU binding)."""
+        gpus = _LOCAL_GPUS.read()
+        return rank_gpu_activity(self._processes(), gpus) if gpus else []

@@ -14,6 +14,7 @@ from resurrect.plans.decide import HANG_HISTORY_RULE
 from resurrect.progress.hang import HangSuspicion
 from resurrect.progress.watch import HangReport
 from resurrect.sensors.log_follower import FollowedFile, JobLogFollower
+from resurrect.sensors.node_agent.gpu_activity import RankGpu
 from resurrect.stacks.classify import RankStack, judge
 from resurrect.stacks.pyspy_text import parse_pyspy_dump
 from resurrect.stacks.sampling import RankWait
@@ -207,6 +208,9 @@ class StoppedRankOne:
         return stacks
 
     def waits(self) -> list[RankWait]:
+        return []
+
+    def gpus(self) -> list[RankGpu]:
         return []
 
 
