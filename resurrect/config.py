@@ -178,6 +178,9 @@ class WatcherSettings(Section):
     # A node that was the culprit of hangs of different jobs within this window is flagged
     # as a suspect in their recoveries (docs/hangs-and-stragglers.md).
     hang_suspect_window_s: float = Field(default=7 * 24 * 3600.0, gt=0)
+    # Where the stacks of a suspected job's ranks are read: "local" (the ranks run on this
+    # machine: the local cluster) or "agents" (each node's agent, through Temporal).
+    stack_probes: Literal["local", "agents"] = "local"
 
 
 class LivenessSettings(Section):

@@ -209,6 +209,7 @@ class ProgressWatch:
         if verdict is not None:  # the agent's word on the culprits' GPUs, as it was lately
             culprits = [c.rank for c in verdict.culprits if c.rank is not None]
             evidence.extend(self.gpu_evidence(culprits))
+        evidence.extend(self.ranks.evidence())  # NCCL RAS, or why not
         return HangReport(reason, suspicion, verdict, evidence)
 
 

@@ -14,9 +14,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
+from resurrect.contracts import Evidence
 from resurrect.errors import StackDumpError
 from resurrect.sensors.node_agent.gpu_activity import LocalGpus, RankGpu, rank_gpu_activity
 from resurrect.stacks.classify import RankStack
+from resurrect.stacks.nccl_ras import query_ras
 from resurrect.stacks.processes import (
     JobRank,
     RankProcess,
@@ -40,6 +42,10 @@ class RankAccess(Protocol):
 
     def gpus(self) -> list[RankGpu]: ...
 
+    def evidence(self) -> list[Evidence]:
+        """What the last ``stacks()`` found besides stacks (NCCL RAS findings, or why not)."""
+        ...
+
 
 def _one(process: RankProcess, timeout_s: float) -> RankStack:
     pid, rank, node, world = process.pid, process.rank, process.node, process.world_size
@@ -55,10 +61,19 @@ def _one(process: RankProcess, timeout_s: float) -> RankStack:
 
 
 def collect_job_stacks(
-    job_id: str, *, restart_count: int | None = None, timeout_s: float = 15.0
+    job_id: str,
+    *,
+    restart_count: int | None = None,
+    timeout_s: float = 15.0,
+    node: str | None = None,
 ) -> list[RankStack]:
-    """The stacks of every rank of the job visible here; each dump bounded by ``timeout_s``."""
+    """The stacks of every rank of the job visible here; each dump bounded by ``timeout_s``.
+
+    ``node``: only the ranks Slurm started as that node (``SLURMD_NODENAME``), when any
+    was (several Slurm nodes on one machine, as on the local cluster); else all of them."""
     processes = job_rank_processes(job_id, restart_count=restart_count)
+    if node is not None:
+        processes = [p for p in processes if p.node == node] or processes
     if not processes:
         return []
     with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(processes))) as pool:
@@ -94,9 +109,16 @@ class LocalRanks:
     def __init__(self, job_id: str, restart_count: int | None = None) -> None:
         self.job_id = job_id
         self.restart_count = restart_count
+        self._evidence: list[Evidence] = []
 
     def stacks(self) -> list[RankStack]:
-        return collect_job_stacks(self.job_id, restart_count=self.restart_count)
+        stacks = collect_job_stacks(self.job_id, restart_count=self.restart_count)
+        nodes = sorted({s.node for s in stacks if s.node})
+        self._evidence = query_ras().evidence(", ".join(nodes) or None) if stacks else []
+        return stacks
+
+    def evidence(self) -> list[Evidence]:
+        return list(self._evidence)
 
     def _processes(self) -> list[RankProcess]:
         return ranks_of(_SHARED_SCAN.get(), self.job_id, self.restart_count)

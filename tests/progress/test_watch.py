@@ -10,7 +10,7 @@ from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
 
-from resurrect.contracts import FaultClass, ProgressPolicy, SignalKind
+from resurrect.contracts import Evidence, FaultClass, ProgressPolicy, SignalKind
 from resurrect.progress.tracker import ProgressTracker
 from resurrect.progress.watch import PROBE_EVERY_S, ProgressWatch, straggler_evidence
 from resurrect.sensors.node_agent.gpu_activity import GpuActivity, RankGpu
@@ -41,6 +41,9 @@ class FakeRanks:
 
     def waits(self) -> list[RankWait]:
         return self.waiting
+
+    def evidence(self) -> list[Evidence]:
+        return []
 
     def gpus(self) -> list[RankGpu]:
         return self.gpu_activity

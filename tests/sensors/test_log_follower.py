@@ -210,6 +210,9 @@ class StoppedRankOne:
     def waits(self) -> list[RankWait]:
         return []
 
+    def evidence(self) -> list[Evidence]:
+        return []
+
     def gpus(self) -> list[RankGpu]:
         return []
 

@@ -1,0 +1,136 @@
+"""A job's ranks on a real cluster: their stacks read by each node's agent, on request.
+
+:class:`AgentRanks` is the follower's :class:`~resurrect.stacks.collect.RankAccess` where the
+ranks run on other machines: ``stacks()`` starts one
+:class:`~resurrect.workflows.stack_probe.StackProbeWorkflow` per node of the job, on that
+node's agent's task queue, all at once, and joins their answers. A node whose agent does not
+answer within the bound contributes no ranks (the verdict then sees ranks missing and
+confirms nothing from stacks). Per-rank wait sampling needs the ranks' ``/proc`` and is not
+done remotely (stragglers come from printed step times there); GPU activity comes with the
+agents' own readings.
+
+``stacks()`` is called from the follower's probe threads: the workflows are started on the
+follower's event loop (``loop``) and waited for from the calling thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+
+from temporalio.client import Client
+from temporalio.common import WorkflowIDReusePolicy
+
+from resurrect.contracts import Evidence, JobInfo
+from resurrect.sensors.node_agent.gpu_activity import RankGpu
+from resurrect.stacks.classify import RankStack
+from resurrect.stacks.probe import (
+    STACK_PROBE_WORKFLOW,
+    StackProbeRequest,
+    StackProbeResult,
+    agent_task_queue,
+)
+from resurrect.stacks.sampling import RankWait
+
+log = logging.getLogger(__name__)
+_PROBE_NUMBERS = itertools.count(1)
+
+
+class AgentRanks:
+    def __init__(
+        self,
+        client: Client,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        cluster: str,
+        job_id: str,
+        restart_count: int | None,
+        nodes: Sequence[str],
+        timeout_s: float = 15.0,
+    ) -> None:
+        self.client = client
+        self.loop = loop
+        self.cluster = cluster
+        self.job_id = job_id
+        self.restart_count = restart_count
+        self.nodes = list(dict.fromkeys(nodes))
+        self.timeout_s = timeout_s
+        self._evidence: list[Evidence] = []
+
+    @property
+    def bound_s(self) -> float:
+        """How long a node's agent has to answer a probe (start, dumps, RAS)."""
+        return self.timeout_s * 3 + 20
+
+    async def _probe(self, node: str, number: int) -> StackProbeResult | None:
+        request = StackProbeRequest(
+            cluster=self.cluster,
+            node=node,
+            job_id=self.job_id,
+            restart_count=self.restart_count,
+            timeout_s=self.timeout_s,
+        )
+        attempt = self.restart_count if self.restart_count is not None else "any"
+        try:
+            result: StackProbeResult = await self.client.execute_workflow(
+                STACK_PROBE_WORKFLOW,
+                request,
+                id=f"stack-probe/{self.cluster}/{self.job_id}/{attempt}/{node}/{number}",
+                task_queue=agent_task_queue(self.cluster, node),
+                result_type=StackProbeResult,
+                execution_timeout=timedelta(seconds=self.bound_s),
+                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+            )
+        except Exception as exc:  # no agent there, or it failed: judged without this node
+            log.warning("stack probe of job %s on %s: no answer (%s)", self.job_id, node, exc)
+            return None
+        return result
+
+    async def probe_all(self) -> list[StackProbeResult | None]:
+        number = next(_PROBE_NUMBERS)
+        return await asyncio.gather(*(self._probe(node, number) for node in self.nodes))
+
+    def stacks(self) -> list[RankStack]:
+        future = asyncio.run_coroutine_threadsafe(self.probe_all(), self.loop)
+        results = future.result(timeout=self.bound_s + 10)
+        stacks: list[RankStack] = []
+        evidence: list[Evidence] = []
+        for result in results:
+            if result is None:
+                continue
+            stacks.extend(result.stacks())
+            evidence.extend(result.evidence)
+        self._evidence = evidence
+        return stacks
+
+    def evidence(self) -> list[Evidence]:
+        """What the last probe found besides the stacks (NCCL RAS, or why not)."""
+        return list(self._evidence)
+
+    def waits(self) -> list[RankWait]:
+        return []
+
+    def gpus(self) -> list[RankGpu]:
+        return []
+
+
+def agent_ranks(
+    client: Client, loop: asyncio.AbstractEventLoop, cluster: str
+) -> Callable[[JobInfo], AgentRanks]:
+    """The follower's rank access for ``watcher.stack_probes: agents``: each job's ranks
+    through its nodes' agents."""
+
+    def for_job(job: JobInfo) -> AgentRanks:
+        return AgentRanks(
+            client,
+            loop,
+            cluster=cluster,
+            job_id=job.job_id,
+            restart_count=job.restart_count,
+            nodes=job.nodes,
+        )
+
+    return for_job
