@@ -50,6 +50,7 @@ class AgentRanks:
         restart_count: int | None,
         nodes: Sequence[str],
         timeout_s: float = 15.0,
+        answer_within_s: float | None = None,
     ) -> None:
         self.client = client
         self.loop = loop
@@ -58,12 +59,9 @@ class AgentRanks:
         self.restart_count = restart_count
         self.nodes = list(dict.fromkeys(nodes))
         self.timeout_s = timeout_s
+        # how long a node's agent has to answer (start, dumps, RAS)
+        self.bound_s = answer_within_s or timeout_s * 3 + 20
         self._evidence: list[Evidence] = []
-
-    @property
-    def bound_s(self) -> float:
-        """How long a node's agent has to answer a probe (start, dumps, RAS)."""
-        return self.timeout_s * 3 + 20
 
     async def _probe(self, node: str, number: int) -> StackProbeResult | None:
         request = StackProbeRequest(
