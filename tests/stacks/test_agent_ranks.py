@@ -32,23 +32,18 @@ from resurrect.workflows.stack_probe import StackProbeWorkflow
 pytestmark = pytest.mark.temporal
 
 STACKS = Path(__file__).parent.parent / "fixtures" / "stacks"
+
+
+def probed(rank: int, node: str, state: str, fixture: str) -> ProbedRank:
+    text = (STACKS / fixture).read_text()
+    return ProbedRank(
+        rank=rank, node=node, pid=100 + rank, state=state, dump_text=text, world_size=3
+    )
+
+
 RANKS = {
-    "node1": ProbedRank(
-        rank=0,
-        node="node1",
-        pid=101,
-        state="S",
-        dump_text=(STACKS / "gloo-ddp-victim-rank0-native.txt").read_text(),
-        world_size=3,
-    ),
-    "node2": ProbedRank(
-        rank=1,
-        node="node2",
-        pid=202,
-        state="T",
-        dump_text=(STACKS / "gloo-ddp-stopped-rank1-nonblocking.txt").read_text(),
-        world_size=3,
-    ),
+    "node1": probed(0, "node1", "S", "gloo-ddp-victim-rank0-native.txt"),
+    "node2": probed(1, "node2", "T", "gloo-ddp-stopped-rank1-nonblocking.txt"),
 }
 
 
