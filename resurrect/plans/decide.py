@@ -250,6 +250,7 @@ def decide(
     charged_restarts: int,
     *,
     trust_job_output: bool = False,
+    probed_drain: bool = True,
 ) -> Choice:
     """The decision for one interrupted job attempt and the first plan whose rule matches it.
 
@@ -262,13 +263,19 @@ def decide(
     ``stop`` is then looked up, and its own override cannot matter (a stop requeues
     nothing, so nothing is charged). So at most one more lookup, never a loop.
 
-    ``trust_job_output`` restores the behaviour before rule 4, only to replay recoveries
-    recorded before it.
+    ``trust_job_output`` restores the behaviour before rule 4, ``probed_drain=False`` the
+    behaviour before rule 7 (a hang or a straggler always restarts in place), only to replay
+    recoveries recorded before them.
     """
     job, policy, mode = bundle.job, bundle.policy, bundle.mode
     reported = bundle.interruption.evidence
     restart = _restart(
-        diagnosis, job.nodes, job.excluded_nodes, bundle.nodes, trust_job_output, reported
+        diagnosis,
+        job.nodes,
+        job.excluded_nodes,
+        bundle.nodes,
+        trust_job_output,
+        reported if probed_drain else None,
     )
     decision = _charge(diagnosis, restart, None, charged_restarts, policy, trust_job_output)
     plan = select_plan(plans, diagnosis, decision.action, job, mode)
@@ -316,15 +323,16 @@ def _restart(
     job_excluded: Sequence[str],
     nodes: Sequence[NodeInfo],
     trust_job_output: bool,
-    reported: Sequence[Evidence] = (),
+    reported: Sequence[Evidence] | None = (),
 ) -> RecoveryDecision | None:
     """The restart, before the budget (None when the diagnosis stops or does nothing):
-    which nodes to drain (rules 3, 4, 7) and exclude (rule 5); ``reasons`` say why."""
+    which nodes to drain (rules 3, 4, 7) and exclude (rule 5); ``reasons`` say why.
+    ``reported`` None: rule 7 off (replaying recoveries recorded before it)."""
     if diagnosis.action in (RecoveryAction.STOP, RecoveryAction.NONE):
         return None
     reasons: list[str] = []
     drain: list[str] = []
-    if diagnosis.fault_class in PROBED_CLASSES and not trust_job_output:
+    if diagnosis.fault_class in PROBED_CLASSES and reported is not None and not trust_job_output:
         drain, reasons = _probed_drain(diagnosis, job_nodes, [*diagnosis.evidence, *reported])
     elif diagnosis.action is RecoveryAction.DRAIN_AND_RESTART:
         drain, foreign = match_job_nodes(diagnosis.culprit_hosts, job_nodes)
