@@ -232,7 +232,7 @@ def restart_decision(
     steps_since_checkpoint: int,
     recovery_measured: bool = False,
 ) -> RestartDecision:
-    """Notify (the default), or drain and restart when the policy allows it and the time the
+    """Notify (the default), or restart when the policy allows it and the time the
     slowdown will cost over the rest of the run exceeds what a restart costs."""
     healthy = finding.peers_step_time_s
     if remaining_steps is None or healthy is None:
@@ -255,7 +255,8 @@ def restart_decision(
     if policy.straggler_action == "restart" and pays:
         return RestartDecision(
             "restart", slowdown_cost, restart_cost,
-            f"{finding.describe()}; {arithmetic}: drain and restart", finding,
+            f"{finding.describe()}; {arithmetic}: restart (its node drained only on hardware"
+            " evidence)", finding,
         )  # fmt: skip
     why = (
         "policy straggler_action is notify"
