@@ -236,7 +236,10 @@ class JobLogFollower:
         self.jobs: dict[tuple[str, int], FollowedJob] = {}
         self.notes = JobNotes(log)
         self.rank_access = rank_access
-        self.hang_culprits = HangCulprits(config.watcher.hang_suspect_window_s)
+        self.hang_culprits = HangCulprits(
+            config.watcher.hang_suspect_window_s,
+            config.temporal.state_dir / "hang-culprits.json",
+        )
         self.reported_at: dict[str, float] = {}  # job -> when its last interruption was sent
         # adaptive=False: every job at every poll (the former behaviour; benchmarks compare)
         self.adaptive = adaptive
@@ -449,7 +452,7 @@ class JobLogFollower:
         """Remember which nodes caused hangs; each culprit node's record (the jobs whose
         hangs it caused, within the window) goes with the report: the recovery flags a node
         implicated in hangs of different jobs as a suspect (a hint, not a drain)."""
-        now = time.monotonic()
+        now = time.time()
         found = []
         for node in report.culprit_nodes:
             self.hang_culprits.record(node, job_id, now)

@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -20,7 +21,11 @@ from resurrect.stacks.pyspy_text import parse_pyspy_dump
 from resurrect.stacks.sampling import RankWait
 from resurrect.testing import FakeScheduler
 
-CONFIG = ResurrectConfig.model_validate({"cluster": {"name": "c1"}})
+# the follower keeps its hang-culprit record in the state directory: a private one here
+STATE = tempfile.TemporaryDirectory(prefix="resurrect-follower-test-")
+CONFIG = ResurrectConfig.model_validate(
+    {"cluster": {"name": "c1"}, "temporal": {"state_dir": STATE.name}}
+)
 
 
 class KeywordEngine:
@@ -281,18 +286,25 @@ async def test_hang_after_s_overrides_adaptive_detection(tmp_path: Path) -> None
     assert follower.jobs[("14", 0)].progress is None
 
 
-def test_a_node_that_is_the_culprit_in_hangs_of_two_jobs_is_named_a_suspect() -> None:
+def test_a_node_that_is_the_culprit_in_hangs_of_two_jobs_is_named_a_suspect(
+    tmp_path: Path,
+) -> None:
     stacks = StoppedRankOne().stacks()
     verdict = judge(stacks)
     suspicion = HangSuspicion(6.0, 5.0, "train", 1.0, 0.1, 30)
     report = HangReport("stalled", suspicion, verdict, [])
-    follower = JobLogFollower(FakeScheduler.with_nodes(2), CONFIG, KeywordEngine(), _no_report)
+    temporal = CONFIG.temporal.model_copy(update={"state_dir": tmp_path})
+    config = CONFIG.model_copy(update={"temporal": temporal})
+    follower = JobLogFollower(FakeScheduler.with_nodes(2), config, KeywordEngine(), _no_report)
     [first] = follower._implicate(report, "21")
     assert (first.rule, first.host, first.fields["jobs"]) == (HANG_HISTORY_RULE, "node2", "21")
     [again] = follower._implicate(report, "21")  # the same job again: still one job
     assert again.fields["jobs"] == "21"
     [both] = follower._implicate(report, "22")
     assert both.fields["jobs"] == "21,22" and both.source == "sensor"
+    # a restarted follower still knows
+    again = JobLogFollower(FakeScheduler.with_nodes(2), config, KeywordEngine(), _no_report)
+    assert again.hang_culprits.jobs("node2", time.time()) == ["21", "22"]
 
 
 async def _no_report(i: Interruption) -> None:
