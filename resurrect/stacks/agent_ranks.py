@@ -1,23 +1,26 @@
-"""A job's ranks on a real cluster: their stacks read by each node's agent, on request.
+"""A job's ranks on a real cluster: their stacks and GPUs read by each node's agent, on request.
 
 :class:`AgentRanks` is the follower's :class:`~resurrect.stacks.collect.RankAccess` where the
 ranks run on other machines: ``stacks()`` starts one
 :class:`~resurrect.workflows.stack_probe.StackProbeWorkflow` per node of the job, on that
 node's agent's task queue, all at once, and joins their answers. A node whose agent does not
 answer within the bound contributes no ranks (the verdict then sees ranks missing and
-confirms nothing from stacks). Per-rank wait sampling needs the ranks' ``/proc`` and is not
-done remotely (stragglers come from printed step times there); GPU activity comes with the
-agents' own readings.
+confirms nothing from stacks). ``gpus()`` returns the ranks' latest GPU activity at once and,
+at most every ``gpu_every_s``, refreshes it in the background with a probe that reads GPUs
+only (no stacks, no pause of the ranks). Per-rank wait sampling needs the ranks' ``/proc``
+and is not done remotely (stragglers come from printed step times and GPU clocks there).
 
-``stacks()`` is called from the follower's probe threads: the workflows are started on the
-follower's event loop (``loop``) and waited for from the calling thread.
+``stacks()`` and ``gpus()`` are called from the follower's threads: the workflows are started
+on the follower's event loop (``loop``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import itertools
 import logging
+import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 
@@ -51,6 +54,7 @@ class AgentRanks:
         nodes: Sequence[str],
         timeout_s: float = 15.0,
         answer_within_s: float | None = None,
+        gpu_every_s: float = 30.0,
     ) -> None:
         self.client = client
         self.loop = loop
@@ -62,14 +66,20 @@ class AgentRanks:
         # how long a node's agent has to answer (start, dumps, RAS)
         self.bound_s = answer_within_s or timeout_s * 3 + 20
         self._evidence: list[Evidence] = []
+        self.gpu_every_s = gpu_every_s
+        self._gpus: list[RankGpu] = []
+        self._gpus_asked_at = float("-inf")
+        self._gpus_pending: concurrent.futures.Future[list[StackProbeResult | None]] | None = None
 
-    async def _probe(self, node: str, number: int) -> StackProbeResult | None:
+    async def _probe(self, node: str, number: int, stacks: bool) -> StackProbeResult | None:
         request = StackProbeRequest(
             cluster=self.cluster,
             node=node,
             job_id=self.job_id,
             restart_count=self.restart_count,
             timeout_s=self.timeout_s,
+            stacks=stacks,
+            ras=stacks,
         )
         attempt = self.restart_count if self.restart_count is not None else "any"
         try:
@@ -87,21 +97,25 @@ class AgentRanks:
             return None
         return result
 
-    async def probe_all(self) -> list[StackProbeResult | None]:
+    async def probe_all(self, *, stacks: bool = True) -> list[StackProbeResult | None]:
         number = next(_PROBE_NUMBERS)
-        return await asyncio.gather(*(self._probe(node, number) for node in self.nodes))
+        return await asyncio.gather(*(self._probe(n, number, stacks) for n in self.nodes))
 
     def stacks(self) -> list[RankStack]:
         future = asyncio.run_coroutine_threadsafe(self.probe_all(), self.loop)
         results = future.result(timeout=self.bound_s + 10)
         stacks: list[RankStack] = []
         evidence: list[Evidence] = []
+        gpus: list[RankGpu] = []
         for result in results:
             if result is None:
                 continue
             stacks.extend(result.stacks())
             evidence.extend(result.evidence)
+            gpus.extend(result.rank_gpus())
         self._evidence = evidence
+        if gpus:
+            self._gpus = gpus
         return stacks
 
     def evidence(self) -> list[Evidence]:
@@ -112,7 +126,19 @@ class AgentRanks:
         return []
 
     def gpus(self) -> list[RankGpu]:
-        return []
+        """The ranks' latest GPU activity; refreshed in the background when it is old."""
+        pending = self._gpus_pending
+        if pending is not None and pending.done():
+            self._gpus_pending = None
+            if pending.exception() is None:
+                found = [g for r in pending.result() if r is not None for g in r.rank_gpus()]
+                self._gpus = found or self._gpus
+        now = time.monotonic()
+        if self._gpus_pending is None and now - self._gpus_asked_at >= self.gpu_every_s > 0:
+            self._gpus_asked_at = now
+            coroutine = self.probe_all(stacks=False)
+            self._gpus_pending = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        return list(self._gpus)
 
 
 def agent_ranks(

@@ -16,7 +16,7 @@ from typing import Protocol
 
 from resurrect.contracts import Evidence
 from resurrect.errors import StackDumpError
-from resurrect.sensors.node_agent.gpu_activity import LocalGpus, RankGpu, rank_gpu_activity
+from resurrect.sensors.node_agent.gpu_activity import LOCAL_GPUS, RankGpu, rank_gpu_activity
 from resurrect.stacks.classify import RankStack
 from resurrect.stacks.nccl_ras import query_ras
 from resurrect.stacks.processes import (
@@ -99,7 +99,6 @@ class _SharedScan:
 
 
 _SHARED_SCAN = _SharedScan()
-_LOCAL_GPUS = LocalGpus()
 
 
 class LocalRanks:
@@ -129,5 +128,5 @@ class LocalRanks:
 
     def gpus(self) -> list[RankGpu]:
         """Each rank's GPU activity (NVML of this machine, Slurm's GPU binding)."""
-        gpus = _LOCAL_GPUS.read()
+        gpus = LOCAL_GPUS.read()
         return rank_gpu_activity(self._processes(), gpus) if gpus else []

@@ -15,9 +15,16 @@ import time
 from pydantic import Field
 
 from resurrect.contracts import Contract, Evidence
+from resurrect.sensors.node_agent.gpu_activity import (
+    LOCAL_GPUS,
+    GpuActivity,
+    RankGpu,
+    rank_gpu_activity,
+)
 from resurrect.stacks.classify import RankStack
 from resurrect.stacks.collect import collect_job_stacks
 from resurrect.stacks.nccl_ras import query_ras
+from resurrect.stacks.processes import job_rank_processes
 from resurrect.stacks.pyspy_text import parse_pyspy_dump
 
 STACK_PROBE_WORKFLOW = "StackProbeWorkflow"
@@ -37,7 +44,9 @@ class StackProbeRequest(Contract):
     job_id: str = Field(pattern=r"^\d{1,12}(?:_\d{1,12})?$")
     restart_count: int | None = Field(default=None, ge=0)
     timeout_s: float = Field(default=15.0, gt=0, le=120)  # per py-spy call
-    ras: bool = True  # also ask NCCL's RAS service on the node
+    stacks: bool = True  # read the ranks' stacks (py-spy pauses each rank about a second)
+    ras: bool = True  # also ask NCCL's RAS service on the node (with the stacks)
+    gpus: bool = True  # the ranks' GPU activity (NVML, Slurm's GPU binding)
 
 
 class ProbedRank(Contract):
@@ -50,9 +59,57 @@ class ProbedRank(Contract):
     world_size: int | None = None
 
 
+class ProbedGpu(Contract):
+    """One rank's GPU, as :class:`~resurrect.sensors.node_agent.gpu_activity.GpuActivity`."""
+
+    rank: int
+    node: str | None
+    index: int
+    pci: str = Field(max_length=64)
+    uuid: str | None = Field(default=None, max_length=128)
+    utilisation_pct: int | None = None
+    power_w: float | None = None
+    sm_clock_mhz: int | None = None
+    max_sm_clock_mhz: int | None = None
+    reasons: list[str] = Field(default_factory=list, max_length=16)
+    lost: bool = False
+
+    @classmethod
+    def of(cls, item: RankGpu) -> ProbedGpu:
+        gpu = item.activity
+        return cls(
+            rank=item.rank,
+            node=item.node,
+            index=gpu.index,
+            pci=gpu.pci,
+            uuid=gpu.uuid,
+            utilisation_pct=gpu.utilisation_pct,
+            power_w=gpu.power_w,
+            sm_clock_mhz=gpu.sm_clock_mhz,
+            max_sm_clock_mhz=gpu.max_sm_clock_mhz,
+            reasons=list(gpu.reasons),
+            lost=gpu.lost,
+        )
+
+    def rank_gpu(self, node: str) -> RankGpu:
+        activity = GpuActivity(
+            self.index,
+            self.pci,
+            self.uuid,
+            self.utilisation_pct,
+            self.power_w,
+            self.sm_clock_mhz,
+            self.max_sm_clock_mhz,
+            tuple(self.reasons),
+            self.lost,
+        )
+        return RankGpu(self.rank, self.node or node, activity)
+
+
 class StackProbeResult(Contract):
     node: str
     ranks: list[ProbedRank] = Field(default_factory=list, max_length=MAX_RANKS_PER_NODE)
+    gpus: list[ProbedGpu] = Field(default_factory=list, max_length=MAX_RANKS_PER_NODE)
     evidence: list[Evidence] = Field(default_factory=list)  # NCCL RAS findings or its note
     took_s: float = 0.0
 
@@ -72,15 +129,22 @@ class StackProbeResult(Contract):
             for r in self.ranks
         ]
 
+    def rank_gpus(self) -> list[RankGpu]:
+        return [g.rank_gpu(self.node) for g in self.gpus]
+
 
 def probe_here(request: StackProbeRequest) -> StackProbeResult:
     """Read the stacks of the job's ranks on this node (and NCCL RAS), within bounds."""
     began = time.monotonic()
-    stacks = collect_job_stacks(
-        request.job_id,
-        restart_count=request.restart_count,
-        timeout_s=request.timeout_s,
-        node=request.node,
+    stacks = (
+        collect_job_stacks(
+            request.job_id,
+            restart_count=request.restart_count,
+            timeout_s=request.timeout_s,
+            node=request.node,
+        )
+        if request.stacks
+        else []
     )
     ranks = [
         ProbedRank(
@@ -97,6 +161,21 @@ def probe_here(request: StackProbeRequest) -> StackProbeResult:
     evidence: list[Evidence] = []
     if request.ras and ranks:
         evidence = query_ras(timeout_s=min(request.timeout_s, 10.0)).evidence(request.node)
+    gpus = node_gpus(request) if request.gpus else []
     return StackProbeResult(
-        node=request.node, ranks=ranks, evidence=evidence, took_s=time.monotonic() - began
+        node=request.node,
+        ranks=ranks,
+        gpus=gpus,
+        evidence=evidence,
+        took_s=time.monotonic() - began,
     )
+
+
+def node_gpus(request: StackProbeRequest) -> list[ProbedGpu]:
+    """The GPU activity of the job's ranks on this node (none without NVML or GPUs)."""
+    gpus = LOCAL_GPUS.read()
+    if not gpus:
+        return []
+    processes = job_rank_processes(request.job_id, restart_count=request.restart_count)
+    mine = [p for p in processes if p.node == request.node] or processes
+    return [ProbedGpu.of(item) for item in rank_gpu_activity(mine, gpus)][:MAX_RANKS_PER_NODE]

@@ -186,3 +186,7 @@ class LocalGpus:
             if self._nvml is None or not self._source.status.available:
                 return []
             return [read_activity(self._nvml, gpu) for gpu in self._source.gpus]
+
+
+# This machine's GPUs, shared by everything in the process that reads them.
+LOCAL_GPUS = LocalGpus()

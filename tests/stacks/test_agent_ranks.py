@@ -21,6 +21,7 @@ from resurrect.stacks.agent_ranks import AgentRanks
 from resurrect.stacks.classify import judge
 from resurrect.stacks.probe import (
     DUMP_STACKS_ACTIVITY,
+    ProbedGpu,
     ProbedRank,
     StackProbeRequest,
     StackProbeResult,
@@ -47,12 +48,35 @@ RANKS = {
 }
 
 
+ASKED: list[StackProbeRequest] = []
+
+
+def gpu_of(node: str) -> ProbedGpu:
+    rank = RANKS[node].rank
+    assert rank is not None
+    slow = node == "node2"  # its GPU throttled by the hardware
+    return ProbedGpu(
+        rank=rank,
+        node=node,
+        index=rank,
+        pci=f"0000:{0x18 + rank:02x}:00",
+        utilisation_pct=97,
+        sm_clock_mhz=1200 if slow else 1980,
+        reasons=["hw_thermal_slowdown"] if slow else [],
+    )
+
+
 @activity.defn(name=DUMP_STACKS_ACTIVITY)
 def fake_dump(request: StackProbeRequest) -> StackProbeResult:
+    ASKED.append(request)
+    if not request.stacks:
+        return StackProbeResult(node=request.node, gpus=[gpu_of(request.node)])
     ras = Evidence(
         kind=SignalKind.STACK_DUMP, text="NCCL RAS not available", rule="nccl_ras.unavailable"
     )
-    return StackProbeResult(node=request.node, ranks=[RANKS[request.node]], evidence=[ras])
+    return StackProbeResult(
+        node=request.node, ranks=[RANKS[request.node]], gpus=[gpu_of(request.node)], evidence=[ras]
+    )
 
 
 def agent(client: Client, node: str) -> Worker:
@@ -80,6 +104,7 @@ async def test_every_answering_node_is_joined_and_a_silent_one_left_out(
         nodes=["node1", "node2", "node3"],  # node3's agent does not run
         timeout_s=5,
         answer_within_s=4,
+        gpu_every_s=0,  # no background GPU probes here
     )
     async with agent(temporal_client, "node1"), agent(temporal_client, "node2"):
         began = time.monotonic()
@@ -95,4 +120,36 @@ async def test_every_answering_node_is_joined_and_a_silent_one_left_out(
     two = judge([replace(s, world_size=2) for s in whole])
     assert [c.rank for c in two.culprits] == [1] and [v.rank for v in two.victims] == [0]
     assert [e.rule for e in ranks.evidence()] == ["nccl_ras.unavailable"] * 2
-    assert ranks.waits() == [] and ranks.gpus() == []
+    assert ranks.waits() == []
+    assert [g.rank for g in ranks.gpus()] == [0, 1]  # the stacks' probe brought GPUs too
+
+
+async def test_gpu_activity_is_refreshed_in_the_background_without_stacks(
+    temporal_client: Client,
+) -> None:
+    ranks = AgentRanks(
+        temporal_client,
+        asyncio.get_running_loop(),
+        cluster="c1",
+        job_id="78",
+        restart_count=0,
+        nodes=["node1", "node2"],
+        answer_within_s=10,
+        gpu_every_s=3600,
+    )
+    ASKED.clear()
+    async with agent(temporal_client, "node1"), agent(temporal_client, "node2"):
+        assert await asyncio.to_thread(ranks.gpus) == []  # asked now, answered later
+        deadline = time.monotonic() + 10
+        found = []
+        while not found and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+            found = await asyncio.to_thread(ranks.gpus)
+    assert sorted((g.rank, g.node, g.activity.sm_clock_mhz) for g in found) == [
+        (0, "node1", 1980),
+        (1, "node2", 1200),
+    ]
+    assert [g.rank for g in found if g.activity.hardware_slowdown] == [1]
+    asked = [a for a in ASKED if a.job_id == "78"]
+    assert {(a.stacks, a.ras) for a in asked} == {(False, False)}  # no rank was paused
+    assert len(asked) == 2  # once per node within gpu_every_s
