@@ -11,16 +11,12 @@ too. The answer is plain data: the raw py-spy text per rank, parsed again by the
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from pydantic import Field
 
 from resurrect.contracts import Contract, Evidence
-from resurrect.sensors.node_agent.gpu_activity import (
-    LOCAL_GPUS,
-    GpuActivity,
-    RankGpu,
-    rank_gpu_activity,
-)
+from resurrect.sensors.node_agent.gpu_activity import LOCAL_GPUS, RankGpu, rank_gpu_activity
 from resurrect.stacks.classify import RankStack
 from resurrect.stacks.collect import collect_job_stacks
 from resurrect.stacks.nccl_ras import query_ras
@@ -59,57 +55,10 @@ class ProbedRank(Contract):
     world_size: int | None = None
 
 
-class ProbedGpu(Contract):
-    """One rank's GPU, as :class:`~resurrect.sensors.node_agent.gpu_activity.GpuActivity`."""
-
-    rank: int
-    node: str | None
-    index: int
-    pci: str = Field(max_length=64)
-    uuid: str | None = Field(default=None, max_length=128)
-    utilisation_pct: int | None = None
-    power_w: float | None = None
-    sm_clock_mhz: int | None = None
-    max_sm_clock_mhz: int | None = None
-    reasons: list[str] = Field(default_factory=list, max_length=16)
-    lost: bool = False
-
-    @classmethod
-    def of(cls, item: RankGpu) -> ProbedGpu:
-        gpu = item.activity
-        return cls(
-            rank=item.rank,
-            node=item.node,
-            index=gpu.index,
-            pci=gpu.pci,
-            uuid=gpu.uuid,
-            utilisation_pct=gpu.utilisation_pct,
-            power_w=gpu.power_w,
-            sm_clock_mhz=gpu.sm_clock_mhz,
-            max_sm_clock_mhz=gpu.max_sm_clock_mhz,
-            reasons=list(gpu.reasons),
-            lost=gpu.lost,
-        )
-
-    def rank_gpu(self, node: str) -> RankGpu:
-        activity = GpuActivity(
-            self.index,
-            self.pci,
-            self.uuid,
-            self.utilisation_pct,
-            self.power_w,
-            self.sm_clock_mhz,
-            self.max_sm_clock_mhz,
-            tuple(self.reasons),
-            self.lost,
-        )
-        return RankGpu(self.rank, self.node or node, activity)
-
-
 class StackProbeResult(Contract):
     node: str
     ranks: list[ProbedRank] = Field(default_factory=list, max_length=MAX_RANKS_PER_NODE)
-    gpus: list[ProbedGpu] = Field(default_factory=list, max_length=MAX_RANKS_PER_NODE)
+    gpus: list[RankGpu] = Field(default_factory=list, max_length=MAX_RANKS_PER_NODE)
     evidence: list[Evidence] = Field(default_factory=list)  # NCCL RAS findings or its note
     took_s: float = 0.0
 
@@ -130,7 +79,8 @@ class StackProbeResult(Contract):
         ]
 
     def rank_gpus(self) -> list[RankGpu]:
-        return [g.rank_gpu(self.node) for g in self.gpus]
+        """The ranks' GPUs, each with its node (this one, unless Slurm named another)."""
+        return [g if g.node else replace(g, node=self.node) for g in self.gpus]
 
 
 def probe_here(request: StackProbeRequest) -> StackProbeResult:
@@ -171,11 +121,11 @@ def probe_here(request: StackProbeRequest) -> StackProbeResult:
     )
 
 
-def node_gpus(request: StackProbeRequest) -> list[ProbedGpu]:
+def node_gpus(request: StackProbeRequest) -> list[RankGpu]:
     """The GPU activity of the job's ranks on this node (none without NVML or GPUs)."""
     gpus = LOCAL_GPUS.read()
     if not gpus:
         return []
     processes = job_rank_processes(request.job_id, restart_count=request.restart_count)
     mine = [p for p in processes if p.node == request.node] or processes
-    return [ProbedGpu.of(item) for item in rank_gpu_activity(mine, gpus)][:MAX_RANKS_PER_NODE]
+    return rank_gpu_activity(mine, gpus)[:MAX_RANKS_PER_NODE]

@@ -17,11 +17,11 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from resurrect.contracts import Evidence, SignalKind
+from resurrect.sensors.node_agent.gpu_activity import GpuActivity, RankGpu
 from resurrect.stacks.agent_ranks import AgentRanks
 from resurrect.stacks.classify import judge
 from resurrect.stacks.probe import (
     DUMP_STACKS_ACTIVITY,
-    ProbedGpu,
     ProbedRank,
     StackProbeRequest,
     StackProbeResult,
@@ -51,19 +51,19 @@ RANKS = {
 ASKED: list[StackProbeRequest] = []
 
 
-def gpu_of(node: str) -> ProbedGpu:
+def gpu_of(node: str) -> RankGpu:
     rank = RANKS[node].rank
     assert rank is not None
     slow = node == "node2"  # its GPU throttled by the hardware
-    return ProbedGpu(
-        rank=rank,
-        node=node,
-        index=rank,
-        pci=f"0000:{0x18 + rank:02x}:00",
+    activity = GpuActivity(
+        rank,
+        f"0000:{0x18 + rank:02x}:00",
+        None,
         utilisation_pct=97,
         sm_clock_mhz=1200 if slow else 1980,
-        reasons=["hw_thermal_slowdown"] if slow else [],
+        reasons=("hw_thermal_slowdown",) if slow else (),
     )
+    return RankGpu(rank, node, activity)
 
 
 @activity.defn(name=DUMP_STACKS_ACTIVITY)

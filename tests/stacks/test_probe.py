@@ -8,7 +8,7 @@ import pytest
 import resurrect.stacks.probe as probe
 from resurrect.sensors.node_agent.fake_nvml import FakeNvml
 from resurrect.sensors.node_agent.gpu_activity import LocalGpus
-from resurrect.stacks.probe import ProbedGpu, StackProbeRequest, probe_here
+from resurrect.stacks.probe import StackProbeRequest, StackProbeResult, probe_here
 from resurrect.stacks.processes import RankProcess
 
 
@@ -26,13 +26,16 @@ def test_a_gpu_probe_maps_this_nodes_ranks_to_their_gpus(monkeypatch: pytest.Mon
     request = StackProbeRequest(cluster="c", node="node2", job_id="9", stacks=False, ras=False)
     result = probe_here(request)
     assert result.ranks == [] and result.evidence == []
-    assert [(g.rank, g.index, g.sm_clock_mhz, g.reasons) for g in result.gpus] == [
-        (2, 2, 1980, []),
-        (3, 3, 1305, ["hw_power_brake_slowdown"]),
-    ]
+    readings = [(g.rank, g.activity.index, g.activity.sm_clock_mhz) for g in result.gpus]
+    assert readings == [(2, 2, 1980), (3, 3, 1305)]
     [slow] = [g for g in result.rank_gpus() if g.activity.hardware_slowdown]
-    assert (slow.rank, slow.node) == (3, "node2")
-    assert ProbedGpu.of(slow) == result.gpus[1]  # the wire form and back
+    assert (slow.rank, slow.node, slow.activity.reasons) == (
+        3,
+        "node2",
+        ("hw_power_brake_slowdown",),
+    )
+    wire = StackProbeResult.model_validate_json(result.model_dump_json())
+    assert wire.gpus == result.gpus  # as it travels through Temporal, and back
 
 
 def test_without_nvml_a_probe_has_no_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
