@@ -92,20 +92,28 @@ def agent(client: Client, node: str) -> Worker:
     )
 
 
+def asking(
+    client: Client, job_id: str, nodes: list[str], within_s: float, *, gpu_every_s: float
+) -> AgentRanks:
+    """The follower's access to job ``job_id``'s ranks through the agents of ``nodes``."""
+    loop = asyncio.get_running_loop()
+    return AgentRanks(
+        client,
+        loop,
+        cluster="c1",
+        job_id=job_id,
+        restart_count=0,
+        nodes=nodes,
+        answer_within_s=within_s,
+        gpu_every_s=gpu_every_s,
+    )
+
+
 async def test_every_answering_node_is_joined_and_a_silent_one_left_out(
     temporal_client: Client,
 ) -> None:
-    ranks = AgentRanks(
-        temporal_client,
-        asyncio.get_running_loop(),
-        cluster="c1",
-        job_id="77",
-        restart_count=0,
-        nodes=["node1", "node2", "node3"],  # node3's agent does not run
-        timeout_s=5,
-        answer_within_s=4,
-        gpu_every_s=0,  # no background GPU probes here
-    )
+    # node3's agent does not run; no background GPU probes here
+    ranks = asking(temporal_client, "77", ["node1", "node2", "node3"], 4, gpu_every_s=0)
     async with agent(temporal_client, "node1"), agent(temporal_client, "node2"):
         began = time.monotonic()
         stacks = await asyncio.to_thread(ranks.stacks)
@@ -127,16 +135,7 @@ async def test_every_answering_node_is_joined_and_a_silent_one_left_out(
 async def test_gpu_activity_is_refreshed_in_the_background_without_stacks(
     temporal_client: Client,
 ) -> None:
-    ranks = AgentRanks(
-        temporal_client,
-        asyncio.get_running_loop(),
-        cluster="c1",
-        job_id="78",
-        restart_count=0,
-        nodes=["node1", "node2"],
-        answer_within_s=10,
-        gpu_every_s=3600,
-    )
+    ranks = asking(temporal_client, "78", ["node1", "node2"], 10, gpu_every_s=3600)
     ASKED.clear()
     async with agent(temporal_client, "node1"), agent(temporal_client, "node2"):
         assert await asyncio.to_thread(ranks.gpus) == []  # asked now, answered later
