@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from support.histories import keep
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.worker import Worker
@@ -130,6 +131,13 @@ async def test_every_answering_node_is_joined_and_a_silent_one_left_out(
     assert [e.rule for e in ranks.evidence()] == ["nccl_ras.unavailable"] * 2
     assert ranks.waits() == []
     assert [g.rank for g in ranks.gpus()] == [0, 1]  # the stacks' probe brought GPUs too
+    prefix = "stack-probe/c1/77/0/node2/"
+    async for probe in temporal_client.list_workflows("WorkflowType = 'StackProbeWorkflow'"):
+        if probe.id.startswith(prefix):  # its history, for the replay tests
+            keep(
+                "stopped-rank", await temporal_client.get_workflow_handle(probe.id).fetch_history()
+            )
+            break
 
 
 async def test_gpu_activity_is_refreshed_in_the_background_without_stacks(
