@@ -336,10 +336,7 @@ def _restart(
         drain, reasons = _probed_drain(diagnosis, job_nodes, [*diagnosis.evidence, *reported])
     elif diagnosis.action is RecoveryAction.DRAIN_AND_RESTART:
         drain, foreign = match_job_nodes(diagnosis.culprit_hosts, job_nodes)
-        if foreign:
-            reasons.append(
-                "not draining hosts the job did not run on: " + ", ".join(sorted(foreign))
-            )
+        reasons.extend(_not_ours(foreign))
         alone: list[str] = []
         if not trust_job_output:
             drain, alone = corroborated_nodes(drain, diagnosis, nodes)
@@ -361,15 +358,22 @@ def _restart(
     )
 
 
+def _not_ours(foreign: Sequence[str]) -> list[str]:
+    """Rule 3's note: hosts named that the job did not run on are never drained."""
+    return (
+        ["not draining hosts the job did not run on: " + ", ".join(sorted(foreign))]
+        if foreign
+        else []
+    )
+
+
 def _probed_drain(
     diagnosis: Diagnosis, job_nodes: Sequence[str], evidence: Sequence[Evidence]
 ) -> tuple[list[str], list[str]]:
     """Rule 7: (the culprit nodes to drain, reasons) for a hang or a straggler."""
     what = diagnosis.fault_class.value
     culprits, foreign = match_job_nodes(probed_culprits(diagnosis), job_nodes)
-    reasons: list[str] = []
-    if foreign:
-        reasons.append("not draining hosts the job did not run on: " + ", ".join(sorted(foreign)))
+    reasons = _not_ours(foreign)
     drain: list[str] = []
     for node in culprits:
         found = hardware_evidence(evidence, node)
