@@ -12,7 +12,6 @@ from resurrect.contracts import (
     Diagnosis,
     Evidence,
     EvidenceBundle,
-    EvidenceSource,
     FaultClass,
     JobInfo,
     JobPolicy,
@@ -61,7 +60,7 @@ def reading(
     host: str = "gpu-2",
     *,
     role: str = "root",
-    source: EvidenceSource | None = "node_agent",
+    source: str | None = "node_agent",
     kind: SignalKind = SignalKind.GPU_EVENT,
 ) -> Evidence:
     return Evidence.model_validate(
