@@ -175,6 +175,12 @@ class WatcherSettings(Section):
     log_quiet_max_s: float = Field(default=0.5, gt=0)
     log_quiet_looks_per_s: float = Field(default=500.0, gt=0)
     log_tail_bytes: int = Field(default=256 * 1024, gt=0)
+    # A node that was the culprit of hangs of different jobs within this window is flagged
+    # as a suspect in their recoveries (docs/hangs-and-stragglers.md).
+    hang_suspect_window_s: float = Field(default=7 * 24 * 3600.0, gt=0)
+    # Where the stacks of a suspected job's ranks are read: "local" (the ranks run on this
+    # machine: the local cluster) or "agents" (each node's agent, through Temporal).
+    stack_probes: Literal["local", "agents"] = "local"
 
 
 class LivenessSettings(Section):

@@ -136,9 +136,14 @@ async def run_service(
             from resurrect.rules import load_engine
             from resurrect.sensors.log_follower import JobLogFollower
 
-            follower = JobLogFollower(
-                scheduler, config, load_engine(config.rules.extra_packs), report
-            )
+            engine = load_engine(config.rules.extra_packs)
+            if config.watcher.stack_probes == "agents":
+                from resurrect.stacks.agent_ranks import agent_ranks
+
+                ranks = agent_ranks(client, asyncio.get_running_loop(), config.cluster.name)
+                follower = JobLogFollower(scheduler, config, engine, report, rank_access=ranks)
+            else:
+                follower = JobLogFollower(scheduler, config, engine, report)
             tasks.append(asyncio.create_task(follower.run(stop), name="log-follower"))
         if not tasks:
             return

@@ -34,6 +34,7 @@ from resurrect.job_notes import JobNotes
 from resurrect.log_reading import count_lines, next_data, open_job_file, read_data
 from resurrect.plans.decide import match_job_nodes
 from resurrect.policy import resolve_job_policy
+from resurrect.progress.culprits import HangCulprits
 from resurrect.progress.tracker import ProgressTracker
 from resurrect.progress.watch import HangReport, ProgressWatch, straggler_evidence
 from resurrect.rules.engine import LineScanner
@@ -235,7 +236,10 @@ class JobLogFollower:
         self.jobs: dict[tuple[str, int], FollowedJob] = {}
         self.notes = JobNotes(log)
         self.rank_access = rank_access
-        self.hang_culprits: dict[str, set[str]] = {}  # node -> jobs whose hang it caused
+        self.hang_culprits = HangCulprits(
+            config.watcher.hang_suspect_window_s,
+            config.temporal.state_dir / "hang-culprits.json",
+        )
         self.reported_at: dict[str, float] = {}  # job -> when its last interruption was sent
         # adaptive=False: every job at every poll (the former behaviour; benchmarks compare)
         self.adaptive = adaptive
@@ -395,8 +399,8 @@ class JobLogFollower:
         elif followed.progress is not None:
             report = await asyncio.to_thread(self._progress_hang, followed)
             if report is not None:
-                suspects, fault, evidence = [], FaultClass.JOB_HANG, report.evidence
-                reason = report.reason + self._implicate(report, job_id)
+                suspects, fault, reason = [], FaultClass.JOB_HANG, report.reason
+                evidence = [*report.evidence, *self._implicate(report, job_id)]
             else:
                 decision = followed.progress.check_straggler(time.monotonic())
                 if decision is None:
@@ -407,7 +411,10 @@ class JobLogFollower:
                 node = decision.finding.node
                 suspects, _ = match_job_nodes([node] if node else [], followed.job.nodes)
                 fault, reason = FaultClass.JOB_STRAGGLER, decision.note
-                evidence = straggler_evidence(decision)
+                evidence = [
+                    *straggler_evidence(decision),
+                    *followed.progress.gpu_evidence([decision.finding.rank]),
+                ]
         else:
             silent_s = await asyncio.to_thread(self._hung_for, followed)
             if silent_s is None:
@@ -441,18 +448,18 @@ class JobLogFollower:
         followed.progress.sample(now)
         return followed.progress.check(now)
 
-    def _implicate(self, report: HangReport, job_id: str) -> str:
-        """Remember which nodes caused hangs; a node implicated in hangs of different jobs is
-        named a suspect in the reason (a hint for the operator, not a drain)."""
-        notes = []
+    def _implicate(self, report: HangReport, job_id: str) -> list[Evidence]:
+        """Remember which nodes caused hangs; each culprit node's record (the jobs whose
+        hangs it caused, within the window) goes with the report: the recovery flags a node
+        implicated in hangs of different jobs as a suspect (a hint, not a drain)."""
+        now = time.time()
+        found = []
         for node in report.culprit_nodes:
-            jobs = self.hang_culprits.setdefault(node, set())
-            if len(jobs) < MAX_REMEMBERED_JOBS:
-                jobs.add(job_id)
-            if len(jobs) > 1:
-                named = ", ".join(sorted(jobs))
-                notes.append(f"; node {node} is a suspect: culprit in hangs of jobs {named}")
-        return "".join(notes)
+            self.hang_culprits.record(node, job_id, now)
+            record = self.hang_culprits.evidence(node, now)
+            if record is not None:
+                found.append(record)
+        return found
 
     def _hung_for(self, followed: FollowedJob) -> float | None:
         """Seconds without output or checkpoint activity, once past the job's threshold.

@@ -94,6 +94,8 @@ OPT_IN_PATCH = "refuse-not-opted-in"
 SECOND_SOURCE_PATCH = "second-source-for-drain"
 # Operator control: approvals (the settings activity, the gates), see workflows/approval_gate.
 OPERATOR_PATCH = "operator-control-approvals"
+# A hang's or straggler's culprit node with hardware evidence is drained (plans/decide.py rule 7).
+PROBED_DRAIN_PATCH = "hang-culprit-hardware-drain"
 
 
 class RecoveryWorkflowStatus(Contract):
@@ -348,6 +350,7 @@ class RecoveryWorkflow:
             plans,
             charged,
             trust_job_output=not workflow.patched(SECOND_SOURCE_PATCH),
+            probed_drain=workflow.patched(PROBED_DRAIN_PATCH),
         )
         self._notes.extend(choice.notes)
         drain = choice.decision.drain_nodes

@@ -23,6 +23,16 @@ Rules, in order:
 6. Drain or restart is one rule (:func:`restart_action`): a restart drains only for a class
    whose default action is ``drain_and_restart`` and only when a culprit is known.
    Attribution proposes with it; rule 3 and 4 then keep only drainable, confirmed nodes.
+7. A hang or a straggler names its culprit node from resurrect's own probes (the ranks'
+   stacks, who waits for whom, per-GPU clocks). That node is drained, and the restart is
+   free, only when the node agent or Slurm has hardware evidence about it (an Xid, ECC, a
+   lost GPU, a link, the node down, or the hardware slowing its GPUs down:
+   :func:`hardware_evidence`). Without it the job is cancelled and restarted in place,
+   charged to its budget: nothing says the node is at fault.
+8. A hang culprit node that was also the culprit of hangs of other jobs (within the
+   watcher's ``hang_suspect_window_s``: the follower's ``progress.hang_history`` evidence)
+   is flagged as a suspect (:attr:`Choice.suspect_nodes`, a note): for an operator to look
+   at, never drained on that alone.
 """
 
 from __future__ import annotations
@@ -67,6 +77,13 @@ SECOND_OPINION_CLASSES = frozenset(
 INDEPENDENT_SOURCES: frozenset[EvidenceSource] = frozenset({"node_agent", "scheduler"})
 # Rules of scheduler evidence about the job as a whole (not naming a node).
 _JOB_NODE_FAIL_RULE = "scheduler.job_state"
+# Classes whose culprit node comes from resurrect's probes of the job (rule 7).
+PROBED_CLASSES = frozenset({FaultClass.JOB_HANG, FaultClass.JOB_STRAGGLER})
+# Node agent readings of the hardware slowing a GPU down (thermal, power brake): hardware
+# evidence for a hang or a straggler although they are only diagnostic on their own.
+HARDWARE_SLOWDOWN_RULE_PREFIXES = ("gpu.clocks.",)
+# The follower's memory of the jobs a node was the hang culprit of (rule 8).
+HANG_HISTORY_RULE = "progress.hang_history"
 
 
 def evidence_source(evidence: Evidence) -> EvidenceSource:
@@ -142,6 +159,71 @@ def match_job_nodes(hosts: Iterable[str], job_nodes: Iterable[str]) -> tuple[lis
     return matched, unmatched
 
 
+def _short(host: str) -> str:
+    return host.split(".")[0].lower()
+
+
+def hardware_evidence(evidence: Iterable[Evidence], host: str) -> list[Evidence]:
+    """What the node agent or Slurm says is wrong with ``host``'s hardware (rule 7): root or
+    diagnostic findings of a hardware class, or of the hardware slowing a GPU down."""
+    return [
+        e
+        for e in evidence
+        if e.host
+        and _short(e.host) == _short(host)
+        and evidence_source(e) in INDEPENDENT_SOURCES
+        and (
+            e.fault_class in SECOND_OPINION_CLASSES
+            or (e.rule or "").startswith(HARDWARE_SLOWDOWN_RULE_PREFIXES)
+        )
+    ]
+
+
+def probed_culprits(diagnosis: Diagnosis) -> list[str]:
+    """The nodes a hang's or straggler's probes name: the diagnosis' culprit hosts and the
+    hosts of its root evidence of that class."""
+    hosts = [
+        *diagnosis.culprit_hosts,
+        *(
+            e.host
+            for e in diagnosis.evidence
+            if e.host and e.role == "root" and e.fault_class is diagnosis.fault_class
+        ),
+    ]
+    return list(dict.fromkeys(hosts))
+
+
+def hang_suspects(
+    diagnosis: Diagnosis, reported: Sequence[Evidence], job: JobInfo
+) -> tuple[list[str], list[str]]:
+    """Rule 8: (suspect nodes, notes). A hang culprit node that the follower remembers as
+    the culprit of hangs of other jobs."""
+    if diagnosis.fault_class is not FaultClass.JOB_HANG:
+        return [], []
+    culprits, _ = match_job_nodes(probed_culprits(diagnosis), job.nodes)
+    suspects: list[str] = []
+    notes: list[str] = []
+    for node in culprits:
+        history = [
+            e
+            for e in reported
+            if e.rule == HANG_HISTORY_RULE and e.host and _short(e.host) == _short(node)
+        ]
+        others = sorted(
+            {j for e in history for j in e.fields.get("jobs", "").split(",") if j} - {job.job_id}
+        )
+        if not others:
+            continue
+        suspects.append(node)
+        window = history[0].fields.get("window_s", "?")
+        notes.append(
+            f"node {node} flagged as suspect: also the culprit of hangs of jobs"
+            f" {', '.join(others)} within the last {window} s (not drained on that alone;"
+            " check its hardware)"
+        )
+    return suspects, notes
+
+
 def restart_action(fault_class: FaultClass, culprit_hosts: Sequence[str]) -> RecoveryAction:
     """Drain or restart: ``drain_and_restart`` when the class' default is to drain and a
     culprit host is known, ``restart`` otherwise. Apply it to restarting actions only."""
@@ -157,6 +239,8 @@ class Choice:
     decision: RecoveryDecision
     plan: ResolvedPlan | None
     notes: list[str] = field(default_factory=list)
+    # Rule 8: nodes flagged for an operator to look at (not drained for it).
+    suspect_nodes: list[str] = field(default_factory=list)
 
 
 def decide(
@@ -166,6 +250,7 @@ def decide(
     charged_restarts: int,
     *,
     trust_job_output: bool = False,
+    probed_drain: bool = True,
 ) -> Choice:
     """The decision for one interrupted job attempt and the first plan whose rule matches it.
 
@@ -178,11 +263,20 @@ def decide(
     ``stop`` is then looked up, and its own override cannot matter (a stop requeues
     nothing, so nothing is charged). So at most one more lookup, never a loop.
 
-    ``trust_job_output`` restores the behaviour before rule 4, only to replay recoveries
-    recorded before it.
+    ``trust_job_output`` restores the behaviour before rule 4, ``probed_drain=False`` the
+    behaviour before rule 7 (a hang or a straggler always restarts in place), only to replay
+    recoveries recorded before them.
     """
     job, policy, mode = bundle.job, bundle.policy, bundle.mode
-    restart = _restart(diagnosis, job.nodes, job.excluded_nodes, bundle.nodes, trust_job_output)
+    reported = bundle.interruption.evidence
+    restart = _restart(
+        diagnosis,
+        job.nodes,
+        job.excluded_nodes,
+        bundle.nodes,
+        trust_job_output,
+        reported if probed_drain else None,
+    )
     decision = _charge(diagnosis, restart, None, charged_restarts, policy, trust_job_output)
     plan = select_plan(plans, diagnosis, decision.action, job, mode)
     override = plan.counts_against_budget if plan is not None else None
@@ -190,12 +284,13 @@ def decide(
         decision = _charge(diagnosis, restart, override, charged_restarts, policy, trust_job_output)
         if not decision.requeue:  # the plan's charge spent the budget: the plan for stopping
             plan = select_plan(plans, diagnosis, decision.action, job, mode)
-    notes = list(decision.reasons)
+    suspects, suspect_notes = hang_suspects(diagnosis, reported, job)
+    notes = [*decision.reasons, *suspect_notes]
     if plan is None:
         notes.append(f"no recovery plan matches action {decision.action.value}")
     else:
         notes.append(f"plan '{plan.name}' ({plan.source})")
-    return Choice(decision=decision, plan=plan, notes=notes)
+    return Choice(decision=decision, plan=plan, notes=notes, suspect_nodes=suspects)
 
 
 def decide_recovery(
@@ -207,14 +302,16 @@ def decide_recovery(
     counts_against_budget: bool | None = None,
     nodes: Sequence[NodeInfo] = (),
     trust_job_output: bool = False,
+    reported: Sequence[Evidence] = (),
 ) -> RecoveryDecision:
     """The decision for one interrupted job attempt under a given charge rule, no plan.
 
     ``counts_against_budget`` overrides the class default (a recovery plan may say so), but
     never makes a restart that rests on job output alone free. ``nodes``: the scheduler's
-    view of the job's nodes (a second opinion on culprits).
+    view of the job's nodes (a second opinion on culprits). ``reported``: what the sensor
+    that reported the interruption sent with it (hardware readings of a hang's culprit).
     """
-    restart = _restart(diagnosis, job.nodes, job.excluded_nodes, nodes, trust_job_output)
+    restart = _restart(diagnosis, job.nodes, job.excluded_nodes, nodes, trust_job_output, reported)
     return _charge(
         diagnosis, restart, counts_against_budget, charged_restarts, policy, trust_job_output
     )
@@ -226,19 +323,20 @@ def _restart(
     job_excluded: Sequence[str],
     nodes: Sequence[NodeInfo],
     trust_job_output: bool,
+    reported: Sequence[Evidence] | None = (),
 ) -> RecoveryDecision | None:
     """The restart, before the budget (None when the diagnosis stops or does nothing):
-    which nodes to drain (rules 3, 4) and exclude (rule 5); ``reasons`` say why."""
+    which nodes to drain (rules 3, 4, 7) and exclude (rule 5); ``reasons`` say why.
+    ``reported`` None: rule 7 off (replaying recoveries recorded before it)."""
     if diagnosis.action in (RecoveryAction.STOP, RecoveryAction.NONE):
         return None
     reasons: list[str] = []
     drain: list[str] = []
-    if diagnosis.action is RecoveryAction.DRAIN_AND_RESTART:
+    if diagnosis.fault_class in PROBED_CLASSES and reported is not None and not trust_job_output:
+        drain, reasons = _probed_drain(diagnosis, job_nodes, [*diagnosis.evidence, *reported])
+    elif diagnosis.action is RecoveryAction.DRAIN_AND_RESTART:
         drain, foreign = match_job_nodes(diagnosis.culprit_hosts, job_nodes)
-        if foreign:
-            reasons.append(
-                "not draining hosts the job did not run on: " + ", ".join(sorted(foreign))
-            )
+        reasons.extend(_not_ours(foreign))
         alone: list[str] = []
         if not trust_job_output:
             drain, alone = corroborated_nodes(drain, diagnosis, nodes)
@@ -258,6 +356,42 @@ def _restart(
         requeue=True,
         reasons=reasons,
     )
+
+
+def _not_ours(foreign: Sequence[str]) -> list[str]:
+    """Rule 3's note: hosts named that the job did not run on are never drained."""
+    return (
+        ["not draining hosts the job did not run on: " + ", ".join(sorted(foreign))]
+        if foreign
+        else []
+    )
+
+
+def _probed_drain(
+    diagnosis: Diagnosis, job_nodes: Sequence[str], evidence: Sequence[Evidence]
+) -> tuple[list[str], list[str]]:
+    """Rule 7: (the culprit nodes to drain, reasons) for a hang or a straggler."""
+    what = diagnosis.fault_class.value
+    culprits, foreign = match_job_nodes(probed_culprits(diagnosis), job_nodes)
+    reasons = _not_ours(foreign)
+    drain: list[str] = []
+    for node in culprits:
+        found = hardware_evidence(evidence, node)
+        if found:
+            drain.append(node)
+            reasons.append(
+                f"{what} culprit {node} has hardware evidence from the"
+                f" {evidence_source(found[0]).replace('_', ' ')}"
+                f" ({found[0].rule or found[0].kind.value}: {found[0].text[:200]}): drain it"
+            )
+        else:
+            reasons.append(
+                f"{what} culprit {node}: no node agent or Slurm hardware evidence about it:"
+                " cancel and restart in place"
+            )
+    if not culprits:
+        reasons.append(f"{what}: no culprit node of this job named: cancel and restart in place")
+    return drain, reasons
 
 
 def _charge(
@@ -280,12 +414,19 @@ def _charge(
         return RecoveryDecision(
             action=diagnosis.action, requeue=False, counts_against_budget=False, reasons=reasons
         )
+    # rule 7: a hang or a straggler is the job's unless hardware evidence drained its node
+    probed_hardware = diagnosis.fault_class in PROBED_CLASSES and bool(restart.drain_nodes)
     counts = (
-        diagnosis.fault_class not in FREE_RESTART_CLASSES
+        diagnosis.fault_class not in FREE_RESTART_CLASSES and not probed_hardware
         if counts_against_budget is None
         else counts_against_budget
     )
-    if not counts and not trust_job_output and not independent_evidence(diagnosis):
+    if (
+        not counts
+        and not trust_job_output
+        and not probed_hardware
+        and not independent_evidence(diagnosis)
+    ):
         counts = True
         reasons.append(
             f"{diagnosis.fault_class.value} rests on the job's own output alone (no node agent"

@@ -8,7 +8,11 @@ Pure functions and a small state machine, fed from either of two sources:
   runs at the slowest one's pace, so step times alone cannot tell who is slow, but the ranks
   that are ahead wait for the one behind. If a rank's peers wait a share ``w_p`` of the time
   and it waits ``w_s``, the job loses ``lost = w_p - w_s`` of its time to it: it is
-  ``lost / (1 - lost)`` slower than it would be without it.
+  ``lost / (1 - lost)`` slower than it would be without it;
+* per-GPU SM clocks from NVML (:mod:`resurrect.sensors.node_agent.gpu_activity`), mapped to
+  ranks through Slurm's GPU binding: a busy GPU whose median SM clock is lower than its busy
+  peers' runs its rank's compute that much slower (``peers / mine - 1``). This source adds
+  to the other two: per rank, the larger lag counts.
 
 :class:`StragglerDetector` names a rank slower by at least the threshold continuously for
 ``straggler_duration_s``. :func:`restart_decision` weighs what the slowdown costs over the
@@ -30,6 +34,9 @@ WAIT_SAMPLES_KEPT = 400
 WAIT_WINDOW_S = 10.0  # wait shares are judged over this recent window
 MIN_WAIT_SAMPLES = 10
 MAX_SLOWDOWN = 100.0
+# A GPU's clock says how fast its rank computes only while it computes.
+BUSY_UTILISATION_PCT = 50
+Source = Literal["step_times", "waits", "gpu_clocks"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +47,7 @@ class RankLag:
     slowdown: float
     step_time_s: float | None = None
     peers_step_time_s: float | None = None
-    source: Literal["step_times", "waits"] = "step_times"
+    source: Source = "step_times"
 
 
 def lags_from_step_times(medians: dict[int, float]) -> list[RankLag]:
@@ -68,6 +75,17 @@ def lags_from_wait_shares(shares: dict[int, float], job_step_time_s: float | Non
     return lags
 
 
+def lags_from_gpu_clocks(clocks: dict[int, float], job_step_time_s: float | None) -> list[RankLag]:
+    """Each rank's lag from the median SM clock of its (busy) GPU against its peers'."""
+    lags = []
+    for rank, mine in clocks.items():
+        peers = statistics.median(c for r, c in clocks.items() if r != rank)
+        slowdown = min(MAX_SLOWDOWN, max(0.0, peers / mine - 1.0)) if mine > 0 else MAX_SLOWDOWN
+        healthy = job_step_time_s / (1.0 + slowdown) if job_step_time_s else None
+        lags.append(RankLag(rank, slowdown, job_step_time_s, healthy, "gpu_clocks"))
+    return lags
+
+
 @dataclass(frozen=True, slots=True)
 class StragglerFinding:
     rank: int
@@ -76,14 +94,18 @@ class StragglerFinding:
     peers_step_time_s: float | None  # what its peers would run at, if known
     slowdown: float  # fraction slower than its peers
     slow_for_s: float
-    source: Literal["step_times", "waits"] = "step_times"
+    source: Source = "step_times"
 
     def describe(self) -> str:
         where = f" on {self.node}" if self.node else ""
         times = ""
         if self.step_time_s is not None and self.peers_step_time_s is not None:
             times = f" ({self.step_time_s:.3f} s vs {self.peers_step_time_s:.3f} s per step)"
-        how = "its peers wait for it" if self.source == "waits" else "per-rank step times"
+        how = {
+            "waits": "its peers wait for it",
+            "step_times": "per-rank step times",
+            "gpu_clocks": "its GPU's SM clock against its peers'",
+        }[self.source]
         return (
             f"rank {self.rank}{where} is {self.slowdown:.0%} slower than its peers{times}"
             f" for {self.slow_for_s:.0f} s ({how})"
@@ -95,6 +117,7 @@ class StragglerDetector:
     policy: ProgressPolicy
     samples: dict[int, deque[tuple[float, float]]] = field(default_factory=dict)
     waits: dict[int, deque[tuple[float, bool]]] = field(default_factory=dict)
+    gpu_clocks: dict[int, deque[tuple[float, float]]] = field(default_factory=dict)
     nodes: dict[int, str] = field(default_factory=dict)
     slow_since: dict[int, float] = field(default_factory=dict)
 
@@ -112,11 +135,24 @@ class StragglerDetector:
         if node:
             self.nodes[rank] = node
 
-    def _step_time_medians(self, now: float) -> dict[int, float]:
-        """Each rank's median step time over the last two policy durations."""
+    def observe_gpu(
+        self, rank: int, sm_clock_mhz: float, utilisation_pct: float, now: float, node: str | None
+    ) -> None:
+        """One reading of the SM clock of a rank's GPU (kept only while the GPU is busy)."""
+        if utilisation_pct < BUSY_UTILISATION_PCT or sm_clock_mhz <= 0:
+            return
+        series = self.gpu_clocks.setdefault(rank, deque(maxlen=WAIT_SAMPLES_KEPT))
+        series.append((now, sm_clock_mhz))
+        if node:
+            self.nodes[rank] = node
+
+    def _medians(
+        self, series_by_rank: dict[int, deque[tuple[float, float]]], now: float
+    ) -> dict[int, float]:
+        """Each rank's median over the last two policy durations."""
         horizon = now - 2 * self.policy.straggler_duration_s
         medians = {}
-        for rank, series in self.samples.items():
+        for rank, series in series_by_rank.items():
             recent = [t for at, t in series if at >= horizon]
             if recent:
                 medians[rank] = statistics.median(recent)
@@ -132,14 +168,24 @@ class StragglerDetector:
         return shares
 
     def lags(self, now: float, job_step_time_s: float | None = None) -> list[RankLag]:
-        """Per-rank lags from step times when two or more ranks print them, else from waits."""
-        medians = self._step_time_medians(now)
-        if len(medians) >= 2:
-            return lags_from_step_times(medians)
+        """Per-rank lags from step times when two or more ranks print them, else from waits;
+        GPU clocks (two or more ranks' GPUs busy) add to either: the larger lag counts."""
+        medians = self._medians(self.samples, now)
         shares = self._wait_shares(now)
-        if len(shares) >= 2:
-            return lags_from_wait_shares(shares, job_step_time_s)
-        return []
+        if len(medians) >= 2:
+            lags = lags_from_step_times(medians)
+        elif len(shares) >= 2:
+            lags = lags_from_wait_shares(shares, job_step_time_s)
+        else:
+            lags = []
+        clocks = self._medians(self.gpu_clocks, now)
+        if len(clocks) < 2:
+            return lags
+        worst = {lag.rank: lag for lag in lags}
+        for lag in lags_from_gpu_clocks(clocks, job_step_time_s):
+            if lag.rank not in worst or lag.slowdown > worst[lag.rank].slowdown:
+                worst[lag.rank] = lag
+        return sorted(worst.values(), key=lambda lag: lag.rank)
 
     def check(self, now: float, job_step_time_s: float | None = None) -> StragglerFinding | None:
         """The slowest rank that has been a straggler for the policy duration, else None."""
@@ -186,7 +232,7 @@ def restart_decision(
     steps_since_checkpoint: int,
     recovery_measured: bool = False,
 ) -> RestartDecision:
-    """Notify (the default), or drain and restart when the policy allows it and the time the
+    """Notify (the default), or restart when the policy allows it and the time the
     slowdown will cost over the rest of the run exceeds what a restart costs."""
     healthy = finding.peers_step_time_s
     if remaining_steps is None or healthy is None:
@@ -209,7 +255,8 @@ def restart_decision(
     if policy.straggler_action == "restart" and pays:
         return RestartDecision(
             "restart", slowdown_cost, restart_cost,
-            f"{finding.describe()}; {arithmetic}: drain and restart", finding,
+            f"{finding.describe()}; {arithmetic}: restart (its node drained only on hardware"
+            " evidence)", finding,
         )  # fmt: skip
     why = (
         "policy straggler_action is notify"

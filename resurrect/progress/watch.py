@@ -22,6 +22,7 @@ from resurrect.progress.parser import ProgressParser, shipped_parser
 from resurrect.progress.straggler import RestartDecision, StragglerDetector, restart_decision
 from resurrect.progress.tracker import ProgressTracker
 from resurrect.rules.text import truncate
+from resurrect.sensors.node_agent.gpu_activity import RankGpu, slowdown_evidence
 from resurrect.stacks.classify import RankStack, StackVerdict, judge
 from resurrect.stacks.collect import RankAccess
 
@@ -29,6 +30,7 @@ log = logging.getLogger(__name__)
 PROBE_EVERY_S = 10.0
 SECOND_LOOK_S = 1.0  # a stall confirmed by stacks is looked at once more, this much later
 SAMPLE_EVERY_S = 0.25
+GPU_SAMPLE_EVERY_S = 1.0
 # What a restart is assumed to cost before one was measured (requeue, start-up, load).
 ASSUMED_RECOVERY_S = 120.0
 STACK_FIELD_CHARS = 3000
@@ -76,6 +78,9 @@ class ProgressWatch:
     last_checkpoint_at: float | None = None
     straggler_reported: bool = False
     sampled_at: float = float("-inf")
+    gpus_sampled_at: float = float("-inf")
+    # The latest GPU activity of the ranks (their nodes' agents' word on their GPUs).
+    last_gpus: list[RankGpu] = field(default_factory=list)
     run_probe: ProbeRunner = field(default=_in_background)
     _probe: Future[list[RankStack]] | None = None
     _first_look: tuple[object, ...] | None = None
@@ -111,6 +116,19 @@ class ProgressWatch:
         self.sampled_at = now
         for wait in self.ranks.waits():
             self.stragglers.observe_wait(wait.rank, wait.waiting, now, node=wait.node)
+        if now - self.gpus_sampled_at >= GPU_SAMPLE_EVERY_S:
+            self.gpus_sampled_at = now
+            self.last_gpus = self.ranks.gpus()
+            for item in self.last_gpus:
+                gpu = item.activity
+                if gpu.sm_clock_mhz is not None and gpu.utilisation_pct is not None:
+                    self.stragglers.observe_gpu(
+                        item.rank, gpu.sm_clock_mhz, gpu.utilisation_pct, now, item.node
+                    )
+
+    def gpu_evidence(self, ranks: list[int]) -> list[Evidence]:
+        """The latest hardware slowdowns (or lost GPUs) of these ranks' GPUs."""
+        return slowdown_evidence([g for g in self.last_gpus if g.rank in ranks])
 
     def measured_recovery_s(self) -> float | None:
         """The last recovery of this job, report to first step again, if it was seen."""
@@ -187,7 +205,12 @@ class ProgressWatch:
         reason = confirmation.reason
         if verdict is not None and verdict.culprits:
             reason += f"; {verdict.summary}"
-        return HangReport(reason, suspicion, verdict, stack_evidence(stacks, verdict))
+        evidence = stack_evidence(stacks, verdict)
+        if verdict is not None:  # the agent's word on the culprits' GPUs, as it was lately
+            culprits = [c.rank for c in verdict.culprits if c.rank is not None]
+            evidence.extend(self.gpu_evidence(culprits))
+        evidence.extend(self.ranks.evidence())  # NCCL RAS, or why not
+        return HangReport(reason, suspicion, verdict, evidence)
 
 
 def stack_evidence(stacks: list[RankStack], verdict: StackVerdict | None) -> list[Evidence]:

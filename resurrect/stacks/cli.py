@@ -3,8 +3,9 @@
 ``resurrect stacks dump --job ID [--restart N] [--json]`` reads the stacks of every rank of
 a Slurm job on this node with py-spy (as root: run it on each of the job's nodes, by hand, by
 ``srun --overlap --jobid ID`` as root, or from the node agent) and prints where each rank is:
-victims waiting in a collective, the culprit elsewhere. Exit 0 when stacks were read, 1 when
-no rank of the job runs here or none could be read.
+victims waiting in a collective, the culprit elsewhere, and what NCCL's RAS service says (or
+why it cannot be asked). Exit 0 when stacks were read, 1 when no rank of the job runs here or
+none could be read.
 
 ``resurrect stacks flight-recorder FILE...`` reads PyTorch Flight Recorder JSON dumps (the
 rank is the number at the end of each file name) and prints the ranks behind their peers.
@@ -26,6 +27,7 @@ from resurrect.progress.parser import check_rules
 from resurrect.stacks.classify import judge
 from resurrect.stacks.collect import collect_job_stacks
 from resurrect.stacks.flight_recorder import lagging_ranks, read_flight_record
+from resurrect.stacks.nccl_ras import query_ras
 
 
 def register(subparsers: Any) -> None:
@@ -55,6 +57,7 @@ def run_dump(args: argparse.Namespace) -> int:
         return 2
     stacks = collect_job_stacks(args.job, restart_count=args.restart, timeout_s=args.timeout)
     verdict = judge(stacks)
+    ras = query_ras(timeout_s=min(args.timeout, 10.0)) if stacks else None
     if args.json:
         by_pid = {s.pid: s for s in stacks}
         ranks = [
@@ -78,6 +81,17 @@ def run_dump(args: argparse.Namespace) -> int:
                     "victims": [p.rank for p in verdict.victims],
                     "culprits": [{"rank": c.rank, "node": c.node} for c in verdict.culprits],
                     "summary": verdict.summary,
+                    "nccl_ras": None
+                    if ras is None
+                    else {
+                        "available": ras.available,
+                        "reason": ras.reason or None,
+                        "nccl_version": ras.nccl_version or None,
+                        "findings": [
+                            {"rank": f.rank, "host": f.host, "pid": f.pid, "why": f.why}
+                            for f in ras.findings
+                        ],
+                    },
                 },
                 indent=2,
             )
@@ -86,6 +100,9 @@ def run_dump(args: argparse.Namespace) -> int:
         for p in verdict.places:
             print(f"rank {p.rank} on {p.node} pid {p.pid}: {p.place} at {p.frame}")
         print(verdict.summary if stacks else f"no rank process of job {args.job} here")
+        if ras is not None:
+            for e in ras.evidence(None):
+                print(e.text)
     return 0 if verdict.ranks_seen else 1
 
 

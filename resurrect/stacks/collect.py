@@ -14,8 +14,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
+from resurrect.contracts import Evidence
 from resurrect.errors import StackDumpError
+from resurrect.sensors.node_agent.gpu_activity import LOCAL_GPUS, RankGpu, rank_gpu_activity
 from resurrect.stacks.classify import RankStack
+from resurrect.stacks.nccl_ras import query_ras
 from resurrect.stacks.processes import (
     JobRank,
     RankProcess,
@@ -37,6 +40,12 @@ class RankAccess(Protocol):
 
     def waits(self) -> list[RankWait]: ...
 
+    def gpus(self) -> list[RankGpu]: ...
+
+    def evidence(self) -> list[Evidence]:
+        """What the last ``stacks()`` found besides stacks (NCCL RAS findings, or why not)."""
+        ...
+
 
 def _one(process: RankProcess, timeout_s: float) -> RankStack:
     pid, rank, node, world = process.pid, process.rank, process.node, process.world_size
@@ -52,10 +61,19 @@ def _one(process: RankProcess, timeout_s: float) -> RankStack:
 
 
 def collect_job_stacks(
-    job_id: str, *, restart_count: int | None = None, timeout_s: float = 15.0
+    job_id: str,
+    *,
+    restart_count: int | None = None,
+    timeout_s: float = 15.0,
+    node: str | None = None,
 ) -> list[RankStack]:
-    """The stacks of every rank of the job visible here; each dump bounded by ``timeout_s``."""
+    """The stacks of every rank of the job visible here; each dump bounded by ``timeout_s``.
+
+    ``node``: only the ranks Slurm started as that node (``SLURMD_NODENAME``), when any
+    was (several Slurm nodes on one machine, as on the local cluster); else all of them."""
     processes = job_rank_processes(job_id, restart_count=restart_count)
+    if node is not None:
+        processes = [p for p in processes if p.node == node] or processes
     if not processes:
         return []
     with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(processes))) as pool:
@@ -90,10 +108,25 @@ class LocalRanks:
     def __init__(self, job_id: str, restart_count: int | None = None) -> None:
         self.job_id = job_id
         self.restart_count = restart_count
+        self._evidence: list[Evidence] = []
 
     def stacks(self) -> list[RankStack]:
-        return collect_job_stacks(self.job_id, restart_count=self.restart_count)
+        stacks = collect_job_stacks(self.job_id, restart_count=self.restart_count)
+        nodes = sorted({s.node for s in stacks if s.node})
+        self._evidence = query_ras().evidence(", ".join(nodes) or None) if stacks else []
+        return stacks
+
+    def evidence(self) -> list[Evidence]:
+        return list(self._evidence)
+
+    def _processes(self) -> list[RankProcess]:
+        return ranks_of(_SHARED_SCAN.get(), self.job_id, self.restart_count)
 
     def waits(self) -> list[RankWait]:
-        processes: list[RankProcess] = ranks_of(_SHARED_SCAN.get(), self.job_id, self.restart_count)
+        processes = self._processes()
         return sample_waits({p.pid: (p.rank, p.node) for p in processes if p.rank is not None})
+
+    def gpus(self) -> list[RankGpu]:
+        """Each rank's GPU activity (NVML of this machine, Slurm's GPU binding)."""
+        gpus = LOCAL_GPUS.read()
+        return rank_gpu_activity(self._processes(), gpus) if gpus else []

@@ -14,7 +14,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MAX_ENVIRON_BYTES = 256 << 10
-_KEYS = (b"SLURM_JOB_ID", b"RANK", b"WORLD_SIZE", b"SLURMD_NODENAME", b"SLURM_RESTART_COUNT")
+_KEYS = (
+    b"SLURM_JOB_ID",
+    b"RANK",
+    b"WORLD_SIZE",
+    b"SLURMD_NODENAME",
+    b"SLURM_RESTART_COUNT",
+    # the GPU binding (sensors/node_agent/gpu_binding.py)
+    b"LOCAL_RANK",
+    b"CUDA_VISIBLE_DEVICES",
+    b"SLURM_STEP_GPUS",
+    b"SLURM_JOB_GPUS",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +35,12 @@ class RankProcess:
     node: str | None
     state: str
     world_size: int | None = None
+    # The GPU binding Slurm and the launcher gave it: its device ordinal (LOCAL_RANK), the
+    # devices it sees (CUDA_VISIBLE_DEVICES) and the node's GPU indices of its step
+    # (SLURM_STEP_GPUS, else SLURM_JOB_GPUS); empty when unset.
+    local_rank: int | None = None
+    cuda_visible_devices: str = ""
+    slurm_gpus: str = ""
 
 
 def _environ(pid: int, proc: Path) -> dict[str, str]:
@@ -77,7 +94,17 @@ def scan_rank_processes(proc: Path = Path("/proc")) -> list[JobRank]:
         rank = int(rank_text) if rank_text.isdigit() else None
         world = int(world_text) if world_text.isdigit() else None
         node = env.get("SLURMD_NODENAME")
-        process = RankProcess(pid, rank, node, process_state(pid, proc), world)
+        local = env.get("LOCAL_RANK", "")
+        process = RankProcess(
+            pid,
+            rank,
+            node,
+            process_state(pid, proc),
+            world,
+            local_rank=int(local) if local.isdigit() else None,
+            cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES", ""),
+            slurm_gpus=env.get("SLURM_STEP_GPUS") or env.get("SLURM_JOB_GPUS", ""),
+        )
         found.append(JobRank(env["SLURM_JOB_ID"], env.get("SLURM_RESTART_COUNT", "0"), process))
     return found
 

@@ -231,6 +231,7 @@ async def _serve(
     settings: AgentSettings, config: Any, engine: LineScanner, *, print_only: bool
 ) -> int:
     reporter: AgentReporter
+    client = None
     if print_only:
         reporter = PrintReporter(heartbeats=True)
     else:
@@ -252,5 +253,15 @@ async def _serve(
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    await agent.run(stop)
+    if client is None:
+        await agent.run(stop)
+        return 0
+    from resurrect.sensors.node_agent.stack_probe import serve_probes
+
+    # the agent answers stack probes of suspected hangs (py-spy as root, on its node)
+    probes = serve_probes(client, config.cluster.name, settings.node_name, stop)
+    try:
+        await asyncio.gather(agent.run(stop), probes)
+    finally:
+        stop.set()
     return 0

@@ -55,6 +55,11 @@ class FakeGpu:
     row_remap_supported: bool = True
     recovery_action: int | None = 0  # None: the driver lacks the field
     clock_reasons: int = 0
+    # activity (sensors/node_agent/gpu_activity.py); None: not supported
+    utilisation_pct: int | None = 0
+    power_mw: int | None = 70_000
+    sm_clock_mhz: int | None = 1980
+    max_sm_clock_mhz: int | None = 1980
     nvlink_up: list[bool] = field(default_factory=lambda: [True] * 18)
     nvlink_errors: dict[tuple[int, int], int] = field(default_factory=dict)
     lost: bool = False
@@ -89,6 +94,12 @@ class FakeEventData:
     device: Any
     eventType: int
     eventData: int
+
+
+@dataclass
+class FakeUtilization:
+    gpu: int
+    memory: int = 0
 
 
 @dataclass(frozen=True)
@@ -274,6 +285,28 @@ class FakeNvml:
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle: FakeHandle) -> int:
         return self._gpu("nvmlDeviceGetCurrentClocksEventReasons", handle).clock_reasons
+
+    def _supported(self, function: str, handle: FakeHandle, value: int | None) -> int:
+        self._gpu(function, handle)
+        if value is None:
+            raise NVMLError(api.NVML_ERROR_NOT_SUPPORTED)
+        return value
+
+    def nvmlDeviceGetUtilizationRates(self, handle: FakeHandle) -> FakeUtilization:
+        gpu = self.gpus[handle.index]
+        name = "nvmlDeviceGetUtilizationRates"
+        return FakeUtilization(self._supported(name, handle, gpu.utilisation_pct))
+
+    def nvmlDeviceGetPowerUsage(self, handle: FakeHandle) -> int:
+        return self._supported("nvmlDeviceGetPowerUsage", handle, self.gpus[handle.index].power_mw)
+
+    def nvmlDeviceGetClockInfo(self, handle: FakeHandle, clock_type: int) -> int:
+        value = self.gpus[handle.index].sm_clock_mhz if clock_type == 1 else None
+        return self._supported("nvmlDeviceGetClockInfo", handle, value)
+
+    def nvmlDeviceGetMaxClockInfo(self, handle: FakeHandle, clock_type: int) -> int:
+        value = self.gpus[handle.index].max_sm_clock_mhz if clock_type == 1 else None
+        return self._supported("nvmlDeviceGetMaxClockInfo", handle, value)
 
     def nvmlEventSetCreate(self) -> FakeEventSet:
         self._enter("nvmlEventSetCreate")

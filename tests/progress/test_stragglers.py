@@ -79,7 +79,10 @@ def test_restart_when_allowed_and_it_pays_off() -> None:
     pays = restart_decision(
         finding(), policy, remaining_steps=1000, recovery_s=120, steps_since_checkpoint=50
     )
-    assert pays.action == "restart" and "drain and restart" in pays.note
+    assert (
+        pays.action == "restart"
+        and "restart (its node drained only on hardware evidence)" in pays.note
+    )
     near_the_end = restart_decision(
         finding(), policy, remaining_steps=100, recovery_s=120, steps_since_checkpoint=50
     )

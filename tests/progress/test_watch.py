@@ -7,11 +7,13 @@ import re
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import replace
 from pathlib import Path
 
-from resurrect.contracts import FaultClass, ProgressPolicy, SignalKind
+from resurrect.contracts import Evidence, FaultClass, ProgressPolicy, SignalKind
 from resurrect.progress.tracker import ProgressTracker
 from resurrect.progress.watch import PROBE_EVERY_S, ProgressWatch, straggler_evidence
+from resurrect.sensors.node_agent.gpu_activity import GpuActivity, RankGpu
 from resurrect.stacks.classify import RankStack
 from resurrect.stacks.pyspy_text import parse_pyspy_dump
 from resurrect.stacks.sampling import RankWait
@@ -32,12 +34,19 @@ class FakeRanks:
     def __init__(self, stacks: Callable[[], list[RankStack]] = list) -> None:
         self._stacks = stacks
         self.waiting: list[RankWait] = []
+        self.gpu_activity: list[RankGpu] = []
 
     def stacks(self) -> list[RankStack]:
         return self._stacks()
 
     def waits(self) -> list[RankWait]:
         return self.waiting
+
+    def evidence(self) -> list[Evidence]:
+        return []
+
+    def gpus(self) -> list[RankGpu]:
+        return self.gpu_activity
 
 
 def run_now(probe: Callable[[], list[RankStack]]) -> Future[list[RankStack]]:
@@ -145,7 +154,7 @@ def test_the_rank_its_peers_wait_for_is_the_straggler_and_restart_pays_off() -> 
     assert decision.finding.node == "node2"
     assert 20 <= now <= 20 + 11  # the duration, plus filling the 10 s sampling window
     assert re.match(r"rank 1 on node2 is 3\d\d% slower than its peers", decision.note)
-    assert "its peers wait for it" in decision.note and "drain and restart" in decision.note
+    assert "its peers wait for it" in decision.note and ": restart (its node" in decision.note
 
 
 def test_waits_during_a_save_are_not_sampled() -> None:
@@ -256,3 +265,73 @@ def test_the_jobs_last_recovery_time_is_measured_and_used() -> None:
         decision = decision or watch.check_straggler(float(t))
     assert watch.measured_recovery_s() == 51.0
     assert decision is not None and "restart cost = 51 s recovery (measured)" in decision.note
+
+
+def busy_gpus(clocks: dict[int, int], reasons: tuple[str, ...] = ()) -> list[RankGpu]:
+    """Each rank's busy GPU at the given SM clock (rank 2's with ``reasons``)."""
+    return [
+        RankGpu(
+            rank,
+            f"node{rank}",
+            GpuActivity(
+                rank,
+                f"0000:{rank:02x}:00",
+                None,
+                98,
+                600.0,
+                mhz,
+                1980,
+                reasons if rank == 2 else (),
+            ),
+        )
+        for rank, mhz in clocks.items()
+    ]
+
+
+def test_a_gpu_whose_clock_lags_its_peers_names_its_rank_a_straggler() -> None:
+    policy = ProgressPolicy(straggler_duration_s=10)
+    ranks = FakeRanks()
+    ranks.gpu_activity = busy_gpus({0: 1980, 1: 1965, 2: 1200}, ("hw_thermal_slowdown",))
+    watch = ProgressWatch(policy, ProgressTracker(0.0), ranks)
+    now, decision = 0.0, None
+    while now < 30 and decision is None:
+        now += 0.25
+        if now % 1 == 0:
+            watch.observe_line(f"[rank0] step {int(now) * 10}/20000 loss 1.0", now)
+        watch.sample(now)
+        decision = watch.check_straggler(now)
+    assert decision is not None and decision.finding.source == "gpu_clocks"
+    assert (decision.finding.rank, decision.finding.node) == (2, "node2")
+    assert 10 <= now <= 12  # the policy duration after the first busy readings
+    assert re.match(r"rank 2 on node2 is 6\d% slower than its peers", decision.note)
+    assert "its GPU's SM clock against its peers'" in decision.note
+    [hardware] = watch.gpu_evidence([decision.finding.rank])
+    assert hardware.rule == "gpu.clocks.hw_slowdown" and hardware.host == "node2"
+
+
+def test_idle_gpus_say_nothing_about_stragglers() -> None:
+    ranks = FakeRanks()
+    ranks.gpu_activity = [
+        RankGpu(g.rank, g.node, replace(g.activity, utilisation_pct=0))
+        for g in busy_gpus({0: 1980, 1: 210})
+    ]
+    watch = ProgressWatch(ProgressPolicy(straggler_duration_s=10), ProgressTracker(0.0), ranks)
+    for tick in range(1, 200):
+        watch.sample(tick * 0.25)
+    assert watch.stragglers is not None and not watch.stragglers.gpu_clocks
+
+
+def test_a_hang_report_carries_the_agents_word_on_the_culprits_gpu() -> None:
+    ranks = FakeRanks(hung_ddp_job)
+    ranks.gpu_activity = [
+        RankGpu(1, "node2", GpuActivity(1, "0000:3b:00", None, 0, 90.0, 1410, 1980,
+                                        ("hw_power_brake_slowdown",))),
+    ]  # fmt: skip
+    watch = ProgressWatch(ProgressPolicy(), ProgressTracker(0.0), ranks, run_probe=run_now)
+    for n in range(1, 6):
+        watch.observe_line(f"[rank0] step {n}/100 loss 1.0", float(n))
+        watch.sample(float(n))
+    report = watch.check(20.0)
+    assert report is not None and report.culprit_ranks == [1]
+    gpu = [e for e in report.evidence if e.rule == "gpu.clocks.hw_slowdown"]
+    assert [(e.rank, e.host, e.source) for e in gpu] == [(1, "node2", "node_agent")]

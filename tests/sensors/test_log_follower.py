@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -10,17 +11,23 @@ from support.builders import job, opt_in
 from support.rules import engine_of
 
 from resurrect.config import ResurrectConfig
-from resurrect.contracts import FaultClass, Interruption, JobInfo, JobState, SignalKind
+from resurrect.contracts import Evidence, FaultClass, Interruption, JobInfo, JobState, SignalKind
+from resurrect.plans.decide import HANG_HISTORY_RULE
 from resurrect.progress.hang import HangSuspicion
 from resurrect.progress.watch import HangReport
 from resurrect.rules.engine import RuleEngine
 from resurrect.sensors.log_follower import FollowedFile, JobLogFollower
+from resurrect.sensors.node_agent.gpu_activity import RankGpu
 from resurrect.stacks.classify import RankStack, judge
 from resurrect.stacks.pyspy_text import parse_pyspy_dump
 from resurrect.stacks.sampling import RankWait
 from resurrect.testing import FakeScheduler
 
-CONFIG = ResurrectConfig.model_validate({"cluster": {"name": "c1"}})
+# the follower keeps its hang-culprit record in the state directory: a private one here
+STATE = tempfile.TemporaryDirectory(prefix="resurrect-follower-test-")
+CONFIG = ResurrectConfig.model_validate(
+    {"cluster": {"name": "c1"}, "temporal": {"state_dir": STATE.name}}
+)
 
 
 def keyword_engine() -> RuleEngine:
@@ -180,6 +187,12 @@ class StoppedRankOne:
     def waits(self) -> list[RankWait]:
         return []
 
+    def evidence(self) -> list[Evidence]:
+        return []
+
+    def gpus(self) -> list[RankGpu]:
+        return []
+
 
 async def test_progress_that_stops_is_a_hang_naming_the_culprit_from_the_stacks(
     tmp_path: Path,
@@ -241,17 +254,25 @@ async def test_hang_after_s_overrides_adaptive_detection(tmp_path: Path) -> None
     assert follower.jobs[("14", 0)].progress is None
 
 
-def test_a_node_that_is_the_culprit_in_hangs_of_two_jobs_is_named_a_suspect() -> None:
+def test_a_node_that_is_the_culprit_in_hangs_of_two_jobs_is_named_a_suspect(
+    tmp_path: Path,
+) -> None:
     stacks = StoppedRankOne().stacks()
     verdict = judge(stacks)
     suspicion = HangSuspicion(6.0, 5.0, "train", 1.0, 0.1, 30)
     report = HangReport("stalled", suspicion, verdict, [])
-    follower = JobLogFollower(FakeScheduler.with_nodes(2), CONFIG, keyword_engine(), _no_report)
-    assert follower._implicate(report, "21") == ""
-    assert follower._implicate(report, "21") == ""  # the same job again: still one job
-    assert "node node2 is a suspect: culprit in hangs of jobs 21, 22" in follower._implicate(
-        report, "22"
-    )
+    temporal = CONFIG.temporal.model_copy(update={"state_dir": tmp_path})
+    config = CONFIG.model_copy(update={"temporal": temporal})
+    follower = JobLogFollower(FakeScheduler.with_nodes(2), config, keyword_engine(), _no_report)
+    [first] = follower._implicate(report, "21")
+    assert (first.rule, first.host, first.fields["jobs"]) == (HANG_HISTORY_RULE, "node2", "21")
+    [again] = follower._implicate(report, "21")  # the same job again: still one job
+    assert again.fields["jobs"] == "21"
+    [both] = follower._implicate(report, "22")
+    assert both.fields["jobs"] == "21,22" and both.source == "sensor"
+    # a restarted follower still knows
+    again = JobLogFollower(FakeScheduler.with_nodes(2), config, keyword_engine(), _no_report)
+    assert again.hang_culprits.jobs("node2", time.time()) == ["21", "22"]
 
 
 async def _no_report(i: Interruption) -> None:

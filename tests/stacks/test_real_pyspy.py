@@ -82,3 +82,5 @@ def test_the_stopped_rank_is_named_and_its_peer_waits_in_all_reduce(
     by_rank = {r["rank"]: r for r in report["ranks"]}
     assert by_rank[1]["state"] == "T" and by_rank[1]["place"] == "stopped"
     assert "all_reduce" in by_rank[0]["stack"]
+    # a gloo job has no NCCL RAS service to ask, and the report says so
+    assert report["nccl_ras"]["available"] is False and report["nccl_ras"]["reason"]

@@ -10,7 +10,8 @@ Recording: the dev-server tests that run each kind of workflow hand its history 
 
     RESURRECT_RECORD_HISTORIES=1 .venv/bin/python -m pytest \\
         tests/workflows/test_recovery_workflow.py -k histories \\
-        tests/workflows/test_node_health.py -k root_finding
+        tests/workflows/test_node_health.py -k root_finding \\
+        tests/stacks/test_agent_ranks.py -k silent_one
 
 Record a new kind when a workflow gains one; never re-record to make a replay failure go
 away (that failure is what the test is for: version the change with ``workflow.patched``).

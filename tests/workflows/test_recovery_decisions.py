@@ -19,6 +19,7 @@ from support.builders import job, make_config
 from support.temporal import skipping_time
 from temporalio import activity
 from temporalio.client import WorkflowHandle
+from temporalio.common import TypedSearchAttributes
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
@@ -43,6 +44,7 @@ from resurrect.contracts import (
 from resurrect.errors import JobNotFound, PermanentStepError, SchedulerUnavailable
 from resurrect.plans.loader import load_plans
 from resurrect.plans.models import ResolvedPlan
+from resurrect.progress.culprits import HangCulprits
 from resurrect.sensors.report import report_interruption
 from resurrect.temporal import search_attributes as sa
 from resurrect.testing.steps import make_step_input
@@ -57,6 +59,8 @@ from resurrect.workflows.names import (
 from resurrect.workflows.recovery import RecoveryWorkflow, RecoveryWorkflowStatus
 
 StepFn = Callable[[StepInput], StepResult]
+# The steps of the shipped plan restart-from-checkpoint (no drain).
+RESTART_IN_PLACE = ["recovery.verify_checkpoint", "recovery.requeue_job", "recovery.wait_running"]
 
 
 def _drained(step: StepInput) -> StepResult:
@@ -201,6 +205,12 @@ def worker(run: Run, scripted: Stage) -> Worker:
     )
 
 
+async def search_attributes(run: Run, outcome: RecoveryOutcome) -> TypedSearchAttributes:
+    """What the recovery is searchable by, now that it ended."""
+    handle = run.env.client.get_workflow_handle(outcome.workflow_id)
+    return (await handle.describe()).typed_search_attributes
+
+
 async def recover(run: Run, scripted: Stage) -> RecoveryOutcome:
     async with worker(run, scripted):
         handle = await run.start(scripted.bundle.interruption)
@@ -237,11 +247,7 @@ async def test_node_loss_drains_the_culprit_then_restarts_from_a_checkpoint(run:
 async def test_a_restart_class_without_culprits_requeues_without_draining(run: Run) -> None:
     scripted = stage(FaultClass.PROCESS_CRASH, state=JobState.FAILED)
     outcome = await recover(run, scripted)
-    assert scripted.steps_run == [
-        "recovery.verify_checkpoint",
-        "recovery.requeue_job",
-        "recovery.wait_running",
-    ]
+    assert scripted.steps_run == RESTART_IN_PLACE
     assert outcome.outcome == "recovered" and outcome.drained_nodes == []
     assert any("restart charged to budget (1/2)" in note for note in outcome.notes)
 
@@ -277,16 +283,14 @@ async def test_infrastructure_faults_are_free_even_over_budget(run: Run) -> None
     scripted = stage(FaultClass.GPU_HARDWARE, culprits=("node1",), charged=5)
     outcome = await recover(run, scripted)
     assert outcome.outcome == "recovered" and outcome.drained_nodes == ["node1"]
-    handle = run.env.client.get_workflow_handle(outcome.workflow_id)
-    attributes = (await handle.describe()).typed_search_attributes
+    attributes = await search_attributes(run, outcome)
     assert attributes.get(sa.BUDGET_CHARGED) is None  # a free restart is not charged
 
 
 async def test_a_charged_restart_is_marked_for_the_next_budget_count(run: Run) -> None:
     scripted = stage(FaultClass.PROCESS_CRASH, state=JobState.FAILED)
     outcome = await recover(run, scripted)
-    handle = run.env.client.get_workflow_handle(outcome.workflow_id)
-    attributes = (await handle.describe()).typed_search_attributes
+    attributes = await search_attributes(run, outcome)
     assert attributes.get(sa.BUDGET_CHARGED) is True
     assert attributes.get(sa.OUTCOME) == "recovered"
     assert attributes.get(sa.FAULT_CLASS) == "process.crash"
@@ -406,3 +410,62 @@ async def test_reports_of_other_sensors_reach_attribution_deduplicated(run: Run)
     assert outcome.outcome == "recovered"
     assert phase == "done" and status.plan == "drain-and-restart"
     assert status.fault_class == "gpu.hardware" and status.state.drained_nodes == ["node1"]
+
+
+# ---------------------------------------------------------------------------------------
+# hangs (decide.py rules 7 and 8): where the ladder takes a stalled job
+
+
+def hang_stage(*reported: Evidence) -> Stage:
+    """Job 100 hung, its ranks' stacks naming rank 1 on node2; ``reported``: what the
+    follower sent with its report."""
+    scripted = stage(FaultClass.JOB_HANG, culprits=("node2",), state=JobState.RUNNING)
+    interruption = scripted.bundle.interruption.model_copy(update={"evidence": list(reported)})
+    scripted.bundle = scripted.bundle.model_copy(update={"interruption": interruption})
+    return scripted
+
+
+async def test_a_hang_without_hardware_evidence_restarts_in_place_charged(run: Run) -> None:
+    scripted = hang_stage()
+    outcome = await recover(run, scripted)
+    assert scripted.steps_run == RESTART_IN_PLACE
+    assert outcome.outcome == "recovered" and outcome.drained_nodes == []
+    assert outcome.action is RecoveryAction.RESTART
+    [requeue] = scripted.inputs["recovery.requeue_job"]
+    assert requeue.decision.exclude_nodes == []  # in place: the same nodes may run it
+    attributes = await search_attributes(run, outcome)
+    assert attributes.get(sa.BUDGET_CHARGED) is True
+
+
+async def test_a_hang_whose_culprit_node_is_throttled_drains_it_free(run: Run) -> None:
+    throttled = Evidence(
+        kind=SignalKind.GPU_METRIC,
+        text="nvml gpu=0 pci=0000:3b:00 clocks event_reasons=hw_thermal_slowdown",
+        rule="gpu.clocks.hw_slowdown",
+        role="diagnostic",
+        fault_class=FaultClass.JOB_STRAGGLER,
+        host="node2",
+        source="node_agent",
+    )
+    scripted = hang_stage(throttled)
+    scripted.charged = 2  # the budget is spent: a free restart still happens
+    outcome = await recover(run, scripted)
+    assert scripted.steps_run[0] == "recovery.drain_nodes"
+    assert outcome.outcome == "recovered" and outcome.drained_nodes == ["node2"]
+    assert outcome.action is RecoveryAction.DRAIN_AND_RESTART
+    assert any(
+        "culprit node2 has hardware evidence from the node agent" in n for n in outcome.notes
+    )
+    attributes = await search_attributes(run, outcome)
+    assert attributes.get(sa.BUDGET_CHARGED) is None
+
+
+async def test_a_node_that_hung_other_jobs_is_flagged_in_the_recovery(run: Run) -> None:
+    culprits = HangCulprits(window_s=7 * 24 * 3600)  # what the follower remembers
+    culprits.record("node2", "97", now=0.0)
+    culprits.record("node2", "100", now=60.0)
+    history = culprits.evidence("node2", now=120.0)
+    assert history is not None
+    outcome = await recover(run, hang_stage(history))
+    assert outcome.drained_nodes == []
+    assert any("node node2 flagged as suspect" in n and "jobs 97" in n for n in outcome.notes)

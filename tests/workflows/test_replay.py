@@ -24,10 +24,12 @@ from resurrect.contracts import StepInput
 from resurrect.workflows.names import Activity
 from resurrect.workflows.node_health import NodeHealthWorkflow
 from resurrect.workflows.recovery import RecoveryWorkflow
+from resurrect.workflows.stack_probe import StackProbeWorkflow
 
 WORKFLOWS: dict[str, type] = {
     "RecoveryWorkflow": RecoveryWorkflow,
     "NodeHealthWorkflow": NodeHealthWorkflow,
+    "StackProbeWorkflow": StackProbeWorkflow,
 }
 
 

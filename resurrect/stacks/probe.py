@@ -1,0 +1,131 @@
+"""A stack probe: one node's answer to "where are job J's ranks?", as it travels.
+
+The node agent (root on its node) answers it (:func:`probe_here`): every rank process of the
+job attempt on the node, each read with one bounded py-spy call, and what NCCL's RAS
+service there says about the job. The follower asks every node of a suspected job
+(:mod:`resurrect.stacks.agent_ranks`) through Temporal: the probe is a short workflow on the
+node agent's own task queue (:func:`agent_task_queue`), so the stacks are in its history
+too. The answer is plain data: the raw py-spy text per rank, parsed again by the asker.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from pydantic import Field
+
+from resurrect.contracts import Contract, Evidence
+from resurrect.sensors.node_agent.gpu_activity import LOCAL_GPUS, RankGpu, rank_gpu_activity
+from resurrect.stacks.classify import RankStack
+from resurrect.stacks.collect import collect_job_stacks
+from resurrect.stacks.nccl_ras import query_ras
+from resurrect.stacks.processes import job_rank_processes
+from resurrect.stacks.pyspy_text import parse_pyspy_dump
+
+STACK_PROBE_WORKFLOW = "StackProbeWorkflow"
+DUMP_STACKS_ACTIVITY = "agent.dump_stacks"
+MAX_DUMP_TEXT = 256 << 10  # per rank
+MAX_RANKS_PER_NODE = 256
+
+
+def agent_task_queue(cluster: str, node: str) -> str:
+    """The task queue of one node's agent (its stack probes run there)."""
+    return f"resurrect-agent/{cluster}/{node}"
+
+
+class StackProbeRequest(Contract):
+    cluster: str = Field(min_length=1, max_length=200)
+    node: str = Field(min_length=1, max_length=200)
+    job_id: str = Field(pattern=r"^\d{1,12}(?:_\d{1,12})?$")
+    restart_count: int | None = Field(default=None, ge=0)
+    timeout_s: float = Field(default=15.0, gt=0, le=120)  # per py-spy call
+    stacks: bool = True  # read the ranks' stacks (py-spy pauses each rank about a second)
+    ras: bool = True  # also ask NCCL's RAS service on the node (with the stacks)
+    gpus: bool = True  # the ranks' GPU activity (NVML, Slurm's GPU binding)
+
+
+class ProbedRank(Contract):
+    rank: int | None
+    node: str | None
+    pid: int
+    state: str = Field(max_length=2)
+    dump_text: str = Field(default="", max_length=MAX_DUMP_TEXT)
+    error: str = Field(default="", max_length=2000)
+    world_size: int | None = None
+
+
+class StackProbeResult(Contract):
+    node: str
+    ranks: list[ProbedRank] = Field(default_factory=list, max_length=MAX_RANKS_PER_NODE)
+    gpus: list[RankGpu] = Field(default_factory=list, max_length=MAX_RANKS_PER_NODE)
+    evidence: list[Evidence] = Field(default_factory=list)  # NCCL RAS findings or its note
+    took_s: float = 0.0
+
+    def stacks(self) -> list[RankStack]:
+        """The ranks' stacks as the classifier reads them."""
+        return [
+            RankStack(
+                r.rank,
+                r.node or self.node,
+                r.pid,
+                r.state,
+                parse_pyspy_dump(r.dump_text) if r.dump_text else None,
+                r.dump_text,
+                r.error,
+                r.world_size,
+            )
+            for r in self.ranks
+        ]
+
+    def rank_gpus(self) -> list[RankGpu]:
+        """The ranks' GPUs, each with its node (this one, unless Slurm named another)."""
+        return [g if g.node else replace(g, node=self.node) for g in self.gpus]
+
+
+def probe_here(request: StackProbeRequest) -> StackProbeResult:
+    """Read the stacks of the job's ranks on this node (and NCCL RAS), within bounds."""
+    began = time.monotonic()
+    stacks = (
+        collect_job_stacks(
+            request.job_id,
+            restart_count=request.restart_count,
+            timeout_s=request.timeout_s,
+            node=request.node,
+        )
+        if request.stacks
+        else []
+    )
+    ranks = [
+        ProbedRank(
+            rank=s.rank,
+            node=s.node,
+            pid=s.pid,
+            state=s.state[:2],
+            dump_text=s.dump_text[:MAX_DUMP_TEXT],
+            error=s.error[:2000],
+            world_size=s.world_size,
+        )
+        for s in stacks[:MAX_RANKS_PER_NODE]
+    ]
+    evidence: list[Evidence] = []
+    if request.ras and ranks:
+        evidence = query_ras(timeout_s=min(request.timeout_s, 10.0)).evidence(request.node)
+    gpus = node_gpus(request) if request.gpus else []
+    return StackProbeResult(
+        node=request.node,
+        ranks=ranks,
+        gpus=gpus,
+        evidence=evidence,
+        took_s=time.monotonic() - began,
+    )
+
+
+def node_gpus(request: StackProbeRequest) -> list[RankGpu]:
+    """The GPU activity of the job's ranks on this node (none without NVML or GPUs)."""
+    gpus = LOCAL_GPUS.read()
+    if not gpus:
+        return []
+    processes = job_rank_processes(request.job_id, restart_count=request.restart_count)
+    mine = [p for p in processes if p.node == request.node] or processes
+    return rank_gpu_activity(mine, gpus)[:MAX_RANKS_PER_NODE]
