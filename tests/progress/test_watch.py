@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from resurrect.contracts import Evidence, FaultClass, ProgressPolicy, SignalKind
+from resurrect.progress.straggler import RestartDecision
 from resurrect.progress.tracker import ProgressTracker
 from resurrect.progress.watch import PROBE_EVERY_S, ProgressWatch, straggler_evidence
 from resurrect.sensors.node_agent.gpu_activity import GpuActivity, RankGpu
@@ -115,17 +116,26 @@ def test_a_checkpoint_save_ten_steps_long_raises_no_hang() -> None:
     assert watch.check(5.5 + 10 * 1.0) is None
 
 
-def test_rank_prefixed_step_times_find_a_straggler_and_write_the_arithmetic() -> None:
-    policy = ProgressPolicy(straggler_duration_s=10)
-    watch = ProgressWatch(policy, ProgressTracker(0.0), FakeRanks())
+def megatron_steps(
+    watch: ProgressWatch, step_ms: dict[int, float], *, steps: int, total: int = 1000
+) -> RestartDecision | None:
+    """Feed ``steps`` seconds of Megatron-LM iteration lines, one per rank a second, each
+    rank taking ``step_ms``; the first straggler decision."""
     decision = None
-    for t in range(1, 40):
-        for rank, ms in ((0, 100.0), (1, 100.0), (2, 160.0)):
+    for t in range(1, steps):
+        for rank, ms in step_ms.items():
             watch.observe_line(
-                f"[rank{rank}]: iteration {t:>8}/    1000 | elapsed time per iteration (ms): {ms}",
+                f"[rank{rank}]: iteration {t:>8}/{total:>8} | elapsed time per iteration (ms): {ms}",
                 float(t),
             )
         decision = decision or watch.check_straggler(float(t))
+    return decision
+
+
+def test_rank_prefixed_step_times_find_a_straggler_and_write_the_arithmetic() -> None:
+    policy = ProgressPolicy(straggler_duration_s=10)
+    watch = ProgressWatch(policy, ProgressTracker(0.0), FakeRanks())
+    decision = megatron_steps(watch, {0: 100.0, 1: 100.0, 2: 160.0}, steps=40)
     assert decision is not None and decision.action == "notify"
     assert decision.note.startswith("rank 2 is 60% slower than its peers")
     assert "remaining steps" in decision.note and "recompute" in decision.note
@@ -169,14 +179,7 @@ def test_waits_during_a_save_are_not_sampled() -> None:
 def test_a_straggler_decision_becomes_root_evidence_naming_rank_and_node() -> None:
     policy = ProgressPolicy(straggler_duration_s=10)
     watch = ProgressWatch(policy, ProgressTracker(0.0), FakeRanks())
-    decision = None
-    for t in range(1, 30):
-        for rank, ms in ((0, 100.0), (1, 150.0)):
-            line = (
-                f"[rank{rank}]: iteration {t:>8}/    1000 | elapsed time per iteration (ms): {ms}"
-            )
-            watch.observe_line(line, float(t))
-        decision = decision or watch.check_straggler(float(t))
+    decision = megatron_steps(watch, {0: 100.0, 1: 150.0}, steps=30)
     assert decision is not None
     [evidence] = straggler_evidence(decision)
     assert evidence.role == "root" and evidence.fault_class is FaultClass.JOB_STRAGGLER
@@ -255,14 +258,7 @@ def test_the_jobs_last_recovery_time_is_measured_and_used() -> None:
     policy = ProgressPolicy(straggler_duration_s=10, straggler_action="restart")
     # the previous attempt was reported at t=-50; this attempt's first step came at t=1
     watch = ProgressWatch(policy, ProgressTracker(0.0), FakeRanks(), recovery_began_at=-50.0)
-    decision = None
-    for t in range(1, 30):
-        for rank, ms in ((0, 100.0), (1, 200.0)):
-            line = (
-                f"[rank{rank}]: iteration {t:>8}/  100000 | elapsed time per iteration (ms): {ms}"
-            )
-            watch.observe_line(line, float(t))
-        decision = decision or watch.check_straggler(float(t))
+    decision = megatron_steps(watch, {0: 100.0, 1: 200.0}, steps=30, total=100_000)
     assert watch.measured_recovery_s() == 51.0
     assert decision is not None and "restart cost = 51 s recovery (measured)" in decision.note
 
