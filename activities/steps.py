@@ -4,7 +4,9 @@ Each is named in full in its ``@step`` (``recovery.drain_nodes``), as the plans 
 Each is idempotent: it checks the current state before acting and reports
 ``changed=False`` work as done (draining a drained node, requeueing a job that was already
 requeued are no-ops), so a retry after a killed worker repeats nothing. Each describes in
-observe mode what it would have done.
+observe mode what it would have done. The ones that finish within seconds (``quick``: drain,
+requeue, notify) run as local activities; checkpoint verification (a helper process as the
+job's owner, over files of any size) and waiting for the job to run stay activity tasks.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ class Params(BaseModel):
 
 
 # ---------------------------------------------------------------------------- drain
-@step("recovery.drain_nodes", handles_observe=True)
+@step("recovery.drain_nodes", handles_observe=True, quick=True)
 async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
     """Drain the plan's implicated nodes with our reason prefix, within the drain budget.
 
@@ -211,7 +213,7 @@ def _already_requeued(job: JobInfo, failed_restart_count: int, exclude: list[str
     return job.state is JobState.PENDING and set(exclude) <= set(job.excluded_nodes)
 
 
-@step("recovery.requeue_job", handles_observe=True)
+@step("recovery.requeue_job", handles_observe=True, quick=True)
 async def requeue_job(ctx: StepContext, params: None) -> StepResult:
     """Requeue the job (same id, same owner) excluding implicated nodes; hold first.
 
@@ -390,7 +392,7 @@ def append_notification(config: ResurrectConfig, record: dict[str, object]) -> N
     _append_json_line(config.temporal.state_dir / "notifications.jsonl", record)
 
 
-@step("recovery.notify", mutating=False)
+@step("recovery.notify", mutating=False, quick=True)
 async def notify(ctx: StepContext, params: NotifyParams) -> StepResult:
     """Tell people: a log line and a JSON line in ``<state_dir>/notifications.jsonl``."""
     message = params.message or "; ".join(ctx.decision.reasons)

@@ -39,7 +39,7 @@ echo "== liveness_cost (10,000 agents heartbeating the collector vs a Temporal s
 "$PY" benchmarks/liveness_cost.py --json "${live[@]}"
 echo "== follower_cost (1,000 followed jobs: adaptive looks on open files vs every file every 0.25 s)" >&2
 "$PY" benchmarks/follower_cost.py --json "${fcost[@]}"
-echo "== burst_recovery (simultaneous node losses, 3 reports each: WAL dev server vs its defaults)" >&2
-"$PY" benchmarks/burst_recovery.py --json "${burst[@]}"
+echo "== burst (simultaneous node losses, 3 reports each: the lean recovery vs the former one)" >&2
+"$PY" benchmarks/burst.py --json "${burst[@]}"
 echo "== drain_budget (burst of reserve_drain updates vs queries of the same workflow)" >&2
 "$PY" benchmarks/drain_budget.py --json "${budget[@]}"

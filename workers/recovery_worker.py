@@ -19,7 +19,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from resurrect.activities.operator import OperatorActivities
@@ -114,6 +114,16 @@ def node_health_activities(
     return [activities.report_node_fault]
 
 
+def workflow_runner(sandboxed: bool = True) -> WorkflowRunner:
+    """The sandboxed runner, our pure modules passed through (see PASSTHROUGH_MODULES);
+    ``sandboxed=False`` only for measuring what the sandbox costs (benchmarks/burst.py)."""
+    if not sandboxed:
+        return UnsandboxedWorkflowRunner()
+    return SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
+    )
+
+
 def build_worker(
     client: Client,
     config: ResurrectConfig,
@@ -121,6 +131,8 @@ def build_worker(
     *,
     plugins: Sequence[Plugin] | None = None,
     graceful_shutdown_s: float = 10.0,
+    workflows: Sequence[type] | None = None,
+    sandboxed: bool = True,
 ) -> Worker:
     catalogue = load_catalogue(config, plugins=plugins)
     runtime = StepRuntime(scheduler=scheduler, config=config, client=client)
@@ -134,7 +146,11 @@ def build_worker(
         for name, fn in catalogue.steps.items()
     ]
     recovery = RecoveryActivities(
-        scheduler=scheduler, config=config, client=client, plans=catalogue.plans
+        scheduler=scheduler,
+        config=config,
+        client=client,
+        plans=catalogue.plans,
+        quick_steps=[name for name, fn in catalogue.steps.items() if step_meta(fn).quick],
     )
     activities = [
         *recovery.all(),
@@ -150,12 +166,10 @@ def build_worker(
     return Worker(
         client,
         task_queue=config.temporal.task_queue,
-        workflows=workflow_classes(),
+        workflows=list(workflows) if workflows is not None else workflow_classes(),
         activities=activities,
         activity_executor=concurrent.futures.ThreadPoolExecutor(max_workers=16),
-        workflow_runner=SandboxedWorkflowRunner(
-            restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
-        ),
+        workflow_runner=workflow_runner(sandboxed),
         graceful_shutdown_timeout=timedelta(seconds=graceful_shutdown_s),
         interceptors=[TelemetryInterceptor()],
     )

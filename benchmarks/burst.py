@@ -1,0 +1,316 @@
+"""Burst recovery throughput on the embedded default: ``--jobs`` jobs lose a node at the same
+moment, each reported by three sensors (the Slurm watcher without evidence; the node agent
+and the log follower with theirs), recovered by the real worker against the embedded
+Temporal dev server (SQLite, WAL) with an in-memory scheduler.
+
+Each variant starts its own dev server and worker and is measured in the same run:
+
+* ``baseline``: the former recovery (``RecoveryWorkflow`` without ``lean-recovery``: one
+  activity per evidence step, every step an activity task, a search-attribute upsert per
+  change) and the former report (signal-with-start for every report, with or without
+  evidence); the sandboxed workflow runner;
+* ``lean``: what resurrect does now (the default): the lean recovery, reports without
+  evidence only start-or-find the workflow;
+* with ``--levers``, each lever alone on top of ``baseline`` or ``lean``, to measure what it
+  brings: ``lean_workflow`` (the lean recovery, former reports), ``unsandboxed`` (``lean``
+  with the unsandboxed workflow runner), ``eager`` (``lean`` with the dev server's eager
+  activity dispatch).
+
+Checked for each: every job requeued exactly once, no node drained twice. Reported: the
+recoveries per second (first report to last workflow closed), the history events of a
+recovery (mean over a sample, and by type for one), and the CPU seconds per recovery of the
+dev server and of this process (worker, reports, in-memory scheduler): on 2 cores their sum
+bounds the throughput.
+
+    python benchmarks/burst.py [--jobs 200] [--levers] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import tempfile
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from temporalio import workflow
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+
+from resurrect.config import ResurrectConfig, TemporalSettings
+from resurrect.contracts import (
+    Evidence,
+    FaultClass,
+    Interruption,
+    JobInfo,
+    JobState,
+    NodeInfo,
+    RecoveryOutcome,
+    SignalKind,
+)
+from resurrect.sensors.report import report_interruption
+from resurrect.temporal import search_attributes as sa
+from resurrect.temporal.client import connect
+from resurrect.temporal.server import EmbeddedTemporal, free_port
+from resurrect.testing import FakeScheduler
+from resurrect.workers.recovery_worker import build_worker, workflow_classes
+from resurrect.workflows.names import RECOVERY_WORKFLOW, REPORT_SIGNAL
+from resurrect.workflows.recovery import RecoveryWorkflow
+
+OPT_IN = '{"resurrect": {"max_restarts": 3}}'
+SOURCES = ("slurm_watcher", "node_agent", "log_tail")
+WAL = ("journal_mode=wal", "synchronous=normal")
+EAGER = ("system.enableActivityEagerExecution=true",)
+
+
+@workflow.defn(name=RECOVERY_WORKFLOW)
+class FormerRecoveryWorkflow(RecoveryWorkflow):
+    """The recovery as it was before ``lean-recovery`` (the same code, the former path)."""
+
+    @workflow.run
+    async def run(self, interruption: Interruption) -> RecoveryOutcome:
+        return await super().run(interruption)
+
+    def _takes_lean_path(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class Variant:
+    lean_workflow: bool = True
+    lean_reports: bool = True
+    sandboxed: bool = True
+    dynamic_config: tuple[str, ...] = ()
+
+
+BASELINE = Variant(lean_workflow=False, lean_reports=False)
+LEAN = Variant()
+LEVERS = {
+    "lean_workflow": Variant(lean_reports=False),
+    "unsandboxed": Variant(sandboxed=False),
+    "eager": Variant(dynamic_config=EAGER),
+}
+
+
+def cluster(jobs: int, name: str) -> FakeScheduler:
+    """``jobs`` jobs on two nodes each; the second node of every job is down."""
+    nodes = []
+    for index in range(jobs):
+        nodes.append(NodeInfo(name=f"a{index:05d}", state="ALLOCATED"))
+        nodes.append(NodeInfo(name=f"b{index:05d}", state="DOWN", flags=["NOT_RESPONDING"]))
+    nodes += [NodeInfo(name=f"spare{index:05d}", state="IDLE") for index in range(2 * jobs)]
+    scheduler = FakeScheduler(nodes, cluster_name=name)
+    for index in range(jobs):
+        job_id = str(1000 + index)
+        scheduler.jobs[job_id] = JobInfo(
+            job_id=job_id,
+            name="train",
+            state=JobState.RUNNING,
+            user="alice",
+            nodes=[f"a{index:05d}", f"b{index:05d}"],
+            num_nodes=2,
+            comment=OPT_IN,
+        )
+    return scheduler
+
+
+def _evidence(source: str, lost: str, now: datetime) -> list[Evidence]:
+    """What each sensor sends with a node loss (as the real ones do)."""
+    if source == "node_agent":
+        return [
+            Evidence(
+                kind=SignalKind.HEARTBEAT,
+                text=f"node agent on {lost} silent for 6.0s (threshold 6.0s)",
+                rule="node_agent.heartbeat_silence",
+                role="root",
+                fault_class=FaultClass.NODE_LOST,
+                host=lost,
+                observed_at=now,
+            )
+        ]
+    if source == "log_tail":
+        return [
+            Evidence(
+                kind=SignalKind.JOB_LOG,
+                text=f"[rank1]: Connection closed by peer [{lost}]:29500",
+                rule="gloo.connection_closed",
+                role="cascade",
+                fault_class=FaultClass.COLLECTIVE_TIMEOUT,
+                observed_at=now,
+            )
+        ]
+    return []  # the Slurm watcher reports states, which the recovery reads itself
+
+
+def reports(config: ResurrectConfig, scheduler: FakeScheduler) -> list[Interruption]:
+    out = []
+    now = datetime.now(UTC)
+    for source in SOURCES:
+        for job in scheduler.jobs.values():
+            out.append(
+                Interruption(
+                    cluster=config.cluster.name,
+                    job_id=job.job_id,
+                    restart_count=0,
+                    source=source,
+                    reason=f"{source}: node {job.nodes[1]} lost",
+                    observed_at=now,
+                    job_state=JobState.RUNNING,
+                    nodes=list(job.nodes),
+                    suspect_nodes=[job.nodes[1]],
+                    fault_hint=FaultClass.NODE_LOST,
+                    evidence=_evidence(source, job.nodes[1], now),
+                )
+            )
+    return out
+
+
+async def former_report(client: Client, interruption: Interruption, *, task_queue: str) -> str:
+    """The former report: signal-with-start for every report, evidence or not."""
+    await client.start_workflow(
+        RECOVERY_WORKFLOW,
+        interruption,
+        id=interruption.workflow_id,
+        task_queue=task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+        start_signal=REPORT_SIGNAL,
+        start_signal_args=[interruption],
+        search_attributes=sa.initial_attributes(interruption),
+    )
+    return interruption.workflow_id
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` and its waited-for children."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])) / ticks
+
+
+def _config(state: Path) -> ResurrectConfig:
+    return ResurrectConfig.model_validate(
+        {
+            "mode": "act",
+            "cluster": {"name": f"burst{uuid.uuid4().hex[:6]}"},
+            "temporal": {"task_queue": f"burst-{uuid.uuid4().hex}", "state_dir": str(state)},
+            "isolation": {"max_drain_fraction": 1.0},
+            "recovery": {"wait_running_timeout_s": 120, "activity_timeout_s": 60},
+        }
+    )
+
+
+async def burst(jobs: int, variant: Variant, state: Path) -> dict[str, Any]:
+    server = EmbeddedTemporal(
+        state_dir=state,
+        port=free_port(),
+        ui_port=None,
+        sqlite_pragmas=WAL,
+        dynamic_config=variant.dynamic_config,
+    )
+    server.start()
+    try:
+        client: Client = await connect(TemporalSettings(), address=server.address, attempts=20)
+        config = _config(state)
+        scheduler = cluster(jobs, config.cluster.name)
+        batch = reports(config, scheduler)
+        report = report_interruption if variant.lean_reports else former_report
+        workflows = workflow_classes()
+        if not variant.lean_workflow:
+            workflows = [FormerRecoveryWorkflow if w is RecoveryWorkflow else w for w in workflows]
+        worker = build_worker(
+            client, config, scheduler, workflows=workflows, sandboxed=variant.sandboxed
+        )
+        async with worker:
+            assert server.process is not None
+            cpu0, own0 = process_cpu_s(server.process.pid), time.process_time()
+            started = time.monotonic()
+            queue = config.temporal.task_queue
+            ids = await asyncio.gather(*(report(client, r, task_queue=queue) for r in batch))
+            unique = sorted(set(ids))
+            await asyncio.gather(*(client.get_workflow_handle(i).result() for i in unique))
+            seconds = time.monotonic() - started
+            cpu = process_cpu_s(server.process.pid) - cpu0
+            own = time.process_time() - own0
+            sample = unique[:: max(1, len(unique) // 10)]
+            histories = [await client.get_workflow_handle(i).fetch_history() for i in sample]
+            events = [len(h.events) for h in histories]
+            kinds = Counter(
+                EventType.Name(e.event_type).removeprefix("EVENT_TYPE_")
+                for e in histories[0].events
+            )
+        requeues = Counter(j for op, j in scheduler.calls if op == "requeuehold")
+        drains = Counter(n for op, n in scheduler.calls if op == "drain")
+        return {
+            "recoveries": len(unique),
+            "seconds": round(seconds, 2),
+            "recoveries_per_s": round(len(unique) / seconds, 2),
+            "events_per_recovery": round(statistics.mean(events), 1),
+            "events_by_type": dict(kinds.most_common()),
+            "server_cpu_s_per_recovery": round(cpu / len(unique), 4),
+            # this process: the worker, the three sensors' reports, the in-memory scheduler
+            "worker_cpu_s_per_recovery": round(own / len(unique), 4),
+            "requeued_exactly_once": len(requeues) == jobs
+            and all(count == 1 for count in requeues.values()),
+            "drained_twice": sum(1 for count in drains.values() if count > 1),
+        }
+    finally:
+        server.stop()
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    variants = {"baseline": BASELINE, "lean": LEAN}
+    if args.levers:
+        variants.update(LEVERS)
+    measured: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="burst-") as tmp:
+        for name, variant in variants.items():
+            measured[name] = await burst(args.jobs, variant, Path(tmp) / name)
+    lean, base = measured["lean"], measured["baseline"]
+    return {
+        "benchmark": "burst",
+        "jobs": args.jobs,
+        "reports_each": len(SOURCES),
+        **{k: v for k, v in lean.items() if k != "events_by_type"},
+        "speedup_vs_baseline": round(lean["recoveries_per_s"] / base["recoveries_per_s"], 2),
+        "baseline_recoveries_per_s": base["recoveries_per_s"],
+        "baseline_events_per_recovery": base["events_per_recovery"],
+        "events_by_type": lean["events_by_type"],
+        "baseline_events_by_type": base["events_by_type"],
+        "variants": {
+            name: {k: v for k, v in result.items() if k != "events_by_type"}
+            for name, result in measured.items()
+        },
+        "sqlite_pragmas": list(WAL),
+        "targets": {"recoveries_per_s": 30},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--jobs", type=int, default=200)
+    parser.add_argument(
+        "--levers", action="store_true", help="also measure each lever alone (slower)"
+    )
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    result = asyncio.run(run(args))
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for key, value in result.items():
+            print(f"{key:28} {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
