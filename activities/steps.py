@@ -4,9 +4,12 @@ Each is named in full in its ``@step`` (``recovery.drain_nodes``), as the plans 
 Each is idempotent: it checks the current state before acting and reports
 ``changed=False`` work as done (draining a drained node, requeueing a job that was already
 requeued are no-ops), so a retry after a killed worker repeats nothing. Each describes in
-observe mode what it would have done. The ones that finish within seconds (``quick``: drain,
-requeue, notify) run as local activities; checkpoint verification (a helper process as the
-job's owner, over files of any size) and waiting for the job to run stay activity tasks.
+observe mode what it would have done. ``notify`` is quick (a local activity). The others stay
+activity tasks: checkpoint verification runs a helper process as the job's owner over files
+of any size, waiting for the job may take an hour, and draining and requeueing wait on other
+workflows of the same workers (the drain budget's update, the repair workflows' queries): a
+local activity holds a workflow-task slot while it runs, so a burst of recoveries draining
+at once would hold every slot while the budget workflow waited for one.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ class Params(BaseModel):
 
 
 # ---------------------------------------------------------------------------- drain
-@step("recovery.drain_nodes", handles_observe=True, quick=True)
+@step("recovery.drain_nodes", handles_observe=True)
 async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
     """Drain the plan's implicated nodes with our reason prefix, within the drain budget.
 
@@ -213,7 +216,7 @@ def _already_requeued(job: JobInfo, failed_restart_count: int, exclude: list[str
     return job.state is JobState.PENDING and set(exclude) <= set(job.excluded_nodes)
 
 
-@step("recovery.requeue_job", handles_observe=True, quick=True)
+@step("recovery.requeue_job", handles_observe=True)
 async def requeue_job(ctx: StepContext, params: None) -> StepResult:
     """Requeue the job (same id, same owner) excluding implicated nodes; hold first.
 

@@ -14,7 +14,8 @@ Each variant starts its own dev server and worker and is measured in the same ru
 * with ``--levers``, each lever alone on top of ``baseline`` or ``lean``, to measure what it
   brings: ``lean_workflow`` (the lean recovery, former reports), ``unsandboxed`` (``lean``
   with the unsandboxed workflow runner), ``eager`` (``lean`` with the dev server's eager
-  activity dispatch).
+  activity dispatch), ``cache4k`` (``lean`` with 4,000 workflows cached in the worker
+  instead of 1,000).
 
 Checked for each: every job requeued exactly once, no node drained twice. Reported: the
 recoveries per second (first report to last workflow closed), the history events of a
@@ -90,6 +91,7 @@ class Variant:
     lean_reports: bool = True
     sandboxed: bool = True
     dynamic_config: tuple[str, ...] = ()
+    max_cached_workflows: int = 1000
 
 
 BASELINE = Variant(lean_workflow=False, lean_reports=False)
@@ -98,6 +100,7 @@ LEVERS = {
     "lean_workflow": Variant(lean_reports=False),
     "unsandboxed": Variant(sandboxed=False),
     "eager": Variant(dynamic_config=EAGER),
+    "cache4k": Variant(max_cached_workflows=4000),
 }
 
 
@@ -228,7 +231,12 @@ async def burst(jobs: int, variant: Variant, state: Path) -> dict[str, Any]:
         if not variant.lean_workflow:
             workflows = [FormerRecoveryWorkflow if w is RecoveryWorkflow else w for w in workflows]
         worker = build_worker(
-            client, config, scheduler, workflows=workflows, sandboxed=variant.sandboxed
+            client,
+            config,
+            scheduler,
+            workflows=workflows,
+            sandboxed=variant.sandboxed,
+            max_cached_workflows=variant.max_cached_workflows,
         )
         async with worker:
             assert server.process is not None
@@ -271,6 +279,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     variants = {"baseline": BASELINE, "lean": LEAN}
     if args.levers:
         variants.update(LEVERS)
+    for name in args.lever or []:
+        variants[name] = LEVERS[name]
     measured: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="burst-") as tmp:
         for name, variant in variants.items():
@@ -300,6 +310,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=200)
     parser.add_argument(
         "--levers", action="store_true", help="also measure each lever alone (slower)"
+    )
+    parser.add_argument(
+        "--lever", action="append", choices=sorted(LEVERS), help="also measure this lever"
     )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)

@@ -133,6 +133,7 @@ def build_worker(
     graceful_shutdown_s: float = 10.0,
     workflows: Sequence[type] | None = None,
     sandboxed: bool = True,
+    max_cached_workflows: int = 1000,
 ) -> Worker:
     catalogue = load_catalogue(config, plugins=plugins)
     runtime = StepRuntime(scheduler=scheduler, config=config, client=client)
@@ -171,6 +172,7 @@ def build_worker(
         activity_executor=concurrent.futures.ThreadPoolExecutor(max_workers=16),
         workflow_runner=workflow_runner(sandboxed),
         graceful_shutdown_timeout=timedelta(seconds=graceful_shutdown_s),
+        max_cached_workflows=max_cached_workflows,
         interceptors=[TelemetryInterceptor()],
     )
 

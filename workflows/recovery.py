@@ -18,9 +18,9 @@ the Temporal UI.
 Since ``lean-recovery`` (``LEAN_PATCH``) a recovery costs the Temporal server about a third
 of the history events it did, so a burst of a thousand interruptions recovers in seconds:
 evidence is gathered by a local activity, attribution and every input of the decision come
-from one activity (``recovery.assess``), the quick plan steps (drain, requeue, notify: see
-``@step(quick=True)``) run as local activities (markers in the history, with their input
-and result), and the search attributes are upserted once per workflow task, only those that
+from one activity (``recovery.assess``), the quick plan steps (``@step(quick=True)``, e.g.
+``recovery.notify``) run as local activities (markers in the history, with their input and
+result), and the search attributes are upserted once per workflow task, only those that
 changed. What happened stays readable: the ``status`` query, the result's notes and
 the markers show every step. Recoveries recorded before it replay on the former path.
 """

@@ -102,7 +102,8 @@ def step(
     the step finishes within seconds and may run again from its start (it checks before it
     acts), so the recovery runs it as a Temporal local activity (in the worker that runs the
     recovery: a marker in the history instead of an activity task; no heartbeats); leave it
-    False for anything that may take long or must not repeat.
+    False for anything that may take long, must not repeat, or waits on a workflow (a query,
+    an update): a local activity holds a workflow-task slot of its worker while it runs.
     """
     namespace, dot, short = name.partition(".")
     if not (dot and _PART.fullmatch(namespace) and _PART.fullmatch(short)):

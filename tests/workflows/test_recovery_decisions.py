@@ -96,9 +96,10 @@ class Stage:
         }
     )
     gather_failures: list[BaseException] = field(default_factory=list)
-    # run as local activities, as the worker's built-in quick steps are
+    # run as local activities (recovery.notify is a built-in quick step; drain_nodes stands in
+    # for a quick step that can fail)
     quick_steps: list[str] = field(
-        default_factory=lambda: ["recovery.drain_nodes", "recovery.notify", "recovery.requeue_job"]
+        default_factory=lambda: ["recovery.drain_nodes", "recovery.notify"]
     )
     calls: list[str] = field(default_factory=list)
     inputs: dict[str, list[Any]] = field(default_factory=dict)
