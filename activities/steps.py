@@ -354,7 +354,6 @@ async def wait_running(ctx: StepContext, params: WaitParams) -> StepResult:
             ctx.heartbeat(f"scheduler: {exc}")
             await asyncio.sleep(params.poll_interval_s)
             continue
-        ctx.heartbeat(f"job {last.job_id} {last.state.value}")
         # COMPLETING: the interrupted run is still being cleaned up (a dead node keeps the
         # job COMPLETING until slurmctld declares it DOWN); keep waiting.
         if last.state in (JobState.RUNNING, JobState.COMPLETED):
@@ -369,6 +368,7 @@ async def wait_running(ctx: StepContext, params: WaitParams) -> StepResult:
                 running_again=False,
                 detail=f"job {last.job_id} ended {last.state.value} before running",
             )
+        ctx.heartbeat(f"job {last.job_id} {last.state.value}")  # still waiting
         await asyncio.sleep(params.poll_interval_s)
     return StepResult(
         ok=False,

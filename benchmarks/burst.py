@@ -15,7 +15,9 @@ Each variant starts its own dev server and worker and is measured in the same ru
   brings: ``lean_workflow`` (the lean recovery, former reports), ``unsandboxed`` (``lean``
   with the unsandboxed workflow runner), ``eager`` (``lean`` with the dev server's eager
   activity dispatch), ``cache4k`` (``lean`` with 4,000 workflows cached in the worker
-  instead of 1,000).
+  instead of 1,000), ``processes1`` / ``processes2`` (``lean`` with one / two worker
+  processes instead of the worker in this process; they share the in-memory cluster over a
+  Unix socket, which costs them some CPU of their own: compare the two with each other).
 
 Checked for each: every job requeued exactly once, no node drained twice. Reported: the
 recoveries per second (first report to last workflow closed), the history events of a
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -37,6 +40,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -63,6 +67,8 @@ from resurrect.temporal import search_attributes as sa
 from resurrect.temporal.client import connect
 from resurrect.temporal.server import EmbeddedTemporal, free_port
 from resurrect.testing import FakeScheduler
+from resurrect.testing.burst_processes import next_line, spawn_worker
+from resurrect.testing.shared_scheduler import serving
 from resurrect.workers.recovery_worker import build_worker, workflow_classes
 from resurrect.workflows.names import RECOVERY_WORKFLOW, REPORT_SIGNAL
 from resurrect.workflows.recovery import RecoveryWorkflow
@@ -92,6 +98,7 @@ class Variant:
     sandboxed: bool = True
     dynamic_config: tuple[str, ...] = ()
     max_cached_workflows: int = 1000
+    processes: int = 0  # worker processes sharing the cluster over a socket; 0: in this one
 
 
 BASELINE = Variant(lean_workflow=False, lean_reports=False)
@@ -101,6 +108,8 @@ LEVERS = {
     "unsandboxed": Variant(sandboxed=False),
     "eager": Variant(dynamic_config=EAGER),
     "cache4k": Variant(max_cached_workflows=4000),
+    "processes1": Variant(processes=1),
+    "processes2": Variant(processes=2),
 }
 
 
@@ -212,6 +221,49 @@ def _config(state: Path) -> ResurrectConfig:
     )
 
 
+@contextlib.asynccontextmanager
+async def workers(
+    variant: Variant,
+    client: Client,
+    config: ResurrectConfig,
+    scheduler: FakeScheduler,
+    server: EmbeddedTemporal,
+) -> AsyncIterator[Callable[[], float]]:
+    """The variant's workers, running; yields what reads their CPU seconds so far (beside
+    this process's own: the reports, and the in-memory scheduler)."""
+    if variant.processes:
+        state = server.state_dir
+        socket, config_path = state / "scheduler.sock", state / "config.json"
+        config_path.write_text(config.model_dump_json())
+        async with serving(scheduler, socket):
+            started = [
+                spawn_worker(server.address, config_path, socket, log)
+                for log in (state / f"worker{i}.log" for i in range(variant.processes))
+            ]
+            try:
+                for process in started:
+                    assert await next_line(process, timeout_s=60) == "ready"
+                yield lambda: sum(process_cpu_s(p.pid) for p in started)
+            finally:
+                for process in started:
+                    process.terminate()
+                    process.wait(timeout=30)
+        return
+    workflows = workflow_classes()
+    if not variant.lean_workflow:
+        workflows = [FormerRecoveryWorkflow if w is RecoveryWorkflow else w for w in workflows]
+    worker = build_worker(
+        client,
+        config,
+        scheduler,
+        workflows=workflows,
+        sandboxed=variant.sandboxed,
+        max_cached_workflows=variant.max_cached_workflows,
+    )
+    async with worker:
+        yield lambda: 0.0  # the worker is this process
+
+
 async def burst(jobs: int, variant: Variant, state: Path) -> dict[str, Any]:
     server = EmbeddedTemporal(
         state_dir=state,
@@ -227,20 +279,9 @@ async def burst(jobs: int, variant: Variant, state: Path) -> dict[str, Any]:
         scheduler = cluster(jobs, config.cluster.name)
         batch = reports(config, scheduler)
         report = report_interruption if variant.lean_reports else former_report
-        workflows = workflow_classes()
-        if not variant.lean_workflow:
-            workflows = [FormerRecoveryWorkflow if w is RecoveryWorkflow else w for w in workflows]
-        worker = build_worker(
-            client,
-            config,
-            scheduler,
-            workflows=workflows,
-            sandboxed=variant.sandboxed,
-            max_cached_workflows=variant.max_cached_workflows,
-        )
-        async with worker:
+        async with workers(variant, client, config, scheduler, server) as worker_cpu_s:
             assert server.process is not None
-            cpu0, own0 = process_cpu_s(server.process.pid), time.process_time()
+            cpu0, own0 = process_cpu_s(server.process.pid), time.process_time() + worker_cpu_s()
             started = time.monotonic()
             queue = config.temporal.task_queue
             ids = await asyncio.gather(*(report(client, r, task_queue=queue) for r in batch))
@@ -248,7 +289,7 @@ async def burst(jobs: int, variant: Variant, state: Path) -> dict[str, Any]:
             await asyncio.gather(*(client.get_workflow_handle(i).result() for i in unique))
             seconds = time.monotonic() - started
             cpu = process_cpu_s(server.process.pid) - cpu0
-            own = time.process_time() - own0
+            own = time.process_time() + worker_cpu_s() - own0
             sample = unique[:: max(1, len(unique) // 10)]
             histories = [await client.get_workflow_handle(i).fetch_history() for i in sample]
             events = [len(h.events) for h in histories]
@@ -265,7 +306,7 @@ async def burst(jobs: int, variant: Variant, state: Path) -> dict[str, Any]:
             "events_per_recovery": round(statistics.mean(events), 1),
             "events_by_type": dict(kinds.most_common()),
             "server_cpu_s_per_recovery": round(cpu / len(unique), 4),
-            # this process: the worker, the three sensors' reports, the in-memory scheduler
+            # the workers, the three sensors' reports, the in-memory scheduler
             "worker_cpu_s_per_recovery": round(own / len(unique), 4),
             "requeued_exactly_once": len(requeues) == jobs
             and all(count == 1 for count in requeues.values()),

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -26,6 +28,33 @@ from resurrect.sensors.report import report_interruption
 from resurrect.temporal.client import connect
 from resurrect.testing.shared_scheduler import RemoteScheduler
 from resurrect.workers.recovery_worker import build_worker, run_worker
+
+
+def spawn(command: str, log: Path, *args: str) -> subprocess.Popen[str]:
+    """Start ``command`` (``worker`` or ``report``) in a new process of this interpreter,
+    its stderr in ``log``, its stdout readable with :func:`next_line`."""
+    with open(log, "w") as stderr:
+        return subprocess.Popen(
+            [sys.executable, "-m", "resurrect.testing.burst_processes", command, *args],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
+
+
+def spawn_worker(address: str, config: Path, scheduler: Path, log: Path) -> subprocess.Popen[str]:
+    """A worker process (see the module's doc); wait for it with :func:`next_line`."""
+    return spawn(
+        "worker", log, "--address", address, "--config", str(config), "--scheduler", str(scheduler)
+    )
+
+
+async def next_line(process: subprocess.Popen[str], timeout_s: float = 30) -> str:
+    """The next line ``process`` prints (``ready``, ``reported <id>``)."""
+    assert process.stdout is not None
+    line = await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), timeout_s)
+    return line.strip()
 
 
 async def work(address: str, config_path: Path, scheduler_path: Path) -> None:
