@@ -42,7 +42,6 @@ import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -53,14 +52,8 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 
 from resurrect.config import ResurrectConfig, TemporalSettings
 from resurrect.contracts import (
-    Evidence,
-    FaultClass,
     Interruption,
-    JobInfo,
-    JobState,
-    NodeInfo,
     RecoveryOutcome,
-    SignalKind,
 )
 from resurrect.sensors.report import report_interruption
 from resurrect.temporal import search_attributes as sa
@@ -68,13 +61,12 @@ from resurrect.temporal.client import connect
 from resurrect.temporal.server import EmbeddedTemporal, free_port
 from resurrect.testing import FakeScheduler
 from resurrect.testing.burst_processes import next_line, spawn_worker
+from resurrect.testing.node_loss import SOURCES, lost_node_cluster, node_loss_reports
 from resurrect.testing.shared_scheduler import serving
 from resurrect.workers.recovery_worker import build_worker, workflow_classes
 from resurrect.workflows.names import RECOVERY_WORKFLOW, REPORT_SIGNAL
 from resurrect.workflows.recovery import RecoveryWorkflow
 
-OPT_IN = '{"resurrect": {"max_restarts": 3}}'
-SOURCES = ("slurm_watcher", "node_agent", "log_tail")
 WAL = ("journal_mode=wal", "synchronous=normal")
 EAGER = ("system.enableActivityEagerExecution=true",)
 
@@ -111,79 +103,6 @@ LEVERS = {
     "processes1": Variant(processes=1),
     "processes2": Variant(processes=2),
 }
-
-
-def cluster(jobs: int, name: str) -> FakeScheduler:
-    """``jobs`` jobs on two nodes each; the second node of every job is down."""
-    nodes = []
-    for index in range(jobs):
-        nodes.append(NodeInfo(name=f"a{index:05d}", state="ALLOCATED"))
-        nodes.append(NodeInfo(name=f"b{index:05d}", state="DOWN", flags=["NOT_RESPONDING"]))
-    nodes += [NodeInfo(name=f"spare{index:05d}", state="IDLE") for index in range(2 * jobs)]
-    scheduler = FakeScheduler(nodes, cluster_name=name)
-    for index in range(jobs):
-        job_id = str(1000 + index)
-        scheduler.jobs[job_id] = JobInfo(
-            job_id=job_id,
-            name="train",
-            state=JobState.RUNNING,
-            user="alice",
-            nodes=[f"a{index:05d}", f"b{index:05d}"],
-            num_nodes=2,
-            comment=OPT_IN,
-        )
-    return scheduler
-
-
-def _evidence(source: str, lost: str, now: datetime) -> list[Evidence]:
-    """What each sensor sends with a node loss (as the real ones do)."""
-    if source == "node_agent":
-        return [
-            Evidence(
-                kind=SignalKind.HEARTBEAT,
-                text=f"node agent on {lost} silent for 6.0s (threshold 6.0s)",
-                rule="node_agent.heartbeat_silence",
-                role="root",
-                fault_class=FaultClass.NODE_LOST,
-                host=lost,
-                observed_at=now,
-            )
-        ]
-    if source == "log_tail":
-        return [
-            Evidence(
-                kind=SignalKind.JOB_LOG,
-                text=f"[rank1]: Connection closed by peer [{lost}]:29500",
-                rule="gloo.connection_closed",
-                role="cascade",
-                fault_class=FaultClass.COLLECTIVE_TIMEOUT,
-                observed_at=now,
-            )
-        ]
-    return []  # the Slurm watcher reports states, which the recovery reads itself
-
-
-def reports(config: ResurrectConfig, scheduler: FakeScheduler) -> list[Interruption]:
-    out = []
-    now = datetime.now(UTC)
-    for source in SOURCES:
-        for job in scheduler.jobs.values():
-            out.append(
-                Interruption(
-                    cluster=config.cluster.name,
-                    job_id=job.job_id,
-                    restart_count=0,
-                    source=source,
-                    reason=f"{source}: node {job.nodes[1]} lost",
-                    observed_at=now,
-                    job_state=JobState.RUNNING,
-                    nodes=list(job.nodes),
-                    suspect_nodes=[job.nodes[1]],
-                    fault_hint=FaultClass.NODE_LOST,
-                    evidence=_evidence(source, job.nodes[1], now),
-                )
-            )
-    return out
 
 
 async def former_report(client: Client, interruption: Interruption, *, task_queue: str) -> str:
@@ -276,8 +195,8 @@ async def burst(jobs: int, variant: Variant, state: Path) -> dict[str, Any]:
     try:
         client: Client = await connect(TemporalSettings(), address=server.address, attempts=20)
         config = _config(state)
-        scheduler = cluster(jobs, config.cluster.name)
-        batch = reports(config, scheduler)
+        scheduler = lost_node_cluster(jobs, config.cluster.name)
+        batch = [r for source in SOURCES for r in node_loss_reports(scheduler, source)]
         report = report_interruption if variant.lean_reports else former_report
         async with workers(variant, client, config, scheduler, server) as worker_cpu_s:
             assert server.process is not None

@@ -296,15 +296,39 @@ class RecoveryWorkflow:
         heartbeat_s: float | None = None,
         local: bool = False,
     ) -> ResultT:
-        args = [] if arg is None else [arg]
+        return await self._activity(
+            name,
+            [] if arg is None else [arg],
+            result_type,
+            local=local,
+            timeout=timedelta(seconds=timeout_s),
+            deadline=SCHEDULE_TO_CLOSE,
+            heartbeat=timedelta(seconds=heartbeat_s) if heartbeat_s else None,
+            retry=SCHEDULER_RETRY,
+        )
+
+    async def _activity(
+        self,
+        name: str,
+        args: list[object],
+        result_type: type[ResultT],
+        *,
+        local: bool,
+        timeout: timedelta,
+        deadline: timedelta,
+        heartbeat: timedelta | None,
+        retry: RetryPolicy,
+    ) -> ResultT:
+        """Run activity ``name``: a local activity (``local``: no heartbeat), or an activity
+        task, for which the workflow waits (the search attributes are published first)."""
         if local:
             local_result: ResultT = await workflow.execute_local_activity(
                 name,
                 args=args,
                 result_type=result_type,
-                start_to_close_timeout=timedelta(seconds=timeout_s),
-                schedule_to_close_timeout=SCHEDULE_TO_CLOSE,
-                retry_policy=SCHEDULER_RETRY,
+                start_to_close_timeout=timeout,
+                schedule_to_close_timeout=deadline,
+                retry_policy=retry,
                 local_retry_threshold=LOCAL_RETRY_THRESHOLD,
             )
             return local_result
@@ -313,10 +337,10 @@ class RecoveryWorkflow:
             name,
             args=args,
             result_type=result_type,
-            start_to_close_timeout=timedelta(seconds=timeout_s),
-            schedule_to_close_timeout=SCHEDULE_TO_CLOSE,
-            heartbeat_timeout=timedelta(seconds=heartbeat_s) if heartbeat_s else None,
-            retry_policy=SCHEDULER_RETRY,
+            start_to_close_timeout=timeout,
+            schedule_to_close_timeout=deadline,
+            heartbeat_timeout=heartbeat,
+            retry_policy=retry,
         )
         return result
 
@@ -562,28 +586,16 @@ class RecoveryWorkflow:
     async def _execute_step(
         self, step: ResolvedStep, step_input: StepInput, *, local: bool = False
     ) -> StepResult:
-        if local:
-            local_result: StepResult = await workflow.execute_local_activity(
-                step.activity,
-                step_input,
-                result_type=StepResult,
-                start_to_close_timeout=timedelta(seconds=step.timeout_s),
-                schedule_to_close_timeout=timedelta(seconds=step.deadline_s),
-                retry_policy=_retry_policy(step),
-                local_retry_threshold=LOCAL_RETRY_THRESHOLD,
-            )
-            return local_result
-        self._publish()
-        result: StepResult = await workflow.execute_activity(
+        return await self._activity(
             step.activity,
-            step_input,
-            result_type=StepResult,
-            start_to_close_timeout=timedelta(seconds=step.timeout_s),
-            schedule_to_close_timeout=timedelta(seconds=step.deadline_s),
-            heartbeat_timeout=timedelta(seconds=step.heartbeat_s or WORKER_LIVENESS_S),
-            retry_policy=_retry_policy(step),
+            [step_input],
+            StepResult,
+            local=local,
+            timeout=timedelta(seconds=step.timeout_s),
+            deadline=timedelta(seconds=step.deadline_s),
+            heartbeat=timedelta(seconds=step.heartbeat_s or WORKER_LIVENESS_S),
+            retry=_retry_policy(step),
         )
-        return result
 
     # 5. outcome ---------------------------------------------------------------------------
     def _final_outcome(self, incident: Incident) -> Kind:

@@ -11,89 +11,22 @@ import subprocess
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.builders import make_config, opt_in
+from support.builders import make_config
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from resurrect.contracts import (
-    Evidence,
-    FaultClass,
-    Interruption,
-    JobInfo,
-    JobState,
-    NodeInfo,
-    RecoveryOutcome,
-    SignalKind,
-)
-from resurrect.testing import FakeScheduler
+from resurrect.contracts import JobState, RecoveryOutcome, recovery_workflow_id
 from resurrect.testing.burst_processes import next_line, spawn, spawn_worker
+from resurrect.testing.node_loss import SOURCES, lost_node_cluster, node_loss_reports
 from resurrect.testing.shared_scheduler import serving
 
 pytestmark = pytest.mark.temporal
 
 JOBS = 30
-SOURCES = ("slurm_watcher", "node_agent", "log_tail")
-
-
-def lost_node_cluster(name: str) -> FakeScheduler:
-    """JOBS running 2-node jobs; the second node of each is down; as many spare nodes."""
-    scheduler = FakeScheduler(cluster_name=name)
-    for index in range(JOBS):
-        up, down = f"a{index:03d}", f"b{index:03d}"
-        scheduler.nodes[up] = NodeInfo(name=up, state="ALLOCATED")
-        scheduler.nodes[down] = NodeInfo(name=down, state="DOWN", flags=["NOT_RESPONDING"])
-        scheduler.nodes[f"s{index:03d}"] = NodeInfo(name=f"s{index:03d}", state="IDLE")
-        job_id = str(5000 + index)
-        scheduler.jobs[job_id] = JobInfo(
-            job_id=job_id,
-            name="train",
-            state=JobState.RUNNING,
-            user="alice",
-            nodes=[up, down],
-            num_nodes=2,
-            comment=opt_in(max_restarts=3),
-        )
-    return scheduler
-
-
-def sensor_reports(cluster: str, scheduler: FakeScheduler, source: str) -> str:
-    """What one sensor reports, one JSON line per job (the node agent with its evidence)."""
-    lines = []
-    for job in scheduler.jobs.values():
-        lost = job.nodes[1]
-        evidence = (
-            [
-                Evidence(
-                    kind=SignalKind.HEARTBEAT,
-                    text=f"node agent on {lost} silent for 6.0s",
-                    role="root",
-                    fault_class=FaultClass.NODE_LOST,
-                    host=lost,
-                )
-            ]
-            if source == "node_agent"
-            else []
-        )
-        report = Interruption(
-            cluster=cluster,
-            job_id=job.job_id,
-            restart_count=0,
-            source=source,
-            reason=f"node {lost} lost",
-            observed_at=datetime.now(UTC),
-            job_state=JobState.RUNNING,
-            nodes=list(job.nodes),
-            suspect_nodes=[lost],
-            fault_hint=FaultClass.NODE_LOST,
-            evidence=evidence,
-        )
-        lines.append(report.model_dump_json())
-    return "\n".join(lines) + "\n"
 
 
 @contextmanager
@@ -118,7 +51,8 @@ async def test_killing_a_worker_and_a_sensor_mid_burst_recovers_each_job_once(
         isolation={"max_drain_fraction": 1.0},
         recovery={"wait_running_timeout_s": 60, "activity_timeout_s": 10},
     )
-    scheduler = lost_node_cluster(config.cluster.name)
+    scheduler = lost_node_cluster(JOBS, config.cluster.name)
+    lost = {job.nodes[1] for job in scheduler.jobs.values()}
     socket = tmp_path / "scheduler.sock"
     config_path = tmp_path / "config.json"
     config_path.write_text(config.model_dump_json())
@@ -137,7 +71,11 @@ async def test_killing_a_worker_and_a_sensor_mid_burst_recovers_each_job_once(
             sensors = []
             for source in SOURCES:
                 reports = tmp_path / f"{source}.jsonl"
-                reports.write_text(sensor_reports(config.cluster.name, scheduler, source))
+                reports.write_text(
+                    "".join(
+                        r.model_dump_json() + "\n" for r in node_loss_reports(scheduler, source)
+                    )
+                )
                 sensors.append(
                     spawn(
                         "report",
@@ -160,7 +98,8 @@ async def test_killing_a_worker_and_a_sensor_mid_burst_recovers_each_job_once(
             sensors[1].send_signal(signal.SIGKILL)  # the node agent's reports stop here
             handles = [
                 temporal_client.get_workflow_handle(
-                    f"recover/{config.cluster.name}/{job_id}/0", result_type=RecoveryOutcome
+                    recovery_workflow_id(config.cluster.name, job_id, 0),
+                    result_type=RecoveryOutcome,
                 )
                 for job_id in scheduler.jobs
             ]
@@ -171,11 +110,11 @@ async def test_killing_a_worker_and_a_sensor_mid_burst_recovers_each_job_once(
     requeues = Counter(job for op, job in scheduler.calls if op == "requeuehold")
     assert requeues == Counter({job_id: 1 for job_id in scheduler.jobs})
     drains = Counter(node for op, node in scheduler.calls if op == "drain")
-    assert sorted(drains) == sorted(f"b{i:03d}" for i in range(JOBS))
+    assert set(drains) == lost
     assert set(drains.values()) == {1}, drains
     for job in scheduler.jobs.values():
         assert job.state is JobState.RUNNING and job.restart_count == 1
-        assert job.nodes[1] not in {f"b{i:03d}" for i in range(JOBS)}
+        assert not set(job.nodes) & lost
 
 
 async def _result_when_started(handle: Any) -> RecoveryOutcome:
