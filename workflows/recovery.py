@@ -321,26 +321,21 @@ class RecoveryWorkflow:
     ) -> ResultT:
         """Run activity ``name``: a local activity (``local``: no heartbeat), or an activity
         task, for which the workflow waits (the search attributes are published first)."""
+        options: dict[str, Any] = {
+            "args": args,
+            "result_type": result_type,
+            "start_to_close_timeout": timeout,
+            "schedule_to_close_timeout": deadline,
+            "retry_policy": retry,
+        }
         if local:
             local_result: ResultT = await workflow.execute_local_activity(
-                name,
-                args=args,
-                result_type=result_type,
-                start_to_close_timeout=timeout,
-                schedule_to_close_timeout=deadline,
-                retry_policy=retry,
-                local_retry_threshold=LOCAL_RETRY_THRESHOLD,
+                name, **options, local_retry_threshold=LOCAL_RETRY_THRESHOLD
             )
             return local_result
         self._publish()
         result: ResultT = await workflow.execute_activity(
-            name,
-            args=args,
-            result_type=result_type,
-            start_to_close_timeout=timeout,
-            schedule_to_close_timeout=deadline,
-            heartbeat_timeout=heartbeat,
-            retry_policy=retry,
+            name, **options, heartbeat_timeout=heartbeat
         )
         return result
 

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 from resurrect.contracts import (
     Evidence,
+    EvidenceRole,
     FaultClass,
     Interruption,
     JobInfo,
@@ -46,32 +47,43 @@ def lost_node_cluster(jobs: int, cluster_name: str, *, first_job_id: int = 1000)
     return scheduler
 
 
+# What the node agent and the log follower send with a node loss: kind, text, rule, role,
+# class (the text names the lost node).
+_EVIDENCE: dict[str, tuple[SignalKind, str, str, EvidenceRole, FaultClass]] = {
+    "node_agent": (
+        SignalKind.HEARTBEAT,
+        "node agent on {lost} silent for 6.0s (threshold 6.0s)",
+        "node_agent.heartbeat_silence",
+        "root",
+        FaultClass.NODE_LOST,
+    ),
+    "log_tail": (
+        SignalKind.JOB_LOG,
+        "[rank1]: Connection closed by peer [{lost}]:29500",
+        "gloo.connection_closed",
+        "cascade",
+        FaultClass.COLLECTIVE_TIMEOUT,
+    ),
+}
+
+
 def sensor_evidence(source: str, lost: str, now: datetime) -> list[Evidence]:
-    """What ``source`` sends with its report of ``lost``."""
-    if source == "node_agent":
-        return [
-            Evidence(
-                kind=SignalKind.HEARTBEAT,
-                text=f"node agent on {lost} silent for 6.0s (threshold 6.0s)",
-                rule="node_agent.heartbeat_silence",
-                role="root",
-                fault_class=FaultClass.NODE_LOST,
-                host=lost,
-                observed_at=now,
-            )
-        ]
-    if source == "log_tail":
-        return [
-            Evidence(
-                kind=SignalKind.JOB_LOG,
-                text=f"[rank1]: Connection closed by peer [{lost}]:29500",
-                rule="gloo.connection_closed",
-                role="cascade",
-                fault_class=FaultClass.COLLECTIVE_TIMEOUT,
-                observed_at=now,
-            )
-        ]
-    return []
+    """What ``source`` sends with its report of ``lost`` (the Slurm watcher: nothing)."""
+    if source not in _EVIDENCE:
+        return []
+    kind, text, rule, role, fault = _EVIDENCE[source]
+    host = lost if kind is SignalKind.HEARTBEAT else None  # the agent speaks for its node
+    return [
+        Evidence(
+            kind=kind,
+            text=text.format(lost=lost),
+            rule=rule,
+            role=role,
+            fault_class=fault,
+            host=host,
+            observed_at=now,
+        )
+    ]
 
 
 def node_loss_reports(scheduler: FakeScheduler, source: str) -> list[Interruption]:
