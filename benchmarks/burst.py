@@ -36,11 +36,12 @@ import contextlib
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -265,6 +266,20 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """File descriptor 1 writes to stderr while the block runs."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--jobs", type=int, default=200)
@@ -276,7 +291,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    result = asyncio.run(run(args))
+    with stdout_to_stderr():  # Temporal's core may log on stdout: keep it for the JSON line
+        result = asyncio.run(run(args))
     if args.json:
         print(json.dumps(result))
     else:

@@ -39,7 +39,10 @@ from resurrect.workflows.recovery import RecoveryWorkflow
 log = logging.getLogger(__name__)
 
 # Our own pure modules are passed through the sandbox: they are deterministic, and
-# re-importing them (and pydantic) per workflow run costs 2-3x throughput.
+# re-importing them (and pydantic) per workflow run costs 2-3x throughput. The sandbox itself
+# stays: it is what stops workflow code from reading the clock, randomness or files by
+# mistake (a recovery that replays differently fails), and without it a burst measured only
+# ~5-10 % less worker CPU per recovery (benchmarks/burst.py --lever unsandboxed).
 PASSTHROUGH_MODULES = (
     "resurrect",
     "pydantic",
