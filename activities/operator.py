@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import weakref
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -53,7 +55,7 @@ from resurrect.workflows.names import (
     NODE_DRAINED_SIGNAL,
     NODE_REPAIR_WORKFLOW,
     NODE_STATE_QUERY,
-    RESERVE_DRAIN_UPDATE,
+    RESERVE_DRAINS_UPDATE,
     OperatorActivity,
     drain_budget_workflow_id,
     node_repair_workflow_id,
@@ -66,6 +68,8 @@ RESERVE_ATTEMPTS = 200
 RESERVE_AGAIN = frozenset(
     {RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.ABORTED, RPCStatusCode.UNAVAILABLE}
 )
+# At most this many reservations in one ``reserve_drains`` update.
+RESERVATIONS_PER_UPDATE = 200
 # A query no worker answers (a workflow of another task queue) would wait for the RPC
 # deadline; operator reads give up sooner.
 QUERY_TIMEOUT_S = 10.0
@@ -179,16 +183,72 @@ async def reserve_drains(
                 state = None
         return decide(state or BudgetState(cluster=cluster), request, datetime.now(UTC))[1]
     await claim_for_task_queue(client, workflow_id, config.temporal.task_queue)
+    return await _batch_of(client, config).reserve(request)
+
+
+@dataclass
+class _ReservationBatch:
+    """The reservations of this process's recoveries for one cluster's budget, sent as one
+    update while the previous one is in flight: a burst of a thousand recoveries costs the
+    budget workflow a few updates, not a thousand (each answered as if asked alone)."""
+
+    client: Client
+    config: ResurrectConfig
+    waiting: list[tuple[DrainReservation, asyncio.Future[DrainGrant]]] = field(default_factory=list)
+    sender: asyncio.Task[None] | None = None
+
+    async def reserve(self, request: DrainReservation) -> DrainGrant:
+        answer: asyncio.Future[DrainGrant] = asyncio.get_running_loop().create_future()
+        self.waiting.append((request, answer))
+        if self.sender is None or self.sender.done():
+            self.sender = asyncio.create_task(self._send_all())
+        return await asyncio.shield(answer)
+
+    async def _send_all(self) -> None:
+        while self.waiting:
+            batch = self.waiting[:RESERVATIONS_PER_UPDATE]
+            del self.waiting[: len(batch)]
+            try:
+                grants = await _send(self.client, self.config, [r for r, _ in batch])
+            except Exception as exc:  # every reservation of the batch fails the same way
+                for _, answer in batch:
+                    if not answer.done():
+                        answer.set_exception(exc)
+                continue
+            for (_, answer), grant in zip(batch, grants, strict=True):
+                if not answer.done():
+                    answer.set_result(grant)
+
+
+# One batch per client and cluster (the activities of one worker share its event loop).
+_BATCHES: weakref.WeakKeyDictionary[Client, dict[str, _ReservationBatch]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _batch_of(client: Client, config: ResurrectConfig) -> _ReservationBatch:
+    batches = _BATCHES.setdefault(client, {})
+    key = f"{config.cluster.name}/{config.temporal.task_queue}"
+    if key not in batches:
+        batches[key] = _ReservationBatch(client, config)
+    return batches[key]
+
+
+async def _send(
+    client: Client, config: ResurrectConfig, requests: list[DrainReservation]
+) -> list[DrainGrant]:
+    """One ``reserve_drains`` update (starting the budget workflow if needed), tried again
+    while the server is busy with others."""
     start = _with_start(config)
     for attempt in range(RESERVE_ATTEMPTS):
         try:
-            grant: DrainGrant = await client.execute_update_with_start_workflow(
-                RESERVE_DRAIN_UPDATE,
-                request,
+            grants: list[DrainGrant] = await client.execute_update_with_start_workflow(
+                RESERVE_DRAINS_UPDATE,
+                requests,
                 start_workflow_operation=start,
-                result_type=DrainGrant,
+                result_type=list[DrainGrant],
             )
-            return grant
+            return grants
         except RPCError as exc:
             # Temporal admits a few in-flight updates per workflow (10 by default) and aborts
             # an update when the workflow continues as new: in a burst of recoveries the

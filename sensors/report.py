@@ -4,6 +4,9 @@ The workflow id is per job attempt (``recover/<cluster>/<job>/<restart>``), the 
 policy is USE_EXISTING and the reuse policy REJECT_DUPLICATE: ten sensors reporting one
 failure make one workflow (the later reports arrive as ``report`` signals carrying their
 evidence), and a recovery that already finished is never started again for the same attempt.
+A report without evidence of its own starts the recovery or finds it started, and that is
+all: the workflow reads only the evidence of later reports, so signalling it would cost the
+server a workflow task per sensor for nothing (in a burst, most of its work).
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ async def _start_or_signal(
     attributes: TypedSearchAttributes,
 ) -> None:
     workflow_id = interruption.workflow_id
+    with_evidence = bool(interruption.evidence)
     try:
         await client.start_workflow(
             RECOVERY_WORKFLOW,
@@ -73,8 +77,8 @@ async def _start_or_signal(
             task_queue=task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-            start_signal=REPORT_SIGNAL,
-            start_signal_args=[interruption],
+            start_signal=REPORT_SIGNAL if with_evidence else None,
+            start_signal_args=[interruption] if with_evidence else [],
             search_attributes=attributes,
             static_summary=reported_summary(interruption),
         )

@@ -19,7 +19,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from resurrect.activities.operator import OperatorActivities
@@ -39,7 +39,10 @@ from resurrect.workflows.recovery import RecoveryWorkflow
 log = logging.getLogger(__name__)
 
 # Our own pure modules are passed through the sandbox: they are deterministic, and
-# re-importing them (and pydantic) per workflow run costs 2-3x throughput.
+# re-importing them (and pydantic) per workflow run costs 2-3x throughput. The sandbox itself
+# stays: it is what stops workflow code from reading the clock, randomness or files by
+# mistake (a recovery that replays differently fails), and without it a burst measured only
+# ~5-10 % less worker CPU per recovery (benchmarks/burst.py --lever unsandboxed).
 PASSTHROUGH_MODULES = (
     "resurrect",
     "pydantic",
@@ -114,6 +117,16 @@ def node_health_activities(
     return [activities.report_node_fault]
 
 
+def workflow_runner(sandboxed: bool = True) -> WorkflowRunner:
+    """The sandboxed runner, our pure modules passed through (see PASSTHROUGH_MODULES);
+    ``sandboxed=False`` only for measuring what the sandbox costs (benchmarks/burst.py)."""
+    if not sandboxed:
+        return UnsandboxedWorkflowRunner()
+    return SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
+    )
+
+
 def build_worker(
     client: Client,
     config: ResurrectConfig,
@@ -121,6 +134,9 @@ def build_worker(
     *,
     plugins: Sequence[Plugin] | None = None,
     graceful_shutdown_s: float = 10.0,
+    workflows: Sequence[type] | None = None,
+    sandboxed: bool = True,
+    max_cached_workflows: int = 1000,
 ) -> Worker:
     catalogue = load_catalogue(config, plugins=plugins)
     runtime = StepRuntime(scheduler=scheduler, config=config, client=client)
@@ -134,7 +150,11 @@ def build_worker(
         for name, fn in catalogue.steps.items()
     ]
     recovery = RecoveryActivities(
-        scheduler=scheduler, config=config, client=client, plans=catalogue.plans
+        scheduler=scheduler,
+        config=config,
+        client=client,
+        plans=catalogue.plans,
+        quick_steps=[name for name, fn in catalogue.steps.items() if step_meta(fn).quick],
     )
     activities = [
         *recovery.all(),
@@ -150,13 +170,12 @@ def build_worker(
     return Worker(
         client,
         task_queue=config.temporal.task_queue,
-        workflows=workflow_classes(),
+        workflows=list(workflows) if workflows is not None else workflow_classes(),
         activities=activities,
         activity_executor=concurrent.futures.ThreadPoolExecutor(max_workers=16),
-        workflow_runner=SandboxedWorkflowRunner(
-            restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
-        ),
+        workflow_runner=workflow_runner(sandboxed),
         graceful_shutdown_timeout=timedelta(seconds=graceful_shutdown_s),
+        max_cached_workflows=max_cached_workflows,
         interceptors=[TelemetryInterceptor()],
     )
 

@@ -1,7 +1,8 @@
 """DrainBudgetWorkflow: one per cluster, the circuit breaker of node drains.
 
 Every drain step asks it first with the Temporal Update ``reserve_drain`` (workflow id
-``drain-budget/<cluster>``, started on first use). The handler is synchronous: Temporal runs
+``drain-budget/<cluster>``, started on first use); a worker sends the reservations in flight
+together, in one ``reserve_drains``. The handler is synchronous: Temporal runs
 updates of one workflow one at a time, so reservations from concurrent recoveries, on any
 number of workers, are decided one after another against the same durable record of drains
 in the sliding window (:func:`resurrect.operator.budget.decide`). The first denial after the
@@ -28,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         BUDGET_QUERY,
         DRAIN_BUDGET_WORKFLOW,
         RESERVE_DRAIN_UPDATE,
+        RESERVE_DRAINS_UPDATE,
         OperatorActivity,
     )
     from resurrect.workflows.retry import UNTIL_DONE_RETRY
@@ -79,6 +81,15 @@ class DrainBudgetWorkflow:
     @workflow.update(name=RESERVE_DRAIN_UPDATE)
     def reserve_drain(self, request: DrainReservation) -> DrainGrant:
         """Decide at once, without awaiting: updates are applied strictly one by one."""
+        return self._reserve(request)
+
+    @workflow.update(name=RESERVE_DRAINS_UPDATE)
+    def reserve_drains(self, requests: list[DrainReservation]) -> list[DrainGrant]:
+        """Several reservations, decided in order as if each were its own update (a burst of
+        recoveries costs one update per batch instead of one per recovery)."""
+        return [self._reserve(request) for request in requests]
+
+    def _reserve(self, request: DrainReservation) -> DrainGrant:
         self._state, grant = decide(self._state, request, workflow.now())
         self._reservations += 1
         if grant.tripped:

@@ -19,6 +19,8 @@ class Activity:
     """
 
     GATHER_EVIDENCE = "recovery.gather_evidence"
+    # attribution and the decision's inputs in one activity (recoveries since lean-recovery)
+    ASSESS = "recovery.assess"
     ATTRIBUTE = "recovery.attribute"
     CHARGED_RESTARTS = "recovery.charged_restarts"
     RECOVERY_PLANS = "recovery.plans"
@@ -29,6 +31,8 @@ class Activity:
 DRAIN_BUDGET_WORKFLOW = "DrainBudgetWorkflow"
 DRAIN_BUDGET_ID_PREFIX = "drain-budget/"
 RESERVE_DRAIN_UPDATE = "reserve_drain"
+# Several recoveries' reservations in one update (a worker batches those in flight together).
+RESERVE_DRAINS_UPDATE = "reserve_drains"
 BUDGET_QUERY = "budget"
 # Approvals of a recovery (Temporal Updates carrying who and why).
 APPROVE_UPDATE = "approve"

@@ -14,19 +14,30 @@ folded into the incident state. In ``observe`` mode the steps run with ``dry_run
 report what they would have done. The phase (the step running) is a query (``phase``) and
 a search attribute (``ResurrectPhase``), so people can follow and filter recoveries in
 the Temporal UI.
+
+Since ``lean-recovery`` (``LEAN_PATCH``) a recovery costs the Temporal server fewer events
+and workflow tasks (a node loss: 46 history events instead of 79; benchmarks/burst.py):
+evidence is gathered by a local activity, attribution and every input of the decision come
+from one activity (``recovery.assess``), the quick plan steps (``@step(quick=True)``, e.g.
+``recovery.notify``) run as local activities (markers in the history, with their input and
+result), and the search attributes are upserted once per workflow task, only those that
+changed. What happened stays readable: the ``status`` query, the result's notes and
+the markers show every step. Recoveries recorded before it replay on the former path.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RetryPolicy, SearchAttributeKey, SearchAttributeUpdate
 from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
 with workflow.unsafe.imports_passed_through():
+    from resurrect.assessment import Assessment, AssessRequest
     from resurrect.config import ApprovalSettings
     from resurrect.contracts import (
         AttributeRequest,
@@ -83,6 +94,12 @@ SCHEDULER_RETRY = RetryPolicy(
     non_retryable_error_types=non_retryable_error_types(),
 )
 SCHEDULE_TO_CLOSE = timedelta(minutes=30)
+# How a failed activity reaches the workflow: wrapped in ActivityError, or (a local
+# activity's) as the step's own error or timeout.
+ACTIVITY_FAILURES = (ActivityError, ApplicationError, ActivityTimeoutError)
+# A local activity waits longer than this before its next attempt on a durable timer, not
+# in the worker (a controller down for minutes must not hold a workflow task open).
+LOCAL_RETRY_THRESHOLD = timedelta(seconds=2)
 ResultT = TypeVar("ResultT")
 # A step whose plan sets no heartbeat timeout is retried on another worker this soon after
 # its worker died (the step wrapper heartbeats for it).
@@ -96,6 +113,8 @@ SECOND_SOURCE_PATCH = "second-source-for-drain"
 OPERATOR_PATCH = "operator-control-approvals"
 # A hang's or straggler's culprit node with hardware evidence is drained (plans/decide.py rule 7).
 PROBED_DRAIN_PATCH = "hang-culprit-hardware-drain"
+# Fewer events per recovery (see the module's doc): implies the three patches above.
+LEAN_PATCH = "lean-recovery"
 
 
 class RecoveryWorkflowStatus(Contract):
@@ -118,6 +137,8 @@ class Incident:
     bundle: EvidenceBundle
     diagnosis: Diagnosis
     decision: RecoveryDecision
+    approvals: ApprovalSettings | None = None  # lean path: from the assessment
+    quick_steps: frozenset[str] = frozenset()  # lean path: steps run as local activities
 
     @property
     def dry_run(self) -> bool:
@@ -161,7 +182,7 @@ def _fold(state: IncidentState, result: StepResult) -> IncidentState:
 
 
 def _cause(err: BaseException) -> str:
-    cause = err.__cause__
+    cause = err if isinstance(err, ApplicationError) else err.__cause__
     if isinstance(cause, ApplicationError):
         return f"{cause.type}: {cause.message}"
     return str(cause or err)
@@ -178,6 +199,9 @@ class RecoveryWorkflow:
         self._state = IncidentState()
         self._would_have: list[str] = []  # observe mode: what the steps would have done
         self._gate = ApprovalGate()
+        self._lean = False  # LEAN_PATCH: set when the run starts
+        self._search: dict[str, SearchAttributeUpdate[Any]] = {}  # lean: not yet upserted
+        self._searchable: dict[str, object] = {}  # lean: what was upserted
 
     # ------------------------------------------------------------------ signals/queries
     @workflow.signal(name=REPORT_SIGNAL)
@@ -226,6 +250,7 @@ class RecoveryWorkflow:
         timeout_s, default = timeout_default(plan, settings)
         previous = self._phase
         self._set_phase("awaiting_approval")
+        self._publish()
         self._notes.append(f"awaiting approval: {what} (default after {timeout_s:g} s: {default})")
         decision = await self._gate.wait(what, timeout_s, default)
         self._notes.append(describe(decision))
@@ -233,9 +258,35 @@ class RecoveryWorkflow:
         return decision.approved
 
     # ------------------------------------------------------------------ helpers
+    def _takes_lean_path(self) -> bool:
+        """True for every recovery started since LEAN_PATCH (benchmarks/burst.py measures
+        its baseline with a subclass that answers False: the former command sequence)."""
+        return workflow.patched(LEAN_PATCH)
+
     def _set_phase(self, phase: str) -> None:
         self._phase = phase
-        workflow.upsert_search_attributes([sa.PHASE.value_set(phase)])
+        self._set_search(sa.PHASE, phase)
+
+    def _set_search(self, key: SearchAttributeKey[Any], value: object) -> None:
+        """Set a search attribute: at once on the former path; on the lean path when the
+        workflow next waits (:meth:`_publish`), together with the others that changed."""
+        if not self._lean:
+            workflow.upsert_search_attributes([key.value_set(value)])
+            return
+        if self._searchable.get(key.name) == value:
+            self._search.pop(key.name, None)
+        else:
+            self._search[key.name] = key.value_set(value)
+
+    def _publish(self) -> None:
+        """Upsert the search attributes that changed since the last upsert, in one command."""
+        if not self._search:
+            return
+        updates = list(self._search.values())
+        for update in updates:
+            self._searchable[update.key.name] = update.value
+        self._search.clear()
+        workflow.upsert_search_attributes(updates)
 
     async def _evidence_call(
         self,
@@ -245,30 +296,75 @@ class RecoveryWorkflow:
         *,
         timeout_s: float,
         heartbeat_s: float | None = None,
+        local: bool = False,
     ) -> ResultT:
-        result: ResultT = await workflow.execute_activity(
+        return await self._activity(
             name,
-            args=[] if arg is None else [arg],
-            result_type=result_type,
-            start_to_close_timeout=timedelta(seconds=timeout_s),
-            schedule_to_close_timeout=SCHEDULE_TO_CLOSE,
-            heartbeat_timeout=timedelta(seconds=heartbeat_s) if heartbeat_s else None,
-            retry_policy=SCHEDULER_RETRY,
+            [] if arg is None else [arg],
+            result_type,
+            local=local,
+            timeout=timedelta(seconds=timeout_s),
+            deadline=SCHEDULE_TO_CLOSE,
+            heartbeat=timedelta(seconds=heartbeat_s) if heartbeat_s else None,
+            retry=SCHEDULER_RETRY,
+        )
+
+    async def _activity(
+        self,
+        name: str,
+        args: list[object],
+        result_type: type[ResultT],
+        *,
+        local: bool,
+        timeout: timedelta,
+        deadline: timedelta,
+        heartbeat: timedelta | None,
+        retry: RetryPolicy,
+    ) -> ResultT:
+        """Run activity ``name``: a local activity (``local``: no heartbeat), or an activity
+        task, for which the workflow waits (the search attributes are published first)."""
+        options: dict[str, Any] = {
+            "args": args,
+            "result_type": result_type,
+            "start_to_close_timeout": timeout,
+            "schedule_to_close_timeout": deadline,
+            "retry_policy": retry,
+        }
+        if local:
+            local_result: ResultT = await workflow.execute_local_activity(
+                name, **options, local_retry_threshold=LOCAL_RETRY_THRESHOLD
+            )
+            return local_result
+        self._publish()
+        result: ResultT = await workflow.execute_activity(
+            name, **options, heartbeat_timeout=heartbeat
         )
         return result
 
     # ------------------------------------------------------------------ the recovery
     @workflow.run
     async def run(self, interruption: Interruption) -> RecoveryOutcome:
+        self._lean = self._takes_lean_path()
+        if self._lean:
+            started = workflow.info().typed_search_attributes
+            self._searchable = {pair.key.name: pair.value for pair in started}
         self._notes.append(f"reported by {interruption.source}: {interruption.reason}")
         bundle = await self._gather_evidence(interruption)
         if bundle is None:
             return self._outcome(Kind.JOB_UNKNOWN, interruption)
         if self._refuse(interruption, bundle):
             return self._outcome(Kind.REFUSED_NOT_OPTED_IN, interruption, bundle)
-        diagnosis = await self._attribute(interruption, bundle)
-        choice = await self._decide(interruption, bundle, diagnosis)
-        incident = Incident(interruption, bundle, diagnosis, choice.decision)
+        assessment = await self._assess(interruption, bundle)
+        diagnosis = assessment.diagnosis
+        choice = await self._decide(interruption, bundle, assessment)
+        incident = Incident(
+            interruption,
+            bundle,
+            diagnosis,
+            choice.decision,
+            approvals=assessment.approvals if self._lean else None,
+            quick_steps=frozenset(assessment.quick_steps if self._lean else ()),
+        )
         if choice.plan is None:
             return self._outcome(Kind.NO_PLAN, interruption, bundle, diagnosis, choice.decision)
         ended = await self._run_plan_steps(incident, choice.plan)
@@ -286,9 +382,13 @@ class RecoveryWorkflow:
         self._set_phase("gathering_evidence")
         try:
             bundle = await self._evidence_call(
-                Activity.GATHER_EVIDENCE, interruption, EvidenceBundle, timeout_s=60
+                Activity.GATHER_EVIDENCE,
+                interruption,
+                EvidenceBundle,
+                timeout_s=60,
+                local=self._lean,  # a few scheduler reads
             )
-        except ActivityError as err:
+        except ACTIVITY_FAILURES as err:
             self._notes.append(f"cannot gather evidence: {_cause(err)}")
             return None
         self._notes.extend(bundle.policy_problems)
@@ -297,7 +397,8 @@ class RecoveryWorkflow:
     def _refuse(self, interruption: Interruption, bundle: EvidenceBundle) -> bool:
         """Whoever can start a workflow must not be able to have any job recovered: the
         job's own policy (comment, partition, cluster default) decides, read now."""
-        if not workflow.patched(OPT_IN_PATCH) or bundle.opted_in:
+        checked = self._lean or workflow.patched(OPT_IN_PATCH)
+        if not checked or bundle.opted_in:
             return False
         self._notes.append(
             f"job {interruption.job_id} is not opted in (policy from"
@@ -306,14 +407,36 @@ class RecoveryWorkflow:
         return True
 
     # 2. attribute -------------------------------------------------------------------------
-    async def _attribute(self, interruption: Interruption, bundle: EvidenceBundle) -> Diagnosis:
-        """Log evidence + scheduler state + what other sensors reported -> one diagnosis."""
+    async def _assess(self, interruption: Interruption, bundle: EvidenceBundle) -> Assessment:
+        """Log evidence + scheduler state + what other sensors reported -> one diagnosis;
+        on the lean path with the decision's inputs (one activity, ``recovery.assess``)."""
         self._set_phase("attributing")
         reported: list[Evidence] = []
         for report in [interruption, *self._reported]:
             for item in report.evidence:
                 if item not in reported:
                     reported.append(item)
+        if self._lean:
+            assessment = await self._evidence_call(
+                Activity.ASSESS,
+                AssessRequest(
+                    bundle=bundle, reported=reported, workflow_id=workflow.info().workflow_id
+                ),
+                Assessment,
+                timeout_s=bundle.activity_timeout_s + 30,  # + the budget count
+                heartbeat_s=30,
+            )
+            self._set_search(sa.FAULT_CLASS, assessment.diagnosis.fault_class.value)
+        else:
+            assessment = await self._former_assessment(interruption, bundle, reported)
+        self._fault_class = assessment.diagnosis.fault_class.value
+        return assessment
+
+    async def _former_assessment(
+        self, interruption: Interruption, bundle: EvidenceBundle, reported: list[Evidence]
+    ) -> Assessment:
+        """Recoveries recorded before LEAN_PATCH: one activity each (attribute, then in
+        phase ``planning`` the restart budget used so far and the plans)."""
         diagnosis = await self._evidence_call(
             Activity.ATTRIBUTE,
             AttributeRequest(bundle=bundle, reported=reported),
@@ -321,15 +444,7 @@ class RecoveryWorkflow:
             timeout_s=bundle.activity_timeout_s,
             heartbeat_s=30,
         )
-        self._fault_class = diagnosis.fault_class.value
         workflow.upsert_search_attributes([sa.FAULT_CLASS.value_set(diagnosis.fault_class.value)])
-        return diagnosis
-
-    # 3. decide ----------------------------------------------------------------------------
-    async def _decide(
-        self, interruption: Interruption, bundle: EvidenceBundle, diagnosis: Diagnosis
-    ) -> Choice:
-        """The restart budget used so far and the plans, then one decision (plans/decide.py)."""
         self._set_phase("planning")
         charged = await self._evidence_call(
             Activity.CHARGED_RESTARTS,
@@ -344,18 +459,31 @@ class RecoveryWorkflow:
         plans = await self._evidence_call(
             Activity.RECOVERY_PLANS, None, list[ResolvedPlan], timeout_s=30
         )
+        return Assessment(
+            diagnosis=diagnosis,
+            charged_restarts=charged,
+            plans=plans,
+            approvals=ApprovalSettings(),  # read by the operator.settings activity instead
+        )
+
+    # 3. decide ----------------------------------------------------------------------------
+    async def _decide(
+        self, interruption: Interruption, bundle: EvidenceBundle, assessment: Assessment
+    ) -> Choice:
+        """One decision (plans/decide.py) from the diagnosis, the restart budget used so far
+        and the plans."""
         choice = decide(
             bundle,
-            diagnosis,
-            plans,
-            charged,
-            trust_job_output=not workflow.patched(SECOND_SOURCE_PATCH),
+            assessment.diagnosis,
+            assessment.plans,
+            assessment.charged_restarts,
+            trust_job_output=not (self._lean or workflow.patched(SECOND_SOURCE_PATCH)),
             probed_drain=workflow.patched(PROBED_DRAIN_PATCH),
         )
         self._notes.extend(choice.notes)
         drain = choice.decision.drain_nodes
         nodes = sorted(set(interruption.nodes) | set(bundle.job.nodes) | set(drain))
-        workflow.upsert_search_attributes([sa.NODES.value_set(nodes)])
+        self._set_search(sa.NODES, nodes)
         if choice.plan is not None:
             self._plan_name = choice.plan.name
             self._state = IncidentState(excluded_nodes=list(choice.decision.exclude_nodes))
@@ -370,10 +498,15 @@ class RecoveryWorkflow:
         person to go further (a drain over the drain budget) is run again once approved.
         """
         approvals: ApprovalSettings | None = None
-        if not incident.dry_run and workflow.patched(OPERATOR_PATCH):
+        if incident.dry_run:
+            pass
+        elif self._lean:
+            approvals = incident.approvals
+        elif workflow.patched(OPERATOR_PATCH):
             approvals = await self._evidence_call(
                 OperatorActivity.SETTINGS, None, ApprovalSettings, timeout_s=30
             )
+        if approvals is not None:
             why = plan_approval_needed(plan)
             if why and not await self._ask(why, plan, approvals):
                 return Kind.DENIED
@@ -402,8 +535,9 @@ class RecoveryWorkflow:
     ) -> Kind | None:
         """One step: run it, fold its result into the incident; the outcome if it ends it."""
         step_input = self._step_input(incident, step, approved_by)
+        local = step.activity in incident.quick_steps
         try:
-            result = await self._execute_step(step, step_input)
+            result = await self._execute_step(step, step_input, local=local)
             asked = result.data.get(APPROVAL_NEEDED_KEY) if approvals is not None else None
             if isinstance(asked, str) and approvals is not None:
                 # the step needs a person to go further (a drain over the drain budget)
@@ -412,8 +546,8 @@ class RecoveryWorkflow:
                 if await self._ask(asked, plan, approvals):
                     by = self._gate.decisions[-1].by
                     step_input = step_input.model_copy(update={"approved_by": by})
-                    result = await self._execute_step(step, step_input)
-        except ActivityError as err:
+                    result = await self._execute_step(step, step_input, local=local)
+        except ACTIVITY_FAILURES as err:
             self._notes.append(f"{step.activity} failed: {_cause(err)}")
             return Kind.FAILED if step.on_failure == "stop" else None
         self._state = _fold(self._state, result)
@@ -422,7 +556,7 @@ class RecoveryWorkflow:
         if result.detail:
             self._notes.append(f"{step.activity}: {result.detail}")
         if result.requeued and incident.decision.counts_against_budget and not incident.dry_run:
-            workflow.upsert_search_attributes([sa.BUDGET_CHARGED.value_set(True)])
+            self._set_search(sa.BUDGET_CHARGED, True)
         if result.stop_recovery:
             return result.outcome or Kind.STOPPED
         if not result.ok and step.on_failure == "stop":
@@ -432,6 +566,8 @@ class RecoveryWorkflow:
     def _step_input(
         self, incident: Incident, step: ResolvedStep, approved_by: str | None = None
     ) -> StepInput:
+        # a local activity cannot heartbeat: the worker running it is the one running this
+        local = step.activity in incident.quick_steps
         return StepInput(
             workflow_id=workflow.info().workflow_id,
             activity=step.activity,
@@ -441,21 +577,23 @@ class RecoveryWorkflow:
             diagnosis=incident.diagnosis,
             decision=incident.decision,
             state=self._state,
-            liveness_s=None if step.heartbeat_s else WORKER_LIVENESS_S,
+            liveness_s=None if step.heartbeat_s or local else WORKER_LIVENESS_S,
             approved_by=approved_by,
         )
 
-    async def _execute_step(self, step: ResolvedStep, step_input: StepInput) -> StepResult:
-        result: StepResult = await workflow.execute_activity(
+    async def _execute_step(
+        self, step: ResolvedStep, step_input: StepInput, *, local: bool = False
+    ) -> StepResult:
+        return await self._activity(
             step.activity,
-            step_input,
-            result_type=StepResult,
-            start_to_close_timeout=timedelta(seconds=step.timeout_s),
-            schedule_to_close_timeout=timedelta(seconds=step.deadline_s),
-            heartbeat_timeout=timedelta(seconds=step.heartbeat_s or WORKER_LIVENESS_S),
-            retry_policy=_retry_policy(step),
+            [step_input],
+            StepResult,
+            local=local,
+            timeout=timedelta(seconds=step.timeout_s),
+            deadline=timedelta(seconds=step.deadline_s),
+            heartbeat=timedelta(seconds=step.heartbeat_s or WORKER_LIVENESS_S),
+            retry=_retry_policy(step),
         )
-        return result
 
     # 5. outcome ---------------------------------------------------------------------------
     def _final_outcome(self, incident: Incident) -> Kind:
@@ -481,7 +619,8 @@ class RecoveryWorkflow:
         decision: RecoveryDecision | None = None,
     ) -> RecoveryOutcome:
         self._set_phase("done")
-        workflow.upsert_search_attributes([sa.OUTCOME.value_set(outcome.value)])
+        self._set_search(sa.OUTCOME, outcome.value)
+        self._publish()
         fault = diagnosis.fault_class if diagnosis else (interruption.fault_hint or "unknown")
         action = decision.action if decision else None
         state = self._state

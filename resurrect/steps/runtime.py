@@ -59,6 +59,7 @@ class StepMeta:
     handles_observe: bool
     description: str
     risky: bool = False
+    quick: bool = False
 
 
 def _params_model(fn: StepFn) -> type[BaseModel] | None:
@@ -83,7 +84,12 @@ _PART = re.compile(r"[a-z][a-z0-9_]*")
 
 
 def step(
-    name: str, *, mutating: bool = True, handles_observe: bool = False, risky: bool = False
+    name: str,
+    *,
+    mutating: bool = True,
+    handles_observe: bool = False,
+    risky: bool = False,
+    quick: bool = False,
 ) -> Callable[[F], F]:
     """Mark ``fn`` as the recovery step ``name``: its full activity name, as plans call it,
     ``<namespace>.<step>`` (``recovery.drain_nodes``, ``oncall.page``); a plugin's steps
@@ -92,7 +98,12 @@ def step(
     ``mutating``: the step changes something (a node, a job, the outside world); in observe
     mode it is skipped and its would-be call recorded, unless ``handles_observe`` says the
     step checks ``ctx.observe`` and describes what it would do itself. ``risky``: a recovery
-    waits for a person's approval before running it (``approvals.risky_steps``).
+    waits for a person's approval before running it (``approvals.risky_steps``). ``quick``:
+    the step finishes within seconds and may run again from its start (it checks before it
+    acts), so the recovery runs it as a Temporal local activity (in the worker that runs the
+    recovery: a marker in the history instead of an activity task; no heartbeats); leave it
+    False for anything that may take long, must not repeat, or waits on a workflow (a query,
+    an update): a local activity holds a workflow-task slot of its worker while it runs.
     """
     namespace, dot, short = name.partition(".")
     if not (dot and _PART.fullmatch(namespace) and _PART.fullmatch(short)):
@@ -110,6 +121,7 @@ def step(
             mutating=mutating,
             handles_observe=handles_observe,
             risky=risky,
+            quick=quick,
             description=(inspect.getdoc(fn) or "").split("\n", 1)[0],
         )
         setattr(fn, STEP_ATTR, meta)
@@ -239,10 +251,12 @@ async def call_step(
 async def _keep_alive(timeout_s: float) -> None:
     """Heartbeat for a step whose plan set no heartbeat timeout: then the heartbeat only says
     "this worker is alive", so a dead worker's step is retried elsewhere in seconds rather
-    than after the whole step timeout. (A plan's ``heartbeat_s`` is the step's own duty.)"""
+    than after the whole step timeout. (A plan's ``heartbeat_s`` is the step's own duty.)
+    The first beat comes a third of the timeout in: a step done sooner costs the server no
+    heartbeat at all (each one is a write of the workflow's state)."""
     while True:
-        activity.heartbeat()
         await asyncio.sleep(max(0.5, timeout_s / 3))
+        activity.heartbeat()
 
 
 def make_activity(

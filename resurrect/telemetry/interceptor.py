@@ -28,11 +28,13 @@ from temporalio.worker import (
     ExecuteWorkflowInput,
     Interceptor,
     StartActivityInput,
+    StartLocalActivityInput,
     WorkflowInboundInterceptor,
     WorkflowInterceptorClassInput,
     WorkflowOutboundInterceptor,
 )
 
+from resurrect.assessment import Assessment, AssessRequest
 from resurrect.contracts import ChargedRestartsRequest, Interruption, RecoveryOutcome
 from resurrect.telemetry import metrics as m
 from resurrect.telemetry.record import earliest_evidence
@@ -40,6 +42,7 @@ from resurrect.telemetry.summary import activity_summary, outcome_sentence
 
 RECOVERY_WORKFLOW = "RecoveryWorkflow"
 CHARGED_RESTARTS = "recovery.charged_restarts"
+ASSESS = "recovery.assess"  # since lean-recovery: the charged restarts come with the diagnosis
 TRACE_HEADER = "_tracer-data"  # where temporalio.contrib.opentelemetry carries the context
 
 
@@ -98,23 +101,38 @@ class _ActivityInbound(ActivityInboundInterceptor):
             m.STEP_DURATION.record(
                 time.monotonic() - start, {"activity": name, "result": result_label}
             )
-        if name == CHARGED_RESTARTS and input.args and isinstance(result, int):
-            request = input.args[0]
+        request = input.args[0] if input.args else None
+        if name == CHARGED_RESTARTS and isinstance(result, int):
             if isinstance(request, ChargedRestartsRequest):
                 m.RESTARTS_CHARGED.set(
                     result, {"cluster": request.cluster, "job_id": request.job_id}
+                )
+        if name == ASSESS and isinstance(result, Assessment):
+            if isinstance(request, AssessRequest):
+                report = request.bundle.interruption
+                m.RESTARTS_CHARGED.set(
+                    result.charged_restarts, {"cluster": report.cluster, "job_id": report.job_id}
                 )
         return result
 
 
 class _WorkflowOutbound(WorkflowOutboundInterceptor):
     def start_activity(self, input: StartActivityInput) -> workflow.ActivityHandle[Any]:
-        if workflow.info().workflow_type == RECOVERY_WORKFLOW:
-            text = activity_summary(input.activity, list(input.args))
-            if input.summary is None:
-                input.summary = text
-            workflow.set_current_details(f"running: {text}")
+        _summarise(input)
         return super().start_activity(input)
+
+    def start_local_activity(self, input: StartLocalActivityInput) -> workflow.ActivityHandle[Any]:
+        _summarise(input)
+        return super().start_local_activity(input)
+
+
+def _summarise(input: StartActivityInput | StartLocalActivityInput) -> None:
+    """A recovery's activity (task or local) gets its sentence, the workflow its details."""
+    if workflow.info().workflow_type == RECOVERY_WORKFLOW:
+        text = activity_summary(input.activity, list(input.args))
+        if input.summary is None:
+            input.summary = text
+        workflow.set_current_details(f"running: {text}")
 
 
 class _WorkflowInbound(WorkflowInboundInterceptor):

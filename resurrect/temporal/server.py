@@ -66,6 +66,8 @@ class EmbeddedTemporal:
     log_path: Path | None = None
     # SQLite pragmas of the dev server's database ("journal_mode=wal", ...); none: its own
     sqlite_pragmas: tuple[str, ...] = ()
+    # dynamic config of the dev server ("system.enableActivityEagerExecution=true", ...)
+    dynamic_config: tuple[str, ...] = ()
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
 
     @property
@@ -105,6 +107,8 @@ class EmbeddedTemporal:
             argv += ["--search-attribute", f"{name}={kind}"]
         for pragma in self.sqlite_pragmas:
             argv += ["--sqlite-pragma", pragma]
+        for setting in self.dynamic_config:
+            argv += ["--dynamic-config-value", setting]
         return argv
 
     def start(self, timeout_s: float = 60.0) -> None:

@@ -72,12 +72,17 @@ async def test_a_node_loss_recovery_is_measured_traced_and_summarised(
     assert sentence.fullmatch(details.current_details), details
     assert any(sentence.fullmatch(n.removeprefix("summary: ")) for n in outcome.notes)
     converter = PayloadConverter.default
-    summaries = [
+    summaries = [  # activity tasks, and local activities (markers)
         converter.from_payloads([e.user_metadata.summary])[0]
         for e in history.events
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        if e.event_type
+        in (EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, EventType.EVENT_TYPE_MARKER_RECORDED)
+        and e.user_metadata.HasField("summary")
     ]
-    assert summaries[:2] == ["gather evidence on job 100", "attribute the fault of job 100"]
+    assert summaries[:2] == [
+        "gather evidence on job 100",
+        "attribute the fault of job 100, count its charged restarts",
+    ]
     assert "drain node2" in summaries
     assert "requeue job 100 excluding node2" in summaries
 

@@ -15,6 +15,7 @@ from temporalio.client import Client
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import RecoveryOutcome
 from resurrect.errors import PlanError
+from resurrect.temporal.history import activities_run
 from resurrect.testing import FakeScheduler
 from resurrect.workers.recovery_worker import build_worker
 
@@ -49,12 +50,9 @@ async def recover(
 
 
 async def activity_types(client: Client, workflow_id: str) -> list[str]:
+    """The steps the recovery ran: activity tasks and local activities (quick steps)."""
     history = await client.get_workflow_handle(workflow_id).fetch_history()
-    return [
-        e.activity_task_scheduled_event_attributes.activity_type.name
-        for e in history.events
-        if e.HasField("activity_task_scheduled_event_attributes")
-    ]
+    return activities_run(history)
 
 
 PLAN = """

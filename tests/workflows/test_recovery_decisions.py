@@ -24,10 +24,9 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from resurrect.assessment import Assessment, AssessRequest
 from resurrect.config import ApprovalSettings
 from resurrect.contracts import (
-    AttributeRequest,
-    ChargedRestartsRequest,
     Diagnosis,
     Evidence,
     EvidenceBundle,
@@ -54,7 +53,6 @@ from resurrect.workflows.names import (
     REPORT_SIGNAL,
     STATUS_QUERY,
     Activity,
-    OperatorActivity,
 )
 from resurrect.workflows.recovery import RecoveryWorkflow, RecoveryWorkflowStatus
 
@@ -102,6 +100,11 @@ class Stage:
         }
     )
     gather_failures: list[BaseException] = field(default_factory=list)
+    # run as local activities (recovery.notify is a built-in quick step; drain_nodes stands in
+    # for a quick step that can fail)
+    quick_steps: list[str] = field(
+        default_factory=lambda: ["recovery.drain_nodes", "recovery.notify"]
+    )
     calls: list[str] = field(default_factory=list)
     inputs: dict[str, list[Any]] = field(default_factory=dict)
 
@@ -117,20 +120,18 @@ class Stage:
                 raise self.gather_failures.pop(0)
             return self.bundle
 
-        @activity.defn(name=Activity.ATTRIBUTE)
-        async def attribute(request: AttributeRequest) -> Diagnosis:
-            self._record(Activity.ATTRIBUTE, request)
-            return self.diagnosis
-
-        @activity.defn(name=Activity.CHARGED_RESTARTS)
-        async def charged_restarts(request: ChargedRestartsRequest) -> int:
-            self._record(Activity.CHARGED_RESTARTS, request)
-            return self.charged
-
-        @activity.defn(name=Activity.RECOVERY_PLANS)
-        async def recovery_plans() -> list[ResolvedPlan]:
-            self._record(Activity.RECOVERY_PLANS, None)
-            return self.plans
+        @activity.defn(name=Activity.ASSESS)
+        async def assess(request: AssessRequest) -> Assessment:
+            self._record(Activity.ASSESS, request)
+            # the operator's approval settings: nothing asks a person in these tests (the
+            # approval gates have their own: tests/workflows/test_drain_budget_and_approvals)
+            return Assessment(
+                diagnosis=self.diagnosis,
+                charged_restarts=self.charged,
+                plans=self.plans,
+                approvals=ApprovalSettings(),
+                quick_steps=self.quick_steps,
+            )
 
         def step(name: str) -> Callable[..., Any]:
             @activity.defn(name=name)
@@ -143,14 +144,7 @@ class Stage:
 
             return run
 
-        @activity.defn(name=OperatorActivity.SETTINGS)
-        async def approval_settings() -> ApprovalSettings:
-            # the operator's approval settings: nothing asks a person in these tests (the
-            # approval gates have their own: tests/workflows/test_drain_budget_and_approvals)
-            return ApprovalSettings()
-
-        fixed = [gather_evidence, attribute, charged_restarts, recovery_plans, approval_settings]
-        return [*fixed, *(step(name) for name in self.steps)]
+        return [gather_evidence, assess, *(step(name) for name in self.steps)]
 
     @property
     def steps_run(self) -> list[str]:
@@ -227,9 +221,7 @@ async def test_node_loss_drains_the_culprit_then_restarts_from_a_checkpoint(run:
     outcome = await recover(run, scripted)
     assert scripted.calls == [
         Activity.GATHER_EVIDENCE,
-        Activity.ATTRIBUTE,
-        Activity.CHARGED_RESTARTS,
-        Activity.RECOVERY_PLANS,
+        Activity.ASSESS,
         "recovery.drain_nodes",
         "recovery.verify_checkpoint",
         "recovery.requeue_job",
@@ -394,18 +386,17 @@ async def test_reports_of_other_sensors_reach_attribution_deduplicated(run: Run)
         role="root",
         host="node1",
     )
-    scripted.gather_failures = [SchedulerUnavailable("slow controller")]  # time to signal
     report = scripted.bundle.interruption
     agent = report.model_copy(update={"source": "node_agent", "evidence": [xid]})
-    async with worker(run, scripted):
-        handle = await run.start(report)
-        for _ in range(2):  # the same evidence twice: kept once
-            await handle.signal(REPORT_SIGNAL, agent)
+    handle = await run.start(report)
+    for _ in range(2):  # the same evidence twice: kept once
+        await handle.signal(REPORT_SIGNAL, agent)
+    async with worker(run, scripted):  # a burst: the reports are in before a worker looks
         async with skipping_time(run.env):
             outcome = await handle.result()
         status = await handle.query(STATUS_QUERY, result_type=RecoveryWorkflowStatus)
         phase = await handle.query(PHASE_QUERY)
-    [request] = scripted.inputs[Activity.ATTRIBUTE]
+    [request] = scripted.inputs[Activity.ASSESS]
     assert request.reported == [xid]
     assert outcome.outcome == "recovered"
     assert phase == "done" and status.plan == "drain-and-restart"

@@ -63,19 +63,23 @@ def _with_activity_renamed(history_json: str, old: str, new: str) -> WorkflowHis
     return WorkflowHistory.from_json("renamed-activity", json.dumps(data))
 
 
-async def test_a_history_of_different_workflow_code_fails_as_nondeterministic() -> None:
-    source = next(p for p in stored() if p.name == "node-loss.json")
-    history = _with_activity_renamed(
-        source.read_text(), Activity.ATTRIBUTE, "recovery.attribute_v0"
-    )
-    with pytest.raises(NondeterminismError, match=r"recovery\.attribute_v0"):
+@pytest.mark.parametrize(
+    ("stored_name", "activity"),
+    [("node-loss.json", Activity.ATTRIBUTE), ("lean-node-loss.json", Activity.ASSESS)],
+)
+async def test_a_history_of_different_workflow_code_fails_as_nondeterministic(
+    stored_name: str, activity: str
+) -> None:
+    source = next(p for p in stored() if p.name == stored_name)
+    history = _with_activity_renamed(source.read_text(), activity, f"{activity}_v0")
+    with pytest.raises(NondeterminismError, match=rf"{activity}_v0"):
         await replayer().replay_workflow(history)
 
 
 def _stored_step_inputs() -> list[dict[str, Any]]:
     """The inputs of every plan step scheduled in the stored recovery histories."""
     fixed = {Activity.GATHER_EVIDENCE, Activity.ATTRIBUTE, Activity.CHARGED_RESTARTS}
-    fixed.add(Activity.RECOVERY_PLANS)
+    fixed |= {Activity.RECOVERY_PLANS, Activity.ASSESS}
     inputs: list[dict[str, Any]] = []
     for path in (p for p in stored() if p.parent.name == "RecoveryWorkflow"):
         for event in json.loads(path.read_text())["events"]:

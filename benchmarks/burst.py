@@ -1,0 +1,305 @@
+"""Burst recovery throughput on the embedded default: ``--jobs`` jobs lose a node at the same
+moment, each reported by three sensors (the Slurm watcher without evidence; the node agent
+and the log follower with theirs), recovered by the real worker against the embedded
+Temporal dev server (SQLite, WAL) with an in-memory scheduler.
+
+Each variant starts its own dev server and worker and is measured in the same run:
+
+* ``baseline``: the former recovery (``RecoveryWorkflow`` without ``lean-recovery``: one
+  activity per evidence step, every step an activity task, a search-attribute upsert per
+  change) and the former report (signal-with-start for every report, with or without
+  evidence); the sandboxed workflow runner;
+* ``lean``: what resurrect does now (the default): the lean recovery, reports without
+  evidence only start-or-find the workflow;
+* with ``--levers``, each lever alone on top of ``baseline`` or ``lean``, to measure what it
+  brings: ``lean_workflow`` (the lean recovery, former reports), ``unsandboxed`` (``lean``
+  with the unsandboxed workflow runner), ``eager`` (``lean`` with the dev server's eager
+  activity dispatch), ``cache4k`` (``lean`` with 4,000 workflows cached in the worker
+  instead of 1,000), ``processes1`` / ``processes2`` (``lean`` with one / two worker
+  processes instead of the worker in this process; they share the in-memory cluster over a
+  Unix socket, which costs them some CPU of their own: compare the two with each other).
+
+Checked for each: every job requeued exactly once, no node drained twice. Reported: the
+recoveries per second (first report to last workflow closed), the history events of a
+recovery (mean over a sample, and by type for one), and the CPU seconds per recovery of the
+dev server and of this process (worker, reports, in-memory scheduler): on 2 cores their sum
+bounds the throughput.
+
+    python benchmarks/burst.py [--jobs 200] [--levers] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from temporalio import workflow
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+
+from resurrect.config import ResurrectConfig, TemporalSettings
+from resurrect.contracts import (
+    Interruption,
+    RecoveryOutcome,
+)
+from resurrect.sensors.report import report_interruption
+from resurrect.temporal import search_attributes as sa
+from resurrect.temporal.client import connect
+from resurrect.temporal.server import EmbeddedTemporal, free_port
+from resurrect.testing import FakeScheduler
+from resurrect.testing.burst_processes import next_line, spawn_worker
+from resurrect.testing.node_loss import SOURCES, lost_node_cluster, node_loss_reports
+from resurrect.testing.shared_scheduler import serving
+from resurrect.workers.recovery_worker import build_worker, workflow_classes
+from resurrect.workflows.names import RECOVERY_WORKFLOW, REPORT_SIGNAL
+from resurrect.workflows.recovery import RecoveryWorkflow
+
+WAL = ("journal_mode=wal", "synchronous=normal")
+EAGER = ("system.enableActivityEagerExecution=true",)
+
+
+@workflow.defn(name=RECOVERY_WORKFLOW)
+class FormerRecoveryWorkflow(RecoveryWorkflow):
+    """The recovery as it was before ``lean-recovery`` (the same code, the former path)."""
+
+    @workflow.run
+    async def run(self, interruption: Interruption) -> RecoveryOutcome:
+        return await super().run(interruption)
+
+    def _takes_lean_path(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class Variant:
+    lean_workflow: bool = True
+    lean_reports: bool = True
+    sandboxed: bool = True
+    dynamic_config: tuple[str, ...] = ()
+    max_cached_workflows: int = 1000
+    processes: int = 0  # worker processes sharing the cluster over a socket; 0: in this one
+
+
+BASELINE = Variant(lean_workflow=False, lean_reports=False)
+LEAN = Variant()
+LEVERS = {
+    "lean_workflow": Variant(lean_reports=False),
+    "unsandboxed": Variant(sandboxed=False),
+    "eager": Variant(dynamic_config=EAGER),
+    "cache4k": Variant(max_cached_workflows=4000),
+    "processes1": Variant(processes=1),
+    "processes2": Variant(processes=2),
+}
+
+
+async def former_report(client: Client, interruption: Interruption, *, task_queue: str) -> str:
+    """The former report: signal-with-start for every report, evidence or not."""
+    await client.start_workflow(
+        RECOVERY_WORKFLOW,
+        interruption,
+        id=interruption.workflow_id,
+        task_queue=task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+        start_signal=REPORT_SIGNAL,
+        start_signal_args=[interruption],
+        search_attributes=sa.initial_attributes(interruption),
+    )
+    return interruption.workflow_id
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` and its waited-for children."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])) / ticks
+
+
+def _config(state: Path) -> ResurrectConfig:
+    return ResurrectConfig.model_validate(
+        {
+            "mode": "act",
+            "cluster": {"name": f"burst{uuid.uuid4().hex[:6]}"},
+            "temporal": {"task_queue": f"burst-{uuid.uuid4().hex}", "state_dir": str(state)},
+            "isolation": {"max_drain_fraction": 1.0},
+            "recovery": {"wait_running_timeout_s": 120, "activity_timeout_s": 60},
+        }
+    )
+
+
+@contextlib.asynccontextmanager
+async def workers(
+    variant: Variant,
+    client: Client,
+    config: ResurrectConfig,
+    scheduler: FakeScheduler,
+    server: EmbeddedTemporal,
+) -> AsyncIterator[Callable[[], float]]:
+    """The variant's workers, running; yields what reads their CPU seconds so far (beside
+    this process's own: the reports, and the in-memory scheduler)."""
+    if variant.processes:
+        state = server.state_dir
+        socket, config_path = state / "scheduler.sock", state / "config.json"
+        config_path.write_text(config.model_dump_json())
+        async with serving(scheduler, socket):
+            started = [
+                spawn_worker(server.address, config_path, socket, log)
+                for log in (state / f"worker{i}.log" for i in range(variant.processes))
+            ]
+            try:
+                for process in started:
+                    assert await next_line(process, timeout_s=60) == "ready"
+                yield lambda: sum(process_cpu_s(p.pid) for p in started)
+            finally:
+                for process in started:
+                    process.terminate()
+                    process.wait(timeout=30)
+        return
+    workflows = workflow_classes()
+    if not variant.lean_workflow:
+        workflows = [FormerRecoveryWorkflow if w is RecoveryWorkflow else w for w in workflows]
+    worker = build_worker(
+        client,
+        config,
+        scheduler,
+        workflows=workflows,
+        sandboxed=variant.sandboxed,
+        max_cached_workflows=variant.max_cached_workflows,
+    )
+    async with worker:
+        yield lambda: 0.0  # the worker is this process
+
+
+async def burst(jobs: int, variant: Variant, state: Path) -> dict[str, Any]:
+    server = EmbeddedTemporal(
+        state_dir=state,
+        port=free_port(),
+        ui_port=None,
+        sqlite_pragmas=WAL,
+        dynamic_config=variant.dynamic_config,
+    )
+    server.start()
+    try:
+        client: Client = await connect(TemporalSettings(), address=server.address, attempts=20)
+        config = _config(state)
+        scheduler = lost_node_cluster(jobs, config.cluster.name)
+        batch = [r for source in SOURCES for r in node_loss_reports(scheduler, source)]
+        report = report_interruption if variant.lean_reports else former_report
+        async with workers(variant, client, config, scheduler, server) as worker_cpu_s:
+            assert server.process is not None
+            cpu0, own0 = process_cpu_s(server.process.pid), time.process_time() + worker_cpu_s()
+            started = time.monotonic()
+            queue = config.temporal.task_queue
+            ids = await asyncio.gather(*(report(client, r, task_queue=queue) for r in batch))
+            unique = sorted(set(ids))
+            await asyncio.gather(*(client.get_workflow_handle(i).result() for i in unique))
+            seconds = time.monotonic() - started
+            cpu = process_cpu_s(server.process.pid) - cpu0
+            own = time.process_time() + worker_cpu_s() - own0
+            sample = unique[:: max(1, len(unique) // 10)]
+            histories = [await client.get_workflow_handle(i).fetch_history() for i in sample]
+            events = [len(h.events) for h in histories]
+            kinds = Counter(
+                EventType.Name(e.event_type).removeprefix("EVENT_TYPE_")
+                for e in histories[0].events
+            )
+        requeues = Counter(j for op, j in scheduler.calls if op == "requeuehold")
+        drains = Counter(n for op, n in scheduler.calls if op == "drain")
+        return {
+            "recoveries": len(unique),
+            "seconds": round(seconds, 2),
+            "recoveries_per_s": round(len(unique) / seconds, 2),
+            "events_per_recovery": round(statistics.mean(events), 1),
+            "events_by_type": dict(kinds.most_common()),
+            "server_cpu_s_per_recovery": round(cpu / len(unique), 4),
+            # the workers, the three sensors' reports, the in-memory scheduler
+            "worker_cpu_s_per_recovery": round(own / len(unique), 4),
+            "requeued_exactly_once": len(requeues) == jobs
+            and all(count == 1 for count in requeues.values()),
+            "drained_twice": sum(1 for count in drains.values() if count > 1),
+        }
+    finally:
+        server.stop()
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    variants = {"baseline": BASELINE, "lean": LEAN}
+    if args.levers:
+        variants.update(LEVERS)
+    for name in args.lever or []:
+        variants[name] = LEVERS[name]
+    measured: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="burst-") as tmp:
+        for name, variant in variants.items():
+            measured[name] = await burst(args.jobs, variant, Path(tmp) / name)
+    lean, base = measured["lean"], measured["baseline"]
+    return {
+        "benchmark": "burst",
+        "jobs": args.jobs,
+        "reports_each": len(SOURCES),
+        **{k: v for k, v in lean.items() if k != "events_by_type"},
+        "speedup_vs_baseline": round(lean["recoveries_per_s"] / base["recoveries_per_s"], 2),
+        "baseline_recoveries_per_s": base["recoveries_per_s"],
+        "baseline_events_per_recovery": base["events_per_recovery"],
+        "events_by_type": lean["events_by_type"],
+        "baseline_events_by_type": base["events_by_type"],
+        "variants": {
+            name: {k: v for k, v in result.items() if k != "events_by_type"}
+            for name, result in measured.items()
+        },
+        "sqlite_pragmas": list(WAL),
+        "targets": {"recoveries_per_s": 30},
+    }
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """File descriptor 1 writes to stderr while the block runs."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--jobs", type=int, default=200)
+    parser.add_argument(
+        "--levers", action="store_true", help="also measure each lever alone (slower)"
+    )
+    parser.add_argument(
+        "--lever", action="append", choices=sorted(LEVERS), help="also measure this lever"
+    )
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    with stdout_to_stderr():  # Temporal's core may log on stdout: keep it for the JSON line
+        result = asyncio.run(run(args))
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for key, value in result.items():
+            print(f"{key:28} {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,36 @@
+"""What the recovery's one evidence + attribution activity (``recovery.assess``) takes and
+returns: the diagnosis and every input of the decision, in one history event.
+
+The workflow used to ask for each of these with its own activity (``recovery.attribute``,
+``recovery.charged_restarts``, ``recovery.plans``, ``operator.settings``); one activity
+carries them now, so a recovery costs the Temporal server a fraction of the history events
+and workflow tasks it did. The values are the ones those activities returned.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from resurrect.config import ApprovalSettings
+from resurrect.contracts import Contract, Diagnosis, Evidence, EvidenceBundle
+from resurrect.plans.models import ResolvedPlan
+
+
+class AssessRequest(Contract):
+    """The evidence gathered, what other sensors reported, and the recovery asking."""
+
+    bundle: EvidenceBundle
+    reported: list[Evidence] = Field(default_factory=list)  # evidence other sensors sent
+    workflow_id: str  # the recovery asking: not counted among the earlier ones
+
+
+class Assessment(Contract):
+    """One diagnosis and what the decision needs besides it."""
+
+    diagnosis: Diagnosis
+    charged_restarts: int  # earlier recoveries of this job charged to its restart budget
+    plans: list[ResolvedPlan]  # the worker's checked plans, in match order
+    approvals: ApprovalSettings
+    # Plan steps the worker runs as local activities (``@step(quick=True)``): they finish in
+    # seconds and are safe to run again from the start (check before act).
+    quick_steps: list[str] = Field(default_factory=list)
