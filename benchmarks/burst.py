@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import statistics
 import sys
@@ -46,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from _common import benchmark_parser, print_result
 from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
@@ -281,7 +281,7 @@ def stdout_to_stderr() -> Iterator[None]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--jobs", type=int, default=200)
     parser.add_argument(
         "--levers", action="store_true", help="also measure each lever alone (slower)"
@@ -289,15 +289,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--lever", action="append", choices=sorted(LEVERS), help="also measure this lever"
     )
-    parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     with stdout_to_stderr():  # Temporal's core may log on stdout: keep it for the JSON line
         result = asyncio.run(run(args))
-    if args.json:
-        print(json.dumps(result))
-    else:
-        for key, value in result.items():
-            print(f"{key:28} {value}")
+    print_result(result, as_json=args.json)
     return 0
 
 
