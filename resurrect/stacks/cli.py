@@ -8,8 +8,8 @@ why it cannot be asked). Exit 0 when stacks were read, 1 when no rank of the job
 none could be read.
 
 ``resurrect stacks flight-recorder FILE...`` reads PyTorch Flight Recorder dumps (JSON or
-plain-data pickle; the
-rank is the number at the end of each file name) and prints the ranks behind their peers.
+plain-data pickle; the rank is the number at the end of each file name) and prints the ranks
+behind their peers.
 
 ``resurrect progress check [PATH...]`` validates the shipped progress packs plus the given
 ones and runs every rule's examples; exit 1 naming the rule on any failure.
