@@ -231,6 +231,7 @@ def stack_evidence(stacks: list[RankStack], verdict: StackVerdict | None) -> lis
     if verdict is None:
         return []
     culprit_pids = {c.pid for c in verdict.culprits}
+    victim_pids = {v.pid for v in verdict.victims}
     by_pid = {s.pid: s for s in stacks}
     out: list[Evidence] = []
     for place in sorted(verdict.places, key=lambda p: (p.pid not in culprit_pids, p.rank or 0)):
@@ -241,7 +242,7 @@ def stack_evidence(stacks: list[RankStack], verdict: StackVerdict | None) -> lis
         )
         culprit = place.pid in culprit_pids
         role: EvidenceRole = "root" if culprit else "diagnostic"
-        what = "culprit" if culprit else ("victim" if place.place == "collective" else "rank")
+        what = "culprit" if culprit else ("victim" if place.pid in victim_pids else "rank")
         out.append(
             Evidence(
                 kind=SignalKind.STACK_DUMP,

@@ -87,11 +87,18 @@ def process_uid(pid: int, proc: Path = Path("/proc")) -> int | None:
 
 
 def process_started_at(pid: int, proc: Path = Path("/proc")) -> float | None:
-    """About when a process started (its ``/proc/PID`` directory's time), None if gone."""
+    """When a process started (epoch seconds): the boot time (``btime`` in ``/proc/stat``)
+    plus its start in clock ticks (``/proc/PID/stat`` field 22); None if unknown."""
     try:
-        return (proc / str(pid)).stat().st_mtime
+        text = (proc / str(pid) / "stat").read_bytes()[:4096].decode("ascii", "replace")
+        system = (proc / "stat").read_bytes()[: 1 << 20].decode("ascii", "replace")
     except OSError:
         return None
+    tail = text.rpartition(")")[2].split()  # from field 3 (the state) on
+    boot = next((line.split()[1:2] for line in system.splitlines() if line.startswith("btime")), [])
+    if len(tail) < 20 or not tail[19].isdigit() or not boot or not boot[0].isdigit():
+        return None
+    return int(boot[0]) + int(tail[19]) / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True, slots=True)

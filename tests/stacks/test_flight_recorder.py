@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -22,7 +24,7 @@ from resurrect.stacks.flight_recorder import (
     rank_flight_record,
     read_flight_record,
 )
-from resurrect.stacks.processes import RankProcess
+from resurrect.stacks.processes import RankProcess, job_rank_processes, process_started_at
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "flight_recorder"
 ME = os.getuid()
@@ -123,7 +125,10 @@ def fake_proc(tmp_path: Path, pid: int, uid: int, started: float) -> Path:
     proc = tmp_path / "proc"
     (proc / str(pid)).mkdir(parents=True)
     (proc / str(pid) / "status").write_text(f"Name:\tpython\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\n")
-    os.utime(proc / str(pid), (started, started))
+    ticks = int((started - 100.0) * os.sysconf("SC_CLK_TCK"))  # booted at 100
+    fields = ["S", *["0"] * 18, str(ticks), "0"]
+    (proc / str(pid) / "stat").write_text(f"{pid} (python) {' '.join(fields)}\n")
+    (proc / "stat").write_text("cpu 1 2 3\nbtime 100\n")
     return proc
 
 
@@ -146,6 +151,12 @@ def test_a_dump_of_another_owner_than_the_rank_process_is_refused(tmp_path: Path
     (tmp_path / "trace_1").write_text(json.dumps(constructed_dump(5)))
     record = rank_flight_record(rank_process(1, str(tmp_path / "trace_")), proc)
     assert record.collectives == () and "belongs to uid" in record.note
+
+
+def test_a_processes_start_is_read_from_proc(tmp_path: Path) -> None:
+    assert process_started_at(4242, fake_proc(tmp_path, 4242, ME, 1000.0)) == 1000.0
+    real = process_started_at(os.getpid())
+    assert real is not None and real <= time.time()
 
 
 def test_a_dump_older_than_the_process_is_an_earlier_runs(tmp_path: Path) -> None:
@@ -184,3 +195,32 @@ def test_evidence_names_the_rank_behind_or_says_why_there_is_none(tmp_path: Path
     )  # fmt: skip
     assert item.fields["seq"] == "8" and item.fields["peers_seq"] == "9"
     assert item.fields["collective"] == "nccl:all_gather" and item.fields["pg"] == "0"
+
+
+def test_a_real_rank_process_dump_is_found_through_proc(tmp_path: Path) -> None:
+    """A real process with a rank's environment (as torchrun sets it), found through the real
+    /proc; its CONSTRUCTED dump, written after it started, is read as its owner's file."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "SLURM_JOB_ID": "990077",
+        "RANK": "1",
+        "WORLD_SIZE": "2",
+        "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
+        "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": str(tmp_path / "nccl_trace_rank_"),
+    }
+    child = subprocess.Popen(["sleep", "30"], env=env)
+    try:
+        deadline = time.monotonic() + 5
+        found = []
+        while not found and time.monotonic() < deadline:
+            found = job_rank_processes("990077")
+            time.sleep(0.05)
+        [process] = found
+        assert process.flight_recorder_prefix == str(tmp_path / "nccl_trace_rank_")
+        assert "no dump at" in rank_flight_record(process).note
+        (tmp_path / "nccl_trace_rank_1").write_text(json.dumps(constructed_dump(4)))
+        record = rank_flight_record(process)
+        assert record.note == "" and [c.seq for c in record.collectives] == [4]
+    finally:
+        child.kill()
+        child.wait()
