@@ -10,8 +10,8 @@ process group is behind its peers' never entered the collective they wait in: th
 Dump files are job-owned, so hostile: they are opened only as a regular file owned by the
 rank process's owner, without following a symlink, bounded (:data:`MAX_DUMP_BYTES`). Both
 forms are read: JSON, and PyTorch's default pickle through an unpickler that refuses every
-global (so only dicts, lists, strings and numbers can be built: a crafted pickle runs
-nothing). Anything else is refused with :class:`~resurrect.errors.JobFileRefused`, whose
+global but PyTorch's container type tags (so only dicts, lists, strings and numbers can be
+built: a crafted pickle runs nothing). Anything else is refused with :class:`~resurrect.errors.JobFileRefused`, whose
 message is the note to show.
 """
 
@@ -44,10 +44,26 @@ class LastCollective:
     state: str
 
 
+def _same(value: object, *_: object) -> object:
+    return value
+
+
+# The only globals a dump may name: PyTorch's pickler tags containers with these, and each
+# returns its first argument (``torch/jit/_pickle.py``). They map to resurrect's own
+# function, so nothing of the job's choosing is ever called.
+_PLAIN_DATA_TAGS = {
+    ("torch.jit._pickle", name)
+    for name in ("restore_type_tag", "build_intlist", "build_doublelist", "build_boollist")
+}
+
+
 class _NoGlobals(pickle.Unpickler):
-    """An unpickler that builds plain data only: every class or function is refused."""
+    """An unpickler that builds plain data only: every class or function is refused (but
+    PyTorch's container type tags, which it reads as the value they tag)."""
 
     def find_class(self, module: str, name: str) -> object:
+        if (module, name) in _PLAIN_DATA_TAGS:
+            return _same
         raise pickle.UnpicklingError(f"global {module[:80]}.{name[:80]} refused")
 
 

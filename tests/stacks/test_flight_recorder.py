@@ -64,6 +64,23 @@ def test_pytorchs_default_pickle_form_is_read_as_plain_data(tmp_path: Path) -> N
     assert (last.rank, last.pg_id, last.seq, last.name) == (1, "0", 7, "nccl:broadcast")
 
 
+def _text(value: str) -> bytes:
+    data = value.encode()
+    return b"X" + len(data).to_bytes(4, "little") + data
+
+
+def test_pytorchs_container_type_tags_read_as_the_value_they_tag(tmp_path: Path) -> None:
+    """CONSTRUCTED in the opcodes PyTorch's pickler writes for a tagged list."""
+    entry = b"}" + _text("pg_id") + b"K\x00s" + _text("collective_seq_id") + b"K\x09s"
+    entry += _text("profiling_name") + _text("nccl:all_reduce") + b"s"
+    tagged = b"ctorch.jit._pickle\nrestore_type_tag\n(]" + entry + b"a" + _text("List[Any]")
+    raw = b"\x80\x02}" + _text("entries") + tagged + b"tRs."
+    dump = tmp_path / "nccl_trace_rank_2"
+    dump.write_bytes(raw)
+    [last] = read_flight_record(dump, 2, ME)
+    assert (last.rank, last.seq, last.name) == (2, 9, "nccl:all_reduce")
+
+
 def test_a_crafted_pickle_runs_nothing(tmp_path: Path) -> None:
     proof = tmp_path / "pwned"
 
