@@ -11,8 +11,8 @@ Dump files are job-owned, so hostile: they are opened only as a regular file own
 rank process's owner, without following a symlink, bounded (:data:`MAX_DUMP_BYTES`). Both
 forms are read: JSON, and PyTorch's default pickle through an unpickler that refuses every
 global but PyTorch's container type tags (so only dicts, lists, strings and numbers can be
-built: a crafted pickle runs nothing). Anything else is refused with :class:`~resurrect.errors.JobFileRefused`, whose
-message is the note to show.
+built: a crafted pickle runs nothing). Anything else is refused with
+:class:`~resurrect.errors.JobFileRefused`, whose message is the note to show.
 """
 
 from __future__ import annotations
