@@ -236,7 +236,7 @@ def rank_flight_record(process: RankProcess, proc: Path = Path("/proc")) -> Rank
     path = dump_path(process.flight_recorder_prefix, process.rank)
     if path is None:
         return RankFlightRecord(
-            note=f"rank {process.rank}: TORCH_NCCL_DEBUG_INFO_TEMP_FILE is not an absolute path"
+            note=f"rank {process.rank}: its Flight Recorder dump path is not an absolute path"
         )
     uid = process_uid(process.pid, proc)
     if uid is None:
@@ -254,7 +254,7 @@ def rank_flight_record(process: RankProcess, proc: Path = Path("/proc")) -> Rank
         why = (
             "PyTorch writes it on a watchdog timeout"
             if enabled
-            else "TORCH_NCCL_TRACE_BUFFER_SIZE is not set"
+            else "TORCH_FR_BUFFER_SIZE (TORCH_NCCL_TRACE_BUFFER_SIZE) is not set"
         )
         return RankFlightRecord(note=f"no dump at {path} ({why})")
     except OSError as exc:

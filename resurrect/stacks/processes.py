@@ -25,8 +25,11 @@ _KEYS = (
     b"CUDA_VISIBLE_DEVICES",
     b"SLURM_STEP_GPUS",
     b"SLURM_JOB_GPUS",
-    # where its Flight Recorder dump goes, and whether it keeps one (flight_recorder.py)
+    # where its Flight Recorder dump goes, and whether it keeps one (flight_recorder.py);
+    # PyTorch >= 2.7 names them TORCH_FR_*, the TORCH_NCCL_* names still work
+    b"TORCH_FR_DUMP_TEMP_FILE",
     b"TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
+    b"TORCH_FR_BUFFER_SIZE",
     b"TORCH_NCCL_TRACE_BUFFER_SIZE",
 )
 
@@ -44,7 +47,8 @@ class RankProcess:
     local_rank: int | None = None
     cuda_visible_devices: str = ""
     slurm_gpus: str = ""
-    # TORCH_NCCL_DEBUG_INFO_TEMP_FILE (None: unset) and TORCH_NCCL_TRACE_BUFFER_SIZE ("")
+    # TORCH_FR_DUMP_TEMP_FILE / TORCH_NCCL_DEBUG_INFO_TEMP_FILE (None: unset) and
+    # TORCH_FR_BUFFER_SIZE / TORCH_NCCL_TRACE_BUFFER_SIZE ("": unset)
     flight_recorder_prefix: str | None = None
     flight_recorder_buffer: str = ""
 
@@ -138,8 +142,10 @@ def scan_rank_processes(proc: Path = Path("/proc")) -> list[JobRank]:
             local_rank=int(local) if local.isdigit() else None,
             cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES", ""),
             slurm_gpus=env.get("SLURM_STEP_GPUS") or env.get("SLURM_JOB_GPUS", ""),
-            flight_recorder_prefix=env.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE"),
-            flight_recorder_buffer=env.get("TORCH_NCCL_TRACE_BUFFER_SIZE", ""),
+            flight_recorder_prefix=env.get("TORCH_FR_DUMP_TEMP_FILE")
+            or env.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE"),
+            flight_recorder_buffer=env.get("TORCH_FR_BUFFER_SIZE")
+            or env.get("TORCH_NCCL_TRACE_BUFFER_SIZE", ""),
         )
         found.append(JobRank(env["SLURM_JOB_ID"], env.get("SLURM_RESTART_COUNT", "0"), process))
     return found

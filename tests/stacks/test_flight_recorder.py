@@ -190,7 +190,7 @@ def test_no_dump_says_why(tmp_path: Path) -> None:
     prefix = str(tmp_path / "trace_")
     assert "watchdog timeout" in rank_flight_record(rank_process(1, prefix), proc).note
     off = rank_flight_record(rank_process(1, prefix, buffer=""), proc)
-    assert "TORCH_NCCL_TRACE_BUFFER_SIZE is not set" in off.note
+    assert "TORCH_FR_BUFFER_SIZE (TORCH_NCCL_TRACE_BUFFER_SIZE) is not set" in off.note
     relative = rank_flight_record(rank_process(1, "trace_"), proc)
     assert "not an absolute path" in relative.note
 
@@ -241,3 +241,18 @@ def test_a_real_rank_process_dump_is_found_through_proc(tmp_path: Path) -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_real_pytorch_pickle_dumps_name_the_rank_behind() -> None:
+    """REAL dumps of PyTorch 2.13's Flight Recorder (see the fixtures' README)."""
+    records = [
+        c
+        for rank in (0, 1)
+        for c in read_flight_record(FIXTURES / f"real-gloo-rank{rank}.pkl", rank)
+    ]
+    assert [(c.rank, c.pg_id, c.seq, c.name) for c in records] == [
+        (0, "0", 4, "gloo:all_reduce"),
+        (1, "0", 3, "gloo:all_reduce"),
+    ]
+    [behind] = behind_ranks(records)
+    assert (behind.rank, behind.seq, behind.peers_seq) == (1, 3, 4)
