@@ -25,6 +25,7 @@ from resurrect.rules.text import truncate
 from resurrect.sensors.node_agent.gpu_activity import RankGpu, slowdown_evidence
 from resurrect.stacks.classify import RankStack, StackVerdict, judge
 from resurrect.stacks.collect import RankAccess
+from resurrect.stacks.flight_recorder import flight_recorder_evidence
 
 log = logging.getLogger(__name__)
 PROBE_EVERY_S = 10.0
@@ -209,8 +210,19 @@ class ProgressWatch:
         if verdict is not None:  # the agent's word on the culprits' GPUs, as it was lately
             culprits = [c.rank for c in verdict.culprits if c.rank is not None]
             evidence.extend(self.gpu_evidence(culprits))
+        evidence.extend(flight_recorder_evidence_of(stacks))  # ranks behind, or why not
         evidence.extend(self.ranks.evidence())  # NCCL RAS, or why not
         return HangReport(reason, suspicion, verdict, evidence)
+
+
+def flight_recorder_evidence_of(stacks: list[RankStack]) -> list[Evidence]:
+    """The ranks' Flight Recorder dumps compared: who is behind its peers, or why nothing."""
+    if not stacks:
+        return []
+    records = [c for s in stacks for c in s.collectives]
+    nodes = {s.rank: s.node for s in stacks if s.rank is not None}
+    notes = [s.flight_recorder_note for s in stacks if s.flight_recorder_note]
+    return flight_recorder_evidence(records, nodes, notes)
 
 
 def stack_evidence(stacks: list[RankStack], verdict: StackVerdict | None) -> list[Evidence]:
@@ -219,6 +231,7 @@ def stack_evidence(stacks: list[RankStack], verdict: StackVerdict | None) -> lis
     if verdict is None:
         return []
     culprit_pids = {c.pid for c in verdict.culprits}
+    victim_pids = {v.pid for v in verdict.victims}
     by_pid = {s.pid: s for s in stacks}
     out: list[Evidence] = []
     for place in sorted(verdict.places, key=lambda p: (p.pid not in culprit_pids, p.rank or 0)):
@@ -229,7 +242,7 @@ def stack_evidence(stacks: list[RankStack], verdict: StackVerdict | None) -> lis
         )
         culprit = place.pid in culprit_pids
         role: EvidenceRole = "root" if culprit else "diagnostic"
-        what = "culprit" if culprit else ("victim" if place.place == "collective" else "rank")
+        what = "culprit" if culprit else ("victim" if place.pid in victim_pids else "rank")
         out.append(
             Evidence(
                 kind=SignalKind.STACK_DUMP,

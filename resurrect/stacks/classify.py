@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from resurrect.stacks.flight_recorder import Behind, LastCollective, behind_ranks
 from resurrect.stacks.pyspy_text import Frame, StackDump
 
 Place = Literal[
@@ -24,6 +25,7 @@ Place = Literal[
     "lock",
     "sleep",
     "elsewhere",
+    "behind",  # its last collective is behind its peers' (Flight Recorder)
     "unknown",
 ]
 
@@ -73,6 +75,9 @@ class RankStack:
     dump_text: str = ""
     error: str = ""
     world_size: int | None = None  # as the rank's environment says (WORLD_SIZE)
+    # its Flight Recorder dump: the last collective per process group, or why none
+    collectives: tuple[LastCollective, ...] = ()
+    flight_recorder_note: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +151,7 @@ _CULPRIT_ORDER: dict[Place, int] = {
     "lock": 4,
     "sleep": 5,
     "elsewhere": 6,
+    "behind": 7,
 }
 
 
@@ -164,6 +170,10 @@ def judge(stacks: list[RankStack]) -> StackVerdict:
         return StackVerdict(places, [], [], summary, missing)
     victims = [p for p in places if p.place == "collective"]
     others = [p for p in places if p.place not in ("collective", "unknown")]
+    if not (victims and others):
+        by_flight_recorder = _judge_by_flight_recorder(stacks, places)
+        if by_flight_recorder is not None:
+            return by_flight_recorder
     if not victims:
         summary = (
             f"no rank waits in a collective ({len(others)} busy elsewhere)"
@@ -185,4 +195,34 @@ def judge(stacks: list[RankStack]) -> StackVerdict:
         victims,
         culprits,
         f"{len(victims)} rank(s) wait in a collective for {names}",
+    )
+
+
+def _judge_by_flight_recorder(
+    stacks: list[RankStack], places: list[RankPlace]
+) -> StackVerdict | None:
+    """When the stacks name no culprit (NCCL: every main thread in a CUDA synchronisation),
+    the ranks' Flight Recorder dumps may: a rank whose last collective is behind its peers'
+    never entered the one they wait in. It is the culprit, its peers the victims."""
+    behind = behind_ranks([c for s in stacks for c in s.collectives])
+    if not behind:
+        return None
+    first: dict[int, Behind] = {}
+    for b in behind:
+        first.setdefault(b.rank, b)
+    culprits = [
+        RankPlace(p.rank, p.node, p.pid, "behind", first[p.rank].describe())
+        for p in places
+        if p.rank in first
+    ]
+    victims = [p for p in places if p.rank not in first and p.place != "unknown"]
+    if not culprits or not victims:
+        return None
+    names = ", ".join(f"rank {c.rank} on {c.node} ({c.frame})" for c in culprits)
+    by_pid = {c.pid: c for c in culprits}
+    return StackVerdict(
+        [by_pid.get(p.pid, p) for p in places],
+        victims,
+        culprits,
+        f"{len(victims)} rank(s) wait for {names}",
     )

@@ -7,8 +7,9 @@ victims waiting in a collective, the culprit elsewhere, and what NCCL's RAS serv
 why it cannot be asked). Exit 0 when stacks were read, 1 when no rank of the job runs here or
 none could be read.
 
-``resurrect stacks flight-recorder FILE...`` reads PyTorch Flight Recorder JSON dumps (the
-rank is the number at the end of each file name) and prints the ranks behind their peers.
+``resurrect stacks flight-recorder FILE...`` reads PyTorch Flight Recorder dumps (JSON or
+plain-data pickle; the rank is the number at the end of each file name) and prints the ranks
+behind their peers.
 
 ``resurrect progress check [PATH...]`` validates the shipped progress packs plus the given
 ones and runs every rule's examples; exit 1 naming the rule on any failure.
@@ -22,6 +23,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from resurrect.errors import JobFileRefused
 from resurrect.progress.loader import load_progress_rules, shipped_progress_pack_paths
 from resurrect.progress.parser import check_rules
 from resurrect.stacks.classify import judge
@@ -113,7 +115,12 @@ def run_flight_recorder(args: argparse.Namespace) -> int:
         if m is None:
             print(f"{path}: no rank number at the end of the file name; skipped")
             continue
-        records.extend(read_flight_record(path, int(m.group(1))))
+        try:
+            records.extend(read_flight_record(path, int(m.group(1))))
+        except JobFileRefused as exc:
+            print(exc)
+        except OSError as exc:
+            print(f"{path}: {exc.strerror or exc}")
     for pg, ranks in sorted(lagging_ranks(records).items()):
         print(f"process group {pg}: ranks {ranks} are behind their peers' last collective")
     return 0 if records else 1

@@ -18,6 +18,7 @@ from resurrect.contracts import Evidence
 from resurrect.errors import StackDumpError
 from resurrect.sensors.node_agent.gpu_activity import LOCAL_GPUS, RankGpu, rank_gpu_activity
 from resurrect.stacks.classify import RankStack
+from resurrect.stacks.flight_recorder import rank_flight_record
 from resurrect.stacks.nccl_ras import query_ras
 from resurrect.stacks.processes import (
     JobRank,
@@ -50,14 +51,19 @@ class RankAccess(Protocol):
 def _one(process: RankProcess, timeout_s: float) -> RankStack:
     pid, rank, node, world = process.pid, process.rank, process.node, process.world_size
     state = process_state(pid)
+    flight = rank_flight_record(process)
     try:
         text = dump_stack(pid, stopped=state in ("T", "t"), timeout_s=timeout_s)
     except StackDumpError as exc:
-        return RankStack(rank, node, pid, state, None, error=str(exc), world_size=world)
+        return RankStack(rank, node, pid, state, None, error=str(exc), world_size=world,
+                         collectives=flight.collectives,
+                         flight_recorder_note=flight.note)  # fmt: skip
     # the state again: a process stopped while we read it is stopped
     after = process_state(pid)
     return RankStack(rank, node, pid, after if after in ("T", "t", "D") else state,
-                     parse_pyspy_dump(text), text, world_size=world)  # fmt: skip
+                     parse_pyspy_dump(text), text, world_size=world,
+                     collectives=flight.collectives,
+                     flight_recorder_note=flight.note)  # fmt: skip
 
 
 def collect_job_stacks(

@@ -5,7 +5,8 @@ job attempt on the node, each read with one bounded py-spy call, and what NCCL's
 service there says about the job. The follower asks every node of a suspected job
 (:mod:`resurrect.stacks.agent_ranks`) through Temporal: the probe is a short workflow on the
 node agent's own task queue (:func:`agent_task_queue`), so the stacks are in its history
-too. The answer is plain data: the raw py-spy text per rank, parsed again by the asker.
+too. The answer is plain data: the raw py-spy text per rank, parsed again by the asker, and each
+rank's Flight Recorder dump as its last collective per process group (or why none).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from resurrect.contracts import Contract, Evidence
 from resurrect.sensors.node_agent.gpu_activity import LOCAL_GPUS, RankGpu, rank_gpu_activity
 from resurrect.stacks.classify import RankStack
 from resurrect.stacks.collect import collect_job_stacks
+from resurrect.stacks.flight_recorder import MAX_COLLECTIVES_PER_RANK, LastCollective
 from resurrect.stacks.nccl_ras import query_ras
 from resurrect.stacks.processes import job_rank_processes
 from resurrect.stacks.pyspy_text import parse_pyspy_dump
@@ -45,6 +47,15 @@ class StackProbeRequest(Contract):
     gpus: bool = True  # the ranks' GPU activity (NVML, Slurm's GPU binding)
 
 
+class ProbedCollective(Contract):
+    """A rank's last collective in one process group (its Flight Recorder dump)."""
+
+    pg_id: str = Field(max_length=200)
+    seq: int = Field(ge=1)
+    name: str = Field(default="", max_length=200)
+    state: str = Field(default="", max_length=20)
+
+
 class ProbedRank(Contract):
     rank: int | None
     node: str | None
@@ -53,6 +64,10 @@ class ProbedRank(Contract):
     dump_text: str = Field(default="", max_length=MAX_DUMP_TEXT)
     error: str = Field(default="", max_length=2000)
     world_size: int | None = None
+    collectives: list[ProbedCollective] = Field(
+        default_factory=list, max_length=MAX_COLLECTIVES_PER_RANK
+    )
+    flight_recorder_note: str = Field(default="", max_length=2000)
 
 
 class StackProbeResult(Contract):
@@ -74,6 +89,12 @@ class StackProbeResult(Contract):
                 r.dump_text,
                 r.error,
                 r.world_size,
+                tuple(
+                    LastCollective(r.rank, c.pg_id, c.seq, c.name, c.state)
+                    for c in r.collectives
+                    if r.rank is not None
+                ),
+                r.flight_recorder_note,
             )
             for r in self.ranks
         ]
@@ -105,6 +126,11 @@ def probe_here(request: StackProbeRequest) -> StackProbeResult:
             dump_text=s.dump_text[:MAX_DUMP_TEXT],
             error=s.error[:2000],
             world_size=s.world_size,
+            collectives=[
+                ProbedCollective(pg_id=c.pg_id, seq=c.seq, name=c.name, state=c.state)
+                for c in s.collectives
+            ],
+            flight_recorder_note=s.flight_recorder_note[:2000],
         )
         for s in stacks[:MAX_RANKS_PER_NODE]
     ]

@@ -25,6 +25,12 @@ _KEYS = (
     b"CUDA_VISIBLE_DEVICES",
     b"SLURM_STEP_GPUS",
     b"SLURM_JOB_GPUS",
+    # where its Flight Recorder dump goes, and whether it keeps one (flight_recorder.py);
+    # PyTorch >= 2.7 names them TORCH_FR_*, the TORCH_NCCL_* names still work
+    b"TORCH_FR_DUMP_TEMP_FILE",
+    b"TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
+    b"TORCH_FR_BUFFER_SIZE",
+    b"TORCH_NCCL_TRACE_BUFFER_SIZE",
 )
 
 
@@ -41,6 +47,10 @@ class RankProcess:
     local_rank: int | None = None
     cuda_visible_devices: str = ""
     slurm_gpus: str = ""
+    # TORCH_FR_DUMP_TEMP_FILE / TORCH_NCCL_DEBUG_INFO_TEMP_FILE (None: unset) and
+    # TORCH_FR_BUFFER_SIZE / TORCH_NCCL_TRACE_BUFFER_SIZE ("": unset)
+    flight_recorder_prefix: str | None = None
+    flight_recorder_buffer: str = ""
 
 
 def _environ(pid: int, proc: Path) -> dict[str, str]:
@@ -65,6 +75,34 @@ def process_state(pid: int, proc: Path = Path("/proc")) -> str:
         return "?"
     tail = text.rpartition(")")[2].split()
     return tail[0] if tail else "?"
+
+
+def process_uid(pid: int, proc: Path = Path("/proc")) -> int | None:
+    """The real uid of a process (``Uid:`` in ``/proc/PID/status``), None if gone."""
+    try:
+        text = (proc / str(pid) / "status").read_bytes()[:8192].decode("ascii", "replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("Uid:"):
+            fields = line.split()
+            return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
+    return None
+
+
+def process_started_at(pid: int, proc: Path = Path("/proc")) -> float | None:
+    """When a process started (epoch seconds): the boot time (``btime`` in ``/proc/stat``)
+    plus its start in clock ticks (``/proc/PID/stat`` field 22); None if unknown."""
+    try:
+        text = (proc / str(pid) / "stat").read_bytes()[:4096].decode("ascii", "replace")
+        system = (proc / "stat").read_bytes()[: 1 << 20].decode("ascii", "replace")
+    except OSError:
+        return None
+    tail = text.rpartition(")")[2].split()  # from field 3 (the state) on
+    boot = next((line.split()[1:2] for line in system.splitlines() if line.startswith("btime")), [])
+    if len(tail) < 20 or not tail[19].isdigit() or not boot or not boot[0].isdigit():
+        return None
+    return int(boot[0]) + int(tail[19]) / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +142,10 @@ def scan_rank_processes(proc: Path = Path("/proc")) -> list[JobRank]:
             local_rank=int(local) if local.isdigit() else None,
             cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES", ""),
             slurm_gpus=env.get("SLURM_STEP_GPUS") or env.get("SLURM_JOB_GPUS", ""),
+            flight_recorder_prefix=env.get("TORCH_FR_DUMP_TEMP_FILE")
+            or env.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE"),
+            flight_recorder_buffer=env.get("TORCH_FR_BUFFER_SIZE")
+            or env.get("TORCH_NCCL_TRACE_BUFFER_SIZE", ""),
         )
         found.append(JobRank(env["SLURM_JOB_ID"], env.get("SLURM_RESTART_COUNT", "0"), process))
     return found

@@ -31,7 +31,8 @@ log = logging.getLogger(__name__)
 
 @activity.defn(name=DUMP_STACKS_ACTIVITY)
 def dump_stacks(request: StackProbeRequest) -> StackProbeResult:
-    """Where the job's ranks on this node are (py-spy, bounded), and what NCCL RAS says."""
+    """Where the job's ranks on this node are (py-spy, bounded), each rank's last
+    collectives from its Flight Recorder dump (read as its owner's file), and NCCL RAS."""
     result = probe_here(request)
     log.info(
         "stack probe of job %s on %s: %d rank(s) in %.1f s",

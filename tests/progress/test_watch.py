@@ -16,6 +16,7 @@ from resurrect.progress.tracker import ProgressTracker
 from resurrect.progress.watch import PROBE_EVERY_S, ProgressWatch, straggler_evidence
 from resurrect.sensors.node_agent.gpu_activity import GpuActivity, RankGpu
 from resurrect.stacks.classify import RankStack
+from resurrect.stacks.flight_recorder import LastCollective
 from resurrect.stacks.pyspy_text import parse_pyspy_dump
 from resurrect.stacks.sampling import RankWait
 
@@ -331,3 +332,52 @@ def test_a_hang_report_carries_the_agents_word_on_the_culprits_gpu() -> None:
     assert report is not None and report.culprit_ranks == [1]
     gpu = [e for e in report.evidence if e.rule == "gpu.clocks.hw_slowdown"]
     assert [(e.rank, e.host, e.source) for e in gpu] == [(1, "node2", "node_agent")]
+
+
+def nccl_job_with_rank1_behind() -> list[RankStack]:
+    """CONSTRUCTED: every main thread in a CUDA sync (the stacks confirm nothing); the ranks'
+    CONSTRUCTED Flight Recorder records show rank 1 never entered all-reduce #12."""
+    out = []
+    for rank, seq in ((0, 12), (1, 11), (2, 12)):
+        base = stack("nccl-culprit-cuda-sync-CONSTRUCTED.txt", rank, f"gpu-{rank}")
+        last = LastCollective(rank, "0", seq, "nccl:all_reduce", "started")
+        out.append(replace(base, pid=2000 + rank, collectives=(last,)))
+    return out
+
+
+def test_flight_recorder_confirms_an_nccl_hang_and_names_the_rank_behind() -> None:
+    watch = ProgressWatch(
+        ProgressPolicy(), ProgressTracker(0.0), FakeRanks(nccl_job_with_rank1_behind),
+        run_probe=run_now,
+    )  # fmt: skip
+    for n in range(1, 6):
+        watch.observe_line(f"step {10 * n}/120 loss 0.5", float(n))
+    assert watch.check(10.0) is None  # confirmed: looked at once more a second later
+    report = watch.check(11.0)
+    assert report is not None and report.culprit_ranks == [1]
+    assert report.culprit_nodes == ["gpu-1"]
+    culprit = report.evidence[0]
+    assert culprit.role == "root" and culprit.rank == 1 and culprit.fields["place"] == "behind"
+    [behind] = [e for e in report.evidence if e.rule == "flight_recorder.behind"]
+    assert (behind.rank, behind.host) == (1, "gpu-1")
+    assert behind.fields["seq"] == "11" and behind.fields["peers_seq"] == "12"
+    assert behind.fields["collective"] == "nccl:all_reduce"
+    assert "wait for rank 1 on gpu-1" in report.reason
+
+
+def test_a_hang_report_says_when_flight_recorder_is_not_available() -> None:
+    def probe() -> list[RankStack]:
+        return [
+            replace(s, flight_recorder_note=f"no dump at /tmp/nccl_trace_rank_{s.rank}")
+            for s in hung_ddp_job()
+        ]
+
+    watch = ProgressWatch(
+        ProgressPolicy(), ProgressTracker(0.0), FakeRanks(probe), run_probe=run_now
+    )
+    for n in range(1, 6):
+        watch.observe_line(f"step {10 * n}/120 loss 0.5", float(n))
+    report = watch.check(10.0)
+    assert report is not None and report.culprit_ranks == [1]
+    [note] = [e for e in report.evidence if e.rule == "flight_recorder.unavailable"]
+    assert "no dump at /tmp/nccl_trace_rank_0" in note.text

@@ -3,9 +3,11 @@ dumps, labelled so): see tests/fixtures/stacks/README.md."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from resurrect.stacks.classify import RankStack, judge, place_of
+from resurrect.stacks.flight_recorder import LastCollective
 from resurrect.stacks.pyspy_text import parse_pyspy_dump
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "stacks"
@@ -112,3 +114,28 @@ def test_a_rank_that_is_not_running_at_all_is_not_judged_from_stacks() -> None:
     verdict = judge([alone])
     assert verdict.missing == [1] and not verdict.culprits and not verdict.victims
     assert "lost node or a crashed process" in verdict.summary
+
+
+def nccl_rank_in_cuda_sync(rank_number: int, last_seq: int) -> RankStack:
+    """CONSTRUCTED: an NCCL rank whose main thread is in a CUDA synchronisation, with a
+    CONSTRUCTED Flight Recorder record of its last collective."""
+    stack = rank("nccl-culprit-cuda-sync-CONSTRUCTED.txt", rank_number, node=f"gpu-{rank_number}")
+    last = LastCollective(rank_number, "0", last_seq, "nccl:all_reduce", "started")
+    return replace(stack, pid=1000 + rank_number, collectives=(last,))
+
+
+def test_flight_recorder_names_the_culprit_when_the_stacks_confirm_nothing() -> None:
+    only_stacks = judge([replace(nccl_rank_in_cuda_sync(r, 1), collectives=()) for r in range(3)])
+    assert not only_stacks.victims and not only_stacks.culprits  # NCCL: every rank in a sync
+    verdict = judge([nccl_rank_in_cuda_sync(0, 12), nccl_rank_in_cuda_sync(1, 11),
+                     nccl_rank_in_cuda_sync(2, 12)])  # fmt: skip
+    [culprit] = verdict.culprits
+    assert (culprit.rank, culprit.node, culprit.place) == (1, "gpu-1", "behind")
+    assert "#11" in culprit.frame and "#12 (nccl:all_reduce)" in culprit.frame
+    assert [v.rank for v in verdict.victims] == [0, 2]
+    assert "2 rank(s) wait for rank 1 on gpu-1" in verdict.summary
+
+
+def test_flight_recorder_all_even_confirms_nothing() -> None:
+    verdict = judge([nccl_rank_in_cuda_sync(r, 12) for r in range(3)])
+    assert not verdict.victims and not verdict.culprits

@@ -8,6 +8,8 @@ import pytest
 import resurrect.stacks.probe as probe
 from resurrect.sensors.node_agent.fake_nvml import FakeNvml
 from resurrect.sensors.node_agent.gpu_activity import LocalGpus
+from resurrect.stacks.classify import RankStack
+from resurrect.stacks.flight_recorder import LastCollective
 from resurrect.stacks.probe import StackProbeRequest, StackProbeResult, probe_here
 from resurrect.stacks.processes import RankProcess
 
@@ -42,3 +44,21 @@ def test_without_nvml_a_probe_has_no_gpus(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(probe, "LOCAL_GPUS", LocalGpus(FakeNvml(library_missing=True)))
     request = StackProbeRequest(cluster="c", node="n1", job_id="9", stacks=False)
     assert probe_here(request).gpus == []
+
+
+def test_a_probe_carries_each_ranks_flight_recorder_record(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CONSTRUCTED records: the node's answer carries them to the follower, which judges."""
+    found = [
+        RankStack(1, "n1", 11, "S", None, error="py-spy timed out", world_size=2,
+                  collectives=(LastCollective(1, "0", 7, "nccl:all_reduce", "started"),)),
+        RankStack(0, "n1", 10, "S", None, error="py-spy timed out", world_size=2,
+                  flight_recorder_note="no dump at /tmp/nccl_trace_rank_0"),
+    ]  # fmt: skip
+    monkeypatch.setattr(probe, "collect_job_stacks", lambda *a, **k: found)
+    request = StackProbeRequest(cluster="c", node="n1", job_id="5", ras=False, gpus=False)
+    result = StackProbeResult.model_validate_json(probe_here(request).model_dump_json())
+    [one, zero] = result.stacks()
+    assert one.collectives == (LastCollective(1, "0", 7, "nccl:all_reduce", "started"),)
+    assert zero.collectives == () and zero.flight_recorder_note.startswith("no dump at")
