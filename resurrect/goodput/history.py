@@ -19,6 +19,7 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.converter import PayloadConverter
 from temporalio.exceptions import TemporalError
 
+from resurrect.assessment import Assessment
 from resurrect.contracts import (
     Diagnosis,
     EvidenceBundle,
@@ -27,12 +28,17 @@ from resurrect.contracts import (
     StepResult,
 )
 from resurrect.goodput.model import RecoveryRecord
+from resurrect.temporal.history import local_activity
 
-# Activities every recovery runs before its plan's steps (workflows.names.Activity); every
-# other activity is a plan step returning a StepResult.
+# Activities every recovery runs before its plan's steps (workflows.names.Activity), as
+# activity tasks or (since lean-recovery) local activities; every other activity is a plan
+# step returning a StepResult.
 GATHER_EVIDENCE = "recovery.gather_evidence"
 ATTRIBUTE = "recovery.attribute"
-_NOT_STEPS = frozenset({GATHER_EVIDENCE, ATTRIBUTE, "recovery.charged_restarts", "recovery.plans"})
+ASSESS = "recovery.assess"
+_NOT_STEPS = frozenset(
+    {GATHER_EVIDENCE, ATTRIBUTE, ASSESS, "recovery.charged_restarts", "recovery.plans"}
+)
 REPORT_SIGNAL = "report"
 _CLOSED = frozenset(
     {
@@ -105,6 +111,8 @@ def recovery_from_history(history: WorkflowHistory, converter: PayloadConverter)
             _fold_activity(
                 record, names.get(done.scheduled_event_id, ""), done.result, event, converter
             )
+        elif (local := local_activity(event)) is not None:
+            _fold_activity(record, local[0], local[1], event, converter)
         elif kind in _CLOSED:
             record["closed_at"] = _time(event)
             if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
@@ -149,9 +157,10 @@ def _fold_activity(
                 if value is not None:
                     record[key] = value if value.tzinfo else value.replace(tzinfo=UTC)
         return
-    if name == ATTRIBUTE:
-        diagnosis = _decode(converter, result, Diagnosis)
-        if diagnosis is not None:
+    if name in (ATTRIBUTE, ASSESS):
+        found = _decode(converter, result, Diagnosis if name == ATTRIBUTE else Assessment)
+        if found is not None:
+            diagnosis = found if name == ATTRIBUTE else found.diagnosis
             record["fault_class"] = diagnosis.fault_class.value
         return
     if name in _NOT_STEPS:

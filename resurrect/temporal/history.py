@@ -9,9 +9,22 @@ from __future__ import annotations
 
 import json
 
+from temporalio.api.common.v1 import Payloads
+from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import WorkflowHistory
 
 LOCAL_ACTIVITY_MARKER = "core_local_activity"
+
+
+def local_activity(event: HistoryEvent) -> tuple[str, Payloads] | None:
+    """(activity type, result) of a local activity's marker; None for any other event (and
+    for a local activity that failed: its marker has no result)."""
+    marker = event.marker_recorded_event_attributes
+    if marker.marker_name != LOCAL_ACTIVITY_MARKER:
+        return None
+    data = marker.details["data"].payloads[0].data
+    name = str(json.loads(data)["activity_type"])
+    return name, marker.details["result"] if "result" in marker.details else Payloads()
 
 
 def activities_run(history: WorkflowHistory) -> list[str]:
@@ -20,7 +33,6 @@ def activities_run(history: WorkflowHistory) -> list[str]:
     for event in history.events:
         if event.HasField("activity_task_scheduled_event_attributes"):
             names.append(event.activity_task_scheduled_event_attributes.activity_type.name)
-        elif event.marker_recorded_event_attributes.marker_name == LOCAL_ACTIVITY_MARKER:
-            data = event.marker_recorded_event_attributes.details["data"].payloads[0].data
-            names.append(str(json.loads(data)["activity_type"]))
+        elif (local := local_activity(event)) is not None:
+            names.append(local[0])
     return names

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from resurrect.contracts import EvidenceBundle
 from resurrect.goodput.history import recoveries_query, recovery_from_history
+from resurrect.temporal.history import local_activity
 
 HISTORIES = Path(__file__).parent.parent / "fixtures" / "histories" / "RecoveryWorkflow"
 
@@ -17,8 +20,11 @@ def load(name: str, workflow_id: str) -> WorkflowHistory:
     return WorkflowHistory.from_json(workflow_id, (HISTORIES / name).read_text())
 
 
-def test_a_node_loss_history_gives_its_phase_times_and_outcome() -> None:
-    history = load("node-loss.json", "recover/test/1/0")
+# the same recovery before and after lean-recovery (evidence and notify as local activities,
+# attribution inside recovery.assess)
+@pytest.mark.parametrize("name", ["node-loss.json", "lean-node-loss.json"])
+def test_a_node_loss_history_gives_its_phase_times_and_outcome(name: str) -> None:
+    history = load(name, "recover/test/1/0")
     record = recovery_from_history(history, pydantic_data_converter.payload_converter)
     events = list(history.events)
     assert record.started_at == events[0].event_time.ToDatetime(tzinfo=UTC)
@@ -29,12 +35,14 @@ def test_a_node_loss_history_gives_its_phase_times_and_outcome() -> None:
     assert record.attempt == 0 and record.job_id
 
 
-def test_a_stopped_recovery_never_requeued() -> None:
+@pytest.mark.parametrize("name", ["app-error-stop.json", "lean-app-error-stop.json"])
+def test_a_stopped_recovery_never_requeued(name: str) -> None:
     record = recovery_from_history(
-        load("app-error-stop.json", "recover/test/2/0"), pydantic_data_converter.payload_converter
+        load(name, "recover/test/2/0"), pydantic_data_converter.payload_converter
     )
     assert record.requeued_at is None and record.running_again_at is None
     assert record.outcome is not None and record.outcome != "recovered"
+    assert record.fault_class == "app.error"
 
 
 def test_the_query_filters_by_job_cluster_and_start_time() -> None:
@@ -43,3 +51,20 @@ def test_the_query_filters_by_job_cluster_and_start_time() -> None:
         "WorkflowType = 'RecoveryWorkflow' AND ResurrectJobId = '12'"
         " AND ResurrectCluster = 'c1' AND StartTime >= '2026-11-30T06:00:00Z'"
     )
+
+
+def test_the_evidence_a_lean_recovery_gathered_locally_is_read_from_its_marker() -> None:
+    """Since lean-recovery the evidence is a local activity (a marker, not an activity task):
+    the start and submit times of the interrupted attempt still come from it."""
+    history = load("lean-node-loss.json", "recover/test/1/0")
+    converter = pydantic_data_converter.payload_converter
+    found = [local for e in history.events if (local := local_activity(e)) is not None]
+    assert found[0][0] == "recovery.gather_evidence"
+    [bundle] = converter.from_payloads(found[0][1].payloads, [EvidenceBundle])
+    assert bundle.job.job_id == "108"
+    started = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+    bundle.job.start_time, bundle.job.submit_time = started, started - timedelta(minutes=5)
+    found[0][1].payloads[0].CopyFrom(converter.to_payloads([bundle])[0])
+    record = recovery_from_history(history, converter)
+    assert record.interrupted_attempt_started_at == started
+    assert record.job_submitted_at == started - timedelta(minutes=5)
