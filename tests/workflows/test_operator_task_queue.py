@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 
 from support.builders import interruption, job, make_config
+from support.histories import keep
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
@@ -44,6 +45,7 @@ async def test_own_operator_queue_drains_and_requeues_in_local_activities(
         handle = temporal_client.get_workflow_handle(workflow_id, result_type=RecoveryOutcome)
         outcome = await asyncio.wait_for(handle.result(), timeout=60)
         history = await handle.fetch_history()
+        keep("node-loss-local-drain", history)  # replayed by tests/workflows/test_replay.py
         budget = await temporal_client.get_workflow_handle(
             drain_budget_workflow_id(config.cluster.name)
         ).describe()
