@@ -17,7 +17,12 @@ Each variant starts its own dev server and worker and is measured in the same ru
   activity dispatch), ``cache4k`` (``lean`` with 4,000 workflows cached in the worker
   instead of 1,000), ``processes1`` / ``processes2`` (``lean`` with one / two worker
   processes instead of the worker in this process; they share the in-memory cluster over a
-  Unix socket, which costs them some CPU of their own: compare the two with each other).
+  Unix socket, which costs them some CPU of their own: compare the two with each other),
+  ``operator_queue`` (``lean`` with ``temporal.operator_task_queue``: the budget and repair
+  workflows on a worker of their own, drain and requeue as local activities),
+  ``wft500`` (``lean`` with 500 workflow-task slots instead of the SDK's default),
+  ``no_repair`` (``lean`` without node-repair workflows: what they cost; not a setting to
+  use). ``--skip-baseline`` measures only ``lean`` and the levers asked for.
 
 Checked for each: every job requeued exactly once, no node drained twice. Reported: the
 recoveries per second (first report to last workflow closed), the history events of a
@@ -25,7 +30,7 @@ recovery (mean over a sample, and by type for one), and the CPU seconds per reco
 dev server and of this process (worker, reports, in-memory scheduler): on 2 cores their sum
 bounds the throughput.
 
-    python benchmarks/burst.py [--jobs 200] [--levers] [--json]
+    python benchmarks/burst.py [--jobs 200] [--levers] [--lever NAME] [--skip-baseline] [--json]
 """
 
 from __future__ import annotations
