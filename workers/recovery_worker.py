@@ -58,10 +58,11 @@ PASSTHROUGH_MODULES = (
 QUICK_WITH_OPERATOR_QUEUE = ("recovery.drain_nodes", "recovery.requeue_job")
 
 
-def own_operator_queue(config: ResurrectConfig) -> bool:
-    """The budget and repair workflows run on a task queue (and worker) of their own."""
+def own_operator_queue(config: ResurrectConfig) -> str | None:
+    """The task queue of the budget and repair workflows when it is their own (a worker of
+    their own serves it); None when they share the recoveries' task queue."""
     queue = config.temporal.operator_task_queue
-    return queue is not None and queue != config.temporal.task_queue
+    return queue if queue and queue != config.temporal.task_queue else None
 
 
 @dataclass
@@ -213,11 +214,12 @@ def build_operator_worker(
     """The worker of the drain-budget and node-repair workflows on their own task queue
     (``temporal.operator_task_queue``), with workflow-task slots of their own; None when
     they share the recoveries' task queue (``build_worker`` runs them then)."""
-    if not own_operator_queue(config):
+    queue = own_operator_queue(config)
+    if queue is None:
         return None
     return Worker(
         client,
-        task_queue=config.temporal.operator_task_queue or "",
+        task_queue=queue,
         workflows=[DrainBudgetWorkflow, NodeRepairWorkflow],
         activities=OperatorActivities(scheduler, config).all(),
         activity_executor=concurrent.futures.ThreadPoolExecutor(max_workers=4),
