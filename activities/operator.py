@@ -77,6 +77,11 @@ QueryResult = TypeVar("QueryResult")
 
 
 # ---------------------------------------------------------------------------- ownership
+def operator_task_queue(config: ResurrectConfig) -> str:
+    """The task queue of the drain-budget and node-repair workflows."""
+    return config.temporal.operator_task_queue or config.temporal.task_queue
+
+
 async def claim_for_task_queue(client: Client, workflow_id: str, task_queue: str) -> None:
     """End a running operator workflow bound to another task queue, so this deployment's
     own can start: no worker of ours would ever run it (the task queue was renamed, or
@@ -176,13 +181,13 @@ async def reserve_drains(
     workflow_id = drain_budget_workflow_id(cluster)
     if dry_run:  # observe mode: ask, reserve nothing (and change nothing, not even owners)
         state = None
-        if await _ours(client, workflow_id, config.temporal.task_queue):
+        if await _ours(client, workflow_id, operator_task_queue(config)):
             try:
                 state = await budget_state(client, cluster)
             except ResurrectError:
                 state = None
         return decide(state or BudgetState(cluster=cluster), request, datetime.now(UTC))[1]
-    await claim_for_task_queue(client, workflow_id, config.temporal.task_queue)
+    await claim_for_task_queue(client, workflow_id, operator_task_queue(config))
     return await _batch_of(client, config).reserve(request)
 
 
@@ -268,7 +273,7 @@ def _with_start(config: ResurrectConfig) -> WithStartWorkflowOperation[Any, Any]
         DRAIN_BUDGET_WORKFLOW,
         BudgetState(cluster=cluster),
         id=drain_budget_workflow_id(cluster),
-        task_queue=config.temporal.task_queue,
+        task_queue=operator_task_queue(config),
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
     )
 
@@ -311,12 +316,12 @@ async def report_to_repair(
         return
     cluster = config.cluster.name
     workflow_id = node_repair_workflow_id(cluster, node)
-    await claim_for_task_queue(client, workflow_id, config.temporal.task_queue)
+    await claim_for_task_queue(client, workflow_id, operator_task_queue(config))
     await client.start_workflow(
         NODE_REPAIR_WORKFLOW,
         NodeRepairState(cluster=cluster, node=node, timings=repair_timings(config)),
         id=workflow_id,
-        task_queue=config.temporal.task_queue,
+        task_queue=operator_task_queue(config),
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         start_signal=NODE_DRAINED_SIGNAL,
         start_signal_args=[report],
@@ -346,7 +351,7 @@ async def exclusion_records(
     returned: dict[str, datetime] = {}
     if client is None or not nodes:
         return ours, returned
-    cluster, queue = config.cluster.name, config.temporal.task_queue
+    cluster, queue = config.cluster.name, operator_task_queue(config)
     states = await asyncio.gather(*[node_state(client, cluster, n, queue) for n in nodes])
     for node, state in zip(nodes, states, strict=True):
         if state is None:

@@ -9,7 +9,10 @@ activity tasks: checkpoint verification runs a helper process as the job's owner
 of any size, waiting for the job may take an hour, and draining and requeueing wait on other
 workflows of the same workers (the drain budget's update, the repair workflows' queries): a
 local activity holds a workflow-task slot while it runs, so a burst of recoveries draining
-at once would hold every slot while the budget workflow waited for one.
+at once would hold every slot while the budget workflow waited for one. With
+``temporal.operator_task_queue`` those workflows have a worker of their own, and draining and
+requeueing run as local activities too (``QUICK_WITH_OPERATOR_QUEUE`` in
+``workers/recovery_worker.py``).
 """
 
 from __future__ import annotations

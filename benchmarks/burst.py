@@ -17,7 +17,12 @@ Each variant starts its own dev server and worker and is measured in the same ru
   activity dispatch), ``cache4k`` (``lean`` with 4,000 workflows cached in the worker
   instead of 1,000), ``processes1`` / ``processes2`` (``lean`` with one / two worker
   processes instead of the worker in this process; they share the in-memory cluster over a
-  Unix socket, which costs them some CPU of their own: compare the two with each other).
+  Unix socket, which costs them some CPU of their own: compare the two with each other),
+  ``operator_queue`` (``lean`` with ``temporal.operator_task_queue``: the budget and repair
+  workflows on a worker of their own, drain and requeue as local activities),
+  ``wft500`` (``lean`` with 500 workflow-task slots instead of the SDK's default),
+  ``no_repair`` (``lean`` without node-repair workflows: what they cost; not a setting to
+  use). ``--skip-baseline`` measures only ``lean`` and the levers asked for.
 
 Checked for each: every job requeued exactly once, no node drained twice. Reported: the
 recoveries per second (first report to last workflow closed), the history events of a
@@ -25,7 +30,7 @@ recovery (mean over a sample, and by type for one), and the CPU seconds per reco
 dev server and of this process (worker, reports, in-memory scheduler): on 2 cores their sum
 bounds the throughput.
 
-    python benchmarks/burst.py [--jobs 200] [--levers] [--json]
+    python benchmarks/burst.py [--jobs 200] [--levers] [--lever NAME] [--skip-baseline] [--json]
 """
 
 from __future__ import annotations
@@ -64,7 +69,11 @@ from resurrect.testing import FakeScheduler
 from resurrect.testing.burst_processes import next_line, spawn_worker
 from resurrect.testing.node_loss import SOURCES, lost_node_cluster, node_loss_reports
 from resurrect.testing.shared_scheduler import serving
-from resurrect.workers.recovery_worker import build_worker, workflow_classes
+from resurrect.workers.recovery_worker import (
+    build_operator_worker,
+    build_worker,
+    workflow_classes,
+)
 from resurrect.workflows.names import RECOVERY_WORKFLOW, REPORT_SIGNAL
 from resurrect.workflows.recovery import RecoveryWorkflow
 
@@ -92,6 +101,9 @@ class Variant:
     dynamic_config: tuple[str, ...] = ()
     max_cached_workflows: int = 1000
     processes: int = 0  # worker processes sharing the cluster over a socket; 0: in this one
+    max_concurrent_workflow_tasks: int | None = None
+    operator_queue: bool = False  # budget and repair workflows on a worker of their own
+    repair: bool = True  # False: no node-repair workflows (what they cost; not a setting to use)
 
 
 BASELINE = Variant(lean_workflow=False, lean_reports=False)
@@ -103,6 +115,9 @@ LEVERS = {
     "cache4k": Variant(max_cached_workflows=4000),
     "processes1": Variant(processes=1),
     "processes2": Variant(processes=2),
+    "wft500": Variant(max_concurrent_workflow_tasks=500),
+    "no_repair": Variant(repair=False),
+    "operator_queue": Variant(operator_queue=True),
 }
 
 
@@ -129,14 +144,20 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])) / ticks
 
 
-def _config(state: Path) -> ResurrectConfig:
+def _config(state: Path, variant: Variant) -> ResurrectConfig:
+    queue = f"burst-{uuid.uuid4().hex}"
     return ResurrectConfig.model_validate(
         {
             "mode": "act",
             "cluster": {"name": f"burst{uuid.uuid4().hex[:6]}"},
-            "temporal": {"task_queue": f"burst-{uuid.uuid4().hex}", "state_dir": str(state)},
+            "temporal": {
+                "task_queue": queue,
+                "operator_task_queue": f"{queue}-operator" if variant.operator_queue else None,
+                "state_dir": str(state),
+            },
             "isolation": {"max_drain_fraction": 1.0},
             "recovery": {"wait_running_timeout_s": 120, "activity_timeout_s": 60},
+            "repair": {"enabled": variant.repair},
         }
     )
 
@@ -179,9 +200,14 @@ async def workers(
         workflows=workflows,
         sandboxed=variant.sandboxed,
         max_cached_workflows=variant.max_cached_workflows,
+        max_concurrent_workflow_tasks=variant.max_concurrent_workflow_tasks,
     )
-    async with worker:
-        yield lambda: 0.0  # the worker is this process
+    operator = build_operator_worker(client, config, scheduler)
+    async with contextlib.AsyncExitStack() as stack:
+        await stack.enter_async_context(worker)
+        if operator is not None:
+            await stack.enter_async_context(operator)
+        yield lambda: 0.0  # the workers are this process
 
 
 async def burst(jobs: int, variant: Variant, state: Path) -> dict[str, Any]:
@@ -195,7 +221,7 @@ async def burst(jobs: int, variant: Variant, state: Path) -> dict[str, Any]:
     server.start()
     try:
         client: Client = await connect(TemporalSettings(), address=server.address, attempts=20)
-        config = _config(state)
+        config = _config(state, variant)
         scheduler = lost_node_cluster(jobs, config.cluster.name)
         batch = [r for source in SOURCES for r in node_loss_reports(scheduler, source)]
         report = report_interruption if variant.lean_reports else former_report
@@ -238,6 +264,8 @@ async def burst(jobs: int, variant: Variant, state: Path) -> dict[str, Any]:
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     variants = {"baseline": BASELINE, "lean": LEAN}
+    if args.skip_baseline:  # exploring levers: ratios against lean only
+        variants = {"lean": LEAN}
     if args.levers:
         variants.update(LEVERS)
     for name in args.lever or []:
@@ -246,7 +274,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="burst-") as tmp:
         for name, variant in variants.items():
             measured[name] = await burst(args.jobs, variant, Path(tmp) / name)
-    lean, base = measured["lean"], measured["baseline"]
+    lean, base = measured["lean"], measured.get("baseline", measured["lean"])
     return {
         "benchmark": "burst",
         "jobs": args.jobs,
@@ -288,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--lever", action="append", choices=sorted(LEVERS), help="also measure this lever"
+    )
+    parser.add_argument(
+        "--skip-baseline", action="store_true", help="measure lean and the levers only"
     )
     args = parser.parse_args(argv)
     with stdout_to_stderr():  # Temporal's core may log on stdout: keep it for the JSON line

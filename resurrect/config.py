@@ -51,6 +51,10 @@ class TemporalSettings(Section):
     address: str = "127.0.0.1:7233"
     namespace: str = "default"
     task_queue: str = "resurrect"
+    # The drain-budget and node-repair workflows on a task queue (and worker) of their own:
+    # recoveries running their drains as local activities then cannot hold every
+    # workflow-task slot while the budget workflow waits for one. None: ``task_queue``.
+    operator_task_queue: str | None = None
     ui_port: int = Field(default=8233, ge=1, le=65535)
     ui_host: str = "127.0.0.1"
     tls: TlsSettings | None = None

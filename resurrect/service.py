@@ -90,7 +90,11 @@ async def run_service(
 ) -> None:
     """Run the enabled parts until ``stop`` is set."""
     from resurrect.sensors.report import report_interruption
-    from resurrect.workers.recovery_worker import build_worker, run_worker
+    from resurrect.workers.recovery_worker import (
+        build_operator_worker,
+        build_worker,
+        run_worker,
+    )
 
     async with contextlib.AsyncExitStack() as stack:
         if client is None:
@@ -108,6 +112,9 @@ async def run_service(
         if parts.worker:
             worker = build_worker(client, config, scheduler)
             tasks.append(asyncio.create_task(run_worker(worker, stop), name="worker"))
+            operator = build_operator_worker(client, config, scheduler)
+            if operator is not None:
+                tasks.append(asyncio.create_task(run_worker(operator, stop), name="operator"))
         if parts.watcher:
             from resurrect.sensors.slurm_watcher import SlurmWatcher
 

@@ -51,6 +51,20 @@ PASSTHROUGH_MODULES = (
 )
 
 
+# Steps that wait on the budget and repair workflows (an update, a signal-with-start): run as
+# local activities only when those workflows have a worker of their own, so a burst of
+# recoveries draining at once cannot hold every workflow-task slot the budget waits for.
+# Each checks before it acts (VerifiedScheduler), so a run again after a crash is a no-op.
+QUICK_WITH_OPERATOR_QUEUE = ("recovery.drain_nodes", "recovery.requeue_job")
+
+
+def own_operator_queue(config: ResurrectConfig) -> str | None:
+    """The task queue of the budget and repair workflows when it is their own (a worker of
+    their own serves it); None when they share the recoveries' task queue."""
+    queue = config.temporal.operator_task_queue
+    return queue if queue and queue != config.temporal.task_queue else None
+
+
 @dataclass
 class RecoveryCatalogue:
     """What a worker runs: every step by activity name, and the checked plans."""
@@ -137,8 +151,13 @@ def build_worker(
     workflows: Sequence[type] | None = None,
     sandboxed: bool = True,
     max_cached_workflows: int = 1000,
+    max_concurrent_workflow_tasks: int | None = None,
 ) -> Worker:
+    """The worker of the recoveries (and, without ``temporal.operator_task_queue``, of the
+    budget and repair workflows); with those on their own, drain and requeue run as local
+    activities too (``QUICK_WITH_OPERATOR_QUEUE``)."""
     catalogue = load_catalogue(config, plugins=plugins)
+    extra_quick_steps = QUICK_WITH_OPERATOR_QUEUE if own_operator_queue(config) else ()
     runtime = StepRuntime(scheduler=scheduler, config=config, client=client)
     step_activities = [
         make_activity(
@@ -154,7 +173,11 @@ def build_worker(
         config=config,
         client=client,
         plans=catalogue.plans,
-        quick_steps=[name for name, fn in catalogue.steps.items() if step_meta(fn).quick],
+        quick_steps=[
+            name
+            for name, fn in catalogue.steps.items()
+            if step_meta(fn).quick or name in extra_quick_steps
+        ],
     )
     activities = [
         *recovery.all(),
@@ -176,6 +199,32 @@ def build_worker(
         workflow_runner=workflow_runner(sandboxed),
         graceful_shutdown_timeout=timedelta(seconds=graceful_shutdown_s),
         max_cached_workflows=max_cached_workflows,
+        max_concurrent_workflow_tasks=max_concurrent_workflow_tasks,
+        interceptors=[TelemetryInterceptor()],
+    )
+
+
+def build_operator_worker(
+    client: Client,
+    config: ResurrectConfig,
+    scheduler: Scheduler,
+    *,
+    graceful_shutdown_s: float = 10.0,
+) -> Worker | None:
+    """The worker of the drain-budget and node-repair workflows on their own task queue
+    (``temporal.operator_task_queue``), with workflow-task slots of their own; None when
+    they share the recoveries' task queue (``build_worker`` runs them then)."""
+    queue = own_operator_queue(config)
+    if queue is None:
+        return None
+    return Worker(
+        client,
+        task_queue=queue,
+        workflows=[DrainBudgetWorkflow, NodeRepairWorkflow],
+        activities=OperatorActivities(scheduler, config).all(),
+        activity_executor=concurrent.futures.ThreadPoolExecutor(max_workers=4),
+        workflow_runner=workflow_runner(),
+        graceful_shutdown_timeout=timedelta(seconds=graceful_shutdown_s),
         interceptors=[TelemetryInterceptor()],
     )
 

@@ -27,7 +27,7 @@ from resurrect.contracts import Interruption
 from resurrect.sensors.report import report_interruption
 from resurrect.temporal.client import connect
 from resurrect.testing.shared_scheduler import RemoteScheduler
-from resurrect.workers.recovery_worker import build_worker, run_worker
+from resurrect.workers.recovery_worker import build_operator_worker, build_worker, run_worker
 
 
 def spawn(command: str, log: Path, *args: str) -> subprocess.Popen[str]:
@@ -64,10 +64,13 @@ async def work(address: str, config_path: Path, scheduler_path: Path) -> None:
     worker = build_worker(client, config, scheduler, graceful_shutdown_s=2.0)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    running = asyncio.create_task(run_worker(worker, stop))
+    running = [asyncio.create_task(run_worker(worker, stop))]
+    operator = build_operator_worker(client, config, scheduler, graceful_shutdown_s=2.0)
+    if operator is not None:  # temporal.operator_task_queue: the budget and repair workflows
+        running.append(asyncio.create_task(run_worker(operator, stop)))
     await asyncio.sleep(0.5)  # the pollers are up
     print("ready", flush=True)
-    await running
+    await asyncio.gather(*running)
 
 
 async def report(address: str, task_queue: str, reports: Path, pause_s: float) -> None:

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -119,14 +120,20 @@ async def test_observe_mode_changes_no_node_and_no_job(
         assert not cluster.node(name).get("Reason", "").startswith(DRAIN_REASON_PREFIX)
 
 
+@pytest.mark.parametrize("own_operator_queue", [False, True], ids=["shared", "operator_queue"])
 async def test_worker_killed_mid_recovery_finishes_with_one_drain_and_one_requeue(
     cluster: LocalSlurm,
     cluster_config: ServiceConfigFor,
     temporal_client: Client,
     tmp_path: Path,
+    own_operator_queue: bool,
 ) -> None:
+    # operator_queue: drain and requeue run as local activities, run again from their start
+    # by the next worker when this one is killed in the middle of them
+    operators = f"operators-{uuid.uuid4().hex}" if own_operator_queue else None
     config = cluster_config(
         recovery={"wait_running_timeout_s": 120, "activity_timeout_s": 10},
+        temporal={"operator_task_queue": operators},
     )
     config_file = tmp_path / "worker.yaml"
     config_file.write_text(yaml.safe_dump(config.model_dump(mode="json")))

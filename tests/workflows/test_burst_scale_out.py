@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import subprocess
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -42,12 +43,20 @@ def processes() -> Iterator[list[subprocess.Popen[str]]]:
             process.wait(timeout=10)
 
 
+@pytest.mark.parametrize("own_operator_queue", [False, True], ids=["shared", "operator_queue"])
 async def test_killing_a_worker_and_a_sensor_mid_burst_recovers_each_job_once(
-    temporal_client: Client, temporal_server: Any, tmp_path: Path
+    temporal_client: Client, temporal_server: Any, tmp_path: Path, own_operator_queue: bool
 ) -> None:
+    # operator_queue: the budget and repair workflows on their own task queue, drain and
+    # requeue as local activities (run again from their start on another worker)
+    queue = f"q-{uuid.uuid4().hex}"
     config = make_config(
         tmp_path,
         mode="act",
+        temporal={
+            "task_queue": queue,
+            "operator_task_queue": f"{queue}-operator" if own_operator_queue else None,
+        },
         isolation={"max_drain_fraction": 1.0},
         recovery={"wait_running_timeout_s": 60, "activity_timeout_s": 10},
     )
@@ -56,7 +65,6 @@ async def test_killing_a_worker_and_a_sensor_mid_burst_recovers_each_job_once(
     socket = tmp_path / "scheduler.sock"
     config_path = tmp_path / "config.json"
     config_path.write_text(config.model_dump_json())
-    queue = config.temporal.task_queue
     async with serving(scheduler, socket):
         with processes() as started:
             workers = [

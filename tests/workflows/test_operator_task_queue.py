@@ -1,0 +1,77 @@
+"""``temporal.operator_task_queue``: the drain-budget and node-repair workflows run on a task
+queue with a worker of their own, and the recoveries drain and requeue in local activities
+(a burst of them cannot hold every workflow-task slot the budget workflow waits for)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from pathlib import Path
+
+from support.builders import interruption, job, make_config
+from support.histories import keep
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
+from resurrect.contracts import RecoveryOutcome
+from resurrect.sensors.report import report_interruption
+from resurrect.testing import FakeScheduler
+from resurrect.workers.recovery_worker import build_operator_worker, build_worker
+from resurrect.workflows.names import drain_budget_workflow_id, node_repair_workflow_id
+
+RECOVERY = {"wait_running_timeout_s": 20, "activity_timeout_s": 20}
+
+
+async def test_own_operator_queue_drains_and_requeues_in_local_activities(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    queue = f"q-{uuid.uuid4().hex}"
+    temporal = {"task_queue": queue, "operator_task_queue": f"{queue}-operator"}
+    config = make_config(tmp_path, mode="act", recovery=RECOVERY, temporal=temporal)
+    s = FakeScheduler.with_nodes(4, cluster_name=config.cluster.name)
+    s.nodes["node2"] = s.nodes["node2"].model_copy(
+        update={"state": "DOWN", "flags": ["NOT_RESPONDING"]}
+    )
+    s.jobs["100"] = job()
+    operator = build_operator_worker(temporal_client, config, s)
+    assert operator is not None
+    async with contextlib.AsyncExitStack() as stack:
+        await stack.enter_async_context(build_worker(temporal_client, config, s))
+        await stack.enter_async_context(operator)
+        workflow_id = await report_interruption(
+            temporal_client, interruption(config.cluster.name, s.jobs["100"]), task_queue=queue
+        )
+        handle = temporal_client.get_workflow_handle(workflow_id, result_type=RecoveryOutcome)
+        outcome = await asyncio.wait_for(handle.result(), timeout=60)
+        history = await handle.fetch_history()
+        keep("node-loss-local-drain", history)  # replayed by tests/workflows/test_replay.py
+        budget = await temporal_client.get_workflow_handle(
+            drain_budget_workflow_id(config.cluster.name)
+        ).describe()
+        repair = await temporal_client.get_workflow_handle(
+            node_repair_workflow_id(config.cluster.name, "node2")
+        ).describe()
+    assert outcome.recovered, outcome.notes
+    assert outcome.drained_nodes == ["node2"]
+    assert s.calls == [
+        ("drain", "node2"),
+        ("requeuehold", "100"),
+        ("exclude", "100"),
+        ("release", "100"),
+    ]
+    scheduled = [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    assert "recovery.drain_nodes" not in scheduled
+    assert "recovery.requeue_job" not in scheduled
+    markers = [e for e in history.events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED]
+    assert len(markers) >= 4  # evidence, drain, requeue, notify
+    assert budget.task_queue == repair.task_queue == f"{queue}-operator"
+
+
+def test_without_operator_queue_there_is_no_operator_worker(tmp_path: Path) -> None:
+    config = make_config(tmp_path, mode="act")
+    assert build_operator_worker(None, config, FakeScheduler.with_nodes(1)) is None  # type: ignore[arg-type]
