@@ -15,9 +15,11 @@ def test_names_match_the_workflows() -> None:
     assert history.REPORT_SIGNAL == REPORT_SIGNAL
     assert history.GATHER_EVIDENCE == Activity.GATHER_EVIDENCE
     assert history.ATTRIBUTE == Activity.ATTRIBUTE
+    assert history.ASSESS == Activity.ASSESS
     assert history._NOT_STEPS == {
         Activity.GATHER_EVIDENCE,
         Activity.ATTRIBUTE,
+        Activity.ASSESS,
         Activity.CHARGED_RESTARTS,
         Activity.RECOVERY_PLANS,
     }
