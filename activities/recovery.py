@@ -2,9 +2,12 @@
 
 A recovery gathers evidence (``gather_evidence``, a local activity: a few scheduler reads),
 then assesses it in one activity (``assess``: the diagnosis, the restart budget used, the
-plans and the approval settings). Recoveries recorded before that asked for each with its
-own activity (``attribute``, ``charged_restarts``, ``recovery_plans``); those stay
-registered so such a recovery still finishes on this worker.
+plans and the approval settings), tried first as a local activity of a few seconds
+(``AssessRequest.quick_s``) that gives up with :class:`NeedsMoreTime` when it would have to
+wait (for the job's output files, a node agent, its confirmation), then as an activity task.
+Recoveries recorded before that asked for each with its own activity (``attribute``,
+``charged_restarts``, ``recovery_plans``); those stay registered so such a recovery still
+finishes on this worker.
 
 They are methods of :class:`RecoveryActivities`, which holds their dependencies (the
 scheduler, the configuration, a Temporal client, the checked plans), so tests can build one
@@ -39,7 +42,7 @@ from resurrect.contracts import (
     JobInfo,
     SignalKind,
 )
-from resurrect.errors import JobNotFound, SchedulerError
+from resurrect.errors import JobNotFound, NeedsMoreTime, SchedulerError
 from resurrect.log_reading import Budget, read_tail
 from resurrect.node_health_contracts import HEALTH_QUERY, NodeHealth, node_health_workflow_id
 from resurrect.plans.decide import (
@@ -86,12 +89,17 @@ class RecoveryActivities:
         client: Client | None = None,
         plans: Sequence[ResolvedPlan] = (),
         quick_steps: Sequence[str] = (),
+        *,
+        local_first: bool = True,
     ) -> None:
         self.scheduler = scheduler
         self.config = config
         self.client = client
         self.plans = list(plans)
         self.quick_steps = sorted(quick_steps)
+        # tell recoveries to try assess and the quick steps as local activities first
+        # (False: the shape before, which benchmarks/burst.py measures as its baseline)
+        self.local_first = local_first
         self._engine: RuleEngine | None = None
 
     def all(self) -> list[Callable[..., Any]]:
@@ -128,6 +136,7 @@ class RecoveryActivities:
             wait_running_timeout_s=self.config.recovery.wait_running_timeout_s,
             activity_timeout_s=self.config.recovery.activity_timeout_s,
             checkpoint_level=self.config.recovery.checkpoint_level,
+            local_first=self.local_first,
         )
 
     def _rules_engine(self) -> RuleEngine:
@@ -156,10 +165,14 @@ class RecoveryActivities:
                 )
         return found, notes
 
-    async def _read_job_output(self, job: JobInfo) -> tuple[list[Evidence], list[str]]:
+    async def _read_job_output(
+        self, job: JobInfo, quick_s: float | None = None
+    ) -> tuple[list[Evidence], list[str]]:
         """:meth:`_log_evidence` in a thread, heartbeating while it runs, given up (the
-        thread told to stop) after ``LOG_READ_BUDGET_S`` or when the activity is cancelled."""
-        budget = Budget(deadline=time.monotonic() + LOG_READ_BUDGET_S, stop=threading.Event())
+        thread told to stop) after ``LOG_READ_BUDGET_S`` or when the activity is cancelled;
+        with ``quick_s``, NeedsMoreTime once that is spent (the task attempt reads it all)."""
+        seconds = LOG_READ_BUDGET_S if quick_s is None else min(quick_s, LOG_READ_BUDGET_S)
+        budget = Budget(deadline=time.monotonic() + seconds, stop=threading.Event())
         reading = asyncio.ensure_future(asyncio.to_thread(self._log_evidence, job, budget))
         try:
             while True:
@@ -169,6 +182,8 @@ class RecoveryActivities:
                 if activity.in_activity():
                     activity.heartbeat("reading job output")
                 if budget.spent():
+                    if quick_s is not None:
+                        raise NeedsMoreTime(f"job output not read within {seconds:g} s")
                     return [], [f"job output not read within {LOG_READ_BUDGET_S:g} s: skipped"]
         finally:
             assert budget.stop is not None
@@ -231,12 +246,21 @@ class RecoveryActivities:
         watching (a real GPU or link failure reaches its kernel log or NVML within its
         interval); planning drains only what a second source confirms.
         """
+        return await self._attribute(request)
+
+    async def _attribute(
+        self, request: AttributeRequest, quick_s: float | None = None
+    ) -> Diagnosis:
+        """:meth:`attribute`; with ``quick_s`` (assess's first attempt) NeedsMoreTime instead
+        of waiting for the job's output or a node agent's confirmation."""
         bundle = request.bundle
-        found, notes = await self._read_job_output(bundle.job)
+        found, notes = await self._read_job_output(bundle.job, quick_s)
         found.extend(e for e in request.reported if e.kind is not SignalKind.SCHEDULER_STATE)
         agent_found, watching = await self._agent_evidence(bundle)
         found.extend(e for e in agent_found if e not in found)
         diagnosis = self._diagnose(bundle, found)
+        if quick_s is not None and _awaits_second_opinion(diagnosis, bundle.job.nodes, watching):
+            raise NeedsMoreTime("the diagnosis waits for a node agent's confirmation")
         deadline = asyncio.get_running_loop().time() + self.config.recovery.corroboration_wait_s
         while (
             _awaits_second_opinion(diagnosis, bundle.job.nodes, watching)
@@ -270,9 +294,14 @@ class RecoveryActivities:
             if max(bundle.interruption.restart_count, bundle.job.restart_count) > 0
             else _none_charged()  # never requeued: no earlier recovery can have been charged
         )
-        diagnosis, charged_count = await asyncio.gather(
-            self.attribute(AttributeRequest(bundle=bundle, reported=request.reported)), charged
+        attributed = self._attribute(
+            AttributeRequest(bundle=bundle, reported=request.reported), request.quick_s
         )
+        try:
+            async with asyncio.timeout(request.quick_s):  # None: no limit of its own
+                diagnosis, charged_count = await asyncio.gather(attributed, charged)
+        except TimeoutError as exc:
+            raise NeedsMoreTime(f"not assessed within {request.quick_s:g} s") from exc
         return Assessment(
             diagnosis=diagnosis,
             charged_restarts=charged_count,

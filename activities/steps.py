@@ -4,15 +4,17 @@ Each is named in full in its ``@step`` (``recovery.drain_nodes``), as the plans 
 Each is idempotent: it checks the current state before acting and reports
 ``changed=False`` work as done (draining a drained node, requeueing a job that was already
 requeued are no-ops), so a retry after a killed worker repeats nothing. Each describes in
-observe mode what it would have done. ``notify`` is quick (a local activity). The others stay
-activity tasks: checkpoint verification runs a helper process as the job's owner over files
-of any size, waiting for the job may take an hour, and draining and requeueing wait on other
-workflows of the same workers (the drain budget's update, the repair workflows' queries): a
-local activity holds a workflow-task slot while it runs, so a burst of recoveries draining
-at once would hold every slot while the budget workflow waited for one. With
-``temporal.operator_task_queue`` those workflows have a worker of their own, and draining and
-requeueing run as local activities too (``QUICK_WITH_OPERATOR_QUEUE`` in
-``workers/recovery_worker.py``).
+observe mode what it would have done.
+
+``notify``, ``verify_checkpoint`` and ``wait_running`` are quick: their first attempt runs
+as a local activity of a few seconds (``StepInput.quick_s``; a marker in the recovery's own
+workflow task instead of an activity task). Checkpoint verification runs a helper process as
+the job's owner over files of any size, and a requeued job may wait an hour before it runs:
+when the few seconds are not enough they raise NeedsMoreTime and the recovery runs them again
+as activity tasks. Draining and requeueing wait on other workflows (the drain budget's
+update, the repair workflows' signals): they are quick only when those workflows have a
+worker of their own (``QUICK_WITH_OPERATOR_QUEUE`` in ``workers/recovery_worker.py``), since a
+local activity holds a workflow-task slot while it runs.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from resurrect.contracts import (
 from resurrect.errors import (
     JobCancelled,
     JobNotFound,
+    NeedsMoreTime,
     NodeNotFound,
     PermanentStepError,
     SchedulerError,
@@ -154,7 +157,7 @@ class VerifyParams(Params):
     level: Literal["quick", "full"] | None = None  # default: recovery.checkpoint_level
 
 
-@step("recovery.verify_checkpoint", handles_observe=True)
+@step("recovery.verify_checkpoint", handles_observe=True, quick=True)
 async def verify_checkpoint(ctx: StepContext, params: VerifyParams) -> StepResult:
     """Verify the checkpoint the job will resume from; fall back past damaged ones."""
     root_text = ctx.input.bundle.policy.checkpoint_dir
@@ -180,7 +183,12 @@ async def verify_checkpoint(ctx: StepContext, params: VerifyParams) -> StepResul
         owner_gid=ctx.job.group_id,
     )
     verdict = await run_helper(
-        request, timeout_s=_time_left_s(CHECKPOINT_TIMEOUT_S), progress=ctx.heartbeat
+        request,
+        timeout_s=_time_left_s(CHECKPOINT_TIMEOUT_S)
+        if ctx.quick_s is None
+        else CHECKPOINT_TIMEOUT_S,
+        progress=ctx.heartbeat,
+        quick_s=ctx.quick_s,
     )
     result = StepResult(
         checkpoint=verdict, detail=verdict.note or f"resume from {verdict.latest_valid}"
@@ -279,6 +287,10 @@ async def _exclusions(ctx: StepContext, job: JobInfo, adding: list[str]) -> Excl
     from resurrect.activities.operator import exclusion_records
     from resurrect.operator.exclusions import plan_exclusions
 
+    if not job.excluded_nodes:  # nothing excluded before: nothing to give back, no reads
+        return plan_exclusions(
+            job_id=job.job_id, current=[], adding=adding, ours={}, returned={}, usable=[], needed=0
+        )
     ours, returned = await exclusion_records(ctx.client, ctx.config, job.job_id, job.excluded_nodes)
     nodes = await ctx.scheduler.list_nodes()
     usable = [
@@ -303,11 +315,13 @@ async def _record_exclusions(
     ctx: StepContext, job: JobInfo, adding: list[str], dropped: list[str]
 ) -> None:
     """Record in each node's repair workflow that resurrect excluded it from the job (only
-    nodes it added itself: never the owner's own exclusions), or gave it back."""
+    nodes it added itself: never the owner's own exclusions), or gave it back. A node this
+    recovery drained is not told again: its ``drained`` report records the exclusion."""
     from resurrect.activities.operator import report_to_repair
     from resurrect.operator.models import NodeDrainReport
 
-    changes = [(n, "excluded") for n in adding if n not in job.excluded_nodes]
+    drained = set(ctx.state.drained_nodes)
+    changes = [(n, "excluded") for n in adding if n not in job.excluded_nodes and n not in drained]
     changes += [(n, "included") for n in dropped]
     for node, kind in changes:
         report = NodeDrainReport(
@@ -339,14 +353,15 @@ class WaitParams(Params):
     poll_interval_s: float = Field(default=1.0, gt=0)
 
 
-@step("recovery.wait_running", mutating=False)
+@step("recovery.wait_running", mutating=False, quick=True)
 async def wait_running(ctx: StepContext, params: WaitParams) -> StepResult:
     """Wait until the requeued job runs again, on none of the excluded nodes."""
     if ctx.observe or not ctx.state.requeued:
         return StepResult(detail="job was not requeued: nothing to wait for", running_again=False)
     timeout = params.timeout_s or ctx.input.bundle.wait_running_timeout_s
     exclude = set(ctx.state.excluded_nodes)
-    deadline = time.monotonic() + timeout
+    started = time.monotonic()
+    deadline = started + timeout
     last: JobInfo | None = None
     while time.monotonic() < deadline:
         try:
@@ -372,6 +387,8 @@ async def wait_running(ctx: StepContext, params: WaitParams) -> StepResult:
                 detail=f"job {last.job_id} ended {last.state.value} before running",
             )
         ctx.heartbeat(f"job {last.job_id} {last.state.value}")  # still waiting
+        if ctx.quick_s is not None and time.monotonic() - started >= ctx.quick_s:
+            raise NeedsMoreTime(f"job {last.job_id} still {last.state.value}")
         await asyncio.sleep(params.poll_interval_s)
     return StepResult(
         ok=False,

@@ -22,6 +22,9 @@ class AssessRequest(Contract):
     bundle: EvidenceBundle
     reported: list[Evidence] = Field(default_factory=list)  # evidence other sensors sent
     workflow_id: str  # the recovery asking: not counted among the earlier ones
+    # The first attempt, a local activity: answer within this many seconds or raise
+    # NeedsMoreTime (waiting for a node agent's confirmation always needs more).
+    quick_s: float | None = None
 
 
 class Assessment(Contract):

@@ -450,6 +450,10 @@ class EvidenceBundle(Contract):
     # Whether the job is opted in, as resurrect.policy resolved it when the evidence was
     # gathered; the workflow refuses a job that is not (whoever started the workflow).
     opted_in: bool = False
+    # Set by workers that try ``recovery.assess`` and the quick plan steps first as local
+    # activities of a few seconds (``quick_s``), then as activity tasks (the recovery reads
+    # it from this recorded result, so recoveries recorded before it replay unchanged).
+    local_first: bool = False
 
 
 class AttributeRequest(Contract):
@@ -494,6 +498,9 @@ class StepInput(Contract):
     liveness_s: float | None = None
     # Who approved this step (``resurrect approve``), when it waited for approval.
     approved_by: str | None = None
+    # Set on a quick step's first attempt, a local activity: finish within this many
+    # seconds or raise NeedsMoreTime (the recovery then runs the step as an activity task).
+    quick_s: float | None = None
 
 
 class StepResult(Contract):

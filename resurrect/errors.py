@@ -23,6 +23,8 @@ ResurrectError
 ├── CheckpointError        a checkpoint root could not be examined at all
 ├── PolicyError [NR]       a job's opt-in policy could not be parsed
 ├── JobFileRefused         a job-owned path is not a file resurrect may read (FIFO, ...)
+├── NeedsMoreTime          a quick first attempt (a local activity) ran out of its seconds:
+│                          the recovery runs it again as an activity task
 ├── PluginError [NR]       a plugin failed to load, or plugins conflict
 │   └── PlanError              a recovery plan file is invalid (names file, plan, step)
 └── StepError              raised by recovery steps (plugins) to say how they failed
@@ -115,6 +117,13 @@ class PolicyError(NonRetryable):
 class JobFileRefused(ResurrectError):
     """A job-owned path is not something resurrect will read: not a regular file (a FIFO,
     a device, a symlink ...) or not the job owner's. The message is the note to show."""
+
+
+class NeedsMoreTime(ResurrectError):
+    """A first attempt given only a few seconds (``quick_s``: a local activity in the
+    recovery's own workflow task) could not finish in them: the job is not running yet, a
+    checkpoint takes longer to read, an agent has to be waited for. Not a failure: the
+    recovery runs the same call again as an activity task, with its full time."""
 
 
 class PluginError(NonRetryable):

@@ -23,13 +23,21 @@ from one activity (``recovery.assess``), the quick plan steps (``@step(quick=Tru
 result), and the search attributes are upserted once per workflow task, only those that
 changed. What happened stays readable: the ``status`` query, the result's notes and
 the markers show every step. Recoveries recorded before it replay on the former path.
+
+Local first: when the recorded evidence says so (``EvidenceBundle.local_first``, set by the
+worker that gathered it), ``recovery.assess`` and the quick plan steps run first as a local
+activity of ``QUICK_S`` seconds, without retries; one that needs longer (it raises
+``NeedsMoreTime``: the job is not running yet, a checkpoint takes time to read, a node agent
+must confirm) or fails in a way that may pass runs again as an activity task with its whole
+timeouts and retry policy. A node-loss recovery is then one workflow task (18 history events
+instead of 36-47): the search attributes are upserted once, at its end, unless it waits.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey, SearchAttributeUpdate
@@ -115,6 +123,12 @@ OPERATOR_PATCH = "operator-control-approvals"
 PROBED_DRAIN_PATCH = "hang-culprit-hardware-drain"
 # Fewer events per recovery (see the module's doc): implies the three patches above.
 LEAN_PATCH = "lean-recovery"
+# A first attempt as a local activity gets this long (the call checks it itself: quick_s),
+# and is cut this much later; it is not retried locally (the activity task retries).
+QUICK_S = 3.0
+QUICK_GRACE_S = 5.0
+FIRST_ATTEMPT_ONLY = RetryPolicy(maximum_attempts=1)
+_NON_RETRYABLE = frozenset(non_retryable_error_types())
 
 
 class RecoveryWorkflowStatus(Contract):
@@ -179,6 +193,14 @@ def _fold(state: IncidentState, result: StepResult) -> IncidentState:
     if result.checkpoint is not None:
         update["checkpoint"] = result.checkpoint
     return state.model_copy(update=update)
+
+
+def _failed_for_good(err: BaseException) -> bool:
+    """The activity failed in a way another attempt cannot mend (a non-retryable error)."""
+    cause = err if isinstance(err, ApplicationError) else err.__cause__
+    return isinstance(cause, ApplicationError) and (
+        cause.non_retryable or (cause.type or "") in _NON_RETRYABLE
+    )
 
 
 def _cause(err: BaseException) -> str:
@@ -341,6 +363,44 @@ class RecoveryWorkflow:
         )
         return result
 
+    async def _local_first(
+        self,
+        name: str,
+        quick_arg: object,
+        arg: object,
+        result_type: type[ResultT],
+        *,
+        timeout: timedelta,
+        deadline: timedelta,
+        heartbeat: timedelta | None,
+        retry: RetryPolicy,
+    ) -> ResultT:
+        """Activity ``name`` tried once as a local activity (``quick_arg`` carries
+        ``quick_s``), then, unless that failed for good, as an activity task (``arg``)."""
+        try:
+            quick: ResultT = await workflow.execute_local_activity(
+                name,
+                args=[quick_arg],
+                result_type=result_type,
+                start_to_close_timeout=min(timeout, timedelta(seconds=QUICK_S + QUICK_GRACE_S)),
+                retry_policy=FIRST_ATTEMPT_ONLY,
+            )
+            return quick
+        except ACTIVITY_FAILURES as err:
+            if _failed_for_good(err):
+                raise
+            self._notes.append(f"{name}: {_cause(err)}; run as an activity task")
+        return await self._activity(
+            name,
+            [arg],
+            result_type,
+            local=False,
+            timeout=timeout,
+            deadline=deadline,
+            heartbeat=heartbeat,
+            retry=retry,
+        )
+
     # ------------------------------------------------------------------ the recovery
     @workflow.run
     async def run(self, interruption: Interruption) -> RecoveryOutcome:
@@ -417,15 +477,25 @@ class RecoveryWorkflow:
                 if item not in reported:
                     reported.append(item)
         if self._lean:
-            assessment = await self._evidence_call(
-                Activity.ASSESS,
-                AssessRequest(
-                    bundle=bundle, reported=reported, workflow_id=workflow.info().workflow_id
-                ),
-                Assessment,
-                timeout_s=bundle.activity_timeout_s + 30,  # + the budget count
-                heartbeat_s=30,
+            request = AssessRequest(
+                bundle=bundle, reported=reported, workflow_id=workflow.info().workflow_id
             )
+            timeout_s = bundle.activity_timeout_s + 30  # + the budget count
+            if bundle.local_first:
+                assessment = await self._local_first(
+                    Activity.ASSESS,
+                    request.model_copy(update={"quick_s": QUICK_S}),
+                    request,
+                    Assessment,
+                    timeout=timedelta(seconds=timeout_s),
+                    deadline=SCHEDULE_TO_CLOSE,
+                    heartbeat=timedelta(seconds=30),
+                    retry=SCHEDULER_RETRY,
+                )
+            else:
+                assessment = await self._evidence_call(
+                    Activity.ASSESS, request, Assessment, timeout_s=timeout_s, heartbeat_s=30
+                )
             self._set_search(sa.FAULT_CLASS, assessment.diagnosis.fault_class.value)
         else:
             assessment = await self._former_assessment(interruption, bundle, reported)
@@ -478,7 +548,8 @@ class RecoveryWorkflow:
             assessment.plans,
             assessment.charged_restarts,
             trust_job_output=not (self._lean or workflow.patched(SECOND_SOURCE_PATCH)),
-            probed_drain=workflow.patched(PROBED_DRAIN_PATCH),
+            # recorded local-first evidence is newer than the patch: no marker needed
+            probed_drain=bundle.local_first or workflow.patched(PROBED_DRAIN_PATCH),
         )
         self._notes.extend(choice.notes)
         drain = choice.decision.drain_nodes
@@ -535,7 +606,9 @@ class RecoveryWorkflow:
     ) -> Kind | None:
         """One step: run it, fold its result into the incident; the outcome if it ends it."""
         step_input = self._step_input(incident, step, approved_by)
-        local = step.activity in incident.quick_steps
+        local: bool | Literal["first"] = step.activity in incident.quick_steps
+        if local and incident.bundle.local_first:
+            local = "first"
         try:
             result = await self._execute_step(step, step_input, local=local)
             asked = result.data.get(APPROVAL_NEEDED_KEY) if approvals is not None else None
@@ -582,18 +655,25 @@ class RecoveryWorkflow:
         )
 
     async def _execute_step(
-        self, step: ResolvedStep, step_input: StepInput, *, local: bool = False
+        self, step: ResolvedStep, step_input: StepInput, *, local: bool | Literal["first"] = False
     ) -> StepResult:
-        return await self._activity(
-            step.activity,
-            [step_input],
-            StepResult,
-            local=local,
-            timeout=timedelta(seconds=step.timeout_s),
-            deadline=timedelta(seconds=step.deadline_s),
-            heartbeat=timedelta(seconds=step.heartbeat_s or WORKER_LIVENESS_S),
-            retry=_retry_policy(step),
-        )
+        """Run the step: as an activity task, a local activity, or (``"first"``) a local
+        activity first (given ``QUICK_S``), then an activity task if it needs more."""
+        options: dict[str, Any] = {
+            "timeout": timedelta(seconds=step.timeout_s),
+            "deadline": timedelta(seconds=step.deadline_s),
+            "heartbeat": timedelta(seconds=step.heartbeat_s or WORKER_LIVENESS_S),
+            "retry": _retry_policy(step),
+        }
+        if local == "first":
+            task_input = step_input.model_copy(
+                update={"liveness_s": None if step.heartbeat_s else WORKER_LIVENESS_S}
+            )
+            quick_input = step_input.model_copy(update={"quick_s": QUICK_S})
+            return await self._local_first(
+                step.activity, quick_input, task_input, StepResult, **options
+            )
+        return await self._activity(step.activity, [step_input], StepResult, local=local, **options)
 
     # 5. outcome ---------------------------------------------------------------------------
     def _final_outcome(self, incident: Incident) -> Kind:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 from resurrect.checkpoint.helper import HelperRequest
 from resurrect.contracts import CheckpointVerdict
+from resurrect.errors import NeedsMoreTime
 
 #: How much earlier than the hard deadline the helper's own time budget ends, so that it
 #: can still report what it checked (the unfinished files noted "not verified fully").
@@ -44,8 +45,13 @@ async def run_helper(
     *,
     timeout_s: float,
     progress: Callable[[str], None] | None = None,
+    quick_s: float | None = None,
 ) -> CheckpointVerdict:
-    """Run one helper request; the verdict it reports, or an unverified verdict saying why."""
+    """Run one helper request; the verdict it reports, or an unverified verdict saying why.
+
+    ``quick_s`` (a step's first attempt, a local activity): stop the helper after that many
+    seconds and raise NeedsMoreTime, so the step runs again with its whole ``timeout_s``
+    (the helper's own time budget stays the one ``timeout_s`` gives: never a lesser check)."""
     if request.time_budget_s is None:
         request = request.model_copy(update={"time_budget_s": timeout_s * (1 - _REPORT_MARGIN)})
     proc = await asyncio.create_subprocess_exec(
@@ -67,11 +73,14 @@ async def run_helper(
         proc.stdin.write(request.model_dump_json().encode())
         await proc.stdin.drain()
         proc.stdin.close()
+        limit_s = timeout_s if quick_s is None else min(quick_s, timeout_s)
         try:
-            async with asyncio.timeout(timeout_s):
+            async with asyncio.timeout(limit_s):
                 reply = await _read_reply(proc.stdout, progress)
                 await proc.wait()
         except TimeoutError:
+            if limit_s < timeout_s:
+                raise NeedsMoreTime(f"checkpoint not verified within {limit_s:g} s") from None
             return _failed(
                 request,
                 f"checkpoint verification did not finish within {timeout_s:.0f}s: stopped it; "

@@ -109,10 +109,11 @@ def recovery_from_history(history: WorkflowHistory, converter: PayloadConverter)
         elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
             done = event.activity_task_completed_event_attributes
             _fold_activity(
-                record, names.get(done.scheduled_event_id, ""), done.result, event, converter
+                record, names.get(done.scheduled_event_id, ""), done.result, _time(event), converter
             )
         elif (local := local_activity(event)) is not None:
-            _fold_activity(record, local[0], local[1], event, converter)
+            at = local.completed_at or _time(event)
+            _fold_activity(record, local.name, local.result, at, converter)
         elif kind in _CLOSED:
             record["closed_at"] = _time(event)
             if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
@@ -143,10 +144,9 @@ def _fold_activity(
     record: dict[str, Any],
     name: str,
     result: Any,
-    event: HistoryEvent,
+    at: datetime,
     converter: PayloadConverter,
 ) -> None:
-    at = _time(event)
     if name == GATHER_EVIDENCE:
         bundle = _decode(converter, result, EvidenceBundle)
         if bundle is not None:

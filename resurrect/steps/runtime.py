@@ -99,11 +99,14 @@ def step(
     mode it is skipped and its would-be call recorded, unless ``handles_observe`` says the
     step checks ``ctx.observe`` and describes what it would do itself. ``risky``: a recovery
     waits for a person's approval before running it (``approvals.risky_steps``). ``quick``:
-    the step finishes within seconds and may run again from its start (it checks before it
-    acts), so the recovery runs it as a Temporal local activity (in the worker that runs the
-    recovery: a marker in the history instead of an activity task; no heartbeats); leave it
-    False for anything that may take long, must not repeat, or waits on a workflow (a query,
-    an update): a local activity holds a workflow-task slot of its worker while it runs.
+    the step usually finishes within seconds and may run again from its start (it checks
+    before it acts), so the recovery tries it first as a Temporal local activity (in the
+    worker that runs the recovery: a marker in the history instead of an activity task; no
+    heartbeats) given ``ctx.quick_s`` seconds; a step that needs longer raises
+    :class:`~resurrect.errors.NeedsMoreTime` (or is cut at the local timeout) and is run again
+    as an activity task under the plan's timeouts and retry policy. Leave it False for
+    anything that must not repeat or waits on a workflow (a query, an update): a local
+    activity holds a workflow-task slot of its worker while it runs.
     """
     namespace, dot, short = name.partition(".")
     if not (dot and _PART.fullmatch(namespace) and _PART.fullmatch(short)):
@@ -202,11 +205,20 @@ class StepContext:
     def incident_id(self) -> str:
         return self.input.workflow_id
 
+    @property
+    def quick_s(self) -> float | None:
+        """Set on a quick step's first attempt (a local activity): finish within this many
+        seconds or raise :class:`~resurrect.errors.NeedsMoreTime`; None: the step's whole
+        time (an activity task)."""
+        return self.input.quick_s
+
     def heartbeat(self, *details: object) -> None:
         """Report liveness (and progress); a step that stops calling this is cut.
 
-        Safe to call from a thread the step started (e.g. with ``asyncio.to_thread``)."""
-        if self._heartbeat is None:
+        Safe to call from a thread the step started (e.g. with ``asyncio.to_thread``). A first
+        attempt run as a local activity has no heartbeat (its worker runs the recovery too).
+        """
+        if self._heartbeat is None or self.input.quick_s is not None:
             return
         try:
             running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()

@@ -27,10 +27,11 @@ from temporalio.worker import Replayer
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import FaultClass, Interruption, JobInfo, JobState, RecoveryOutcome
 from resurrect.sensors.report import report_interruption
+from resurrect.temporal.history import activities_run
 from resurrect.testing import FakeScheduler
 from resurrect.workers.recovery_worker import build_worker
 from resurrect.workflows.names import PHASE_QUERY
-from resurrect.workflows.recovery import RecoveryWorkflow
+from resurrect.workflows.recovery import QUICK_S, RecoveryWorkflow
 
 pytestmark = pytest.mark.temporal
 
@@ -219,9 +220,14 @@ async def test_histories_replay_without_nondeterminism(harness: Harness, tmp_pat
     s.jobs["109"] = job("109", state=JobState.FAILED, stdout=log)
     s.jobs["110"] = job("110", comment=opt_in(mode="observe"))
     replayer = Replayer(workflows=[RecoveryWorkflow], data_converter=harness.client.data_converter)
-    # recorded since lean-recovery; the former path's node-loss, app-error-stop and observe
-    # histories stay stored as recorded (never re-record: see support/histories.py)
-    recorded = (("lean-node-loss", "108"), ("lean-app-error-stop", "109"), ("lean-observe", "110"))
+    # recorded since local-first attempts; the former paths' node-loss, app-error-stop and
+    # observe histories (and lean-*) stay stored as recorded (never re-record: see
+    # support/histories.py)
+    recorded = (
+        ("local-first-node-loss", "108"),
+        ("local-first-app-error-stop", "109"),
+        ("local-first-observe", "110"),
+    )
     for name, job_id in recorded:
         outcome = await harness.recover(interruption(harness.config, s.jobs[job_id]))
         history = await harness.client.get_workflow_handle(outcome.workflow_id).fetch_history()
@@ -248,3 +254,35 @@ async def test_a_hung_running_job_is_ended_and_requeued(harness: Harness) -> Non
     again = s.jobs["111"]
     assert (again.job_id, again.user, again.restart_count) == ("111", "alice", 1)
     assert again.state is JobState.RUNNING
+
+
+async def test_a_job_that_runs_only_after_the_first_seconds_is_waited_for_by_a_task(
+    harness: Harness,
+) -> None:
+    """``recovery.wait_running`` is tried for QUICK_S seconds as a local activity; a job
+    that starts later is waited for by the same step as an activity task."""
+    s = harness.scheduler
+    s.start_requeued_jobs = False
+    s.nodes["node2"] = s.nodes["node2"].model_copy(update={"state": "DOWN"})
+    s.jobs["112"] = job("112")
+
+    async def start_after_the_first_attempt() -> None:
+        while ("release", "112") not in s.calls:
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(QUICK_S + 1)
+        s.jobs["112"] = s.jobs["112"].model_copy(
+            update={"state": JobState.RUNNING, "held": False, "nodes": ["node1", "node3"]}
+        )
+
+    starter = asyncio.create_task(start_after_the_first_attempt())
+    outcome = await harness.recover(interruption(harness.config, s.jobs["112"]))
+    await starter
+    assert outcome.recovered, outcome.notes
+    history = await harness.client.get_workflow_handle(outcome.workflow_id).fetch_history()
+    assert activities_run(history).count("recovery.wait_running") == 2  # marker, then task
+    assert any(
+        n.startswith("recovery.wait_running: NeedsMoreTime: job 112 still PENDING")
+        and n.endswith("run as an activity task")
+        for n in outcome.notes
+    ), outcome.notes
+    keep("local-first-wait-as-task", history)
