@@ -8,21 +8,22 @@ Each variant starts its own dev server and worker and is measured in the same ru
 * ``baseline``: the former recovery (``RecoveryWorkflow`` without ``lean-recovery``: one
   activity per evidence step, every step an activity task, a search-attribute upsert per
   change) and the former report (signal-with-start for every report, with or without
-  evidence); the sandboxed workflow runner;
-* ``lean``: what resurrect does now (the default): the lean recovery, reports without
-  evidence only start-or-find the workflow;
+  evidence); the sandboxed workflow runner (the default then);
+* ``lean``: what resurrect does now (the default): the lean recovery with local first
+  attempts, reports without evidence only start-or-find the workflow, the workflows
+  unsandboxed;
 * with ``--levers``, each lever alone on top of ``baseline`` or ``lean``, to measure what it
-  brings: ``lean_workflow`` (the lean recovery, former reports), ``unsandboxed`` (``lean``
-  with the unsandboxed workflow runner), ``eager`` (``lean`` with the dev server's eager
-  activity dispatch), ``cache4k`` (``lean`` with 4,000 workflows cached in the worker
-  instead of 1,000), ``processes1`` / ``processes2`` (``lean`` with one / two worker
-  processes instead of the worker in this process; they share the in-memory cluster over a
-  Unix socket, which costs them some CPU of their own: compare the two with each other),
-  ``operator_queue`` (``lean`` with ``temporal.operator_task_queue``: the budget and repair
-  workflows on a worker of their own, drain and requeue as local activities),
-  ``wft500`` (``lean`` with 500 workflow-task slots instead of the SDK's default),
-  ``no_repair`` (``lean`` without node-repair workflows: what they cost; not a setting to
-  use). ``--skip-baseline`` measures only ``lean`` and the levers asked for.
+  brings: ``lean_workflow`` (the lean recovery, former reports), ``sandboxed`` (``lean``
+  with ``temporal.workflow_sandbox``: the SDK's workflow sandbox), ``eager`` (``lean`` with
+  the dev server's eager activity dispatch), ``cache4k`` (``lean`` with 4,000 workflows
+  cached in the worker instead of 1,000), ``processes1`` / ``processes2`` (``lean`` with one
+  / two worker processes instead of the worker in this process; they share the in-memory
+  cluster over a Unix socket, which costs them some CPU of their own: compare the two with
+  each other), ``operator_queue`` (``lean`` with ``temporal.operator_task_queue``: the
+  budget and repair workflows on a worker of their own, drain and requeue as local
+  activities), ``wft500`` (``lean`` with 500 workflow-task slots instead of the SDK's
+  default), ``no_repair`` (``lean`` without node-repair workflows: what they cost; not a
+  setting to use). ``--skip-baseline`` measures only ``lean`` and the levers asked for.
 
 Checked for each: every job requeued exactly once, no node drained twice. Reported: the
 recoveries per second (first report to last workflow closed), the history events of a
@@ -97,7 +98,7 @@ class FormerRecoveryWorkflow(RecoveryWorkflow):
 class Variant:
     lean_workflow: bool = True
     lean_reports: bool = True
-    sandboxed: bool = True
+    sandboxed: bool | None = None  # None: the default (temporal.workflow_sandbox)
     dynamic_config: tuple[str, ...] = ()
     max_cached_workflows: int = 1000
     processes: int = 0  # worker processes sharing the cluster over a socket; 0: in this one
@@ -106,11 +107,11 @@ class Variant:
     repair: bool = True  # False: no node-repair workflows (what they cost; not a setting to use)
 
 
-BASELINE = Variant(lean_workflow=False, lean_reports=False)
+BASELINE = Variant(lean_workflow=False, lean_reports=False, sandboxed=True)
 LEAN = Variant()
 LEVERS = {
     "lean_workflow": Variant(lean_reports=False),
-    "unsandboxed": Variant(sandboxed=False),
+    "sandboxed": Variant(sandboxed=True),
     "eager": Variant(dynamic_config=EAGER),
     "cache4k": Variant(max_cached_workflows=4000),
     "processes1": Variant(processes=1),

@@ -71,6 +71,13 @@ class TemporalSettings(Section):
     sqlite_pragmas: list[str] = Field(
         default_factory=lambda: ["journal_mode=wal", "synchronous=normal"]
     )
+    # Run the recovery worker's workflows in the Temporal SDK's sandbox, which stops workflow
+    # code that reads the clock, randomness or files (a recovery that would replay
+    # differently). Off by default: the workflows are resurrect's own code, every workflow
+    # test runs them sandboxed and stored histories are replayed in CI, and the sandbox
+    # costs a burst a quarter of its throughput (benchmarks/burst.py, lever ``sandboxed``).
+    # Turn it on while changing workflow code.
+    workflow_sandbox: bool = False
 
     @field_validator("state_dir", mode="after")
     @classmethod

@@ -38,11 +38,12 @@ from resurrect.workflows.recovery import RecoveryWorkflow
 
 log = logging.getLogger(__name__)
 
-# Our own pure modules are passed through the sandbox: they are deterministic, and
-# re-importing them (and pydantic) per workflow run costs 2-3x throughput. The sandbox itself
-# stays: it is what stops workflow code from reading the clock, randomness or files by
-# mistake (a recovery that replays differently fails), and without it a burst measured only
-# ~5-10 % less worker CPU per recovery (benchmarks/burst.py --lever unsandboxed).
+# With ``temporal.workflow_sandbox`` (the test suite runs every workflow so) our own pure
+# modules are passed through the sandbox: they are deterministic, and re-importing them (and
+# pydantic) per workflow run costs 2-3x throughput. The sandbox stops workflow code from
+# reading the clock, randomness or files by mistake; since Temporal SDK 1.35 it also runs a
+# compiled snippet for every payload it serializes, and a burst of recoveries on 2 cores
+# measured 15.3/s with it against 20.5/s without (benchmarks/burst.py, lever ``sandboxed``).
 PASSTHROUGH_MODULES = (
     "resurrect",
     "pydantic",
@@ -131,9 +132,9 @@ def node_health_activities(
     return [activities.report_node_fault]
 
 
-def workflow_runner(sandboxed: bool = True) -> WorkflowRunner:
-    """The sandboxed runner, our pure modules passed through (see PASSTHROUGH_MODULES);
-    ``sandboxed=False`` only for measuring what the sandbox costs (benchmarks/burst.py)."""
+def workflow_runner(sandboxed: bool) -> WorkflowRunner:
+    """The sandboxed runner, our pure modules passed through (see PASSTHROUGH_MODULES), or
+    the unsandboxed one (``temporal.workflow_sandbox`` off, the default)."""
     if not sandboxed:
         return UnsandboxedWorkflowRunner()
     return SandboxedWorkflowRunner(
@@ -149,13 +150,14 @@ def build_worker(
     plugins: Sequence[Plugin] | None = None,
     graceful_shutdown_s: float = 10.0,
     workflows: Sequence[type] | None = None,
-    sandboxed: bool = True,
+    sandboxed: bool | None = None,
     max_cached_workflows: int = 1000,
     max_concurrent_workflow_tasks: int | None = None,
 ) -> Worker:
     """The worker of the recoveries (and, without ``temporal.operator_task_queue``, of the
     budget and repair workflows); with those on their own, drain and requeue run as local
-    activities too (``QUICK_WITH_OPERATOR_QUEUE``)."""
+    activities too (``QUICK_WITH_OPERATOR_QUEUE``). ``sandboxed``: None for the configured
+    ``temporal.workflow_sandbox``."""
     catalogue = load_catalogue(config, plugins=plugins)
     extra_quick_steps = QUICK_WITH_OPERATOR_QUEUE if own_operator_queue(config) else ()
     runtime = StepRuntime(scheduler=scheduler, config=config, client=client)
@@ -196,7 +198,9 @@ def build_worker(
         workflows=list(workflows) if workflows is not None else workflow_classes(),
         activities=activities,
         activity_executor=concurrent.futures.ThreadPoolExecutor(max_workers=16),
-        workflow_runner=workflow_runner(sandboxed),
+        workflow_runner=workflow_runner(
+            config.temporal.workflow_sandbox if sandboxed is None else sandboxed
+        ),
         graceful_shutdown_timeout=timedelta(seconds=graceful_shutdown_s),
         max_cached_workflows=max_cached_workflows,
         max_concurrent_workflow_tasks=max_concurrent_workflow_tasks,
@@ -223,7 +227,7 @@ def build_operator_worker(
         workflows=[DrainBudgetWorkflow, NodeRepairWorkflow],
         activities=OperatorActivities(scheduler, config).all(),
         activity_executor=concurrent.futures.ThreadPoolExecutor(max_workers=4),
-        workflow_runner=workflow_runner(),
+        workflow_runner=workflow_runner(config.temporal.workflow_sandbox),
         graceful_shutdown_timeout=timedelta(seconds=graceful_shutdown_s),
         interceptors=[TelemetryInterceptor()],
     )

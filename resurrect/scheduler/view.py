@@ -34,7 +34,7 @@ class ActiveView(Protocol):
 
 
 # Pending and normally ended jobs never make an interruption by themselves.
-_IDLE_STATES = frozenset({JobState.PENDING, JobState.COMPLETED, JobState.CANCELLED})
+IDLE_STATES = frozenset({JobState.PENDING, JobState.COMPLETED, JobState.CANCELLED})
 
 
 async def active_jobs(scheduler: Scheduler, also: Collection[str] = ()) -> list[JobInfo]:
@@ -46,7 +46,7 @@ async def active_jobs(scheduler: Scheduler, also: Collection[str] = ()) -> list[
     return [
         job
         for job in await scheduler.list_jobs()
-        if job.state not in _IDLE_STATES or job.job_id in wanted
+        if job.state not in IDLE_STATES or job.job_id in wanted
     ]
 
 

@@ -4,6 +4,7 @@ down, and what each sensor reports about them (as the real sensors do)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from datetime import UTC, datetime
 
 from resurrect.contracts import (
@@ -16,6 +17,7 @@ from resurrect.contracts import (
     NodeInfo,
     SignalKind,
 )
+from resurrect.scheduler.view import IDLE_STATES
 from resurrect.testing.fake_scheduler import FakeScheduler
 
 # The sensors that report a node loss: the Slurm watcher (states only, no evidence of its
@@ -24,10 +26,35 @@ SOURCES = ("slurm_watcher", "node_agent", "log_tail")
 OPT_IN = json.dumps({"resurrect": {"max_restarts": 3}})
 
 
-def lost_node_cluster(jobs: int, cluster_name: str, *, first_job_id: int = 1000) -> FakeScheduler:
+class IndexedFakeScheduler(FakeScheduler):
+    """The in-memory cluster answering reads by name, as the Slurm CLI backend does
+    (:class:`~resurrect.scheduler.view.ActiveView`): in a burst each recovery reads its own
+    job's nodes, not a copy of the whole cluster."""
+
+    async def list_active_jobs(self, also: Collection[str] = ()) -> list[JobInfo]:
+        self._maybe_fail()
+        wanted = set(also)
+        return [j for j in self.jobs.values() if j.state not in IDLE_STATES or j.job_id in wanted]
+
+    async def list_unhealthy_nodes(self) -> list[NodeInfo]:
+        self._maybe_fail()
+        return [node for node in self.nodes.values() if node.unavailable]
+
+    async def list_nodes_named(self, names: Collection[str]) -> list[NodeInfo]:
+        self._maybe_fail()
+        return [self.nodes[name] for name in names if name in self.nodes]
+
+    async def drain_census(self) -> tuple[int, list[NodeInfo]]:
+        self._maybe_fail()
+        return len(self.nodes), [node for node in self.nodes.values() if node.drained]
+
+
+def lost_node_cluster(
+    jobs: int, cluster_name: str, *, first_job_id: int = 1000
+) -> IndexedFakeScheduler:
     """``jobs`` running jobs on nodes ``aNNNNN`` + ``bNNNNN``, every ``b`` node down, and two
     idle spare nodes per job."""
-    scheduler = FakeScheduler(cluster_name=cluster_name)
+    scheduler = IndexedFakeScheduler(cluster_name=cluster_name)
     for index in range(jobs):
         up, down = f"a{index:05d}", f"b{index:05d}"
         scheduler.nodes[up] = NodeInfo(name=up, state="ALLOCATED")
