@@ -7,7 +7,10 @@ backend these helpers fall back to the full reads and filter here.
 
 from __future__ import annotations
 
+import time
+import weakref
 from collections.abc import Collection
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from resurrect.contracts import JobInfo, JobState, NodeInfo
@@ -73,3 +76,36 @@ async def drain_census(scheduler: Scheduler) -> tuple[int, list[NodeInfo]]:
         return await scheduler.drain_census()
     nodes = await scheduler.list_nodes()
     return len(nodes), [node for node in nodes if node.drained]
+
+
+@dataclass(frozen=True)
+class ClusterShape:
+    """How many nodes the cluster has, in all and in each partition (what drain budgets are
+    fractions of)."""
+
+    nodes: int
+    partitions: dict[str, int]
+
+
+# A cluster's shape changes when nodes are added or partitions redrawn, not per recovery: one
+# full read per process per minute instead of one per drain (every node of a 10,000-node
+# cluster for each recovery of a burst).
+SHAPE_MAX_AGE_S = 60.0
+_SHAPES: weakref.WeakKeyDictionary[Scheduler, tuple[float, ClusterShape]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def cluster_shape(scheduler: Scheduler) -> ClusterShape:
+    """The cluster's node counts, read at most once a minute (``SHAPE_MAX_AGE_S``)."""
+    cached = _SHAPES.get(scheduler)
+    if cached is not None and time.monotonic() - cached[0] < SHAPE_MAX_AGE_S:
+        return cached[1]
+    nodes = await scheduler.list_nodes()
+    partitions: dict[str, int] = {}
+    for node in nodes:
+        for partition in node.partitions:
+            partitions[partition] = partitions.get(partition, 0) + 1
+    shape = ClusterShape(nodes=len(nodes), partitions=partitions)
+    _SHAPES[scheduler] = (time.monotonic(), shape)
+    return shape

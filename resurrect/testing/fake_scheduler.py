@@ -17,6 +17,7 @@ starts on healthy nodes at once unless ``start_requeued_jobs`` is False.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 
 from resurrect.contracts import FINISHED_JOB_STATES, JobInfo, JobState, NodeInfo
@@ -131,14 +132,19 @@ class FakeScheduler(VerifiedScheduler):
         self.calls.append(("release", job_id))
         update: dict[str, object] = {"held": False}
         if self.start_requeued_jobs and job.state is JobState.PENDING:
-            healthy = [
-                n.name
-                for n in self.nodes.values()
-                if n.name not in job.excluded_nodes and not n.drained and not n.unavailable
-            ]
             count = job.num_nodes or len(job.nodes) or 1
-            if len(healthy) >= count:
-                update |= {"state": JobState.RUNNING, "nodes": healthy[:count]}
+            healthy = list(
+                itertools.islice(
+                    (
+                        n.name
+                        for n in self.nodes.values()
+                        if n.name not in job.excluded_nodes and not n.drained and not n.unavailable
+                    ),
+                    count,
+                )
+            )
+            if len(healthy) == count:
+                update |= {"state": JobState.RUNNING, "nodes": healthy}
         self._set_job(job, **update)
 
     async def _act_cancel(self, job_id: str) -> None:

@@ -44,6 +44,9 @@ class IndexedFakeScheduler(FakeScheduler):
         self._maybe_fail()
         return [self.nodes[name] for name in names if name in self.nodes]
 
+    async def _nodes_named(self, names: list[str]) -> list[NodeInfo]:
+        return await self.list_nodes_named(names)
+
     async def drain_census(self) -> tuple[int, list[NodeInfo]]:
         self._maybe_fail()
         return len(self.nodes), [node for node in self.nodes.values() if node.drained]
