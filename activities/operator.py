@@ -97,10 +97,10 @@ async def claim_for_task_queue(client: Client, workflow_id: str, config: Resurre
     """See that the operator workflow ``workflow_id`` runs on this deployment's operator task
     queue (or does not run: a start puts it there); True when it does.
 
-    One running on the recoveries' task queue (started under the former default, or before
-    the operator queue was renamed) is asked to move (``move_to_task_queue``: it continues
-    as new there with its records; a repair under way finishes first); False then: until
-    it has moved, the main worker still serves it. One bound to any other task queue is
+    One running on the recoveries' task queue (started under the former default, or while
+    the operator queue was named as the task queue) is asked to move (``move_to_task_queue``:
+    it continues as new there with its records; a repair under way finishes first); False
+    then: until it has moved, the main worker still serves it. One bound to any other task queue is
     ended, so ours can start: no worker of ours would ever run it (another deployment or
     test started it), and updates and signals to it would wait for ever. Its records are
     lost (logged): run one resurrect deployment (task queue) per cluster."""
