@@ -93,7 +93,9 @@ def our_task_queues(config: ResurrectConfig) -> frozenset[str]:
     return frozenset({config.temporal.task_queue, operator_task_queue(config)})
 
 
-async def claim_for_task_queue(client: Client, workflow_id: str, config: ResurrectConfig) -> bool:
+async def claim_for_task_queue(
+    client: Client, workflow_id: str, config: ResurrectConfig, *, end_foreign: bool = True
+) -> bool:
     """See that the operator workflow ``workflow_id`` runs on this deployment's operator task
     queue (or does not run: a start puts it there); True when it does.
 
@@ -103,7 +105,8 @@ async def claim_for_task_queue(client: Client, workflow_id: str, config: Resurre
     then: until it has moved, the main worker still serves it. One bound to any other task queue is
     ended, so ours can start: no worker of ours would ever run it (another deployment or
     test started it), and updates and signals to it would wait for ever. Its records are
-    lost (logged): run one resurrect deployment (task queue) per cluster."""
+    lost (logged): run one resurrect deployment (task queue) per cluster. Without
+    ``end_foreign`` such a one is left as it is (False)."""
     target = operator_task_queue(config)
     handle = client.get_workflow_handle(workflow_id)
     try:
@@ -125,6 +128,8 @@ async def claim_for_task_queue(client: Client, workflow_id: str, config: Resurre
                 target,
             )
             await handle.signal(MOVE_TO_TASK_QUEUE_SIGNAL, target)
+            return False
+        if not end_foreign:
             return False
         log.warning(
             "%s runs on task queue %s, not %s: ending it and starting ours",
@@ -202,6 +207,22 @@ async def _ours(client: Client, workflow_id: str, task_queues: Collection[str]) 
         description.status is WorkflowExecutionStatus.RUNNING
         and description.task_queue in task_queues
     )
+
+
+async def hand_over_at_start(client: Client, config: ResurrectConfig) -> None:
+    """At a worker's start (mode ``act``), claim the cluster's budget workflow for the
+    operator task queue (:func:`claim_for_task_queue`): the first burst after an upgrade from
+    the former default then reserves its drains from a budget on its own queue, not from one
+    waiting on the recoveries' queue for a workflow-task slot the draining recoveries hold.
+    Repair workflows move at their next report (a signal, which waits for no slot). One on
+    another deployment's task queue is left alone until this one drains."""
+    if config.mode != "act" or operator_task_queue(config) == config.temporal.task_queue:
+        return  # observe mode changes nothing; one shared queue: nothing to move
+    workflow_id = drain_budget_workflow_id(config.cluster.name)
+    try:
+        await claim_for_task_queue(client, workflow_id, config, end_foreign=False)
+    except RPCError as exc:  # checked again at the first drain
+        log.warning("could not check which task queue %s runs on: %s", workflow_id, exc)
 
 
 # ---------------------------------------------------------------------------- budget

@@ -29,6 +29,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from resurrect.activities.operator import (
     budget_state,
+    hand_over_at_start,
     node_state,
     on_operator_queue,
     operator_task_queue,
@@ -162,6 +163,32 @@ async def test_budget_and_repair_workflows_on_the_recoveries_queue_move_with_the
     for workflow_id, run_id in ((budget_id, budget_run), (repair_id, repair_run)):
         status = await status_of_run(temporal_client, workflow_id, run_id)
         assert status is WorkflowExecutionStatus.CONTINUED_AS_NEW, (workflow_id, status)
+
+
+async def test_a_worker_starting_moves_the_budget_before_any_drain_and_leaves_a_foreign_one(
+    temporal_client: Client, operator_config: ConfigFor
+) -> None:
+    # the first burst after an upgrade reserves from a budget on its own queue, not from one
+    # waiting on the recoveries' queue for a workflow-task slot the draining recoveries hold
+    config = operator_config(isolation=BUDGET_OF_ONE)
+    cluster = config.cluster.name
+    scheduler = FakeScheduler.with_nodes(8, cluster_name=cluster)
+    nodes = list(scheduler.nodes.values())
+    budget_id = drain_budget_workflow_id(cluster)
+    async with workers(temporal_client, config, scheduler, count=1):
+        await reserve(temporal_client, shared(config), nodes, "1", "node1")
+        await hand_over_at_start(temporal_client, config.model_copy(update={"mode": "observe"}))
+        still = await describe(temporal_client, budget_id)
+        assert still.task_queue == config.temporal.task_queue  # observe mode moves nothing
+        await hand_over_at_start(temporal_client, config)
+        await moved_to(temporal_client, budget_id, operator_task_queue(config))
+        state = await budget_state(temporal_client, cluster)
+    assert state is not None and [r.node for r in state.records] == ["node1"]
+    other = operator_config(isolation=BUDGET_OF_ONE, cluster={"name": cluster})
+    await hand_over_at_start(temporal_client, other)  # another deployment's start ends nothing
+    now_there = await describe(temporal_client, budget_id)
+    assert now_there.status is WorkflowExecutionStatus.RUNNING
+    assert now_there.task_queue == operator_task_queue(config)
 
 
 async def test_budget_and_repair_workflows_on_a_foreign_queue_are_ended_and_started_anew(
