@@ -53,7 +53,9 @@ class TemporalSettings(Section):
     task_queue: str = "resurrect"
     # The drain-budget and node-repair workflows on a task queue (and worker) of their own:
     # recoveries running their drains as local activities then cannot hold every
-    # workflow-task slot while the budget workflow waits for one. None: ``task_queue``.
+    # workflow-task slot while the budget workflow waits for one. None: ``<task_queue>-operator``;
+    # the same name as ``task_queue`` shares one queue and worker (no local drains). Those
+    # workflows still running on ``task_queue`` move over by themselves (continue as new).
     operator_task_queue: str | None = None
     ui_port: int = Field(default=8233, ge=1, le=65535)
     ui_host: str = "127.0.0.1"

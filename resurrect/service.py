@@ -89,6 +89,7 @@ async def run_service(
     scheduler: Scheduler | None = None,
 ) -> None:
     """Run the enabled parts until ``stop`` is set."""
+    from resurrect.activities.operator import hand_over_at_start
     from resurrect.sensors.report import report_interruption
     from resurrect.workers.recovery_worker import (
         build_operator_worker,
@@ -115,6 +116,7 @@ async def run_service(
             operator = build_operator_worker(client, config, scheduler)
             if operator is not None:
                 tasks.append(asyncio.create_task(run_worker(operator, stop), name="operator"))
+                await hand_over_at_start(client, config)
         if parts.watcher:
             from resurrect.sensors.slurm_watcher import SlurmWatcher
 

@@ -22,7 +22,7 @@ from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from resurrect.activities.operator import OperatorActivities
+from resurrect.activities.operator import OperatorActivities, operator_task_queue
 from resurrect.activities.recovery import RecoveryActivities
 from resurrect.activities.steps import builtin_steps
 from resurrect.config import ResurrectConfig
@@ -61,9 +61,10 @@ QUICK_WITH_OPERATOR_QUEUE = ("recovery.drain_nodes", "recovery.requeue_job")
 
 def own_operator_queue(config: ResurrectConfig) -> str | None:
     """The task queue of the budget and repair workflows when it is their own (a worker of
-    their own serves it); None when they share the recoveries' task queue."""
-    queue = config.temporal.operator_task_queue
-    return queue if queue and queue != config.temporal.task_queue else None
+    their own serves it: the default, ``<task_queue>-operator``); None when
+    ``temporal.operator_task_queue`` is set to ``task_queue`` itself, to share that queue."""
+    queue = operator_task_queue(config)
+    return queue if queue != config.temporal.task_queue else None
 
 
 @dataclass

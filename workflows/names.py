@@ -42,6 +42,9 @@ NODE_REPAIR_WORKFLOW = "NodeRepairWorkflow"
 NODE_REPAIR_ID_PREFIX = "node-repair/"
 NODE_DRAINED_SIGNAL = "node_drained"
 NODE_STATE_QUERY = "node_state"
+# Both: continue as new onto the task queue given (the operator task queue of the deployment
+# that found it on its recoveries' queue), carrying the whole state.
+MOVE_TO_TASK_QUEUE_SIGNAL = "move_to_task_queue"
 
 
 class OperatorActivity:

@@ -10,6 +10,12 @@ drained meanwhile is left alone. A failed check is repeated after ``recheck_inte
 node drained again within ``probation_s`` of its return stays out and is flagged
 (``repair.flag_node``). Its history (drains, checks, returns, exclusions) is the query
 ``node_state`` (``resurrect nodes``); the workflow lives on, continuing as new.
+
+A drain also records the node as excluded from the drained job (the requeue after a drain
+always excludes the drained nodes). The signal ``move_to_task_queue`` (a deployment that found
+it on its recoveries' task queue, where the former default started it) makes it continue as
+new on the given task queue, carrying its whole state, at a safe point: between repairs, so
+a repair under way (cool-down, checks) finishes first, and the drains still waiting go along.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         NodeRepairState,
     )
     from resurrect.workflows.names import (
+        MOVE_TO_TASK_QUEUE_SIGNAL,
         NODE_DRAINED_SIGNAL,
         NODE_REPAIR_WORKFLOW,
         NODE_STATE_QUERY,
@@ -47,6 +54,7 @@ class NodeRepairWorkflow:
     def __init__(self, state: NodeRepairState) -> None:
         self._state = state
         self._events_this_run = 0
+        self._move_to: str | None = None
 
     # ------------------------------------------------------------------ signals/queries
     @workflow.signal(name=NODE_DRAINED_SIGNAL)
@@ -63,7 +71,15 @@ class NodeRepairWorkflow:
         seen |= {e.incident for e in self._state.events if e.kind == "drained"}
         if report.incident in seen:
             return  # a retried drain step reports the same drain again
+        # the requeue that follows a drain excludes the drained nodes from the job
+        self._state.exclusions.setdefault(report.job_id, workflow.now())
         self._state.pending.append(report)
+
+    @workflow.signal(name=MOVE_TO_TASK_QUEUE_SIGNAL)
+    def move_to_task_queue(self, task_queue: str) -> None:
+        """Continue as new on ``task_queue`` once the repair under way (if any) is done."""
+        if task_queue != workflow.info().task_queue:
+            self._move_to = task_queue
 
     @workflow.query(name=NODE_STATE_QUERY)
     def node_state(self) -> NodeRepairState:
@@ -177,11 +193,12 @@ class NodeRepairWorkflow:
             await workflow.wait_condition(
                 lambda: (
                     bool(self._state.pending)
+                    or self._move_to is not None
                     or self._events_this_run >= EVENTS_PER_RUN
                     or workflow.info().is_continue_as_new_suggested()
                 )
             )
-            if self._state.pending:
+            if self._state.pending and self._move_to is None:
                 report = self._state.pending.pop(0)
                 try:
                     await self._repair(report)
@@ -189,5 +206,6 @@ class NodeRepairWorkflow:
                     self._state.status = "drained_unhealthy"
                     self._event("check_failed", f"return to service failed: {exc}", report)
                 continue
+            # between repairs: the drains still pending go along in the state
             await workflow.wait_condition(workflow.all_handlers_finished)
-            workflow.continue_as_new(self._state)
+            workflow.continue_as_new(self._state, task_queue=self._move_to)

@@ -140,7 +140,7 @@ def _decide(approved: bool) -> Handler:
 
 # ---------------------------------------------------------------------------- nodes
 async def nodes_json(config: ResurrectConfig, node: str | None = None) -> list[dict[str, Any]]:
-    from resurrect.activities.operator import node_state, operator_task_queue
+    from resurrect.activities.operator import node_state, our_task_queues
     from resurrect.service import temporal_for
     from resurrect.workflows.names import NODE_REPAIR_WORKFLOW, node_repair_workflow_id
 
@@ -156,8 +156,8 @@ async def nodes_json(config: ResurrectConfig, node: str | None = None) -> list[d
                     names.append(execution.id[len(prefix) :])
         rows = []
         for name in sorted(set(names)):
-            queue = operator_task_queue(config)
-            state = await node_state(client, config.cluster.name, name, queue)
+            queues = our_task_queues(config)
+            state = await node_state(client, config.cluster.name, name, queues)
             if state is not None:
                 rows.append(state.model_dump(mode="json", exclude={"pending"}))
     return rows

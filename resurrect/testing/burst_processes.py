@@ -66,7 +66,7 @@ async def work(address: str, config_path: Path, scheduler_path: Path) -> None:
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     running = [asyncio.create_task(run_worker(worker, stop))]
     operator = build_operator_worker(client, config, scheduler, graceful_shutdown_s=2.0)
-    if operator is not None:  # temporal.operator_task_queue: the budget and repair workflows
+    if operator is not None:  # the budget and repair workflows on their own task queue
         running.append(asyncio.create_task(run_worker(operator, stop)))
     await asyncio.sleep(0.5)  # the pollers are up
     print("ready", flush=True)

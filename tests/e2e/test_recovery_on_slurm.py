@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -128,12 +127,13 @@ async def test_worker_killed_mid_recovery_finishes_with_one_drain_and_one_requeu
     tmp_path: Path,
     own_operator_queue: bool,
 ) -> None:
-    # operator_queue: drain and requeue run as local activities, run again from their start
-    # by the next worker when this one is killed in the middle of them
-    operators = f"operators-{uuid.uuid4().hex}" if own_operator_queue else None
+    # operator_queue (the default): drain and requeue run as local activities, run again from
+    # their start by the next worker when this one is killed in the middle of them; shared:
+    # the operator queue named as the task queue
+    shared = None if own_operator_queue else cluster_config().temporal.task_queue
     config = cluster_config(
         recovery={"wait_running_timeout_s": 120, "activity_timeout_s": 10},
-        temporal={"operator_task_queue": operators},
+        temporal={"operator_task_queue": shared},
     )
     config_file = tmp_path / "worker.yaml"
     config_file.write_text(yaml.safe_dump(config.model_dump(mode="json")))

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from support.builders import interruption
 from support.recovery import OPT_IN, eventually, outcome_of
+from support.workers import resurrect_workers
 from temporalio.client import Client
 
 from resurrect.activities.steps import requeue_job
@@ -29,7 +30,6 @@ from resurrect.scheduler.slurm_cli import SlurmCli
 from resurrect.sensors.report import report_interruption
 from resurrect.testing import FakeScheduler
 from resurrect.testing.steps import make_step_input, run_step
-from resurrect.workers.recovery_worker import build_worker
 from resurrect.workflows.names import PHASE_QUERY
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal]
@@ -137,7 +137,7 @@ async def test_scancel_during_a_recovery_is_final(
         reason="no output and no checkpoint activity for 901 s",
         fault_hint=FaultClass.JOB_HANG,
     )
-    async with build_worker(temporal_client, config, scheduler):
+    async with resurrect_workers(temporal_client, config, scheduler):
         workflow_id = await report_interruption(
             temporal_client, report, task_queue=config.temporal.task_queue
         )

@@ -23,6 +23,7 @@ import pytest
 import pytest_asyncio
 from support.builders import interruption, make_config, opt_in
 from support.recovery import recover
+from support.workers import resurrect_workers
 from temporalio.client import Client
 
 from resurrect.config import AgentSettings, ResurrectConfig
@@ -39,7 +40,6 @@ from resurrect.rules import load_engine
 from resurrect.sensors.node_agent.reporters import TemporalReporter
 from resurrect.temporal import search_attributes as sa
 from resurrect.testing import FakeScheduler
-from resurrect.workers.recovery_worker import build_worker
 
 pytestmark = pytest.mark.temporal
 
@@ -123,7 +123,7 @@ async def printed(temporal_client: Client, tmp_path: Path) -> AsyncIterator[Prin
         comment=opt_in(max_restarts=3),
         stdout_path=str(out),
     )
-    async with build_worker(temporal_client, config, scheduler):
+    async with resurrect_workers(temporal_client, config, scheduler):
         yield PrintedXid(temporal_client, config, scheduler)
 
 

@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 from support.builders import interruption, make_config
 from support.recovery import recover
+from support.workers import resurrect_workers
 from temporalio.client import Client
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import Interruption, JobInfo, JobPolicy, JobState
 from resurrect.testing import FakeScheduler
-from resurrect.workers.recovery_worker import build_worker
 
 pytestmark = pytest.mark.temporal
 
@@ -72,7 +72,7 @@ async def test_a_forged_report_for_a_job_not_opted_in_is_refused(
     scheduler.jobs["300"] = victim("300", comment=comment, partition=partition)
     nodes_before = dict(scheduler.nodes)
     job_before = scheduler.jobs["300"]
-    async with build_worker(temporal_client, config, scheduler):
+    async with resurrect_workers(temporal_client, config, scheduler):
         outcome = await recover(temporal_client, config, forged_report(config, job_before))
     assert outcome.outcome == "refused_not_opted_in", outcome.notes
     assert not outcome.requeued and not outcome.drained_nodes and not outcome.recovered
@@ -86,7 +86,7 @@ async def test_an_opted_in_job_is_still_recovered(temporal_client: Client, tmp_p
     scheduler = FakeScheduler.with_nodes(4, cluster_name=config.cluster.name)
     scheduler.nodes["node2"] = scheduler.nodes["node2"].model_copy(update={"state": "DOWN"})
     scheduler.jobs["301"] = victim("301", partition="opted")  # opted in by its partition
-    async with build_worker(temporal_client, config, scheduler):
+    async with resurrect_workers(temporal_client, config, scheduler):
         outcome = await recover(
             temporal_client, config, forged_report(config, scheduler.jobs["301"])
         )

@@ -1,5 +1,5 @@
 """Helpers of the operator-control tests (drain budget, approvals, repair, exclusions):
-a configuration, jobs whose node died, workers on one task queue, polling."""
+a configuration, jobs whose node died, workers, polling."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from resurrect.contracts import Interruption, JobInfo, JobState, RecoveryOutcome
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 from resurrect.sensors.report import report_interruption
 from resurrect.testing import FakeScheduler
-from resurrect.workers.recovery_worker import build_worker
+from resurrect.workers.recovery_worker import build_operator_worker, build_worker
 from resurrect.workflows.names import PHASE_QUERY
 from support.builders import interruption
 
@@ -84,8 +84,8 @@ def report_of(config: ResurrectConfig, info: JobInfo) -> Interruption:
 async def workers(
     client: Client, config: ResurrectConfig, scheduler: FakeScheduler, count: int = 2
 ) -> AsyncIterator[None]:
-    """``count`` workers on one task queue, each with its own client and Temporal runtime
-    (as separate worker processes would have)."""
+    """``count`` worker processes' workers (the recoveries' and, on the operator task queue,
+    the budget and repair workflows'), each with its own client and Temporal runtime."""
     async with AsyncExitStack() as stack:
         for index in range(count):
             own = client
@@ -96,6 +96,9 @@ async def workers(
                     runtime=Runtime(telemetry=TelemetryConfig()),
                 )
             await stack.enter_async_context(build_worker(own, config, scheduler))
+            operator = build_operator_worker(own, config, scheduler)
+            if operator is not None:
+                await stack.enter_async_context(operator)
         yield
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from support.builders import interruption, job, make_config, opt_in
 from support.telemetry import shared_telemetry
+from support.workers import resurrect_workers
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.converter import PayloadConverter
@@ -20,7 +21,6 @@ from resurrect.contracts import Evidence, FaultClass, RecoveryOutcome, SignalKin
 from resurrect.sensors.report import report_interruption
 from resurrect.telemetry.tracing import with_tracing
 from resurrect.testing import FakeScheduler
-from resurrect.workers.recovery_worker import build_worker
 
 pytestmark = pytest.mark.temporal
 
@@ -52,7 +52,7 @@ async def test_a_node_loss_recovery_is_measured_traced_and_summarised(
         evidence=[Evidence(kind=SignalKind.SCHEDULER_STATE, text="node2 DOWN", observed_at=seen)],
     )
     client = with_tracing(temporal_client, config.telemetry)
-    async with build_worker(client, config, scheduler):
+    async with resurrect_workers(client, config, scheduler):
         workflow_id = await report_interruption(
             client, report, task_queue=config.temporal.task_queue
         )

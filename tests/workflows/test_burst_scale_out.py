@@ -55,7 +55,8 @@ async def test_killing_a_worker_and_a_sensor_mid_burst_recovers_each_job_once(
         mode="act",
         temporal={
             "task_queue": queue,
-            "operator_task_queue": f"{queue}-operator" if own_operator_queue else None,
+            # shared: the operator queue named as the task queue; else the default, its own
+            "operator_task_queue": None if own_operator_queue else queue,
         },
         isolation={"max_drain_fraction": 1.0},
         recovery={"wait_running_timeout_s": 60, "activity_timeout_s": 10},

@@ -156,3 +156,31 @@ async def test_a_node_an_operator_took_over_is_left_alone(repair: Repair) -> Non
     assert state.status == "left_alone" and state.returns == 0
     assert repair.scheduler.nodes["node4"].reason == "admin: RMA"
     assert repair.scheduler.nodes["node4"].drained
+
+
+async def test_a_drain_records_the_node_as_excluded_from_the_drained_job(repair: Repair) -> None:
+    # the requeue after a drain excludes the drained nodes: no separate "excluded" report
+    await repair.drain("node1")
+    first = await repair.state("node1")
+    assert list(first.exclusions) == ["1"]
+    reported_at = first.exclusions["1"]
+    await repair.settle(30)
+    # the drain step retried: the same drain reported again changes nothing
+    cluster = repair.config.cluster.name
+    handle = repair.client.get_workflow_handle(node_repair_workflow_id(cluster, "node1"))
+    again = NodeDrainReport(
+        incident="recover/c/1/0", job_id="1", fault_class="gpu.hardware", reason="again"
+    )
+    await handle.signal(NODE_DRAINED_SIGNAL, again)
+    state = await repair.state("node1")
+    assert state.exclusions == {"1": reported_at}
+    assert state.drains == 1 and not state.pending
+    # the node back in service: still excluded from job 1 until the job's list drops it
+    await repair.settle(400)
+    state = await repair.state("node1")
+    assert state.status == "in_service" and state.exclusions == {"1": reported_at}
+    assert [e.kind for e in state.events] == ["drained", "check_passed", "returned"]
+    included = again.model_copy(update={"kind": "included"})
+    await handle.signal(NODE_DRAINED_SIGNAL, included)
+    state = await repair.state("node1")
+    assert state.exclusions == {} and state.events[-1].kind == "included"

@@ -1,6 +1,7 @@
-"""``temporal.operator_task_queue``: the drain-budget and node-repair workflows run on a task
-queue with a worker of their own, and the recoveries drain and requeue in local activities
-(a burst of them cannot hold every workflow-task slot the budget workflow waits for)."""
+"""``temporal.operator_task_queue`` (default ``<task_queue>-operator``): the drain-budget and
+node-repair workflows run on a task queue with a worker of their own, and the recoveries
+drain and requeue in local activities (a burst of them cannot hold every workflow-task slot
+the budget workflow waits for); named as ``task_queue`` itself, everything shares one."""
 
 from __future__ import annotations
 
@@ -23,11 +24,11 @@ from resurrect.workflows.names import drain_budget_workflow_id, node_repair_work
 RECOVERY = {"wait_running_timeout_s": 20, "activity_timeout_s": 20}
 
 
-async def test_own_operator_queue_drains_and_requeues_in_local_activities(
+async def test_by_default_the_operator_queue_is_its_own_and_drain_and_requeue_are_local(
     temporal_client: Client, tmp_path: Path
 ) -> None:
     queue = f"q-{uuid.uuid4().hex}"
-    temporal = {"task_queue": queue, "operator_task_queue": f"{queue}-operator"}
+    temporal = {"task_queue": queue}  # operator_task_queue: the default
     config = make_config(tmp_path, mode="act", recovery=RECOVERY, temporal=temporal)
     s = FakeScheduler.with_nodes(4, cluster_name=config.cluster.name)
     s.nodes["node2"] = s.nodes["node2"].model_copy(
@@ -72,6 +73,10 @@ async def test_own_operator_queue_drains_and_requeues_in_local_activities(
     assert budget.task_queue == repair.task_queue == f"{queue}-operator"
 
 
-def test_without_operator_queue_there_is_no_operator_worker(tmp_path: Path) -> None:
-    config = make_config(tmp_path, mode="act")
+def test_an_operator_queue_named_as_the_task_queue_shares_it_without_an_operator_worker(
+    tmp_path: Path,
+) -> None:
+    queue = f"q-{uuid.uuid4().hex}"
+    temporal = {"task_queue": queue, "operator_task_queue": queue}
+    config = make_config(tmp_path, mode="act", temporal=temporal)
     assert build_operator_worker(None, config, FakeScheduler.with_nodes(1)) is None  # type: ignore[arg-type]

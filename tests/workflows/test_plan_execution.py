@@ -10,6 +10,7 @@ import support.recovery
 from support import test_plugins
 from support.builders import OPT_IN, interruption, job, make_config
 from support.test_plugins import PLUGIN
+from support.workers import resurrect_workers
 from temporalio.client import Client
 
 from resurrect.config import ResurrectConfig
@@ -43,7 +44,7 @@ async def recover(
     client: Client, config: ResurrectConfig, scheduler: FakeScheduler
 ) -> RecoveryOutcome:
     """Job 7's node2 failed: the recovery, with the test plugin's steps registered."""
-    async with build_worker(client, config, scheduler, plugins=[PLUGIN]):
+    async with resurrect_workers(client, config, scheduler, plugins=[PLUGIN]):
         return await support.recovery.recover(
             client, config, interruption(config.cluster.name, scheduler.jobs["7"])
         )

@@ -21,6 +21,7 @@ import pytest_asyncio
 from support.builders import interruption as report_of
 from support.builders import job, make_config, opt_in
 from support.histories import keep
+from support.workers import resurrect_workers
 from temporalio.client import Client
 from temporalio.worker import Replayer
 
@@ -29,7 +30,6 @@ from resurrect.contracts import FaultClass, Interruption, JobInfo, JobState, Rec
 from resurrect.sensors.report import report_interruption
 from resurrect.temporal.history import activities_run
 from resurrect.testing import FakeScheduler
-from resurrect.workers.recovery_worker import build_worker
 from resurrect.workflows.names import PHASE_QUERY
 from resurrect.workflows.recovery import QUICK_S, RecoveryWorkflow
 
@@ -70,8 +70,7 @@ class Harness:
 async def harness(temporal_client: Client, tmp_path: Path) -> AsyncIterator[Harness]:
     config = make_config(tmp_path, mode="act", recovery=RECOVERY)
     scheduler = FakeScheduler.with_nodes(4, cluster_name=config.cluster.name)
-    worker = build_worker(temporal_client, config, scheduler)
-    async with worker:
+    async with resurrect_workers(temporal_client, config, scheduler):
         yield Harness(temporal_client, config, scheduler)
 
 
@@ -131,7 +130,7 @@ async def test_observe_mode_changes_nothing_and_records_what_it_would_do(
     s.nodes["node2"] = s.nodes["node2"].model_copy(update={"state": "DOWN"})
     s.jobs["102"] = job("102")
     before_nodes = dict(s.nodes)
-    async with build_worker(temporal_client, config, s):
+    async with resurrect_workers(temporal_client, config, s):
         outcome = await Harness(temporal_client, config, s).recover(
             interruption(config, s.jobs["102"])
         )
