@@ -49,6 +49,7 @@ from resurrect.operator.models import (
 )
 from resurrect.records import carry_over
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX, Scheduler
+from resurrect.scheduler.view import ClusterShape, drain_census
 from resurrect.workflows.names import (
     BUDGET_QUERY,
     DRAIN_BUDGET_WORKFLOW,
@@ -233,14 +234,12 @@ def reservation_for(
     job_id: str,
     wanted: Sequence[str],
     nodes: Sequence[NodeInfo],
+    shape: ClusterShape,
     approved_by: str | None = None,
 ) -> DrainReservation:
-    """The reservation of ``wanted`` nodes, with the limits of the cluster as it is now."""
+    """The reservation of ``wanted`` nodes (``nodes``: how the scheduler shows them, for
+    their partitions), with the limits of a cluster of ``shape``."""
     by_name = {n.name: n for n in nodes}
-    sizes: dict[str, int] = {}
-    for node in nodes:
-        for partition in node.partitions:
-            sizes[partition] = sizes.get(partition, 0) + 1
     return DrainReservation(
         workflow_id=workflow_id,
         job_id=job_id,
@@ -248,7 +247,7 @@ def reservation_for(
             DrainCandidate(name=n, partitions=list(by_name[n].partitions) if n in by_name else [])
             for n in wanted
         ],
-        limits=limits_for(config.isolation, len(nodes), sizes),
+        limits=limits_for(config.isolation, shape.nodes, shape.partitions),
         approved_by=approved_by,
     )
 
@@ -257,17 +256,18 @@ async def reserve_drains(
     client: Client | None,
     config: ResurrectConfig,
     request: DrainReservation,
-    nodes: Sequence[NodeInfo],
+    scheduler: Scheduler,
     *,
     dry_run: bool,
 ) -> DrainGrant:
     """Ask the cluster's budget workflow; in observe mode, ask without reserving.
 
     Without a Temporal client (a step run in a unit test) the budget is decided against
-    the nodes resurrect has drained now, as a local snapshot.
+    the nodes resurrect has drained now (read from ``scheduler``), as a local snapshot.
     """
     cluster = config.cluster.name
     if client is None:
+        _, nodes = await drain_census(scheduler)
         now = datetime.now(UTC)
         snapshot = BudgetState(
             cluster=cluster,

@@ -12,9 +12,10 @@ workflow task instead of an activity task). Checkpoint verification runs a helpe
 the job's owner over files of any size, and a requeued job may wait an hour before it runs:
 when the few seconds are not enough they raise NeedsMoreTime and the recovery runs them again
 as activity tasks. Draining and requeueing wait on other workflows (the drain budget's
-update, the repair workflows' signals): they are quick only when those workflows have a
-worker of their own (``QUICK_WITH_OPERATOR_QUEUE`` in ``workers/recovery_worker.py``), since a
-local activity holds a workflow-task slot while it runs.
+update, the repair workflows' signals): they are quick when those workflows have a task
+queue and worker of their own, the default (``QUICK_WITH_OPERATOR_QUEUE`` in
+``workers/recovery_worker.py``), since a local activity holds a workflow-task slot while it
+runs.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from resurrect.errors import (
 from resurrect.operator.exclusions import ExclusionPlan
 from resurrect.operator.models import DROPPED_EXCLUSIONS_KEY
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
+from resurrect.scheduler.view import cluster_shape, nodes_named
 from resurrect.steps.runtime import StepContext, StepFn, step
 
 
@@ -70,8 +72,6 @@ async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
     from resurrect.activities.operator import report_to_repair, reservation_for, reserve_drains
     from resurrect.operator.models import APPROVAL_NEEDED_KEY, NodeDrainReport
 
-    nodes = await ctx.scheduler.list_nodes()
-    by_name = {n.name: n for n in nodes}
     reason = (
         f"{DRAIN_REASON_PREFIX} {ctx.diagnosis.fault_class.value} job {ctx.job.job_id}"
         f" [{ctx.incident_id}]"
@@ -81,15 +81,21 @@ async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
     if not wanted:
         result.detail = "drained nothing"
         return result
+    # the wanted nodes read fresh by name; the cluster's size at most once a minute
+    nodes = await nodes_named(ctx.scheduler, wanted)
+    by_name = {n.name: n for n in nodes}
     request = reservation_for(
         ctx.config,
         workflow_id=ctx.incident_id,
         job_id=ctx.job.job_id,
         wanted=wanted,
         nodes=nodes,
+        shape=await cluster_shape(ctx.scheduler),
         approved_by=ctx.input.approved_by,
     )
-    grant = await reserve_drains(ctx.client, ctx.config, request, nodes, dry_run=ctx.observe)
+    grant = await reserve_drains(
+        ctx.client, ctx.config, request, ctx.scheduler, dry_run=ctx.observe
+    )
     result.notes.extend(f"drain budget: {why}" for why in grant.reasons)
     if grant.denied:
         if ctx.config.isolation.over_budget == "await_approval" and not ctx.input.approved_by:

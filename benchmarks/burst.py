@@ -8,10 +8,12 @@ Each variant starts its own dev server and worker and is measured in the same ru
 * ``baseline``: the former recovery (``RecoveryWorkflow`` without ``lean-recovery``: one
   activity per evidence step, every step an activity task, a search-attribute upsert per
   change) and the former report (signal-with-start for every report, with or without
-  evidence); the sandboxed workflow runner (the default then);
+  evidence); the sandboxed workflow runner and one task queue for every workflow (the
+  defaults then);
 * ``lean``: what resurrect does now (the default): the lean recovery with local first
   attempts, reports without evidence only start-or-find the workflow, the workflows
-  unsandboxed;
+  unsandboxed, the budget and repair workflows on a task queue and worker of their own
+  (drain and requeue as local activities);
 * with ``--levers``, each lever alone on top of ``baseline`` or ``lean``, to measure what it
   brings: ``lean_workflow`` (the lean recovery, former reports), ``sandboxed`` (``lean``
   with ``temporal.workflow_sandbox``: the SDK's workflow sandbox), ``eager`` (``lean`` with
@@ -19,11 +21,11 @@ Each variant starts its own dev server and worker and is measured in the same ru
   cached in the worker instead of 1,000), ``processes1`` / ``processes2`` (``lean`` with one
   / two worker processes instead of the worker in this process; they share the in-memory
   cluster over a Unix socket, which costs them some CPU of their own: compare the two with
-  each other), ``operator_queue`` (``lean`` with ``temporal.operator_task_queue``: the
-  budget and repair workflows on a worker of their own, drain and requeue as local
-  activities), ``wft500`` (``lean`` with 500 workflow-task slots instead of the SDK's
-  default), ``no_repair`` (``lean`` without node-repair workflows: what they cost; not a
-  setting to use). ``--skip-baseline`` measures only ``lean`` and the levers asked for.
+  each other), ``shared_queue`` (``lean`` with the budget and repair workflows on the
+  recoveries' task queue, ``temporal.operator_task_queue`` set to it: drain and requeue are
+  activity tasks then), ``wft500`` (``lean`` with 500 workflow-task slots instead of the
+  SDK's default), ``no_repair`` (``lean`` without node-repair workflows: what they cost; not
+  a setting to use). ``--skip-baseline`` measures only ``lean`` and the levers asked for.
 
 Checked for each: every job requeued exactly once, no node drained twice. Reported: the
 recoveries per second (first report to last workflow closed), the history events of a
@@ -103,11 +105,11 @@ class Variant:
     max_cached_workflows: int = 1000
     processes: int = 0  # worker processes sharing the cluster over a socket; 0: in this one
     max_concurrent_workflow_tasks: int | None = None
-    operator_queue: bool = False  # budget and repair workflows on a worker of their own
+    shared_queue: bool = False  # budget and repair workflows on the recoveries' task queue
     repair: bool = True  # False: no node-repair workflows (what they cost; not a setting to use)
 
 
-BASELINE = Variant(lean_workflow=False, lean_reports=False, sandboxed=True)
+BASELINE = Variant(lean_workflow=False, lean_reports=False, sandboxed=True, shared_queue=True)
 LEAN = Variant()
 LEVERS = {
     "lean_workflow": Variant(lean_reports=False),
@@ -118,7 +120,7 @@ LEVERS = {
     "processes2": Variant(processes=2),
     "wft500": Variant(max_concurrent_workflow_tasks=500),
     "no_repair": Variant(repair=False),
-    "operator_queue": Variant(operator_queue=True),
+    "shared_queue": Variant(shared_queue=True),
 }
 
 
@@ -153,7 +155,8 @@ def _config(state: Path, variant: Variant) -> ResurrectConfig:
             "cluster": {"name": f"burst{uuid.uuid4().hex[:6]}"},
             "temporal": {
                 "task_queue": queue,
-                "operator_task_queue": f"{queue}-operator" if variant.operator_queue else None,
+                # None: the default, a task queue (and worker) of their own
+                "operator_task_queue": queue if variant.shared_queue else None,
                 "state_dir": str(state),
             },
             "isolation": {"max_drain_fraction": 1.0},

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from resurrect.activities.operator import OperatorActivities, reservation_for, reserve_drains
 from resurrect.config import ResurrectConfig, TemporalSettings
 from resurrect.contracts import NodeInfo
+from resurrect.scheduler.view import shape_of
 from resurrect.temporal.client import connect
 from resurrect.temporal.server import EmbeddedTemporal, free_port
 from resurrect.testing import FakeScheduler
@@ -72,10 +73,15 @@ async def main(recoveries: int) -> dict[str, Any]:
     try:
         client = await connect(TemporalSettings(), address=server.address, attempts=20)
         budget = max(1, recoveries // 4)
+        queue = f"bench-{uuid.uuid4().hex}"  # the budget workflow's worker is this one
         config = ResurrectConfig.model_validate(
             {
                 "cluster": {"name": f"bench{uuid.uuid4().hex[:6]}"},
-                "temporal": {"task_queue": f"bench-{uuid.uuid4().hex}", "state_dir": str(state)},
+                "temporal": {
+                    "task_queue": queue,
+                    "operator_task_queue": queue,
+                    "state_dir": str(state),
+                },
                 "isolation": {"max_drain_nodes": budget, "max_drain_fraction": 1.0},
             }
         )
@@ -93,14 +99,19 @@ async def main(recoveries: int) -> dict[str, Any]:
         ):
             requests = [
                 reservation_for(
-                    config, workflow_id=f"r/{i}", job_id=str(i), wanted=[f"n{i}"], nodes=nodes
+                    config,
+                    workflow_id=f"r/{i}",
+                    job_id=str(i),
+                    wanted=[f"n{i}"],
+                    nodes=nodes,
+                    shape=shape_of(nodes),
                 )
                 for i in range(recoveries)
             ]
-            await reserve_drains(client, config, requests[0], nodes, dry_run=False)  # start it
+            await reserve_drains(client, config, requests[0], scheduler, dry_run=False)  # start
             wall, lat, grants = await burst(
                 [
-                    (lambda r=r: reserve_drains(client, config, r, nodes, dry_run=False))
+                    (lambda r=r: reserve_drains(client, config, r, scheduler, dry_run=False))
                     for r in requests[1:]
                 ]
             )

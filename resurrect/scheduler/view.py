@@ -101,11 +101,15 @@ async def cluster_shape(scheduler: Scheduler) -> ClusterShape:
     cached = _SHAPES.get(scheduler)
     if cached is not None and time.monotonic() - cached[0] < SHAPE_MAX_AGE_S:
         return cached[1]
-    nodes = await scheduler.list_nodes()
+    shape = shape_of(await scheduler.list_nodes())
+    _SHAPES[scheduler] = (time.monotonic(), shape)
+    return shape
+
+
+def shape_of(nodes: Collection[NodeInfo]) -> ClusterShape:
+    """The shape of a cluster of ``nodes``."""
     partitions: dict[str, int] = {}
     for node in nodes:
         for partition in node.partitions:
             partitions[partition] = partitions.get(partition, 0) + 1
-    shape = ClusterShape(nodes=len(nodes), partitions=partitions)
-    _SHAPES[scheduler] = (time.monotonic(), shape)
-    return shape
+    return ClusterShape(nodes=len(nodes), partitions=partitions)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from activities.recovery import RecoveryActivities
-from activities.steps import wait_running
+from resurrect.activities.recovery import RecoveryActivities
+from resurrect.activities.steps import wait_running
 from resurrect.assessment import AssessRequest
 from resurrect.checkpoint.as_owner import run_helper
 from resurrect.checkpoint.helper import HelperRequest

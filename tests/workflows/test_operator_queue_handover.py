@@ -48,6 +48,7 @@ from resurrect.operator.models import (
     NodeRepairState,
     RepairTimings,
 )
+from resurrect.scheduler.view import shape_of
 from resurrect.testing import FakeScheduler
 from resurrect.workers.recovery_worker import own_operator_queue
 from resurrect.workflows.names import (
@@ -74,9 +75,14 @@ async def reserve(
     client: Client, config: ResurrectConfig, nodes: list[NodeInfo], job_id: str, node: str
 ) -> DrainGrant:
     request = reservation_for(
-        config, workflow_id=f"recover/{job_id}", job_id=job_id, wanted=[node], nodes=nodes
+        config,
+        workflow_id=f"recover/{job_id}",
+        job_id=job_id,
+        wanted=[node],
+        nodes=nodes,
+        shape=shape_of(nodes),
     )
-    return await reserve_drains(client, config, request, nodes, dry_run=False)
+    return await reserve_drains(client, config, request, FakeScheduler(nodes), dry_run=False)
 
 
 def report(job_id: str, kind: Any = "excluded") -> NodeDrainReport:
@@ -144,9 +150,14 @@ async def test_budget_and_repair_workflows_on_the_recoveries_queue_move_with_the
         seen = await node_state(temporal_client, cluster, "node3", our_task_queues(config))
         assert seen is not None and set(seen.exclusions) == {"1"}
         asked = reservation_for(
-            config, workflow_id="recover/3", job_id="3", wanted=["node2"], nodes=nodes
+            config,
+            workflow_id="recover/3",
+            job_id="3",
+            wanted=["node2"],
+            nodes=nodes,
+            shape=shape_of(nodes),
         )
-        observed = await reserve_drains(temporal_client, config, asked, nodes, dry_run=True)
+        observed = await reserve_drains(temporal_client, config, asked, scheduler, dry_run=True)
         assert observed.denied == ["node2"]  # node1's drain counts
         # the new default: the next reservation and report hand them over
         third = await reserve(temporal_client, config, nodes, "3", "node2")
