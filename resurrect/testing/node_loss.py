@@ -17,6 +17,7 @@ from resurrect.contracts import (
     NodeInfo,
     SignalKind,
 )
+from resurrect.scheduler.validation import validate_job_id, validate_node_name
 from resurrect.scheduler.view import IDLE_STATES
 from resurrect.testing.fake_scheduler import FakeScheduler
 
@@ -27,9 +28,9 @@ OPT_IN = json.dumps({"resurrect": {"max_restarts": 3}})
 
 
 class IndexedFakeScheduler(FakeScheduler):
-    """The in-memory cluster answering reads by name, as the Slurm CLI backend does
-    (:class:`~resurrect.scheduler.view.ActiveView`): in a burst each recovery reads its own
-    job's nodes, not a copy of the whole cluster."""
+    """The in-memory cluster answering reads by name and id, as the Slurm CLI backend does
+    (:class:`~resurrect.scheduler.view.ActiveView`, ``get_job``, ``get_node``): in a burst
+    each recovery reads its own job and nodes, not a copy of the whole cluster."""
 
     async def list_active_jobs(self, also: Collection[str] = ()) -> list[JobInfo]:
         self._maybe_fail()
@@ -46,6 +47,14 @@ class IndexedFakeScheduler(FakeScheduler):
 
     async def _nodes_named(self, names: list[str]) -> list[NodeInfo]:
         return await self.list_nodes_named(names)
+
+    async def get_node(self, name: str) -> NodeInfo:
+        self._maybe_fail()
+        return self._node(validate_node_name(name))
+
+    async def get_job(self, job_id: str) -> JobInfo:
+        self._maybe_fail()
+        return self._job(validate_job_id(job_id))
 
     async def drain_census(self) -> tuple[int, list[NodeInfo]]:
         self._maybe_fail()

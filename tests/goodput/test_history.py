@@ -21,8 +21,11 @@ def load(name: str, workflow_id: str) -> WorkflowHistory:
 
 
 # the same recovery before and after lean-recovery (evidence and notify as local activities,
-# attribution inside recovery.assess)
-@pytest.mark.parametrize("name", ["node-loss.json", "lean-node-loss.json"])
+# attribution inside recovery.assess), and with local first attempts (one workflow task:
+# each step's time is when its local activity finished, not when the task completed)
+@pytest.mark.parametrize(
+    "name", ["node-loss.json", "lean-node-loss.json", "local-first-node-loss.json"]
+)
 def test_a_node_loss_history_gives_its_phase_times_and_outcome(name: str) -> None:
     history = load(name, "recover/test/1/0")
     record = recovery_from_history(history, pydantic_data_converter.payload_converter)
@@ -35,7 +38,9 @@ def test_a_node_loss_history_gives_its_phase_times_and_outcome(name: str) -> Non
     assert record.attempt == 0 and record.job_id
 
 
-@pytest.mark.parametrize("name", ["app-error-stop.json", "lean-app-error-stop.json"])
+@pytest.mark.parametrize(
+    "name", ["app-error-stop.json", "lean-app-error-stop.json", "local-first-app-error-stop.json"]
+)
 def test_a_stopped_recovery_never_requeued(name: str) -> None:
     record = recovery_from_history(
         load(name, "recover/test/2/0"), pydantic_data_converter.payload_converter
@@ -68,3 +73,16 @@ def test_the_evidence_a_lean_recovery_gathered_locally_is_read_from_its_marker()
     record = recovery_from_history(history, converter)
     assert record.interrupted_attempt_started_at == started
     assert record.job_submitted_at == started - timedelta(minutes=5)
+
+
+def test_a_local_activity_is_timed_by_its_own_completion() -> None:
+    history = load("local-first-node-loss.json", "recover/test/1/0")
+    found = [local for e in history.events if (local := local_activity(e)) is not None]
+    assert [f.name for f in found][-2:] == ["recovery.requeue_job", "recovery.wait_running"]
+    [task_completed] = [
+        e for e in history.events if e.HasField("workflow_task_completed_event_attributes")
+    ]
+    times = [f.completed_at for f in found]
+    assert all(t is not None for t in times)
+    assert times == sorted(times)  # type: ignore[type-var]
+    assert times[-1] <= task_completed.event_time.ToDatetime(tzinfo=UTC)  # type: ignore[operator]

@@ -9,9 +9,10 @@ from temporalio.exceptions import ApplicationError
 from resurrect.activities.external_program import run_program
 from resurrect.activities.steps import drain_nodes, requeue_job
 from resurrect.config import ResurrectConfig
-from resurrect.contracts import IncidentState, JobInfo, JobState, StepResult
+from resurrect.contracts import IncidentState, JobInfo, JobState, NodeInfo, StepResult
 from resurrect.errors import PluginError, TransientStepError
 from resurrect.sdk import FakeScheduler, StepContext, make_step_input, run_step, step
+from resurrect.testing.node_loss import IndexedFakeScheduler
 
 
 class Params(BaseModel):
@@ -219,3 +220,26 @@ async def test_heartbeat_from_a_worker_thread_reaches_the_activity() -> None:
         make_step_input("plugin.threaded"),
     )
     assert result.detail == "ok" and "from a thread" in beats
+
+
+async def test_drains_read_their_nodes_by_name_and_the_cluster_size_once_a_minute() -> None:
+    """A burst of drains on a 10,000-node cluster must not list every node per drain."""
+    scheduler = IndexedFakeScheduler(cluster_name="test")
+    for index in range(1, 9):
+        scheduler.nodes[f"node{index}"] = NodeInfo(name=f"node{index}", state="IDLE")
+    listed = 0
+    list_nodes = scheduler.list_nodes
+
+    async def counted() -> list[NodeInfo]:
+        nonlocal listed
+        listed += 1
+        return await list_nodes()
+
+    scheduler.list_nodes = counted  # type: ignore[method-assign]
+    config = ResurrectConfig.model_validate({"isolation": {"max_drain_fraction": 0.25}})
+    for culprit in ("node1", "node2", "node3"):
+        step_input = make_step_input("recovery.drain_nodes", culprits=[culprit])
+        await run_step(drain_nodes, scheduler=scheduler, config=config, step_input=step_input)
+    assert listed == 1  # the cluster's shape; the nodes themselves were read by name
+    # the budget still holds: 2 of 8 nodes (a step without Temporal counts drained nodes)
+    assert [n for n, info in scheduler.nodes.items() if info.drained] == ["node1", "node2"]

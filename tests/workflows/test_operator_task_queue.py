@@ -14,9 +14,13 @@ from support.builders import interruption, job, make_config
 from support.histories import keep
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
+from temporalio.worker import UnsandboxedWorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from resurrect.config import ResurrectConfig
 from resurrect.contracts import RecoveryOutcome
 from resurrect.sensors.report import report_interruption
+from resurrect.temporal.history import activities_run
 from resurrect.testing import FakeScheduler
 from resurrect.workers.recovery_worker import build_operator_worker, build_worker
 from resurrect.workflows.names import drain_budget_workflow_id, node_repair_workflow_id
@@ -66,10 +70,20 @@ async def test_by_default_the_operator_queue_is_its_own_and_drain_and_requeue_ar
         for e in history.events
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     ]
-    assert "recovery.drain_nodes" not in scheduled
-    assert "recovery.requeue_job" not in scheduled
-    markers = [e for e in history.events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED]
-    assert len(markers) >= 4  # evidence, drain, requeue, notify
+    # every call a first attempt as a local activity that was enough: one workflow task
+    assert scheduled == []
+    assert activities_run(history) == [
+        "recovery.gather_evidence",
+        "recovery.assess",
+        "recovery.drain_nodes",
+        "recovery.verify_checkpoint",
+        "recovery.requeue_job",
+        "recovery.wait_running",
+    ]
+    completed = [
+        e for e in history.events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+    ]
+    assert len(completed) == 1
     assert budget.task_queue == repair.task_queue == f"{queue}-operator"
 
 
@@ -80,3 +94,23 @@ def test_an_operator_queue_named_as_the_task_queue_shares_it_without_an_operator
     temporal = {"task_queue": queue, "operator_task_queue": queue}
     config = make_config(tmp_path, mode="act", temporal=temporal)
     assert build_operator_worker(None, config, FakeScheduler.with_nodes(1)) is None  # type: ignore[arg-type]
+
+
+async def test_workflows_run_unsandboxed_unless_the_sandbox_is_asked_for(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """The production default runs resurrect's workflows without the SDK's sandbox (a
+    quarter of a burst's throughput); the tests run them in it (support/builders.py)."""
+    production = ResurrectConfig.model_validate({"temporal": {"state_dir": str(tmp_path)}})
+    tests = make_config(tmp_path)
+    s = FakeScheduler.with_nodes(1)
+    for config, runner in (
+        (production, UnsandboxedWorkflowRunner),
+        (tests, SandboxedWorkflowRunner),
+    ):
+        for worker in (
+            build_worker(temporal_client, config, s),
+            build_operator_worker(temporal_client, config, s),
+        ):
+            assert worker is not None
+            assert isinstance(worker.config()["workflow_runner"], runner)
