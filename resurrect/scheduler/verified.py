@@ -361,11 +361,13 @@ class VerifiedScheduler(ABC):
                 steps = [f"requeuehold ({job.state.value})"]
             except JobAlreadyPending:
                 # slurmctld requeued the job itself between our read and our act
-                # (NODE_FAIL of a --requeue job): it is pending now, so hold it instead
-                now = await self.get_job(jid)
-                if now.state is not JobState.PENDING:
-                    raise
-                if not now.held:
+                # (NODE_FAIL of a --requeue job, also right after slurmctld restarted): it is
+                # pending, or shows its old state for a moment more; hold it once pending
+                async def pending() -> bool:
+                    return _not_cancelled(await self.get_job(jid)).state is JobState.PENDING
+
+                await self._wait_for(f"job {jid} is pending (slurmctld requeued it)", pending)
+                if not (await self.get_job(jid)).held:
                     await self._act_hold(jid)
                 steps = ["hold (slurmctld had requeued it)"]
 

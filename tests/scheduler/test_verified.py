@@ -75,6 +75,36 @@ async def test_requeue_of_a_job_slurmctld_just_requeued_holds_it_instead() -> No
     assert s.jobs["7"].state is JobState.PENDING and s.jobs["7"].excluded_nodes == ["node1"]
 
 
+async def test_a_job_slurmctld_requeued_is_held_once_it_reads_pending() -> None:
+    """Right after slurmctld requeued the job (e.g. when it came back up), the job may still
+    read as its old state for a moment after Slurm answered "pending execution"."""
+
+    class Lagging(FakeScheduler):
+        stale_reads = 0
+
+        async def _act_requeuehold(self, job_id: str) -> None:
+            job = self.jobs[job_id]
+            self.jobs[job_id] = job.model_copy(
+                update={"state": JobState.PENDING, "restart_count": job.restart_count + 1}
+            )
+            self.stale_reads = 2
+            await super()._act_requeuehold(job_id)
+
+        async def get_job(self, job_id: str) -> JobInfo:
+            job = await super().get_job(job_id)
+            if self.stale_reads:
+                self.stale_reads -= 1
+                return job.model_copy(update={"state": JobState.COMPLETING})
+            return job
+
+    s = Lagging.with_nodes(4, start_requeued_jobs=False)
+    s.jobs["7"] = running_job(state=JobState.NODE_FAIL)
+    result = await s.requeue_excluding("7", ["node1"])
+    assert "hold (slurmctld had requeued it)" in result.detail
+    assert s.calls == [("hold", "7"), ("exclude", "7"), ("release", "7")]
+    assert s.jobs["7"].state is JobState.PENDING and s.jobs["7"].excluded_nodes == ["node1"]
+
+
 async def test_requeuehold_is_retried_while_the_job_is_completing() -> None:
     class Completing(FakeScheduler):
         refusals = 2
