@@ -8,24 +8,23 @@ Each variant starts its own dev server and worker and is measured in the same ru
 * ``baseline``: the former recovery (``RecoveryWorkflow`` without ``lean-recovery``: one
   activity per evidence step, every step an activity task, a search-attribute upsert per
   change) and the former report (signal-with-start for every report, with or without
-  evidence); the sandboxed workflow runner and one task queue for every workflow (the
-  defaults then);
+  evidence); one task queue for every workflow (the default then);
 * ``lean``: what resurrect does now (the default): the lean recovery with local first
-  attempts, reports without evidence only start-or-find the workflow, the workflows
-  unsandboxed, the budget and repair workflows on a task queue and worker of their own
-  (drain and requeue as local activities);
+  attempts, reports without evidence only start-or-find the workflow, the budget and repair
+  workflows on a task queue and worker of their own (drain and requeue as local activities);
 * with ``--levers``, each lever alone on top of ``baseline`` or ``lean``, to measure what it
-  brings: ``lean_workflow`` (the lean recovery, former reports), ``sandboxed`` (``lean``
-  with ``temporal.workflow_sandbox``: the SDK's workflow sandbox), ``eager`` (``lean`` with
-  the dev server's eager activity dispatch), ``cache4k`` (``lean`` with 4,000 workflows
-  cached in the worker instead of 1,000), ``processes1`` / ``processes2`` (``lean`` with one
-  / two worker processes instead of the worker in this process; they share the in-memory
-  cluster over a Unix socket, which costs them some CPU of their own: compare the two with
-  each other), ``shared_queue`` (``lean`` with the budget and repair workflows on the
-  recoveries' task queue, ``temporal.operator_task_queue`` set to it: drain and requeue are
-  activity tasks then), ``wft500`` (``lean`` with 500 workflow-task slots instead of the
-  SDK's default), ``no_repair`` (``lean`` without node-repair workflows: what they cost; not
-  a setting to use). ``--skip-baseline`` measures only ``lean`` and the levers asked for.
+  brings: ``lean_workflow`` (the lean recovery, former reports), ``unsandboxed`` (``lean``
+  without the SDK's workflow sandbox: ``temporal.workflow_sandbox`` off), ``eager``
+  (``lean`` with the dev server's eager activity dispatch), ``cache4k`` (``lean`` with 4,000
+  workflows cached in the worker instead of 1,000), ``processes1`` / ``processes2``
+  (``lean`` with one / two worker processes instead of the worker in this process; they
+  share the in-memory cluster over a Unix socket, which costs them some CPU of their own:
+  compare the two with each other), ``shared_queue`` (``lean`` with the budget and repair
+  workflows on the recoveries' task queue, ``temporal.operator_task_queue`` set to it: drain
+  and requeue are activity tasks then), ``wft500`` (``lean`` with 500 workflow-task slots
+  instead of the SDK's default), ``no_repair`` (``lean`` without node-repair workflows: what
+  they cost; not a setting to use). ``--skip-baseline`` measures only ``lean`` and the
+  levers asked for.
 
 Checked for each: every job requeued exactly once, no node drained twice. Reported: the
 recoveries per second (first report to last workflow closed), the history events of a
@@ -100,7 +99,7 @@ class FormerRecoveryWorkflow(RecoveryWorkflow):
 class Variant:
     lean_workflow: bool = True
     lean_reports: bool = True
-    sandboxed: bool | None = None  # None: the default (temporal.workflow_sandbox)
+    sandboxed: bool | None = None  # None: temporal.workflow_sandbox (on by default)
     dynamic_config: tuple[str, ...] = ()
     max_cached_workflows: int = 1000
     processes: int = 0  # worker processes sharing the cluster over a socket; 0: in this one
@@ -109,11 +108,11 @@ class Variant:
     repair: bool = True  # False: no node-repair workflows (what they cost; not a setting to use)
 
 
-BASELINE = Variant(lean_workflow=False, lean_reports=False, sandboxed=True, shared_queue=True)
+BASELINE = Variant(lean_workflow=False, lean_reports=False, shared_queue=True)
 LEAN = Variant()
 LEVERS = {
     "lean_workflow": Variant(lean_reports=False),
-    "sandboxed": Variant(sandboxed=True),
+    "unsandboxed": Variant(sandboxed=False),
     "eager": Variant(dynamic_config=EAGER),
     "cache4k": Variant(max_cached_workflows=4000),
     "processes1": Variant(processes=1),

@@ -75,11 +75,9 @@ class TemporalSettings(Section):
     )
     # Run the recovery worker's workflows in the Temporal SDK's sandbox, which stops workflow
     # code that reads the clock, randomness or files (a recovery that would replay
-    # differently). Off by default: the workflows are resurrect's own code, every workflow
-    # test runs them sandboxed and stored histories are replayed in CI, and the sandbox
-    # costs a burst a quarter of its throughput (benchmarks/burst.py, lever ``sandboxed``).
-    # Turn it on while changing workflow code.
-    workflow_sandbox: bool = False
+    # differently). Off saves the worker 3-6 CPU-ms per recovery in a burst of 800 node losses
+    # (benchmarks/burst.py, lever ``unsandboxed``), within the noise of its throughput.
+    workflow_sandbox: bool = True
 
     @field_validator("state_dir", mode="after")
     @classmethod

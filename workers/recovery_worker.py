@@ -38,12 +38,12 @@ from resurrect.workflows.recovery import RecoveryWorkflow
 
 log = logging.getLogger(__name__)
 
-# With ``temporal.workflow_sandbox`` (the test suite runs every workflow so) our own pure
-# modules are passed through the sandbox: they are deterministic, and re-importing them (and
-# pydantic) per workflow run costs 2-3x throughput. The sandbox stops workflow code from
-# reading the clock, randomness or files by mistake; since Temporal SDK 1.35 it also runs a
-# compiled snippet for every payload it serializes, and a burst of recoveries on 2 cores
-# measured 15.3/s with it against 20.5/s without (benchmarks/burst.py, lever ``sandboxed``).
+# With ``temporal.workflow_sandbox`` (the default) our own pure modules are passed through
+# the sandbox: they are deterministic, and re-importing them (and pydantic) per workflow run
+# costs 2-3x throughput. The sandbox stops workflow code from reading the clock, randomness or
+# files by mistake (a recovery that replays differently fails); without it a burst of 800
+# node losses measured 3-6 CPU-ms less worker CPU per recovery, its throughput within the
+# noise (benchmarks/burst.py, lever ``unsandboxed``).
 PASSTHROUGH_MODULES = (
     "resurrect",
     "pydantic",
@@ -135,7 +135,7 @@ def node_health_activities(
 
 def workflow_runner(sandboxed: bool) -> WorkflowRunner:
     """The sandboxed runner, our pure modules passed through (see PASSTHROUGH_MODULES), or
-    the unsandboxed one (``temporal.workflow_sandbox`` off, the default)."""
+    the unsandboxed one (``temporal.workflow_sandbox`` off)."""
     if not sandboxed:
         return UnsandboxedWorkflowRunner()
     return SandboxedWorkflowRunner(

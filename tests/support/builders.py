@@ -30,9 +30,7 @@ def make_config(state_dir: Path | None = None, **sections: object) -> ResurrectC
     (``make_config(mode="observe", recovery={"wait_running_timeout_s": 5})``)."""
     data: dict[str, Any] = {
         "cluster": {"name": f"t{uuid.uuid4().hex[:8]}"},
-        # workflows run in the SDK's sandbox in tests: code that reads the clock, randomness
-        # or files fails here, before it can make a recovery replay differently
-        "temporal": {"task_queue": f"q-{uuid.uuid4().hex}", "workflow_sandbox": True},
+        "temporal": {"task_queue": f"q-{uuid.uuid4().hex}"},
     }
     if state_dir is not None:
         data["temporal"]["state_dir"] = str(state_dir)

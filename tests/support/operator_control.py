@@ -43,7 +43,6 @@ def make_config(tmp_path: Path, address: str, **sections: dict[str, Any]) -> Res
             "state_dir": str(tmp_path),
             "address": address,
             "embedded": False,
-            "workflow_sandbox": True,  # as every workflow test (tests/support/builders.py)
         },
         "recovery": {"wait_running_timeout_s": 20, "activity_timeout_s": 20},
         "repair": {"enabled": False},

@@ -17,7 +17,6 @@ from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from resurrect.config import ResurrectConfig
 from resurrect.contracts import RecoveryOutcome
 from resurrect.sensors.report import report_interruption
 from resurrect.temporal.history import activities_run
@@ -96,21 +95,17 @@ def test_an_operator_queue_named_as_the_task_queue_shares_it_without_an_operator
     assert build_operator_worker(None, config, FakeScheduler.with_nodes(1)) is None  # type: ignore[arg-type]
 
 
-async def test_workflows_run_unsandboxed_unless_the_sandbox_is_asked_for(
+async def test_workflows_run_in_the_sandbox_unless_it_is_turned_off(
     temporal_client: Client, tmp_path: Path
 ) -> None:
-    """The production default runs resurrect's workflows without the SDK's sandbox (a
-    quarter of a burst's throughput); the tests run them in it (support/builders.py)."""
-    production = ResurrectConfig.model_validate({"temporal": {"state_dir": str(tmp_path)}})
-    tests = make_config(tmp_path)
+    default = make_config(tmp_path)
+    off = make_config(tmp_path, temporal={"workflow_sandbox": False})
     s = FakeScheduler.with_nodes(1)
-    for config, runner in (
-        (production, UnsandboxedWorkflowRunner),
-        (tests, SandboxedWorkflowRunner),
-    ):
-        for worker in (
+    for config, runner in ((default, SandboxedWorkflowRunner), (off, UnsandboxedWorkflowRunner)):
+        workers = (
             build_worker(temporal_client, config, s),
             build_operator_worker(temporal_client, config, s),
-        ):
+        )
+        for worker in workers:
             assert worker is not None
             assert isinstance(worker.config()["workflow_runner"], runner)
