@@ -59,6 +59,7 @@ from resurrect.rules import attribute as attribute_evidence
 from resurrect.rules.scheduler_evidence import combine, scheduler_diagnosis, scheduler_evidence
 from resurrect.scheduler.base import Scheduler
 from resurrect.scheduler.view import nodes_named
+from resurrect.temporal.failures import needs_more_time
 from resurrect.workflows.names import Activity
 
 log = logging.getLogger(__name__)
@@ -286,6 +287,12 @@ class RecoveryActivities:
     async def assess(self, request: AssessRequest) -> Assessment:
         """The diagnosis (as :meth:`attribute`) and every other input of the decision (as
         :meth:`charged_restarts`, :meth:`recovery_plans` and ``operator.settings``)."""
+        try:
+            return await self._assess(request)
+        except NeedsMoreTime as exc:
+            raise needs_more_time(exc) from exc
+
+    async def _assess(self, request: AssessRequest) -> Assessment:
         bundle = request.bundle
         charged = (
             self._charged_restarts(

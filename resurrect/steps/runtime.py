@@ -40,8 +40,9 @@ from resurrect.contracts import (
     StepInput,
     StepResult,
 )
-from resurrect.errors import PermanentStepError, PluginError
+from resurrect.errors import NeedsMoreTime, PermanentStepError, PluginError
 from resurrect.scheduler.base import Scheduler
+from resurrect.temporal.failures import needs_more_time
 
 StepFn = Callable[..., Awaitable[StepResult | str | None]]
 F = TypeVar("F", bound=StepFn)
@@ -289,6 +290,8 @@ def make_activity(
             )
         except PermanentStepError as exc:
             raise ApplicationError(str(exc), type="PermanentStepError", non_retryable=True) from exc
+        except NeedsMoreTime as exc:
+            raise needs_more_time(exc) from exc
         finally:
             if pulse is not None:
                 pulse.cancel()

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from resurrect.activities.recovery import RecoveryActivities
 from resurrect.activities.steps import wait_running
@@ -17,9 +18,17 @@ from resurrect.checkpoint.as_owner import run_helper
 from resurrect.checkpoint.helper import HelperRequest
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import IncidentState, JobPolicy, JobState, StepInput
-from resurrect.errors import NeedsMoreTime, NonRetryable
+from resurrect.errors import NeedsMoreTime
 from resurrect.testing import FakeScheduler
 from resurrect.testing.steps import make_step_input, run_step
+
+
+def assert_needs_more_time(failure: ApplicationError, message: str) -> None:
+    """Retryable (the recovery runs the call again as an activity task), and benign: the SDK
+    logs it at debug level, without a traceback, and counts no failure."""
+    assert failure.type == NeedsMoreTime.__name__ and failure.message == message
+    assert not failure.non_retryable
+    assert failure.category is ApplicationErrorCategory.BENIGN
 
 
 def waiting_for(
@@ -40,11 +49,9 @@ def waiting_for(
 
 async def test_a_first_attempt_at_waiting_gives_up_after_its_seconds() -> None:
     scheduler, step_input = waiting_for(JobState.PENDING, quick_s=0.2)
-    with pytest.raises(NeedsMoreTime) as raised:
+    with pytest.raises(ApplicationError) as raised:
         await run_step(wait_running, scheduler=scheduler, step_input=step_input)
-    # retryable: the recovery runs the step again as an activity task
-    assert not isinstance(raised.value, NonRetryable)
-    assert str(raised.value) == "job 42 still PENDING"
+    assert_needs_more_time(raised.value, "job 42 still PENDING")
 
 
 async def test_a_first_attempt_at_waiting_returns_a_job_that_runs_within_them() -> None:
@@ -98,7 +105,10 @@ async def test_assess_answers_within_its_seconds_as_it_would_with_all_its_time(
     assert quick.diagnosis.fault_class.value == "app.error"
 
 
-async def test_assess_needs_more_time_when_the_job_output_takes_longer(tmp_path: Path) -> None:
+async def test_assess_needs_more_time_when_it_cannot_answer_within_its_seconds(
+    tmp_path: Path,
+) -> None:
     activities = RecoveryActivities(FakeScheduler(cluster_name="test"), ResurrectConfig())
-    with pytest.raises(NeedsMoreTime):
+    with pytest.raises(ApplicationError) as raised:
         await activities.assess(assess_request(tmp_path, quick_s=0))
+    assert_needs_more_time(raised.value, "not assessed within 0 s")
