@@ -29,7 +29,7 @@ worker that gathered it), ``recovery.assess`` and the quick plan steps run first
 activity of ``QUICK_S`` seconds, without retries; one that needs longer (it raises
 ``NeedsMoreTime``: the job is not running yet, a checkpoint takes time to read, a node agent
 must confirm) or fails in a way that may pass runs again as an activity task with its whole
-timeouts and retry policy. A node-loss recovery is then one workflow task (18 history events
+timeouts and retry policy. A node-loss recovery is then one workflow task (16 history events
 instead of 36-47): the search attributes are upserted once, at its end, unless it waits.
 """
 
