@@ -26,7 +26,6 @@ from temporalio.client import (
     WorkflowQueryFailedError,
 )
 from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from resurrect.config import ApprovalSettings, ResurrectConfig
@@ -50,6 +49,7 @@ from resurrect.operator.models import (
 from resurrect.records import carry_over
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX, Scheduler
 from resurrect.scheduler.view import ClusterShape, drain_census
+from resurrect.temporal.failures import failure_of
 from resurrect.workflows.names import (
     BUDGET_QUERY,
     DRAIN_BUDGET_WORKFLOW,
@@ -512,7 +512,7 @@ class OperatorActivities:
         try:
             info = await self.scheduler.get_node(node)
         except NodeNotFound as exc:
-            raise ApplicationError(str(exc), type="NodeNotFound", non_retryable=True) from exc
+            raise failure_of(exc) from exc
         ours = info.drained and info.reason.startswith(DRAIN_REASON_PREFIX)
         check = NodeCheck(
             node=node, drained_by_resurrect=ours, drained=info.drained, reason=info.reason
@@ -533,7 +533,7 @@ class OperatorActivities:
         try:
             mutation = await self.scheduler.resume_node(node)
         except (SchedulerRefused, NodeNotFound) as exc:
-            raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from exc
+            raise failure_of(exc) from exc
         return mutation.detail if mutation.changed else f"not resumed: {mutation.detail}"
 
     @activity.defn(name=OperatorActivity.FLAG_NODE)

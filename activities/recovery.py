@@ -42,7 +42,7 @@ from resurrect.contracts import (
     JobInfo,
     SignalKind,
 )
-from resurrect.errors import JobNotFound, NeedsMoreTime, SchedulerError
+from resurrect.errors import JobNotFound, NeedsMoreTime
 from resurrect.log_reading import Budget, read_tail
 from resurrect.node_health_contracts import HEALTH_QUERY, NodeHealth, node_health_workflow_id
 from resurrect.plans.decide import (
@@ -59,7 +59,7 @@ from resurrect.rules import attribute as attribute_evidence
 from resurrect.rules.scheduler_evidence import combine, scheduler_diagnosis, scheduler_evidence
 from resurrect.scheduler.base import Scheduler
 from resurrect.scheduler.view import nodes_named
-from resurrect.temporal.failures import needs_more_time
+from resurrect.temporal.failures import failure_of
 from resurrect.workflows.names import Activity
 
 log = logging.getLogger(__name__)
@@ -74,10 +74,6 @@ AGENT_QUERY_TIMEOUT_S = 5.0
 CORROBORATION_POLL_S = 0.5
 # Agent states in which it is watching its node (a finding would reach us).
 WATCHING_STATUSES = frozenset({"healthy", "degraded", "faulty"})
-
-
-def _permanent(exc: SchedulerError) -> ApplicationError:
-    return ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True)
 
 
 class RecoveryActivities:
@@ -119,7 +115,7 @@ class RecoveryActivities:
         try:
             job = await self.scheduler.get_job(interruption.job_id)
         except JobNotFound as exc:
-            raise _permanent(exc) from exc
+            raise failure_of(exc) from exc
         nodes = await nodes_named(self.scheduler, set(job.nodes) | set(interruption.nodes))
         resolution = resolve_job_policy(job, self.config)
         for problem in resolution.problems:
@@ -290,7 +286,7 @@ class RecoveryActivities:
         try:
             return await self._assess(request)
         except NeedsMoreTime as exc:
-            raise needs_more_time(exc) from exc
+            raise failure_of(exc) from exc
 
     async def _assess(self, request: AssessRequest) -> Assessment:
         bundle = request.bundle

@@ -29,7 +29,6 @@ from typing import Any, TypeVar, cast, get_type_hints
 from pydantic import BaseModel, ValidationError
 from temporalio import activity
 from temporalio.client import Client
-from temporalio.exceptions import ApplicationError
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import (
@@ -42,7 +41,7 @@ from resurrect.contracts import (
 )
 from resurrect.errors import NeedsMoreTime, PermanentStepError, PluginError
 from resurrect.scheduler.base import Scheduler
-from resurrect.temporal.failures import needs_more_time
+from resurrect.temporal.failures import failure_of
 
 StepFn = Callable[..., Awaitable[StepResult | str | None]]
 F = TypeVar("F", bound=StepFn)
@@ -288,10 +287,8 @@ def make_activity(
             return await call_step(
                 fn, step_input, runtime, settings=settings, heartbeat=activity.heartbeat
             )
-        except PermanentStepError as exc:
-            raise ApplicationError(str(exc), type="PermanentStepError", non_retryable=True) from exc
-        except NeedsMoreTime as exc:
-            raise needs_more_time(exc) from exc
+        except (PermanentStepError, NeedsMoreTime) as exc:
+            raise failure_of(exc) from exc
         finally:
             if pulse is not None:
                 pulse.cancel()

@@ -1,21 +1,27 @@
-"""How resurrect's own errors leave an activity as Temporal failures.
+"""How resurrect's own errors leave an activity as Temporal failures: one rule for all.
 
 Temporal names a failure by its exception's class, which the retry policies and the
-recovery workflow decide on (``resurrect.errors``). What is not a failure at all gets the
-``BENIGN`` category: the SDK logs it at debug level, without a traceback, and counts no
-failure metric.
+recovery workflow decide on (``resurrect.errors``); a :class:`NonRetryable` error is not
+retried. What is not a failure at all (:class:`NeedsMoreTime`) gets the ``BENIGN``
+category: the SDK logs it at debug level, without a traceback, and counts no failure metric.
 """
 
 from __future__ import annotations
 
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
-from resurrect.errors import NeedsMoreTime
+from resurrect.errors import NeedsMoreTime, NonRetryable, ResurrectError
 
 
-def needs_more_time(exc: NeedsMoreTime) -> ApplicationError:
-    """A first attempt that ran out of its seconds: retryable, and not an error to log (the
-    recovery runs the call again as an activity task)."""
+def failure_of(exc: ResurrectError) -> ApplicationError:
+    """``exc`` as the failure its activity ends with (raise it ``from exc``)."""
     return ApplicationError(
-        str(exc), type=type(exc).__name__, category=ApplicationErrorCategory.BENIGN
+        str(exc),
+        type=type(exc).__name__,
+        non_retryable=isinstance(exc, NonRetryable),
+        category=(
+            ApplicationErrorCategory.BENIGN
+            if isinstance(exc, NeedsMoreTime)
+            else ApplicationErrorCategory.UNSPECIFIED
+        ),
     )
