@@ -195,16 +195,22 @@ def _fold(state: IncidentState, result: StepResult) -> IncidentState:
     return state.model_copy(update=update)
 
 
+def _reason(err: BaseException) -> BaseException | None:
+    """What a failed activity failed with: the error itself (a local activity's own error)
+    or what its ActivityError wraps."""
+    return err if isinstance(err, ApplicationError) else err.__cause__
+
+
 def _failed_for_good(err: BaseException) -> bool:
     """The activity failed in a way another attempt cannot mend (a non-retryable error)."""
-    cause = err if isinstance(err, ApplicationError) else err.__cause__
+    cause = _reason(err)
     return isinstance(cause, ApplicationError) and (
         cause.non_retryable or (cause.type or "") in _NON_RETRYABLE
     )
 
 
 def _cause(err: BaseException) -> str:
-    cause = err if isinstance(err, ApplicationError) else err.__cause__
+    cause = _reason(err)
     if isinstance(cause, ApplicationError):
         return f"{cause.type}: {cause.message}"
     return str(cause or err)
@@ -639,8 +645,8 @@ class RecoveryWorkflow:
     def _step_input(
         self, incident: Incident, step: ResolvedStep, approved_by: str | None = None
     ) -> StepInput:
-        # a local activity cannot heartbeat: the worker running it is the one running this
-        local = step.activity in incident.quick_steps
+        """The step's input for an activity task (``_execute_step`` adapts it to a local
+        activity)."""
         return StepInput(
             workflow_id=workflow.info().workflow_id,
             activity=step.activity,
@@ -650,7 +656,7 @@ class RecoveryWorkflow:
             diagnosis=incident.diagnosis,
             decision=incident.decision,
             state=self._state,
-            liveness_s=None if step.heartbeat_s or local else WORKER_LIVENESS_S,
+            liveness_s=None if step.heartbeat_s else WORKER_LIVENESS_S,
             approved_by=approved_by,
         )
 
@@ -665,15 +671,15 @@ class RecoveryWorkflow:
             "heartbeat": timedelta(seconds=step.heartbeat_s or WORKER_LIVENESS_S),
             "retry": _retry_policy(step),
         }
+        # a local activity cannot heartbeat: the worker running it is the one running this
+        as_local = step_input.model_copy(update={"liveness_s": None})
         if local == "first":
-            task_input = step_input.model_copy(
-                update={"liveness_s": None if step.heartbeat_s else WORKER_LIVENESS_S}
-            )
-            quick_input = step_input.model_copy(update={"quick_s": QUICK_S})
+            quick_input = as_local.model_copy(update={"quick_s": QUICK_S})
             return await self._local_first(
-                step.activity, quick_input, task_input, StepResult, **options
+                step.activity, quick_input, step_input, StepResult, **options
             )
-        return await self._activity(step.activity, [step_input], StepResult, local=local, **options)
+        chosen = as_local if local else step_input
+        return await self._activity(step.activity, [chosen], StepResult, local=local, **options)
 
     # 5. outcome ---------------------------------------------------------------------------
     def _final_outcome(self, incident: Incident) -> Kind:
