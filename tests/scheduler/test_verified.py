@@ -55,49 +55,37 @@ async def test_requeue_of_a_running_job_ends_the_attempt_keeps_id_and_owner() ->
     assert job.state is JobState.RUNNING and "node2" not in job.nodes
 
 
-async def test_requeue_of_a_job_slurmctld_just_requeued_holds_it_instead() -> None:
+class RequeuedFirst(FakeScheduler):
+    """slurmctld requeues the job itself right before our requeuehold (which Slurm then
+    refuses: "Job is pending execution"); reads may show the job's old state ``stale_reads``
+    times more (seen right after slurmctld came back up)."""
+
+    stale_reads = 0
+    lag = 0
+
+    async def _act_requeuehold(self, job_id: str) -> None:
+        job = self.jobs[job_id]
+        self.jobs[job_id] = job.model_copy(
+            update={"state": JobState.PENDING, "restart_count": job.restart_count + 1}
+        )
+        self.stale_reads = self.lag
+        await super()._act_requeuehold(job_id)
+
+    async def get_job(self, job_id: str) -> JobInfo:
+        job = await super().get_job(job_id)
+        if self.stale_reads:
+            self.stale_reads -= 1
+            return job.model_copy(update={"state": JobState.COMPLETING})
+        return job
+
+
+@pytest.mark.parametrize("lag", [0, 2], ids=["pending at once", "old state read twice more"])
+async def test_requeue_of_a_job_slurmctld_just_requeued_holds_it_once_pending(lag: int) -> None:
     """Our read saw the job NODE_FAIL; before our requeuehold slurmctld requeued it itself:
-    Slurm answers "Job is pending execution" (JobAlreadyPending) and the job is held."""
-
-    class Racing(FakeScheduler):
-        async def _act_requeuehold(self, job_id: str) -> None:
-            job = self.jobs[job_id]
-            self.jobs[job_id] = job.model_copy(
-                update={"state": JobState.PENDING, "restart_count": job.restart_count + 1}
-            )
-            await super()._act_requeuehold(job_id)
-
-    s = Racing.with_nodes(4, start_requeued_jobs=False)
-    s.jobs["7"] = running_job(state=JobState.NODE_FAIL)
-    result = await s.requeue_excluding("7", ["node1"])
-    assert "hold (slurmctld had requeued it)" in result.detail
-    assert s.calls == [("hold", "7"), ("exclude", "7"), ("release", "7")]
-    assert s.jobs["7"].state is JobState.PENDING and s.jobs["7"].excluded_nodes == ["node1"]
-
-
-async def test_a_job_slurmctld_requeued_is_held_once_it_reads_pending() -> None:
-    """Right after slurmctld requeued the job (e.g. when it came back up), the job may still
-    read as its old state for a moment after Slurm answered "pending execution"."""
-
-    class Lagging(FakeScheduler):
-        stale_reads = 0
-
-        async def _act_requeuehold(self, job_id: str) -> None:
-            job = self.jobs[job_id]
-            self.jobs[job_id] = job.model_copy(
-                update={"state": JobState.PENDING, "restart_count": job.restart_count + 1}
-            )
-            self.stale_reads = 2
-            await super()._act_requeuehold(job_id)
-
-        async def get_job(self, job_id: str) -> JobInfo:
-            job = await super().get_job(job_id)
-            if self.stale_reads:
-                self.stale_reads -= 1
-                return job.model_copy(update={"state": JobState.COMPLETING})
-            return job
-
-    s = Lagging.with_nodes(4, start_requeued_jobs=False)
+    Slurm answers "Job is pending execution" (JobAlreadyPending) and the job is held once it
+    reads pending."""
+    s = RequeuedFirst.with_nodes(4, start_requeued_jobs=False)
+    s.lag = lag
     s.jobs["7"] = running_job(state=JobState.NODE_FAIL)
     result = await s.requeue_excluding("7", ["node1"])
     assert "hold (slurmctld had requeued it)" in result.detail
