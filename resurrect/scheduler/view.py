@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import weakref
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -37,7 +37,7 @@ class ActiveView(Protocol):
 
 
 # Pending and normally ended jobs never make an interruption by themselves.
-IDLE_STATES = frozenset({JobState.PENDING, JobState.COMPLETED, JobState.CANCELLED})
+_IDLE_STATES = frozenset({JobState.PENDING, JobState.COMPLETED, JobState.CANCELLED})
 
 
 async def active_jobs(scheduler: Scheduler, also: Collection[str] = ()) -> list[JobInfo]:
@@ -45,12 +45,13 @@ async def active_jobs(scheduler: Scheduler, also: Collection[str] = ()) -> list[
     without pending and normally ended jobs (except those ``also`` names)."""
     if isinstance(scheduler, ActiveView):
         return await scheduler.list_active_jobs(also)
+    return active_only(await scheduler.list_jobs(), also)
+
+
+def active_only(jobs: Iterable[JobInfo], also: Collection[str] = ()) -> list[JobInfo]:
+    """``jobs`` without pending and normally ended ones (except those ``also`` names)."""
     wanted = set(also)
-    return [
-        job
-        for job in await scheduler.list_jobs()
-        if job.state not in IDLE_STATES or job.job_id in wanted
-    ]
+    return [job for job in jobs if job.state not in _IDLE_STATES or job.job_id in wanted]
 
 
 async def unhealthy_nodes(scheduler: Scheduler) -> list[NodeInfo]:
@@ -75,6 +76,11 @@ async def drain_census(scheduler: Scheduler) -> tuple[int, list[NodeInfo]]:
     if isinstance(scheduler, ActiveView):
         return await scheduler.drain_census()
     nodes = await scheduler.list_nodes()
+    return census_of(nodes)
+
+
+def census_of(nodes: Collection[NodeInfo]) -> tuple[int, list[NodeInfo]]:
+    """The node count of ``nodes`` and the drained (or draining) ones among them."""
     return len(nodes), [node for node in nodes if node.drained]
 
 

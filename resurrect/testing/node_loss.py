@@ -18,7 +18,7 @@ from resurrect.contracts import (
     SignalKind,
 )
 from resurrect.scheduler.validation import validate_job_id, validate_node_name
-from resurrect.scheduler.view import IDLE_STATES
+from resurrect.scheduler.view import active_only, census_of
 from resurrect.testing.fake_scheduler import FakeScheduler
 
 # The sensors that report a node loss: the Slurm watcher (states only, no evidence of its
@@ -34,8 +34,7 @@ class IndexedFakeScheduler(FakeScheduler):
 
     async def list_active_jobs(self, also: Collection[str] = ()) -> list[JobInfo]:
         self._maybe_fail()
-        wanted = set(also)
-        return [j for j in self.jobs.values() if j.state not in IDLE_STATES or j.job_id in wanted]
+        return active_only(self.jobs.values(), also)
 
     async def list_unhealthy_nodes(self) -> list[NodeInfo]:
         self._maybe_fail()
@@ -58,7 +57,7 @@ class IndexedFakeScheduler(FakeScheduler):
 
     async def drain_census(self) -> tuple[int, list[NodeInfo]]:
         self._maybe_fail()
-        return len(self.nodes), [node for node in self.nodes.values() if node.drained]
+        return census_of(self.nodes.values())
 
 
 def lost_node_cluster(
