@@ -65,6 +65,7 @@ class HangCulprits:
             return
         data = json.dumps(self._nodes).encode()
         try:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             write_new_then_rename(self.path, data, mode=0o600)
         except OSError as exc:  # the memory still serves this process
             log.warning("hang culprits not written to %s: %s", self.path, exc)

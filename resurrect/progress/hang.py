@@ -13,6 +13,11 @@ A suspicion is then *confirmed* by the ranks' stacks (:func:`confirm_hang`): som
 blocked in a collective is a hang (the others, or nobody, are the culprits); every rank busy
 elsewhere is not (a long unannounced phase): it is looked at again later. Without stacks, the
 silence must reach ``hang_unconfirmed_s``.
+
+A checkpoint or an evaluation may be long, but a rank can stall in one too. Past the train
+allowance such a phase gets an *early look*: a suspicion that only decisive stacks confirm (a
+stopped culprit its peers wait for in a collective, or every rank waiting in a collective);
+a rank busy at anything else is the phase doing its work, and the phase keeps its allowance.
 """
 
 from __future__ import annotations
@@ -31,22 +36,42 @@ class HangSuspicion:
     beat_s: float | None
     step_time_s: float | None
     last_step: int | None
+    # An early look (a checkpoint or an evaluation past the train allowance): the phase's
+    # own allowance, not reached yet. None: the phase's allowance is spent.
+    phase_allowance_s: float | None = None
+
+    @property
+    def early(self) -> bool:
+        return self.phase_allowance_s is not None
 
     def describe(self) -> str:
         beat = f"{self.beat_s:.1f} s" if self.beat_s is not None else "unknown"
         step = f" after step {self.last_step}" if self.last_step is not None else ""
+        allowance = f"allowance {self.threshold_s:.1f} s"
+        if self.phase_allowance_s is not None:
+            allowance = (
+                f"train allowance {self.threshold_s:.1f} s, {self.phase}"
+                f" allowance {self.phase_allowance_s:.0f} s"
+            )
         return (
             f"no progress{step} for {self.silent_s:.1f} s in phase {self.phase}"
-            f" (allowance {self.threshold_s:.1f} s; progress lines every {beat})"
+            f" ({allowance}; progress lines every {beat})"
         )
+
+
+def train_allowance_s(tracker: ProgressTracker, policy: ProgressPolicy) -> float | None:
+    """How long training may go without progress; None until a rhythm is known."""
+    beat = tracker.beat_interval_s()
+    if beat is None:  # no rhythm yet (start-up, warm-up, compilation)
+        return None
+    return max(policy.hang_floor_s, policy.hang_k * beat)
 
 
 def allowance_s(tracker: ProgressTracker, policy: ProgressPolicy) -> float:
     """How long the job may go without progress in its current phase."""
-    beat = tracker.beat_interval_s()
-    if beat is None:  # no rhythm yet (start-up, warm-up, compilation)
+    train = train_allowance_s(tracker, policy)
+    if train is None:
         return policy.startup_s
-    train = max(policy.hang_floor_s, policy.hang_k * beat)
     if tracker.phase == "checkpoint":
         return max(train, policy.checkpoint_s)
     if tracker.phase == "eval":
@@ -57,13 +82,18 @@ def allowance_s(tracker: ProgressTracker, policy: ProgressPolicy) -> float:
 def suspect_hang(
     tracker: ProgressTracker, policy: ProgressPolicy, now: float
 ) -> HangSuspicion | None:
-    """A suspicion when progress stopped for longer than the phase allows, else None."""
+    """A suspicion when progress stopped for longer than the phase allows, or an early look
+    at a checkpoint or evaluation silent past the train allowance; else None."""
     if not policy.hang_detection:
         return None
     silent = now - tracker.last_progress_at
     threshold = allowance_s(tracker, policy)
+    phase_allowance: float | None = None
     if silent < threshold:
-        return None
+        train = train_allowance_s(tracker, policy)
+        if tracker.phase not in ("checkpoint", "eval") or train is None or silent < train:
+            return None
+        threshold, phase_allowance = train, threshold
     return HangSuspicion(
         silent_s=silent,
         threshold_s=threshold,
@@ -71,6 +101,7 @@ def suspect_hang(
         beat_s=tracker.beat_interval_s(),
         step_time_s=tracker.step_time_s,
         last_step=tracker.last_step,
+        phase_allowance_s=phase_allowance,
     )
 
 
@@ -87,12 +118,28 @@ def confirm_hang(
     ranks_seen: int,
     ranks_in_collective: int,
     ranks_missing: int = 0,
+    culprit_stopped: bool = False,
 ) -> HangConfirmation:
     """Is a suspected job hung, given what its ranks' stacks show (``ranks_seen`` 0: none)?
 
     Ranks of the world that are not running at all mean a lost node or a crashed process:
     the scheduler and node sensors judge those (with the right class and the node to drain),
-    so the stacks confirm nothing until ``hang_unconfirmed_s``."""
+    so the stacks confirm nothing until ``hang_unconfirmed_s``. An early look confirms only
+    on decisive stacks: peers waiting in a collective for a stopped culprit
+    (``culprit_stopped``), or every rank waiting in a collective."""
+    if suspicion.early:
+        decisive = (
+            ranks_seen > 0
+            and not ranks_missing
+            and ranks_in_collective > 0
+            and (culprit_stopped or ranks_in_collective == ranks_seen)
+        )
+        if not decisive:
+            return HangConfirmation(
+                False,
+                f"{suspicion.describe()}; the {suspicion.phase} may go on: only a stopped"
+                " rank or every rank waiting in a collective is a hang before its allowance",
+            )
     if ranks_missing and suspicion.silent_s < policy.hang_unconfirmed_s:
         return HangConfirmation(
             False, f"{suspicion.describe()}; {ranks_missing} rank(s) not running: not judged here"

@@ -189,6 +189,7 @@ class ProgressWatch:
             ranks_seen=verdict.ranks_seen if verdict else 0,
             ranks_in_collective=len(verdict.victims) if verdict else 0,
             ranks_missing=len(verdict.missing) if verdict else 0,
+            culprit_stopped=verdict.culprit_stopped if verdict else False,
         )
         if not confirmation.hung:
             self._first_look = None

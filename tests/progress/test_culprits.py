@@ -34,9 +34,10 @@ def test_the_memory_is_bounded() -> None:
 
 
 def test_it_survives_a_restart_in_a_private_file(tmp_path: Path) -> None:
-    path = tmp_path / "hang-culprits.json"
+    path = tmp_path / "state" / "hang-culprits.json"  # the state directory is made if missing
     HangCulprits(DAY, path).record("gpu-2", "40", now=1000.0)
     assert os.stat(path).st_mode & 0o777 == 0o600
+    assert os.stat(path.parent).st_mode & 0o777 == 0o700
     assert HangCulprits(DAY, path).jobs("gpu-2", now=1001.0) == ["40"]
 
 
@@ -48,6 +49,7 @@ def test_a_bad_file_loses_nothing_else(tmp_path: Path) -> None:
         assert culprits.jobs("gpu-1", now=0.0) == []
         culprits.record("gpu-1", "6", now=0.0)  # and it is written anew
         assert HangCulprits(DAY, path).jobs("gpu-1", now=1.0) == ["6"]
-    unwritable = HangCulprits(DAY, tmp_path / "no-such-dir" / "x.json")
+    (tmp_path / "a-file").write_text("")
+    unwritable = HangCulprits(DAY, tmp_path / "a-file" / "x.json")
     unwritable.record("gpu-1", "7", now=0.0)  # logged, kept in memory
     assert unwritable.jobs("gpu-1", now=1.0) == ["7"]

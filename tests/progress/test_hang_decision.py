@@ -54,9 +54,15 @@ def test_no_false_hang_during_a_checkpoint_save_ten_times_longer_than_a_step() -
     tracker.observe_checkpoint_activity(last + 0.5)  # the save starts writing files
     assert tracker.phase == "checkpoint"
     # the save takes 10 steps' time (and more) with no new files for a while
-    assert suspect_hang(tracker, POLICY, last + 0.5 + 10 * 2.0) is None
-    assert suspect_hang(tracker, POLICY, last + 0.5 + POLICY.checkpoint_s - 1) is None
-    assert suspect_hang(tracker, POLICY, last + 0.5 + POLICY.checkpoint_s) is not None
+    early = suspect_hang(tracker, POLICY, last + 0.5 + 10 * 2.0)
+    assert early is not None and early.early  # an early look, which only a stall confirms
+    busy = confirm_hang(early, POLICY, ranks_seen=2, ranks_in_collective=1)
+    assert not busy.hung and "the checkpoint may go on" in busy.reason
+    late = suspect_hang(tracker, POLICY, last + 0.5 + POLICY.checkpoint_s - 1)
+    assert late is not None and late.early
+    spent = suspect_hang(tracker, POLICY, last + 0.5 + POLICY.checkpoint_s)
+    assert spent is not None and not spent.early
+    assert confirm_hang(spent, POLICY, ranks_seen=2, ranks_in_collective=1).hung
     tracker.observe(step(60), last + 30)  # the next step: back to the train allowance
     assert tracker.phase == "train" and allowance_s(tracker, POLICY) == 6.0
 
@@ -109,3 +115,37 @@ def test_missing_ranks_leave_the_verdict_to_the_node_and_scheduler_sensors() -> 
     late = suspect_hang(tracker, POLICY, last + POLICY.hang_unconfirmed_s)
     assert late is not None
     assert confirm_hang(late, POLICY, ranks_seen=1, ranks_in_collective=1, ranks_missing=1).hung
+
+
+def test_a_long_phase_gets_an_early_look_after_the_train_allowance() -> None:
+    tracker, last = trained(5, every_s=2.0)  # train allowance 6 s
+    tracker.observe(ProgressEvent("r", "t", "eval"), last + 1)
+    assert suspect_hang(tracker, POLICY, last + 1 + 5.9) is None
+    early = suspect_hang(tracker, POLICY, last + 1 + 6.0)
+    assert early is not None and early.early
+    assert (early.threshold_s, early.phase_allowance_s) == (6.0, POLICY.eval_s)
+    assert "train allowance 6.0 s, eval allowance" in early.describe()
+
+
+def test_an_early_look_confirms_only_a_stopped_culprit_or_every_rank_in_a_collective() -> None:
+    tracker, last = trained(5, every_s=1.0)
+    tracker.observe_checkpoint_activity(last + 0.5)
+    early = suspect_hang(tracker, POLICY, last + 0.5 + POLICY.hang_floor_s)
+    assert early is not None and early.early
+
+    def hung(seen: int, waiting: int, *, missing: int = 0, stopped: bool = False) -> bool:
+        return confirm_hang(
+            early,
+            POLICY,
+            ranks_seen=seen,
+            ranks_in_collective=waiting,
+            ranks_missing=missing,
+            culprit_stopped=stopped,
+        ).hung
+
+    assert hung(2, 1, stopped=True)
+    assert hung(4, 4)
+    assert not hung(4, 3)  # rank 0 writing the checkpoint, the others wait for it
+    assert not hung(1, 0, stopped=True)  # nobody waits for the stopped rank
+    assert not hung(1, 1, missing=1, stopped=True)  # a rank gone: the node sensors judge
+    assert not hung(0, 0)

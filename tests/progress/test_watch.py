@@ -107,14 +107,45 @@ def test_busy_ranks_dismiss_a_suspicion_and_the_probe_waits_before_looking_again
     assert watch.check(35.0) is None and len(calls) == 2
 
 
+def saving_ddp_job() -> list[RankStack]:
+    """Rank 0 busy writing the checkpoint; rank 1 waits for it in the save's barrier."""
+    return [
+        stack("gloo-ddp-victim-rank0.txt", 0, "node1", state="R"),
+        stack("gloo-ddp-victim-rank2-native.txt", 1, "node2"),
+    ]
+
+
 def test_a_checkpoint_save_ten_steps_long_raises_no_hang() -> None:
+    probes: list[float] = []
+
+    def probe() -> list[RankStack]:
+        probes.append(1)
+        return saving_ddp_job()
+
+    watch = ProgressWatch(
+        ProgressPolicy(), ProgressTracker(0.0), FakeRanks(probe), run_probe=run_now
+    )
+    for n in range(1, 6):
+        watch.observe_line(f"[rank0] step {n}/100 loss 1.0", float(n))
+    watch.checkpoint_activity(5.5)
+    for second in range(1, 11):  # ten steps' time: an early look, and nothing decisive
+        assert watch.check(5.5 + second) is None
+    assert probes == [1]
+
+
+def test_a_rank_stopped_during_a_save_is_a_hang_after_the_train_allowance() -> None:
+    """A save may take its 900 s, but peers waiting in a collective for a stopped rank are
+    a hang at once: the early look after the train allowance (5 s here) confirms it."""
     watch = ProgressWatch(
         ProgressPolicy(), ProgressTracker(0.0), FakeRanks(hung_ddp_job), run_probe=run_now
     )
     for n in range(1, 6):
         watch.observe_line(f"[rank0] step {n}/100 loss 1.0", float(n))
     watch.checkpoint_activity(5.5)
-    assert watch.check(5.5 + 10 * 1.0) is None
+    assert watch.check(5.5 + 4.9) is None
+    report = watch.check(5.5 + 5.0)
+    assert report is not None and report.culprit_ranks == [1]
+    assert "in phase checkpoint" in report.reason and "checkpoint allowance 900 s" in report.reason
 
 
 def megatron_steps(
