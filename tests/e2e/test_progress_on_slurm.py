@@ -112,12 +112,13 @@ async def rank_on(job_id: str, node: str, timeout: float = 120) -> tuple[int, in
     raise AssertionError(f"no rank of job {job_id} on {node}")
 
 
-async def first_checkpoint(ckpt: Path, timeout: float = 180) -> None:
+async def first_checkpoint(ckpt: Path, settle_s: float, timeout: float = 180) -> None:
+    """Wait until the first checkpoint's directory appears, then ``settle_s`` more."""
     deadline = time.monotonic() + timeout
     while not any(ckpt.glob("step_*")):
         assert time.monotonic() < deadline, f"no checkpoint in {ckpt} within {timeout} s"
-        await asyncio.sleep(0.5)
-    await asyncio.sleep(1)
+        await asyncio.sleep(0.2)
+    await asyncio.sleep(settle_s)
 
 
 async def started(client: Client, workflow_id: str, timeout: float) -> float:
@@ -130,7 +131,7 @@ async def started(client: Client, workflow_id: str, timeout: float) -> float:
     raise AssertionError(f"{workflow_id} did not start within {timeout} s")
 
 
-async def test_a_stalled_ranks_stack_comes_from_its_nodes_agent(
+async def test_a_rank_stalled_in_a_save_is_named_from_its_nodes_agent_stack(
     cluster: LocalSlurm,
     temporal_server: EmbeddedTemporal,
     temporal_client: Client,
@@ -141,7 +142,11 @@ async def test_a_stalled_ranks_stack_comes_from_its_nodes_agent(
     StackProbeWorkflow on the node's own task queue, answered by the agent's probe worker
     running py-spy as root); the culprit's stack reaches the recovery's evidence. The
     agents' probe workers run in this process, one per node, as ``resurrect agent run``
-    runs them (sensors/node_agent/stack_probe.py)."""
+    runs them (sensors/node_agent/stack_probe.py).
+
+    The rank is stopped during a checkpoint save (rank 0 pauses 2 s in each save): a save
+    may take ``checkpoint_s`` (900 s), but the early look after the train allowance sees
+    the stopped rank its peer waits for, so the hang is named within seconds."""
     config = service_config(
         tmp_path,
         cluster.cluster_name,
@@ -157,7 +162,8 @@ async def test_a_stalled_ranks_stack_comes_from_its_nodes_agent(
         job_id, ckpt = submit_training(
             cluster,
             "agent-probe",
-            f"RESURRECT_TRAIN_STEPS=3000,RESURRECT_TRAIN_CKPT_EVERY=50,RESURRECT_TRAIN_SLEEP={STEP_S}",
+            f"RESURRECT_TRAIN_STEPS=3000,RESURRECT_TRAIN_CKPT_EVERY=50,"
+            f"RESURRECT_TRAIN_SLEEP={STEP_S},RESURRECT_TRAIN_SAVE_DELAY_S=2",
         )
         job = await scheduler.get_job(job_id)
         for _ in range(240):
@@ -167,7 +173,7 @@ async def test_a_stalled_ranks_stack_comes_from_its_nodes_agent(
             job = await scheduler.get_job(job_id)
         victim = job.nodes[-1]
         rank, pid = await rank_on(job_id, victim)
-        await first_checkpoint(ckpt)  # training, with a rhythm of steps
+        await first_checkpoint(ckpt, settle_s=0.5)  # a rhythm of steps; the save is under way
         os.kill(pid, signal.SIGSTOP)
         stopped_at = time.time()
         try:
@@ -182,6 +188,7 @@ async def test_a_stalled_ranks_stack_comes_from_its_nodes_agent(
         [report] = await converter.decode(started_event.input.payloads, [Interruption])
         await asyncio.to_thread(cluster.run, ["scancel", job_id], check=False)
 
+    assert "in phase checkpoint" in report.reason, report.reason  # stalled mid-save
     culprit = next(e for e in report.evidence if e.role == "root")
     assert culprit.kind is SignalKind.STACK_DUMP
     assert (culprit.rank, culprit.host, culprit.fields["state"]) == (rank, victim, "T")
