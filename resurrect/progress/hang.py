@@ -15,9 +15,11 @@ elsewhere is not (a long unannounced phase): it is looked at again later. Withou
 silence must reach ``hang_unconfirmed_s``.
 
 A checkpoint or an evaluation may be long, but a rank can stall in one too. Past the train
-allowance such a phase gets an *early look*: a suspicion that only decisive stacks confirm (a
-stopped culprit its peers wait for in a collective, or every rank waiting in a collective);
-a rank busy at anything else is the phase doing its work, and the phase keeps its allowance.
+allowance such a phase gets an *early look*: a suspicion that only a stopped culprit its
+peers wait for in a collective confirms. Anything else is the phase doing its work, and the
+phase keeps its allowance: a rank busy writing while the others wait in the barrier, and
+also every rank in a collective (an evaluation or a sharded save running collective after
+collective shows the same main-thread stacks as a deadlock).
 """
 
 from __future__ import annotations
@@ -125,21 +127,13 @@ def confirm_hang(
     Ranks of the world that are not running at all mean a lost node or a crashed process:
     the scheduler and node sensors judge those (with the right class and the node to drain),
     so the stacks confirm nothing until ``hang_unconfirmed_s``. An early look confirms only
-    on decisive stacks: peers waiting in a collective for a stopped culprit
-    (``culprit_stopped``), or every rank waiting in a collective."""
-    if suspicion.early:
-        decisive = (
-            ranks_seen > 0
-            and not ranks_missing
-            and ranks_in_collective > 0
-            and (culprit_stopped or ranks_in_collective == ranks_seen)
+    peers waiting in a collective for a stopped culprit (``culprit_stopped``)."""
+    if suspicion.early and not (culprit_stopped and ranks_in_collective > 0 and not ranks_missing):
+        return HangConfirmation(
+            False,
+            f"{suspicion.describe()}; the {suspicion.phase} may go on: before its allowance"
+            " only a stopped rank that the others wait for is a hang",
         )
-        if not decisive:
-            return HangConfirmation(
-                False,
-                f"{suspicion.describe()}; the {suspicion.phase} may go on: only a stopped"
-                " rank or every rank waiting in a collective is a hang before its allowance",
-            )
     if ranks_missing and suspicion.silent_s < policy.hang_unconfirmed_s:
         return HangConfirmation(
             False, f"{suspicion.describe()}; {ranks_missing} rank(s) not running: not judged here"

@@ -127,7 +127,7 @@ def test_a_long_phase_gets_an_early_look_after_the_train_allowance() -> None:
     assert "train allowance 6.0 s, eval allowance" in early.describe()
 
 
-def test_an_early_look_confirms_only_a_stopped_culprit_or_every_rank_in_a_collective() -> None:
+def test_an_early_look_confirms_only_a_stopped_culprit_its_peers_wait_for() -> None:
     tracker, last = trained(5, every_s=1.0)
     tracker.observe_checkpoint_activity(last + 0.5)
     early = suspect_hang(tracker, POLICY, last + 0.5 + POLICY.hang_floor_s)
@@ -144,8 +144,8 @@ def test_an_early_look_confirms_only_a_stopped_culprit_or_every_rank_in_a_collec
         ).hung
 
     assert hung(2, 1, stopped=True)
-    assert hung(4, 4)
     assert not hung(4, 3)  # rank 0 writing the checkpoint, the others wait for it
+    assert not hung(4, 4)  # a sharded save or an evaluation, collective after collective
     assert not hung(1, 0, stopped=True)  # nobody waits for the stopped rank
     assert not hung(1, 1, missing=1, stopped=True)  # a rank gone: the node sensors judge
     assert not hung(0, 0)
