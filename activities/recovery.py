@@ -113,7 +113,7 @@ class RecoveryActivities:
     @activity.defn(name=Activity.GATHER_EVIDENCE)
     async def gather_evidence(self, interruption: Interruption) -> EvidenceBundle:
         try:
-            job = await self.scheduler.get_job(interruption.job_id)
+            job = as_interrupted(await self.scheduler.get_job(interruption.job_id), interruption)
         except JobNotFound as exc:
             raise failure_of(exc) from exc
         nodes = await nodes_named(self.scheduler, set(job.nodes) | set(interruption.nodes))
@@ -361,6 +361,20 @@ def _keeping_independent(diagnosis: Diagnosis, found: Sequence[Evidence]) -> Dia
     if not missing:
         return diagnosis
     return diagnosis.model_copy(update={"evidence": [*diagnosis.evidence, *missing]})
+
+
+def as_interrupted(job: JobInfo, interruption: Interruption) -> JobInfo:
+    """The job as its interrupted attempt ran.
+
+    Slurm may have moved on before the recovery reads the job: a node failure makes
+    slurmctld requeue a job at once, so the job read is a later attempt, pending without
+    nodes or already running elsewhere. The nodes the interrupted attempt ran on are then the
+    ones its sensor saw (``interruption.nodes``), and those are the nodes to judge (drain the
+    lost one, exclude it). Everything else stays as read."""
+    moved_on = job.restart_count > interruption.restart_count or not job.nodes
+    if not moved_on or not interruption.nodes or job.nodes == interruption.nodes:
+        return job
+    return job.model_copy(update={"nodes": list(interruption.nodes)})
 
 
 def _awaits_second_opinion(
