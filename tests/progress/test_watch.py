@@ -31,14 +31,17 @@ def stack(name: str, rank: int, node: str, state: str = "S") -> RankStack:
 
 
 class FakeRanks:
-    """The ranks' stacks from fixtures; waits as a test sets them."""
+    """The ranks' stacks from fixtures (``probes``: how often they were read); waits as a
+    test sets them."""
 
     def __init__(self, stacks: Callable[[], list[RankStack]] = list) -> None:
         self._stacks = stacks
+        self.probes = 0
         self.waiting: list[RankWait] = []
         self.gpu_activity: list[RankGpu] = []
 
     def stacks(self) -> list[RankStack]:
+        self.probes += 1
         return self._stacks()
 
     def waits(self) -> list[RankWait]:
@@ -66,21 +69,14 @@ def hung_ddp_job() -> list[RankStack]:
 
 
 def test_a_stall_is_confirmed_from_stacks_and_names_the_stopped_rank() -> None:
-    probes: list[float] = []
-
-    def probe() -> list[RankStack]:
-        probes.append(1)
-        return hung_ddp_job()
-
-    watch = ProgressWatch(
-        ProgressPolicy(), ProgressTracker(0.0), FakeRanks(probe), run_probe=run_now
-    )
+    ranks = FakeRanks(hung_ddp_job)
+    watch = ProgressWatch(ProgressPolicy(), ProgressTracker(0.0), ranks, run_probe=run_now)
     for n in range(1, 6):
         for rank in (0, 1):
             watch.observe_line(f"[rank{rank}] step {10 * n}/120 loss 0.5", float(n))
-    assert watch.check(5.0 + 4.9) is None and not probes  # within 5 s: not even suspected
+    assert watch.check(5.0 + 4.9) is None and not ranks.probes  # within 5 s: not even suspected
     report = watch.check(5.0 + 5.0)
-    assert report is not None and probes
+    assert report is not None and ranks.probes
     assert report.culprit_ranks == [1] and report.culprit_nodes == ["node2"]
     culprit = report.evidence[0]
     assert culprit.kind is SignalKind.STACK_DUMP and culprit.role == "root"
@@ -90,21 +86,14 @@ def test_a_stall_is_confirmed_from_stacks_and_names_the_stopped_rank() -> None:
 
 
 def test_busy_ranks_dismiss_a_suspicion_and_the_probe_waits_before_looking_again() -> None:
-    calls: list[float] = []
     busy = [stack("gloo-ddp-victim-rank0.txt", 0, "node1")]  # python-only: "elsewhere"
-
-    def probe() -> list[RankStack]:
-        calls.append(1)
-        return busy
-
-    watch = ProgressWatch(
-        ProgressPolicy(), ProgressTracker(0.0), FakeRanks(probe), run_probe=run_now
-    )
+    ranks = FakeRanks(lambda: busy)
+    watch = ProgressWatch(ProgressPolicy(), ProgressTracker(0.0), ranks, run_probe=run_now)
     for n in range(1, 6):
         watch.observe_line(f"step {n} loss 1.0", float(n))
-    assert watch.check(20.0) is None and len(calls) == 1
-    assert watch.check(25.0) is None and len(calls) == 1  # not before PROBE_EVERY_S
-    assert watch.check(35.0) is None and len(calls) == 2
+    assert watch.check(20.0) is None and ranks.probes == 1
+    assert watch.check(25.0) is None and ranks.probes == 1  # not before PROBE_EVERY_S
+    assert watch.check(35.0) is None and ranks.probes == 2
 
 
 def saving_ddp_job() -> list[RankStack]:
@@ -116,21 +105,14 @@ def saving_ddp_job() -> list[RankStack]:
 
 
 def test_a_checkpoint_save_ten_steps_long_raises_no_hang() -> None:
-    probes: list[float] = []
-
-    def probe() -> list[RankStack]:
-        probes.append(1)
-        return saving_ddp_job()
-
-    watch = ProgressWatch(
-        ProgressPolicy(), ProgressTracker(0.0), FakeRanks(probe), run_probe=run_now
-    )
+    ranks = FakeRanks(saving_ddp_job)
+    watch = ProgressWatch(ProgressPolicy(), ProgressTracker(0.0), ranks, run_probe=run_now)
     for n in range(1, 6):
         watch.observe_line(f"[rank0] step {n}/100 loss 1.0", float(n))
     watch.checkpoint_activity(5.5)
     for second in range(1, 11):  # ten steps' time: an early look, and nothing decisive
         assert watch.check(5.5 + second) is None
-    assert probes == [1]
+    assert ranks.probes == 1
 
 
 def test_a_rank_stopped_during_a_save_is_a_hang_after_the_train_allowance() -> None:
