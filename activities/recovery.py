@@ -372,7 +372,7 @@ def as_interrupted(job: JobInfo, interruption: Interruption) -> JobInfo:
     ones its sensor saw (``interruption.nodes``), and those are the nodes to judge (drain the
     lost one, exclude it). Everything else stays as read."""
     moved_on = job.restart_count > interruption.restart_count or not job.nodes
-    if not moved_on or not interruption.nodes or job.nodes == interruption.nodes:
+    if not moved_on or not interruption.nodes:
         return job
     return job.model_copy(update={"nodes": list(interruption.nodes)})
 
