@@ -221,6 +221,8 @@ class RecoveryWorkflow:
     def __init__(self) -> None:
         self._phase = "reported"
         self._reported: list[Interruption] = []
+        # the evidence of every report, as the assessment read it; the decision reads the same
+        self._reported_evidence: list[Evidence] = []
         self._notes: list[str] = []
         self._fault_class: str | None = None
         self._plan_name: str | None = None
@@ -477,11 +479,7 @@ class RecoveryWorkflow:
         """Log evidence + scheduler state + what other sensors reported -> one diagnosis;
         on the lean path with the decision's inputs (one activity, ``recovery.assess``)."""
         self._set_phase("attributing")
-        reported: list[Evidence] = []
-        for report in [interruption, *self._reported]:
-            for item in report.evidence:
-                if item not in reported:
-                    reported.append(item)
+        reported = self._reported_evidence = self._evidence_of_reports(interruption)
         if self._lean:
             request = AssessRequest(
                 bundle=bundle, reported=reported, workflow_id=workflow.info().workflow_id
@@ -507,6 +505,15 @@ class RecoveryWorkflow:
             assessment = await self._former_assessment(interruption, bundle, reported)
         self._fault_class = assessment.diagnosis.fault_class.value
         return assessment
+
+    def _evidence_of_reports(self, interruption: Interruption) -> list[Evidence]:
+        """The evidence of the first report and of every later one, each item once."""
+        reported: list[Evidence] = []
+        for report in [interruption, *self._reported]:
+            for item in report.evidence:
+                if item not in reported:
+                    reported.append(item)
+        return reported
 
     async def _former_assessment(
         self, interruption: Interruption, bundle: EvidenceBundle, reported: list[Evidence]
@@ -553,6 +560,7 @@ class RecoveryWorkflow:
             assessment.diagnosis,
             assessment.plans,
             assessment.charged_restarts,
+            reported=self._reported_evidence,
             trust_job_output=not (self._lean or workflow.patched(SECOND_SOURCE_PATCH)),
             # recorded local-first evidence is newer than the patch: no marker needed
             probed_drain=bundle.local_first or workflow.patched(PROBED_DRAIN_PATCH),

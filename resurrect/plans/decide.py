@@ -249,10 +249,15 @@ def decide(
     plans: Sequence[ResolvedPlan],
     charged_restarts: int,
     *,
+    reported: Sequence[Evidence] | None = None,
     trust_job_output: bool = False,
     probed_drain: bool = True,
 ) -> Choice:
     """The decision for one interrupted job attempt and the first plan whose rule matches it.
+
+    ``reported``: the evidence of every report the recovery received (the first report's
+    when None), so hardware readings that a node agent sent after the first report weigh as
+    much as those sent with it.
 
     Computed once. What does not depend on the restart budget (stop or restart; which nodes
     are drained and excluded) is worked out first, by :func:`_restart`. The budget is
@@ -268,7 +273,8 @@ def decide(
     recoveries recorded before them.
     """
     job, policy, mode = bundle.job, bundle.policy, bundle.mode
-    reported = bundle.interruption.evidence
+    if reported is None:
+        reported = bundle.interruption.evidence
     restart = _restart(
         diagnosis,
         job.nodes,

@@ -428,17 +428,19 @@ async def test_a_hang_without_hardware_evidence_restarts_in_place_charged(run: R
     assert attributes.get(sa.BUDGET_CHARGED) is True
 
 
+THROTTLED = Evidence(
+    kind=SignalKind.GPU_METRIC,
+    text="nvml gpu=0 pci=0000:3b:00 clocks event_reasons=hw_thermal_slowdown",
+    rule="gpu.clocks.hw_slowdown",
+    role="diagnostic",
+    fault_class=FaultClass.JOB_STRAGGLER,
+    host="node2",
+    source="node_agent",
+)
+
+
 async def test_a_hang_whose_culprit_node_is_throttled_drains_it_free(run: Run) -> None:
-    throttled = Evidence(
-        kind=SignalKind.GPU_METRIC,
-        text="nvml gpu=0 pci=0000:3b:00 clocks event_reasons=hw_thermal_slowdown",
-        rule="gpu.clocks.hw_slowdown",
-        role="diagnostic",
-        fault_class=FaultClass.JOB_STRAGGLER,
-        host="node2",
-        source="node_agent",
-    )
-    scripted = hang_stage(throttled)
+    scripted = hang_stage(THROTTLED)
     scripted.charged = 2  # the budget is spent: a free restart still happens
     outcome = await recover(run, scripted)
     assert scripted.steps_run[0] == "recovery.drain_nodes"
@@ -449,6 +451,23 @@ async def test_a_hang_whose_culprit_node_is_throttled_drains_it_free(run: Run) -
     )
     attributes = await search_attributes(run, outcome)
     assert attributes.get(sa.BUDGET_CHARGED) is None
+
+
+async def test_hardware_evidence_in_a_later_report_reaches_the_decision(run: Run) -> None:
+    """The follower reports the hang; the node agent's reading of the culprit node arrives
+    as a second report: the decision weighs it as if it had come with the first."""
+    scripted = hang_stage()
+    scripted.charged = 2
+    report = scripted.bundle.interruption
+    agent = report.model_copy(update={"source": "node_agent", "evidence": [THROTTLED]})
+    handle = await run.start(report)
+    await handle.signal(REPORT_SIGNAL, agent)
+    async with worker(run, scripted):
+        async with skipping_time(run.env):
+            outcome = await handle.result()
+    assert scripted.steps_run[0] == "recovery.drain_nodes"
+    assert outcome.outcome == "recovered" and outcome.drained_nodes == ["node2"]
+    assert outcome.action is RecoveryAction.DRAIN_AND_RESTART
 
 
 async def test_a_node_that_hung_other_jobs_is_flagged_in_the_recovery(run: Run) -> None:
