@@ -28,7 +28,7 @@ from temporalio.client import (
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
-from resurrect.config import ApprovalSettings, ResurrectConfig
+from resurrect.config import ResurrectConfig
 from resurrect.contracts import NodeInfo
 from resurrect.errors import NodeNotFound, ResurrectError, SchedulerRefused
 from resurrect.operator.budget import decide, limits_for
@@ -475,12 +475,7 @@ class OperatorActivities:
         self.config = config
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.settings, self.notify, self.check_node, self.resume_node, self.flag_node]
-
-    @activity.defn(name=OperatorActivity.SETTINGS)
-    async def settings(self) -> ApprovalSettings:
-        """The approval settings, recorded in the recovery's history."""
-        return self.config.approvals
+        return [self.notify, self.check_node, self.resume_node, self.flag_node]
 
     def _notify(self, record: dict[str, object], message: str, level: int) -> None:
         from resurrect.activities.steps import append_notification

@@ -5,9 +5,6 @@ then assesses it in one activity (``assess``: the diagnosis, the restart budget 
 plans and the approval settings), tried first as a local activity of a few seconds
 (``AssessRequest.quick_s``) that gives up with :class:`NeedsMoreTime` when it would have to
 wait (for the job's output files, a node agent, its confirmation), then as an activity task.
-Recoveries recorded before that asked for each with its own activity (``attribute``,
-``charged_restarts``, ``recovery_plans``); those stay registered so such a recovery still
-finishes on this worker.
 
 They are methods of :class:`RecoveryActivities`, which holds their dependencies (the
 scheduler, the configuration, a Temporal client, the checked plans), so tests can build one
@@ -33,8 +30,6 @@ from temporalio.service import RPCError
 from resurrect.assessment import Assessment, AssessRequest
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import (
-    AttributeRequest,
-    ChargedRestartsRequest,
     Diagnosis,
     Evidence,
     EvidenceBundle,
@@ -86,28 +81,17 @@ class RecoveryActivities:
         client: Client | None = None,
         plans: Sequence[ResolvedPlan] = (),
         quick_steps: Sequence[str] = (),
-        *,
-        local_first: bool = True,
     ) -> None:
         self.scheduler = scheduler
         self.config = config
         self.client = client
         self.plans = list(plans)
         self.quick_steps = sorted(quick_steps)
-        # tell recoveries to try assess and the quick steps as local activities first
-        # (False: the shape before, which benchmarks/burst.py measures as its baseline)
-        self.local_first = local_first
         self._engine: RuleEngine | None = None
 
     def all(self) -> list[Callable[..., Any]]:
         """Every activity of this object, for Worker(activities=...)."""
-        return [
-            self.gather_evidence,
-            self.assess,
-            self.attribute,
-            self.charged_restarts,
-            self.recovery_plans,
-        ]
+        return [self.gather_evidence, self.assess]
 
     # ------------------------------------------------------------------ evidence
     @activity.defn(name=Activity.GATHER_EVIDENCE)
@@ -133,7 +117,6 @@ class RecoveryActivities:
             wait_running_timeout_s=self.config.recovery.wait_running_timeout_s,
             activity_timeout_s=self.config.recovery.activity_timeout_s,
             checkpoint_level=self.config.recovery.checkpoint_level,
-            local_first=self.local_first,
         )
 
     def _rules_engine(self) -> RuleEngine:
@@ -233,26 +216,24 @@ class RecoveryActivities:
         )
         return _keeping_independent(combine(log_diagnosis, sched), found)
 
-    @activity.defn(name=Activity.ATTRIBUTE)
-    async def attribute(self, request: AttributeRequest) -> Diagnosis:
-        """One diagnosis from the job's output, other sensors' reports, the node agents'
-        findings and the scheduler's states.
+    async def attribute(
+        self,
+        bundle: EvidenceBundle,
+        reported: Sequence[Evidence] = (),
+        quick_s: float | None = None,
+    ) -> Diagnosis:
+        """One diagnosis from the job's output, other sensors' reports (``reported``), the
+        node agents' findings and the scheduler's states.
 
         A hardware diagnosis that rests on the job's output alone waits up to
         ``recovery.corroboration_wait_s`` for the agent of an implicated node that is
         watching (a real GPU or link failure reaches its kernel log or NVML within its
-        interval); planning drains only what a second source confirms.
+        interval); planning drains only what a second source confirms. With ``quick_s``
+        (assess's first attempt) it raises NeedsMoreTime instead of waiting for the job's
+        output or a node agent's confirmation.
         """
-        return await self._attribute(request)
-
-    async def _attribute(
-        self, request: AttributeRequest, quick_s: float | None = None
-    ) -> Diagnosis:
-        """:meth:`attribute`; with ``quick_s`` (assess's first attempt) NeedsMoreTime instead
-        of waiting for the job's output or a node agent's confirmation."""
-        bundle = request.bundle
         found, notes = await self._read_job_output(bundle.job, quick_s)
-        found.extend(e for e in request.reported if e.kind is not SignalKind.SCHEDULER_STATE)
+        found.extend(e for e in reported if e.kind is not SignalKind.SCHEDULER_STATE)
         agent_found, watching = await self._agent_evidence(bundle)
         found.extend(e for e in agent_found if e not in found)
         diagnosis = self._diagnose(bundle, found)
@@ -281,8 +262,8 @@ class RecoveryActivities:
 
     @activity.defn(name=Activity.ASSESS)
     async def assess(self, request: AssessRequest) -> Assessment:
-        """The diagnosis (as :meth:`attribute`) and every other input of the decision (as
-        :meth:`charged_restarts`, :meth:`recovery_plans` and ``operator.settings``)."""
+        """The diagnosis (:meth:`attribute`) and every other input of the decision: the
+        restarts already charged to the job's budget, the plans, the approval settings."""
         try:
             return await self._assess(request)
         except NeedsMoreTime as exc:
@@ -297,9 +278,7 @@ class RecoveryActivities:
             if max(bundle.interruption.restart_count, bundle.job.restart_count) > 0
             else _none_charged()  # never requeued: no earlier recovery can have been charged
         )
-        attributed = self._attribute(
-            AttributeRequest(bundle=bundle, reported=request.reported), request.quick_s
-        )
+        attributed = self.attribute(bundle, request.reported, request.quick_s)
         try:
             async with asyncio.timeout(request.quick_s):  # None: no limit of its own
                 diagnosis, charged_count = await asyncio.gather(attributed, charged)
@@ -313,13 +292,6 @@ class RecoveryActivities:
             quick_steps=self.quick_steps,
         )
 
-    @activity.defn(name=Activity.CHARGED_RESTARTS)
-    async def charged_restarts(self, request: ChargedRestartsRequest) -> int:
-        """How many earlier recoveries of this job were charged to its restart budget."""
-        return await self._charged_restarts(
-            request.cluster, request.job_id, request.current_workflow_id
-        )
-
     async def _charged_restarts(self, cluster: str, job_id: str, current_workflow_id: str) -> int:
         if self.client is None:
             return 0
@@ -331,11 +303,6 @@ class RecoveryActivities:
         )
         count = await self.client.count_workflows(query)
         return int(count.count)
-
-    @activity.defn(name=Activity.RECOVERY_PLANS)
-    async def recovery_plans(self) -> list[ResolvedPlan]:
-        """The plans this worker checked at start, in match order (recorded in history)."""
-        return list(self.plans)
 
 
 async def _none_charged() -> int:

@@ -5,15 +5,14 @@ Temporal dev server (SQLite, WAL) with an in-memory scheduler.
 
 Each variant starts its own dev server and worker and is measured in the same run:
 
-* ``baseline``: the former recovery (``RecoveryWorkflow`` without ``lean-recovery``: one
-  activity per evidence step, every step an activity task, a search-attribute upsert per
-  change) and the former report (signal-with-start for every report, with or without
-  evidence); one task queue for every workflow (the default then);
-* ``lean``: what resurrect does now (the default): the lean recovery with local first
-  attempts, reports without evidence only start-or-find the workflow, the budget and repair
-  workflows on a task queue and worker of their own (drain and requeue as local activities);
-* with ``--levers``, each lever alone on top of ``baseline`` or ``lean``, to measure what it
-  brings: ``lean_workflow`` (the lean recovery, former reports), ``unsandboxed`` (``lean``
+* ``baseline``: today's recovery workflow, with a signal-with-start for every report (with
+  or without evidence) and one task queue for every workflow: drain and requeue are
+  activity tasks;
+* ``lean``: what resurrect does (the default): reports without evidence only start-or-find
+  the workflow, the budget and repair workflows on a task queue and worker of their own
+  (drain and requeue as local activities);
+* with ``--levers``, each lever alone on top of ``lean``, to measure what it brings:
+  ``signal_reports`` (``lean`` with a signal-with-start for every report), ``unsandboxed`` (``lean``
   without the SDK's workflow sandbox: ``temporal.workflow_sandbox`` off), ``eager``
   (``lean`` with the dev server's eager activity dispatch), ``cache4k`` (``lean`` with 4,000
   workflows cached in the worker instead of 1,000), ``processes1`` / ``processes2``
@@ -53,16 +52,12 @@ from pathlib import Path
 from typing import Any
 
 from _common import benchmark_parser, print_result
-from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 
 from resurrect.config import ResurrectConfig, TemporalSettings
-from resurrect.contracts import (
-    Interruption,
-    RecoveryOutcome,
-)
+from resurrect.contracts import Interruption
 from resurrect.sensors.report import report_interruption
 from resurrect.temporal import search_attributes as sa
 from resurrect.temporal.client import connect
@@ -77,27 +72,13 @@ from resurrect.workers.recovery_worker import (
     workflow_classes,
 )
 from resurrect.workflows.names import RECOVERY_WORKFLOW, REPORT_SIGNAL
-from resurrect.workflows.recovery import RecoveryWorkflow
 
 WAL = ("journal_mode=wal", "synchronous=normal")
 EAGER = ("system.enableActivityEagerExecution=true",)
 
 
-@workflow.defn(name=RECOVERY_WORKFLOW)
-class FormerRecoveryWorkflow(RecoveryWorkflow):
-    """The recovery as it was before ``lean-recovery`` (the same code, the former path)."""
-
-    @workflow.run
-    async def run(self, interruption: Interruption) -> RecoveryOutcome:
-        return await super().run(interruption)
-
-    def _takes_lean_path(self) -> bool:
-        return False
-
-
 @dataclass(frozen=True)
 class Variant:
-    lean_workflow: bool = True
     lean_reports: bool = True
     sandboxed: bool | None = None  # None: temporal.workflow_sandbox (on by default)
     dynamic_config: tuple[str, ...] = ()
@@ -108,10 +89,10 @@ class Variant:
     repair: bool = True  # False: no node-repair workflows (what they cost; not a setting to use)
 
 
-BASELINE = Variant(lean_workflow=False, lean_reports=False, shared_queue=True)
+BASELINE = Variant(lean_reports=False, shared_queue=True)
 LEAN = Variant()
 LEVERS = {
-    "lean_workflow": Variant(lean_reports=False),
+    "signal_reports": Variant(lean_reports=False),
     "unsandboxed": Variant(sandboxed=False),
     "eager": Variant(dynamic_config=EAGER),
     "cache4k": Variant(max_cached_workflows=4000),
@@ -123,8 +104,8 @@ LEVERS = {
 }
 
 
-async def former_report(client: Client, interruption: Interruption, *, task_queue: str) -> str:
-    """The former report: signal-with-start for every report, evidence or not."""
+async def signal_report(client: Client, interruption: Interruption, *, task_queue: str) -> str:
+    """A signal-with-start for every report, evidence or not."""
     await client.start_workflow(
         RECOVERY_WORKFLOW,
         interruption,
@@ -193,14 +174,11 @@ async def workers(
                     process.terminate()
                     process.wait(timeout=30)
         return
-    workflows = workflow_classes()
-    if not variant.lean_workflow:
-        workflows = [FormerRecoveryWorkflow if w is RecoveryWorkflow else w for w in workflows]
     worker = build_worker(
         client,
         config,
         scheduler,
-        workflows=workflows,
+        workflows=workflow_classes(),
         sandboxed=variant.sandboxed,
         max_cached_workflows=variant.max_cached_workflows,
         max_concurrent_workflow_tasks=variant.max_concurrent_workflow_tasks,
@@ -227,7 +205,7 @@ async def burst(jobs: int, variant: Variant, state: Path) -> dict[str, Any]:
         config = _config(state, variant)
         scheduler = lost_node_cluster(jobs, config.cluster.name)
         batch = [r for source in SOURCES for r in node_loss_reports(scheduler, source)]
-        report = report_interruption if variant.lean_reports else former_report
+        report = report_interruption if variant.lean_reports else signal_report
         async with workers(variant, client, config, scheduler, server) as worker_cpu_s:
             assert server.process is not None
             cpu0, own0 = process_cpu_s(server.process.pid), time.process_time() + worker_cpu_s()

@@ -24,7 +24,7 @@ BENCHMARKS=(
   "watcher_cost | --jobs 10000 --nodes 2000 --running 400 | | 50,000 jobs / 10,000 nodes: filtered compact reads vs full JSON"
   "liveness_cost | --nodes 2000 --duration 24 | | 10,000 agents heartbeating the collector vs a Temporal signal each"
   "follower_cost | --jobs 300 --duration 5 | | 1,000 followed jobs: adaptive looks on open files vs every file every 0.25 s"
-  "burst | --jobs 50 | --jobs 1000 | 1,000 simultaneous node losses, 3 reports each: the recovery now vs the former one"
+  "burst | --jobs 50 | --jobs 1000 | 1,000 simultaneous node losses, 3 reports each: the default vs signalled reports on one task queue"
   "temporal_floor | --jobs 100 | | the ceiling of the embedded server + SDK: empty, local-activity and activity-task workflows, 3 signal-starts each"
   "drain_budget | --recoveries 50 | | burst of reserve_drain updates vs queries of the same workflow"
 )

@@ -1,10 +1,7 @@
 """What the recovery's one evidence + attribution activity (``recovery.assess``) takes and
-returns: the diagnosis and every input of the decision, in one history event.
-
-The workflow used to ask for each of these with its own activity (``recovery.attribute``,
-``recovery.charged_restarts``, ``recovery.plans``, ``operator.settings``); one activity
-carries them now, so a recovery costs the Temporal server a fraction of the history events
-and workflow tasks it did. The values are the ones those activities returned.
+returns: the diagnosis and every other input of the decision (the restarts already charged,
+the plans, the approval settings, which steps run as local activities first), in one
+history event.
 """
 
 from __future__ import annotations
@@ -34,6 +31,7 @@ class Assessment(Contract):
     charged_restarts: int  # earlier recoveries of this job charged to its restart budget
     plans: list[ResolvedPlan]  # the worker's checked plans, in match order
     approvals: ApprovalSettings
-    # Plan steps the worker runs as local activities (``@step(quick=True)``): they finish in
-    # seconds and are safe to run again from the start (check before act).
+    # Plan steps the recovery tries first as local activities (the worker's
+    # ``local_first_steps``): they finish in seconds and are safe to run again from the
+    # start (check before act).
     quick_steps: list[str] = Field(default_factory=list)

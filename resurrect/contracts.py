@@ -14,7 +14,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class Contract(BaseModel):
@@ -341,10 +341,6 @@ def recovery_workflow_id(cluster: str, job_id: str, restart_count: int) -> str:
     return f"recover/{cluster}/{job_id}/{restart_count}"
 
 
-# Fields of the decision removed in 0.x that steps scheduled by older workers still carry.
-RETIRED_DECISION_FIELDS = frozenset({"cancel_running_job", "verify_checkpoint"})
-
-
 class RecoveryDecision(Contract):
     """What this recovery will do, decided from the diagnosis, the job's policy and budget.
 
@@ -358,15 +354,6 @@ class RecoveryDecision(Contract):
     requeue: bool = False
     counts_against_budget: bool = True
     reasons: list[str] = Field(default_factory=list)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _drop_retired_fields(cls, data: Any) -> Any:
-        """A step scheduled before 0.x's clean-up carries two fields nothing ever read:
-        accept them (the step runs as it would have), keep refusing anything else."""
-        if isinstance(data, dict) and RETIRED_DECISION_FIELDS & data.keys():
-            return {k: v for k, v in data.items() if k not in RETIRED_DECISION_FIELDS}
-        return data
 
 
 class CheckpointCandidate(Contract):
@@ -450,21 +437,6 @@ class EvidenceBundle(Contract):
     # Whether the job is opted in, as resurrect.policy resolved it when the evidence was
     # gathered; the workflow refuses a job that is not (whoever started the workflow).
     opted_in: bool = False
-    # Set by workers that try ``recovery.assess`` and the quick plan steps first as local
-    # activities of a few seconds (``quick_s``), then as activity tasks (the recovery reads
-    # it from this recorded result, so recoveries recorded before it replay unchanged).
-    local_first: bool = False
-
-
-class AttributeRequest(Contract):
-    bundle: EvidenceBundle
-    reported: list[Evidence] = Field(default_factory=list)  # evidence other sensors sent
-
-
-class ChargedRestartsRequest(Contract):
-    cluster: str
-    job_id: str
-    current_workflow_id: str
 
 
 # ---------------------------------------------------------------------------------------
@@ -490,8 +462,7 @@ class StepInput(Contract):
     dry_run: bool
     bundle: EvidenceBundle
     diagnosis: Diagnosis
-    # "plan" until 0.x: a step scheduled by an older worker still reads on a newer one.
-    decision: RecoveryDecision = Field(validation_alias=AliasChoices("decision", "plan"))
+    decision: RecoveryDecision
     state: IncidentState = Field(default_factory=IncidentState)
     # Set when the plan gave the step no heartbeat timeout: the worker then heartbeats for
     # it, so a crashed worker is noticed within this many seconds.

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -143,6 +143,15 @@ def workflow_runner(sandboxed: bool) -> WorkflowRunner:
     )
 
 
+def local_first_steps(steps: Mapping[str, StepFn], config: ResurrectConfig) -> list[str]:
+    """The plan steps a recovery tries first as local activities (the one rule, read by the
+    workflow from the assessment): those marked ``@step(quick=True)``, and drain and
+    requeue when the budget and repair workflows have a task queue and worker of their own
+    (``QUICK_WITH_OPERATOR_QUEUE``)."""
+    extra = QUICK_WITH_OPERATOR_QUEUE if own_operator_queue(config) else ()
+    return sorted(name for name, fn in steps.items() if step_meta(fn).quick or name in extra)
+
+
 def build_worker(
     client: Client,
     config: ResurrectConfig,
@@ -160,7 +169,6 @@ def build_worker(
     activities too (``QUICK_WITH_OPERATOR_QUEUE``). ``sandboxed``: None for the configured
     ``temporal.workflow_sandbox``."""
     catalogue = load_catalogue(config, plugins=plugins)
-    extra_quick_steps = QUICK_WITH_OPERATOR_QUEUE if own_operator_queue(config) else ()
     runtime = StepRuntime(scheduler=scheduler, config=config, client=client)
     step_activities = [
         make_activity(
@@ -176,11 +184,7 @@ def build_worker(
         config=config,
         client=client,
         plans=catalogue.plans,
-        quick_steps=[
-            name
-            for name, fn in catalogue.steps.items()
-            if step_meta(fn).quick or name in extra_quick_steps
-        ],
+        quick_steps=local_first_steps(catalogue.steps, config),
     )
     activities = [
         *recovery.all(),

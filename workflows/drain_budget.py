@@ -39,9 +39,6 @@ with workflow.unsafe.imports_passed_through():
 
 # Continue as new after this many reservations (or when Temporal suggests it).
 RESERVATIONS_PER_RUN = 500
-# A trip decided while the run waited to continue as new is notified first (runs recorded
-# before it continued as new at once, and replay so).
-NOTIFY_BEFORE_MOVING_PATCH = "notify-before-continue-as-new"
 
 
 @workflow.defn(name=DRAIN_BUDGET_WORKFLOW)
@@ -79,7 +76,7 @@ class DrainBudgetWorkflow:
                 or workflow.info().is_continue_as_new_suggested()
             ):
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                if self._notices and workflow.patched(NOTIFY_BEFORE_MOVING_PATCH):
+                if self._notices:
                     continue  # a trip decided meanwhile: notify first
                 workflow.continue_as_new(self._compact(), task_queue=self._move_to)
 

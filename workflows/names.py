@@ -19,11 +19,8 @@ class Activity:
     """
 
     GATHER_EVIDENCE = "recovery.gather_evidence"
-    # attribution and the decision's inputs in one activity (recoveries since lean-recovery)
+    # attribution and every other input of the decision, in one activity
     ASSESS = "recovery.assess"
-    ATTRIBUTE = "recovery.attribute"
-    CHARGED_RESTARTS = "recovery.charged_restarts"
-    RECOVERY_PLANS = "recovery.plans"
 
 
 # ---------------------------------------------------------------------------- operator control
@@ -50,7 +47,6 @@ MOVE_TO_TASK_QUEUE_SIGNAL = "move_to_task_queue"
 class OperatorActivity:
     """Activities of the operator-control workflows."""
 
-    SETTINGS = "operator.settings"
     NOTIFY = "operator.notify"
     CHECK_NODE = "repair.check_node"
     RESUME_NODE = "repair.resume_node"

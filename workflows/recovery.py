@@ -1,11 +1,12 @@
 """RecoveryWorkflow: one per interrupted job attempt.
 
 Five phases, one method each, in the order ``run`` calls them: 1. gather evidence
-(``_gather_evidence``, then ``_refuse`` a job that is not opted in) -> 2. attribute
-(``_attribute``) -> 3. decide (``_decide``: one call of ``resurrect/plans/decide.py``) ->
-4. run the chosen recovery plan's steps (``_run_plan_steps``; by default: drain implicated
-nodes -> verify checkpoint -> requeue excluding them -> wait until the job runs again) ->
-5. outcome (``_final_outcome``, ``_outcome``: a :class:`RecoveryOutcomeKind`).
+(``_gather_evidence``, then ``_refuse`` a job that is not opted in) -> 2. assess
+(``_assess``: the diagnosis and every other input of the decision) -> 3. decide
+(``_decide``: one call of ``resurrect/plans/decide.py``) -> 4. run the chosen recovery
+plan's steps (``_run_plan_steps``; by default: drain implicated nodes -> verify checkpoint
+-> requeue excluding them -> wait until the job runs again) -> 5. outcome
+(``_final_outcome``, ``_outcome``: a :class:`RecoveryOutcomeKind`).
 
 The workflow decides and orders; every side effect is an activity called by name. Which
 steps run is data: the first recovery plan (``resurrect/plans``) whose rule matches the
@@ -15,29 +16,22 @@ report what they would have done. The phase (the step running) is a query (``pha
 a search attribute (``ResurrectPhase``), so people can follow and filter recoveries in
 the Temporal UI.
 
-Since ``lean-recovery`` (``LEAN_PATCH``) a recovery costs the Temporal server fewer events
-and workflow tasks (a node loss: 46 history events instead of 79; benchmarks/burst.py):
-evidence is gathered by a local activity, attribution and every input of the decision come
-from one activity (``recovery.assess``), the quick plan steps (``@step(quick=True)``, e.g.
-``recovery.notify``) run as local activities (markers in the history, with their input and
-result), and the search attributes are upserted once per workflow task, only those that
-changed. What happened stays readable: the ``status`` query, the result's notes and
-the markers show every step. Recoveries recorded before it replay on the former path.
-
-Local first: when the recorded evidence says so (``EvidenceBundle.local_first``, set by the
-worker that gathered it), ``recovery.assess`` and the quick plan steps run first as a local
-activity of ``QUICK_S`` seconds, without retries; one that needs longer (it raises
-``NeedsMoreTime``: the job is not running yet, a checkpoint takes time to read, a node agent
-must confirm) or fails in a way that may pass runs again as an activity task with its whole
-timeouts and retry policy. A node-loss recovery is then one workflow task (16 history events
-instead of 36-47): the search attributes are upserted once, at its end, unless it waits.
+Few events per recovery: evidence is gathered by a local activity (a few scheduler reads);
+``recovery.assess`` and the steps the worker names in ``Assessment.quick_steps`` run first
+as a local activity of ``QUICK_S`` seconds, without retries; one that needs longer (it
+raises ``NeedsMoreTime``: the job is not running yet, a checkpoint takes time to read, a
+node agent must confirm) or fails in a way that may pass runs again as an activity task
+with its whole timeouts and retry policy. The search attributes are upserted once per
+workflow task, only those that changed. A node loss is one workflow task (16 history
+events). What happened stays readable: the ``status`` query, the result's notes and the
+markers show every step. docs/versioning.md says how a change to these commands lands.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey, SearchAttributeUpdate
@@ -48,8 +42,6 @@ with workflow.unsafe.imports_passed_through():
     from resurrect.assessment import Assessment, AssessRequest
     from resurrect.config import ApprovalSettings
     from resurrect.contracts import (
-        AttributeRequest,
-        ChargedRestartsRequest,
         Contract,
         Diagnosis,
         Evidence,
@@ -89,7 +81,6 @@ with workflow.unsafe.imports_passed_through():
         REPORT_SIGNAL,
         STATUS_QUERY,
         Activity,
-        OperatorActivity,
     )
 
 # Retries of the evidence activities, which talk to the scheduler: a controller that is down
@@ -112,17 +103,6 @@ ResultT = TypeVar("ResultT")
 # A step whose plan sets no heartbeat timeout is retried on another worker this soon after
 # its worker died (the step wrapper heartbeats for it).
 WORKER_LIVENESS_S = 10.0
-# Behaviour changes guarded by workflow.patched(), so recoveries recorded before them
-# replay unchanged: the workflow refuses a job that is not opted in; a node is drained (and
-# a restart free) only when a source the job does not control agrees.
-OPT_IN_PATCH = "refuse-not-opted-in"
-SECOND_SOURCE_PATCH = "second-source-for-drain"
-# Operator control: approvals (the settings activity, the gates), see workflows/approval_gate.
-OPERATOR_PATCH = "operator-control-approvals"
-# A hang's or straggler's culprit node with hardware evidence is drained (plans/decide.py rule 7).
-PROBED_DRAIN_PATCH = "hang-culprit-hardware-drain"
-# Fewer events per recovery (see the module's doc): implies the three patches above.
-LEAN_PATCH = "lean-recovery"
 # A first attempt as a local activity gets this long (the call checks it itself: quick_s),
 # and is cut this much later; it is not retried locally (the activity task retries).
 QUICK_S = 3.0
@@ -151,8 +131,8 @@ class Incident:
     bundle: EvidenceBundle
     diagnosis: Diagnosis
     decision: RecoveryDecision
-    approvals: ApprovalSettings | None = None  # lean path: from the assessment
-    quick_steps: frozenset[str] = frozenset()  # lean path: steps run as local activities
+    approvals: ApprovalSettings
+    quick_steps: frozenset[str]  # steps tried first as local activities
 
     @property
     def dry_run(self) -> bool:
@@ -229,9 +209,8 @@ class RecoveryWorkflow:
         self._state = IncidentState()
         self._would_have: list[str] = []  # observe mode: what the steps would have done
         self._gate = ApprovalGate()
-        self._lean = False  # LEAN_PATCH: set when the run starts
-        self._search: dict[str, SearchAttributeUpdate[Any]] = {}  # lean: not yet upserted
-        self._searchable: dict[str, object] = {}  # lean: what was upserted
+        self._search: dict[str, SearchAttributeUpdate[Any]] = {}  # not yet upserted
+        self._searchable: dict[str, object] = {}  # as last upserted
 
     # ------------------------------------------------------------------ signals/queries
     @workflow.signal(name=REPORT_SIGNAL)
@@ -288,21 +267,13 @@ class RecoveryWorkflow:
         return decision.approved
 
     # ------------------------------------------------------------------ helpers
-    def _takes_lean_path(self) -> bool:
-        """True for every recovery started since LEAN_PATCH (benchmarks/burst.py measures
-        its baseline with a subclass that answers False: the former command sequence)."""
-        return workflow.patched(LEAN_PATCH)
-
     def _set_phase(self, phase: str) -> None:
         self._phase = phase
         self._set_search(sa.PHASE, phase)
 
     def _set_search(self, key: SearchAttributeKey[Any], value: object) -> None:
-        """Set a search attribute: at once on the former path; on the lean path when the
-        workflow next waits (:meth:`_publish`), together with the others that changed."""
-        if not self._lean:
-            workflow.upsert_search_attributes([key.value_set(value)])
-            return
+        """Set a search attribute when the workflow next waits (:meth:`_publish`), together
+        with the others that changed."""
         if self._searchable.get(key.name) == value:
             self._search.pop(key.name, None)
         else:
@@ -317,27 +288,6 @@ class RecoveryWorkflow:
             self._searchable[update.key.name] = update.value
         self._search.clear()
         workflow.upsert_search_attributes(updates)
-
-    async def _evidence_call(
-        self,
-        name: str,
-        arg: object,
-        result_type: type[ResultT],
-        *,
-        timeout_s: float,
-        heartbeat_s: float | None = None,
-        local: bool = False,
-    ) -> ResultT:
-        return await self._activity(
-            name,
-            [] if arg is None else [arg],
-            result_type,
-            local=local,
-            timeout=timedelta(seconds=timeout_s),
-            deadline=SCHEDULE_TO_CLOSE,
-            heartbeat=timedelta(seconds=heartbeat_s) if heartbeat_s else None,
-            retry=SCHEDULER_RETRY,
-        )
 
     async def _activity(
         self,
@@ -412,10 +362,8 @@ class RecoveryWorkflow:
     # ------------------------------------------------------------------ the recovery
     @workflow.run
     async def run(self, interruption: Interruption) -> RecoveryOutcome:
-        self._lean = self._takes_lean_path()
-        if self._lean:
-            started = workflow.info().typed_search_attributes
-            self._searchable = {pair.key.name: pair.value for pair in started}
+        started = workflow.info().typed_search_attributes
+        self._searchable = {pair.key.name: pair.value for pair in started}
         self._notes.append(f"reported by {interruption.source}: {interruption.reason}")
         bundle = await self._gather_evidence(interruption)
         if bundle is None:
@@ -430,8 +378,8 @@ class RecoveryWorkflow:
             bundle,
             diagnosis,
             choice.decision,
-            approvals=assessment.approvals if self._lean else None,
-            quick_steps=frozenset(assessment.quick_steps if self._lean else ()),
+            approvals=assessment.approvals,
+            quick_steps=frozenset(assessment.quick_steps),
         )
         if choice.plan is None:
             return self._outcome(Kind.NO_PLAN, interruption, bundle, diagnosis, choice.decision)
@@ -449,12 +397,15 @@ class RecoveryWorkflow:
         """The job, its nodes and policy as the scheduler shows them; None when unknown."""
         self._set_phase("gathering_evidence")
         try:
-            bundle = await self._evidence_call(
+            bundle = await self._activity(
                 Activity.GATHER_EVIDENCE,
-                interruption,
+                [interruption],
                 EvidenceBundle,
-                timeout_s=60,
-                local=self._lean,  # a few scheduler reads
+                local=True,  # a few scheduler reads
+                timeout=timedelta(seconds=60),
+                deadline=SCHEDULE_TO_CLOSE,
+                heartbeat=None,
+                retry=SCHEDULER_RETRY,
             )
         except ACTIVITY_FAILURES as err:
             self._notes.append(f"cannot gather evidence: {_cause(err)}")
@@ -465,8 +416,7 @@ class RecoveryWorkflow:
     def _refuse(self, interruption: Interruption, bundle: EvidenceBundle) -> bool:
         """Whoever can start a workflow must not be able to have any job recovered: the
         job's own policy (comment, partition, cluster default) decides, read now."""
-        checked = self._lean or workflow.patched(OPT_IN_PATCH)
-        if not checked or bundle.opted_in:
+        if bundle.opted_in:
             return False
         self._notes.append(
             f"job {interruption.job_id} is not opted in (policy from"
@@ -474,36 +424,27 @@ class RecoveryWorkflow:
         )
         return True
 
-    # 2. attribute -------------------------------------------------------------------------
+    # 2. assess ---------------------------------------------------------------------------
     async def _assess(self, interruption: Interruption, bundle: EvidenceBundle) -> Assessment:
-        """Log evidence + scheduler state + what other sensors reported -> one diagnosis;
-        on the lean path with the decision's inputs (one activity, ``recovery.assess``)."""
+        """Log evidence + scheduler state + what other sensors reported -> one diagnosis,
+        with the decision's other inputs (one activity, ``recovery.assess``)."""
         self._set_phase("attributing")
         reported = self._reported_evidence = self._evidence_of_reports(interruption)
-        if self._lean:
-            request = AssessRequest(
-                bundle=bundle, reported=reported, workflow_id=workflow.info().workflow_id
-            )
-            timeout_s = bundle.activity_timeout_s + 30  # + the budget count
-            if bundle.local_first:
-                assessment = await self._local_first(
-                    Activity.ASSESS,
-                    request.model_copy(update={"quick_s": QUICK_S}),
-                    request,
-                    Assessment,
-                    timeout=timedelta(seconds=timeout_s),
-                    deadline=SCHEDULE_TO_CLOSE,
-                    heartbeat=timedelta(seconds=30),
-                    retry=SCHEDULER_RETRY,
-                )
-            else:
-                assessment = await self._evidence_call(
-                    Activity.ASSESS, request, Assessment, timeout_s=timeout_s, heartbeat_s=30
-                )
-            self._set_search(sa.FAULT_CLASS, assessment.diagnosis.fault_class.value)
-        else:
-            assessment = await self._former_assessment(interruption, bundle, reported)
+        request = AssessRequest(
+            bundle=bundle, reported=reported, workflow_id=workflow.info().workflow_id
+        )
+        assessment = await self._local_first(
+            Activity.ASSESS,
+            request.model_copy(update={"quick_s": QUICK_S}),
+            request,
+            Assessment,
+            timeout=timedelta(seconds=bundle.activity_timeout_s + 30),  # + the budget count
+            deadline=SCHEDULE_TO_CLOSE,
+            heartbeat=timedelta(seconds=30),
+            retry=SCHEDULER_RETRY,
+        )
         self._fault_class = assessment.diagnosis.fault_class.value
+        self._set_search(sa.FAULT_CLASS, self._fault_class)
         return assessment
 
     def _evidence_of_reports(self, interruption: Interruption) -> list[Evidence]:
@@ -514,40 +455,6 @@ class RecoveryWorkflow:
                 if item not in reported:
                     reported.append(item)
         return reported
-
-    async def _former_assessment(
-        self, interruption: Interruption, bundle: EvidenceBundle, reported: list[Evidence]
-    ) -> Assessment:
-        """Recoveries recorded before LEAN_PATCH: one activity each (attribute, then in
-        phase ``planning`` the restart budget used so far and the plans)."""
-        diagnosis = await self._evidence_call(
-            Activity.ATTRIBUTE,
-            AttributeRequest(bundle=bundle, reported=reported),
-            Diagnosis,
-            timeout_s=bundle.activity_timeout_s,
-            heartbeat_s=30,
-        )
-        workflow.upsert_search_attributes([sa.FAULT_CLASS.value_set(diagnosis.fault_class.value)])
-        self._set_phase("planning")
-        charged = await self._evidence_call(
-            Activity.CHARGED_RESTARTS,
-            ChargedRestartsRequest(
-                cluster=interruption.cluster,
-                job_id=interruption.job_id,
-                current_workflow_id=workflow.info().workflow_id,
-            ),
-            int,
-            timeout_s=30,
-        )
-        plans = await self._evidence_call(
-            Activity.RECOVERY_PLANS, None, list[ResolvedPlan], timeout_s=30
-        )
-        return Assessment(
-            diagnosis=diagnosis,
-            charged_restarts=charged,
-            plans=plans,
-            approvals=ApprovalSettings(),  # read by the operator.settings activity instead
-        )
 
     # 3. decide ----------------------------------------------------------------------------
     async def _decide(
@@ -561,9 +468,6 @@ class RecoveryWorkflow:
             assessment.plans,
             assessment.charged_restarts,
             reported=self._reported_evidence,
-            trust_job_output=not (self._lean or workflow.patched(SECOND_SOURCE_PATCH)),
-            # recorded local-first evidence is newer than the patch: no marker needed
-            probed_drain=bundle.local_first or workflow.patched(PROBED_DRAIN_PATCH),
         )
         self._notes.extend(choice.notes)
         drain = choice.decision.drain_nodes
@@ -582,15 +486,7 @@ class RecoveryWorkflow:
         step that needs it waits before it runs (denied: skipped), and a step that asks for a
         person to go further (a drain over the drain budget) is run again once approved.
         """
-        approvals: ApprovalSettings | None = None
-        if incident.dry_run:
-            pass
-        elif self._lean:
-            approvals = incident.approvals
-        elif workflow.patched(OPERATOR_PATCH):
-            approvals = await self._evidence_call(
-                OperatorActivity.SETTINGS, None, ApprovalSettings, timeout_s=30
-            )
+        approvals = None if incident.dry_run else incident.approvals
         if approvals is not None:
             why = plan_approval_needed(plan)
             if why and not await self._ask(why, plan, approvals):
@@ -620,11 +516,9 @@ class RecoveryWorkflow:
     ) -> Kind | None:
         """One step: run it, fold its result into the incident; the outcome if it ends it."""
         step_input = self._step_input(incident, step, approved_by)
-        local: bool | Literal["first"] = step.activity in incident.quick_steps
-        if local and incident.bundle.local_first:
-            local = "first"
+        local_first = step.activity in incident.quick_steps
         try:
-            result = await self._execute_step(step, step_input, local=local)
+            result = await self._execute_step(step, step_input, local_first=local_first)
             asked = result.data.get(APPROVAL_NEEDED_KEY) if approvals is not None else None
             if isinstance(asked, str) and approvals is not None:
                 # the step needs a person to go further (a drain over the drain budget)
@@ -633,7 +527,7 @@ class RecoveryWorkflow:
                 if await self._ask(asked, plan, approvals):
                     by = self._gate.decisions[-1].by
                     step_input = step_input.model_copy(update={"approved_by": by})
-                    result = await self._execute_step(step, step_input, local=local)
+                    result = await self._execute_step(step, step_input, local_first=local_first)
         except ACTIVITY_FAILURES as err:
             self._notes.append(f"{step.activity} failed: {_cause(err)}")
             return Kind.FAILED if step.on_failure == "stop" else None
@@ -669,25 +563,23 @@ class RecoveryWorkflow:
         )
 
     async def _execute_step(
-        self, step: ResolvedStep, step_input: StepInput, *, local: bool | Literal["first"] = False
+        self, step: ResolvedStep, step_input: StepInput, *, local_first: bool
     ) -> StepResult:
-        """Run the step: as an activity task, a local activity, or (``"first"``) a local
-        activity first (given ``QUICK_S``), then an activity task if it needs more."""
+        """Run the step as an activity task, or (``local_first``) as a local activity first
+        (given ``QUICK_S``), then as an activity task if it needs more."""
         options: dict[str, Any] = {
             "timeout": timedelta(seconds=step.timeout_s),
             "deadline": timedelta(seconds=step.deadline_s),
             "heartbeat": timedelta(seconds=step.heartbeat_s or WORKER_LIVENESS_S),
             "retry": _retry_policy(step),
         }
-        # a local activity cannot heartbeat: the worker running it is the one running this
-        as_local = step_input.model_copy(update={"liveness_s": None})
-        if local == "first":
-            quick_input = as_local.model_copy(update={"quick_s": QUICK_S})
+        if local_first:
+            # a local activity cannot heartbeat: the worker running it is the one running this
+            quick_input = step_input.model_copy(update={"liveness_s": None, "quick_s": QUICK_S})
             return await self._local_first(
                 step.activity, quick_input, step_input, StepResult, **options
             )
-        chosen = as_local if local else step_input
-        return await self._activity(step.activity, [chosen], StepResult, local=local, **options)
+        return await self._activity(step.activity, [step_input], StepResult, local=False, **options)
 
     # 5. outcome ---------------------------------------------------------------------------
     def _final_outcome(self, incident: Incident) -> Kind:

@@ -21,7 +21,6 @@ from temporalio.exceptions import TemporalError
 
 from resurrect.assessment import Assessment
 from resurrect.contracts import (
-    Diagnosis,
     EvidenceBundle,
     Interruption,
     RecoveryOutcome,
@@ -31,14 +30,11 @@ from resurrect.goodput.model import RecoveryRecord
 from resurrect.temporal.history import local_activity
 
 # Activities every recovery runs before its plan's steps (workflows.names.Activity), as
-# activity tasks or (since lean-recovery) local activities; every other activity is a plan
-# step returning a StepResult.
+# local activities or activity tasks; every other activity is a plan step returning a
+# StepResult.
 GATHER_EVIDENCE = "recovery.gather_evidence"
-ATTRIBUTE = "recovery.attribute"
 ASSESS = "recovery.assess"
-_NOT_STEPS = frozenset(
-    {GATHER_EVIDENCE, ATTRIBUTE, ASSESS, "recovery.charged_restarts", "recovery.plans"}
-)
+_NOT_STEPS = frozenset({GATHER_EVIDENCE, ASSESS})
 REPORT_SIGNAL = "report"
 _CLOSED = frozenset(
     {
@@ -157,13 +153,10 @@ def _fold_activity(
                 if value is not None:
                     record[key] = value if value.tzinfo else value.replace(tzinfo=UTC)
         return
-    if name in (ATTRIBUTE, ASSESS):
-        found = _decode(converter, result, Diagnosis if name == ATTRIBUTE else Assessment)
-        if found is not None:
-            diagnosis = found if name == ATTRIBUTE else found.diagnosis
-            record["fault_class"] = diagnosis.fault_class.value
-        return
-    if name in _NOT_STEPS:
+    if name == ASSESS:
+        assessment = _decode(converter, result, Assessment)
+        if assessment is not None:
+            record["fault_class"] = assessment.diagnosis.fault_class.value
         return
     step = _decode(converter, result, StepResult)
     if step is None:

@@ -250,8 +250,6 @@ def decide(
     charged_restarts: int,
     *,
     reported: Sequence[Evidence] | None = None,
-    trust_job_output: bool = False,
-    probed_drain: bool = True,
 ) -> Choice:
     """The decision for one interrupted job attempt and the first plan whose rule matches it.
 
@@ -267,27 +265,16 @@ def decide(
     plan is by spending the budget, which turns the restart into a stop; the plan for
     ``stop`` is then looked up, and its own override cannot matter (a stop requeues
     nothing, so nothing is charged). So at most one more lookup, never a loop.
-
-    ``trust_job_output`` restores the behaviour before rule 4, ``probed_drain=False`` the
-    behaviour before rule 7 (a hang or a straggler always restarts in place), only to replay
-    recoveries recorded before them.
     """
     job, policy, mode = bundle.job, bundle.policy, bundle.mode
     if reported is None:
         reported = bundle.interruption.evidence
-    restart = _restart(
-        diagnosis,
-        job.nodes,
-        job.excluded_nodes,
-        bundle.nodes,
-        trust_job_output,
-        reported if probed_drain else None,
-    )
-    decision = _charge(diagnosis, restart, None, charged_restarts, policy, trust_job_output)
+    restart = _restart(diagnosis, job.nodes, job.excluded_nodes, bundle.nodes, reported)
+    decision = _charge(diagnosis, restart, None, charged_restarts, policy)
     plan = select_plan(plans, diagnosis, decision.action, job, mode)
     override = plan.counts_against_budget if plan is not None else None
     if decision.requeue and override is not None and override != decision.counts_against_budget:
-        decision = _charge(diagnosis, restart, override, charged_restarts, policy, trust_job_output)
+        decision = _charge(diagnosis, restart, override, charged_restarts, policy)
         if not decision.requeue:  # the plan's charge spent the budget: the plan for stopping
             plan = select_plan(plans, diagnosis, decision.action, job, mode)
     suspects, suspect_notes = hang_suspects(diagnosis, reported, job)
@@ -307,7 +294,6 @@ def decide_recovery(
     charged_restarts: int,
     counts_against_budget: bool | None = None,
     nodes: Sequence[NodeInfo] = (),
-    trust_job_output: bool = False,
     reported: Sequence[Evidence] = (),
 ) -> RecoveryDecision:
     """The decision for one interrupted job attempt under a given charge rule, no plan.
@@ -317,10 +303,8 @@ def decide_recovery(
     view of the job's nodes (a second opinion on culprits). ``reported``: what the sensor
     that reported the interruption sent with it (hardware readings of a hang's culprit).
     """
-    restart = _restart(diagnosis, job.nodes, job.excluded_nodes, nodes, trust_job_output, reported)
-    return _charge(
-        diagnosis, restart, counts_against_budget, charged_restarts, policy, trust_job_output
-    )
+    restart = _restart(diagnosis, job.nodes, job.excluded_nodes, nodes, reported)
+    return _charge(diagnosis, restart, counts_against_budget, charged_restarts, policy)
 
 
 def _restart(
@@ -328,31 +312,27 @@ def _restart(
     job_nodes: Sequence[str],
     job_excluded: Sequence[str],
     nodes: Sequence[NodeInfo],
-    trust_job_output: bool,
-    reported: Sequence[Evidence] | None = (),
+    reported: Sequence[Evidence],
 ) -> RecoveryDecision | None:
     """The restart, before the budget (None when the diagnosis stops or does nothing):
-    which nodes to drain (rules 3, 4, 7) and exclude (rule 5); ``reasons`` say why.
-    ``reported`` None: rule 7 off (replaying recoveries recorded before it)."""
+    which nodes to drain (rules 3, 4, 7) and exclude (rule 5); ``reasons`` say why."""
     if diagnosis.action in (RecoveryAction.STOP, RecoveryAction.NONE):
         return None
     reasons: list[str] = []
     drain: list[str] = []
-    if diagnosis.fault_class in PROBED_CLASSES and reported is not None and not trust_job_output:
+    if diagnosis.fault_class in PROBED_CLASSES:
         drain, reasons = _probed_drain(diagnosis, job_nodes, [*diagnosis.evidence, *reported])
     elif diagnosis.action is RecoveryAction.DRAIN_AND_RESTART:
         drain, foreign = match_job_nodes(diagnosis.culprit_hosts, job_nodes)
         reasons.extend(_not_ours(foreign))
-        alone: list[str] = []
-        if not trust_job_output:
-            drain, alone = corroborated_nodes(drain, diagnosis, nodes)
-            if alone:
-                reasons.append(
-                    "not draining "
-                    + ", ".join(alone)
-                    + ": only the job's output names it; no node agent reading or Slurm node"
-                    " state agrees"
-                )
+        drain, alone = corroborated_nodes(drain, diagnosis, nodes)
+        if alone:
+            reasons.append(
+                "not draining "
+                + ", ".join(alone)
+                + ": only the job's output names it; no node agent reading or Slurm node"
+                " state agrees"
+            )
         if not drain and not alone:
             reasons.append("no implicated node of this job identified: restart without draining")
     return RecoveryDecision(
@@ -406,7 +386,6 @@ def _charge(
     counts_against_budget: bool | None,
     charged_restarts: int,
     policy: JobPolicy,
-    trust_job_output: bool,
 ) -> RecoveryDecision:
     """Rules 1, 2 and 4's charge: the restart charged or free, or a stop (final faults, a
     spent budget). ``counts_against_budget``: a plan's override of the class default."""
@@ -427,12 +406,7 @@ def _charge(
         if counts_against_budget is None
         else counts_against_budget
     )
-    if (
-        not counts
-        and not trust_job_output
-        and not probed_hardware
-        and not independent_evidence(diagnosis)
-    ):
+    if not counts and not probed_hardware and not independent_evidence(diagnosis):
         counts = True
         reasons.append(
             f"{diagnosis.fault_class.value} rests on the job's own output alone (no node agent"

@@ -35,14 +35,13 @@ from temporalio.worker import (
 )
 
 from resurrect.assessment import Assessment, AssessRequest
-from resurrect.contracts import ChargedRestartsRequest, Interruption, RecoveryOutcome
+from resurrect.contracts import Interruption, RecoveryOutcome
 from resurrect.telemetry import metrics as m
 from resurrect.telemetry.record import earliest_evidence
 from resurrect.telemetry.summary import activity_summary, outcome_sentence
 
 RECOVERY_WORKFLOW = "RecoveryWorkflow"
-CHARGED_RESTARTS = "recovery.charged_restarts"
-ASSESS = "recovery.assess"  # since lean-recovery: the charged restarts come with the diagnosis
+ASSESS = "recovery.assess"  # the charged restarts come with the diagnosis
 TRACE_HEADER = "_tracer-data"  # where temporalio.contrib.opentelemetry carries the context
 
 
@@ -102,11 +101,6 @@ class _ActivityInbound(ActivityInboundInterceptor):
                 time.monotonic() - start, {"activity": name, "result": result_label}
             )
         request = input.args[0] if input.args else None
-        if name == CHARGED_RESTARTS and isinstance(result, int):
-            if isinstance(request, ChargedRestartsRequest):
-                m.RESTARTS_CHARGED.set(
-                    result, {"cluster": request.cluster, "job_id": request.job_id}
-                )
         if name == ASSESS and isinstance(result, Assessment):
             if isinstance(request, AssessRequest):
                 report = request.bundle.interruption

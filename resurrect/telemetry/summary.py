@@ -84,10 +84,7 @@ def activity_summary(activity: str, args: list[Any]) -> str:
         job = bundle.job.job_id
     fixed = {
         "recovery.gather_evidence": f"gather evidence on job {job}",
-        "recovery.attribute": f"attribute the fault of job {job}",
         "recovery.assess": f"attribute the fault of job {job}, count its charged restarts",
-        "recovery.charged_restarts": f"count the restarts charged to job {job}",
-        "recovery.plans": "load the recovery plans",
     }
     return _cut(fixed.get(activity, activity))
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 
@@ -20,14 +19,10 @@ def load(name: str, workflow_id: str) -> WorkflowHistory:
     return WorkflowHistory.from_json(workflow_id, (HISTORIES / name).read_text())
 
 
-# the same recovery before and after lean-recovery (evidence and notify as local activities,
-# attribution inside recovery.assess), and with local first attempts (one workflow task:
-# each step's time is when its local activity finished, not when the task completed)
-@pytest.mark.parametrize(
-    "name", ["node-loss.json", "lean-node-loss.json", "local-first-node-loss.json"]
-)
-def test_a_node_loss_history_gives_its_phase_times_and_outcome(name: str) -> None:
-    history = load(name, "recover/test/1/0")
+# a node loss is one workflow task: each step's time is when its local activity finished,
+# not when the task completed
+def test_a_node_loss_history_gives_its_phase_times_and_outcome() -> None:
+    history = load("node-loss.json", "recover/test/1/0")
     record = recovery_from_history(history, pydantic_data_converter.payload_converter)
     events = list(history.events)
     assert record.started_at == events[0].event_time.ToDatetime(tzinfo=UTC)
@@ -38,12 +33,9 @@ def test_a_node_loss_history_gives_its_phase_times_and_outcome(name: str) -> Non
     assert record.attempt == 0 and record.job_id
 
 
-@pytest.mark.parametrize(
-    "name", ["app-error-stop.json", "lean-app-error-stop.json", "local-first-app-error-stop.json"]
-)
-def test_a_stopped_recovery_never_requeued(name: str) -> None:
+def test_a_stopped_recovery_never_requeued() -> None:
     record = recovery_from_history(
-        load(name, "recover/test/2/0"), pydantic_data_converter.payload_converter
+        load("app-error-stop.json", "recover/test/2/0"), pydantic_data_converter.payload_converter
     )
     assert record.requeued_at is None and record.running_again_at is None
     assert record.outcome is not None and record.outcome != "recovered"
@@ -58,10 +50,10 @@ def test_the_query_filters_by_job_cluster_and_start_time() -> None:
     )
 
 
-def test_the_evidence_a_lean_recovery_gathered_locally_is_read_from_its_marker() -> None:
-    """Since lean-recovery the evidence is a local activity (a marker, not an activity task):
-    the start and submit times of the interrupted attempt still come from it."""
-    history = load("lean-node-loss.json", "recover/test/1/0")
+def test_the_evidence_gathered_locally_is_read_from_its_marker() -> None:
+    """The evidence is a local activity (a marker, not an activity task): the start and
+    submit times of the interrupted attempt come from it."""
+    history = load("node-loss.json", "recover/test/1/0")
     converter = pydantic_data_converter.payload_converter
     found = [local for e in history.events if (local := local_activity(e)) is not None]
     assert found[0][0] == "recovery.gather_evidence"
@@ -76,7 +68,7 @@ def test_the_evidence_a_lean_recovery_gathered_locally_is_read_from_its_marker()
 
 
 def test_a_local_activity_is_timed_by_its_own_completion() -> None:
-    history = load("local-first-node-loss.json", "recover/test/1/0")
+    history = load("node-loss.json", "recover/test/1/0")
     found = [local for e in history.events if (local := local_activity(e)) is not None]
     assert [f.name for f in found][-2:] == ["recovery.requeue_job", "recovery.wait_running"]
     [task_completed] = [

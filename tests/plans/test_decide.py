@@ -158,12 +158,6 @@ def test_a_log_follower_hint_is_job_output() -> None:
     assert evidence_source(Evidence(kind=SignalKind.HEARTBEAT, text="x")) == "node_agent"
 
 
-def test_replaying_old_recoveries_keeps_the_old_decision() -> None:
-    printed = diag(FaultClass.GPU_HARDWARE, ["gpu-2"], kind=SignalKind.JOB_LOG)
-    plan = decide_recovery(printed, JOB, POLICY, charged_restarts=0, trust_job_output=True)
-    assert plan.drain_nodes == ["gpu-2"] and not plan.counts_against_budget
-
-
 def plan(name: str, *, actions: list[RecoveryAction], counts: bool | None = None) -> ResolvedPlan:
     return ResolvedPlan(
         name=name,

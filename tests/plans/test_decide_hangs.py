@@ -217,8 +217,3 @@ def test_a_node_implicated_only_in_this_jobs_hangs_is_not_a_suspect() -> None:
     assert decide(bundle(history("gpu-2", "7")), hang(), load_plans(), 0).suspect_nodes == []
     assert decide(bundle(history("gpu-1", "3")), hang(), load_plans(), 0).suspect_nodes == []
     assert decide(bundle(), hang(), load_plans(), 0).suspect_nodes == []
-
-
-def test_recoveries_recorded_before_rule_7_replay_in_place() -> None:
-    before = decide(bundle(THROTTLED), hang(XID), load_plans(), 0, probed_drain=False)
-    assert before.decision.drain_nodes == [] and before.decision.counts_against_budget

@@ -11,16 +11,9 @@ from resurrect.workflows.names import RECOVERY_WORKFLOW, REPORT_SIGNAL, Activity
 
 def test_names_match_the_workflows() -> None:
     assert interceptor.RECOVERY_WORKFLOW == RECOVERY_WORKFLOW
-    assert interceptor.CHARGED_RESTARTS == Activity.CHARGED_RESTARTS
+    assert interceptor.ASSESS == Activity.ASSESS
     assert history.REPORT_SIGNAL == REPORT_SIGNAL
     assert history.GATHER_EVIDENCE == Activity.GATHER_EVIDENCE
-    assert history.ATTRIBUTE == Activity.ATTRIBUTE
     assert history.ASSESS == Activity.ASSESS
-    assert history._NOT_STEPS == {
-        Activity.GATHER_EVIDENCE,
-        Activity.ATTRIBUTE,
-        Activity.ASSESS,
-        Activity.CHARGED_RESTARTS,
-        Activity.RECOVERY_PLANS,
-    }
+    assert history._NOT_STEPS == {Activity.GATHER_EVIDENCE, Activity.ASSESS}
     assert record.DRAIN_REASON_PREFIX == DRAIN_REASON_PREFIX

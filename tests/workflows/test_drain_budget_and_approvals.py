@@ -4,7 +4,6 @@ and workflows, an in-memory scheduler and two workers sharing one task queue."""
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import NamedTuple
 
 import pytest
 import pytest_asyncio
+from support.histories import keep
 from support.operator_control import (
     ConfigFor,
     awaiting,
@@ -38,15 +38,12 @@ from resurrect.workflows.recovery import RecoveryWorkflow, RecoveryWorkflowStatu
 
 pytestmark = pytest.mark.temporal
 
-HISTORIES = Path(__file__).parent.parent / "fixtures" / "histories"
-
 
 async def replays(client: Client, workflow_id: str, name: str) -> None:
-    """The recovery's history replays; RESURRECT_RECORD_HISTORIES=1 stores it as ``name``
-    (tests/workflows/test_recovery_workflow.py replays every stored history)."""
+    """The recovery's history replays and issues the commands of the stored one ``name``
+    (support/histories.py; tests/workflows/test_replay.py replays every stored history)."""
     history = await client.get_workflow_handle(workflow_id).fetch_history()
-    if os.environ.get("RESURRECT_RECORD_HISTORIES"):
-        (HISTORIES / f"{name}.json").write_text(history.to_json())
+    keep(name, history)
     replayer = Replayer(workflows=[RecoveryWorkflow], data_converter=client.data_converter)
     replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert replayed.replay_failure is None, replayed.replay_failure

@@ -218,14 +218,13 @@ async def test_histories_replay_without_nondeterminism(harness: Harness, tmp_pat
     log.write_text("Traceback (most recent call last):\nKeyError: 'labels'\n")
     s.jobs["109"] = job("109", state=JobState.FAILED, stdout=log)
     s.jobs["110"] = job("110", comment=opt_in(mode="observe"))
+    s.jobs["113"] = job("113", comment="")
     replayer = Replayer(workflows=[RecoveryWorkflow], data_converter=harness.client.data_converter)
-    # recorded since local-first attempts; the former paths' node-loss, app-error-stop and
-    # observe histories (and lean-*) stay stored as recorded (never re-record: see
-    # support/histories.py)
     recorded = (
-        ("local-first-node-loss", "108"),
-        ("local-first-app-error-stop", "109"),
-        ("local-first-observe", "110"),
+        ("node-loss", "108"),
+        ("app-error-stop", "109"),
+        ("observe", "110"),
+        ("refused-not-opted-in", "113"),
     )
     for name, job_id in recorded:
         outcome = await harness.recover(interruption(harness.config, s.jobs[job_id]))
@@ -284,4 +283,4 @@ async def test_a_job_that_runs_only_after_the_first_seconds_is_waited_for_by_a_t
         and n.endswith("run as an activity task")
         for n in outcome.notes
     ), outcome.notes
-    keep("local-first-wait-as-task", history)
+    keep("wait-as-task", history)

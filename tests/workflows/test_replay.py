@@ -63,42 +63,33 @@ def _with_activity_renamed(history_json: str, old: str, new: str) -> WorkflowHis
     return WorkflowHistory.from_json("renamed-activity", json.dumps(data))
 
 
-@pytest.mark.parametrize(
-    ("stored_name", "activity"),
-    [("node-loss.json", Activity.ATTRIBUTE), ("lean-node-loss.json", Activity.ASSESS)],
-)
-async def test_a_history_of_different_workflow_code_fails_as_nondeterministic(
-    stored_name: str, activity: str
-) -> None:
-    source = next(p for p in stored() if p.name == stored_name)
+async def test_a_history_of_different_workflow_code_fails_as_nondeterministic() -> None:
+    source = next(p for p in stored() if p.name == "wait-as-task.json")
+    activity = "recovery.wait_running"
     history = _with_activity_renamed(source.read_text(), activity, f"{activity}_v0")
     with pytest.raises(NondeterminismError, match=rf"{activity}_v0"):
         await replayer().replay_workflow(history)
 
 
 def _stored_step_inputs() -> list[dict[str, Any]]:
-    """The inputs of every plan step scheduled in the stored recovery histories."""
-    fixed = {Activity.GATHER_EVIDENCE, Activity.ATTRIBUTE, Activity.CHARGED_RESTARTS}
-    fixed |= {Activity.RECOVERY_PLANS, Activity.ASSESS}
+    """The inputs of every plan step scheduled as an activity task in the stored recovery
+    histories."""
     inputs: list[dict[str, Any]] = []
     for path in (p for p in stored() if p.parent.name == "RecoveryWorkflow"):
         for event in json.loads(path.read_text())["events"]:
             scheduled = event.get("activityTaskScheduledEventAttributes")
-            if scheduled and scheduled["activityType"]["name"] not in fixed:
+            if scheduled and scheduled["activityType"]["name"] != Activity.ASSESS:
                 payload = scheduled["input"]["payloads"][0]["data"]
                 inputs.append(json.loads(base64.b64decode(payload)))
     return inputs
 
 
-def test_a_step_scheduled_by_an_older_worker_still_reads() -> None:
-    # Until 0.x the decision was StepInput.plan: a step an older worker scheduled must run
-    # on a newer one (activity inputs are not compared on replay, so replay alone says
-    # nothing about them).
+def test_a_step_scheduled_by_a_worker_of_this_release_still_reads() -> None:
+    # activity inputs are not compared on replay, so replay alone says nothing about them
     inputs = _stored_step_inputs()
-    assert any("plan" in data for data in inputs)
+    assert inputs
     for data in inputs:
         step = StepInput.model_validate(data)
         assert step.decision.action is not None
-    old = next(data for data in inputs if "plan" in data)
-    with pytest.raises(ValidationError, match="bogus"):  # only the retired fields pass
-        StepInput.model_validate({**old, "plan": {**old["plan"], "bogus": 1}})
+    with pytest.raises(ValidationError, match="bogus"):  # contracts refuse unknown fields
+        StepInput.model_validate({**inputs[0], "bogus": 1})
