@@ -85,7 +85,8 @@ EXIT_REPORT_RULES = frozenset(
     {
         "torchelastic.worker_exit",
         "torchelastic.worker_signal_crash",
-        "deepspeed.launcher_exit",
+        "launcher.worker_command_exit",
+        "launcher.ray_train_worker_failed",
         "slurm.task_exit",
         "slurm.task_signal",
         "slurm.task_killed",
@@ -500,8 +501,15 @@ def _lost_node_culprits(primary: Sequence[Evidence], hosts: Mapping[int, str]) -
 
 
 def _ranks(evidence: Sequence[Evidence]) -> list[int]:
-    """The ranks ``evidence`` names, in order, once each."""
-    return [r for r in _ordered_unique([e.rank for e in evidence]) if isinstance(r, int)]
+    """The ranks ``evidence`` names, in order, once each; a range (srun's ``tasks 1-3``)
+    names each of its ranks, up to :data:`MAX_LISTED`."""
+    named: list[int | None] = []
+    for e in evidence:
+        named.append(e.rank)
+        last = e.fields.get("rank_last", "")
+        if e.rank is not None and last.isdigit():
+            named.extend(range(e.rank + 1, min(int(last), e.rank + MAX_LISTED) + 1))
+    return [r for r in _ordered_unique(named) if isinstance(r, int)]
 
 
 def _hosts(evidence: Sequence[Evidence], hosts: Mapping[int, str]) -> list[str]:
@@ -523,9 +531,11 @@ def _hosts_of(
 
 def _exit_code(ev: Evidence) -> int | None:
     """The exit code an exit report states (a signal as its negative number, -9 for SIGKILL)."""
-    text = ev.fields.get("exit_code", "")
+    text = ev.fields.get("exit_code") or ev.fields.get("exit_status") or ""
     if text.lstrip("-").isdigit():
         return int(text)
+    if ev.fields.get("signum", "").isdigit():
+        return -int(ev.fields["signum"])
     if ev.rule == "memory.sigkill_worker" or ev.fields.get("signal") == "SIGKILL":
         return -9
     signal = ev.fields.get("signal", "")
@@ -533,14 +543,20 @@ def _exit_code(ev: Evidence) -> int | None:
 
 
 def _first_failure(
-    records: Sequence[_Record], evidence: Sequence[Evidence]
+    records: Sequence[_Record], evidence: Sequence[Evidence], *, teardown: bool = False
 ) -> tuple[int, str | None] | None:
     """The rank (and host) that failed first, as the launcher reports it: torchelastic's
     root-cause record, else the first exit report (an agent's ``failed (exitcode: 1)
-    local_rank: N``, DeepSpeed's ``--local_rank=N ... exits with return code``, srun's ``task
-    N``). A process taken down by a teardown signal names nobody."""
+    local_rank: N``, a worker command line's ``--local_rank=N ... exits with return code``,
+    srun's ``task N``, Ray Train's ``Worker N has failed``). A process taken down by a
+    teardown signal names nobody, unless that teardown is itself what was diagnosed
+    (``teardown``)."""
     for rec in records:
-        if rec.root and rec.rank is not None and rec.exit_code not in TEARDOWN_EXIT_CODES:
+        if (
+            rec.root
+            and rec.rank is not None
+            and (teardown or rec.exit_code not in TEARDOWN_EXIT_CODES)
+        ):
             return rec.rank, rec.host
     for ev in _print_order([e for e in evidence if e.rule in EXIT_REPORT_RULES]):
         code = _exit_code(ev)
@@ -660,6 +676,7 @@ def decide(
     else:
         frames = [e for e in all_ev if e.rule == BLOCKING_FRAME_RULE]
         if not frames:
+            first = _first_failure(records, all_ev)
             return Decision(
                 fault_class=FaultClass.UNKNOWN,
                 confidence=0.0,
@@ -670,6 +687,7 @@ def decide(
                 cascades=cascades,
                 roots=[],
                 notes=["no rule matched a failure"],
+                culprit_ranks=[first[0]] if first else [],
                 evidence=all_ev,
             )
         # Nothing failed, and a traceback stops in a blocking call: a process dump of a stall.
@@ -748,8 +766,16 @@ def decide(
     elif fault_class not in _NO_CULPRIT_CLASSES:
         top = max(_confidence(e, conf) for e in ordered)
         decisive = [e for e in ordered if _confidence(e, conf) >= top]
-        culprit_ranks = _ranks(decisive) or _ranks(ordered)
-        first = _first_failure(records, all_ev)
+        # the strongest lines that name a rank, when the strongest of all name none
+        ranked = [e for e in ordered if e.rank is not None]
+        top_ranked = max((_confidence(e, conf) for e in ranked), default=0.0)
+        culprit_ranks = _ranks(decisive) or _ranks(
+            [e for e in ranked if _confidence(e, conf) >= top_ranked]
+        )
+        # The launcher's "first observed failure" picks one of several failing ranks; an exit
+        # report only names a rank where nothing else does.
+        root = _first_failure(records, [], teardown=decided_by == "cascade")
+        first = root if root is not None or culprit_ranks else _first_failure([], all_ev)
         if first is not None and (not culprit_ranks or first[0] in culprit_ranks):
             culprit_ranks = [first[0]]
             if first[1]:
@@ -803,8 +829,14 @@ def diagnosis_of(decision: Decision) -> Diagnosis:
             fault_class=FaultClass.UNKNOWN,
             action=decision.action,
             confidence=0.0,
+            culprit_ranks=decision.culprit_ranks,
             evidence=[e for e in decision.evidence if e.role == "diagnostic"][:MAX_LISTED],
-            summary="unknown: no rule matched a failure",
+            summary="unknown: no rule matched a failure"
+            + (
+                f"; the launcher reports rank {decision.culprit_ranks[0]} failed first"
+                if decision.culprit_ranks
+                else ""
+            ),
         )
     primary = decision.primary
     others = [e for e in decision.roots if e.fault_class is not primary[0].fault_class]

@@ -272,3 +272,80 @@ Root Cause (first observed failure):
         nodes=[NodeInfo(name="node2", state="DOWN", reason="Not responding")],
     )
     assert slurm_agrees.drain_nodes == ["node2"]
+
+
+# -- shapes the second validation set showed (added after its untouched score) ---------------
+
+
+def test_srun_task_ranges_name_every_task() -> None:
+    d = diag("""
+slurmstepd: error: Detected 1 oom_kill event in StepId=440575.0. Some of the step tasks have been OOM Killed.
+srun: error: nid001277: tasks 1-3: Out Of Memory
+""")
+    assert (d.culprit_ranks, d.culprit_hosts) == ([1, 2, 3], ["nid001277"])
+
+
+def test_slurmstepd_killing_a_job_over_its_memory_limit_is_a_host_oom() -> None:
+    d = diag("""
+slurmstepd: error: Job 7518 exceeded memory limit (626359956 > 512000000), being killed
+slurmstepd: error: *** JOB 7518 ON xantipa CANCELLED AT 2022-06-10T17:11:35 ***
+""")
+    assert d.fault_class is FaultClass.MEMORY_HOST_OOM
+
+
+def test_legacy_launchers_name_the_local_rank_of_the_worker_command() -> None:
+    segv = diag(
+        "subprocess.CalledProcessError: Command '['/usr/bin/python3', '-u', 'train.py', "
+        "'--local_rank=7', '--epochs', '9']' died with <Signals.SIGSEGV: 11>."
+    )
+    assert (segv.fault_class, segv.culprit_ranks) == (FaultClass.PROCESS_CRASH, [7])
+    spawn = diag("""
+-- Process 2 terminated with the following error:
+Traceback (most recent call last):
+OSError: [Errno 28] No space left on device
+""")
+    assert (spawn.fault_class, spawn.culprit_ranks) == (FaultClass.STORAGE_ERROR, [2])
+
+
+def test_an_unexplained_exit_still_names_the_rank_the_launcher_reports() -> None:
+    d = diag(
+        "[ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', "
+        "'--local_rank=4', '--do_train'] exits with return code = 1"
+    )
+    assert d.fault_class is FaultClass.UNKNOWN
+    assert (d.culprit_ranks, d.culprit_hosts) == ([4], [])
+
+
+def test_ray_names_the_dead_workers_ip_and_train_rank() -> None:
+    d = diag("""
+(raylet) A worker died or was killed while executing a task by an unexpected system error. Worker IP address: 10.0.7.57 Worker port: 10046 Worker PID: 89513 Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2. End of file. There are some potential root causes. (1) The process is killed by SIGKILL by OOM killer due to high memory usage. (2) ray stop --force is called.
+(TorchTrainer pid=89392) Worker 0 has failed.
+""")
+    assert d.fault_class is FaultClass.MEMORY_HOST_OOM
+    assert (d.culprit_ranks, d.culprit_hosts) == ([0], ["10.0.7.57"])
+
+
+def test_every_rank_aborting_names_the_launchers_first_failure() -> None:
+    d = diag("""
+Failures:
+[1]:
+  host      : n1
+  rank      : 1 (local_rank: 1)
+  exitcode  : -6 (pid: 11)
+Root Cause (first observed failure):
+[0]:
+  host      : n1
+  rank      : 0 (local_rank: 0)
+  exitcode  : -6 (pid: 10)
+""")
+    assert d.fault_class is FaultClass.PROCESS_CRASH
+    assert (d.culprit_ranks, d.culprit_hosts) == ([0], ["n1"])
+
+
+def test_an_ib_peer_with_an_ipv6_zone_is_a_fabric_failure() -> None:
+    d = diag(
+        "H100-2:19989:20082 [1] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from"
+        " peer fe80::966d:ae03:8b:df78%ib0<53249> with error 4, opcode 32564, len 32564, vendor"
+        " err 81 (Send)"
+    )
+    assert d.fault_class is FaultClass.NETWORK_FABRIC
