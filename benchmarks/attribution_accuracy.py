@@ -4,8 +4,12 @@ Diagnoses every case under ``tests/fixtures/real-logs`` (the shared corpus, the 
 corpus ``dev/`` and the validation set ``validation/``) with the shipped packs and (``--json``)
 prints one JSON line::
 
-    {"cases": ..., "accuracy": ..., "false_drains": ..., "baseline_accuracy": ...,
-     "ratio_vs_baseline": ..., "diagnose_ms_per_case": ..., "corpora": {...}}
+    {"cases": ..., "accuracy": ..., "culprit_rank_accuracy": ..., "culprit_host_accuracy": ...,
+     "false_drains": ..., "baseline_accuracy": ..., "ratio_vs_baseline": ...,
+     "diagnose_ms_per_case": ..., "corpora": {...}}
+
+Culprit accuracy counts the cases whose label names a culprit rank (host) and whose diagnosis
+names exactly those (:mod:`resurrect.rules.corpus_report`); every corpus reports its own.
 
 ``baseline_accuracy`` is what always naming the corpus's most common class scores on the same
 cases (the floor any attribution must clear); ``ratio_vs_baseline`` is accuracy over it.
@@ -29,7 +33,7 @@ from resurrect.rules.engine import load_engine
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "fixtures" / "real-logs"
-PARTS = ("dev", "validation")
+PARTS = ("dev", "validation", "validation-2")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,6 +65,10 @@ def main(argv: list[str] | None = None) -> int:
         "accuracy": round(report.accuracy, 4),
         "false_drains": len(report.false_drains),
         "culprits_exact": report.culprits_exact,
+        "culprit_rank_cases": len(report.rank_cases),
+        "culprit_rank_accuracy": _share(report.ranks_right, len(report.rank_cases)),
+        "culprit_host_cases": len(report.host_cases),
+        "culprit_host_accuracy": _share(report.hosts_right, len(report.host_cases)),
         "baseline_accuracy": round(baseline, 4),
         "ratio_vs_baseline": round(report.accuracy / baseline, 2) if baseline else None,
         "diagnose_ms_per_case": round(1000 * elapsed / max(1, report.total), 2),
@@ -70,11 +78,17 @@ def main(argv: list[str] | None = None) -> int:
         dirs = [args.corpus, *(args.corpus / p for p in PARTS if (args.corpus / p).is_dir())]
         report_main([*(os.path.relpath(d) for d in dirs), "--update", str(args.markdown)])
     summary = (
-        f"{report.correct}/{report.total} right ({report.accuracy:.1%}), baseline "
-        f"{baseline:.1%}, false drains {len(report.false_drains)}"
+        f"{report.correct}/{report.total} right ({report.accuracy:.1%}), culprit rank "
+        f"{report.ranks_right}/{len(report.rank_cases)}, culprit host "
+        f"{report.hosts_right}/{len(report.host_cases)}, baseline {baseline:.1%}, "
+        f"false drains {len(report.false_drains)}"
     )
     print_result(result, as_json=args.json, summary=summary)
     return 0
+
+
+def _share(right: int, cases: int) -> float | None:
+    return round(right / cases, 4) if cases else None
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ from resurrect.contracts import (
     Evidence,
     FaultClass,
     RecoveryAction,
+    SignalKind,
 )
 from resurrect.plans.decide import restart_action
 from resurrect.records import carry_over
@@ -76,6 +77,35 @@ HOST_MEMORY_RULE = "memory.host_usage_report"
 WRAPPER_TIMEOUT_RULES = frozenset({"slurm.time_limit_wrapper", "slurm.wrapper_signal_timeout"})
 """A job wrapper's reading of a signal as the time limit (the scheduler's own word outranks it)."""
 LOCAL_FABRIC_RULES = ("nccl.ib_verbs_failure", "xid.", "gpu.")
+PROBE_KINDS = frozenset({SignalKind.STACK_DUMP, SignalKind.PROGRESS})
+"""Evidence from resurrect's own probes of the ranks (their stacks, their progress)."""
+BEHIND_RULES = frozenset({"flight_recorder.behind", "nccl_ras.rank"})
+"""Probe findings that name a rank behind its peers (the job's Flight Recorder, NCCL RAS)."""
+EXIT_REPORT_RULES = frozenset(
+    {
+        "torchelastic.worker_exit",
+        "torchelastic.worker_signal_crash",
+        "launcher.worker_command_exit",
+        "launcher.ray_train_worker_failed",
+        "slurm.task_exit",
+        "slurm.task_signal",
+        "slurm.task_killed",
+        "slurm.task_out_of_memory",
+        "memory.sigkill_worker",
+        "python.spawn_child_failed",
+    }
+)
+"""Launcher and scheduler lines that name a rank that exited badly (its cause is elsewhere)."""
+TEARDOWN_EXIT_CODES = frozenset({-6, -15, -2, -1})
+"""Exit codes of a process taken down after another failure (or by a person): never a culprit."""
+LAUNCHER_SIGINT = frozenset({"2", "SIGINT"})
+_PROGRESS_LINE = re.compile(
+    r"\d{1,3}%\|"  # a tqdm bar
+    r"|\b\d{1,12}/\d{1,12} \[\d"  # "450/1000 [10:23<..."
+    r"|(?i:\b(?:epoch|step|iter(?:ation)?|batch|it)\b\s{0,3}[:=#]?\s{0,3}\[?\d{1,12})"
+    r"|(?i:\b(?:loss|lr)\s{0,3}[:=]\s{0,3}-?\d)"
+)
+"""A line reporting training progress (a progress bar, a step counter, a loss)."""
 """Fabric evidence about the reporting host's own adapter or NVLink (not a two-ended link)."""
 
 NODE_CLASSES = frozenset({FaultClass.GPU_HARDWARE, FaultClass.NETWORK_FABRIC, FaultClass.NODE_LOST})
@@ -332,6 +362,24 @@ def _interrupted_hang(
     return None
 
 
+def _stalled_then_interrupted(primary: Sequence[Evidence]) -> tuple[str, Evidence] | None:
+    """SIGINT (a person at the terminal) to the launcher right after a progress report: the
+    progress had stopped and the person gave up waiting; the stall is the fault."""
+    for ev in primary:
+        if ev.rule != LAUNCHER_SIGNAL_RULE:
+            continue
+        if (ev.fields.get("signal") or ev.fields.get("signal_exc")) not in LAUNCHER_SIGINT:
+            continue
+        before = ev.fields.get("previous_line", "")
+        if _PROGRESS_LINE.search(split_prefixes(before).body):
+            return (
+                "progress stopped (last report: "
+                f"{before[:80].strip()!r}), then a person interrupted the launcher",
+                ev,
+            )
+    return None
+
+
 def _early_timeout(primary: Sequence[Evidence]) -> tuple[str, Evidence] | None:
     """A wrapper's "timed out" long before the requested time: the signal was a preemption."""
     if not primary or any(e.rule not in WRAPPER_TIMEOUT_RULES for e in primary):
@@ -452,6 +500,71 @@ def _lost_node_culprits(primary: Sequence[Evidence], hosts: Mapping[int, str]) -
     return sorted(peers) if len(peers) == 1 else []
 
 
+def _ranks(evidence: Sequence[Evidence]) -> list[int]:
+    """The ranks ``evidence`` names, in order, once each; a range (srun's ``tasks 1-3``)
+    names each of its ranks, up to :data:`MAX_LISTED`."""
+    named: list[int | None] = []
+    for e in evidence:
+        named.append(e.rank)
+        last = e.fields.get("rank_last", "")
+        if e.rank is not None and last.isdigit():
+            named.extend(range(e.rank + 1, min(int(last), e.rank + MAX_LISTED) + 1))
+    return [r for r in _ordered_unique(named) if isinstance(r, int)]
+
+
+def _hosts(evidence: Sequence[Evidence], hosts: Mapping[int, str]) -> list[str]:
+    """The hosts ``evidence`` names (its own, else its rank's), in order, once each."""
+    named = [e.host or hosts.get(e.rank if e.rank is not None else -1) for e in evidence]
+    return [h for h in _ordered_unique(named) if isinstance(h, str)]
+
+
+def _hosts_of(
+    ranks: Sequence[int], evidence: Sequence[Evidence], hosts: Mapping[int, str]
+) -> list[str]:
+    """The hosts of ``ranks``: as their own lines say, else as the launcher's map says."""
+    found: list[str | None] = []
+    for rank in ranks:
+        own = next((e.host for e in evidence if e.rank == rank and e.host), None)
+        found.append(own or hosts.get(rank))
+    return [h for h in _ordered_unique(found) if isinstance(h, str)]
+
+
+def _exit_code(ev: Evidence) -> int | None:
+    """The exit code an exit report states (a signal as its negative number, -9 for SIGKILL)."""
+    text = ev.fields.get("exit_code") or ev.fields.get("exit_status") or ""
+    if text.lstrip("-").isdigit():
+        return int(text)
+    if ev.fields.get("signum", "").isdigit():
+        return -int(ev.fields["signum"])
+    if ev.rule == "memory.sigkill_worker" or ev.fields.get("signal") == "SIGKILL":
+        return -9
+    signal = ev.fields.get("signal", "")
+    return -int(signal) if signal.isdigit() else None
+
+
+def _first_failure(
+    records: Sequence[_Record], evidence: Sequence[Evidence], *, teardown: bool = False
+) -> tuple[int, str | None] | None:
+    """The rank (and host) that failed first, as the launcher reports it: torchelastic's
+    root-cause record, else the first exit report (an agent's ``failed (exitcode: 1)
+    local_rank: N``, a worker command line's ``--local_rank=N ... exits with return code``,
+    srun's ``task N``, Ray Train's ``Worker N has failed``). A process taken down by a
+    teardown signal names nobody, unless that teardown is itself what was diagnosed
+    (``teardown``)."""
+    for rec in records:
+        if (
+            rec.root
+            and rec.rank is not None
+            and (teardown or rec.exit_code not in TEARDOWN_EXIT_CODES)
+        ):
+            return rec.rank, rec.host
+    for ev in _print_order([e for e in evidence if e.rule in EXIT_REPORT_RULES]):
+        code = _exit_code(ev)
+        if ev.rank is not None and code not in TEARDOWN_EXIT_CODES and code != 0:
+            return ev.rank, ev.host
+    return None
+
+
 def _print_order(evidence: Sequence[Evidence]) -> list[Evidence]:
     """Evidence in the order it was printed: by its timestamps when every line has one."""
     stamps = [_stamp(e.text) for e in evidence]
@@ -563,6 +676,7 @@ def decide(
     else:
         frames = [e for e in all_ev if e.rule == BLOCKING_FRAME_RULE]
         if not frames:
+            first = _first_failure(records, all_ev)
             return Decision(
                 fault_class=FaultClass.UNKNOWN,
                 confidence=0.0,
@@ -573,6 +687,7 @@ def decide(
                 cascades=cascades,
                 roots=[],
                 notes=["no rule matched a failure"],
+                culprit_ranks=[first[0]] if first else [],
                 evidence=all_ev,
             )
         # Nothing failed, and a traceback stops in a blocking call: a process dump of a stall.
@@ -609,6 +724,10 @@ def decide(
             refinements.append(Refinement(fault_class, FaultClass.JOB_HANG, *hang))
             fault_class = FaultClass.JOB_HANG
             score = max(score, 0.6)
+        elif (stall := _stalled_then_interrupted(primary)) is not None:
+            refinements.append(Refinement(fault_class, FaultClass.JOB_HANG, *stall))
+            fault_class = FaultClass.JOB_HANG
+            score = max(score, 0.55)
     elif fault_class is FaultClass.MEMORY_HOST_OOM and score < LOW_CONFIDENCE:
         if (growth := _memory_growth(all_ev)) is not None:
             refinements.append(Refinement(fault_class, fault_class, *growth))
@@ -623,14 +742,13 @@ def decide(
     culprit_ranks: list[int] = []
     culprit_hosts: list[str] = []
     ordered = _print_order(primary)
+    behind = [e for e in all_ev if e.rule in BEHIND_RULES and e.rank is not None]
     if fault_class is FaultClass.COLLECTIVE_TIMEOUT and not roots:
-        culprit_ranks = _collective_culprits(all_ev, cascades)
-        culprit_hosts = [hosts[r] for r in culprit_ranks if r in hosts]
+        culprit_ranks = _ranks(behind) or _collective_culprits(all_ev, cascades)
+        culprit_hosts = _hosts_of(culprit_ranks, [*behind, *cascades], hosts)
     elif fault_class is FaultClass.NETWORK_FABRIC:
         culprit_hosts = _fabric_culprits(primary)
-        culprit_ranks = [
-            int(r) for r in _ordered_unique([e.rank for e in ordered]) if isinstance(r, int)
-        ]
+        culprit_ranks = _ranks(ordered)
     elif fault_class is FaultClass.NODE_LOST:
         culprit_hosts = _lost_node_culprits(ordered, hosts)
         if all(e.fields.get("peer") for e in primary):
@@ -640,17 +758,35 @@ def decide(
                 if culprit_hosts
                 else "survivors lost connections to several peers: no single lost node"
             )
-    elif fault_class not in _NO_CULPRIT_CLASSES and fault_class is not FaultClass.JOB_HANG:
-        culprit_ranks = [
-            r for r in _ordered_unique([e.rank for e in ordered]) if isinstance(r, int)
-        ]
-        culprit_hosts = [
-            h
-            for h in _ordered_unique(
-                [e.host or hosts.get(e.rank if e.rank is not None else -1) for e in ordered]
-            )
-            if isinstance(h, str)
-        ]
+    elif fault_class is FaultClass.JOB_HANG:
+        probed = [e for e in ordered if e.kind in PROBE_KINDS and (e.rank is not None or e.host)]
+        named = probed or behind
+        culprit_ranks = _ranks(named)
+        culprit_hosts = _hosts_of(culprit_ranks, named, hosts) or _hosts(named, hosts)
+    elif fault_class not in _NO_CULPRIT_CLASSES:
+        top = max(_confidence(e, conf) for e in ordered)
+        decisive = [e for e in ordered if _confidence(e, conf) >= top]
+        # the strongest lines that name a rank, when the strongest of all name none
+        ranked = [e for e in ordered if e.rank is not None]
+        top_ranked = max((_confidence(e, conf) for e in ranked), default=0.0)
+        culprit_ranks = _ranks(decisive) or _ranks(
+            [e for e in ranked if _confidence(e, conf) >= top_ranked]
+        )
+        # The launcher's "first observed failure" picks one of several failing ranks; an exit
+        # report only names a rank where nothing else does.
+        root = _first_failure(records, [], teardown=decided_by == "cascade")
+        first = root if root is not None or culprit_ranks else _first_failure([], all_ev)
+        if first is not None and (not culprit_ranks or first[0] in culprit_ranks):
+            culprit_ranks = [first[0]]
+            if first[1]:
+                hosts.setdefault(first[0], first[1])
+        culprit_hosts = (
+            _hosts(decisive, hosts)
+            or _hosts(ordered, hosts)
+            or _hosts_of(culprit_ranks, all_ev, hosts)
+        )
+        if culprit_ranks and len(culprit_hosts) > 1:
+            culprit_hosts = _hosts_of(culprit_ranks, ordered, hosts) or culprit_hosts
     culprit_gpus = [g for g in _ordered_unique([e.gpu for e in ordered]) if isinstance(g, str)]
 
     action, why = proposed_action(fault_class, culprit_hosts, confidence)
@@ -693,8 +829,14 @@ def diagnosis_of(decision: Decision) -> Diagnosis:
             fault_class=FaultClass.UNKNOWN,
             action=decision.action,
             confidence=0.0,
+            culprit_ranks=decision.culprit_ranks,
             evidence=[e for e in decision.evidence if e.role == "diagnostic"][:MAX_LISTED],
-            summary="unknown: no rule matched a failure",
+            summary="unknown: no rule matched a failure"
+            + (
+                f"; the launcher reports rank {decision.culprit_ranks[0]} failed first"
+                if decision.culprit_ranks
+                else ""
+            ),
         )
     primary = decision.primary
     others = [e for e in decision.roots if e.fault_class is not primary[0].fault_class]

@@ -3,10 +3,17 @@
 A corpus is a directory tree; every directory holding an ``expected.json`` is one case, and its
 ``*.log`` files are diagnosed together as one interruption. ``expected.json`` states the true
 ``fault_class`` (a :class:`~resurrect.contracts.FaultClass` value), the ``culprit_hosts`` and
-``culprit_ranks`` the log shows, and the ``source`` it came from::
+``culprit_ranks`` the log shows (empty where it names none), the ``source`` it came from and,
+where the log names a culprit, ``culprit_evidence``: the line(s) that name it::
 
     {"fault_class": "gpu.hardware", "culprit_hosts": ["cn-234"], "culprit_ranks": [],
+     "culprit_evidence": ["zeyer@cn-234 ~ % nvidia-smi", "..."],
      "source": "https://github.com/...", "why": "...", "difficulty": "hard"}
+
+Culprit accuracy is measured where the label names one: *culprit rank right* counts the cases
+whose labelled ``culprit_ranks`` are not empty and whose diagnosis names exactly those ranks
+(in any order); *culprit host right* likewise for hosts. ``culprits_exact`` counts every case
+whose hosts and ranks are exactly as labelled (an empty label included).
 
 ``python -m resurrect.rules.corpus_report DIR... [--json] [--markdown FILE | --update FILE]``
 prints the per-class accuracy, the confusion matrix, the misses and the false drains of each
@@ -77,6 +84,24 @@ class CaseResult:
     def false_drain(self) -> bool:
         return self.diagnosed in DRAIN_CLASSES and self.expected in WORKLOAD_CLASSES
 
+    @property
+    def names_rank(self) -> bool:
+        """The label names a culprit rank."""
+        return bool(self.culprits_expected[1])
+
+    @property
+    def rank_right(self) -> bool:
+        return set(self.culprits_expected[1]) == set(self.culprits_diagnosed[1])
+
+    @property
+    def names_host(self) -> bool:
+        """The label names a culprit host."""
+        return bool(self.culprits_expected[0])
+
+    @property
+    def host_right(self) -> bool:
+        return set(self.culprits_expected[0]) == set(self.culprits_diagnosed[0])
+
 
 @dataclass(frozen=True)
 class CorpusReport:
@@ -104,6 +129,24 @@ class CorpusReport:
     def culprits_exact(self) -> int:
         return sum(r.culprits_exact for r in self.results)
 
+    @property
+    def rank_cases(self) -> list[CaseResult]:
+        """Cases whose label names a culprit rank."""
+        return [r for r in self.results if r.names_rank]
+
+    @property
+    def ranks_right(self) -> int:
+        return sum(r.rank_right for r in self.rank_cases)
+
+    @property
+    def host_cases(self) -> list[CaseResult]:
+        """Cases whose label names a culprit host."""
+        return [r for r in self.results if r.names_host]
+
+    @property
+    def hosts_right(self) -> int:
+        return sum(r.host_right for r in self.host_cases)
+
     def per_class(self) -> dict[FaultClass, tuple[int, int]]:
         """True class to (correct, total)."""
         out: dict[FaultClass, tuple[int, int]] = {}
@@ -119,8 +162,19 @@ class CorpusReport:
             "correct": self.correct,
             "accuracy": round(self.accuracy, 4),
             "culprits_exact": self.culprits_exact,
+            "culprit_rank_cases": len(self.rank_cases),
+            "culprit_rank_right": self.ranks_right,
+            "culprit_rank_accuracy": _ratio(self.ranks_right, len(self.rank_cases)),
+            "culprit_host_cases": len(self.host_cases),
+            "culprit_host_right": self.hosts_right,
+            "culprit_host_accuracy": _ratio(self.hosts_right, len(self.host_cases)),
             "false_drains": len(self.false_drains),
         }
+
+
+def _ratio(right: int, cases: int) -> float | None:
+    """``right / cases`` rounded, None without cases."""
+    return round(right / cases, 4) if cases else None
 
 
 def find_cases(root: Path) -> list[Path]:
@@ -189,6 +243,37 @@ def misses_markdown(report: CorpusReport) -> str:
     return "\n".join(rows)
 
 
+def culprits_markdown(report: CorpusReport) -> str:
+    """Culprit rank and host accuracy where the label names one, and the cases missed."""
+
+    def share(right: int, cases: int) -> str:
+        return f"{right} of {cases} ({right / cases:.0%})" if cases else "no case names one"
+
+    head = (
+        f"Culprit rank right: **{share(report.ranks_right, len(report.rank_cases))}**; "
+        f"culprit host right: **{share(report.hosts_right, len(report.host_cases))}**."
+    )
+    missed = [
+        r
+        for r in report.results
+        if (r.names_rank and not r.rank_right) or (r.names_host and not r.host_right)
+    ]
+    if not missed:
+        return head
+    rows = ["| case | labelled (hosts; ranks) | diagnosed (hosts; ranks) |", "|---|---|---|"]
+    for r in missed:
+        rows.append(
+            f"| {r.name} | {_culprit_text(r.culprits_expected)} "
+            f"| {_culprit_text(r.culprits_diagnosed)} |"
+        )
+    return head + "\n\nCulprits missed:\n\n" + "\n".join(rows)
+
+
+def _culprit_text(culprits: tuple[tuple[str, ...], tuple[int, ...]]) -> str:
+    hosts, ranks = culprits
+    return (", ".join(hosts) or "-") + "; " + (", ".join(str(r) for r in ranks) or "-")
+
+
 def section_markdown(title: str, report: CorpusReport) -> str:
     """One corpus: headline numbers, per-class accuracy, confusion matrix, misses."""
     drains = report.false_drains
@@ -203,6 +288,7 @@ def section_markdown(title: str, report: CorpusReport) -> str:
             f"{report.correct} of {report.total} cases right: **{report.accuracy:.1%}**. "
             f"Culprit hosts and ranks exactly as labelled on {report.culprits_exact} of "
             f"{report.total}. False drains: **{len(drains)}** ({drain_text}).",
+            culprits_markdown(report),
             per_class_markdown(report),
             confusion_markdown(report.results),
             "Misses:\n\n" + misses_markdown(report),

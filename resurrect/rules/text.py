@@ -13,9 +13,10 @@ Everything a rule sees has passed through here:
   (NCCL), ``[rank: 0]`` (Lightning), dmesg ``[ 12.345]`` and syslog ``Mon DD HH:MM:SS host
   kernel:`` stamps (also ``dmesg -T`` and remote ``host: kern: level: [time]:`` forms), bare
   timestamps that log collectors prepend, ``[1,3]<stderr>:`` (mpirun ``--tag-output``),
-  ``(Worker pid=12)`` (Ray), and ``> `` quoting. :func:`split_prefixes` removes them and
-  reports the rank/host they name, so rule patterns match the message body and need not know
-  every launcher.
+  ``(Worker pid=12, ip=10.0.0.3)`` and ``(pid=12, ip=...)`` (Ray; the ip names the host),
+  and ``> `` quoting. :func:`split_prefixes` removes them and reports the rank/host they
+  name, so rule patterns match the message body and need not know every launcher. Without a
+  rank prefix, ProcessGroupNCCL's own ``[Rank 3]`` tag (default group) names the rank.
 
 :class:`LineSplitter` is the streaming half: feed it arbitrary byte chunks (as read from a
 growing file) and it yields complete, bounded lines, keeping a partial last line for the next
@@ -44,7 +45,7 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _PREFIX = re.compile(
     r"(?:(?P<rank_a>\d{1,6}): "  # srun -l
     r"|\[\d{1,6},(?P<rank_c>\d{1,6})\]<std(?:out|err)>: ?"  # mpirun --tag-output
-    r"|\([\w.-]{1,64} pid=\d{1,10}(?:, ip=[\d.]{7,15})?\) "  # Ray worker
+    r"|\((?:[\w.-]{1,64} )?pid=\d{1,10}(?:, ip=(?P<host_e>[\d.]{7,15}))?\) "  # Ray worker
     r"|> ?"  # quoted (e-mail, markdown)
     r"|\[(?:rank|default|Rank |rank: ?)(?P<rank_b>\d{1,6})\]:? ?"  # torchrun, lightning
     # NCCL: "host:pid:tid [dev] "
@@ -65,6 +66,16 @@ _PREFIX = re.compile(
     r"|\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:[.,]\d{1,9})?)?"
     r"(?:Z| ?[+-]\d\d:?\d\d)?\]?:? )"
 )
+
+
+# ProcessGroupNCCL tags its messages with the reporting rank: "[Rank 3]", or "[PG 0 Rank 3]" /
+# "[PG ID 0 PG GUID 0(default_pg) Rank 3]" in the default group (another group's rank is not
+# the global rank, so it names nobody).
+_PG_RANK = re.compile(
+    r"\[(?:PG (?:ID )?0 (?:PG GUID 0(?:\(default_pg\))? )?)?Rank (?P<rank>\d{1,6})\]"
+)
+PG_RANK_WINDOW = 200
+"""The ProcessGroupNCCL rank tag is looked for this far into a line's body."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,10 +120,14 @@ def split_prefixes(text: str) -> LinePrefix:
         found_rank = m["rank_a"] or m["rank_b"] or m["rank_c"]
         if found_rank is not None and rank is None:
             rank = int(found_rank)
-        found_host = m["host_a"] or m["host_b"] or m["host_c"] or m["host_d"]
+        found_host = m["host_a"] or m["host_b"] or m["host_c"] or m["host_d"] or m["host_e"]
         if found_host is not None and host is None:
             host = found_host
         body = body[m.end() :]
+    if rank is None and "Rank " in body[:PG_RANK_WINDOW]:
+        tag = _PG_RANK.search(body, 0, PG_RANK_WINDOW)
+        if tag is not None:
+            rank = int(tag["rank"])
     return LinePrefix(body=body, rank=rank, host=host)
 
 
