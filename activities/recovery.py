@@ -38,15 +38,15 @@ from resurrect.contracts import (
     SignalKind,
 )
 from resurrect.errors import JobNotFound, NeedsMoreTime
-from resurrect.log_reading import Budget, read_tail
-from resurrect.node_health_contracts import HEALTH_QUERY, NodeHealth, node_health_workflow_id
-from resurrect.plans.decide import (
+from resurrect.evidence_trust import (
     INDEPENDENT_SOURCES,
-    SECOND_OPINION_CLASSES,
+    NODE_CLASSES,
     evidence_source,
     independent_evidence,
     match_job_nodes,
 )
+from resurrect.log_reading import Budget, read_tail
+from resurrect.node_health_contracts import HEALTH_QUERY, NodeHealth, node_health_workflow_id
 from resurrect.plans.models import ResolvedPlan
 from resurrect.policy import resolve_job_policy
 from resurrect.rules import RuleEngine, load_engine
@@ -348,7 +348,7 @@ def _awaits_second_opinion(
     diagnosis: Diagnosis, job_nodes: Sequence[str], watching: list[str]
 ) -> bool:
     """A hardware diagnosis from job output alone, about a node whose agent is watching."""
-    if diagnosis.fault_class not in SECOND_OPINION_CLASSES or independent_evidence(diagnosis):
+    if diagnosis.fault_class not in NODE_CLASSES or independent_evidence(diagnosis):
         return False
     implicated, _ = match_job_nodes(diagnosis.culprit_hosts, job_nodes)
     return bool(set(implicated or job_nodes) & set(watching))

@@ -30,9 +30,9 @@ from datetime import UTC, datetime
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import Evidence, FaultClass, Interruption, JobInfo, JobState, SignalKind
 from resurrect.errors import JobFileRefused, SchedulerError
+from resurrect.evidence_trust import match_job_nodes
 from resurrect.job_notes import JobNotes
 from resurrect.log_reading import count_lines, next_data, open_job_file, read_data
-from resurrect.plans.decide import match_job_nodes
 from resurrect.policy import resolve_job_policy
 from resurrect.progress.culprits import HangCulprits
 from resurrect.progress.tracker import ProgressTracker

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from resurrect.checkpoint.atomic import write_new_then_rename
 from resurrect.contracts import Evidence, SignalKind
-from resurrect.plans.decide import HANG_HISTORY_RULE
+from resurrect.evidence_trust import HANG_HISTORY_RULE
 
 log = logging.getLogger(__name__)
 MAX_FILE_BYTES = 8 << 20

@@ -46,7 +46,7 @@ from resurrect.contracts import (
     RecoveryAction,
     SignalKind,
 )
-from resurrect.plans.decide import restart_action
+from resurrect.evidence_trust import restart_action
 from resurrect.records import carry_over
 from resurrect.rules.engine import known_confidences
 from resurrect.rules.text import split_prefixes
@@ -108,8 +108,6 @@ _PROGRESS_LINE = re.compile(
 """A line reporting training progress (a progress bar, a step counter, a loss)."""
 """Fabric evidence about the reporting host's own adapter or NVLink (not a two-ended link)."""
 
-NODE_CLASSES = frozenset({FaultClass.GPU_HARDWARE, FaultClass.NETWORK_FABRIC, FaultClass.NODE_LOST})
-"""Classes whose default action drains the culprit node."""
 _NO_CULPRIT_CLASSES = frozenset(
     {FaultClass.JOB_TIME_LIMIT, FaultClass.JOB_PREEMPTED, FaultClass.JOB_CANCELLED}
 )

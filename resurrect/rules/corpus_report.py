@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from resurrect.contracts import FaultClass
-from resurrect.rules.attribution import NODE_CLASSES
+from resurrect.evidence_trust import NODE_CLASSES
 from resurrect.rules.diagnose import diagnose_files
 from resurrect.rules.engine import RuleEngine, default_engine
 

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from resurrect.contracts import Evidence, FaultClass, RecoveryAction
+from resurrect.evidence_trust import NODE_CLASSES
 from resurrect.rules.attribution import (
     HANG_SILENCE_S,
     LOW_CONFIDENCE,
-    NODE_CLASSES,
     WRAPPER_TIMEOUT_RULES,
     Candidate,
     Decision,

@@ -24,7 +24,7 @@ from resurrect.contracts import (
     RecoveryAction,
     SignalKind,
 )
-from resurrect.plans.decide import restart_action
+from resurrect.evidence_trust import restart_action
 from resurrect.rules.attribution import proposed_action
 
 STATE_CLASS: dict[JobState, FaultClass] = {

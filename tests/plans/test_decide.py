@@ -13,13 +13,8 @@ from resurrect.contracts import (
     RecoveryAction,
     SignalKind,
 )
-from resurrect.plans.decide import (
-    decide,
-    decide_recovery,
-    evidence_source,
-    match_job_nodes,
-    restart_action,
-)
+from resurrect.evidence_trust import evidence_source, match_job_nodes, restart_action
+from resurrect.plans.decide import decide, decide_recovery
 from resurrect.plans.models import ResolvedPlan, WhenSpec
 from resurrect.testing.steps import make_step_input
 

@@ -19,12 +19,8 @@ from resurrect.contracts import (
     RecoveryAction,
     SignalKind,
 )
-from resurrect.plans.decide import (
-    HANG_HISTORY_RULE,
-    decide,
-    decide_recovery,
-    hardware_evidence,
-)
+from resurrect.evidence_trust import HANG_HISTORY_RULE, hardware_evidence
+from resurrect.plans.decide import decide, decide_recovery
 from resurrect.plans.loader import load_plans
 from resurrect.testing.steps import make_step_input
 

@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from resurrect.plans.decide import HANG_HISTORY_RULE
+from resurrect.evidence_trust import HANG_HISTORY_RULE
 from resurrect.progress.culprits import MAX_JOBS_PER_NODE, HangCulprits
 
 DAY = 24 * 3600.0

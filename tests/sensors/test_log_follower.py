@@ -12,7 +12,7 @@ from support.rules import engine_of
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import Evidence, FaultClass, Interruption, JobInfo, JobState, SignalKind
-from resurrect.plans.decide import HANG_HISTORY_RULE
+from resurrect.evidence_trust import HANG_HISTORY_RULE
 from resurrect.progress.hang import HangSuspicion
 from resurrect.progress.watch import HangReport
 from resurrect.rules.engine import RuleEngine

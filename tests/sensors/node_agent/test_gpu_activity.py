@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from resurrect.contracts import FaultClass, SignalKind
-from resurrect.plans.decide import hardware_evidence
+from resurrect.evidence_trust import hardware_evidence
 from resurrect.sensors.node_agent.fake_nvml import FakeNvml
 from resurrect.sensors.node_agent.gpu_activity import (
     LocalGpus,

@@ -1,0 +1,156 @@
+"""Which evidence counts and which nodes it may implicate: the trust rules that attribution
+proposes with and :mod:`resurrect.plans.decide` settles with.
+
+A job's owner controls every line the job prints, so where a piece of evidence came from
+(:func:`evidence_source`) decides what it may do: only a source the job does not control
+(the node agent, Slurm) confirms a node for draining (:func:`corroborated_nodes`,
+:func:`hardware_evidence`), and only nodes the job ran on are ever named
+(:func:`match_job_nodes`). Drain or restart is one rule (:func:`restart_action`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from resurrect.contracts import (
+    DEFAULT_ACTION,
+    Diagnosis,
+    Evidence,
+    EvidenceSource,
+    FaultClass,
+    NodeInfo,
+    RecoveryAction,
+    SignalKind,
+)
+from resurrect.scheduler.base import DRAIN_REASON_PREFIX
+
+# Classes that name failing node hardware: their default action drains the culprit node,
+# and draining for them needs a second opinion.
+NODE_CLASSES = frozenset({FaultClass.GPU_HARDWARE, FaultClass.NETWORK_FABRIC, FaultClass.NODE_LOST})
+# Sources a job cannot forge: what they say about a node counts as a second opinion.
+INDEPENDENT_SOURCES: frozenset[EvidenceSource] = frozenset({"node_agent", "scheduler"})
+# Rules of scheduler evidence about the job as a whole (not naming a node).
+_JOB_NODE_FAIL_RULE = "scheduler.job_state"
+# Classes whose culprit node comes from resurrect's probes of the job (rule 7).
+PROBED_CLASSES = frozenset({FaultClass.JOB_HANG, FaultClass.JOB_STRAGGLER})
+# Node agent readings of the hardware slowing a GPU down (thermal, power brake): hardware
+# evidence for a hang or a straggler although they are only diagnostic on their own.
+HARDWARE_SLOWDOWN_RULE_PREFIXES = ("gpu.clocks.",)
+# The follower's memory of the jobs a node was the hang culprit of (rule 8).
+HANG_HISTORY_RULE = "progress.hang_history"
+
+
+def short_name(host: str) -> str:
+    """A host's short name, lower case: ``GPU-17.cluster`` -> ``gpu-17``."""
+    return host.split(".")[0].lower()
+
+
+def evidence_source(evidence: Evidence) -> EvidenceSource:
+    """Who vouches for ``evidence``: its ``source``, else what its kind implies."""
+    if evidence.source is not None:
+        return evidence.source
+    if evidence.kind is SignalKind.JOB_LOG:
+        return "job_output"
+    if evidence.kind is SignalKind.SCHEDULER_STATE:
+        return "scheduler"
+    return "node_agent"  # kernel log, NVML events and metrics, heartbeats
+
+
+def independent_evidence(diagnosis: Diagnosis) -> list[Evidence]:
+    """The diagnosis' evidence that does not come from the job's own output."""
+    return [e for e in diagnosis.evidence if evidence_source(e) in INDEPENDENT_SOURCES]
+
+
+def corroborated_nodes(
+    candidates: Iterable[str], diagnosis: Diagnosis, nodes: Sequence[NodeInfo]
+) -> tuple[list[str], list[str]]:
+    """Split drain candidates into (confirmed by a second source, job output alone).
+
+    A node is confirmed by root evidence from the node agent or the scheduler naming it, by
+    Slurm showing it unavailable (DOWN, NOT_RESPONDING, FAIL) or drained by someone else,
+    or by the job ending NODE_FAIL when Slurm names no other node of the job.
+    """
+    independent = independent_evidence(diagnosis)
+    named = {
+        short_name(e.host)
+        for e in independent
+        if e.host and (e.role == "root" or evidence_source(e) == "node_agent")
+    }
+    by_name = {short_name(n.name): n for n in nodes}
+    troubled = {
+        short
+        for short, node in by_name.items()
+        # a drain of resurrect's own is no second opinion: it may rest on job output itself
+        if node.unavailable or (node.drained and not node.reason.startswith(DRAIN_REASON_PREFIX))
+    }
+    job_node_fail = any(
+        e.rule == _JOB_NODE_FAIL_RULE and e.fault_class is FaultClass.NODE_LOST for e in independent
+    )
+    confirmed: list[str] = []
+    alone: list[str] = []
+    for name in candidates:
+        short = short_name(name)
+        if short in named or short in troubled:
+            confirmed.append(name)
+        elif job_node_fail and not troubled:
+            confirmed.append(name)
+        else:
+            alone.append(name)
+    return confirmed, alone
+
+
+def match_job_nodes(hosts: Iterable[str], job_nodes: Iterable[str]) -> tuple[list[str], list[str]]:
+    """Map host names from evidence onto the job's node names.
+
+    A host matches a node by equal name or equal short name (``gpu-17.cluster`` ~ ``gpu-17``).
+    Returns (matched node names, host names that matched no node of the job).
+    """
+    nodes = list(dict.fromkeys(job_nodes))
+    by_short = {short_name(node): node for node in nodes}
+    matched: list[str] = []
+    unmatched: list[str] = []
+    for host in hosts:
+        node = by_short.get(short_name(host))
+        if node is None:
+            unmatched.append(host)
+        elif node not in matched:
+            matched.append(node)
+    return matched, unmatched
+
+
+def hardware_evidence(evidence: Iterable[Evidence], host: str) -> list[Evidence]:
+    """What the node agent or Slurm says is wrong with ``host``'s hardware (rule 7): root or
+    diagnostic findings of a hardware class, or of the hardware slowing a GPU down."""
+    return [
+        e
+        for e in evidence
+        if e.host
+        and short_name(e.host) == short_name(host)
+        and evidence_source(e) in INDEPENDENT_SOURCES
+        and (
+            e.fault_class in NODE_CLASSES
+            or (e.rule or "").startswith(HARDWARE_SLOWDOWN_RULE_PREFIXES)
+        )
+    ]
+
+
+def probed_culprits(diagnosis: Diagnosis) -> list[str]:
+    """The nodes a hang's or straggler's probes name: the diagnosis' culprit hosts and the
+    hosts of its root evidence of that class."""
+    hosts = [
+        *diagnosis.culprit_hosts,
+        *(
+            e.host
+            for e in diagnosis.evidence
+            if e.host and e.role == "root" and e.fault_class is diagnosis.fault_class
+        ),
+    ]
+    return list(dict.fromkeys(hosts))
+
+
+def restart_action(fault_class: FaultClass, culprit_hosts: Sequence[str]) -> RecoveryAction:
+    """Drain or restart: ``drain_and_restart`` when the class' default is to drain and a
+    culprit host is known, ``restart`` otherwise. Apply it to restarting actions only."""
+    if DEFAULT_ACTION[fault_class] is RecoveryAction.DRAIN_AND_RESTART and culprit_hosts:
+        return RecoveryAction.DRAIN_AND_RESTART
+    return RecoveryAction.RESTART
