@@ -31,12 +31,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributeKey, SearchAttributeUpdate
-from temporalio.exceptions import ActivityError, ApplicationError
-from temporalio.exceptions import TimeoutError as ActivityTimeoutError
+from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from resurrect.assessment import Assessment, AssessRequest
@@ -69,9 +67,15 @@ with workflow.unsafe.imports_passed_through():
         ApprovalDecision,
         ApprovalInput,
     )
-    from resurrect.plans.decide import Choice, decide
+    from resurrect.plans.decide import decide
     from resurrect.plans.models import ResolvedPlan, ResolvedStep
     from resurrect.temporal import search_attributes as sa
+    from resurrect.workflows.activity_calls import (
+        ACTIVITY_FAILURES,
+        QUICK_S,
+        ActivityCalls,
+        describe_failure,
+    )
     from resurrect.workflows.approval_gate import ApprovalGate, describe
     from resurrect.workflows.names import (
         APPROVE_UPDATE,
@@ -82,6 +86,7 @@ with workflow.unsafe.imports_passed_through():
         STATUS_QUERY,
         Activity,
     )
+    from resurrect.workflows.search_batch import SearchAttributeBatch
 
 # Retries of the evidence activities, which talk to the scheduler: a controller that is down
 # for minutes must not fail the recovery; errors that cannot get better do not retry.
@@ -93,22 +98,9 @@ SCHEDULER_RETRY = RetryPolicy(
     non_retryable_error_types=non_retryable_error_types(),
 )
 SCHEDULE_TO_CLOSE = timedelta(minutes=30)
-# How a failed activity reaches the workflow: wrapped in ActivityError, or (a local
-# activity's) as the step's own error or timeout.
-ACTIVITY_FAILURES = (ActivityError, ApplicationError, ActivityTimeoutError)
-# A local activity waits longer than this before its next attempt on a durable timer, not
-# in the worker (a controller down for minutes must not hold a workflow task open).
-LOCAL_RETRY_THRESHOLD = timedelta(seconds=2)
-ResultT = TypeVar("ResultT")
 # A step whose plan sets no heartbeat timeout is retried on another worker this soon after
 # its worker died (the step wrapper heartbeats for it).
 WORKER_LIVENESS_S = 10.0
-# A first attempt as a local activity gets this long (the call checks it itself: quick_s),
-# and is cut this much later; it is not retried locally (the activity task retries).
-QUICK_S = 3.0
-QUICK_GRACE_S = 5.0
-FIRST_ATTEMPT_ONLY = RetryPolicy(maximum_attempts=1)
-_NON_RETRYABLE = frozenset(non_retryable_error_types())
 
 
 class RecoveryWorkflowStatus(Contract):
@@ -175,27 +167,6 @@ def _fold(state: IncidentState, result: StepResult) -> IncidentState:
     return state.model_copy(update=update)
 
 
-def _reason(err: BaseException) -> BaseException | None:
-    """What a failed activity failed with: the error itself (a local activity's own error)
-    or what its ActivityError wraps."""
-    return err if isinstance(err, ApplicationError) else err.__cause__
-
-
-def _failed_for_good(err: BaseException) -> bool:
-    """The activity failed in a way another attempt cannot mend (a non-retryable error)."""
-    cause = _reason(err)
-    return isinstance(cause, ApplicationError) and (
-        cause.non_retryable or (cause.type or "") in _NON_RETRYABLE
-    )
-
-
-def _cause(err: BaseException) -> str:
-    cause = _reason(err)
-    if isinstance(cause, ApplicationError):
-        return f"{cause.type}: {cause.message}"
-    return str(cause or err)
-
-
 @workflow.defn(name=RECOVERY_WORKFLOW)
 class RecoveryWorkflow:
     def __init__(self) -> None:
@@ -209,8 +180,8 @@ class RecoveryWorkflow:
         self._state = IncidentState()
         self._would_have: list[str] = []  # observe mode: what the steps would have done
         self._gate = ApprovalGate()
-        self._search: dict[str, SearchAttributeUpdate[Any]] = {}  # not yet upserted
-        self._searchable: dict[str, object] = {}  # as last upserted
+        self._search = SearchAttributeBatch()
+        self._calls = ActivityCalls(self._notes, self._search.publish)
 
     # ------------------------------------------------------------------ signals/queries
     @workflow.signal(name=REPORT_SIGNAL)
@@ -259,7 +230,7 @@ class RecoveryWorkflow:
         timeout_s, default = timeout_default(plan, settings)
         previous = self._phase
         self._set_phase("awaiting_approval")
-        self._publish()
+        self._search.publish()
         self._notes.append(f"awaiting approval: {what} (default after {timeout_s:g} s: {default})")
         decision = await self._gate.wait(what, timeout_s, default)
         self._notes.append(describe(decision))
@@ -269,101 +240,12 @@ class RecoveryWorkflow:
     # ------------------------------------------------------------------ helpers
     def _set_phase(self, phase: str) -> None:
         self._phase = phase
-        self._set_search(sa.PHASE, phase)
-
-    def _set_search(self, key: SearchAttributeKey[Any], value: object) -> None:
-        """Set a search attribute when the workflow next waits (:meth:`_publish`), together
-        with the others that changed."""
-        if self._searchable.get(key.name) == value:
-            self._search.pop(key.name, None)
-        else:
-            self._search[key.name] = key.value_set(value)
-
-    def _publish(self) -> None:
-        """Upsert the search attributes that changed since the last upsert, in one command."""
-        if not self._search:
-            return
-        updates = list(self._search.values())
-        for update in updates:
-            self._searchable[update.key.name] = update.value
-        self._search.clear()
-        workflow.upsert_search_attributes(updates)
-
-    async def _activity(
-        self,
-        name: str,
-        args: list[object],
-        result_type: type[ResultT],
-        *,
-        local: bool,
-        timeout: timedelta,
-        deadline: timedelta,
-        heartbeat: timedelta | None,
-        retry: RetryPolicy,
-    ) -> ResultT:
-        """Run activity ``name``: a local activity (``local``: no heartbeat), or an activity
-        task, for which the workflow waits (the search attributes are published first)."""
-        options: dict[str, Any] = {
-            "args": args,
-            "result_type": result_type,
-            "start_to_close_timeout": timeout,
-            "schedule_to_close_timeout": deadline,
-            "retry_policy": retry,
-        }
-        if local:
-            local_result: ResultT = await workflow.execute_local_activity(
-                name, **options, local_retry_threshold=LOCAL_RETRY_THRESHOLD
-            )
-            return local_result
-        self._publish()
-        result: ResultT = await workflow.execute_activity(
-            name, **options, heartbeat_timeout=heartbeat
-        )
-        return result
-
-    async def _local_first(
-        self,
-        name: str,
-        quick_arg: object,
-        arg: object,
-        result_type: type[ResultT],
-        *,
-        timeout: timedelta,
-        deadline: timedelta,
-        heartbeat: timedelta | None,
-        retry: RetryPolicy,
-    ) -> ResultT:
-        """Activity ``name`` tried once as a local activity (``quick_arg`` carries
-        ``quick_s``), then, unless that failed for good, as an activity task (``arg``)."""
-        try:
-            quick: ResultT = await workflow.execute_local_activity(
-                name,
-                args=[quick_arg],
-                result_type=result_type,
-                start_to_close_timeout=min(timeout, timedelta(seconds=QUICK_S + QUICK_GRACE_S)),
-                retry_policy=FIRST_ATTEMPT_ONLY,
-            )
-            return quick
-        except ACTIVITY_FAILURES as err:
-            if _failed_for_good(err):
-                raise
-            self._notes.append(f"{name}: {_cause(err)}; run as an activity task")
-        return await self._activity(
-            name,
-            [arg],
-            result_type,
-            local=False,
-            timeout=timeout,
-            deadline=deadline,
-            heartbeat=heartbeat,
-            retry=retry,
-        )
+        self._search.set(sa.PHASE, phase)
 
     # ------------------------------------------------------------------ the recovery
     @workflow.run
     async def run(self, interruption: Interruption) -> RecoveryOutcome:
-        started = workflow.info().typed_search_attributes
-        self._searchable = {pair.key.name: pair.value for pair in started}
+        self._search.begin()
         self._notes.append(f"reported by {interruption.source}: {interruption.reason}")
         bundle = await self._gather_evidence(interruption)
         if bundle is None:
@@ -371,33 +253,18 @@ class RecoveryWorkflow:
         if self._refuse(interruption, bundle):
             return self._outcome(Kind.REFUSED_NOT_OPTED_IN, interruption, bundle)
         assessment = await self._assess(interruption, bundle)
-        diagnosis = assessment.diagnosis
-        choice = await self._decide(interruption, bundle, assessment)
-        incident = Incident(
-            interruption,
-            bundle,
-            diagnosis,
-            choice.decision,
-            approvals=assessment.approvals,
-            quick_steps=frozenset(assessment.quick_steps),
-        )
-        if choice.plan is None:
-            return self._outcome(Kind.NO_PLAN, interruption, bundle, diagnosis, choice.decision)
-        ended = await self._run_plan_steps(incident, choice.plan)
-        return self._outcome(
-            ended or self._final_outcome(incident),
-            interruption,
-            bundle,
-            diagnosis,
-            choice.decision,
-        )
+        incident, plan = self._decide(interruption, bundle, assessment)
+        if plan is None:
+            return self._outcome(Kind.NO_PLAN, interruption, bundle, incident)
+        ended = await self._run_plan_steps(incident, plan)
+        return self._outcome(ended or self._final_outcome(incident), interruption, bundle, incident)
 
     # 1. gather evidence -------------------------------------------------------------------
     async def _gather_evidence(self, interruption: Interruption) -> EvidenceBundle | None:
         """The job, its nodes and policy as the scheduler shows them; None when unknown."""
         self._set_phase("gathering_evidence")
         try:
-            bundle = await self._activity(
+            bundle = await self._calls.run(
                 Activity.GATHER_EVIDENCE,
                 [interruption],
                 EvidenceBundle,
@@ -408,7 +275,7 @@ class RecoveryWorkflow:
                 retry=SCHEDULER_RETRY,
             )
         except ACTIVITY_FAILURES as err:
-            self._notes.append(f"cannot gather evidence: {_cause(err)}")
+            self._notes.append(f"cannot gather evidence: {describe_failure(err)}")
             return None
         self._notes.extend(bundle.policy_problems)
         return bundle
@@ -433,7 +300,7 @@ class RecoveryWorkflow:
         request = AssessRequest(
             bundle=bundle, reported=reported, workflow_id=workflow.info().workflow_id
         )
-        assessment = await self._local_first(
+        assessment = await self._calls.local_first(
             Activity.ASSESS,
             request.model_copy(update={"quick_s": QUICK_S}),
             request,
@@ -444,7 +311,7 @@ class RecoveryWorkflow:
             retry=SCHEDULER_RETRY,
         )
         self._fault_class = assessment.diagnosis.fault_class.value
-        self._set_search(sa.FAULT_CLASS, self._fault_class)
+        self._search.set(sa.FAULT_CLASS, self._fault_class)
         return assessment
 
     def _evidence_of_reports(self, interruption: Interruption) -> list[Evidence]:
@@ -457,11 +324,12 @@ class RecoveryWorkflow:
         return reported
 
     # 3. decide ----------------------------------------------------------------------------
-    async def _decide(
+    def _decide(
         self, interruption: Interruption, bundle: EvidenceBundle, assessment: Assessment
-    ) -> Choice:
+    ) -> tuple[Incident, ResolvedPlan | None]:
         """One decision (plans/decide.py) from the diagnosis, the restart budget used so far
-        and the plans."""
+        and the plans: the incident the plan's steps work on, and that plan (None: no plan
+        matches)."""
         choice = decide(
             bundle,
             assessment.diagnosis,
@@ -472,11 +340,19 @@ class RecoveryWorkflow:
         self._notes.extend(choice.notes)
         drain = choice.decision.drain_nodes
         nodes = sorted(set(interruption.nodes) | set(bundle.job.nodes) | set(drain))
-        self._set_search(sa.NODES, nodes)
+        self._search.set(sa.NODES, nodes)
         if choice.plan is not None:
             self._plan_name = choice.plan.name
             self._state = IncidentState(excluded_nodes=list(choice.decision.exclude_nodes))
-        return choice
+        incident = Incident(
+            interruption,
+            bundle,
+            assessment.diagnosis,
+            choice.decision,
+            approvals=assessment.approvals,
+            quick_steps=frozenset(assessment.quick_steps),
+        )
+        return incident, choice.plan
 
     # 4. run the plan's steps --------------------------------------------------------------
     async def _run_plan_steps(self, incident: Incident, plan: ResolvedPlan) -> Kind | None:
@@ -529,7 +405,7 @@ class RecoveryWorkflow:
                     step_input = step_input.model_copy(update={"approved_by": by})
                     result = await self._execute_step(step, step_input, local_first=local_first)
         except ACTIVITY_FAILURES as err:
-            self._notes.append(f"{step.activity} failed: {_cause(err)}")
+            self._notes.append(f"{step.activity} failed: {describe_failure(err)}")
             return Kind.FAILED if step.on_failure == "stop" else None
         self._state = _fold(self._state, result)
         self._would_have.extend(result.would_have)
@@ -537,7 +413,7 @@ class RecoveryWorkflow:
         if result.detail:
             self._notes.append(f"{step.activity}: {result.detail}")
         if result.requeued and incident.decision.counts_against_budget and not incident.dry_run:
-            self._set_search(sa.BUDGET_CHARGED, True)
+            self._search.set(sa.BUDGET_CHARGED, True)
         if result.stop_recovery:
             return result.outcome or Kind.STOPPED
         if not result.ok and step.on_failure == "stop":
@@ -576,10 +452,12 @@ class RecoveryWorkflow:
         if local_first:
             # a local activity cannot heartbeat: the worker running it is the one running this
             quick_input = step_input.model_copy(update={"liveness_s": None, "quick_s": QUICK_S})
-            return await self._local_first(
+            return await self._calls.local_first(
                 step.activity, quick_input, step_input, StepResult, **options
             )
-        return await self._activity(step.activity, [step_input], StepResult, local=False, **options)
+        return await self._calls.run(
+            step.activity, [step_input], StepResult, local=False, **options
+        )
 
     # 5. outcome ---------------------------------------------------------------------------
     def _final_outcome(self, incident: Incident) -> Kind:
@@ -601,12 +479,13 @@ class RecoveryWorkflow:
         outcome: Kind,
         interruption: Interruption,
         bundle: EvidenceBundle | None = None,
-        diagnosis: Diagnosis | None = None,
-        decision: RecoveryDecision | None = None,
+        incident: Incident | None = None,
     ) -> RecoveryOutcome:
         self._set_phase("done")
-        self._set_search(sa.OUTCOME, outcome.value)
-        self._publish()
+        diagnosis = incident.diagnosis if incident else None
+        decision = incident.decision if incident else None
+        self._search.set(sa.OUTCOME, outcome.value)
+        self._search.publish()
         fault = diagnosis.fault_class if diagnosis else (interruption.fault_hint or "unknown")
         action = decision.action if decision else None
         state = self._state
