@@ -2,6 +2,8 @@
 
 Each benchmark is run as a script (``python benchmarks/NAME.py [--json]``), so this module is
 imported as a sibling (``from _common import ...``: the script's folder is on ``sys.path``).
+Importing it puts the tests' folder on ``sys.path`` too, so benchmarks share the harness of
+``tests/support`` (the in-memory clusters, worker processes, Slurm text) with the tests.
 
 * :func:`benchmark_parser`: the argument parser, described by the first line of the
   benchmark's docstring, with the ``--json`` switch every benchmark takes.
@@ -22,8 +24,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
+
+TESTS = Path(__file__).resolve().parents[1] / "tests"
+if str(TESTS) not in sys.path:
+    sys.path.append(str(TESTS))
 
 
 def benchmark_parser(doc: str | None) -> argparse.ArgumentParser:

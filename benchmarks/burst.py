@@ -52,6 +52,9 @@ from pathlib import Path
 from typing import Any
 
 from _common import benchmark_parser, print_result
+from support.burst_processes import next_line, spawn_worker
+from support.node_loss import SOURCES, lost_node_cluster, node_loss_reports
+from support.shared_scheduler import serving
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
@@ -63,9 +66,6 @@ from resurrect.temporal import search_attributes as sa
 from resurrect.temporal.client import connect
 from resurrect.temporal.server import EmbeddedTemporal, free_port
 from resurrect.testing import FakeScheduler
-from resurrect.testing.burst_processes import next_line, spawn_worker
-from resurrect.testing.node_loss import SOURCES, lost_node_cluster, node_loss_reports
-from resurrect.testing.shared_scheduler import serving
 from resurrect.workers.recovery_worker import (
     build_operator_worker,
     build_worker,

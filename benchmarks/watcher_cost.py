@@ -6,7 +6,7 @@ Two sources:
 * generated (default): ``--jobs`` (50,000) jobs on ``--nodes`` (10,000) nodes, of which
   ``--running`` are running (``--nodes-per-job`` nodes each), a few just failed and the rest
   held in the queue; a few nodes down. Slurm's output for every query the watcher makes is
-  rendered once beforehand (:mod:`resurrect.testing.slurm_text`, the same text squeue/sinfo
+  rendered once beforehand (:mod:`support.slurm_text`, the same text squeue/sinfo
   print), so the CPU counted is the watcher's alone: reading, parsing and deciding.
 * ``--slurm-conf PATH``: a real (local) cluster, as it is (fill its queue with held jobs
   first, see deploy/local-slurm ``--max-jobs``); the CPU of the Slurm client processes is
@@ -30,13 +30,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from _common import benchmark_parser, print_result
+from support.slurm_text import SlurmText
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import Interruption
 from resurrect.scheduler.slurm_cli import SlurmCli
 from resurrect.scheduler.slurm_exec import CommandResult, CommandRunner
 from resurrect.sensors.slurm_watcher import SlurmWatcher
-from resurrect.testing.slurm_text import SlurmText
 
 OPT_IN = '{"resurrect": {"max_restarts": 3}}'
 

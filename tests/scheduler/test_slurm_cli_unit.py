@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.slurm_text import SlurmText
 
 from resurrect.errors import (
     JobAlreadyPending,
@@ -22,7 +23,6 @@ from resurrect.errors import (
 from resurrect.scheduler import Scheduler
 from resurrect.scheduler.slurm_cli import SlurmCli, parse_slurm_version
 from resurrect.scheduler.slurm_exec import CommandResult, CommandRunner, classify_failure
-from resurrect.testing.slurm_text import SlurmText
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm-json"
 
@@ -32,7 +32,7 @@ class FakeRunner(CommandRunner):
 
     Compact reads (``squeue -h ...``, ``sinfo -h -N ...``, ``scontrol show job --json ID``)
     not in the table are rendered from the table's JSON answers by
-    :class:`~resurrect.testing.slurm_text.SlurmText`; a list of ``sinfo --json`` answers
+    :class:`~support.slurm_text.SlurmText`; a list of ``sinfo --json`` answers
     moves on at each node read, as it does for the JSON reads."""
 
     def __init__(self, answers: dict[tuple[str, ...], list[CommandResult] | CommandResult]) -> None:

@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.slurm_text import SlurmText, job_row_line
 
 from resurrect.contracts import JobState
 from resurrect.scheduler import slurm_compact as compact
 from resurrect.scheduler.slurm_cli import BULK_OWNER_READ, SlurmCli
 from resurrect.scheduler.slurm_exec import CommandResult, CommandRunner
 from resurrect.scheduler.slurm_json import parse_jobs, parse_nodes
-from resurrect.testing.slurm_text import SlurmText, job_row_line
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm-json"
 JOBS_22 = json.loads((FIXTURES / "squeue-22.05.json").read_text())

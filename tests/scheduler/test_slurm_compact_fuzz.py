@@ -10,9 +10,9 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.slurm_text import job_row_line
 
 from resurrect.scheduler import slurm_compact as compact
-from resurrect.testing.slurm_text import job_row_line
 from tests.scheduler.test_slurm_compact import cli, running
 
 GOOD = job_row_line(running(1, '{"resurrect": {}}'))

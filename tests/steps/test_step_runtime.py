@@ -4,6 +4,7 @@ import sys
 
 import pytest
 from pydantic import BaseModel
+from support.node_loss import IndexedFakeScheduler
 from temporalio.exceptions import ApplicationError
 
 from resurrect.activities.external_program import run_program
@@ -12,7 +13,6 @@ from resurrect.config import ResurrectConfig
 from resurrect.contracts import IncidentState, JobInfo, JobState, NodeInfo, StepResult
 from resurrect.errors import PluginError, TransientStepError
 from resurrect.sdk import FakeScheduler, StepContext, make_step_input, run_step, step
-from resurrect.testing.node_loss import IndexedFakeScheduler
 
 
 class Params(BaseModel):

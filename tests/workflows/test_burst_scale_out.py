@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 from support.builders import make_config
+from support.burst_processes import next_line, spawn, spawn_worker
+from support.node_loss import SOURCES, lost_node_cluster, node_loss_reports
+from support.shared_scheduler import serving
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from resurrect.contracts import JobState, RecoveryOutcome, recovery_workflow_id
-from resurrect.testing.burst_processes import next_line, spawn, spawn_worker
-from resurrect.testing.node_loss import SOURCES, lost_node_cluster, node_loss_reports
-from resurrect.testing.shared_scheduler import serving
 
 pytestmark = pytest.mark.temporal
 

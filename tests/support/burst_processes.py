@@ -1,10 +1,10 @@
 """Worker and sensor processes for scale-out tests and benchmarks: several of each on one
 task queue against one Temporal server and one shared in-memory cluster
-(:mod:`resurrect.testing.shared_scheduler`), so that one can be killed mid-burst.
+(:mod:`support.shared_scheduler`), so that one can be killed mid-burst.
 
-    python -m resurrect.testing.burst_processes worker --address HOST:PORT \\
+    python -m support.burst_processes worker --address HOST:PORT \\
         --config CONFIG.json --scheduler SOCKET
-    python -m resurrect.testing.burst_processes report --address HOST:PORT \\
+    python -m support.burst_processes report --address HOST:PORT \\
         --task-queue QUEUE --reports REPORTS.jsonl [--pause-s 0.01]
 
 ``worker`` prints ``ready`` once it polls and runs until SIGTERM; ``report`` reports each
@@ -26,8 +26,8 @@ from resurrect.config import ResurrectConfig, TemporalSettings
 from resurrect.contracts import Interruption
 from resurrect.sensors.report import report_interruption
 from resurrect.temporal.client import connect
-from resurrect.testing.shared_scheduler import RemoteScheduler
 from resurrect.workers.recovery_worker import build_operator_worker, build_worker, run_worker
+from support.shared_scheduler import RemoteScheduler
 
 
 def spawn(command: str, log: Path, *args: str) -> subprocess.Popen[str]:
@@ -35,7 +35,7 @@ def spawn(command: str, log: Path, *args: str) -> subprocess.Popen[str]:
     its stderr in ``log``, its stdout readable with :func:`next_line`."""
     with open(log, "w") as stderr:
         return subprocess.Popen(
-            [sys.executable, "-m", "resurrect.testing.burst_processes", command, *args],
+            [sys.executable, "-m", "support.burst_processes", command, *args],
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,

@@ -53,7 +53,7 @@ async def _send(writer: asyncio.StreamWriter, value: object) -> None:
 
 async def _receive(reader: asyncio.StreamReader) -> Any:
     (length,) = _LENGTH.unpack(await reader.readexactly(_LENGTH.size))
-    return pickle.loads(await reader.readexactly(length))  # noqa: S301 - our own test processes
+    return pickle.loads(await reader.readexactly(length))
 
 
 @contextlib.asynccontextmanager
