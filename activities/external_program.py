@@ -37,7 +37,6 @@ from resurrect.errors import PermanentStepError, TransientStepError
 from resurrect.steps.runtime import StepContext, step
 
 SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.,:/@+=-]*$")
-PLACEHOLDERS = ("{job_id}", "{incident}", "{fault_class}", "{nodes}", "{node}", "{job_nodes}")
 # What the program sees of the worker's own environment; nothing else is passed on.
 INHERITED_ENV = ("PATH", "LANG")
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

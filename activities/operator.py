@@ -31,7 +31,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import NodeInfo
 from resurrect.errors import NodeNotFound, ResurrectError, SchedulerRefused
-from resurrect.operator.budget import decide, limits_for
+from resurrect.operator.budget import grant_drains, limits_for
 from resurrect.operator.health_check import run_health_check
 from resurrect.operator.models import (
     BudgetState,
@@ -277,7 +277,7 @@ async def reserve_drains(
                 if n.drained and n.reason.startswith(DRAIN_REASON_PREFIX)
             ],
         )
-        return decide(snapshot, request, now)[1]
+        return grant_drains(snapshot, request, now)[1]
     workflow_id = drain_budget_workflow_id(cluster)
     if dry_run:  # observe mode: ask, reserve nothing (and change nothing, not even owners)
         state = None
@@ -286,7 +286,7 @@ async def reserve_drains(
                 state = await budget_state(client, cluster)
             except ResurrectError:
                 state = None
-        return decide(state or BudgetState(cluster=cluster), request, datetime.now(UTC))[1]
+        return grant_drains(state or BudgetState(cluster=cluster), request, datetime.now(UTC))[1]
     batch = _batch_of(client, config)
     return await on_operator_queue(client, config, workflow_id, lambda: batch.reserve(request))
 

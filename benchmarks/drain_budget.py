@@ -1,5 +1,5 @@
 """Drain budget: how fast concurrent recoveries get their answer from the per-cluster budget
-workflow (Temporal Update ``reserve_drain``), against the same number of plain queries of
+workflow (Temporal Update ``reserve_drains``), against the same number of plain queries of
 that workflow (the baseline: a round trip to the same workflow that decides nothing).
 
 A burst of ``--recoveries`` concurrent reservations (one node each, a budget of a quarter of
@@ -127,7 +127,7 @@ async def main(recoveries: int) -> dict[str, Any]:
             "recoveries": recoveries,
             "budget": budget,
             "granted": granted,
-            "reserve_drain": reserve,
+            "reserve_drains": reserve,
             "baseline_query": query,
             "latency_ratio_p50": round(reserve["p50_ms"] / query["p50_ms"], 2),
         }

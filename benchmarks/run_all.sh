@@ -26,7 +26,7 @@ BENCHMARKS=(
   "follower_cost | --jobs 300 --duration 5 | | 1,000 followed jobs: adaptive looks on open files vs every file every 0.25 s"
   "burst | --jobs 50 | --jobs 1000 | 1,000 simultaneous node losses, 3 reports each: the default vs signalled reports on one task queue"
   "temporal_floor | --jobs 100 | | the ceiling of the embedded server + SDK: empty, local-activity and activity-task workflows, 3 signal-starts each"
-  "drain_budget | --recoveries 50 | | burst of reserve_drain updates vs queries of the same workflow"
+  "drain_budget | --recoveries 50 | | burst of reserve_drains updates vs queries of the same workflow"
 )
 
 for row in "${BENCHMARKS[@]}"; do

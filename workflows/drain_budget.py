@@ -5,7 +5,7 @@ Every drain step asks it first with the Temporal Update ``reserve_drain`` (workf
 together, in one ``reserve_drains``. The handler is synchronous: Temporal runs
 updates of one workflow one at a time, so reservations from concurrent recoveries, on any
 number of workers, are decided one after another against the same durable record of drains
-in the sliding window (:func:`resurrect.operator.budget.decide`). The first denial after the
+in the sliding window (:func:`resurrect.operator.budget.grant_drains`). The first denial after the
 budget had room is a *trip*: the workflow notifies operators once for it (not once per job).
 The query ``budget`` returns the state; ``resurrect budget`` shows it. The workflow runs for
 ever, continuing as new when its history grows, or when the signal ``move_to_task_queue``
@@ -20,7 +20,7 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from resurrect.operator.budget import decide, in_window
+    from resurrect.operator.budget import grant_drains, in_window
     from resurrect.operator.models import (
         BudgetState,
         BudgetTripNotice,
@@ -31,7 +31,6 @@ with workflow.unsafe.imports_passed_through():
         BUDGET_QUERY,
         DRAIN_BUDGET_WORKFLOW,
         MOVE_TO_TASK_QUEUE_SIGNAL,
-        RESERVE_DRAIN_UPDATE,
         RESERVE_DRAINS_UPDATE,
         OperatorActivity,
     )
@@ -87,11 +86,6 @@ class DrainBudgetWorkflow:
         kept = in_window(state.records, workflow.now(), state.limits.window_s)
         return state.model_copy(update={"records": kept})
 
-    @workflow.update(name=RESERVE_DRAIN_UPDATE)
-    def reserve_drain(self, request: DrainReservation) -> DrainGrant:
-        """Decide at once, without awaiting: updates are applied strictly one by one."""
-        return self._reserve(request)
-
     @workflow.update(name=RESERVE_DRAINS_UPDATE)
     def reserve_drains(self, requests: list[DrainReservation]) -> list[DrainGrant]:
         """Several reservations, decided in order as if each were its own update (a burst of
@@ -99,7 +93,7 @@ class DrainBudgetWorkflow:
         return [self._reserve(request) for request in requests]
 
     def _reserve(self, request: DrainReservation) -> DrainGrant:
-        self._state, grant = decide(self._state, request, workflow.now())
+        self._state, grant = grant_drains(self._state, request, workflow.now())
         self._reservations += 1
         if grant.tripped:
             self._notices.append(

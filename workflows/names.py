@@ -27,7 +27,6 @@ class Activity:
 # The per-cluster drain budget (circuit breaker): workflow id DRAIN_BUDGET_ID_PREFIX + cluster.
 DRAIN_BUDGET_WORKFLOW = "DrainBudgetWorkflow"
 DRAIN_BUDGET_ID_PREFIX = "drain-budget/"
-RESERVE_DRAIN_UPDATE = "reserve_drain"
 # Several recoveries' reservations in one update (a worker batches those in flight together).
 RESERVE_DRAINS_UPDATE = "reserve_drains"
 BUDGET_QUERY = "budget"

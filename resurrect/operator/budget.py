@@ -66,7 +66,7 @@ def has_room(records: Sequence[DrainRecord], limits: BudgetLimits) -> bool:
     return all(len(_used(records, p)) < cap for p, cap in limits.partitions.items())
 
 
-def decide(
+def grant_drains(
     state: BudgetState, request: DrainReservation, now: datetime
 ) -> tuple[BudgetState, DrainGrant]:
     """Grant or deny each node of ``request`` against ``state``; the new state and answer."""

@@ -28,7 +28,7 @@ class BudgetLimits(Contract):
 
 
 class DrainReservation(Contract):
-    """``reserve_drain``: may this recovery drain these nodes now?"""
+    """``reserve_drains``: may this recovery drain these nodes now?"""
 
     workflow_id: str
     job_id: str

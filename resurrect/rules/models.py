@@ -41,7 +41,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from resurrect.contracts import EvidenceRole, FaultClass, SignalKind
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9_.-]{1,99}$")
-WELL_KNOWN_FIELDS = frozenset({"rank", "host", "gpu", "pci"})
 
 
 class Strict(BaseModel):

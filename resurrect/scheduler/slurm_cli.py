@@ -29,9 +29,9 @@ from resurrect.scheduler.slurm_json import (
     parse_nodes,
 )
 from resurrect.scheduler.validation import validate_job_id, validate_node_name
-from resurrect.scheduler.verified import VerifiedScheduler, drain_reason
+from resurrect.scheduler.verified import VerifiedScheduler
 
-__all__ = ["SlurmCli", "drain_reason", "parse_slurm_version"]
+__all__ = ["SlurmCli", "parse_slurm_version"]
 
 # More jobs than this without known owner fields (a watcher's first poll on a busy cluster)
 # are read with one full JSON read instead of a few commands each.

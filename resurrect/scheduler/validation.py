@@ -12,7 +12,6 @@ import re
 
 from resurrect.errors import InvalidSchedulerArgument
 
-NODE_NAME_MAX = 64
 REASON_MAX = 200
 _NODE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _JOB_ID_RE = re.compile(r"[0-9]{1,10}(?:_[0-9]{1,10})?")

@@ -7,13 +7,6 @@ from resurrect.rules.engine import LineScanner
 from resurrect.sensors.node_agent.models import Reading
 
 
-def load_default_engine() -> LineScanner:
-    """The engine over the shipped rule packs (imported late: it compiles every pack)."""
-    from resurrect.rules.engine import load_engine
-
-    return load_engine()
-
-
 def classify(engine: LineScanner, reading: Reading, *, node: str) -> list[Evidence]:
     """The evidence one reading produces, tagged with the node, GPU and time it was seen."""
     found = engine.scan_line(reading.text, kind=reading.kind, host=node, file=reading.source)

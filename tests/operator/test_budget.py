@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from resurrect.config import IsolationSettings
-from resurrect.operator.budget import decide, limits_for, view
+from resurrect.operator.budget import grant_drains, limits_for, view
 from resurrect.operator.models import (
     BudgetLimits,
     BudgetState,
@@ -45,7 +45,7 @@ def test_six_recoveries_against_a_budget_of_two_drain_two() -> None:
     granted: list[str] = []
     trips = 0
     for i in range(1, 7):
-        state, grant = decide(state, ask(f"r/{i}", f"node{i}"), T0 + timedelta(seconds=i))
+        state, grant = grant_drains(state, ask(f"r/{i}", f"node{i}"), T0 + timedelta(seconds=i))
         granted += grant.granted
         trips += grant.tripped
     assert granted == ["node1", "node2"]
@@ -54,39 +54,39 @@ def test_six_recoveries_against_a_budget_of_two_drain_two() -> None:
 
 
 def test_asking_again_gets_the_same_answer_and_charges_nothing() -> None:
-    state, first = decide(BudgetState(cluster="c"), ask("r/1", "node1"), T0)
-    state, again = decide(state, ask("r/1", "node1"), T0 + timedelta(seconds=5))
+    state, first = grant_drains(BudgetState(cluster="c"), ask("r/1", "node1"), T0)
+    state, again = grant_drains(state, ask("r/1", "node1"), T0 + timedelta(seconds=5))
     assert first.granted == again.granted == ["node1"]
     assert len(state.records) == 1
 
 
 def test_the_window_slides_and_the_breaker_closes_again() -> None:
     state = BudgetState(cluster="c")
-    state, _ = decide(state, ask("r/1", "node1", "node2"), T0)
-    state, denied = decide(state, ask("r/2", "node3"), T0 + timedelta(minutes=30))
+    state, _ = grant_drains(state, ask("r/1", "node1", "node2"), T0)
+    state, denied = grant_drains(state, ask("r/2", "node3"), T0 + timedelta(minutes=30))
     assert denied.denied == ["node3"] and denied.tripped and state.tripped
-    state, later = decide(state, ask("r/3", "node3"), T0 + timedelta(minutes=61))
+    state, later = grant_drains(state, ask("r/3", "node3"), T0 + timedelta(minutes=61))
     assert later.granted == ["node3"] and not state.tripped
-    state, again = decide(state, ask("r/4", "node4", "node5"), T0 + timedelta(minutes=62))
+    state, again = grant_drains(state, ask("r/4", "node4", "node5"), T0 + timedelta(minutes=62))
     assert again.granted == ["node4"] and again.denied == ["node5"]
     assert again.tripped and state.trips == 2  # a new trip after the breaker had room
 
 
 def test_partition_budget_is_enforced_beside_the_cluster_budget() -> None:
     limits = BudgetLimits(window_s=3600, cluster=10, partitions={"gpu": 1})
-    state, grant = decide(
+    state, grant = grant_drains(
         BudgetState(cluster="c"), ask("r/1", "g1", "g2", limits=limits, partition="gpu"), T0
     )
     assert grant.granted == ["g1"] and grant.denied == ["g2"]
     assert "partition gpu's blast-radius budget of 1 per hour" in grant.reasons[0]
-    state, other = decide(state, ask("r/2", "c1", limits=limits, partition="cpu"), T0)
+    state, other = grant_drains(state, ask("r/2", "c1", limits=limits, partition="cpu"), T0)
     assert other.granted == ["c1"]
 
 
 def test_an_approved_drain_goes_over_the_budget_and_says_who() -> None:
-    state, _ = decide(BudgetState(cluster="c"), ask("r/1", "node1", "node2"), T0)
+    state, _ = grant_drains(BudgetState(cluster="c"), ask("r/1", "node1", "node2"), T0)
     request = ask("r/2", "node3").model_copy(update={"approved_by": "alice"})
-    state, grant = decide(state, request, T0)
+    state, grant = grant_drains(state, request, T0)
     assert grant.granted == ["node3"]
     assert "approved by alice" in grant.reasons[0]
     shown = view(state, T0 + timedelta(minutes=10))
