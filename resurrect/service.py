@@ -1,8 +1,10 @@
 """Running resurrect's long-lived parts: embedded Temporal, worker, watcher, log follower.
 
-``Service`` composes the parts a deployment enables. ``resurrect serve`` runs them all in
-one process (the single-host setup and the demo); production runs ``resurrect worker`` and
-``resurrect watch`` beside slurmctld against an existing Temporal cluster.
+``run_service`` runs the parts a deployment enables: the workers, and the sensors that the
+registry (``resurrect.sensors.registry``) names for the watcher and the follower.
+``resurrect serve`` runs them all in one process (the single-host setup and the demo);
+production runs ``resurrect worker`` and ``resurrect watch`` beside slurmctld against an
+existing Temporal cluster.
 """
 
 from __future__ import annotations
@@ -90,6 +92,7 @@ async def run_service(
 ) -> None:
     """Run the enabled parts until ``stop`` is set."""
     from resurrect.activities.operator import hand_over_at_start
+    from resurrect.sensors.registry import SensorContext, SensorPart, start_sensors
     from resurrect.sensors.report import report_interruption
     from resurrect.workers.recovery_worker import (
         build_operator_worker,
@@ -117,43 +120,13 @@ async def run_service(
             if operator is not None:
                 tasks.append(asyncio.create_task(run_worker(operator, stop), name="operator"))
                 await hand_over_at_start(client, config)
+        sensor_parts: list[SensorPart] = []
         if parts.watcher:
-            from resurrect.sensors.slurm_watcher import SlurmWatcher
-
-            watcher = SlurmWatcher(scheduler, config, report)
-            tasks.append(asyncio.create_task(watcher.run(stop), name="watcher"))
-            if config.watcher.kick_hooks:
-                from resurrect.sensors.watcher_kick import KickListener, KickSocketError
-
-                listener = KickListener(config.watcher.kick_socket, lambda reason: watcher.kick())
-                try:
-                    await listener.start()
-                    stack.callback(listener.close)
-                except KickSocketError as refused:
-                    # the watcher still polls every poll_interval_s; only kicks are lost
-                    log.error("Slurm hook kicks are OFF: %s", refused)
-        if parts.watcher and config.telemetry.enabled and config.telemetry.goodput_interval_s:
-            from resurrect.goodput.publisher import GoodputPublisher
-
-            publisher = GoodputPublisher(client, scheduler, config)
-            tasks.append(asyncio.create_task(publisher.run(stop), name="goodput-metrics"))
-        if parts.watcher and config.liveness.collector:
-            from resurrect.sensors.liveness.service import start_collector
-
-            tasks.append(await start_collector(config, client, stop))
-        if parts.follow_logs and config.watcher.follow_logs:
-            from resurrect.rules import load_engine
-            from resurrect.sensors.log_follower import JobLogFollower
-
-            engine = load_engine(config.rules.extra_packs)
-            if config.watcher.stack_probes == "agents":
-                from resurrect.stacks.agent_ranks import agent_ranks
-
-                ranks = agent_ranks(client, asyncio.get_running_loop(), config.cluster.name)
-                follower = JobLogFollower(scheduler, config, engine, report, rank_access=ranks)
-            else:
-                follower = JobLogFollower(scheduler, config, engine, report)
-            tasks.append(asyncio.create_task(follower.run(stop), name="log-follower"))
+            sensor_parts.append("watcher")
+        if parts.follow_logs:
+            sensor_parts.append("follower")
+        context = SensorContext(config, client, scheduler, report, stack)
+        tasks.extend(await start_sensors(context, sensor_parts, stop))
         if not tasks:
             return
         log.info(
