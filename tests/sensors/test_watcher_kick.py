@@ -35,7 +35,8 @@ async def test_a_kick_from_the_slurm_hook_makes_the_watcher_poll_at_once() -> No
     stop = asyncio.Event()
     task = asyncio.create_task(watcher.run(stop))
     try:
-        await asyncio.sleep(0.3)  # first poll done; the next is 60 s away
+        while watcher.polls < 1:  # the first poll done; the next is 60 s away
+            await asyncio.sleep(0.01)
         scheduler.jobs["5"] = scheduler.jobs["5"].model_copy(update={"state": JobState.NODE_FAIL})
         started = time.monotonic()
         hook = subprocess.run(

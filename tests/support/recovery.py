@@ -19,6 +19,7 @@ from resurrect.contracts import (
     recovery_workflow_id,
 )
 from resurrect.demo.local_cluster import LocalSlurm
+from resurrect.errors import SchedulerError
 from resurrect.scheduler.base import Scheduler
 from resurrect.sensors.report import report_interruption
 from support.builders import opt_in
@@ -40,17 +41,21 @@ async def eventually(
     timeout: float,
     what: str,
 ) -> JobInfo:
+    """Read the job with ``probe`` until ``ok``; its last reading. A scheduler that cannot
+    answer for a moment (slurmctld restarting) is read again; any other error of the probe
+    is the test's to see, at once."""
     deadline = time.monotonic() + timeout
-    last: JobInfo | None = None
+    last: JobInfo | SchedulerError | None = None
     while time.monotonic() < deadline:
         try:
             last = await probe()
+        except SchedulerError as passing:
+            last = passing
+        else:
             if ok(last):
                 return last
-        except Exception:
-            pass
         await asyncio.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}; last: {last}")
+    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
 
 
 async def started(

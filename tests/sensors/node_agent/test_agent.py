@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -55,11 +55,15 @@ def fast(**overrides: object) -> AgentSettings:
 
 
 @asynccontextmanager
-async def running(agent: NodeAgent) -> AsyncIterator[asyncio.Event]:
+async def running(
+    agent: NodeAgent, ready: Callable[[], object] | None = None
+) -> AsyncIterator[asyncio.Event]:
+    """The agent running; entered once ``ready()`` (by default: its first poll is done, so
+    NVML is open and its events registered)."""
     stop = asyncio.Event()
     task = asyncio.create_task(agent.run(stop))
     try:
-        await asyncio.sleep(0.2)  # NVML open, event registration, first poll
+        await until(ready or (lambda: agent.polls >= 1))
         yield stop
     finally:
         stop.set()
@@ -96,6 +100,7 @@ async def test_xid_event_is_reported_at_once_and_heartbeats_flow(
         )
         nvml.gpus[5].lost = True
         await until(lambda: ("gpu.nvml.lost", "5") in reporter.rules())
+        await until(lambda: len(reporter.beats) >= 4)  # heartbeats flow meanwhile
     seqs = [beat.seq for _, beat in reporter.beats]
     assert seqs == list(range(len(seqs))) and len(seqs) >= 4
     assert reporter.beats[0][1].gpus == 8 and reporter.beats[0][1].nvml == "ok"
@@ -167,10 +172,10 @@ async def test_a_hung_nvml_call_does_not_stop_heartbeats(
     nvml.delay("nvmlDeviceGetRemappedRows", 0.5)  # 8 GPUs: each poll hangs ~4 s
     reporter = RecordingReporter()
     agent = NodeAgent(fast(heartbeat_interval_s=0.1), nvml=nvml, engine=engine, reporter=reporter)
-    async with running(agent):
-        await asyncio.sleep(1.0)
+    async with running(agent, ready=lambda: reporter.beats):  # the first poll hangs
+        await until(lambda: len(reporter.beats) >= 10)  # spans two hung polls
     gaps = [b[0] - a[0] for a, b in zip(reporter.beats, reporter.beats[1:], strict=False)]
-    assert len(reporter.beats) >= 9 and max(gaps) < 0.3
+    assert max(gaps) < 0.3
 
 
 async def test_without_nvml_the_agent_still_heartbeats(engine: RuleEngine) -> None:
