@@ -19,22 +19,30 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio import activity
-from temporalio.client import Client, WorkflowQueryFailedError, WorkflowQueryRejectedError
+from temporalio.client import (
+    Client,
+    WorkflowExecution,
+    WorkflowQueryFailedError,
+    WorkflowQueryRejectedError,
+)
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from resurrect.assessment import Assessment, AssessRequest
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import (
+    AttemptRecord,
     Diagnosis,
     Evidence,
     EvidenceBundle,
     Interruption,
     JobInfo,
+    RestartHistory,
     SignalKind,
 )
 from resurrect.errors import JobNotFound, NeedsMoreTime
@@ -49,17 +57,22 @@ from resurrect.log_reading import Budget, read_tail
 from resurrect.node_health_contracts import HEALTH_QUERY, NodeHealth, node_health_workflow_id
 from resurrect.plans.models import ResolvedPlan
 from resurrect.policy import resolve_job_policy
+from resurrect.progress.parser import shipped_parser
 from resurrect.rules import RuleEngine, load_engine
 from resurrect.rules import attribute as attribute_evidence
 from resurrect.rules.scheduler_evidence import combine, scheduler_diagnosis, scheduler_evidence
 from resurrect.scheduler.base import Scheduler
 from resurrect.scheduler.view import nodes_named
+from resurrect.temporal import search_attributes as sa
 from resurrect.temporal.failures import failure_of
-from resurrect.workflows.names import Activity
+from resurrect.workflows.names import RECOVERY_WORKFLOW, Activity
 
 log = logging.getLogger(__name__)
 
 SAFE_ID_CHARS = frozenset("0123456789_")
+# How many of a job's earlier recoveries are read for its restart history (rules 9 and 10).
+EARLIER_ATTEMPTS_READ = 64
+ResultT = TypeVar("ResultT")
 # Reading the job's output files in ``attribute``: heartbeat this often, give up after this.
 HEARTBEAT_EVERY_S = 2.0
 LOG_READ_BUDGET_S = 20.0
@@ -69,6 +82,16 @@ AGENT_QUERY_TIMEOUT_S = 5.0
 CORROBORATION_POLL_S = 0.5
 # Agent states in which it is watching its node (a finding would reach us).
 WATCHING_STATUSES = frozenset({"healthy", "degraded", "faulty"})
+
+
+@dataclass
+class OutputReading:
+    """What the tail of a job's output said: rule matches, the last training step printed,
+    and notes on what could not be read."""
+
+    found: list[Evidence] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    last_step: int | None = None
 
 
 class RecoveryActivities:
@@ -124,30 +147,32 @@ class RecoveryActivities:
             self._engine = load_engine(self.config.rules.extra_packs)
         return self._engine
 
-    def _log_evidence(self, job: JobInfo, budget: Budget) -> tuple[list[Evidence], list[str]]:
-        """Rule matches in the tail of the job's output files, and notes on files that
-        were not read (not regular files, not the owner's, out of time)."""
+    def _log_evidence(self, job: JobInfo, budget: Budget) -> OutputReading:
+        """Rule matches in the tail of the job's output files, the last training step they
+        print, and notes on files that were not read (not regular files, not the owner's,
+        out of time)."""
         engine = self._rules_engine()
-        found: list[Evidence] = []
-        notes: list[str] = []
+        progress = shipped_parser()
+        reading = OutputReading()
         paths = [p for p in dict.fromkeys([job.stdout_path, job.stderr_path]) if p]
         for path in paths:
             tail = read_tail(
                 path, self.config.watcher.log_tail_bytes, owner_uid=job.user_id, budget=budget
             )
             if tail.note:
-                notes.append(tail.note)
+                reading.notes.append(tail.note)
             for number, line in tail.lines:
                 if budget.spent():
                     break
-                found.extend(
+                reading.found.extend(
                     engine.scan_line(line, kind=SignalKind.JOB_LOG, file=path, line=number)
                 )
-        return found, notes
+                event = progress.parse(line)
+                if event is not None and event.step is not None and event.rank in (None, 0):
+                    reading.last_step = max(reading.last_step or 0, event.step)
+        return reading
 
-    async def _read_job_output(
-        self, job: JobInfo, quick_s: float | None = None
-    ) -> tuple[list[Evidence], list[str]]:
+    async def _read_job_output(self, job: JobInfo, quick_s: float | None = None) -> OutputReading:
         """:meth:`_log_evidence` in a thread, heartbeating while it runs, given up (the
         thread told to stop) after ``LOG_READ_BUDGET_S`` or when the activity is cancelled;
         with ``quick_s``, NeedsMoreTime once that is spent (the task attempt reads it all)."""
@@ -164,7 +189,8 @@ class RecoveryActivities:
                 if budget.spent():
                     if quick_s is not None:
                         raise NeedsMoreTime(f"job output not read within {seconds:g} s")
-                    return [], [f"job output not read within {LOG_READ_BUDGET_S:g} s: skipped"]
+                    skipped = f"job output not read within {LOG_READ_BUDGET_S:g} s: skipped"
+                    return OutputReading(notes=[skipped])
         finally:
             assert budget.stop is not None
             budget.stop.set()  # a thread still reading stops at its next chunk
@@ -222,6 +248,16 @@ class RecoveryActivities:
         reported: Sequence[Evidence] = (),
         quick_s: float | None = None,
     ) -> Diagnosis:
+        """The diagnosis of :meth:`read_and_attribute`."""
+        diagnosis, _ = await self.read_and_attribute(bundle, reported, quick_s)
+        return diagnosis
+
+    async def read_and_attribute(
+        self,
+        bundle: EvidenceBundle,
+        reported: Sequence[Evidence] = (),
+        quick_s: float | None = None,
+    ) -> tuple[Diagnosis, int | None]:
         """One diagnosis from the job's output, other sensors' reports (``reported``), the
         node agents' findings and the scheduler's states.
 
@@ -230,9 +266,11 @@ class RecoveryActivities:
         watching (a real GPU or link failure reaches its kernel log or NVML within its
         interval); planning drains only what a second source confirms. With ``quick_s``
         (assess's first attempt) it raises NeedsMoreTime instead of waiting for the job's
-        output or a node agent's confirmation.
+        output or a node agent's confirmation. Also returns the last training step the
+        output printed (rank 0's, or an unranked line's), None when none.
         """
-        found, notes = await self._read_job_output(bundle.job, quick_s)
+        output = await self._read_job_output(bundle.job, quick_s)
+        found, notes = output.found, output.notes
         found.extend(e for e in reported if e.kind is not SignalKind.SCHEDULER_STATE)
         agent_found, watching = await self._agent_evidence(bundle)
         found.extend(e for e in agent_found if e not in found)
@@ -258,7 +296,7 @@ class RecoveryActivities:
                 "; ".join([diagnosis.summary, *notes]) if diagnosis.summary else "; ".join(notes)
             )
             diagnosis = diagnosis.model_copy(update={"summary": summary[:2000]})
-        return diagnosis
+        return diagnosis, output.last_step
 
     @activity.defn(name=Activity.ASSESS)
     async def assess(self, request: AssessRequest) -> Assessment:
@@ -271,17 +309,25 @@ class RecoveryActivities:
 
     async def _assess(self, request: AssessRequest) -> Assessment:
         bundle = request.bundle
+        report = bundle.interruption
+        # never requeued (restart count 0): no earlier recovery, none charged
+        requeued_before = max(report.restart_count, bundle.job.restart_count) > 0
         charged = (
-            self._charged_restarts(
-                bundle.interruption.cluster, bundle.interruption.job_id, request.workflow_id
-            )
-            if max(bundle.interruption.restart_count, bundle.job.restart_count) > 0
-            else _none_charged()  # never requeued: no earlier recovery can have been charged
+            self._charged_restarts(report.cluster, report.job_id, request.workflow_id)
+            if requeued_before
+            else _nothing(0)
         )
-        attributed = self.attribute(bundle, request.reported, request.quick_s)
+        earlier = (
+            self._earlier_attempts(report.cluster, report.job_id, request.workflow_id)
+            if requeued_before
+            else _nothing(list[AttemptRecord]())
+        )
+        attributed = self.read_and_attribute(bundle, request.reported, request.quick_s)
         try:
             async with asyncio.timeout(request.quick_s):  # None: no limit of its own
-                diagnosis, charged_count = await asyncio.gather(attributed, charged)
+                (diagnosis, last_step), charged_count, attempts = await asyncio.gather(
+                    attributed, charged, earlier
+                )
         except TimeoutError as exc:
             raise NeedsMoreTime(f"not assessed within {request.quick_s:g} s") from exc
         return Assessment(
@@ -290,6 +336,9 @@ class RecoveryActivities:
             plans=list(self.plans),
             approvals=self.config.approvals,
             quick_steps=self.quick_steps,
+            history=RestartHistory(
+                last_step=last_step, earlier=attempts, read_at=datetime.now(UTC)
+            ),
         )
 
     async def _charged_restarts(self, cluster: str, job_id: str, current_workflow_id: str) -> int:
@@ -304,11 +353,52 @@ class RecoveryActivities:
         count = await self.client.count_workflows(query)
         return int(count.count)
 
+    async def _earlier_attempts(
+        self, cluster: str, job_id: str, current_workflow_id: str
+    ) -> list[AttemptRecord]:
+        """What the job's earlier recoveries recorded of the attempts they ended (the
+        newest ``EARLIER_ATTEMPTS_READ``), oldest first: one visibility list."""
+        if self.client is None:
+            return []
+        if not set(job_id) <= SAFE_ID_CHARS:
+            raise ApplicationError(f"bad job id {job_id!r}", non_retryable=True)
+        query = (
+            f"WorkflowType = '{RECOVERY_WORKFLOW}' AND ResurrectCluster = '{cluster}'"
+            f" AND ResurrectJobId = '{job_id}' AND WorkflowId != '{current_workflow_id}'"
+        )
+        records: dict[int, AttemptRecord] = {}
+        async for found in self.client.list_workflows(query, limit=EARLIER_ATTEMPTS_READ):
+            record = attempt_record(found)
+            if record is not None and record.restart_count not in records:
+                records[record.restart_count] = record  # the newest run of that recovery
+        return [records[n] for n in sorted(records)]
 
-async def _none_charged() -> int:
-    """A job Slurm never requeued (restart count 0) had no charged recovery: each charged
-    one requeued it. Saves the visibility count for every job's first interruption."""
-    return 0
+
+REQUEUED_OUTCOMES = frozenset({"recovered", "requeued_not_running"})
+
+
+def attempt_record(execution: WorkflowExecution) -> AttemptRecord | None:
+    """What one earlier recovery recorded of its attempt; None for an id not of a recovery."""
+    _, _, tail = execution.id.rpartition("/")
+    if not tail.isdigit():
+        return None
+    attributes = execution.typed_search_attributes
+    outcome = attributes.get(sa.OUTCOME)
+    return AttemptRecord(
+        restart_count=int(tail),
+        outcome=outcome,
+        requeued=outcome in REQUEUED_OUTCOMES,
+        charged=bool(attributes.get(sa.BUDGET_CHARGED)),
+        last_step=attributes.get(sa.LAST_STEP),
+        resume_step=attributes.get(sa.RESUME_STEP),
+        closed_at=execution.close_time,
+    )
+
+
+async def _nothing(value: ResultT) -> ResultT:
+    """``value``, awaited: what a visibility read would say of a job never requeued (no
+    earlier recovery), without asking."""
+    return value
 
 
 def _keeping_independent(diagnosis: Diagnosis, found: Sequence[Evidence]) -> Diagnosis:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from resurrect.config import ApprovalSettings
-from resurrect.contracts import Contract, Diagnosis, Evidence, EvidenceBundle
+from resurrect.contracts import Contract, Diagnosis, Evidence, EvidenceBundle, RestartHistory
 from resurrect.plans.models import ResolvedPlan
 
 
@@ -35,3 +35,4 @@ class Assessment(Contract):
     # ``local_first_steps``): they finish in seconds and are safe to run again from the
     # start (check before act).
     quick_steps: list[str] = Field(default_factory=list)
+    history: RestartHistory = Field(default_factory=RestartHistory)

@@ -289,6 +289,9 @@ class JobPolicy(Contract):
                                 malformed comment means *not* opted in
     mode                        lower it (``observe``), never raise it to ``act``
     max_restarts                lower it, never raise it above the operator's value
+    no_progress_restarts        lower it (stop a restart loop sooner), never raise it
+    free_restarts_per_window    lower it, never raise it
+    free_restart_window_s       lengthen it, never shorten it
     allow_restart_from_scratch  turn it off, never on
     hang_after_s                turn hang detection on for its own job, or lengthen it;
                                 never shorten the operator's value (floor 30 s)
@@ -304,6 +307,13 @@ class JobPolicy(Contract):
     enabled: bool = True
     mode: RecoveryMode | None = None  # None: the cluster's mode
     max_restarts: int = Field(default=3, ge=0, le=1000)
+    # A job whose last this many restarts made no progress (no newer checkpoint, no step past
+    # the attempt before) is stopped, whatever the fault: a restart loop.
+    no_progress_restarts: int = Field(default=3, ge=1, le=1000)
+    # Restarts after faults that are not the job's are free, at most this many per window;
+    # beyond, they are charged to the job's budget.
+    free_restarts_per_window: int = Field(default=10, ge=0, le=1000)
+    free_restart_window_s: float = Field(default=24 * 3600.0, gt=0, le=365 * 24 * 3600.0)
     checkpoint_dir: str | None = Field(
         default=None, min_length=1, max_length=4096, pattern=r"^/[^\x00]*$"
     )
@@ -373,6 +383,27 @@ class CheckpointVerdict(Contract):
     candidates: list[CheckpointCandidate] = Field(default_factory=list)
     quarantined: list[str] = Field(default_factory=list)
     note: str = ""
+
+
+class AttemptRecord(Contract):
+    """What an earlier recovery of the same job recorded about the attempt it ended."""
+
+    restart_count: int  # the attempt (Slurm's restart count)
+    outcome: str | None = None  # RecoveryOutcomeKind value; None while it ran
+    requeued: bool = False  # it requeued the job (a restart)
+    charged: bool = False  # that restart was charged to the job's budget
+    last_step: int | None = None  # the last training step the attempt printed
+    resume_step: int | None = None  # the checkpoint step the next attempt resumed from
+    closed_at: datetime | None = None
+
+
+class RestartHistory(Contract):
+    """The job's earlier attempts as its recoveries recorded them (oldest first), and the last
+    step the attempt interrupted now printed: what tells a restart loop."""
+
+    last_step: int | None = None
+    earlier: list[AttemptRecord] = Field(default_factory=list)
+    read_at: datetime | None = None  # when the records were read (rule 10's window ends)
 
 
 class RecoveryOutcomeKind(StrEnum):

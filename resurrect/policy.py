@@ -127,6 +127,11 @@ def _requested(section: Mapping[str, Any]) -> JobPolicy:
         raise PolicyError(f"field '{printable(field, 60)}': {first['msg']}") from exc
 
 
+# Settings a comment may only lower, or only raise: either way, fewer or later restarts.
+_AT_MOST = frozenset({"max_restarts", "no_progress_restarts", "free_restarts_per_window"})
+_AT_LEAST = frozenset({"free_restart_window_s"})
+
+
 def narrow(
     base: JobPolicy, asked: JobPolicy, fields: set[str], cluster_mode: RecoveryMode
 ) -> tuple[JobPolicy, list[str]]:
@@ -140,12 +145,16 @@ def narrow(
             update["mode"] = asked.mode
         else:
             refused.append(f"mode '{asked.mode}' not granted: this job's policy is '{allowed}'")
-    if "max_restarts" in fields:
-        update["max_restarts"] = min(asked.max_restarts, base.max_restarts)
-        if asked.max_restarts > base.max_restarts:
-            refused.append(
-                f"max_restarts {asked.max_restarts} not granted: at most {base.max_restarts}"
-            )
+    for name in _AT_MOST & fields:
+        wanted, ceiling = getattr(asked, name), getattr(base, name)
+        update[name] = min(wanted, ceiling)
+        if wanted > ceiling:
+            refused.append(f"{name} {wanted:g} not granted: at most {ceiling:g}")
+    for name in _AT_LEAST & fields:
+        wanted, floor = getattr(asked, name), getattr(base, name)
+        update[name] = max(wanted, floor)
+        if wanted < floor:
+            refused.append(f"{name} {wanted:g} not granted: at least {floor:g}")
     if "allow_restart_from_scratch" in fields:
         update["allow_restart_from_scratch"] = (
             asked.allow_restart_from_scratch and base.allow_restart_from_scratch

@@ -312,6 +312,8 @@ class RecoveryWorkflow:
         )
         self._fault_class = assessment.diagnosis.fault_class.value
         self._search.set(sa.FAULT_CLASS, self._fault_class)
+        if assessment.history.last_step is not None:
+            self._search.set(sa.LAST_STEP, assessment.history.last_step)
         return assessment
 
     def _evidence_of_reports(self, interruption: Interruption) -> list[Evidence]:
@@ -336,6 +338,7 @@ class RecoveryWorkflow:
             assessment.plans,
             assessment.charged_restarts,
             reported=self._reported_evidence,
+            history=assessment.history,
         )
         self._notes.extend(choice.notes)
         drain = choice.decision.drain_nodes
@@ -408,6 +411,8 @@ class RecoveryWorkflow:
             self._notes.append(f"{step.activity} failed: {describe_failure(err)}")
             return Kind.FAILED if step.on_failure == "stop" else None
         self._state = _fold(self._state, result)
+        if result.checkpoint is not None and result.checkpoint.resume_step is not None:
+            self._search.set(sa.RESUME_STEP, result.checkpoint.resume_step)
         self._would_have.extend(result.would_have)
         self._notes.extend(result.notes)
         if result.detail:

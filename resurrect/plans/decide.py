@@ -33,6 +33,10 @@ Rules, in order:
    watcher's ``hang_suspect_window_s``: the follower's ``progress.hang_history`` evidence)
    is flagged as a suspect (:attr:`Choice.suspect_nodes`, a note): for an operator to look
    at, never drained on that alone.
+9. A job whose last ``no_progress_restarts`` restarts made no progress is in a restart loop
+   and is stopped, whatever the fault (:mod:`resurrect.plans.restart_loops`).
+10. Free restarts are capped per job and window (``free_restarts_per_window``); beyond the
+    cap a restart is charged to the job's budget.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from resurrect.contracts import (
     NodeInfo,
     RecoveryAction,
     RecoveryDecision,
+    RestartHistory,
 )
 from resurrect.evidence_trust import (
     HANG_HISTORY_RULE,
@@ -63,6 +68,7 @@ from resurrect.evidence_trust import (
     short_name,
 )
 from resurrect.plans.models import ResolvedPlan
+from resurrect.plans.restart_loops import free_restarts_used, restart_loop
 from resurrect.plans.selection import select_plan
 
 # Faults that are not the job's doing: a restart after them is free.
@@ -126,12 +132,14 @@ def decide(
     charged_restarts: int,
     *,
     reported: Sequence[Evidence] | None = None,
+    history: RestartHistory | None = None,
 ) -> Choice:
     """The decision for one interrupted job attempt and the first plan whose rule matches it.
 
     ``reported``: the evidence of every report the recovery received (the first report's
     when None), so hardware readings that a node agent sent after the first report weigh as
-    much as those sent with it.
+    much as those sent with it. ``history``: the job's earlier attempts as its recoveries
+    recorded them (rules 9 and 10; none known when None).
 
     Computed once. What does not depend on the restart budget (stop or restart; which nodes
     are drained and excluded) is worked out first, by :func:`_restart`. The budget is
@@ -146,11 +154,13 @@ def decide(
     if reported is None:
         reported = bundle.interruption.evidence
     restart = _restart(diagnosis, job.nodes, job.excluded_nodes, bundle.nodes, reported)
-    decision = _charge(diagnosis, restart, None, charged_restarts, policy)
+    budget = _Budget(policy, charged_restarts, history or RestartHistory())
+    attempt = bundle.interruption.restart_count
+    decision = _charge(diagnosis, restart, None, budget, attempt)
     plan = select_plan(plans, diagnosis, decision.action, job, mode)
     override = plan.counts_against_budget if plan is not None else None
     if decision.requeue and override is not None and override != decision.counts_against_budget:
-        decision = _charge(diagnosis, restart, override, charged_restarts, policy)
+        decision = _charge(diagnosis, restart, override, budget, attempt)
         if not decision.requeue:  # the plan's charge spent the budget: the plan for stopping
             plan = select_plan(plans, diagnosis, decision.action, job, mode)
     suspects, suspect_notes = hang_suspects(diagnosis, reported, job)
@@ -180,7 +190,8 @@ def decide_recovery(
     that reported the interruption sent with it (hardware readings of a hang's culprit).
     """
     restart = _restart(diagnosis, job.nodes, job.excluded_nodes, nodes, reported)
-    return _charge(diagnosis, restart, counts_against_budget, charged_restarts, policy)
+    budget = _Budget(policy, charged_restarts, RestartHistory())
+    return _charge(diagnosis, restart, counts_against_budget, budget, job.restart_count)
 
 
 def _restart(
@@ -256,15 +267,27 @@ def _probed_drain(
     return drain, reasons
 
 
+@dataclass(frozen=True)
+class _Budget:
+    """What a restart is weighed against: the job's policy, the restarts already charged to
+    its budget, and its earlier attempts."""
+
+    policy: JobPolicy
+    charged_restarts: int
+    history: RestartHistory
+
+
 def _charge(
     diagnosis: Diagnosis,
     restart: RecoveryDecision | None,
     counts_against_budget: bool | None,
-    charged_restarts: int,
-    policy: JobPolicy,
+    budget: _Budget,
+    attempt: int,
 ) -> RecoveryDecision:
-    """Rules 1, 2 and 4's charge: the restart charged or free, or a stop (final faults, a
-    spent budget). ``counts_against_budget``: a plan's override of the class default."""
+    """Rules 1, 2, 4, 9 and 10's charge: the restart charged or free, or a stop (final faults,
+    a restart loop, a spent budget). ``counts_against_budget``: a plan's override of the
+    class default; ``attempt``: the restart count of the attempt interrupted."""
+    policy, charged_restarts, history = budget.policy, budget.charged_restarts, budget.history
     reasons: list[str] = [f"diagnosis: {diagnosis.fault_class.value} -> {diagnosis.action.value}"]
     if restart is None:
         reasons.append(
@@ -288,6 +311,21 @@ def _charge(
             f"{diagnosis.fault_class.value} rests on the job's own output alone (no node agent"
             " or Slurm evidence): the restart is charged to the job's budget"
         )
+    loop = restart_loop(history, attempt, policy)
+    if loop is not None:
+        reasons.append(loop)
+        return RecoveryDecision(
+            action=RecoveryAction.STOP, requeue=False, counts_against_budget=False, reasons=reasons
+        )
+    if not counts and history.read_at is not None:
+        used = free_restarts_used(history, policy, history.read_at)
+        if used >= policy.free_restarts_per_window:
+            counts = True
+            reasons.append(
+                f"{used} free restarts within the last {policy.free_restart_window_s:g} s"
+                f" (at most {policy.free_restarts_per_window}): this restart is charged to"
+                " the job's budget"
+            )
     if counts and charged_restarts >= policy.max_restarts:
         reasons.append(
             f"restart budget spent: {charged_restarts} of {policy.max_restarts}"

@@ -20,6 +20,10 @@ NODES = SearchAttributeKey.for_keyword_list("ResurrectNodes")
 PHASE = SearchAttributeKey.for_keyword("ResurrectPhase")
 OUTCOME = SearchAttributeKey.for_keyword("ResurrectOutcome")
 BUDGET_CHARGED = SearchAttributeKey.for_bool("ResurrectBudgetCharged")
+# The last training step the interrupted attempt printed, and the checkpoint step the job was
+# set to resume from: what later recoveries of the job read to tell a restart loop.
+LAST_STEP = SearchAttributeKey.for_int("ResurrectLastStep")
+RESUME_STEP = SearchAttributeKey.for_int("ResurrectResumeStep")
 
 ALL_KEYS: tuple[SearchAttributeKey[Any], ...] = (
     JOB_ID,
@@ -29,6 +33,8 @@ ALL_KEYS: tuple[SearchAttributeKey[Any], ...] = (
     PHASE,
     OUTCOME,
     BUDGET_CHARGED,
+    LAST_STEP,
+    RESUME_STEP,
 )
 
 # `temporal server start-dev --search-attribute NAME=TYPE` spelling of each key.
@@ -40,6 +46,8 @@ DEV_SERVER_TYPES: dict[str, str] = {
     "ResurrectPhase": "Keyword",
     "ResurrectOutcome": "Keyword",
     "ResurrectBudgetCharged": "Bool",
+    "ResurrectLastStep": "Int",
+    "ResurrectResumeStep": "Int",
 }
 
 

@@ -35,6 +35,7 @@ _INDEXED_TYPE = {
     "Keyword": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
     "KeywordList": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST,
     "Bool": IndexedValueType.INDEXED_VALUE_TYPE_BOOL,
+    "Int": IndexedValueType.INDEXED_VALUE_TYPE_INT,
 }
 
 
