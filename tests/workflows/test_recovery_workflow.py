@@ -284,3 +284,29 @@ async def test_a_job_that_runs_only_after_the_first_seconds_is_waited_for_by_a_t
         for n in outcome.notes
     ), outcome.notes
     keep("wait-as-task", history)
+
+
+async def test_a_job_restarted_three_times_without_progress_is_stopped(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """Each recovery records the last step its attempt printed; the fourth interruption of a
+    job that never got past step 5 (free restarts: preemptions) stops it."""
+    s, config = harness.scheduler, harness.config
+    log = tmp_path / "train.out"
+    log.write_text("[rank0] step 5/100 loss 0.93\n")
+    s.jobs["130"] = job("130", state=JobState.PREEMPTED, stdout=log)
+    query = (
+        f"ResurrectCluster = '{config.cluster.name}' AND ResurrectJobId = '130'"
+        " AND ResurrectLastStep = 5"
+    )
+    for attempt in range(3):
+        outcome = await harness.recover(interruption(config, s.jobs["130"]))
+        assert outcome.recovered and not outcome.notes[-1].startswith("restart loop")
+        await visible(harness.client, query, attempt + 1)  # what the next recovery reads
+        s.jobs["130"] = s.jobs["130"].model_copy(update={"state": JobState.PREEMPTED})
+    stopped = await harness.recover(interruption(config, s.jobs["130"]))
+    assert stopped.outcome == "stopped" and not stopped.requeued
+    assert any(n.startswith("restart loop: the last 3 restarts") for n in stopped.notes), (
+        stopped.notes
+    )
+    assert s.jobs["130"].restart_count == 3  # three restarts, not a fourth
