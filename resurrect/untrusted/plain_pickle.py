@@ -49,21 +49,21 @@ _MARK = _Mark()
 
 class _Reader:
     def __init__(self, data: bytes) -> None:
-        self.data = memoryview(data)
+        self.data = bytes(data)
         self.at = 0
 
     def take(self, count: int) -> bytes:
         if count < 0 or self.at + count > len(self.data):
             raise PlainPickleError("truncated pickle")
-        chunk = bytes(self.data[self.at : self.at + count])
+        chunk = self.data[self.at : self.at + count]
         self.at += count
         return chunk
 
-    def line(self) -> bytes:
-        end = bytes(self.data[self.at : self.at + MAX_TEXT_INT_DIGITS + 8]).find(b"\n")
+    def line(self, longest: int = MAX_TEXT_INT_DIGITS + 8) -> bytes:
+        end = self.data.find(b"\n", self.at, self.at + longest + 1)
         if end < 0:
             raise PlainPickleError("unterminated or overlong text argument")
-        return self.take(end + 1)[:-1]
+        return self.take(end + 1 - self.at)[:-1]
 
     def unsigned(self, size: int) -> int:
         return int.from_bytes(self.take(size), "little")
@@ -191,6 +191,11 @@ class _Machine:
                 push(_text(read.take(read.unsigned(1))))
             elif code == b"\x8d":  # BINUNICODE8
                 push(_text(read.take(read.unsigned(8))))
+            elif code == b"V":  # UNICODE (protocol 0)
+                try:
+                    push(read.line(len(read.data)).decode("raw-unicode-escape"))
+                except UnicodeDecodeError:
+                    raise PlainPickleError("a malformed string") from None
             elif code == b"}":
                 push({})
             elif code == b"d":  # DICT
