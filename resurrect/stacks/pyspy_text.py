@@ -12,7 +12,10 @@
         main (train.py:248)
 
 Frames are innermost first. A line that fits no shape is skipped; the text is bounded by the
-caller (it comes from a tool, but names frames of a job-owned program).
+caller (it comes from a tool, but names frames of a job-owned program: file names with
+runs of spaces, parentheses, escape sequences). Every line costs time linear in its length:
+the frame shape is read with ``str`` methods, the other shapes by regexes whose repeats
+are bounded and cannot overlap.
 """
 
 from __future__ import annotations
@@ -25,8 +28,32 @@ _THREAD = re.compile(
     r"(?: \((?P<status>[a-z ,]{1,40})\))?"
     r'(?: ?: ?"(?P<name>[^"]{0,200})")?'
 )
-_FRAME = re.compile(r"^\s{2,}(?P<function>.{1,1000}?) \((?P<where>[^()]{1,1000})\)\s*$")
+MAX_FIELD_CHARS = 1000
 _PROCESS = re.compile(r"^Process (?P<pid>\d{1,12}): (?P<cmd>.{0,2000})$")
+
+
+def parse_frame(line: str) -> tuple[str, str] | None:
+    """``(function, where)`` of an indented ``function (where)`` line: ``where`` is the last
+    parenthesised group, without parentheses, at the end of the line; None for any other
+    line. (The shape ``^\\s{2,}(.{1,1000}?) \\(([^()]{1,1000})\\)\\s*$``, read in one pass.)"""
+    if line[:2].strip() or len(line) < 2:
+        return None
+    body = line.rstrip()
+    if not body.endswith(")"):
+        return None
+    opening = body.rfind("(")
+    if opening < 1 or body[opening - 1] != " ":
+        return None
+    where = body[opening + 1 : -1]
+    if not where or len(where) > MAX_FIELD_CHARS or ")" in where:
+        return None
+    start = len(body) - len(body.lstrip())
+    function = body[start : opening - 1]
+    if not function and start > 3:  # the pattern's function takes a space if it must
+        function = body[opening - 2 : opening - 1]
+    if not function or len(function) > MAX_FIELD_CHARS:
+        return None
+    return function.strip(), where.strip()
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +107,6 @@ def parse_pyspy_dump(text: str) -> StackDump:
             pid, command = int(m["pid"]), m["cmd"]
         elif (m := _THREAD.match(line)) is not None:
             threads.append(ThreadStack(m["tid"], m["name"] or "", m["status"] or ""))
-        elif threads and (m := _FRAME.match(line)) is not None:
-            threads[-1].frames.append(Frame(m["function"].strip(), m["where"].strip()))
+        elif threads and (frame := parse_frame(line)) is not None:
+            threads[-1].frames.append(Frame(*frame))
     return StackDump(pid=pid, command=command, threads=threads)
