@@ -20,6 +20,7 @@ are bounded and cannot overlap.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -110,3 +111,56 @@ def parse_pyspy_dump(text: str) -> StackDump:
         elif threads and (frame := parse_frame(line)) is not None:
             threads[-1].frames.append(Frame(*frame))
     return StackDump(pid=pid, command=command, threads=threads)
+
+
+def wire_bytes(text: str) -> int:
+    """What ``text`` costs in a JSON payload (escapes included)."""
+    return len(json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass")) - 2
+
+
+def _main_block(lines: list[str], starts: list[int]) -> int:
+    """Which thread block (index into ``starts``) is the main thread's: "MainThread", else
+    the thread whose id is the process's, else the first."""
+    headers = [_THREAD.match(lines[i]) for i in starts]
+    names = [m["name"] if m else None for m in headers]
+    if "MainThread" in names:
+        return names.index("MainThread")
+    process = next((m for line in lines[: starts[0]] if (m := _PROCESS.match(line))), None)
+    tids = [m["tid"] if m else None for m in headers]
+    return tids.index(process["pid"]) if process and process["pid"] in tids else 0
+
+
+def bounded_dump_text(text: str, limit: int) -> str:
+    """``text`` when its JSON costs at most ``limit`` bytes; else its most useful part within
+    ``limit``: the header, then the main thread (innermost frames first, as printed), then
+    the other threads, whole lines only, ending with a line saying what was cut. Its cost is
+    linear in the text's length (each line's JSON cost is computed only while room is left)."""
+    whole = wire_bytes(text)
+    if whole <= limit:
+        return text
+    marker = f"[resurrect: stack text cut to fit {limit:,} bytes of {whole:,}]"
+    room = limit - wire_bytes(marker) - 2
+    if room < 0:
+        return ""
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("Thread ")]
+    if starts:
+        ends = [*starts[1:], len(lines)]
+        main = _main_block(lines, starts)
+        order = [range(starts[0]), range(starts[main], ends[main])]
+        order += [
+            range(a, b) for n, (a, b) in enumerate(zip(starts, ends, strict=True)) if n != main
+        ]
+    else:
+        order = [range(len(lines))]
+    kept: list[str] = []
+    for index in (i for block in order for i in block):
+        line = lines[index]
+        if len(line) + 2 > room:
+            break
+        cost = wire_bytes(line) + 2  # and its escaped newline
+        if cost > room:
+            break
+        kept.append(line)
+        room -= cost
+    return "\n".join([*kept, marker])
