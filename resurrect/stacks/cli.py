@@ -64,7 +64,8 @@ def run_dump(args: argparse.Namespace) -> int:
         return 2
     stacks = collect_job_stacks(args.job, restart_count=args.restart, timeout_s=args.timeout)
     verdict = judge(stacks)
-    ras = query_ras(timeout_s=min(args.timeout, 10.0)) if stacks else None
+    pids = [s.pid for s in stacks]
+    ras = query_ras(pids=pids, timeout_s=min(args.timeout, 10.0)) if stacks else None
     if args.json:
         by_pid = {s.pid: s for s in stacks}
         ranks = [

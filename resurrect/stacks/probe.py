@@ -142,7 +142,8 @@ def probe_here(request: StackProbeRequest) -> StackProbeResult:
     ]
     evidence: list[Evidence] = []
     if request.ras and ranks:
-        evidence = query_ras(timeout_s=min(request.timeout_s, 10.0)).evidence(request.node)
+        ras = query_ras(pids=[r.pid for r in ranks], timeout_s=min(request.timeout_s, 10.0))
+        evidence = ras.evidence(request.node)
     gpus = node_gpus(request) if request.gpus else []
     result = StackProbeResult(node=request.node, gpus=gpus, evidence=evidence)
     return bounded_result(result, ranks, took_s=time.monotonic() - began)
