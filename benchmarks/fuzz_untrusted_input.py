@@ -21,18 +21,40 @@ loop before issue 9); ``good_job_missed`` counts watcher rounds where the good j
 reported; ``slow`` counts inputs that took more than 1 s. All must be 0. The baseline is
 the same inputs' count, and the rate is inputs per second.
 
-    python benchmarks/fuzz_untrusted_input.py [--inputs 100000] [--json]
+Then the parsers of issue 20, each with ``--parser-inputs`` seeded, generated inputs
+(mutations of real dumps and datagrams, random structures, templates of known attacks),
+one JSON line each: ``flight_recorder_json`` and ``flight_recorder_pickle``
+(:func:`resurrect.stacks.flight_recorder_dump.parse_dump`, what the parse helper runs;
+typed error ``JobFileRefused``), ``flight_recorder_helper`` (a sample through the whole
+helper process, :func:`resurrect.stacks.flight_recorder.read_flight_record`),
+``pyspy_text`` (:func:`~resurrect.stacks.pyspy_text.parse_pyspy_dump` and the probe's
+bounding; no error at all), ``hold_mark`` (:mod:`resurrect.scheduler.hold_marker`: no error)
+and ``liveness_datagram`` (:func:`~resurrect.sensors.liveness.wire.open_beat` with the key,
+so forged bodies reach the parser; typed error ``WireError``). ``crashes`` counts any other
+exception (must be 0); ``worst_s`` is the costliest input's time, ``worst_input`` what it
+was. Baselines, measured in the same run on the same input: ``former_s``, the former code
+(the standard unpickler for a dump of colliding integer keys; the former frame regex for
+the worst py-spy text), and ``ratio`` = former / now.
+
+    python benchmarks/fuzz_untrusted_input.py [--inputs 100000] [--parser-inputs 20000]
+        [--json]
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import logging
 import os
+import pickle
+import random
+import re
 import socket
 import tempfile
 import time
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -258,10 +280,356 @@ def run(inputs: int) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = benchmark_parser(__doc__)
     parser.add_argument("--inputs", type=int, default=100_000)
+    parser.add_argument("--parser-inputs", type=int, default=20_000, help="per parser")
+    parser.add_argument("--seed", type=int, default=20)
     args = parser.parse_args(argv)
     logging.disable(logging.CRITICAL)  # the handlers' notes: counted, not printed
     print_result(run(args.inputs), as_json=args.json)
+    for result in run_parsers(args.parser_inputs, seed=args.seed):
+        print_result(result, as_json=args.json)
     return 0
+
+
+# ---------------------------------------------------------------------------- parsers (issue 20)
+FLIGHT_RECORDER = REPO / "tests" / "fixtures" / "flight_recorder"
+STACK_TEXTS = sorted((REPO / "tests" / "fixtures" / "stacks").glob("*.txt"))
+LIVENESS_KEY = b"k" * 32
+HASH_MODULUS = (1 << 61) - 1
+# The former py-spy frame pattern (backtracking), the baseline of ``pyspy_text``.
+FORMER_FRAME = re.compile(r"^\s{2,}(?P<function>.{1,1000}?) \((?P<where>[^()]{1,1000})\)\s*$")
+_VALUES: list[Any] = [
+    None, True, False, 0, -1, 7, 2**63, -(2**70), 1e308, float("nan"), "", "0", "started",
+    "nccl:all_reduce", "\x1b]0;t\x07", "\ud800", [], {}, [1, [2]], {"a": 1}, "x" * 300,
+]  # fmt: skip
+_FIELDS = ["pg_id", "collective_seq_id", "profiling_name", "state", "entries", "frames", "x"]
+
+
+def _mutate(rng: random.Random, data: bytes) -> bytes:
+    """``data`` with a few random byte flips, insertions, deletions or a cut."""
+    out = bytearray(data)
+    for _ in range(rng.randint(1, 8)):
+        choice = rng.random()
+        at = rng.randrange(len(out) + 1)
+        if choice < 0.4 and out:
+            out[min(at, len(out) - 1)] = rng.randrange(256)
+        elif choice < 0.7:
+            out[at:at] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 8)))
+        elif choice < 0.9:
+            del out[at : at + rng.randint(1, 16)]
+        else:
+            del out[at:]
+    return bytes(out)
+
+
+def _value(rng: random.Random, depth: int = 0) -> Any:
+    if depth > 3 or rng.random() < 0.6:
+        return rng.choice(_VALUES)
+    if rng.random() < 0.5:
+        return [_value(rng, depth + 1) for _ in range(rng.randint(0, 4))]
+    return {rng.choice(_FIELDS): _value(rng, depth + 1) for _ in range(rng.randint(0, 4))}
+
+
+def _entry(rng: random.Random) -> dict[str, Any]:
+    entry = {name: _value(rng) for name in rng.sample(_FIELDS[:4], rng.randint(0, 4))}
+    if rng.random() < 0.6:
+        entry["collective_seq_id"] = rng.choice([rng.randint(-5, 10**6), 2**63, 1])
+        entry["pg_id"] = rng.choice([0, 1, str(rng.randint(0, 2000)), "\x1b[2K"])
+    return entry
+
+
+def _document(rng: random.Random) -> Any:
+    if rng.random() < 0.1:
+        return _value(rng)
+    return {"version": "2.10", "entries": [_entry(rng) for _ in range(rng.randint(0, 30))]}
+
+
+def flight_recorder_json_inputs(rng: random.Random) -> bytes:
+    real = [p.read_bytes() for p in sorted(FLIGHT_RECORDER.glob("*.json"))]
+    kind = rng.random()
+    if kind < 0.45:
+        return json.dumps(_document(rng), allow_nan=True).encode("utf-8", "surrogatepass")
+    if kind < 0.85:
+        return _mutate(rng, rng.choice(real))
+    size = rng.randint(1, 50_000)
+    return rng.choice(
+        [
+            b"[" * size + b"]" * size,
+            b'{"entries": []}',
+            b'{"entries": [{"collective_seq_id": ' + b"9" * size + b"}]}",
+            b'{"entries": ['
+            + b",".join(b'{"collective_seq_id":1,"pg_id":%d}' % n for n in range(size // 20))
+            + b"]}",
+            b'{"entries": "' + b"\\u0000" * (size // 6) + b'"}',
+        ]
+    )
+
+
+def colliding_keys_pickle(keys: int) -> bytes:
+    """A pickle of a dict whose ``keys`` integer keys all hash alike (written opcode by
+    opcode: building the dict here would cost what the attack costs)."""
+    items = b"".join(
+        b"\x8a\x0a" + (HASH_MODULUS * k + 7).to_bytes(10, "little", signed=True) + b"K\x00"
+        for k in range(1, keys + 1)
+    )
+    return b"\x80\x04}\x8c\x07entries]s\x8c\x09pg_status}(" + items + b"us."
+
+
+_OPCODES = [
+    bytes([code])
+    for code in b"().0123NIJKLMFGX\x8c\x8dV}]dlsuaet\x85\x86\x87qrh\x94jgpcR\x93"
+    + b"bBC\x8f\x90\x91\x92\x95\x96\x97\x98\x81\x82\x83\x84\x88\x89\x8a\x8bPQSTU"
+]
+
+
+def flight_recorder_pickle_inputs(rng: random.Random) -> bytes:
+    real = [p.read_bytes() for p in sorted(FLIGHT_RECORDER.glob("*.pkl"))]
+    kind = rng.random()
+    if kind < 0.3:
+        doc = _document(rng)
+        if rng.random() < 0.3:  # what a plain reader refuses
+            doc = {"entries": [rng.choice([{1, 2}, b"raw", {3: "k"}, frozenset(), (1, {})])]}
+        return pickle.dumps(doc, protocol=rng.randint(0, 5))
+    if kind < 0.7:
+        return _mutate(rng, rng.choice(real))
+    if kind < 0.95:
+        soup = b"".join(
+            rng.choice(_OPCODES) + bytes(rng.randrange(256) for _ in range(rng.randint(0, 9)))
+            for _ in range(rng.randint(1, 60))
+        )
+        return b"\x80\x04" + soup + b"."
+    return colliding_keys_pickle(rng.randint(10, 4000))
+
+
+_SPY_LINES = [
+    "Process 9002: /usr/bin/python3 -u train.py", "Python v3.11.2 (/usr/bin/python3.11)",
+    'Thread 9002 (idle): "MainThread"', "Thread 0x7F (active+gil)", "    main (train.py:248)",
+    "    pthread_cond_wait (libc.so.6)", "  f (", "  ) (", "(((", '"', "\x1b[2K", "\t\t",
+]  # fmt: skip
+
+
+def pyspy_inputs(rng: random.Random) -> str:
+    kind = rng.random()
+    if kind < 0.4:
+        text = rng.choice(STACK_TEXTS).read_text()
+        return _mutate(rng, text.encode()).decode("utf-8", "replace")
+    if kind < 0.8:
+        return "\n".join(rng.choice(_SPY_LINES) for _ in range(rng.randint(1, 200)))
+    run = rng.randint(1, 16_384)
+    return rng.choice(
+        [
+            " " * run,
+            "\t" * run,
+            "  f " + "(" * run,
+            "  f (" + " " * run + ")",
+            "  " + " (" * (run // 2) + "x)",
+            "Thread " + "1" * run,
+            "Process 1: " + "x" * run,
+        ]
+    )
+
+
+def hold_mark_inputs(rng: random.Random) -> str:
+    parts = [
+        "resurrect-hold:",
+        "resurrect-h",
+        "old:",
+        str(rng.randint(0, 10**20)),
+        " ",
+        "AdminComment=",
+        "\n",
+        "x",
+        "resurrect-hold:1",
+        "\u00a0",
+        "9" * 13,
+        "\x00",
+    ]
+    if rng.random() < 0.1:
+        return "resurrect-hold:" * rng.randint(1, 2000) + "1"
+    return "".join(rng.choice(parts) for _ in range(rng.randint(0, 40)))
+
+
+def liveness_inputs(rng: random.Random) -> bytes:
+    from resurrect.sensors.liveness.wire import Beat, seal
+
+    now = datetime.now(UTC)
+    beat = Beat(cluster="c", node="n1", instance="i-1", seq=rng.randint(0, 10**6), sent_at=now)
+    kind = rng.random()
+    if kind < 0.05:
+        return seal(LIVENESS_KEY, beat)  # a genuine beat: accepted
+    if kind < 0.3:
+        return _mutate(rng, seal(LIVENESS_KEY, beat))
+    if kind < 0.6:  # a key holder's forged body: it reaches the JSON parser
+        body = json.dumps(
+            {
+                "kind": "beat",
+                "cluster": "c",
+                "node": _value(rng),
+                "instance": _value(rng),
+                "seq": rng.choice([0, -1, 10**30, "1"]),
+                "sent_at": rng.choice([now.isoformat(), "9999-12-31T00:00:00", "", 0]),
+                "silence_threshold_s": rng.choice([0.001, 0, -1, 1e308, 6.0]),
+            }
+        ).encode("utf-8", "surrogatepass")[:1900]
+        return body + b"\n" + hmac.new(LIVENESS_KEY, body, hashlib.sha256).hexdigest().encode()
+    if kind < 0.9:
+        return bytes(rng.randrange(256) for _ in range(rng.randint(0, 2100)))
+    return b"{" * 1900 + b"\n" + b"0" * 64
+
+
+class ParserTally:
+    """One parser's run: inputs, typed refusals, crashes, and its costliest input."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.inputs = self.refused = self.crashes = self.slow = 0
+        self.first_crash: str | None = None
+        self.worst_s = 0.0
+        self.worst: Any = b""
+        self.total_s = 0.0
+
+    def call(self, handler: Any, value: Any, typed: tuple[type[BaseException], ...]) -> None:
+        self.inputs += 1
+        started = time.perf_counter()
+        try:
+            handler(value)
+        except typed:
+            self.refused += 1
+        except Exception as exc:  # anything else would escape into a service loop
+            self.crashes += 1
+            self.first_crash = self.first_crash or f"{exc!r}"[:300]
+        took = time.perf_counter() - started
+        self.total_s += took
+        self.slow += took > SLOW_S
+        if took > self.worst_s:
+            self.worst_s, self.worst = took, value
+
+    def result(self, **extra: Any) -> dict[str, Any]:
+        worst = self.worst if isinstance(self.worst, str) else bytes(self.worst)
+        return {
+            "benchmark": f"fuzz_untrusted_input.{self.name}",
+            "inputs": self.inputs,
+            "refused_typed": self.refused,
+            "crashes": self.crashes,
+            "slow": self.slow,
+            "first_crash": self.first_crash,
+            "worst_s": round(self.worst_s, 4),
+            "worst_input": {"size": len(worst), "starts": repr(worst[:60])},
+            "inputs_per_s": round(self.inputs / self.total_s) if self.total_s else None,
+            **extra,
+        }
+
+
+def _former_unpickle(raw: bytes) -> float:
+    """The former reader: the standard unpickler (with PyTorch's tags allowed)."""
+    started = time.perf_counter()
+    try:
+        pickle.loads(raw)
+    except Exception:  # the former reader's refusals: only its time matters here
+        pass
+    return time.perf_counter() - started
+
+
+def _former_pyspy(text: str) -> float:
+    started = time.perf_counter()
+    for line in text[: 1 << 20].splitlines():
+        FORMER_FRAME.match(line)
+    return time.perf_counter() - started
+
+
+def _ratio(former: float, now: float) -> float | None:
+    return round(former / now, 1) if now > 0 else None
+
+
+def run_parsers(
+    inputs: int, *, seed: int = 20, helper_sample: int | None = None
+) -> list[dict[str, Any]]:
+    """Each issue-20 parser on ``inputs`` seeded, generated inputs; one result each."""
+    from resurrect.errors import JobFileRefused
+    from resurrect.scheduler.hold_marker import marked_at, unmarked
+    from resurrect.sensors.liveness.wire import WireError, open_beat
+    from resurrect.stacks.flight_recorder import read_flight_record
+    from resurrect.stacks.flight_recorder_dump import parse_dump
+    from resurrect.stacks.pyspy_text import bounded_dump_text, parse_pyspy_dump
+
+    rng = random.Random(seed)
+    results: list[dict[str, Any]] = []
+
+    def parse(raw: bytes) -> None:
+        parse_dump("fuzz", raw)
+
+    for name, make in (
+        ("flight_recorder_json", flight_recorder_json_inputs),
+        ("flight_recorder_pickle", flight_recorder_pickle_inputs),
+    ):
+        tally = ParserTally(name)
+        for _ in range(inputs):
+            tally.call(parse, make(rng), (JobFileRefused,))
+        extra: dict[str, Any] = {}
+        if name == "flight_recorder_pickle":
+            attack = colliding_keys_pickle(8000)
+            now_tally = ParserTally("attack")
+            now_tally.call(parse, attack, (JobFileRefused,))
+            former = _former_unpickle(attack)
+            extra = {
+                "attack": "8,000 colliding integer keys",
+                "attack_s": round(now_tally.worst_s, 4),
+                "former_s": round(former, 3),
+                "ratio": _ratio(former, now_tally.worst_s),
+            }
+        results.append(tally.result(**extra))
+
+    tally = ParserTally("flight_recorder_helper")
+    with tempfile.TemporaryDirectory(prefix="fuzz-fr-") as tmp:
+        path = Path(tmp) / "nccl_trace_rank_0"
+
+        def through_helper(raw: bytes) -> None:
+            path.write_bytes(raw)
+            read_flight_record(path, 0, os.getuid())
+
+        makers = [flight_recorder_json_inputs, flight_recorder_pickle_inputs]
+        for number in range(helper_sample if helper_sample is not None else max(20, inputs // 200)):
+            raw = colliding_keys_pickle(32_000) if number == 0 else rng.choice(makers)(rng)
+            tally.call(through_helper, raw, (JobFileRefused,))
+    results.append(tally.result())
+
+    tally = ParserTally("pyspy_text")
+
+    def spy(text: str) -> None:
+        parse_pyspy_dump(text)
+        bounded_dump_text(text, 4096)
+
+    for _ in range(inputs):
+        tally.call(spy, pyspy_inputs(rng), ())
+    worst = tally.worst if isinstance(tally.worst, str) else ""
+    whitespace = "\n".join([" " * 8192] * 16)  # 128 KiB of whitespace lines
+    spaced = ParserTally("spaces")
+    spaced.call(spy, whitespace, ())
+    former = _former_pyspy(whitespace)
+    results.append(
+        tally.result(
+            former_s_on_worst=round(_former_pyspy(worst), 4),
+            attack="16 lines of 8 KiB of spaces",
+            attack_s=round(spaced.worst_s, 4),
+            former_s=round(former, 3),
+            ratio=_ratio(former, spaced.worst_s),
+        )
+    )
+
+    tally = ParserTally("hold_mark")
+
+    def hold(comment: str) -> None:
+        marked_at(comment)
+        unmarked(comment)
+
+    for _ in range(inputs):
+        tally.call(hold, hold_mark_inputs(rng), ())
+    results.append(tally.result())
+
+    tally = ParserTally("liveness_datagram")
+    for _ in range(inputs):
+        tally.call(lambda d: open_beat(LIVENESS_KEY, d), liveness_inputs(rng), (WireError,))
+    results.append(tally.result())
+    return results
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ BENCHMARKS=(
   "attribution_accuracy | | | real-log corpus vs the majority-class baseline"
   "agent_overhead | --duration 10 | --duration 60 | 8 fake GPUs vs an idle interpreter"
   "follower_scan | --window 120 | | hang check on a 50,000-entry checkpoint dir vs the former full rescan"
-  "fuzz_untrusted_input | --inputs 10000 | | >= 100,000 hostile inputs through the service loops"
+  "fuzz_untrusted_input | --inputs 10000 --parser-inputs 2000 | | >= 100,000 hostile inputs through the service loops, then 20,000 per issue-20 parser (Flight Recorder JSON/pickle/helper, py-spy text, hold marks, liveness datagrams), one line each"
   "progress_parse | --lines 50000 | | progress rules vs the failure-rule scan of the same lines"
   "telemetry_overhead | --recoveries 10 --rounds 1 | --recoveries 30 --rounds 3 | a burst of recoveries, metrics+tracing on vs off"
   "watcher_cost | --jobs 10000 --nodes 2000 --running 400 | | 50,000 jobs / 10,000 nodes: filtered compact reads vs full JSON"

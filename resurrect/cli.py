@@ -18,6 +18,7 @@ from typing import NoReturn
 
 from resurrect import __version__
 from resurrect.errors import ResurrectError
+from resurrect.text_safety import printable
 
 # Modules that provide ``register(subparsers)``.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
@@ -94,7 +95,7 @@ def main(
     try:
         return handler(args)
     except ResurrectError as exc:
-        print(f"resurrect: error: {exc}", file=sys.stderr)
+        print(f"resurrect: error: {printable(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -21,19 +21,13 @@ from collections.abc import Callable
 from resurrect.checkpoint.helper import HelperRequest
 from resurrect.contracts import CheckpointVerdict
 from resurrect.errors import NeedsMoreTime
+from resurrect.untrusted.runner import helper_env
 
 #: How much earlier than the hard deadline the helper's own time budget ends, so that it
 #: can still report what it checked (the unfinished files noted "not verified fully").
 _REPORT_MARGIN = 0.2
 _MAX_LINE = 64 << 20
 _MAX_STDERR = 16 << 10
-
-
-def _helper_env() -> dict[str, str]:
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
-    if "PYTHONPATH" in os.environ:  # a source checkout (tests, development)
-        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-    return env
 
 
 def _failed(request: HelperRequest, why: str) -> CheckpointVerdict:
@@ -63,7 +57,7 @@ async def run_helper(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         cwd="/",
-        env=_helper_env(),
+        env=helper_env(),
         start_new_session=True,
         limit=_MAX_LINE,
     )

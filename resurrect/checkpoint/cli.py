@@ -10,6 +10,7 @@ from typing import Any
 from resurrect.checkpoint.prepare import prepare_resume
 from resurrect.checkpoint.verify import verify_root
 from resurrect.contracts import CheckpointVerdict
+from resurrect.text_safety import printable
 
 EXIT_OK = 0
 EXIT_NO_VALID = 1
@@ -65,15 +66,15 @@ def _emit(verdict: CheckpointVerdict, *, as_json: bool) -> int:
     if as_json:
         print(verdict.model_dump_json())
     else:
-        print(f"root: {verdict.root}")
+        print(printable(f"root: {verdict.root}"))  # the tree's names are the job's
         for cand in verdict.candidates:
             mark = "OK " if cand.valid else "BAD"
-            print(f"  {mark} step={cand.step} {cand.path}: {cand.reason}")
-        print(f"resume from: {verdict.latest_valid or '(none)'}")
+            print(printable(f"  {mark} step={cand.step} {cand.path}: {cand.reason}"))
+        print(printable(f"resume from: {verdict.latest_valid or '(none)'}"))
         for moved in verdict.quarantined:
-            print(f"quarantined: {moved}")
+            print(printable(f"quarantined: {moved}"))
         if verdict.note:
-            print(f"note: {verdict.note}")
+            print(printable(f"note: {verdict.note}"))
     if not verdict.verified:
         return EXIT_UNREADABLE
     return EXIT_OK if verdict.latest_valid else EXIT_NO_VALID

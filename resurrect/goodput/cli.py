@@ -14,6 +14,7 @@ from resurrect.errors import ConfigError
 from resurrect.goodput.render import notes, parse_duration, table
 from resurrect.goodput.report import GoodputReport, goodput_report
 from resurrect.policy import job_policy
+from resurrect.text_safety import printable, printable_lines
 
 
 def _report(args: argparse.Namespace) -> GoodputReport:
@@ -56,9 +57,9 @@ def _goodput(args: argparse.Namespace) -> int:
     if not report.jobs:
         print("no recoveries in this window")
         return 0
-    print(table(report.jobs, report.cluster))
+    print(printable_lines(table(report.jobs, report.cluster)))
     for line in notes(report.jobs):
-        print(line)
+        print(printable(line))
     if args.plot is not None:
         print(f"timeline written to {args.plot}")
     return 0

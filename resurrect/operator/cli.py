@@ -18,6 +18,7 @@ from typing import Any
 from resurrect.cli import add_config_arg, exit_now
 from resurrect.config import ResurrectConfig, load_config
 from resurrect.errors import ResurrectError
+from resurrect.text_safety import printable
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -29,7 +30,7 @@ def _with_temporal(handler: Callable[[argparse.Namespace], int]) -> Handler:
         try:
             code = handler(args)
         except ResurrectError as exc:
-            print(f"resurrect: error: {exc}", file=sys.stderr)
+            print(f"resurrect: error: {printable(exc)}", file=sys.stderr)
             code = 2
         exit_now(code)
 
@@ -87,10 +88,11 @@ def _budget(args: argparse.Namespace) -> int:
         )
         for use in scope["uses"]:
             approved = f" (approved by {use['approved_by']})" if use["approved_by"] else ""
-            print(
+            line = (
                 f"    {use['node']:<16} job {use['job_id']:<10} {use['workflow_id']}"
                 f" frees {_ago(_parse(use['frees_at']), now)}{approved}"
             )
+            print(printable(line))
     return 0
 
 
@@ -182,7 +184,7 @@ def _nodes(args: argparse.Namespace) -> int:
         if args.history:
             for event in row["events"]:
                 job = f" job {event['job_id']}" if event["job_id"] else ""
-                print(f"  {event['at']}  {event['kind']:<13}{job}  {event['detail']}")
+                print(printable(f"  {event['at']}  {event['kind']:<13}{job}  {event['detail']}"))
             for job_id, since in row["exclusions"].items():
                 print(f"  excluded from job {job_id} since {since}")
     if not rows:
@@ -202,7 +204,7 @@ def _watchdog(args: argparse.Namespace) -> int:
     async def main() -> int:
         if args.once:
             for result in await release_stale_holds(scheduler, bound):
-                print(f"job {result.target}: {result.detail}")
+                print(printable(f"job {result.target}: {result.detail}"))
             return 0
         stop = asyncio.Event()
         stop_on_signals(stop)

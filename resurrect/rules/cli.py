@@ -28,6 +28,7 @@ from resurrect.rules.attribution import decide, diagnosis_of
 from resurrect.rules.engine import RuleEngine, load_engine
 from resurrect.rules.explain import explanation_of
 from resurrect.rules.pack_check import check_packs
+from resurrect.text_safety import printable
 
 BINARY_SNIFF_BYTES = 8192
 
@@ -143,14 +144,14 @@ def run_diagnose(args: argparse.Namespace) -> int:
             out["explain"] = explanation.as_json()
         print(json.dumps(out, indent=2))
     else:
-        print(diagnosis.summary)
+        print(printable(diagnosis.summary))  # the log lines are the job's: printed escaped
         print(f"action: {diagnosis.action.value}")
         for ev in diagnosis.evidence[:5]:
-            print(f"  {ev.file}:{ev.line}: [{ev.rule}] {ev.text[:160]}")
+            print(printable(f"  {ev.file}:{ev.line}: [{ev.rule}] {ev.text[:160]}"))
         if diagnosis.cascade:
             print(f"  (+{len(diagnosis.cascade)} cascade lines)")
         if explanation is not None:
-            print("\n".join(explanation.lines()))
+            print("\n".join(printable(line) for line in explanation.lines()))
     return 1 if failed else 0
 
 

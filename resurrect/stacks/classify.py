@@ -78,6 +78,7 @@ class RankStack:
     # its Flight Recorder dump: the last collective per process group, or why none
     collectives: tuple[LastCollective, ...] = ()
     flight_recorder_note: str = ""
+    dump_note: str = ""  # what was cut from its stack text to bound a probe's answer
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,8 +8,12 @@ why it cannot be asked). Exit 0 when stacks were read, 1 when no rank of the job
 none could be read.
 
 ``resurrect stacks flight-recorder FILE...`` reads PyTorch Flight Recorder dumps (JSON or
-plain-data pickle; the rank is the number at the end of each file name) and prints the ranks
-behind their peers.
+plain-data pickle; the rank is the number at the end of each file name; each parsed by the
+bounded helper as the file's owner) and prints the ranks behind their peers.
+
+In text mode every job-controlled field (node names, frames, process-group ids, notes) is
+printed through :func:`~resurrect.text_safety.printable`: control characters and escape
+sequences are shown, never sent to the terminal. JSON output is escaped by ``json``.
 
 ``resurrect progress check [PATH...]`` validates the shipped progress packs plus the given
 ones and runs every rule's examples; exit 1 naming the rule on any failure.
@@ -28,8 +32,9 @@ from resurrect.progress.loader import load_progress_rules, shipped_progress_pack
 from resurrect.progress.parser import check_rules
 from resurrect.stacks.classify import judge
 from resurrect.stacks.collect import collect_job_stacks
-from resurrect.stacks.flight_recorder import lagging_ranks, read_flight_record
+from resurrect.stacks.flight_recorder import behind_ranks, lagging_ranks, read_flight_record
 from resurrect.stacks.nccl_ras import query_ras
+from resurrect.text_safety import printable
 
 
 def register(subparsers: Any) -> None:
@@ -59,7 +64,8 @@ def run_dump(args: argparse.Namespace) -> int:
         return 2
     stacks = collect_job_stacks(args.job, restart_count=args.restart, timeout_s=args.timeout)
     verdict = judge(stacks)
-    ras = query_ras(timeout_s=min(args.timeout, 10.0)) if stacks else None
+    pids = [s.pid for s in stacks]
+    ras = query_ras(pids=pids, timeout_s=min(args.timeout, 10.0)) if stacks else None
     if args.json:
         by_pid = {s.pid: s for s in stacks}
         ranks = [
@@ -98,13 +104,13 @@ def run_dump(args: argparse.Namespace) -> int:
                 indent=2,
             )
         )
-    else:
+    else:  # node names, frames and notes are the job's: printed escaped
         for p in verdict.places:
-            print(f"rank {p.rank} on {p.node} pid {p.pid}: {p.place} at {p.frame}")
-        print(verdict.summary if stacks else f"no rank process of job {args.job} here")
+            print(printable(f"rank {p.rank} on {p.node} pid {p.pid}: {p.place} at {p.frame}"))
+        print(printable(verdict.summary) if stacks else f"no rank process of job {args.job} here")
         if ras is not None:
             for e in ras.evidence(None):
-                print(e.text)
+                print(printable(e.text))
     return 0 if verdict.ranks_seen else 1
 
 
@@ -113,16 +119,20 @@ def run_flight_recorder(args: argparse.Namespace) -> int:
     for path in args.files:
         m = re.search(r"(\d+)(?:\.json)?$", path.name)
         if m is None:
-            print(f"{path}: no rank number at the end of the file name; skipped")
+            print(printable(f"{path}: no rank number at the end of the file name; skipped"))
             continue
         try:
             records.extend(read_flight_record(path, int(m.group(1))))
         except JobFileRefused as exc:
-            print(exc)
+            print(printable(exc))
         except OSError as exc:
-            print(f"{path}: {exc.strerror or exc}")
-    for pg, ranks in sorted(lagging_ranks(records).items()):
-        print(f"process group {pg}: ranks {ranks} are behind their peers' last collective")
+            print(printable(f"{path}: {exc.strerror or exc}"))
+    for pg, ranks in sorted(lagging_ranks(records).items()):  # pg ids are the job's
+        print(
+            printable(f"process group {pg}: ranks {ranks} are behind their peers' last collective")
+        )
+    for behind in behind_ranks(records):
+        print(printable(f"rank {behind.rank}: {behind.describe()}"))
     return 0 if records else 1
 
 

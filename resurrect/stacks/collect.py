@@ -119,7 +119,8 @@ class LocalRanks:
     def stacks(self) -> list[RankStack]:
         stacks = collect_job_stacks(self.job_id, restart_count=self.restart_count)
         nodes = sorted({s.node for s in stacks if s.node})
-        self._evidence = query_ras().evidence(", ".join(nodes) or None) if stacks else []
+        ras = query_ras(pids=[s.pid for s in stacks]) if stacks else None
+        self._evidence = ras.evidence(", ".join(nodes) or None) if ras is not None else []
         return stacks
 
     def evidence(self) -> list[Evidence]:

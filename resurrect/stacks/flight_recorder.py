@@ -7,32 +7,40 @@ Each entry carries ``pg_id``, ``collective_seq_id``, ``profiling_name`` and ``st
 (``scheduled``, ``started``, ``completed``). A rank whose last collective sequence number in a
 process group is behind its peers' never entered the collective they wait in: the culprit.
 
-Dump files are job-owned, so hostile: they are opened only as a regular file owned by the
-rank process's owner, without following a symlink, bounded (:data:`MAX_DUMP_BYTES`). Both
-forms are read: JSON, and PyTorch's default pickle through an unpickler that refuses every
-global but PyTorch's container type tags (so only dicts, lists, strings and numbers can be
-built: a crafted pickle runs nothing). Anything else is refused with
-:class:`~resurrect.errors.JobFileRefused`, whose message is the note to show.
+Dump files are job-owned, so hostile. They are never parsed here: :func:`read_flight_record`
+hands each to the parse helper (:func:`resurrect.untrusted.runner.run_parse`), which runs as
+the dump's owner under CPU, memory and wall-clock limits and reads it as
+:mod:`resurrect.stacks.flight_recorder_dump` says (a regular file of the rank's owner, no
+symlink followed, bounded; JSON, or PyTorch's default pickle as plain data with string keys
+only). What the helper answers is checked again here (it ran as the job's owner). A dump
+that is refused, or a helper that fails or overruns, is a note
+(:class:`~resurrect.errors.JobFileRefused`), never a stall of the caller.
 """
 
 from __future__ import annotations
 
-import io
-import json
 import os
-import pickle
+import pwd
 from dataclasses import dataclass
 from pathlib import Path
 
 from resurrect.contracts import Evidence, SignalKind
 from resurrect.errors import JobFileRefused
-from resurrect.log_reading import open_job_file
 from resurrect.rules.text import truncate
+from resurrect.stacks.flight_recorder_dump import (
+    MAX_COLLECTIVES_PER_RANK,
+    MAX_DUMP_BYTES,
+    MAX_FIELD_CHARS,
+)
 from resurrect.stacks.processes import RankProcess, process_started_at, process_uid
+from resurrect.untrusted.runner import ParseLimits, run_parse
 
-MAX_DUMP_BYTES = 64 << 20
+__all__ = ["MAX_COLLECTIVES_PER_RANK", "MAX_DUMP_BYTES", "LastCollective", "read_flight_record"]
+
 DEFAULT_DUMP_PREFIX = "/tmp/nccl_trace_rank_"  # PyTorch's TORCH_NCCL_DEBUG_INFO_TEMP_FILE
-MAX_COLLECTIVES_PER_RANK = 64  # process groups, each with its last collective
+NO_GROUP = 65534  # the gid a helper drops to when the owner's group is unknown
+#: One dump's parse: about a second for the largest honest dump, 10 s of wall clock at most.
+DUMP_PARSE_LIMITS = ParseLimits(wall_s=10.0, cpu_s=5, memory_bytes=1 << 30, output_bytes=64 << 10)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,78 +52,59 @@ class LastCollective:
     state: str
 
 
-def _same(value: object, *_: object) -> object:
-    return value
+@dataclass(frozen=True, slots=True)
+class _Owner:
+    uid: int
+    gid: int
 
 
-# The only globals a dump may name: PyTorch's pickler tags containers with these, and each
-# returns its first argument (``torch/jit/_pickle.py``). They map to resurrect's own
-# function, so nothing of the job's choosing is ever called.
-_PLAIN_DATA_TAGS = {
-    ("torch.jit._pickle", name)
-    for name in ("restore_type_tag", "build_intlist", "build_doublelist", "build_boollist")
-}
-
-
-class _NoGlobals(pickle.Unpickler):
-    """An unpickler that builds plain data only: every class or function is refused (but
-    PyTorch's container type tags, which it reads as the value they tag)."""
-
-    def find_class(self, module: str, name: str) -> object:
-        if (module, name) in _PLAIN_DATA_TAGS:
-            return _same
-        raise pickle.UnpicklingError(f"global {module[:80]}.{name[:80]} refused")
-
-
-def _read_bounded(path: Path, owner_uid: int | None) -> bytes:
-    fd = open_job_file(path, owner_uid)
-    with os.fdopen(fd, "rb") as handle:
-        if os.fstat(handle.fileno()).st_size > MAX_DUMP_BYTES:
-            raise JobFileRefused(f"{path} is larger than {MAX_DUMP_BYTES >> 20} MiB: not read")
-        raw = handle.read(MAX_DUMP_BYTES + 1)
-    if len(raw) > MAX_DUMP_BYTES:
-        raise JobFileRefused(f"{path} is larger than {MAX_DUMP_BYTES >> 20} MiB: not read")
-    return raw
-
-
-def _decode(path: Path, raw: bytes) -> object:
-    if raw.lstrip().startswith(b"{"):
+def _owner(uid: int, gid: int | None) -> _Owner:
+    if gid is None:
         try:
-            return json.loads(raw)
-        except (ValueError, RecursionError):
-            raise JobFileRefused(f"{path}: not valid JSON: not read") from None
-    try:
-        return _NoGlobals(io.BytesIO(raw)).load()
-    except Exception as exc:  # any malformed or hostile pickle: a note, nothing built
-        raise JobFileRefused(
-            f"{path}: not a Flight Recorder dump of plain data ({type(exc).__name__}:"
-            f" {str(exc)[:200]}): not read"
-        ) from None
+            gid = pwd.getpwuid(uid).pw_gid
+        except KeyError:
+            gid = NO_GROUP
+    return _Owner(uid, gid)
 
 
-def read_flight_record(path: Path, rank: int, owner_uid: int | None = None) -> list[LastCollective]:
-    """Per process group, the last collective this rank recorded.
+def _collective(rank: int, item: object) -> LastCollective | None:
+    """One entry of the helper's answer, checked (the helper ran as the job's owner)."""
+    if not isinstance(item, list) or len(item) != 4:
+        return None
+    pg, seq, name, state = item
+    if not (isinstance(pg, str) and isinstance(name, str) and isinstance(state, str)):
+        return None
+    if not isinstance(seq, int) or isinstance(seq, bool) or not 0 < seq < 1 << 63:
+        return None
+    return LastCollective(rank, pg[:MAX_FIELD_CHARS], seq, name[:MAX_FIELD_CHARS], state[:20])
+
+
+def read_flight_record(
+    path: Path,
+    rank: int,
+    owner_uid: int | None = None,
+    *,
+    owner_gid: int | None = None,
+    max_bytes: int = MAX_DUMP_BYTES,
+    limits: ParseLimits = DUMP_PARSE_LIMITS,
+) -> list[LastCollective]:
+    """Per process group, the last collective this rank recorded, parsed by the helper as
+    ``owner_uid`` (the file must be theirs); without an owner, as the file's own owner.
 
     Raises :class:`JobFileRefused` (the note) for anything not read, ``OSError`` when the
     file cannot be opened (none there ...)."""
-    document = _decode(path, _read_bounded(path, owner_uid))
-    entries = document.get("entries") if isinstance(document, dict) else None
-    if not isinstance(entries, list):
-        raise JobFileRefused(f"{path}: no Flight Recorder entries: not read")
-    last: dict[str, LastCollective] = {}
-    for entry in entries:
-        if not isinstance(entry, dict):
-            continue
-        seq = entry.get("collective_seq_id")
-        if not isinstance(seq, int) or isinstance(seq, bool) or seq <= 0:
-            continue
-        pg = str(entry.get("pg_id", "0"))[:200]
-        if pg not in last or seq > last[pg].seq:
-            last[pg] = LastCollective(
-                rank, pg, seq, str(entry.get("profiling_name", ""))[:200],
-                str(entry.get("state", ""))[:20],
-            )  # fmt: skip
-    return sorted(last.values(), key=lambda c: c.pg_id)[:MAX_COLLECTIVES_PER_RANK]
+    if owner_uid is None:
+        st = os.stat(path, follow_symlinks=False)
+        parse_as, check_uid = _owner(st.st_uid, st.st_gid), None
+    else:
+        parse_as, check_uid = _owner(owner_uid, owner_gid), owner_uid
+    args: dict[str, object] = {"path": str(path), "owner_uid": check_uid, "max_bytes": max_bytes}
+    reply = run_parse("flight_recorder", args, parse_as, limits)
+    found = reply.get("result")
+    if not isinstance(found, list):
+        raise JobFileRefused(f"{path}: the parse helper sent no collectives: not read")
+    records = [c for c in (_collective(rank, item) for item in found) if c is not None]
+    return sorted(records, key=lambda c: c.pg_id)[:MAX_COLLECTIVES_PER_RANK]
 
 
 def lagging_ranks(records: list[LastCollective]) -> dict[str, list[int]]:
@@ -220,6 +209,19 @@ def flight_recorder_evidence(
     ]
 
 
+def process_gid(pid: int, proc: Path = Path("/proc")) -> int | None:
+    """The real gid of a process (``/proc/PID/status``), None when gone or unreadable."""
+    try:
+        text = (proc / str(pid) / "status").read_bytes()[:8192].decode("ascii", "replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("Gid:"):
+            fields = line.split()
+            return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class RankFlightRecord:
     """What one rank's dump says (its last collectives), or why it says nothing (``note``)."""
@@ -246,7 +248,8 @@ def rank_flight_record(process: RankProcess, proc: Path = Path("/proc")) -> Rank
         started = process_started_at(process.pid, proc)
         if started is not None and modified < started - 1.0:
             return RankFlightRecord(note=f"{path} is older than rank {process.rank}: not read")
-        return RankFlightRecord(tuple(read_flight_record(path, process.rank, uid)))
+        gid = process_gid(process.pid, proc)
+        return RankFlightRecord(tuple(read_flight_record(path, process.rank, uid, owner_gid=gid)))
     except JobFileRefused as exc:
         return RankFlightRecord(note=str(exc))
     except FileNotFoundError:

@@ -15,19 +15,31 @@ with an NCCL error or an abort, and ranks whose count of some collective is behi
 any rank reached (the rank the others wait for). The RAS threads live in the job's own
 processes, so what they say is the job's word (``source="job_output"``): it names ranks for
 people, it never drains a node by itself.
+
+The port is a local TCP port any user may bind first. Before ``ncclras`` (run as root) is
+pointed at it, :func:`listener_refusal` checks who listens there: every listening socket
+on the port (``/proc/net/tcp`` and ``tcp6``, by inode) must be held by one of the probed
+job's rank processes (their ``/proc/PID/fd``), else nothing is asked and the note says who
+holds it.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+from collections.abc import Collection
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from resurrect.contracts import Evidence, SignalKind
 from resurrect.rules.text import truncate
 
 MAX_OUTPUT = 4 << 20
+MAX_SOCKET_TABLE_LINES = 1 << 20  # /proc/net/tcp{,6} rows read at most
+MAX_FDS_PER_PROCESS = 1 << 16
+_LISTEN = "0A"
 DEFAULT_RAS_PORT = 28028
 _NOT_LISTENING = "Failed to connect to the NCCL RAS service"
 
@@ -157,15 +169,82 @@ def parse_ras_json(text: str) -> RasReport:
     return RasReport(True, "", str(document.get("nccl_version", ""))[:40], len(comms), findings)
 
 
+def port_listeners(port: int, proc: Path = Path("/proc")) -> dict[int, int]:
+    """The listening TCP sockets (IPv4 and IPv6) on ``port`` here: inode -> owner uid."""
+    found: dict[int, int] = {}
+    for table in ("tcp", "tcp6"):
+        try:
+            with open(proc / "net" / table, encoding="ascii", errors="replace") as handle:
+                for number, line in enumerate(handle):
+                    if number > MAX_SOCKET_TABLE_LINES:
+                        break
+                    fields = line.split()
+                    if len(fields) < 10 or fields[3] != _LISTEN or ":" not in fields[1]:
+                        continue
+                    if int(fields[1].rpartition(":")[2], 16) == port and fields[9].isdigit():
+                        found[int(fields[9])] = int(fields[7]) if fields[7].isdigit() else -1
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def socket_inodes(pid: int, proc: Path = Path("/proc")) -> set[int]:
+    """The inodes of the sockets process ``pid`` holds open (bounded; empty if gone)."""
+    inodes: set[int] = set()
+    fd_dir = proc / str(pid) / "fd"
+    try:
+        names = os.listdir(fd_dir)[:MAX_FDS_PER_PROCESS]
+    except OSError:
+        return inodes
+    for name in names:
+        try:
+            target = os.readlink(fd_dir / name)
+        except OSError:
+            continue
+        if target.startswith("socket:[") and target.endswith("]") and target[8:-1].isdigit():
+            inodes.add(int(target[8:-1]))
+    return inodes
+
+
+def listener_refusal(port: int, pids: Collection[int], proc: Path = Path("/proc")) -> str | None:
+    """Why ``ncclras`` must not be pointed at ``port`` (None: every listener there is a
+    socket one of ``pids``, the probed job's ranks, holds)."""
+    listeners = port_listeners(port, proc)
+    if not listeners:
+        return (
+            f"no NCCL process with RAS listens on port {port} here (a gloo job, NCCL < 2.24,"
+            " or NCCL_RAS_ENABLE=0)"
+        )
+    held: set[int] = set()
+    for pid in pids:
+        held |= socket_inodes(pid, proc) & listeners.keys()
+        if held == listeners.keys():
+            return None
+    strangers = sorted({uid for inode, uid in listeners.items() if inode not in held})
+    return (
+        f"port {port} here is held by a process that is not a rank of this job (uid"
+        f" {', '.join(map(str, strangers))}): not asked (any local user may bind it first)"
+    )
+
+
 def query_ras(
-    *, port: int = DEFAULT_RAS_PORT, timeout_s: float = 10.0, binary: str | None = None
+    *,
+    pids: Collection[int],
+    port: int = DEFAULT_RAS_PORT,
+    timeout_s: float = 10.0,
+    binary: str | None = None,
+    proc: Path = Path("/proc"),
 ) -> RasReport:
-    """Ask the NCCL RAS service on this node (``ncclras -f json``), within ``timeout_s``."""
+    """Ask the NCCL RAS service on this node (``ncclras -f json``), within ``timeout_s``,
+    only when every listener on ``port`` is held by one of ``pids`` (the job's ranks)."""
     found = binary or shutil.which("ncclras")
     if found is None:
         return RasReport(
             False, "ncclras is not installed on this node (it ships with NCCL >= 2.24)"
         )
+    refusal = listener_refusal(port, pids, proc)
+    if refusal is not None:
+        return RasReport(False, refusal)
     wait = max(1, int(timeout_s) - 2)
     argv = [found, "-f", "json", "-p", str(port), "-t", str(wait)]
     try:

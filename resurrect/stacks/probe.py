@@ -16,19 +16,23 @@ from dataclasses import replace
 
 from pydantic import Field
 
-from resurrect.contracts import Contract, Evidence
+from resurrect.contracts import Contract, Evidence, SignalKind
 from resurrect.sensors.node_agent.gpu_activity import LOCAL_GPUS, RankGpu, rank_gpu_activity
 from resurrect.stacks.classify import RankStack
 from resurrect.stacks.collect import collect_job_stacks
 from resurrect.stacks.flight_recorder import MAX_COLLECTIVES_PER_RANK, LastCollective
 from resurrect.stacks.nccl_ras import query_ras
 from resurrect.stacks.processes import job_rank_processes
-from resurrect.stacks.pyspy_text import parse_pyspy_dump
+from resurrect.stacks.pyspy_text import bounded_dump_text, parse_pyspy_dump, wire_bytes
 
 STACK_PROBE_WORKFLOW = "StackProbeWorkflow"
 DUMP_STACKS_ACTIVITY = "agent.dump_stacks"
 MAX_DUMP_TEXT = 256 << 10  # per rank
 MAX_RANKS_PER_NODE = 256
+#: The most one probe's answer carries (its JSON): well under Temporal's 2 MiB payload limit
+#: (``limit.blobSize.error``), for 256 ranks of any text. Each rank gets an equal share;
+#: a rank over its share keeps its main thread's innermost frames first.
+MAX_PROBE_RESULT_BYTES = 1 << 20
 
 
 def agent_task_queue(cluster: str, node: str) -> str:
@@ -68,6 +72,7 @@ class ProbedRank(Contract):
         default_factory=list, max_length=MAX_COLLECTIVES_PER_RANK
     )
     flight_recorder_note: str = Field(default="", max_length=2000)
+    dump_note: str = Field(default="", max_length=500)  # what was cut to bound the answer
 
 
 class StackProbeResult(Contract):
@@ -95,6 +100,7 @@ class StackProbeResult(Contract):
                     if r.rank is not None
                 ),
                 r.flight_recorder_note,
+                r.dump_note,
             )
             for r in self.ranks
         ]
@@ -136,15 +142,76 @@ def probe_here(request: StackProbeRequest) -> StackProbeResult:
     ]
     evidence: list[Evidence] = []
     if request.ras and ranks:
-        evidence = query_ras(timeout_s=min(request.timeout_s, 10.0)).evidence(request.node)
+        ras = query_ras(pids=[r.pid for r in ranks], timeout_s=min(request.timeout_s, 10.0))
+        evidence = ras.evidence(request.node)
     gpus = node_gpus(request) if request.gpus else []
-    return StackProbeResult(
-        node=request.node,
-        ranks=ranks,
-        gpus=gpus,
-        evidence=evidence,
-        took_s=time.monotonic() - began,
-    )
+    result = StackProbeResult(node=request.node, gpus=gpus, evidence=evidence)
+    return bounded_result(result, ranks, took_s=time.monotonic() - began)
+
+
+def _wire(model: Contract) -> int:
+    return len(model.model_dump_json().encode("utf-8", "surrogatepass"))
+
+
+def _fit(rank: ProbedRank, share: int) -> ProbedRank:
+    """``rank`` within ``share`` bytes of JSON: its notes cut to 200 characters, its Flight
+    Recorder collectives to half the share, its stack text to the rest (main thread first);
+    ``dump_note`` says what was cut. Each part's cost is computed once."""
+    bare = rank.model_copy(update={"dump_text": "", "collectives": []})
+    base = _wire(bare)
+    text_cost = wire_bytes(rank.dump_text)
+    costs = [_wire(c) + 1 for c in rank.collectives]
+    if base + text_cost + sum(costs) <= share:
+        return rank
+    if base > share // 4:
+        update = {
+            "error": rank.error[:200],
+            "flight_recorder_note": rank.flight_recorder_note[:200],
+        }
+        bare = bare.model_copy(update=update)
+        base = _wire(bare)
+    kept, spent = 0, 0
+    while kept < len(costs) and spent + costs[kept] <= share // 2:
+        spent += costs[kept]
+        kept += 1
+    text = bounded_dump_text(rank.dump_text, max(0, share - base - spent - 600))
+    note = f"stack text cut from {len(rank.dump_text):,} to {len(text):,} characters"
+    if kept < len(costs):
+        note += f", {len(costs) - kept} Flight Recorder group(s) left out"
+    note += f" (a probe's answer is bounded to {MAX_PROBE_RESULT_BYTES:,} bytes for all ranks)"
+    fitted: dict[str, object] = {
+        "dump_text": text,
+        "collectives": rank.collectives[:kept],
+        "dump_note": note[:500],
+    }
+    return bare.model_copy(update=fitted)
+
+
+def bounded_result(
+    result: StackProbeResult, ranks: list[ProbedRank], *, took_s: float = 0.0
+) -> StackProbeResult:
+    """``result`` with ``ranks``, its JSON within :data:`MAX_PROBE_RESULT_BYTES`: each rank
+    gets an equal share of what the rest leaves; when any was cut, one note (evidence) says
+    how many and why."""
+    ranks = ranks[:MAX_RANKS_PER_NODE]
+    room = MAX_PROBE_RESULT_BYTES - _wire(result) - 8 * len(ranks) - 1024
+    share = max(0, room) // max(1, len(ranks))
+    fitted = [_fit(rank, share) for rank in ranks]
+    cut = sum(1 for rank in fitted if rank.dump_note)
+    evidence = list(result.evidence)
+    if cut:
+        evidence.append(
+            Evidence(
+                kind=SignalKind.STACK_DUMP,
+                text=f"stack probe on {result.node}: {cut} of {len(ranks)} rank(s) cut to"
+                f" {share:,} bytes each (the answer is bounded to {MAX_PROBE_RESULT_BYTES:,}"
+                " bytes): each kept its main thread's innermost frames first",
+                rule="stack_probe.truncated",
+                host=result.node,
+                source="sensor",
+            )
+        )
+    return result.model_copy(update={"ranks": fitted, "evidence": evidence, "took_s": took_s})
 
 
 def node_gpus(request: StackProbeRequest) -> list[RankGpu]:

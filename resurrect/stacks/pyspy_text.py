@@ -12,11 +12,15 @@
         main (train.py:248)
 
 Frames are innermost first. A line that fits no shape is skipped; the text is bounded by the
-caller (it comes from a tool, but names frames of a job-owned program).
+caller (it comes from a tool, but names frames of a job-owned program: file names with
+runs of spaces, parentheses, escape sequences). Every line costs time linear in its length:
+the frame shape is read with ``str`` methods, the other shapes by regexes whose repeats
+are bounded and cannot overlap.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -25,8 +29,32 @@ _THREAD = re.compile(
     r"(?: \((?P<status>[a-z ,]{1,40})\))?"
     r'(?: ?: ?"(?P<name>[^"]{0,200})")?'
 )
-_FRAME = re.compile(r"^\s{2,}(?P<function>.{1,1000}?) \((?P<where>[^()]{1,1000})\)\s*$")
+MAX_FIELD_CHARS = 1000
 _PROCESS = re.compile(r"^Process (?P<pid>\d{1,12}): (?P<cmd>.{0,2000})$")
+
+
+def parse_frame(line: str) -> tuple[str, str] | None:
+    """``(function, where)`` of an indented ``function (where)`` line: ``where`` is the last
+    parenthesised group, without parentheses, at the end of the line; None for any other
+    line. (The shape ``^\\s{2,}(.{1,1000}?) \\(([^()]{1,1000})\\)\\s*$``, read in one pass.)"""
+    if line[:2].strip() or len(line) < 2:
+        return None
+    body = line.rstrip()
+    if not body.endswith(")"):
+        return None
+    opening = body.rfind("(")
+    if opening < 1 or body[opening - 1] != " ":
+        return None
+    where = body[opening + 1 : -1]
+    if not where or len(where) > MAX_FIELD_CHARS or ")" in where:
+        return None
+    start = len(body) - len(body.lstrip())
+    function = body[start : opening - 1]
+    if not function and start > 3:  # the pattern's function takes a space if it must
+        function = body[opening - 2 : opening - 1]
+    if not function or len(function) > MAX_FIELD_CHARS:
+        return None
+    return function.strip(), where.strip()
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +108,59 @@ def parse_pyspy_dump(text: str) -> StackDump:
             pid, command = int(m["pid"]), m["cmd"]
         elif (m := _THREAD.match(line)) is not None:
             threads.append(ThreadStack(m["tid"], m["name"] or "", m["status"] or ""))
-        elif threads and (m := _FRAME.match(line)) is not None:
-            threads[-1].frames.append(Frame(m["function"].strip(), m["where"].strip()))
+        elif threads and (frame := parse_frame(line)) is not None:
+            threads[-1].frames.append(Frame(*frame))
     return StackDump(pid=pid, command=command, threads=threads)
+
+
+def wire_bytes(text: str) -> int:
+    """What ``text`` costs in a JSON payload (escapes included)."""
+    return len(json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass")) - 2
+
+
+def _main_block(lines: list[str], starts: list[int]) -> int:
+    """Which thread block (index into ``starts``) is the main thread's: "MainThread", else
+    the thread whose id is the process's, else the first."""
+    headers = [_THREAD.match(lines[i]) for i in starts]
+    names = [m["name"] if m else None for m in headers]
+    if "MainThread" in names:
+        return names.index("MainThread")
+    process = next((m for line in lines[: starts[0]] if (m := _PROCESS.match(line))), None)
+    tids = [m["tid"] if m else None for m in headers]
+    return tids.index(process["pid"]) if process and process["pid"] in tids else 0
+
+
+def bounded_dump_text(text: str, limit: int) -> str:
+    """``text`` when its JSON costs at most ``limit`` bytes; else its most useful part within
+    ``limit``: the header, then the main thread (innermost frames first, as printed), then
+    the other threads, whole lines only, ending with a line saying what was cut. Its cost is
+    linear in the text's length (each line's JSON cost is computed only while room is left)."""
+    whole = wire_bytes(text)
+    if whole <= limit:
+        return text
+    marker = f"[resurrect: stack text cut to fit {limit:,} bytes of {whole:,}]"
+    room = limit - wire_bytes(marker) - 2
+    if room < 0:
+        return ""
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("Thread ")]
+    if starts:
+        ends = [*starts[1:], len(lines)]
+        main = _main_block(lines, starts)
+        order = [range(starts[0]), range(starts[main], ends[main])]
+        order += [
+            range(a, b) for n, (a, b) in enumerate(zip(starts, ends, strict=True)) if n != main
+        ]
+    else:
+        order = [range(len(lines))]
+    kept: list[str] = []
+    for index in (i for block in order for i in block):
+        line = lines[index]
+        if len(line) + 2 > room:
+            break
+        cost = wire_bytes(line) + 2  # and its escaped newline
+        if cost > room:
+            break
+        kept.append(line)
+        room -= cost
+    return "\n".join([*kept, marker])

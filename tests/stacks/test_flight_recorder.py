@@ -8,8 +8,11 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import shutil
 import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -122,9 +125,19 @@ def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
         read_flight_record(fifo, 0, ME)
 
 
-def test_a_file_of_another_owner_is_refused(tmp_path: Path) -> None:
-    dump = tmp_path / "nccl_trace_rank_0"
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A directory every user may enter (as /tmp is), where dumps are written."""
+    shared = Path(tempfile.mkdtemp(prefix="fr-shared-", dir="/tmp"))
+    shared.chmod(0o755)
+    yield shared
+    shutil.rmtree(shared)
+
+
+def test_a_file_of_another_owner_is_refused(shared_dir: Path) -> None:
+    dump = shared_dir / "nccl_trace_rank_0"
     dump.write_text(json.dumps(constructed_dump(3)))
+    dump.chmod(0o644)
     with pytest.raises(JobFileRefused, match="belongs to uid"):
         read_flight_record(dump, 0, ME + 1)
 
@@ -163,10 +176,13 @@ def test_a_ranks_dump_is_found_where_its_environment_says(tmp_path: Path) -> Non
     assert record.note == "" and [c.seq for c in record.collectives] == [5]
 
 
-def test_a_dump_of_another_owner_than_the_rank_process_is_refused(tmp_path: Path) -> None:
+def test_a_dump_of_another_owner_than_the_rank_process_is_refused(
+    tmp_path: Path, shared_dir: Path
+) -> None:
     proc = fake_proc(tmp_path, 4242, ME + 1, started=1000.0)
-    (tmp_path / "trace_1").write_text(json.dumps(constructed_dump(5)))
-    record = rank_flight_record(rank_process(1, str(tmp_path / "trace_")), proc)
+    (shared_dir / "trace_1").write_text(json.dumps(constructed_dump(5)))
+    (shared_dir / "trace_1").chmod(0o644)
+    record = rank_flight_record(rank_process(1, str(shared_dir / "trace_")), proc)
     assert record.collectives == () and "belongs to uid" in record.note
 
 

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import stat
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -58,31 +63,79 @@ def fake_ncclras(tmp_path: Path, body: str) -> str:
     return str(script)
 
 
-def test_the_client_is_asked_for_json_with_a_bound(tmp_path: Path) -> None:
+@pytest.fixture
+def listening() -> Iterator[int]:
+    """A port this process (standing for a rank whose NCCL RAS thread listens) holds."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        yield held.getsockname()[1]
+
+
+MINE = [os.getpid()]
+
+
+def test_the_client_is_asked_for_json_with_a_bound(tmp_path: Path, listening: int) -> None:
     args = tmp_path / "args"
     binary = fake_ncclras(tmp_path, f'echo "$@" > {args}\ncat {SAMPLE}\n')
-    report = query_ras(port=29999, timeout_s=6, binary=binary)
+    report = query_ras(pids=MINE, port=listening, timeout_s=6, binary=binary)
     assert report.available and len(report.findings) == 2
-    assert args.read_text().split() == ["-f", "json", "-p", "29999", "-t", "4"]
+    assert args.read_text().split() == ["-f", "json", "-p", str(listening), "-t", "4"]
 
 
-def test_not_available_is_said_plainly(tmp_path: Path) -> None:
-    nobody = fake_ncclras(
-        tmp_path,
-        'echo "Connecting to 127.0.0.1:28028: Connection refused" >&2\n'
-        'echo "Failed to connect to the NCCL RAS service!" >&2\nexit 1\n',
-    )
-    report = query_ras(binary=nobody)
+def test_not_available_is_said_plainly(tmp_path: Path, listening: int) -> None:
+    asked = tmp_path / "asked"
+    nobody = fake_ncclras(tmp_path, f"touch {asked}\nexit 1\n")
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        free = probe.getsockname()[1]
+    report = query_ras(pids=MINE, port=free, binary=nobody)
     assert not report.available and "no NCCL process with RAS listens" in report.reason
+    assert not asked.exists()  # nothing to ask: the client was not run
     [note] = report.evidence("node2")
     assert note.rule == "nccl_ras.unavailable" and "NCCL RAS not available on node2" in note.text
     old = fake_ncclras(tmp_path, 'echo "Invalid format: json" >&2\nexit 1\n')
-    assert "no JSON output" in query_ras(binary=old).reason
+    assert "no JSON output" in query_ras(pids=MINE, port=listening, binary=old).reason
     slow = fake_ncclras(tmp_path, "sleep 5\n")
-    assert "did not answer within 1 s" in query_ras(binary=slow, timeout_s=1).reason
+    report = query_ras(pids=MINE, port=listening, binary=slow, timeout_s=1)
+    assert "did not answer within 1 s" in report.reason
+
+
+def listener(port: int) -> subprocess.Popen[bytes]:
+    """Another process (not a rank of the probed job) that binds ``port`` first."""
+    code = (
+        "import socket, sys, time\n"
+        f"s = socket.socket(); s.bind(('127.0.0.1', {port})); s.listen()\n"
+        "print('ready', flush=True); time.sleep(60)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+    return child
+
+
+def test_a_port_another_process_holds_is_not_asked(tmp_path: Path) -> None:
+    """Audit item (issue 20): the RAS port is one any local user may bind first; ncclras
+    (run as root) then talks to them. Confirmed; now the listener must be a rank's socket."""
+    asked = tmp_path / "asked"
+    binary = fake_ncclras(tmp_path, f"touch {asked}\ncat {SAMPLE}\n")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    squatter = listener(port)
+    try:
+        report = query_ras(pids=MINE, port=port, binary=binary)
+        assert not report.available and not asked.exists()
+        assert f"port {port} here is held by a process that is not a rank" in report.reason
+        assert f"uid {os.getuid()}" in report.reason
+        # the same process as one of the job's ranks: asked
+        assert query_ras(pids=[*MINE, squatter.pid], port=port, binary=binary).available
+        assert asked.exists()
+    finally:
+        squatter.kill()
+        squatter.wait()
 
 
 def test_a_node_without_ncclras(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
-    report = query_ras()
+    report = query_ras(pids=MINE)
     assert not report.available and "ncclras is not installed" in report.reason
