@@ -160,6 +160,9 @@ class WatchdogSettings(Section):
 
     hold_bound_s: float = Field(default=120.0, gt=0)
     interval_s: float = Field(default=15.0, gt=0)
+    # The key that tags resurrect's hold marks (created, mode 0600, on first use): the worker
+    # and the watchdog must read the same file. None: <temporal.state_dir>/hold-mark.key.
+    mark_key_file: Path | None = None
 
 
 class WatcherSettings(Section):
@@ -345,6 +348,11 @@ class ResurrectConfig(Section):
     repair: RepairSettings = Field(default_factory=RepairSettings)
     watchdog: WatchdogSettings = Field(default_factory=WatchdogSettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)
+
+    @property
+    def hold_mark_key_file(self) -> Path:
+        """The file of the key that tags resurrect's hold marks (``watchdog.mark_key_file``)."""
+        return self.watchdog.mark_key_file or self.temporal.state_dir / "hold-mark.key"
 
 
 def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
