@@ -138,6 +138,15 @@ class ApprovalSettings(Section):
     risky_steps: bool = True
     timeout_s: float = Field(default=3600.0, gt=0, le=30 * 24 * 3600)
     on_timeout: Literal["approve", "deny"] = "deny"
+    # Who may answer (docs/operator-control.md): on the worker, a directory of <name>.key
+    # files, one per operator (mode 0600, owned by the worker's user or root); an answer
+    # counts only when signed with one of them, and is recorded as that name. Without it,
+    # a worker whose Temporal clients authenticate (temporal.tls or api_key) refuses every
+    # answer (any client, a node agent's included, could send one): only the timeout decides.
+    operator_keys_dir: Path | None = None
+    # On an operator's machine: the key ``resurrect approve|deny`` signs with (its file
+    # name without ".key" is the operator's name).
+    operator_key_file: Path | None = None
 
 
 class RepairSettings(Section):

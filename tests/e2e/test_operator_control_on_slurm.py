@@ -6,7 +6,6 @@ watchdog releasing a job whose holder died between hold and release."""
 from __future__ import annotations
 
 import asyncio
-import getpass
 import json
 import os
 import signal
@@ -21,6 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
+from support.operator_control import operator_keys
 from support.recovery import LONG_THEN_SHORT, OPT_IN, completed, eventually, outcome_of
 from support.service import running_service, service_config
 from temporalio.client import Client
@@ -191,7 +191,17 @@ async def test_an_approval_gated_plan_waits_is_approved_from_the_cli_and_complet
             """
         )
     )
-    config = config_for(cluster, temporal_server, tmp_path, plans={"paths": [str(plans)]})
+    keys_dir, keys = operator_keys(tmp_path, "ops-alice")  # the worker's and alice's copy
+    config = config_for(
+        cluster,
+        temporal_server,
+        tmp_path,
+        plans={"paths": [str(plans)]},
+        approvals={
+            "operator_keys_dir": str(keys_dir),
+            "operator_key_file": str(keys["ops-alice"]),
+        },
+    )
     scheduler = cluster.scheduler()
     async with running_service(config, temporal_client, scheduler):
         (job,) = await one_node_jobs_running(cluster, CRASH_ONCE, 1)
@@ -213,7 +223,7 @@ async def test_an_approval_gated_plan_waits_is_approved_from_the_cli_and_complet
         finished = await completed(scheduler, job.job_id, 60)
     assert outcome.recovered, outcome.notes
     assert finished.restart_count == 1
-    assert any(f"approved by {getpass.getuser()}: owner agreed" in n for n in outcome.notes)
+    assert any("approved by ops-alice: owner agreed" in n for n in outcome.notes)
 
 
 async def test_a_healthy_drained_node_returns_and_takes_jobs_an_unhealthy_one_stays_drained(
