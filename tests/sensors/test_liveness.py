@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from resurrect.cli import main
 from resurrect.errors import ConfigError
 from resurrect.node_health_contracts import (
     HEARTBEAT_SIGNAL,
@@ -381,3 +382,15 @@ def test_collector_addresses() -> None:
     for bad in ("nohost", ":7470", "h:0", "h:x"):
         with pytest.raises(ConfigError):
             parse_address(bad)
+
+
+def test_liveness_key_writes_a_nodes_own_key(tmp_path: Path) -> None:
+    master = tmp_path / "master.key"
+    master.write_bytes(KEY)
+    master.chmod(0o600)
+    config = tmp_path / "config.yaml"
+    config.write_text(f"cluster: {{name: c}}\nliveness: {{key_file: {master}}}\n")
+    out = tmp_path / "n1.key"
+    assert main(["liveness-key", "-c", str(config), "n1", "--out", str(out)]) == 0
+    assert out.stat().st_mode & 0o777 == 0o600
+    assert load_key(out) == node_key(KEY, "c", "n1")
