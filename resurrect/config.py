@@ -148,6 +148,11 @@ class ApprovalSettings(Section):
     # name without ".key" is the operator's name).
     operator_key_file: Path | None = None
 
+    @field_validator("operator_keys_dir", "operator_key_file", mode="after")
+    @classmethod
+    def _expand(cls, value: Path | None) -> Path | None:
+        return value.expanduser() if value is not None else None
+
 
 class RepairSettings(Section):
     """Return to service of the nodes resurrect drained (one repair workflow per node)."""
