@@ -15,7 +15,8 @@ nodes stop (as a node that dies does). Measured here:
   p50 over them; a node dies between two heartbeats, so this is the threshold minus the
   age of its last heartbeat, plus the collector's latency); the threshold is ``--threshold``
   (6 s, counted from the last heartbeat, as the workflow's own timer does).
-* the collector's CPU per second and per heartbeat (HMAC check, JSON, bookkeeping).
+* the collector's CPU per second and per heartbeat (the node key's derivation, HMAC check,
+  JSON, bookkeeping).
 
     python benchmarks/liveness_cost.py [--nodes 10000] [--duration 30] [--json]
 """
@@ -36,7 +37,7 @@ from typing import Any
 from _common import benchmark_parser, print_result
 
 from resurrect.sensors.liveness.collector import REFRESH_S, LivenessChange, LivenessCollector
-from resurrect.sensors.liveness.wire import Beat, seal
+from resurrect.sensors.liveness.wire import Beat, node_key, seal
 
 CLUSTER = "bench"
 
@@ -56,6 +57,7 @@ def send(
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
     start = time.monotonic()
     seq = [0] * nodes
+    keys = [node_key(key, CLUSTER, f"gpu{n:05d}") for n in range(nodes)]  # each agent's own
     lost_from = start + duration / 2
     step = interval / nodes
     index, planned = 0, start
@@ -80,7 +82,7 @@ def send(
             )
             seq[node] += 1
             try:
-                sock.sendto(seal(key, beat), ("127.0.0.1", port))
+                sock.sendto(seal(keys[node], beat), ("127.0.0.1", port))
             except BlockingIOError:
                 pass
             if node < lose:

@@ -31,6 +31,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "resurrect.stacks.cli",
     "resurrect.goodput.cli",
     "resurrect.operator.cli",
+    "resurrect.sensors.liveness.cli",
 )
 
 Handler = Callable[[argparse.Namespace], int]

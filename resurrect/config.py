@@ -138,6 +138,20 @@ class ApprovalSettings(Section):
     risky_steps: bool = True
     timeout_s: float = Field(default=3600.0, gt=0, le=30 * 24 * 3600)
     on_timeout: Literal["approve", "deny"] = "deny"
+    # Who may answer (docs/operator-control.md): on the worker, a directory of <name>.key
+    # files, one per operator (mode 0600, owned by the worker's user or root); an answer
+    # counts only when signed with one of them, and is recorded as that name. Without it,
+    # a worker whose Temporal clients authenticate (temporal.tls or api_key) refuses every
+    # answer (any client, a node agent's included, could send one): only the timeout decides.
+    operator_keys_dir: Path | None = None
+    # On an operator's machine: the key ``resurrect approve|deny`` signs with (its file
+    # name without ".key" is the operator's name).
+    operator_key_file: Path | None = None
+
+    @field_validator("operator_keys_dir", "operator_key_file", mode="after")
+    @classmethod
+    def _expand(cls, value: Path | None) -> Path | None:
+        return value.expanduser() if value is not None else None
 
 
 class RepairSettings(Section):
@@ -160,6 +174,9 @@ class WatchdogSettings(Section):
 
     hold_bound_s: float = Field(default=120.0, gt=0)
     interval_s: float = Field(default=15.0, gt=0)
+    # The key that tags resurrect's hold marks (created, mode 0600, on first use): the worker
+    # and the watchdog must read the same file. None: <temporal.state_dir>/hold-mark.key.
+    mark_key_file: Path | None = None
 
 
 class WatcherSettings(Section):
@@ -345,6 +362,11 @@ class ResurrectConfig(Section):
     repair: RepairSettings = Field(default_factory=RepairSettings)
     watchdog: WatchdogSettings = Field(default_factory=WatchdogSettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)
+
+    @property
+    def hold_mark_key_file(self) -> Path:
+        """The file of the key that tags resurrect's hold marks (``watchdog.mark_key_file``)."""
+        return self.watchdog.mark_key_file or self.temporal.state_dir / "hold-mark.key"
 
 
 def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:

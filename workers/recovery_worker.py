@@ -26,6 +26,7 @@ from resurrect.activities.operator import OperatorActivities, operator_task_queu
 from resurrect.activities.recovery import RecoveryActivities
 from resurrect.activities.steps import builtin_steps
 from resurrect.config import ResurrectConfig
+from resurrect.operator.approval_auth import ApprovalInterceptor, ApprovalVerifier
 from resurrect.plans.loader import check_plans, load_plans
 from resurrect.plans.models import ResolvedPlan
 from resurrect.scheduler.base import Scheduler
@@ -209,7 +210,10 @@ def build_worker(
         graceful_shutdown_timeout=timedelta(seconds=graceful_shutdown_s),
         max_cached_workflows=max_cached_workflows,
         max_concurrent_workflow_tasks=max_concurrent_workflow_tasks,
-        interceptors=[TelemetryInterceptor()],
+        interceptors=[
+            TelemetryInterceptor(),
+            ApprovalInterceptor(ApprovalVerifier.from_config(config)),
+        ],
     )
 
 

@@ -10,9 +10,11 @@ import argparse
 import asyncio
 import getpass
 import json
+import socket
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from resurrect.cli import add_config_arg, exit_now
@@ -102,39 +104,71 @@ def _parse(text: str | None) -> datetime | None:
 
 # ---------------------------------------------------------------------------- approvals
 async def decide_approval(
-    config: ResurrectConfig, workflow_id: str, *, approved: bool, by: str, reason: str
+    config: ResurrectConfig,
+    workflow_id: str,
+    *,
+    approved: bool,
+    reason: str,
+    by: str | None = None,
+    key_file: Path | None = None,
 ) -> str:
+    """Answer what ``workflow_id`` waits for. With an operator key (``key_file``, else
+    ``approvals.operator_key_file``) the answer is signed and recorded as that operator;
+    without one it carries ``by`` (default: this user at this host) marked unverified."""
     from temporalio.client import WorkflowUpdateFailedError
     from temporalio.service import RPCError
 
+    from resurrect.operator.approval_auth import operator_name, sign
     from resurrect.operator.models import ApprovalInput
+    from resurrect.secret_file import read_key
     from resurrect.service import temporal_for
-    from resurrect.workflows.names import APPROVE_UPDATE, DENY_UPDATE
+    from resurrect.workflows.names import APPROVE_UPDATE, DENY_UPDATE, STATUS_QUERY
+    from resurrect.workflows.recovery import RecoveryWorkflowStatus
 
+    key_file = key_file or config.approvals.operator_key_file
     async with temporal_for(config) as client:
         handle = client.get_workflow_handle(workflow_id)
         try:
+            if key_file is not None:
+                operator = operator_name(key_file)
+                status = await handle.query(STATUS_QUERY, result_type=RecoveryWorkflowStatus)
+                if status.awaiting_approval is None:
+                    raise ResurrectError(f"{workflow_id}: this recovery is not awaiting approval")
+                proof = sign(
+                    read_key(key_file, "operator key"),
+                    operator,
+                    workflow_id=workflow_id,
+                    what=status.awaiting_approval,
+                    approved=approved,
+                    reason=reason,
+                    now=datetime.now(UTC),
+                )
+                given = ApprovalInput(by=operator, reason=reason, proof=proof)
+            else:
+                claimed = by or f"{getpass.getuser()}@{socket.gethostname()}"
+                given = ApprovalInput(by=f"{claimed[:100]} (unverified)", reason=reason)
             answer: str = await handle.execute_update(
-                APPROVE_UPDATE if approved else DENY_UPDATE,
-                ApprovalInput(by=by, reason=reason),
-                result_type=str,
+                APPROVE_UPDATE if approved else DENY_UPDATE, given, result_type=str
             )
         except WorkflowUpdateFailedError as exc:
             raise ResurrectError(f"{workflow_id}: {exc.cause or exc}") from exc
         except RPCError as exc:
             raise ResurrectError(f"{workflow_id}: {exc.message}") from exc
-    return answer
+    return f"{answer} (by {given.by})"
 
 
 def _decide(approved: bool) -> Handler:
     def handler(args: argparse.Namespace) -> int:
-        by = args.by or getpass.getuser()
         answer = asyncio.run(
             decide_approval(
-                _config(args), args.workflow_id, approved=approved, by=by, reason=args.reason
+                _config(args),
+                args.workflow_id,
+                approved=approved,
+                reason=args.reason,
+                key_file=args.key_file,
             )
         )
-        print(f"{args.workflow_id}: {answer} (by {by})")
+        print(f"{args.workflow_id}: {answer}")
         return 0
 
     return handler
@@ -230,7 +264,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         add_config_arg(parser)
         parser.add_argument("workflow_id", metavar="WORKFLOW_ID")
         parser.add_argument("--reason", required=True, help="why (kept in the history)")
-        parser.add_argument("--by", help="who decides (default: the user running this)")
+        parser.add_argument(
+            "--key-file",
+            type=Path,
+            default=None,
+            help="your operator key (default: approvals.operator_key_file); the answer is"
+            " recorded under its name",
+        )
         parser.set_defaults(handler=_with_temporal(_decide(approved)))
 
     nodes = sub.add_parser("nodes", help="nodes resurrect drained: repair status and history")

@@ -118,11 +118,23 @@ APPROVAL_NEEDED_KEY = "approval_needed"  # StepResult.data key: the step asks a 
 DROPPED_EXCLUSIONS_KEY = "dropped_exclusions"
 
 
+class ApprovalProof(Contract):
+    """An operator's signature on one answer: HMAC-SHA256 under the operator's own key
+    (``resurrect/operator/approval_auth.py``), checked by the worker before the recovery
+    takes the answer."""
+
+    operator: str = Field(min_length=1, max_length=64)
+    issued_at: datetime
+    mac: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
 class ApprovalInput(Contract):
-    """``resurrect approve|deny``: who decided and why."""
+    """``resurrect approve|deny``: who decided and why. ``by`` is the operator the proof
+    names when there is one (the worker refuses any other), else an unverified claim."""
 
     by: str = Field(min_length=1, max_length=128)
     reason: str = Field(default="", max_length=2000)
+    proof: ApprovalProof | None = None
 
 
 class ApprovalDecision(Contract):

@@ -9,6 +9,7 @@ from typing import Literal
 
 from resurrect.errors import ConfigError
 from resurrect.scheduler.base import Scheduler
+from resurrect.scheduler.hold_marker import HoldMarkKey
 from resurrect.scheduler.pyslurm_backend import PyslurmScheduler, import_pyslurm, pyslurm_version
 from resurrect.scheduler.slurm_cli import SlurmCli, parse_slurm_version
 from resurrect.scheduler.slurm_exec import CommandRunner
@@ -46,6 +47,7 @@ def make_scheduler(
     verify_timeout_s: float = 20.0,
     poll_interval_s: float = 0.25,
     version_probe: Callable[[], tuple[int, int] | None] | None = None,
+    hold_mark_key: HoldMarkKey | None = None,
 ) -> Scheduler:
     """Build the scheduler backend.
 
@@ -53,7 +55,8 @@ def make_scheduler(
     missing or does not match the cluster's Slurm. ``auto``: pyslurm only if it imports and
     its (major, minor) equals the cluster's, else SlurmCli. pyslurm reads the cluster from
     ``SLURM_CONF`` in the process environment, so a private ``slurm_conf`` forces the CLI in
-    ``auto`` unless it is already the process's SLURM_CONF.
+    ``auto`` unless it is already the process's SLURM_CONF. ``hold_mark_key`` tags the hold
+    marks (the watchdog must use the same one).
     """
     cli = SlurmCli(
         cluster_name,
@@ -63,6 +66,8 @@ def make_scheduler(
         verify_timeout=verify_timeout_s,
         poll_interval=poll_interval_s,
     )
+    if hold_mark_key is not None:
+        cli.hold_mark_key = hold_mark_key
     if kind == "cli":
         return cli
     if kind not in ("auto", "pyslurm"):
@@ -73,9 +78,11 @@ def make_scheduler(
     want = probe() if have is not None else None
     conf_ok = slurm_conf is None or os.environ.get("SLURM_CONF") == slurm_conf
     if mod is not None and have is not None and have == want and conf_ok:
-        return PyslurmScheduler(
+        backend = PyslurmScheduler(
             cluster_name, mod, verify_timeout=verify_timeout_s, poll_interval=poll_interval_s
         )
+        backend.hold_mark_key = cli.hold_mark_key
+        return backend
     if kind == "pyslurm":
         raise ConfigError(
             f"scheduler 'pyslurm' requested but pyslurm {'is missing' if mod is None else have} "

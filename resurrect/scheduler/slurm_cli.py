@@ -174,15 +174,18 @@ class SlurmCli(VerifiedScheduler):
         }
 
     async def read_admin_comment(self, job_id: str) -> str:
-        """On 22.05 (no squeue column for it) one ``scontrol show job -o``; on 23.02+ it
-        comes with :meth:`get_job`."""
+        """On 23.02+ it comes with :meth:`get_job`; on 22.05 (no squeue column for it, and
+        ``scontrol show job`` prints it after the job name, command and working directory,
+        which its owner chooses and may fill with look-alike text and newlines) from the
+        whole ``squeue --json``, where Slurm itself delimits it."""
         if (await self.version())[0] >= 23:
             return await super().read_admin_comment(job_id)
         jid = validate_job_id(job_id)
-        result = await self.runner.run(compact.admin_comment_argv(jid))
-        if result.returncode != 0:
-            raise classify_text(result.text, "scontrol show job: ")
-        return compact.admin_comment_value(result.stdout)
+        for raw in (await self._json(["squeue", "--json"])).get("jobs") or []:
+            if isinstance(raw, dict) and str(raw.get("job_id")) == jid:
+                comment = raw.get("admin_comment")
+                return comment if isinstance(comment, str) else ""
+        raise JobNotFound(f"job {jid} not known to slurmctld of {self.cluster_name}")
 
     async def _bulk_owner_fields(self) -> dict[str, OwnerFields]:
         """Owner-written fields of every job, from one full JSON read."""

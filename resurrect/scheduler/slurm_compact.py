@@ -295,22 +295,6 @@ def note_unreadable(job_id: str, why: str) -> None:
     _UNREADABLE.note(job_id, why)
 
 
-# ``scontrol show job -o ID`` (22.05: squeue has no AdminComment column). One-line mode joins
-# scontrol's lines with two spaces, so AdminComment's value (an administrator's text, which
-# may hold single spaces) ends at two spaces or the end of the line.
-_ADMIN_COMMENT = re.compile(r"(?:^|\s)AdminComment=(.*?)(?:  |\n|$)")
-
-
-def admin_comment_argv(job_id: str) -> list[str]:
-    return ["scontrol", "show", "job", "-o", job_id]
-
-
-def admin_comment_value(stdout: str) -> str:
-    """The AdminComment of :func:`admin_comment_argv` output ("" when unset)."""
-    found = _ADMIN_COMMENT.search(stdout)
-    return "" if found is None else found.group(1).strip()
-
-
 def owner_field_value(field: str, stdout: str) -> Any:
     """The value of one owner-written field from the whole output of
     :func:`owner_field_argv` (Slurm prints ``(null)`` for an unset string)."""

@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from resurrect.contracts import FINISHED_JOB_STATES, JobInfo, JobState, MutationResult, NodeInfo
 from resurrect.errors import (
+    ConfigError,
     JobAlreadyPending,
     JobCancelled,
     JobCompleting,
@@ -43,7 +44,7 @@ from resurrect.errors import (
     SchedulerRefused,
 )
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
-from resurrect.scheduler.hold_marker import marked, marked_at, unmarked
+from resurrect.scheduler.hold_marker import HoldMarkKey, has_marker, marked, read_mark, unmarked
 from resurrect.scheduler.validation import (
     sanitize_reason,
     validate_job_id,
@@ -76,6 +77,9 @@ class VerifiedScheduler(ABC):
         self._cluster_name = cluster_name
         self.verify_timeout = verify_timeout
         self.poll_interval = poll_interval
+        # tags resurrect's hold marks; the factory gives it the configured key file (a
+        # scheduler built without one recognises only the marks it wrote itself)
+        self.hold_mark_key = HoldMarkKey()
 
     @property
     def cluster_name(self) -> str:
@@ -127,8 +131,10 @@ class VerifiedScheduler(ABC):
         it cannot (the requeue goes on: the mark only matters if resurrect dies)."""
         try:
             comment = await self.read_admin_comment(job.job_id)
-            await self._act_admin_comment(job.job_id, marked(comment, time.time()))
-        except SchedulerError as exc:
+            key = self.hold_mark_key.get()
+            mark = marked(comment, time.time(), key=key, job_id=job.job_id)
+            await self._act_admin_comment(job.job_id, mark)
+        except (SchedulerError, ConfigError) as exc:
             return f"no hold mark ({exc}): the watchdog cannot release this hold"
         return None
 
@@ -137,24 +143,32 @@ class VerifiedScheduler(ABC):
         job is ignored by the watchdog and replaced at the next hold)."""
         try:
             comment = await self.read_admin_comment(jid)
-            if marked_at(comment) is not None:
+            if has_marker(comment):
                 await self._act_admin_comment(jid, unmarked(comment))
         except SchedulerError:
             return
 
     async def release_stale_hold(self, job_id: str, bound_s: float) -> MutationResult:
-        """Release ``job_id`` if resurrect has held it (its mark) for longer than ``bound_s``.
+        """Release ``job_id`` if resurrect has held it (its valid mark) for longer than
+        ``bound_s``.
 
-        A job without the mark (an administrator's or its owner's hold) is never released;
-        a cancelled job is left cancelled."""
+        A job without a valid mark (an administrator's or its owner's hold, a mark resurrect
+        did not write) is never released; a cancelled job is left cancelled."""
         jid = validate_job_id(job_id)
         job = await self.get_job(jid)
-        since = marked_at(await self.read_admin_comment(jid))
-        if since is None or not job.held or job.state is not JobState.PENDING:
+        now = time.time()
+        mark = read_mark(
+            await self.read_admin_comment(jid), key=self.hold_mark_key.get(), job_id=jid, now=now
+        )
+        if mark is not None and mark.problem is not None:
+            return MutationResult(
+                target=jid, operation="release", changed=False, detail=f"left held: {mark.problem}"
+            )
+        if mark is None or mark.at is None or not job.held or job.state is not JobState.PENDING:
             return MutationResult(
                 target=jid, operation="release", changed=False, detail="not held by resurrect"
             )
-        held_s = time.time() - since
+        held_s = now - mark.at
         if held_s <= bound_s:
             return MutationResult(
                 target=jid,

@@ -7,6 +7,13 @@ agent process on it) is first heard, and again every ``refresh_s`` so its health
 stays current; ``silent`` when no heartbeat came for the agent's ``silence_threshold_s``;
 ``back`` when a silent node is heard again. A delivery that fails is retried.
 
+Each agent process (its ``instance``) of a node has its own deadline; the node is silent
+only when every instance heard is: a heartbeat of one instance (a new one, or one that says
+it stops) never shortens another's deadline. A threshold below
+:data:`MIN_SILENCE_THRESHOLD_S` is raised to it, and a sequence number more than
+:func:`max_seq_step` ahead of its instance's last is refused, so a replayed instance id with
+a huge ``seq`` cannot make the collector refuse the live agent's later heartbeats.
+
 Failing open: a collector knows only the nodes it has heard itself, so a collector that
 (re)starts never declares a node silent it has not heard since; when its own loop wakes
 much later than asked (the process stalled), every deadline gets a fresh threshold instead
@@ -25,13 +32,32 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
-from resurrect.sensors.liveness.wire import Ack, Beat, WireError, open_beat, seal
+from resurrect.sensors.liveness.wire import (
+    MAX_SKEW_S,
+    Ack,
+    Beat,
+    WireError,
+    node_key,
+    open_beat,
+    seal,
+)
 
 log = logging.getLogger(__name__)
 
 STALL_SLACK_S = 3.0
 REFRESH_S = 3600.0
 MAX_NODES = 200_000
+MIN_SILENCE_THRESHOLD_S = 3.0
+MAX_INSTANCES = 4  # agent processes remembered per node (an agent restart makes a new one)
+SEQ_SLACK = 64
+MAX_BEATS_PER_S = 20.0
+
+
+def max_seq_step(elapsed_s: float) -> float:
+    """How far an instance's ``seq`` may move ahead ``elapsed_s`` after its last accepted
+    heartbeat (heartbeats lost on the way, at most MAX_BEATS_PER_S of them a second)."""
+    return SEQ_SLACK + max(0.0, elapsed_s) * MAX_BEATS_PER_S
+
 
 ChangeKind = Literal["heard", "silent", "back"]
 
@@ -45,13 +71,45 @@ class LivenessChange:
 
 
 @dataclass
+class _Instance:
+    """One agent process of a node."""
+
+    seq: int
+    heard: float  # monotonic
+    threshold_s: float
+
+    @property
+    def deadline(self) -> float:
+        return self.heard + self.threshold_s
+
+
+@dataclass
 class _Node:
-    beat: Beat
+    beat: Beat  # the last heartbeat accepted from the node
     heard: float  # monotonic
     heard_at: datetime
     forwarded: float  # monotonic time of the last change handed on
+    key: bytes = b""  # the node's key (derived from the master once)
+    instances: dict[str, _Instance] = field(default_factory=dict)
     silent: bool = False
     version: int = 0
+
+    @property
+    def deadline(self) -> float:
+        """The latest deadline of its instances: each one alive keeps the node alive."""
+        if len(self.instances) == 1:
+            return next(iter(self.instances.values())).deadline
+        return max((i.deadline for i in self.instances.values()), default=self.heard)
+
+    def forget_gone(self, now: float) -> None:
+        """Drop instances silent for long (their heartbeats are past the clock-skew
+        window, so none could be replayed), then the earliest beyond MAX_INSTANCES."""
+        for name, instance in list(self.instances.items()):
+            if instance.deadline < now - 2 * MAX_SKEW_S:
+                del self.instances[name]
+        while len(self.instances) > MAX_INSTANCES:
+            earliest = min(self.instances, key=lambda n: self.instances[n].deadline)
+            del self.instances[earliest]
 
 
 @dataclass
@@ -75,7 +133,7 @@ class LivenessCollector:
         clock: Callable[[], float] = time.monotonic,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        self._key = key
+        self._key = key  # the master key: every node's key derives from it
         self.cluster = cluster
         self._deliver = deliver
         self.refresh_s = refresh_s
@@ -90,40 +148,68 @@ class LivenessCollector:
 
     # -- hearing ---------------------------------------------------------------------------
 
+    def _node_key(self, node: str) -> bytes:
+        known = self.nodes.get(node)
+        return known.key if known is not None else node_key(self._key, self.cluster, node)
+
+    def _refuse(self, reason: str, detail: object) -> None:
+        self.stats.refused += 1
+        self.stats.refused_reasons[reason] = self.stats.refused_reasons.get(reason, 0) + 1
+        if self.stats.refused in (1, 10, 100, 1000) or self.stats.refused % 10000 == 0:
+            log.warning("liveness: refused heartbeat (%d so far): %s", self.stats.refused, detail)
+
     def receive(self, datagram: bytes) -> bytes | None:
         """Handle one datagram; the sealed acknowledgement to send back, or None."""
         try:
-            beat = open_beat(self._key, datagram, now=self._now())
+            beat = open_beat(self._node_key, datagram, now=self._now())
             if beat.cluster != self.cluster:
                 raise WireError(f"heartbeat for cluster {beat.cluster!r}")
         except WireError as exc:
-            self.stats.refused += 1
-            reason = str(exc).split(":", 1)[0][:40]
-            self.stats.refused_reasons[reason] = self.stats.refused_reasons.get(reason, 0) + 1
-            if self.stats.refused in (1, 10, 100, 1000) or self.stats.refused % 10000 == 0:
-                log.warning("liveness: refused heartbeat (%d so far): %s", self.stats.refused, exc)
+            self._refuse(str(exc).split(":", 1)[0][:40], exc)
             return None
         node = self.nodes.get(beat.node)
-        if node is not None and node.beat.instance == beat.instance and beat.seq <= node.beat.seq:
-            self.stats.refused += 1  # a replay, or reordered: it proves nothing new
-            return None
+        instance = node.instances.get(beat.instance) if node is not None else None
+        if instance is not None:
+            if beat.seq <= instance.seq:
+                self._refuse("replay", f"{beat.node}: seq {beat.seq} already heard")
+                return None  # a replay, or reordered: it proves nothing new
+            if beat.seq - instance.seq > max_seq_step(self._clock() - instance.heard):
+                self._refuse("seq jump", f"{beat.node}: seq {instance.seq} -> {beat.seq}")
+                return None
         self.stats.accepted += 1
         self._hear(beat, node)
-        return seal(self._key, Ack(node=beat.node, instance=beat.instance, seq=beat.seq))
+        key = self._node_key(beat.node)  # kept with the node from now on
+        return seal(key, Ack(node=beat.node, instance=beat.instance, seq=beat.seq))
 
     def _hear(self, beat: Beat, node: _Node | None) -> None:
         now, at = self._clock(), self._now()
-        if beat.stopping:
-            self.nodes.pop(beat.node, None)  # stops on purpose: nothing to watch
+        if beat.silence_threshold_s < MIN_SILENCE_THRESHOLD_S:
+            beat = beat.model_copy(update={"silence_threshold_s": MIN_SILENCE_THRESHOLD_S})
+        if beat.stopping:  # this agent process stops on purpose: its silence is no fault
+            if node is not None:
+                node.instances.pop(beat.instance, None)
+                if not node.instances:
+                    self.nodes.pop(beat.node, None)  # nothing left to watch
+                    return
+                self._push_deadline(beat.node, node)
             return
         if node is None:
             if len(self.nodes) >= MAX_NODES:
                 return
-            node = _Node(beat=beat, heard=now, heard_at=at, forwarded=now)
+            key = node_key(self._key, self.cluster, beat.node)
+            node = _Node(beat=beat, heard=now, heard_at=at, forwarded=now, key=key)
+            node.instances[beat.instance] = _Instance(beat.seq, now, beat.silence_threshold_s)
             self.nodes[beat.node] = node
             self._change(LivenessChange("heard", beat, at))
         else:
-            new_instance = node.beat.instance != beat.instance
+            instance = node.instances.get(beat.instance)
+            new_instance = instance is None
+            if instance is None:
+                node.instances[beat.instance] = _Instance(beat.seq, now, beat.silence_threshold_s)
+                node.forget_gone(now)
+            else:
+                instance.seq, instance.heard = beat.seq, now
+                instance.threshold_s = beat.silence_threshold_s
             was_silent = node.silent
             node.beat, node.heard, node.heard_at, node.silent = beat, now, at, False
             if was_silent:
@@ -132,16 +218,16 @@ class LivenessCollector:
             elif new_instance or now - node.forwarded >= self.refresh_s:
                 node.forwarded = now
                 self._change(LivenessChange("heard", beat, at))
+        self._push_deadline(beat.node, node)
+
+    def _push_deadline(self, name: str, node: _Node) -> None:
         node.version += 1
-        heapq.heappush(self._deadlines, (now + beat.silence_threshold_s, beat.node, node.version))
+        heapq.heappush(self._deadlines, (node.deadline, name, node.version))
         if len(self._deadlines) > 4 * max(len(self.nodes), 1024):
             self._compact_deadlines()
 
     def _compact_deadlines(self) -> None:
-        self._deadlines = [
-            (n.heard + n.beat.silence_threshold_s, name, n.version)
-            for name, n in self.nodes.items()
-        ]
+        self._deadlines = [(n.deadline, name, n.version) for name, n in self.nodes.items()]
         heapq.heapify(self._deadlines)
 
     def _change(self, change: LivenessChange) -> None:
@@ -160,6 +246,8 @@ class LivenessCollector:
             log.warning("liveness: collector stalled %.1fs; silence timers restart", now - planned)
             for n in self.nodes.values():
                 n.heard = now
+                for instance in n.instances.values():
+                    instance.heard = now
                 n.version += 1
             self._compact_deadlines()
         while self._deadlines and self._deadlines[0][0] <= now:

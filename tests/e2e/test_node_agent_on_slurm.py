@@ -25,6 +25,7 @@ from resurrect.contracts import FaultClass, recovery_workflow_id
 from resurrect.demo.local_cluster import LocalSlurm
 from resurrect.node_health_contracts import NodeHealth
 from resurrect.rules import load_engine
+from resurrect.sensors.liveness.wire import load_key, node_key
 from resurrect.sensors.node_agent import FakeNvml, NodeAgent
 from resurrect.sensors.node_agent.reporters import TemporalReporter
 from resurrect.temporal.server import EmbeddedTemporal
@@ -105,7 +106,7 @@ async def test_silent_agent_and_dead_slurmd_are_detected_before_slurm_marks_the_
     agent heartbeats the service's liveness collector (UDP, HMAC), not Temporal: its node's
     health workflow hears of it once, then of its silence."""
     label, config = own_label_config(cluster, temporal_server, tmp_path)
-    key_file = tmp_path / "liveness.key"
+    key_file = tmp_path / "liveness.key"  # the collector's master key
     key_file.write_text(os.urandom(32).hex())
     key_file.chmod(0o600)
     port = free_udp_port()
@@ -120,6 +121,9 @@ async def test_silent_agent_and_dead_slurmd_are_detected_before_slurm_marks_the_
     async with running_service(config, temporal_client, scheduler):
         job = await submit_running(cluster, scheduler)
         job_id, victim = job.job_id, job.nodes[0]
+        agent_key_file = tmp_path / f"{victim}.key"  # the victim node's own key
+        agent_key_file.write_bytes(node_key(load_key(key_file), label, victim))
+        agent_key_file.chmod(0o600)
         env = {
             **os.environ,
             "RESURRECT_TEMPORAL__EMBEDDED": "false",
@@ -129,7 +133,7 @@ async def test_silent_agent_and_dead_slurmd_are_detected_before_slurm_marks_the_
             "RESURRECT_AGENT__NODE_NAME": victim,
             "RESURRECT_AGENT__KERNEL_LOG": "false",
             "RESURRECT_AGENT__COLLECTOR": f"127.0.0.1:{port}",
-            "RESURRECT_AGENT__COLLECTOR_KEY_FILE": str(key_file),
+            "RESURRECT_AGENT__COLLECTOR_KEY_FILE": str(agent_key_file),
         }
         agent = subprocess.Popen(
             [sys.executable, "-m", "resurrect.sensors.node_agent", "run"],

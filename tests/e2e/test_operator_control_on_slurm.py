@@ -6,7 +6,6 @@ watchdog releasing a job whose holder died between hold and release."""
 from __future__ import annotations
 
 import asyncio
-import getpass
 import json
 import os
 import signal
@@ -21,6 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
+from support.operator_control import operator_keys
 from support.recovery import LONG_THEN_SHORT, OPT_IN, completed, eventually, outcome_of
 from support.service import running_service, service_config
 from temporalio.client import Client
@@ -30,7 +30,7 @@ from resurrect.config import ResurrectConfig
 from resurrect.contracts import JobState, recovery_workflow_id
 from resurrect.demo.local_cluster import DEPLOY_DIR, LocalSlurm
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
-from resurrect.scheduler.hold_marker import marked_at
+from resurrect.scheduler.hold_marker import has_marker
 from resurrect.temporal.server import EmbeddedTemporal
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal]
@@ -191,7 +191,17 @@ async def test_an_approval_gated_plan_waits_is_approved_from_the_cli_and_complet
             """
         )
     )
-    config = config_for(cluster, temporal_server, tmp_path, plans={"paths": [str(plans)]})
+    keys_dir, keys = operator_keys(tmp_path, "ops-alice")  # the worker's and alice's copy
+    config = config_for(
+        cluster,
+        temporal_server,
+        tmp_path,
+        plans={"paths": [str(plans)]},
+        approvals={
+            "operator_keys_dir": str(keys_dir),
+            "operator_key_file": str(keys["ops-alice"]),
+        },
+    )
     scheduler = cluster.scheduler()
     async with running_service(config, temporal_client, scheduler):
         (job,) = await one_node_jobs_running(cluster, CRASH_ONCE, 1)
@@ -213,7 +223,7 @@ async def test_an_approval_gated_plan_waits_is_approved_from_the_cli_and_complet
         finished = await completed(scheduler, job.job_id, 60)
     assert outcome.recovered, outcome.notes
     assert finished.restart_count == 1
-    assert any(f"approved by {getpass.getuser()}: owner agreed" in n for n in outcome.notes)
+    assert any("approved by ops-alice: owner agreed" in n for n in outcome.notes)
 
 
 async def test_a_healthy_drained_node_returns_and_takes_jobs_an_unhealthy_one_stays_drained(
@@ -271,10 +281,13 @@ async def test_a_healthy_drained_node_returns_and_takes_jobs_an_unhealthy_one_st
 
 HOLD_THEN_DIE = """
 import asyncio, sys
+from pathlib import Path
+from resurrect.scheduler.hold_marker import HoldMarkKey
 from resurrect.scheduler.slurm_cli import SlurmCli
 
 async def main() -> None:
     scheduler = SlurmCli(sys.argv[1], sys.argv[2], verify_timeout=30)
+    scheduler.hold_mark_key = HoldMarkKey(Path(sys.argv[4]))  # the watchdog's key file
     job = await scheduler.get_job(sys.argv[3])
     steps = await scheduler._hold_for_requeue(job)  # resurrect's own hold, as a requeue does
     print("HELD", steps, flush=True)
@@ -295,7 +308,10 @@ async def test_a_job_held_by_a_resurrect_that_died_is_released_by_the_watchdog(
     admin = cluster.submit(["sleep", "1"], nodes=1, extra_args=["--hold"])
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_THEN_DIE, cluster.cluster_name, cluster.slurm_conf, job.job_id],
+        [
+            *(sys.executable, "-c", HOLD_THEN_DIE, cluster.cluster_name, cluster.slurm_conf),
+            *(job.job_id, str(config.hold_mark_key_file)),
+        ],
         env=env,
         stdout=subprocess.PIPE,
         text=True,
@@ -314,7 +330,7 @@ async def test_a_job_held_by_a_resurrect_that_died_is_released_by_the_watchdog(
         30,
         "the held job pending",
     )
-    assert held.held and marked_at(await scheduler.read_admin_comment(job.job_id)), held
+    assert held.held and has_marker(await scheduler.read_admin_comment(job.job_id)), held
     early = await cli(config, tmp_path, "watchdog", "--once", "--bound-s", "4")
     assert early.returncode == 0 and early.stdout == "", early.stderr
     assert (await scheduler.get_job(job.job_id)).held  # within the bound: left alone
@@ -328,5 +344,5 @@ async def test_a_job_held_by_a_resurrect_that_died_is_released_by_the_watchdog(
         "the released job running again",
     )
     assert again.restart_count == 1
-    assert marked_at(await scheduler.read_admin_comment(job.job_id)) is None
+    assert not has_marker(await scheduler.read_admin_comment(job.job_id))
     assert (await scheduler.get_job(admin)).held  # an administrator's hold is never touched

@@ -8,7 +8,7 @@ import time
 from resurrect.contracts import JobInfo, JobState, NodeInfo
 from resurrect.errors import SchedulerUnavailable
 from resurrect.operator.watchdog import release_stale_holds
-from resurrect.scheduler.hold_marker import marked, marked_at
+from resurrect.scheduler.hold_marker import HoldMarkKey, has_marker, marked
 from resurrect.scheduler.verified import VerifiedScheduler
 
 
@@ -17,6 +17,7 @@ class MemorySlurm(VerifiedScheduler):
 
     def __init__(self, jobs: list[JobInfo]) -> None:
         super().__init__("mem", verify_timeout=1, poll_interval=0.01)
+        self.hold_mark_key = HoldMarkKey(key=KEY)
         self.jobs = {j.job_id: j for j in jobs}
         self.broken: set[str] = set()
 
@@ -45,6 +46,13 @@ class MemorySlurm(VerifiedScheduler):
     async def _act_cancel(self, job_id: str) -> None: ...
 
 
+KEY = b"watchdog-test-key".ljust(32, b".")
+
+
+def ours(job_id: str, comment: str, at: float) -> str:
+    return marked(comment, at, key=KEY, job_id=job_id)
+
+
 def held(job_id: str, comment: str) -> JobInfo:
     return JobInfo(job_id=job_id, state=JobState.PENDING, held=True, admin_comment=comment)
 
@@ -53,18 +61,22 @@ async def test_only_holds_resurrect_left_longer_than_the_bound_are_released() ->
     now = time.time()
     slurm = MemorySlurm(
         [
-            held("1", marked("ticket 7", now - 300)),  # ours, stale
-            held("2", marked("", now - 10)),  # ours, within the bound
+            held("1", ours("1", "ticket 7", now - 300)),  # ours, stale
+            held("2", ours("2", "", now - 10)),  # ours, within the bound
             held("3", "ticket 9"),  # an administrator's hold
-            held("4", marked("", now - 300)),  # ours, stale, but release fails
-            held("5", marked("", now - 300)),  # ours, stale: released despite job 4
+            held("4", ours("4", "", now - 300)),  # ours, stale, but release fails
+            held("5", ours("5", "", now - 300)),  # ours, stale: released despite job 4
+            held("6", ours("1", "", now - 300)),  # job 1's mark copied: not this job's
+            held("7", "resurrect-hold:1"),  # no tag: resurrect did not write it
         ]
     )
     slurm.broken.add("4")
     released = await release_stale_holds(slurm, bound_s=120)
     assert [r.target for r in released] == ["1", "5"]
     assert not slurm.jobs["1"].held and slurm.jobs["1"].admin_comment == "ticket 7"
-    assert slurm.jobs["2"].held and marked_at(slurm.jobs["2"].admin_comment) is not None
+    assert slurm.jobs["2"].held and has_marker(slurm.jobs["2"].admin_comment)
     assert slurm.jobs["3"].held and slurm.jobs["3"].admin_comment == "ticket 9"
     assert slurm.jobs["4"].held
     assert not slurm.jobs["5"].held
+    assert slurm.jobs["6"].held and slurm.jobs["7"].held
+    assert slurm.jobs["7"].admin_comment == "resurrect-hold:1"  # kept as it was

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from resurrect.cli import main
 from resurrect.errors import ConfigError
 from resurrect.node_health_contracts import (
     HEARTBEAT_SIGNAL,
@@ -29,14 +30,25 @@ from resurrect.sensors.liveness.wire import (
     Beat,
     WireError,
     load_key,
+    node_key,
     open_ack,
     open_beat,
     seal,
 )
 from resurrect.sensors.node_agent.collector_reporter import CollectorReporter, parse_address
 
-KEY = b"k" * 32
+KEY = b"k" * 32  # the collector's master key
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+def key_of(node: str) -> bytes:
+    """The key the collector derives for ``node``."""
+    return node_key(KEY, "c", node)
+
+
+def sealed(message: Beat) -> bytes:
+    """``message`` sealed as its node's agent does: under that node's key."""
+    return seal(node_key(KEY, "c", message.node), message)
 
 
 def beat(node: str = "n1", seq: int = 0, *, instance: str = "a", **extra: object) -> Beat:
@@ -81,10 +93,10 @@ def drain(made: LivenessCollector) -> list[LivenessChange]:
 
 
 def test_a_sealed_heartbeat_opens_with_the_key_only() -> None:
-    data = seal(KEY, beat())
-    assert open_beat(KEY, data, now=NOW).node == "n1"
+    data = sealed(beat())
+    assert open_beat(key_of, data, now=NOW).node == "n1"
     with pytest.raises(WireError, match="bad MAC"):
-        open_beat(b"x" * 32, data, now=NOW)
+        open_beat(lambda _node: b"x" * 32, data, now=NOW)
 
 
 @pytest.mark.parametrize(
@@ -92,21 +104,21 @@ def test_a_sealed_heartbeat_opens_with_the_key_only() -> None:
     [
         b"",
         b"no mac at all",
-        seal(KEY, beat()).replace(b'"n1"', b'"n2"'),  # body changed after sealing
-        seal(KEY, beat())[:-1] + b"0",
+        sealed(beat()).replace(b'"n1"', b'"n2"'),  # body changed after sealing
+        sealed(beat())[:-1] + b"0",
         beat().model_dump_json().encode() + b"\n" + b"0" * 64,
         b"x" * 5000,
     ],
 )
 def test_forged_or_damaged_heartbeats_are_refused(forged: bytes) -> None:
     with pytest.raises(WireError):
-        open_beat(KEY, forged, now=NOW)
+        open_beat(key_of, forged, now=NOW)
 
 
 def test_a_heartbeat_from_a_skewed_clock_is_refused() -> None:
-    data = seal(KEY, beat(sent_at=NOW - timedelta(minutes=5)))
+    data = sealed(beat(sent_at=NOW - timedelta(minutes=5)))
     with pytest.raises(WireError, match="skew"):
-        open_beat(KEY, data, now=NOW)
+        open_beat(key_of, data, now=NOW)
 
 
 def test_acknowledgements_are_sealed_too() -> None:
@@ -116,14 +128,26 @@ def test_acknowledgements_are_sealed_too() -> None:
         open_ack(b"y" * 32, seal(KEY, ack))
 
 
-def test_the_key_file_must_be_private_and_long(tmp_path: Path) -> None:
+def test_the_key_file_must_be_private_owned_and_long(tmp_path: Path) -> None:
     path = tmp_path / "key"
     path.write_bytes(os.urandom(48).hex().encode())
-    path.chmod(0o640)
+    path.chmod(0o600)
     assert len(load_key(path)) == 96
-    path.chmod(0o644)
-    with pytest.raises(ConfigError, match="others"):
-        load_key(path)
+    path.chmod(0o400)
+    assert len(load_key(path)) == 96
+    for mode in (0o640, 0o604, 0o660):  # group-readable was accepted before
+        path.chmod(mode)
+        with pytest.raises(ConfigError, match="chmod 600"):
+            load_key(path)
+    path.chmod(0o600)
+    if os.geteuid() == 0:  # nobody's file: not ours, not root's
+        os.chown(path, 65534, 65534)
+        with pytest.raises(ConfigError, match="owned by uid 65534"):
+            load_key(path)
+    link = tmp_path / "link"
+    link.symlink_to(path)
+    with pytest.raises(ConfigError):
+        load_key(link)
     short = tmp_path / "short"
     short.write_bytes(b"abc")
     short.chmod(0o600)
@@ -133,16 +157,31 @@ def test_the_key_file_must_be_private_and_long(tmp_path: Path) -> None:
         load_key(tmp_path / "missing")
 
 
+def test_each_node_has_its_own_key() -> None:
+    keys = {node_key(KEY, "c", n) for n in ("n1", "n2")} | {node_key(KEY, "d", "n1")}
+    assert len(keys) == 3 and all(len(k) == 64 for k in keys)
+    data = sealed(beat("n1"))
+    assert open_beat(key_of, data, now=NOW).node == "n1"
+    # n2's agent seals a heartbeat for n1 with its own key: refused
+    forged = seal(node_key(KEY, "c", "n2"), beat("n1"))
+    with pytest.raises(WireError, match="bad MAC"):
+        open_beat(key_of, forged, now=NOW)
+    # ... or names itself on the line and n1 in the heartbeat: refused
+    relabelled = seal(node_key(KEY, "c", "n2"), beat("n1")).replace(b"n1\n", b"n2\n", 1)
+    with pytest.raises(WireError):
+        open_beat(key_of, relabelled, now=NOW)
+
+
 # -- the collector ------------------------------------------------------------------------
 
 
 def test_only_changes_are_handed_on() -> None:
     clock = Clock()
     made, _ = collector(clock)
-    assert made.receive(seal(KEY, beat(seq=0))) is not None
+    assert made.receive(sealed(beat(seq=0))) is not None
     for seq in range(1, 30):
         clock.t += 2.0
-        assert made.receive(seal(KEY, beat(seq=seq))) is not None
+        assert made.receive(sealed(beat(seq=seq))) is not None
         made.check()
     assert [c.kind for c in drain(made)] == ["heard"]
     clock.t += 5.9
@@ -155,21 +194,21 @@ def test_only_changes_are_handed_on() -> None:
     clock.t += 60
     made.check()
     assert drain(made) == []  # once per silent spell
-    made.receive(seal(KEY, beat(seq=30)))
+    made.receive(sealed(beat(seq=30)))
     assert [c.kind for c in drain(made)] == ["back"]
 
 
 def test_forged_replayed_and_foreign_heartbeats_change_nothing() -> None:
     clock = Clock()
     made, _ = collector(clock)
-    made.receive(seal(KEY, beat(seq=5)))
+    made.receive(sealed(beat(seq=5)))
     drain(made)
     clock.t += 5.0
-    assert made.receive(seal(KEY, beat(seq=5))) is None  # a replay
-    assert made.receive(seal(KEY, beat(seq=4))) is None
+    assert made.receive(sealed(beat(seq=5))) is None  # a replay
+    assert made.receive(sealed(beat(seq=4))) is None
     assert made.receive(seal(b"z" * 32, beat(seq=9))) is None  # forged
-    assert made.receive(seal(KEY, beat(seq=9, cluster="other"))) is None
-    assert made.receive(seal(KEY, beat("n9", seq=1)).replace(b"n9", b"n8")) is None
+    assert made.receive(sealed(beat(seq=9, cluster="other"))) is None
+    assert made.receive(sealed(beat("n9", seq=1)).replace(b"n9", b"n8")) is None
     clock.t += 1.5
     made.check()
     assert [c.kind for c in drain(made)] == ["silent"]  # none of them kept n1 alive
@@ -179,19 +218,19 @@ def test_forged_replayed_and_foreign_heartbeats_change_nothing() -> None:
 def test_a_new_agent_process_and_the_hourly_refresh_are_handed_on() -> None:
     clock = Clock()
     made, _ = collector(clock, refresh_s=3600.0)
-    made.receive(seal(KEY, beat(seq=100)))
-    made.receive(seal(KEY, beat(seq=0, instance="b")))  # restarted agent: seq starts over
+    made.receive(sealed(beat(seq=100)))
+    made.receive(sealed(beat(seq=0, instance="b")))  # restarted agent: seq starts over
     for seq in range(1, 1801):
         clock.t += 2.0
-        made.receive(seal(KEY, beat(seq=seq, instance="b")))
+        made.receive(sealed(beat(seq=seq, instance="b")))
     assert [c.kind for c in drain(made)] == ["heard", "heard", "heard"]
 
 
 def test_a_deliberate_stop_is_not_silence() -> None:
     clock = Clock()
     made, _ = collector(clock)
-    made.receive(seal(KEY, beat(seq=0)))
-    made.receive(seal(KEY, beat(seq=1, stopping=True)))
+    made.receive(sealed(beat(seq=0)))
+    made.receive(sealed(beat(seq=1, stopping=True)))
     clock.t += 100
     made.check()
     assert [c.kind for c in drain(made)] == ["heard"]
@@ -201,12 +240,12 @@ def test_a_restarted_collector_declares_no_node_it_has_not_heard() -> None:
     clock = Clock()
     first, _ = collector(clock)
     for node in ("n1", "n2", "n3"):
-        first.receive(seal(KEY, beat(node)))
+        first.receive(sealed(beat(node)))
     clock.t += 30  # the collector was down for 30 s; a new one starts
     second, _ = collector(clock)
     clock.t += 60
     assert second.check() is None and drain(second) == []
-    second.receive(seal(KEY, beat("n2", seq=7)))
+    second.receive(sealed(beat("n2", seq=7)))
     clock.t += 7
     second.check()
     assert [(c.kind, c.beat.node) for c in drain(second)] == [("heard", "n2"), ("silent", "n2")]
@@ -215,7 +254,7 @@ def test_a_restarted_collector_declares_no_node_it_has_not_heard() -> None:
 def test_a_stalled_collector_gives_every_node_a_fresh_threshold() -> None:
     clock = Clock()
     made, _ = collector(clock)
-    made.receive(seal(KEY, beat()))
+    made.receive(sealed(beat()))
     drain(made)
     planned = clock.t
     clock.t += 6.0 + STALL_SLACK_S + 1  # the process did not run for a while
@@ -237,7 +276,7 @@ async def test_a_failed_delivery_is_retried_in_order() -> None:
 
     clock = Clock()
     made = LivenessCollector(KEY, "c", flaky, clock=clock, now=lambda: NOW)
-    made.receive(seal(KEY, beat()))
+    made.receive(sealed(beat()))
     clock.t += 7
     made.check()
     stop = asyncio.Event()
@@ -292,7 +331,11 @@ async def agent_and_collector(
     host, port = await made.listen("127.0.0.1", 0)
     fallback = Recorder()
     out = CollectorReporter(
-        KEY, (host, port), cluster="c", fallback=fallback, fallback_after_s=fallback_after_s
+        node_key(KEY, "c", "n1"),
+        (host, port),
+        cluster="c",
+        fallback=fallback,
+        fallback_after_s=fallback_after_s,
     )
     try:
         yield made, out, fallback
@@ -339,3 +382,15 @@ def test_collector_addresses() -> None:
     for bad in ("nohost", ":7470", "h:0", "h:x"):
         with pytest.raises(ConfigError):
             parse_address(bad)
+
+
+def test_liveness_key_writes_a_nodes_own_key(tmp_path: Path) -> None:
+    master = tmp_path / "master.key"
+    master.write_bytes(KEY)
+    master.chmod(0o600)
+    config = tmp_path / "config.yaml"
+    config.write_text(f"cluster: {{name: c}}\nliveness: {{key_file: {master}}}\n")
+    out = tmp_path / "n1.key"
+    assert main(["liveness-key", "-c", str(config), "n1", "--out", str(out)]) == 0
+    assert out.stat().st_mode & 0o777 == 0o600
+    assert load_key(out) == node_key(KEY, "c", "n1")

@@ -52,6 +52,21 @@ def make_config(tmp_path: Path, address: str, **sections: dict[str, Any]) -> Res
     return ResurrectConfig.model_validate(data)
 
 
+def operator_keys(folder: Path, *names: str) -> tuple[Path, dict[str, Path]]:
+    """A worker's ``approvals.operator_keys_dir`` holding a key for each of ``names``, and
+    each operator's own copy (``approvals.operator_key_file``), all mode 0600."""
+    keys_dir = folder / "operator-keys"
+    keys_dir.mkdir(mode=0o700)
+    own: dict[str, Path] = {}
+    for name in names:
+        key = os.urandom(32).hex().encode()
+        for path in (keys_dir / f"{name}.key", folder / f"{name}.key"):
+            path.write_bytes(key)
+            path.chmod(0o600)
+        own[name] = folder / f"{name}.key"
+    return keys_dir, own
+
+
 def lost_node_jobs(scheduler: FakeScheduler, count: int) -> list[JobInfo]:
     """Job i ran on node i alone, and node i died (Slurm: DOWN, NOT_RESPONDING)."""
     jobs = []

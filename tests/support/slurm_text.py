@@ -143,12 +143,8 @@ class SlurmText:
         args = list(argv)
         if args[:2] == ["squeue", "--json"] or args == ["scontrol", "show", "job", "--json"]:
             return 0, json.dumps({"jobs": self.jobs, "errors": []}), ""
-        if (
-            args[:3] == ["scontrol", "show", "job"]
-            and len(args) == 5
-            and args[3] in ("--json", "-o")
-        ):
-            return self._show_job(args[4], as_json=args[3] == "--json")
+        if args[:3] == ["scontrol", "show", "job"] and len(args) == 5 and args[3] == "--json":
+            return self._show_job(args[4])
         if args[:2] == ["sinfo", "--json"] or args == ["scontrol", "show", "node", "--json"]:
             return 0, json.dumps({"nodes": self.nodes, "errors": []}), ""
         if args[:2] == ["squeue", "-h"]:
@@ -157,17 +153,12 @@ class SlurmText:
             return self._sinfo(args)
         return None
 
-    def _show_job(self, job_id: str, *, as_json: bool) -> tuple[int, str, str]:
-        """``scontrol show job --json ID`` or ``scontrol show job -o ID``."""
+    def _show_job(self, job_id: str) -> tuple[int, str, str]:
+        """``scontrol show job --json ID``."""
         chosen = [j for j in self.jobs if _matches_id(j, [job_id])]
         if not chosen:
             return _INVALID_JOB_ID
-        if as_json:
-            return 0, json.dumps({"jobs": chosen, "errors": []}), ""
-        comment = _text(chosen[0].get("admin_comment"))
-        # the fields around it as 22.05 prints them (one line: two spaces between lines)
-        shown = f" AdminComment={comment} " if comment else " "
-        return 0, f"JobId={job_id} WorkDir=/tmp{shown} StdErr=/dev/null\n", ""
+        return 0, json.dumps({"jobs": chosen, "errors": []}), ""
 
     def _squeue(self, args: list[str]) -> tuple[int, str, str]:
         wanted = _option(args, "jobs")

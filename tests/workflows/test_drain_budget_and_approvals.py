@@ -18,6 +18,7 @@ from support.operator_control import (
     drained_by_us,
     lost_node_jobs,
     notifications,
+    operator_keys,
     result,
     start,
     until,
@@ -103,33 +104,39 @@ class GatedRecovery(NamedTuple):
     config: ResurrectConfig
     scheduler: FakeScheduler
     workflow_id: str
+    keys: dict[str, Path]  # each operator's own key file
 
 
 @pytest_asyncio.fixture
 async def gated(
     temporal_client: Client, operator_config: ConfigFor, tmp_path: Path
 ) -> AsyncIterator[GatedRecovery]:
-    """A node loss whose recovery plan needs approval, waiting for it, on one worker."""
-    config = operator_config(plans={"paths": [str(gated_plans(tmp_path))]})
+    """A node loss whose recovery plan needs approval, waiting for it, on one worker that
+    takes answers signed by alice, bob or eve."""
+    keys_dir, keys = operator_keys(tmp_path, "alice", "bob", "eve")
+    config = operator_config(
+        plans={"paths": [str(gated_plans(tmp_path))]},
+        approvals={"operator_keys_dir": str(keys_dir)},
+    )
     scheduler = FakeScheduler.with_nodes(4, cluster_name=config.cluster.name)
     (info,) = lost_node_jobs(scheduler, 1)
     async with workers(temporal_client, config, scheduler, count=1):
         workflow_id = await start(temporal_client, config, info)
         await awaiting(temporal_client, workflow_id)
-        yield GatedRecovery(config, scheduler, workflow_id)
+        yield GatedRecovery(config, scheduler, workflow_id, keys)
 
 
 async def test_an_approval_gated_plan_waits_and_runs_once_approved(
     temporal_client: Client, gated: GatedRecovery
 ) -> None:
-    config, scheduler, workflow_id = gated
+    config, scheduler, workflow_id, keys = gated
     await asyncio.sleep(0.5)
     assert scheduler.calls == []  # nothing is done while it waits
     described = await temporal_client.get_workflow_handle(workflow_id).describe()
     attributes = {k.name: v for k, v in described.typed_search_attributes}
     assert attributes["ResurrectPhase"] == "awaiting_approval"
     answer = await decide_approval(
-        config, workflow_id, approved=True, by="alice", reason="rack checked"
+        config, workflow_id, approved=True, key_file=keys["alice"], reason="rack checked"
     )
     assert answer.startswith("approved")
     outcome = await result(temporal_client, workflow_id)
@@ -145,11 +152,15 @@ async def test_an_approval_gated_plan_waits_and_runs_once_approved(
 async def test_a_denied_plan_changes_nothing_and_a_second_answer_is_refused(
     temporal_client: Client, gated: GatedRecovery
 ) -> None:
-    config, scheduler, workflow_id = gated
-    await decide_approval(config, workflow_id, approved=False, by="bob", reason="maintenance")
+    config, scheduler, workflow_id, keys = gated
+    await decide_approval(
+        config, workflow_id, approved=False, key_file=keys["bob"], reason="maintenance"
+    )
     outcome = await result(temporal_client, workflow_id)
     with pytest.raises(ResurrectError, match=r"not awaiting approval|completed"):
-        await decide_approval(config, workflow_id, approved=True, by="eve", reason="late")
+        await decide_approval(
+            config, workflow_id, approved=True, key_file=keys["eve"], reason="late"
+        )
     assert outcome.outcome == "denied" and scheduler.calls == []
     assert any("denied by bob: maintenance" in n for n in outcome.notes)
 
@@ -168,14 +179,16 @@ async def test_without_an_answer_the_plans_default_applies(
 
 
 async def test_a_drain_over_budget_waits_for_approval_when_configured(
-    temporal_client: Client, operator_config: ConfigFor
+    temporal_client: Client, operator_config: ConfigFor, tmp_path: Path
 ) -> None:
+    keys_dir, keys = operator_keys(tmp_path, "carol")
     config = operator_config(
         isolation={
             "max_drain_nodes": 1,
             "max_drain_fraction": 1.0,
             "over_budget": "await_approval",
         },
+        approvals={"operator_keys_dir": str(keys_dir)},
     )
     scheduler = FakeScheduler.with_nodes(4, cluster_name=config.cluster.name)
     first, second = lost_node_jobs(scheduler, 2)
@@ -184,7 +197,9 @@ async def test_a_drain_over_budget_waits_for_approval_when_configured(
         workflow_id = await start(temporal_client, config, second)
         await awaiting(temporal_client, workflow_id)
         assert drained_by_us(scheduler) == ["node1"]
-        await decide_approval(config, workflow_id, approved=True, by="carol", reason="ok")
+        await decide_approval(
+            config, workflow_id, approved=True, key_file=keys["carol"], reason="ok"
+        )
         two = await result(temporal_client, workflow_id)
         state = await budget_state(temporal_client, config.cluster.name)
         await replays(temporal_client, workflow_id, "over-budget-approved")

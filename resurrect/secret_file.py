@@ -1,0 +1,69 @@
+"""Key files: read only when nobody but their owner could have read or changed them.
+
+A key file (the liveness master or node key, an operator's approval key, the hold-mark key)
+is accepted only if it is a regular file (no symlink is followed), owned by the user running
+resurrect or by root, with no permission bits for group or others (0600 or 0400), and holds
+at least :data:`MIN_KEY_BYTES` bytes. Anything else is a :class:`ConfigError` that says what
+to change; a key someone else could read lets them forge what it authenticates.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import stat
+from pathlib import Path
+
+from resurrect.errors import ConfigError
+
+MIN_KEY_BYTES = 32
+MAX_KEY_BYTES = 4096
+
+
+def _check(st: os.stat_result, path: Path, what: str) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(f"{what} {path}: not a regular file")
+    if st.st_uid not in (os.geteuid(), 0):
+        raise ConfigError(
+            f"{what} {path}: owned by uid {st.st_uid}, not by this user ({os.geteuid()}) or root"
+        )
+    if st.st_mode & 0o077:
+        raise ConfigError(
+            f"{what} {path}: mode {stat.S_IMODE(st.st_mode):04o} lets others read or change"
+            f" it (chmod 600 {path})"
+        )
+
+
+def read_key(path: Path, what: str) -> bytes:
+    """The key in ``path`` (surrounding white space removed); ConfigError unless the file is
+    private to its owner, owned by this user or root, and long enough."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError as exc:
+        raise ConfigError(f"{what} {path}: {exc.strerror}") from exc
+    try:
+        _check(os.fstat(fd), path, what)
+        key = os.read(fd, MAX_KEY_BYTES + 1).strip()
+    finally:
+        os.close(fd)
+    if len(key) < MIN_KEY_BYTES:
+        raise ConfigError(f"{what} {path}: shorter than {MIN_KEY_BYTES} bytes")
+    if len(key) > MAX_KEY_BYTES:
+        raise ConfigError(f"{what} {path}: longer than {MAX_KEY_BYTES} bytes")
+    return key
+
+
+def read_or_create_key(path: Path, what: str) -> bytes:
+    """The key in ``path``; a fresh random key (mode 0600) if there is no file yet."""
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        return read_key(path, what)
+    except OSError as exc:
+        raise ConfigError(f"{what} {path}: cannot create: {exc.strerror}") from exc
+    try:
+        os.write(fd, secrets.token_hex(32).encode() + b"\n")
+    finally:
+        os.close(fd)
+    return read_key(path, what)
