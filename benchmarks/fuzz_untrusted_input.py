@@ -470,7 +470,9 @@ def liveness_inputs(rng: random.Random) -> bytes:
                 "silence_threshold_s": rng.choice([0.001, 0, -1, 1e308, 6.0]),
             }
         ).encode("utf-8", "surrogatepass")[:1900]
-        return body + b"\n" + hmac.new(LIVENESS_KEY, body, hashlib.sha256).hexdigest().encode()
+        node = rng.choice(["n1", "n2", "", "n1\nx", "\udcff", "a" * 300])
+        signed = node.encode("utf-8", "surrogatepass") + b"\n" + body
+        return signed + b"\n" + hmac.new(LIVENESS_KEY, signed, hashlib.sha256).hexdigest().encode()
     if kind < 0.9:
         return bytes(rng.randrange(256) for _ in range(rng.randint(0, 2100)))
     return b"{" * 1900 + b"\n" + b"0" * 64
@@ -545,7 +547,7 @@ def run_parsers(
 ) -> list[dict[str, Any]]:
     """Each issue-20 parser on ``inputs`` seeded, generated inputs; one result each."""
     from resurrect.errors import JobFileRefused
-    from resurrect.scheduler.hold_marker import marked_at, unmarked
+    from resurrect.scheduler.hold_marker import has_marker, read_mark, unmarked
     from resurrect.sensors.liveness.wire import WireError, open_beat
     from resurrect.stacks.flight_recorder import read_flight_record
     from resurrect.stacks.flight_recorder_dump import parse_dump
@@ -618,7 +620,8 @@ def run_parsers(
     tally = ParserTally("hold_mark")
 
     def hold(comment: str) -> None:
-        marked_at(comment)
+        read_mark(comment, key=LIVENESS_KEY, job_id="7", now=time.time())
+        has_marker(comment)
         unmarked(comment)
 
     for _ in range(inputs):
@@ -627,7 +630,9 @@ def run_parsers(
 
     tally = ParserTally("liveness_datagram")
     for _ in range(inputs):
-        tally.call(lambda d: open_beat(LIVENESS_KEY, d), liveness_inputs(rng), (WireError,))
+        tally.call(
+            lambda d: open_beat(lambda node: LIVENESS_KEY, d), liveness_inputs(rng), (WireError,)
+        )
     results.append(tally.result())
     return results
 

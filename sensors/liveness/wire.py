@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError
+from pydantic import AwareDatetime, Field, ValidationError
 
 from resurrect.contracts import Contract
 from resurrect.secret_file import read_key
@@ -42,7 +42,7 @@ class Beat(Contract):
     node: str = Field(min_length=1, max_length=200)
     instance: str = Field(min_length=1, max_length=64)  # one agent process (new on restart)
     seq: int = Field(ge=0)
-    sent_at: datetime
+    sent_at: AwareDatetime  # a time without a zone could mean any time: refused
     gpus: int = Field(default=0, ge=0)
     nvml: str = Field(default="ok", max_length=200)
     silence_threshold_s: float = Field(default=6.0, gt=0, le=3600)

@@ -161,3 +161,22 @@ def test_a_key_file_of_another_user_is_refused(tmp_path: Path) -> None:
     os.chown(path, 65534, 65534)
     with pytest.raises(ConfigError, match="not by this user"):
         load_key(path)
+
+
+def test_a_beat_whose_time_has_no_zone_is_refused_not_a_crash() -> None:
+    """Found by benchmarks/fuzz_untrusted_input.py: a key holder's beat with a naive
+    ``sent_at`` used to raise TypeError past the collector's WireError handler."""
+    import hashlib
+    import hmac
+
+    from resurrect.sensors.liveness.wire import WireError, open_beat
+
+    key = b"k" * 32
+    body = (
+        b'{"kind": "beat", "cluster": "c", "node": "n1", "instance": "i-1", "seq": 1,'
+        b' "sent_at": "2026-12-01T15:00:00"}'
+    )
+    signed = b"n1\n" + body
+    datagram = signed + b"\n" + hmac.new(key, signed, hashlib.sha256).hexdigest().encode()
+    with pytest.raises(WireError, match="not a heartbeat"):
+        open_beat(lambda node: key, datagram)
