@@ -204,10 +204,13 @@ def _launcher_records(evidence: Sequence[Evidence]) -> list[_Record]:
     """Rebuild torchelastic failure records from their matched lines (per file, in order).
 
     A record pasted without its section header (its ``host :`` or ``rank : N (local_rank: M)``
-    line comes first) is read as the root cause: that is the record people quote."""
+    line comes first) is read as the root cause - that is the record people quote - unless the
+    same file also shows the "Root Cause" section itself."""
     records: list[_Record] = []
     section: dict[str | None, bool] = {}
     current: dict[str | None, _Record] = {}
+    headerless: list[tuple[str | None, _Record]] = []
+    explicit_root: set[str | None] = set()
     for ev in evidence:
         rule = ev.rule or ""
         if not rule.startswith("torchelastic.block_"):
@@ -215,9 +218,12 @@ def _launcher_records(evidence: Sequence[Evidence]) -> list[_Record]:
         key = ev.file
         if rule == "torchelastic.block_header":
             section[key] = ev.fields.get("section", "").startswith("Root")
+            if section[key]:
+                explicit_root.add(key)
             current.pop(key, None)
             continue
-        if key not in section:
+        implicit = key not in section
+        if implicit:
             if rule not in _RECORD_OPENERS:
                 continue
             section[key] = True
@@ -226,6 +232,8 @@ def _launcher_records(evidence: Sequence[Evidence]) -> list[_Record]:
             rec = _Record(root=section[key])
             current[key] = rec
             records.append(rec)
+            if implicit:
+                headerless.append((key, rec))
         rec.evidence.append(ev)
         if rule == "torchelastic.block_host":
             rec.host = ev.fields.get("host")
@@ -237,6 +245,9 @@ def _launcher_records(evidence: Sequence[Evidence]) -> list[_Record]:
                 rec.exit_code = int(ev.fields.get("exit_code", ""))
             except ValueError:
                 rec.exit_code = None
+    for key, rec in headerless:
+        if key in explicit_root:
+            rec.root = False
     return records
 
 
@@ -727,6 +738,7 @@ def decide(
                 roots=[],
                 notes=["no rule matched a failure"],
                 culprit_ranks=[first[0]] if first else [],
+                culprit_hosts=[h] if first and (h := first[1] or hosts.get(first[0])) else [],
                 evidence=all_ev,
             )
         # Nothing failed, and a traceback stops in a blocking call: a process dump of a stall.
@@ -869,10 +881,12 @@ def diagnosis_of(decision: Decision) -> Diagnosis:
             action=decision.action,
             confidence=0.0,
             culprit_ranks=decision.culprit_ranks,
+            culprit_hosts=decision.culprit_hosts,
             evidence=[e for e in decision.evidence if e.role == "diagnostic"][:MAX_LISTED],
             summary="unknown: no rule matched a failure"
             + (
                 f"; the launcher reports rank {decision.culprit_ranks[0]} failed first"
+                + (f" on {decision.culprit_hosts[0]}" if decision.culprit_hosts else "")
                 if decision.culprit_ranks
                 else ""
             ),

@@ -68,10 +68,13 @@ _PREFIX = re.compile(
     r"(?:Z| ?[+-]\d\d:?\d\d)?\]?:? "
     # pdsh (DeepSpeed's multi-node launcher) and clush: "worker-1: ", "10.0.0.5: ", "node017: ".
     # A host here has a digit; a dotted name ends in a letter label (not "libcuda.so.1",
-    # "python3.10"); a plain word+number is no counter or tool ("epoch3", "python3").
+    # "python3.10"); a plain word+number is no counter, tool or device ("epoch3", "python3",
+    # "mlx5", "eth0", "enp94s0").
     r"|(?P<host_f>(?:\d{1,3}\.){3}\d{1,3}"
     r"|(?=[A-Za-z][\w-]{0,62}\d)(?!(?i:rank|epoch|step|iter|layer|batch|stage|block|round|phase"
-    r"|part|test|cuda|device|gpu|python|line|task|process|utf)[-_]?\d{1,9}: )"
+    r"|part|test|cuda|device|gpu|python|line|task|process|utf"
+    r"|eth|ib|mlx|nvme|sd|bond|hsn|hfi|cxi|md|dm|veth|docker)[-_]?\d{1,9}: "
+    r"|(?i:en[ops]|ib[ps])\d\w{0,20}: )"
     r"[A-Za-z][A-Za-z0-9]{0,62}(?:-[A-Za-z0-9]{1,62}){0,8}"
     r"(?:\.[A-Za-z0-9-]{0,62}[A-Za-z][A-Za-z0-9-]{0,62}){0,8}): )"
 )
@@ -82,6 +85,7 @@ _PREFIX = re.compile(
 # the global rank, so it names nobody).
 _PG_RANK = re.compile(
     r"\[(?:PG (?:ID )?0 (?:PG GUID 0(?:\(default_pg\))? )?)?Rank (?P<rank>\d{1,6})\]"
+    r"|\[rank[=:] ?(?P<rank_kv>\d{1,6})\]"  # a log formatter's "[rank=0]" / "[rank: 0]" field
 )
 PG_RANK_WINDOW = 200
 """The ProcessGroupNCCL rank tag is looked for this far into a line's body."""
@@ -139,10 +143,10 @@ def split_prefixes(text: str) -> LinePrefix:
             host = found_host
             pid = m["pid_a"]
         body = body[m.end() :]
-    if rank is None and "Rank " in body[:PG_RANK_WINDOW]:
+    if rank is None and ("Rank " in body[:PG_RANK_WINDOW] or "[rank" in body[:PG_RANK_WINDOW]):
         tag = _PG_RANK.search(body, 0, PG_RANK_WINDOW)
         if tag is not None:
-            rank = int(tag["rank"])
+            rank = int(tag["rank"] or tag["rank_kv"])
     return LinePrefix(body=body, rank=rank, host=host, pid=pid)
 
 

@@ -39,6 +39,9 @@ def test_words_with_numbers_are_no_host_prefix() -> None:
         "utf-8: invalid byte",
         "ValueError: bad value",
         "Epoch 1: 30%",
+        "mlx5: gpu-3: got completion with error:",
+        "ib0: Link down",
+        "enp94s0: renamed from eth0",
     ):
         assert split_prefixes(line).host is None, line
 
@@ -247,3 +250,51 @@ def test_a_container_exiting_137_is_a_weak_host_oom() -> None:
 def test_a_ray_actor_whose_node_died_is_a_lost_node() -> None:
     d = diag("The actor is dead because its node has died. Node Id: 4a3c1e")
     assert d.fault_class is FaultClass.NODE_LOST
+
+
+# -- shapes validation-3 showed (fixed after its untouched score) ------------------------------
+
+
+def test_a_headerless_record_before_the_root_cause_section_is_not_the_root_cause() -> None:
+    d = diag("""
+  host      : node-a
+  rank      : 7 (local_rank: 7)
+  exitcode  : 1 (pid: 4227)
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  host      : node-a
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 4220)
+""")
+    assert d.fault_class is FaultClass.UNKNOWN
+    assert (d.culprit_ranks, d.culprit_hosts) == ([0], ["node-a"])
+    assert "rank 0 failed first on node-a" in d.summary
+
+
+def test_a_log_formatters_rank_field_names_the_rank() -> None:
+    d = diag("[] [rank=2] RuntimeError: CUDA out of memory. Tried to allocate 824.00 MiB")
+    assert d.fault_class is FaultClass.MEMORY_DEVICE_OOM
+    assert d.culprit_ranks == [2]
+
+
+def test_rays_raylet_oom_summary_names_the_node() -> None:
+    d = diag(
+        "(raylet) node_manager.cc:3277: 2 Workers (tasks / actors) killed due to memory pressure "
+        "(OOM), 0 Workers crashed due to other reasons at node (ID: 8289f8, IP: 172.24.0.226)"
+    )
+    assert d.fault_class is FaultClass.MEMORY_HOST_OOM
+    assert d.culprit_hosts == ["172.24.0.226"]
+
+
+def test_the_verbs_providers_completion_error_is_a_fabric_failure() -> None:
+    d = diag("(LLMRayActor pid=9, ip=172.19.24.110) mlx5: host_unknown: got completion with error:")
+    assert d.fault_class is FaultClass.NETWORK_FABRIC
+
+
+def test_a_watchdog_report_wrapped_by_the_log_collector_is_still_a_collective_timeout() -> None:
+    d = diag("""
+job.cn-d003 [stderr] [rank3]:[E909 09:55:46.996 ProcessGroupNCCL.cpp:1709] [PG 0 (default_pg) Rank 3] Timeout at NCCL work: 2070, last enqueued
+NCCL work: 2082, last completed NCCL work: 2069.
+""")
+    assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT
