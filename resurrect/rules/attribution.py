@@ -89,6 +89,7 @@ EXIT_REPORT_RULES = frozenset(
         "launcher.worker_command_exit",
         "launcher.ray_train_worker_failed",
         "launcher.mpirun_signal_crash",
+        "launcher.mpirun_first_failure",
         "slurm.task_exit",
         "slurm.task_signal",
         "slurm.task_killed",

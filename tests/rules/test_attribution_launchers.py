@@ -298,3 +298,18 @@ job.cn-d003 [stderr] [rank3]:[E909 09:55:46.996 ProcessGroupNCCL.cpp:1709] [PG 0
 NCCL work: 2082, last completed NCCL work: 2069.
 """)
     assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT
+
+
+def test_mpiruns_first_failed_process_is_named_when_nothing_else_is() -> None:
+    d = diag("""
+Primary job  terminated normally, but 1 process returned
+a non-zero exit code. Per user-direction, the job has been aborted.
+--------------------------------------------------------------------------
+mpirun detected that one or more processes exited with non-zero status, thus causing
+the job to be terminated. The first process to do so was:
+
+  Process name: [[29973,1],3]
+  Exit code:    1
+""")
+    assert d.fault_class is FaultClass.UNKNOWN
+    assert d.culprit_ranks == [3]
