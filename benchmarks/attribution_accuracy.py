@@ -1,8 +1,8 @@
 """Attribution accuracy on the labelled real-log corpus, against a baseline from the same run.
 
 Diagnoses every case under ``tests/fixtures/real-logs`` (the shared corpus, the development
-corpus ``dev/`` and the validation set ``validation/``) with the shipped packs and (``--json``)
-prints one JSON line::
+corpus ``dev/`` and the validation sets ``validation/``, ``validation-2/``, ``validation-3/``)
+with the shipped packs and (``--json``) prints one JSON line::
 
     {"cases": ..., "accuracy": ..., "culprit_rank_accuracy": ..., "culprit_host_accuracy": ...,
      "false_drains": ..., "baseline_accuracy": ..., "ratio_vs_baseline": ...,
@@ -33,7 +33,7 @@ from resurrect.rules.engine import load_engine
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "fixtures" / "real-logs"
-PARTS = ("dev", "validation", "validation-2")
+PARTS = ("dev", "validation", "validation-2", "validation-3")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -76,9 +76,10 @@ LAUNCHER_SIGNAL_RULE = "torchelastic.interrupt_signal"
 HOST_MEMORY_RULE = "memory.host_usage_report"
 WRAPPER_TIMEOUT_RULES = frozenset({"slurm.time_limit_wrapper", "slurm.wrapper_signal_timeout"})
 """A job wrapper's reading of a signal as the time limit (the scheduler's own word outranks it)."""
-LOCAL_FABRIC_RULES = ("nccl.ib_verbs_failure", "xid.", "gpu.")
+LOCAL_FABRIC_RULES = ("nccl.ib_verbs_failure", "nccl.ib_link_down", "xid.", "gpu.")
 PROBE_KINDS = frozenset({SignalKind.STACK_DUMP, SignalKind.PROGRESS})
 """Evidence from resurrect's own probes of the ranks (their stacks, their progress)."""
+PROCESS_HOST_RULE = "nccl.process_host"
 BEHIND_RULES = frozenset({"flight_recorder.behind", "nccl_ras.rank"})
 """Probe findings that name a rank behind its peers (the job's Flight Recorder, NCCL RAS)."""
 EXIT_REPORT_RULES = frozenset(
@@ -87,6 +88,8 @@ EXIT_REPORT_RULES = frozenset(
         "torchelastic.worker_signal_crash",
         "launcher.worker_command_exit",
         "launcher.ray_train_worker_failed",
+        "launcher.mpirun_signal_crash",
+        "launcher.mpirun_first_failure",
         "slurm.task_exit",
         "slurm.task_signal",
         "slurm.task_killed",
@@ -119,6 +122,8 @@ _SIGNAL_EXIT: dict[int, tuple[FaultClass, str, float]] = {
     -8: (FaultClass.PROCESS_CRASH, "root", 0.6),
     -6: (FaultClass.PROCESS_CRASH, "cascade", 0.35),
 }
+_RECORD_OPENERS = frozenset({"torchelastic.block_host", "torchelastic.block_rank"})
+"""Lines that open a torchelastic failure record when no section header came before them."""
 _ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)")
 _GLOG = re.compile(r"(?:^|[\s\[])[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\b")
 _CLOCK = re.compile(r"^\[?(\d\d):(\d\d):(\d\d)\b(?![<:])")
@@ -137,6 +142,7 @@ class _Record:
     host: str | None = None
     rank: int | None = None
     exit_code: int | None = None
+    pid: str | None = None
     evidence: list[Evidence] = field(default_factory=list)
 
 
@@ -194,10 +200,16 @@ def _confidence(ev: Evidence, confidences: Mapping[str, float]) -> float:
 
 
 def _launcher_records(evidence: Sequence[Evidence]) -> list[_Record]:
-    """Rebuild torchelastic failure records from their matched lines (per file, in order)."""
+    """Rebuild torchelastic failure records from their matched lines (per file, in order).
+
+    A record pasted without its section header (its ``host :`` or ``rank : N (local_rank: M)``
+    line comes first) is read as the root cause - that is the record people quote - unless the
+    same file also shows the "Root Cause" section itself."""
     records: list[_Record] = []
     section: dict[str | None, bool] = {}
     current: dict[str | None, _Record] = {}
+    headerless: list[tuple[str | None, _Record]] = []
+    explicit_root: set[str | None] = set()
     for ev in evidence:
         rule = ev.rule or ""
         if not rule.startswith("torchelastic.block_"):
@@ -205,25 +217,36 @@ def _launcher_records(evidence: Sequence[Evidence]) -> list[_Record]:
         key = ev.file
         if rule == "torchelastic.block_header":
             section[key] = ev.fields.get("section", "").startswith("Root")
+            if section[key]:
+                explicit_root.add(key)
             current.pop(key, None)
             continue
-        if key not in section:
-            continue
+        implicit = key not in section
+        if implicit:
+            if rule not in _RECORD_OPENERS:
+                continue
+            section[key] = True
         rec = current.get(key)
         if rule == "torchelastic.block_host" or rec is None:
             rec = _Record(root=section[key])
             current[key] = rec
             records.append(rec)
+            if implicit:
+                headerless.append((key, rec))
         rec.evidence.append(ev)
         if rule == "torchelastic.block_host":
             rec.host = ev.fields.get("host")
         elif rule == "torchelastic.block_rank" and ev.rank is not None:
             rec.rank = ev.rank
         elif rule == "torchelastic.block_exitcode":
+            rec.pid = ev.fields.get("pid")
             try:
                 rec.exit_code = int(ev.fields.get("exit_code", ""))
             except ValueError:
                 rec.exit_code = None
+    for key, rec in headerless:
+        if key in explicit_root:
+            rec.root = False
     return records
 
 
@@ -244,6 +267,25 @@ def _record_evidence(rec: _Record) -> Evidence | None:
             "rank": rec.rank,
         }
     )
+
+
+def _process_hosts(evidence: Sequence[Evidence]) -> tuple[dict[str, str], dict[int, str]]:
+    """Hosts NCCL's INFO lines name: by process id (their ``host:pid:tid`` prefix), and by rank
+    (the init line of the largest communicator, whose ranks are the global ranks)."""
+    by_pid: dict[str, str] = {}
+    by_rank: dict[int, str] = {}
+    largest = 0
+    for ev in evidence:
+        if ev.rule != PROCESS_HOST_RULE or not ev.host:
+            continue
+        if pid := ev.fields.get("pid"):
+            by_pid.setdefault(pid, ev.host)
+        rank, size = ev.fields.get("comm_rank", ""), ev.fields.get("nranks", "")
+        if rank.isdigit() and size.isdigit() and int(size) >= largest:
+            if int(size) > largest:
+                largest, by_rank = int(size), {}
+            by_rank.setdefault(int(rank), ev.host)
+    return by_pid, by_rank
 
 
 # -- time ---------------------------------------------------------------------------------
@@ -643,8 +685,11 @@ def decide(
 
     hosts: dict[int, str] = dict(rank_to_host or {})
     records = _launcher_records(evidence)
+    pid_hosts, comm_hosts = _process_hosts(evidence)
     all_ev = list(evidence)
     for rec in records:
+        if rec.host is None and rec.pid is not None:
+            rec.host = pid_hosts.get(rec.pid)
         if rec.rank is not None and rec.host:
             hosts.setdefault(rec.rank, rec.host)
         extra = _record_evidence(rec)
@@ -653,6 +698,12 @@ def decide(
     for ev in all_ev:
         if ev.rank is not None and ev.host and ev.rule and ev.rule.startswith("srun"):
             hosts.setdefault(ev.rank, ev.host)
+    for ev in all_ev:  # an exit report's pid, on a host NCCL named
+        pid = ev.fields.get("pid")
+        if ev.rule in EXIT_REPORT_RULES and ev.rank is not None and pid in pid_hosts:
+            hosts.setdefault(ev.rank, pid_hosts[pid])
+    for rank, host in comm_hosts.items():
+        hosts.setdefault(rank, host)
 
     roots = [e for e in all_ev if e.role == "root" and e.fault_class is not None]
     cascades = [e for e in all_ev if e.role == "cascade"]
@@ -686,6 +737,7 @@ def decide(
                 roots=[],
                 notes=["no rule matched a failure"],
                 culprit_ranks=[first[0]] if first else [],
+                culprit_hosts=[h] if first and (h := first[1] or hosts.get(first[0])) else [],
                 evidence=all_ev,
             )
         # Nothing failed, and a traceback stops in a blocking call: a process dump of a stall.
@@ -828,10 +880,12 @@ def diagnosis_of(decision: Decision) -> Diagnosis:
             action=decision.action,
             confidence=0.0,
             culprit_ranks=decision.culprit_ranks,
+            culprit_hosts=decision.culprit_hosts,
             evidence=[e for e in decision.evidence if e.role == "diagnostic"][:MAX_LISTED],
             summary="unknown: no rule matched a failure"
             + (
                 f"; the launcher reports rank {decision.culprit_ranks[0]} failed first"
+                + (f" on {decision.culprit_hosts[0]}" if decision.culprit_hosts else "")
                 if decision.culprit_ranks
                 else ""
             ),

@@ -237,6 +237,8 @@ class RuleEngine:
             rule = compiled.rule
             state.counts[rule.id] += 1
             fields = {k: v for k, v in m.groupdict().items() if v is not None}
+            if prefix.pid is not None and "pid" not in fields:
+                fields["pid"] = prefix.pid
             if rule.capture_previous and (before := previous()):
                 fields["previous_line"] = truncate(before, 512)
             rank_text = fields.get("rank")

@@ -26,9 +26,10 @@ against the cleaned line; they must be ASCII and should be specific (every healt
 contains one costs a regex run). ``pattern`` is a Python regex searched (not matched) in the
 line body after launcher prefixes are removed; it must be free of nested unbounded repeats.
 Well-known fields (``rank``, ``host``, ``gpu``/``pci``) also fill the Evidence's own
-attributes. ``sets_host`` marks a rule whose ``host`` applies to the following lines of the
-same file (a shell prompt); ``capture_previous`` attaches the previous non-empty line as field
-``previous_line`` (used to measure the silence before a time-limit kill or an interrupt).
+attributes; a ``pid`` field is also filled from NCCL's ``host:pid:tid`` prefix. ``sets_host``
+marks a rule whose ``host`` applies to the following lines of the same file (a shell prompt);
+``capture_previous`` attaches the previous non-empty line as field ``previous_line`` (used to
+measure the silence before a time-limit kill or an interrupt).
 """
 
 from __future__ import annotations
@@ -158,7 +159,7 @@ class Rule(LineRule):
             raise ValueError("a root rule must name its fault_class")
         if self.sets_host and "host" not in groups:
             raise ValueError("sets_host needs a named group 'host'")
-        known = set(self.fields) | groups | {"rank", "host", "gpu"}
+        known = set(self.fields) | groups | {"rank", "host", "gpu", "pid"}
         for example in self.examples.match_examples():
             extra = set(example.fields) - known
             if extra:

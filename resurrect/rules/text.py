@@ -14,9 +14,10 @@ Everything a rule sees has passed through here:
   kernel:`` stamps (also ``dmesg -T`` and remote ``host: kern: level: [time]:`` forms), bare
   timestamps that log collectors prepend, ``[1,3]<stderr>:`` (mpirun ``--tag-output``),
   ``(Worker pid=12, ip=10.0.0.3)`` and ``(pid=12, ip=...)`` (Ray; the ip names the host),
-  and ``> `` quoting. :func:`split_prefixes` removes them and reports the rank/host they
-  name, so rule patterns match the message body and need not know every launcher. Without a
-  rank prefix, ProcessGroupNCCL's own ``[Rank 3]`` tag (default group) names the rank.
+  ``worker-1: `` / ``10.0.0.5: `` (pdsh, as DeepSpeed's multi-node launcher runs it) and
+  ``> `` quoting. :func:`split_prefixes` removes them and reports the rank/host (and NCCL's
+  pid) they name, so rule patterns match the message body and need not know every launcher.
+  Without a rank prefix, ProcessGroupNCCL's own ``[Rank 3]`` tag (default group) names the rank.
 
 :class:`LineSplitter` is the streaming half: feed it arbitrary byte chunks (as read from a
 growing file) and it yields complete, bounded lines, keeping a partial last line for the next
@@ -49,7 +50,7 @@ _PREFIX = re.compile(
     r"|> ?"  # quoted (e-mail, markdown)
     r"|\[(?:rank|default|Rank |rank: ?)(?P<rank_b>\d{1,6})\]:? ?"  # torchrun, lightning
     # NCCL: "host:pid:tid [dev] "
-    r"|(?P<host_a>[A-Za-z0-9][\w.-]{0,127}):\d{1,10}:\d{1,10} \[\d{1,3}\] "
+    r"|(?P<host_a>[A-Za-z0-9][\w.-]{0,127}):(?P<pid_a>\d{1,10}):\d{1,10} \[\d{1,3}\] "
     r"|\[ {0,12}[+]?\d{1,10}\.\d{1,9}\] ?"  # dmesg, also "dmesg -H" deltas
     # syslog: "Nov 29 19:00:00 host kernel: "
     r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d (?P<host_b>[A-Za-z0-9][\w.-]{0,127}) "
@@ -64,7 +65,18 @@ _PREFIX = re.compile(
     # a bare timestamp, as log collectors prepend: "2025-11-09 15:39:31.043 +08:00 ",
     # "2019-06-02T16:13:44.884Z: ", "[2025-11-09 07:39:30] "
     r"|\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:[.,]\d{1,9})?)?"
-    r"(?:Z| ?[+-]\d\d:?\d\d)?\]?:? )"
+    r"(?:Z| ?[+-]\d\d:?\d\d)?\]?:? "
+    # pdsh (DeepSpeed's multi-node launcher) and clush: "worker-1: ", "10.0.0.5: ", "node017: ".
+    # A host here has a digit; a dotted name ends in a letter label (not "libcuda.so.1",
+    # "python3.10"); a plain word+number is no counter, tool or device ("epoch3", "python3",
+    # "mlx5", "eth0", "enp94s0").
+    r"|(?P<host_f>(?:\d{1,3}\.){3}\d{1,3}"
+    r"|(?=[A-Za-z][\w-]{0,62}\d)(?!(?i:rank|epoch|step|iter|layer|batch|stage|block|round|phase"
+    r"|part|test|cuda|device|gpu|python|line|task|process|utf"
+    r"|eth|ib|mlx|nvme|sd|bond|hsn|hfi|cxi|md|dm|veth|docker)[-_]?\d{1,9}: "
+    r"|(?i:en[ops]|ib[ps])\d\w{0,20}: )"
+    r"[A-Za-z][A-Za-z0-9]{0,62}(?:-[A-Za-z0-9]{1,62}){0,8}"
+    r"(?:\.[A-Za-z0-9-]{0,62}[A-Za-z][A-Za-z0-9-]{0,62}){0,8}): )"
 )
 
 
@@ -73,6 +85,7 @@ _PREFIX = re.compile(
 # the global rank, so it names nobody).
 _PG_RANK = re.compile(
     r"\[(?:PG (?:ID )?0 (?:PG GUID 0(?:\(default_pg\))? )?)?Rank (?P<rank>\d{1,6})\]"
+    r"|\[rank[=:] ?(?P<rank_kv>\d{1,6})\]"  # a log formatter's "[rank=0]" / "[rank: 0]" field
 )
 PG_RANK_WINDOW = 200
 """The ProcessGroupNCCL rank tag is looked for this far into a line's body."""
@@ -85,6 +98,8 @@ class LinePrefix:
     body: str
     rank: int | None = None
     host: str | None = None
+    pid: str | None = None
+    """The process id NCCL's ``host:pid:tid [dev]`` prefix names."""
 
 
 def cut(raw: bytes, limit: int = MAX_LINE_BYTES) -> bytes:
@@ -112,6 +127,7 @@ def split_prefixes(text: str) -> LinePrefix:
     """Remove launcher prefixes from a cleaned line; report the rank and host they name."""
     rank: int | None = None
     host: str | None = None
+    pid: str | None = None
     body = text
     for _ in range(4):
         m = _PREFIX.match(body)
@@ -120,15 +136,18 @@ def split_prefixes(text: str) -> LinePrefix:
         found_rank = m["rank_a"] or m["rank_b"] or m["rank_c"]
         if found_rank is not None and rank is None:
             rank = int(found_rank)
-        found_host = m["host_a"] or m["host_b"] or m["host_c"] or m["host_d"] or m["host_e"]
+        found_host = (
+            m["host_a"] or m["host_b"] or m["host_c"] or m["host_d"] or m["host_e"] or m["host_f"]
+        )
         if found_host is not None and host is None:
             host = found_host
+            pid = m["pid_a"]
         body = body[m.end() :]
-    if rank is None and "Rank " in body[:PG_RANK_WINDOW]:
+    if rank is None and ("Rank " in body[:PG_RANK_WINDOW] or "[rank" in body[:PG_RANK_WINDOW]):
         tag = _PG_RANK.search(body, 0, PG_RANK_WINDOW)
         if tag is not None:
-            rank = int(tag["rank"])
-    return LinePrefix(body=body, rank=rank, host=host)
+            rank = int(tag["rank"] or tag["rank_kv"])
+    return LinePrefix(body=body, rank=rank, host=host, pid=pid)
 
 
 def truncate(text: str, limit: int = MAX_EVIDENCE_CHARS) -> str:

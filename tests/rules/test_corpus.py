@@ -1,15 +1,17 @@
 """Attribution on real failure logs nobody here wrote (tests/fixtures/real-logs).
 
 The corpus is the shared one (``case-*``, copied from ../shared/corpus/real-logs), the
-development corpus mined from public issue threads (``dev/``) and a validation set mined after
-the rules were written (``validation/``, measured before any change for it); each case names its
-source. Specification, as regression floors:
+development corpus mined from public issue threads (``dev/``) and validation sets mined after
+the rules were written (``validation*/``, each measured before any change for it); each case
+names its source. Specification, as regression floors:
 
-* over the whole corpus, at least 95 % of the diagnoses name the labelled class;
+* over the corpus without the held-out sets (``validation/``, ``validation-3/``: scored untouched,
+  never tuned on), at least 95 % of the diagnoses name the labelled class; a held-out set keeps
+  at least 85 %;
 * no case whose true class is a workload fault or a scheduler outcome is diagnosed as a class
   that drains a node (zero false drains);
-* every shared or development case labelled easy or medium is diagnosed as labelled, one test
-  each (the validation set's misses are documented in docs/attribution.md, not hidden).
+* every in-sample case labelled easy or medium is diagnosed as labelled, one test each (the
+  held-out sets' misses are documented in docs/attribution.md, not hidden).
 """
 
 from __future__ import annotations
@@ -30,13 +32,16 @@ from resurrect.rules.corpus_report import (
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "real-logs"
 MIN_ACCURACY = 0.95
+HELD_OUT = frozenset({"validation", "validation-3"})
+"""Sets scored untouched and never tuned on: their misses are documented, not fixed here."""
+MIN_HELD_OUT_ACCURACY = 0.85
 ENGINE = load_engine()
 CASES = find_cases(CORPUS)
+IN_SAMPLE = [case for case in CASES if case.parent.name not in HELD_OUT]
 RELIABLE = [
     case
-    for case in CASES
-    if case.parent.name != "validation"
-    and json.loads((case / "expected.json").read_text())["difficulty"] in {"easy", "medium"}
+    for case in IN_SAMPLE
+    if json.loads((case / "expected.json").read_text())["difficulty"] in {"easy", "medium"}
 ]
 
 
@@ -50,16 +55,30 @@ def test_corpus_is_whole() -> None:
         assert list(case.glob("*.log")), case
 
 
-def test_accuracy_floor_and_no_false_drains() -> None:
-    report = evaluate(CASES, ENGINE)
+def _report_text(cases: list[Path]) -> tuple[float, list[object], str]:
+    report = evaluate(cases, ENGINE)
     text = (
         f"{report.correct}/{report.total} = {report.accuracy:.1%}; culprits exact on "
         f"{report.culprits_exact}\n{confusion_markdown(report.results)}\n"
         f"{misses_markdown(report)}"
     )
     print("\n" + text)
-    assert report.accuracy >= MIN_ACCURACY, text
-    assert report.false_drains == [], text
+    return report.accuracy, list(report.false_drains), text
+
+
+def test_accuracy_floor_and_no_false_drains() -> None:
+    accuracy, false_drains, text = _report_text(IN_SAMPLE)
+    assert accuracy >= MIN_ACCURACY, text
+    assert false_drains == [], text
+
+
+@pytest.mark.parametrize("held_out", sorted(HELD_OUT))
+def test_held_out_sets_keep_their_floor_and_never_drain(held_out: str) -> None:
+    cases = [case for case in CASES if case.parent.name == held_out]
+    assert len(cases) >= 10
+    accuracy, false_drains, text = _report_text(cases)
+    assert accuracy >= MIN_HELD_OUT_ACCURACY, text
+    assert false_drains == [], text
 
 
 @pytest.mark.parametrize("case", RELIABLE, ids=lambda p: p.name)
