@@ -367,8 +367,12 @@ class JobLogFollower:
                 if policy.hang_after_s is not None
                 else ADAPTIVE_CHECKPOINT_LOOK_S
             )
-            checkpoint = CheckpointProgress(policy.checkpoint_dir, min_interval_s=interval)
+            checkpoint = CheckpointProgress(
+                policy.checkpoint_dir, min_interval_s=interval, owner_uid=job.user_id
+            )
             checkpoint.changed()  # remember where the checkpoints stand
+            if checkpoint.refused:
+                self.notes.note(job.job_id, checkpoint.refused)
         entry = FollowedJob(
             job=job, files=files, hang_after_s=policy.hang_after_s, checkpoint=checkpoint
         )
@@ -478,6 +482,8 @@ class JobLogFollower:
 
     async def _check(self, job_id: str, restart: int, followed: FollowedJob) -> Interruption | None:
         """What ``followed`` printed since the last look, as an interruption if it is one."""
+        if followed.checkpoint is not None and followed.checkpoint.refused:
+            self.notes.note(job_id, followed.checkpoint.refused)  # (rate-limited)
         hits = await asyncio.to_thread(self.scan_job, followed)
         if hits:
             first = hits[0]
