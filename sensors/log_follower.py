@@ -367,12 +367,10 @@ class JobLogFollower:
                 if policy.hang_after_s is not None
                 else ADAPTIVE_CHECKPOINT_LOOK_S
             )
+            # its first look (a full listing) happens in the first check, off the event loop
             checkpoint = CheckpointProgress(
                 policy.checkpoint_dir, min_interval_s=interval, owner_uid=job.user_id
             )
-            checkpoint.changed()  # remember where the checkpoints stand
-            if checkpoint.refused:
-                self.notes.note(job.job_id, checkpoint.refused)
         entry = FollowedJob(
             job=job, files=files, hang_after_s=policy.hang_after_s, checkpoint=checkpoint
         )
@@ -466,6 +464,8 @@ class JobLogFollower:
             finally:
                 changed = followed.last_progress != progress
                 self.schedule.looked(key, time.monotonic(), changed=changed)
+                if followed.checkpoint is not None and followed.checkpoint.refused:
+                    self.notes.note(job_id, followed.checkpoint.refused)  # (rate-limited)
             if interruption is None:
                 continue
             try:
@@ -482,8 +482,6 @@ class JobLogFollower:
 
     async def _check(self, job_id: str, restart: int, followed: FollowedJob) -> Interruption | None:
         """What ``followed`` printed since the last look, as an interruption if it is one."""
-        if followed.checkpoint is not None and followed.checkpoint.refused:
-            self.notes.note(job_id, followed.checkpoint.refused)  # (rate-limited)
         hits = await asyncio.to_thread(self.scan_job, followed)
         if hits:
             first = hits[0]
