@@ -38,7 +38,7 @@ from resurrect.config import ResurrectConfig
 from resurrect.contracts import Evidence, FaultClass, Interruption, JobInfo, JobState, SignalKind
 from resurrect.errors import JobFileRefused, SchedulerError
 from resurrect.job_notes import JobNotes
-from resurrect.log_reading import count_lines, data_end, next_data, open_job_file, read_data
+from resurrect.log_reading import count_lines, data_end, next_data, open_job_file
 from resurrect.plans.decide import match_job_nodes
 from resurrect.policy import resolve_job_policy
 from resurrect.progress.culprits import HangCulprits
@@ -231,7 +231,8 @@ class FollowedFile:
             self.offset = start
             # one run of data (up to the next hole), so a position in it is start + index
             size = max(1, min(budget.bytes_left, self._read_size or share.bytes))
-            data = read_data(fd, start, min(data_end(fd, start, st.st_size), start + size))
+            end = min(data_end(fd, start, st.st_size), start + size)
+            data = os.pread(fd, end - start, start) if end > start else b""
             record_follower_read(len(data), time.time() - st.st_mtime)
             return start, data
         except OSError:
