@@ -163,6 +163,8 @@ class FollowedFile:
         ``resume_from`` bytes (:attr:`skipped` counts what was passed over)."""
         budget = budget or LookBudget(UNBOUNDED_CPU)
         self.consumed = 0
+        if budget.bytes_left <= 0 or budget.lines_left <= 0:
+            return
         read = self._read(budget)
         if read is None:
             return
@@ -430,10 +432,11 @@ class JobLogFollower:
         followed.skip_noted_at = now
         self.notes.note(
             followed.job.job_id,
-            f"{file.path}: {file.skipped} bytes of output skipped unread (more than"
-            f" {self.share.max_behind} bytes were waiting: printed faster than the job's share"
-            f" of the log follower, {self.share.describe()}, or before following began);"
-            f" reading goes on from the last {self.share.resume_from} bytes",
+            f"{file.path}: {file.skipped} bytes of output skipped unread: more than"
+            f" {self.share.max_behind} bytes were waiting (the job printed faster than its"
+            f" share of the log follower, {self.share.describe()}), or the file held more"
+            f" than {self.share.resume_from} bytes when following began; reading goes on"
+            f" from its last {self.share.resume_from} bytes",
         )
         file.skipped = 0
 
