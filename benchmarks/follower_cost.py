@@ -13,6 +13,14 @@ runs it. File-system operations are the follower's calls of ``open``, ``fstat``,
 ``lseek``, ``read``/``pread``, ``close``, ``scandir`` and ``listdir`` (counted by
 wrapping them), per second.
 
+Then floods: ``--flood-rounds`` rounds (4) in which three hostile jobs each append
+``--flood-mib`` (0.25) MiB, one of bare newlines, one of one line repeated, one of distinct
+short lines, while ``--flood-rounds`` good jobs print one fatal line each, one a round, just
+before it; one round is one :meth:`JobLogFollower.poll_once` over all of them (hostile
+jobs first). A round's wall time is how long a good job's fault waits behind the floods.
+The baseline, in the same run, is the follower before per-job shares (every line of up to
+4 MiB a look handed to Python, no CPU bound), reproduced here as ``FormerFollowedFile``.
+
     python benchmarks/follower_cost.py [--jobs 1000] [--duration 10] [--json]
 """
 
@@ -25,6 +33,7 @@ import statistics
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +43,8 @@ import resurrect.sensors.log_follower as follower_module
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import Interruption, JobInfo, JobState
 from resurrect.rules import load_engine
-from resurrect.sensors.log_follower import JobLogFollower
+from resurrect.sensors.follower_share import DEFAULT_SHARE, UNBOUNDED_CPU, LookBudget
+from resurrect.sensors.log_follower import FollowedFile, JobLogFollower
 from resurrect.sensors.open_file_budget import OpenFileBudget
 from resurrect.testing import FakeScheduler
 
@@ -154,6 +164,91 @@ async def measure(
     }
 
 
+class FormerFollowedFile(FollowedFile):
+    """The followed file before per-job shares: every line of up to 4 MiB a look, blank or
+    repeated, goes to Python, whatever it costs."""
+
+    def lines(self, budget: LookBudget | None = None) -> Iterator[tuple[int | None, bytes]]:
+        self.consumed = 0
+        read = self._read(LookBudget(UNBOUNDED_CPU))
+        if read is None:
+            return
+        start, data = read
+        self.consumed, self.offset = len(data), start + len(data)
+        pieces = (self.pending + data).split(b"\n")
+        self.pending = pieces.pop()
+        for piece in pieces:
+            if self.line_number is not None:
+                self.line_number += 1
+            yield self.line_number, piece
+
+
+def flood_chunks(mib: float) -> dict[str, bytes]:
+    size = int(mib * (1 << 20))
+    distinct = b"".join(b"%d\n" % n for n in range(size // 7 + 1))[:size]
+    return {
+        "newlines": b"\n" * size,
+        "repeated": b"[rank0] loss 1.0000\n" * (size // 20),
+        "distinct": distinct[: distinct.rfind(b"\n") + 1],
+    }
+
+
+async def measure_floods(args: argparse.Namespace, root: Path, *, former: bool) -> dict[str, float]:
+    config = ResurrectConfig.model_validate({"cluster": {"name": "bench"}})
+    scheduler = FakeScheduler.with_nodes(2)
+    chunks = flood_chunks(args.flood_mib)
+    names = [*chunks, *(f"good{n}" for n in range(args.flood_rounds))]
+    paths: dict[str, Path] = {}
+    for index, name in enumerate(names):
+        paths[name] = root / f"{'f' if former else 's'}-{name}.out"
+        paths[name].write_bytes(b"[rank0] starting\n")
+        scheduler.jobs[str(index)] = JobInfo(
+            job_id=str(index),
+            state=JobState.RUNNING,
+            nodes=["node1", "node2"],
+            comment='{"resurrect": {}}',
+            stdout_path=str(paths[name]),
+            user_id=os.getuid(),
+        )
+    reported: list[str] = []
+
+    async def report(interruption: Interruption) -> None:
+        reported.append(interruption.job_id)
+
+    share = UNBOUNDED_CPU if former else DEFAULT_SHARE
+    real_file = follower_module.FollowedFile
+    if former:
+        follower_module.FollowedFile = FormerFollowedFile  # type: ignore[misc]
+    try:
+        follower = JobLogFollower(
+            scheduler, config, load_engine(), report, adaptive=False, share=share
+        )
+        await follower.refresh_jobs()
+        await follower.poll_once()
+        rounds: list[float] = []
+        served = 0
+        cpu = time.process_time()
+        for number in range(args.flood_rounds):
+            for name, chunk in chunks.items():
+                with paths[name].open("ab") as out:
+                    out.write(chunk)
+            with paths[f"good{number}"].open("ab") as out:
+                out.write(FATAL)
+            began = time.monotonic()
+            await follower.poll_once()
+            rounds.append(time.monotonic() - began)
+            served += str(len(chunks) + number) in reported
+        cpu = time.process_time() - cpu
+    finally:
+        follower_module.FollowedFile = real_file  # type: ignore[misc]
+    return {
+        "round_p50_ms": statistics.median(rounds) * 1000,
+        "round_max_ms": max(rounds) * 1000,
+        "served_in_round": float(served),
+        "cpu_s": cpu,
+    }
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     counter = FsCounter()
     counter.install()
@@ -163,6 +258,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             before = await measure(args, Path(tmp), adaptive=False, counter=counter)
     finally:
         counter.remove()
+    with tempfile.TemporaryDirectory(prefix="follower-floods-") as tmp:
+        shared = await measure_floods(args, Path(tmp), former=False)
+        former = await measure_floods(args, Path(tmp), former=True)
     return {
         "benchmark": "follower_cost",
         "jobs": args.jobs,
@@ -178,7 +276,18 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "naive_detect_p50_ms": round(before["detect_p50_ms"], 1),
         "fs_ops_ratio": round(before["fs_ops_per_s"] / max(after["fs_ops_per_s"], 1e-9), 1),
         "fs_ops_by_call": {k[4:]: round(v) for k, v in after.items() if k.startswith("ops_")},
-        "targets": {"detect_p95_ms": 100},
+        "flood_mib_per_round": args.flood_mib,
+        "flood_round_p50_ms": round(shared["round_p50_ms"], 1),
+        "flood_round_max_ms": round(shared["round_max_ms"], 1),
+        "flood_good_served_in_round": int(shared["served_in_round"]),
+        "flood_rounds": args.flood_rounds,
+        "flood_cpu_s": round(shared["cpu_s"], 2),
+        "former_flood_round_p50_ms": round(former["round_p50_ms"], 1),
+        "former_flood_round_max_ms": round(former["round_max_ms"], 1),
+        "former_flood_good_served_in_round": int(former["served_in_round"]),
+        "former_flood_cpu_s": round(former["cpu_s"], 2),
+        "flood_round_ratio": round(former["round_max_ms"] / max(shared["round_max_ms"], 1e-9), 1),
+        "targets": {"detect_p95_ms": 100, "flood_round_max_ms": 200},
     }
 
 
@@ -189,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--fatal-every", type=float, default=0.15)
     parser.add_argument("--warmup", type=float, default=6.0, help="printing before measuring")
+    parser.add_argument("--flood-rounds", type=int, default=4)
+    parser.add_argument("--flood-mib", type=float, default=0.25, help="per hostile job a round")
     args = parser.parse_args(argv)
     print_result(asyncio.run(run(args)), as_json=args.json)
     return 0

@@ -13,6 +13,12 @@ directory holds 50,000 entries, before and after the cheap checkpoint look.
 File-system operations are counted (stat/lstat calls and directory listings); CPU is the
 process time the checks took, per second of (simulated) follower time.
 
+Then a look at a quiet job whose newest save holds ``--save-entries`` (100,000) files, once a
+second as in adaptive hang detection: ``save_look_after_ms`` is the CPU time of one look of
+:class:`CheckpointProgress` (a listing only when a directory changed) against
+``save_look_before_ms``, the look before that rule (the newest save listed in full and its
+first 256 names stat'ed at every look), measured in the same run.
+
     python benchmarks/follower_scan.py [--entries 50000] [--window 600] [--json]
 """
 
@@ -121,6 +127,42 @@ def measure_after(
     }
 
 
+def former_save_look(save: Path) -> int:
+    """The look at the newest save before listings were kept: list it all, stat 256."""
+    names = sorted(entry.name for entry in os.scandir(save))[:256]
+    for name in names:
+        os.lstat(save / name)
+    return len(names)
+
+
+def measure_save_looks(root: Path, entries: int, looks: int) -> dict[str, float]:
+    root.mkdir()
+    save = root / "step_000001"
+    save.mkdir()
+    for index in range(entries):
+        os.close(os.open(save / f"__{index}_0.distcp", os.O_CREAT | os.O_WRONLY, 0o644))
+    started = time.process_time()
+    for _ in range(looks):
+        former_save_look(save)
+    before = (time.process_time() - started) / looks
+    clock = [0.0]
+    progress = CheckpointProgress(
+        str(root), min_interval_s=1.0, owner_uid=os.getuid(), clock=lambda: clock[0]
+    )
+    progress.changed()  # following starts: one full listing
+    first_entries = progress.entries_read
+    started = time.process_time()
+    for _ in range(looks):
+        clock[0] += 1.0
+        progress.changed()
+    after = (time.process_time() - started) / looks
+    return {
+        "before_ms": before * 1000,
+        "after_ms": after * 1000,
+        "after_entries_per_look": (progress.entries_read - first_entries) / looks,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = benchmark_parser(__doc__)
     parser.add_argument("--entries", type=int, default=50_000)
@@ -128,12 +170,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hang-after", type=float, default=300.0)
     parser.add_argument("--save-every", type=float, default=60.0)
     parser.add_argument("--before-polls", type=int, default=20)
+    parser.add_argument("--save-entries", type=int, default=100_000)
+    parser.add_argument("--save-looks", type=int, default=20)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="follower-scan-") as tmp:
         root = Path(tmp) / "ckpt"
         make_tree(root, args.entries)
         before = measure_before(root, args.before_polls)
         after = measure_after(root, args.window, args.hang_after, args.save_every)
+        saves = measure_save_looks(Path(tmp) / "saves", args.save_entries, args.save_looks)
     result = {
         "benchmark": "follower_scan",
         "entries": args.entries,
@@ -154,6 +199,11 @@ def main(argv: list[str] | None = None) -> int:
         "cpu_ratio_before_over_after": round(
             before["cpu_core_fraction"] / max(after["cpu_core_fraction"], 1e-9), 1
         ),
+        "save_entries": args.save_entries,
+        "save_look_before_ms": round(saves["before_ms"], 2),
+        "save_look_after_ms": round(saves["after_ms"], 3),
+        "save_look_after_entries_read": round(saves["after_entries_per_look"], 1),
+        "save_look_ratio": round(saves["before_ms"] / max(saves["after_ms"], 1e-6), 1),
     }
     print_result(result, as_json=args.json)
     return 0

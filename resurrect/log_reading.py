@@ -102,6 +102,14 @@ def next_data(fd: int, position: int, end: int) -> int:
         return end if exc.errno == errno.ENXIO else position
 
 
+def data_end(fd: int, position: int, end: int) -> int:
+    """Where the data that starts at ``position`` ends: the next hole, or ``end``."""
+    try:
+        return min(os.lseek(fd, position, os.SEEK_HOLE), end)
+    except OSError:
+        return end
+
+
 def _data_segments(fd: int, start: int, end: int) -> list[tuple[int, int]]:
     """The ``[from, to)`` ranges of ``[start, end)`` that hold data (holes left out)."""
     segments: list[tuple[int, int]] = []

@@ -12,6 +12,13 @@ cannot finish in place (a lost GPU while the other ranks wait in a collective, a
 link, a lost node) reports an interruption at once, so the recovery can cancel the stuck
 job instead of waiting out its NCCL timeout.
 
+Each look at a job takes at most the job's share of the follower
+(:mod:`sensors.follower_share`: bytes read, distinct lines, CPU time), so one job's output
+cannot delay another's detection; what a look leaves is read at the job's next look, after
+the other due jobs. A line seen already in the same read, and a blank line, is dropped in C
+loops; a job that falls more than the share's ``max_behind`` bytes behind goes on from its
+last ``resume_from`` bytes, with a note saying how much was skipped.
+
 Truncation (the file got shorter) and rotation (another inode at the path) restart reading
 from the top. Partial lines wait for their end, bounded by ``MAX_PENDING`` bytes; a longer
 line is cut and scanned by its head. Bytes are untrusted: invalid UTF-8 is replaced.
@@ -23,7 +30,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -32,7 +39,7 @@ from resurrect.contracts import Evidence, FaultClass, Interruption, JobInfo, Job
 from resurrect.errors import JobFileRefused, SchedulerError
 from resurrect.evidence_trust import match_job_nodes
 from resurrect.job_notes import JobNotes
-from resurrect.log_reading import count_lines, next_data, open_job_file, read_data
+from resurrect.log_reading import count_lines, data_end, next_data, open_job_file
 from resurrect.policy import resolve_job_policy
 from resurrect.progress.culprits import HangCulprits
 from resurrect.progress.tracker import ProgressTracker
@@ -41,6 +48,13 @@ from resurrect.rules.engine import LineScanner
 from resurrect.scheduler.base import Scheduler
 from resurrect.scheduler.view import active_jobs
 from resurrect.sensors.checkpoint_progress import CheckpointProgress
+from resurrect.sensors.follower_share import (
+    DEFAULT_SHARE,
+    UNBOUNDED_CPU,
+    DistinctLines,
+    FollowerShare,
+    LookBudget,
+)
 from resurrect.sensors.open_file_budget import open_files
 from resurrect.sensors.poll_schedule import AdaptiveSchedule
 from resurrect.sensors.report import ReportInterruption
@@ -57,14 +71,14 @@ def local_ranks(job: JobInfo) -> RankAccess:
     return LocalRanks(job.job_id, restart_count=job.restart_count)
 
 
-MAX_READ = 4 << 20  # bytes read per file per poll
-MAX_BACKLOG = 8 << 20  # a file first seen bigger than this is followed from its last 8 MiB
 MIN_CHECKPOINT_LOOK_S = 5.0
 # Adaptive hang detection judges silences of a few step times: a save in progress must be
 # seen within a second (a look reads the directory and its newest entries only).
 ADAPTIVE_CHECKPOINT_LOOK_S = 1.0
 MAX_PENDING = 256 << 10  # a partial line longer than this is cut
 MAX_REMEMBERED_JOBS = 10_000  # per-job memory across attempts is bounded
+MIN_READ = 16 << 10  # after a look that could not handle all it read, read less
+SKIP_NOTE_EVERY_S = 60.0  # a job that keeps falling behind gets one note a minute, with the sum
 
 # Root causes after which the job cannot finish where it is.
 INTERRUPTING_CLASSES = frozenset(
@@ -85,6 +99,9 @@ class FollowedFile:
     pending: bytes = b""
     refused: str | None = None
     fd: int | None = field(default=None, repr=False)  # kept open between looks
+    consumed: int = 0  # bytes the last read took
+    skipped: int = 0  # bytes passed over unread (too far behind) and not noted yet
+    _read_size: int = 0  # bytes to read at the next look (0: the share's)
 
     def _open(self) -> int | None:
         try:
@@ -133,54 +150,104 @@ class FollowedFile:
             return True
         return (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino)
 
-    def read_new_lines(self) -> list[tuple[int | None, bytes]]:
+    def read_new_lines(self, budget: LookBudget | None = None) -> list[tuple[int | None, bytes]]:
+        """All of :meth:`lines` at once."""
+        return list(self.lines(budget))
+
+    def lines(self, budget: LookBudget | None = None) -> Iterator[tuple[int | None, bytes]]:
+        """The distinct non-blank lines completed since the last look, each at its first
+        appearance, as (line number or None, bytes), while ``budget`` lasts: bytes read and
+        distinct lines looked at are taken from it, and no line follows once its CPU time is
+        spent (the first always comes). What is left is read again at the next look. A file
+        more than the share's ``max_behind`` bytes behind continues from its last
+        ``resume_from`` bytes (:attr:`skipped` counts what was passed over)."""
+        budget = budget or LookBudget(UNBOUNDED_CPU)
+        self.consumed = 0
+        if budget.bytes_left <= 0 or budget.lines_left <= 0:
+            return
+        read = self._read(budget)
+        if read is None:
+            return
+        start, data = read
+        self.consumed = len(data)
+        self.offset = start + len(data)
+        budget.bytes_left -= len(data)
+        earlier = self.pending  # the start of a line begun at an earlier look
+        data = earlier + data
+        complete_to = data.rfind(b"\n") + 1
+        self.pending = data[complete_to:]
+        tail = None
+        if len(self.pending) > MAX_PENDING:
+            tail, self.pending = self.pending[:MAX_PENDING], b""
+        base = self.line_number
+        walker = DistinctLines(data[:complete_to])
+        given = False
+        while (line := walker.advance()) is not None:
+            at, index, text = line
+            if budget.lines_left <= 0 or (given and budget.cpu_spent()):
+                # from this line's first appearance on, all is read again at the next look
+                self.offset, self.pending = start + at - len(earlier), b""
+                self.line_number = None if base is None else base + index
+                self._read_size = max(MIN_READ, 2 * (at - len(earlier)))
+                return
+            budget.lines_left -= 1
+            if text.strip():
+                given = True
+                yield (None if base is None else base + index + 1, text)
+        self._read_size = budget.share.bytes
+        self.line_number = None if base is None else base + data.count(b"\n")
+        if tail is not None:
+            self.line_number = None if self.line_number is None else self.line_number + 1
+            yield (self.line_number, tail)
+
+    def _read(self, budget: LookBudget) -> tuple[int, bytes] | None:
+        """Where the new data starts and a run of it (up to the next hole, within the
+        budget's bytes), after rotation, truncation and falling behind are dealt with."""
+        share = budget.share
         fd = self._current()
         if fd is None:
-            return []
+            return None
         try:
             st = os.fstat(fd)
             if st.st_ino == self.inode and st.st_size == self.offset:
                 if not self._path_moved(st):
-                    return []  # nothing new: one fstat and one lstat
+                    return None  # nothing new: one fstat and one lstat
                 self.close()  # rotated or replaced: the file now at the path, checked
                 fd = self._current()
                 if fd is None:
-                    return []
+                    return None
                 st = os.fstat(fd)
             if self.inode != st.st_ino or st.st_size < self.offset:
                 # new file, rotated, or truncated: start from the top, or from the last
-                # MAX_BACKLOG bytes of a file that is already huge
+                # resume_from bytes of a file that is already huge
                 self.inode, self.offset, self.line_number, self.pending = st.st_ino, 0, 0, b""
-                if st.st_size > MAX_BACKLOG:
-                    self.offset, self.line_number = st.st_size - MAX_BACKLOG, None
+                if st.st_size > share.resume_from:
+                    self._skip(st.st_size - share.resume_from)
+            elif st.st_size - self.offset > share.max_behind:
+                self._skip(st.st_size - share.resume_from)
             if st.st_size == self.offset:
-                return []
+                return None
             start = next_data(fd, self.offset, st.st_size)  # a hole holds no lines
             if start > self.offset and self.pending:
                 self.pending += b"\n"
             self.offset = start
-            end = min(st.st_size, self.offset + MAX_READ)
-            data = read_data(fd, self.offset, end)  # holes skipped
+            # one run of data (up to the next hole), so a position in it is start + index
+            size = max(1, min(budget.bytes_left, self._read_size or share.bytes))
+            end = min(data_end(fd, start, st.st_size), start + size)
+            data = os.pread(fd, end - start, start) if end > start else b""
             record_follower_read(len(data), time.time() - st.st_mtime)
+            return start, data
         except OSError:
             self.close()
-            return []
+            return None
         finally:
             if self.fd is not None and not open_files.may_keep():
                 self.close()  # over the open-file budget: reopen at each look
-        self.offset = end
-        data = self.pending + data
-        pieces = data.split(b"\n")
-        self.pending = pieces.pop()
-        if len(self.pending) > MAX_PENDING:
-            pieces.append(self.pending[:MAX_PENDING])
-            self.pending = b""
-        lines: list[tuple[int | None, bytes]] = []
-        for piece in pieces:
-            if self.line_number is not None:
-                self.line_number += 1
-            lines.append((self.line_number, piece))
-        return lines
+
+    def _skip(self, to: int) -> None:
+        """Continue from byte ``to``: what lies between is counted in :attr:`skipped`."""
+        self.skipped += to - self.offset
+        self.offset, self.line_number, self.pending = to, None, b""
 
 
 def hang_check_interval(hang_after_s: float) -> float:
@@ -197,6 +264,8 @@ class FollowedJob:
     checkpoint: CheckpointProgress | None = None
     last_progress: float = field(default_factory=time.monotonic)
     progress: ProgressWatch | None = None  # adaptive hang detection (no hang_after_s set)
+    looks: int = 0  # its files take turns going first
+    skip_noted_at: float | None = None
 
     def close(self) -> None:
         for file in self.files:
@@ -226,6 +295,7 @@ class JobLogFollower:
         interrupting: Iterable[FaultClass] = INTERRUPTING_CLASSES,
         rank_access: RankAccessFactory = local_ranks,
         adaptive: bool = True,
+        share: FollowerShare = DEFAULT_SHARE,
     ) -> None:
         self.scheduler = scheduler
         self.config = config
@@ -233,6 +303,7 @@ class JobLogFollower:
         self.report = report
         self.interrupting = frozenset(interrupting)
         self.min_confidence = config.watcher.log_trigger_min_confidence
+        self.share = share  # what one look at one job may take
         self.jobs: dict[tuple[str, int], FollowedJob] = {}
         self.notes = JobNotes(log)
         self.rank_access = rank_access
@@ -299,8 +370,10 @@ class JobLogFollower:
                 if policy.hang_after_s is not None
                 else ADAPTIVE_CHECKPOINT_LOOK_S
             )
-            checkpoint = CheckpointProgress(policy.checkpoint_dir, min_interval_s=interval)
-            checkpoint.changed()  # remember where the checkpoints stand
+            # its first look (a full listing) happens in the first check, off the event loop
+            checkpoint = CheckpointProgress(
+                policy.checkpoint_dir, min_interval_s=interval, owner_uid=job.user_id
+            )
         entry = FollowedJob(
             job=job, files=files, hang_after_s=policy.hang_after_s, checkpoint=checkpoint
         )
@@ -316,15 +389,19 @@ class JobLogFollower:
         return True
 
     def scan_job(self, followed: FollowedJob) -> list[Evidence]:
+        """Handle what ``followed`` printed since its last look, within one share of the
+        follower (:mod:`sensors.follower_share`): its files take turns going first, and the
+        lines a spent share leaves are handled at the job's next look."""
+        budget = LookBudget(self.share)
         hits: list[Evidence] = []
-        for file in followed.files:
-            lines = file.read_new_lines()
-            if file.refused:
-                self.notes.note(followed.job.job_id, file.refused)
+        files = followed.files
+        first = followed.looks % len(files) if files else 0
+        followed.looks += 1
+        for file in files[first:] + files[:first]:
+            if budget.spent():
+                break  # this file goes first at the next look
             now = time.monotonic()
-            if lines:
-                followed.last_progress = now
-            for number, raw in lines:
+            for number, raw in file.lines(budget):  # stops when the budget is spent
                 if followed.progress is not None:
                     followed.progress.observe_line(raw, now)
                 for evidence in self.engine.scan_line(
@@ -336,10 +413,32 @@ class JobLogFollower:
                         and (evidence.confidence or 0.0) >= self.min_confidence
                     ):
                         hits.append(evidence)
+            if file.refused:
+                self.notes.note(followed.job.job_id, file.refused)
+            self._note_skipped(followed, file, now)
+            if file.consumed:
+                followed.last_progress = now
             if followed.progress is not None and b"\r" in file.pending[-4096:]:
                 # a progress bar redraws itself with carriage returns, no newline: its tail
                 followed.progress.observe_line(file.pending[-4096:], now)
         return hits
+
+    def _note_skipped(self, followed: FollowedJob, file: FollowedFile, now: float) -> None:
+        """Say how much of ``file`` was passed over unread (at most once a minute a job)."""
+        if not file.skipped:
+            return
+        if followed.skip_noted_at is not None and now - followed.skip_noted_at < SKIP_NOTE_EVERY_S:
+            return
+        followed.skip_noted_at = now
+        self.notes.note(
+            followed.job.job_id,
+            f"{file.path}: {file.skipped} bytes of output skipped unread: more than"
+            f" {self.share.max_behind} bytes were waiting (the job printed faster than its"
+            f" share of the log follower, {self.share.describe()}), or the file held more"
+            f" than {self.share.resume_from} bytes when following began; reading goes on"
+            f" from its last {self.share.resume_from} bytes",
+        )
+        file.skipped = 0
 
     async def poll_once(self) -> list[Interruption]:
         """Scan what each followed job wrote since the last look; report what interrupts it.
@@ -369,6 +468,8 @@ class JobLogFollower:
             finally:
                 changed = followed.last_progress != progress
                 self.schedule.looked(key, time.monotonic(), changed=changed)
+                if followed.checkpoint is not None and followed.checkpoint.refused:
+                    self.notes.note(job_id, followed.checkpoint.refused)  # (rate-limited)
             if interruption is None:
                 continue
             try:

@@ -33,16 +33,20 @@ class RootRefused(RootUnreadable):
     """The root is not the job owner's to hand us: nothing is read or changed."""
 
 
+def ownership_problem(st: os.stat_result, owner_uid: int | None) -> str | None:
+    """Why a job-named directory with this stat is not the job owner's to hand us (owned by
+    another user, or writable by every user without the sticky bit), or None."""
+    if owner_uid is not None and st.st_uid != owner_uid:
+        return f"owned by uid {st.st_uid}, not by the job's owner (uid {owner_uid})"
+    if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
+        return "writable by every user without the sticky bit"
+    return None
+
+
 def refusal(st: os.stat_result, owner: Owner | None) -> str | None:
     """Why a root with this fstat must not be touched for ``owner``, or None."""
-    if owner is not None and st.st_uid != owner.uid:
-        return (
-            f"owned by uid {st.st_uid}, not by the job's owner (uid {owner.uid}): "
-            "not verified, nothing changed"
-        )
-    if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
-        return "writable by every user without the sticky bit: not verified, nothing changed"
-    return None
+    problem = ownership_problem(st, None if owner is None else owner.uid)
+    return None if problem is None else f"{problem}: not verified, nothing changed"
 
 
 @contextlib.contextmanager

@@ -93,7 +93,8 @@ def build_record(
 
 
 def output_progress(job: JobInfo | None) -> Progress | None:
-    """The progress lines of the job's output file, when it has one this process can read."""
+    """The progress lines of the job's output file, when it is a regular file of the job's
+    owner that this process can read."""
     if job is None or not job.stdout_path:
         return None
-    return read_progress(Path(job.stdout_path))
+    return read_progress(Path(job.stdout_path), owner_uid=job.user_id)

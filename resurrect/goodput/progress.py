@@ -17,17 +17,20 @@ from __future__ import annotations
 import logging
 import os
 import re
-import stat
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from resurrect.errors import JobFileRefused
 from resurrect.goodput.model import ProgressMark
+from resurrect.log_reading import Budget, open_job_file, read_data
 
 log = logging.getLogger(__name__)
 MAX_OUTPUT_BYTES = 16 * 1024 * 1024
 MAX_LINE_CHARS = 4096
+READ_DEADLINE_S = 10.0  # a slow file system cannot hold a report longer than this
 _RANK = re.compile(r"\[rank(\d{1,6})\]")
 _RESUMED = re.compile(r"\bresumed from \S{1,4096} at step (\d{1,12})\b")
 _STEP = re.compile(r"\bstep[ =:]{0,2}(\d{1,12})\b", re.IGNORECASE)
@@ -90,43 +93,41 @@ def parse_progress(lines: Iterable[str]) -> Progress:
     return Progress(marks=marks, resumes=resumes)
 
 
-def read_output_tail(path: Path, max_bytes: int = MAX_OUTPUT_BYTES) -> list[str]:
-    """The last ``max_bytes`` of a job's output as lines; [] for anything but a regular file.
+def read_output_tail(
+    path: Path, max_bytes: int = MAX_OUTPUT_BYTES, *, owner_uid: int | None = None
+) -> list[str]:
+    """The last ``max_bytes`` of a job's output as lines; [] (and a logged note) for anything
+    but a regular file owned by ``owner_uid`` (when known).
 
-    Opened without following a symlink and without blocking (a FIFO planted as the output
-    file must not hang the caller), then checked to be a regular file.
+    Opened as the log follower opens job output (:func:`resurrect.log_reading.open_job_file`:
+    no symlink at the path, never blocking on a FIFO or device, the inode checked is the one
+    read); holes are skipped and reading stops at :data:`READ_DEADLINE_S`.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = open_job_file(path, owner_uid)
+    except JobFileRefused as exc:
+        log.warning("job output not read: %s", exc)
+        return []
     except OSError as exc:
         log.info("cannot read job output %s: %s", path, exc.strerror or exc)
         return []
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            log.warning("job output %s is not a regular file: not read", path)
-            return []
-        start = max(0, info.st_size - max_bytes)
-        os.lseek(fd, start, os.SEEK_SET)
-        chunks: list[bytes] = []
-        remaining = info.st_size - start
-        while remaining > 0:
-            chunk = os.read(fd, min(remaining, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            remaining -= len(chunk)
+        size = os.fstat(fd).st_size
+        start = max(0, size - max_bytes)
+        data = read_data(fd, start, size, Budget(deadline=time.monotonic() + READ_DEADLINE_S))
     except OSError as exc:
         log.info("cannot read job output %s: %s", path, exc.strerror or exc)
         return []
     finally:
         os.close(fd)
-    lines = b"".join(chunks).split(b"\n")
+    lines = data.split(b"\n")
     if start and lines:
         lines = lines[1:]  # the first piece is the end of a line not read whole
     return [raw[:MAX_LINE_CHARS].decode("utf-8", "replace") for raw in lines]
 
 
-def read_progress(path: Path, max_bytes: int = MAX_OUTPUT_BYTES) -> Progress:
+def read_progress(
+    path: Path, max_bytes: int = MAX_OUTPUT_BYTES, *, owner_uid: int | None = None
+) -> Progress:
     """Progress from the end of a job's output file (nothing when it cannot be read)."""
-    return parse_progress(read_output_tail(path, max_bytes))
+    return parse_progress(read_output_tail(path, max_bytes, owner_uid=owner_uid))

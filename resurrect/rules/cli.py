@@ -7,8 +7,10 @@
 and ``summary``. ``--explain`` adds why (:mod:`resurrect.rules.explain`): the rule that fired
 (pack, id, line), why every other candidate class lost (cascade, weaker, later), what time and
 context changed, and what evidence would change the answer; with ``--json`` as ``explain``.
-A file that is missing, unreadable or binary is reported on stderr; the others are still
-diagnosed (exit 1 if any file failed, 2 if none could be read).
+A file that is missing, unreadable, binary or not a regular file (a FIFO, a device, a
+symlink: refused without blocking) is reported on stderr; the others are still diagnosed
+(exit 1 if any file failed, 2 if none could be read). Of a huge file only the end is read
+(:mod:`resurrect.rules.diagnose`), and stderr says so.
 
 ``resurrect rules check [PATH...]`` validates the shipped packs plus the given packs and
 runs every rule's examples; exit 1 naming file and rule on any failure.
@@ -23,14 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from resurrect.contracts import Diagnosis, Evidence
-from resurrect.errors import RuleError
+from resurrect.errors import JobFileRefused, RuleError
 from resurrect.rules.attribution import decide, diagnosis_of
+from resurrect.rules.diagnose import scan_log_file
 from resurrect.rules.engine import RuleEngine, load_engine
 from resurrect.rules.explain import explanation_of
 from resurrect.rules.pack_check import check_packs
 from resurrect.text_safety import printable
-
-BINARY_SNIFF_BYTES = 8192
 
 
 def register(subparsers: Any) -> None:
@@ -66,12 +67,6 @@ def register(subparsers: Any) -> None:
     check.set_defaults(handler=run_rules_check)
 
 
-def _looks_binary(path: Path) -> bool:
-    with open(path, "rb") as fh:
-        head = fh.read(BINARY_SNIFF_BYTES)
-    return b"\x00" in head
-
-
 def _scan_inputs(engine: RuleEngine, names: list[str]) -> tuple[list[Evidence], int]:
     evidence: list[Evidence] = []
     failed = 0
@@ -84,17 +79,23 @@ def _scan_inputs(engine: RuleEngine, names: list[str]) -> tuple[list[Evidence], 
             continue
         path = Path(name)
         try:
-            if path.is_dir():
-                raise IsADirectoryError(f"is a directory: {path}")
-            if _looks_binary(path):
-                print(f"resurrect: {path}: binary file, skipped", file=sys.stderr)
-                failed += 1
-                continue
-            evidence.extend(engine.scan_file(path))
+            scanned = scan_log_file(path, engine=engine, skip_binary=True)
+        except JobFileRefused as exc:
+            print(f"resurrect: {exc}", file=sys.stderr)
+            failed += 1
+            continue
         except OSError as exc:
             reason = exc.strerror or str(exc)
             print(f"resurrect: {path}: cannot read: {reason}", file=sys.stderr)
             failed += 1
+            continue
+        if scanned.binary:
+            print(f"resurrect: {path}: binary file, skipped", file=sys.stderr)
+            failed += 1
+            continue
+        if scanned.note:
+            print(f"resurrect: {scanned.note}", file=sys.stderr)
+        evidence.extend(scanned.evidence)
     return evidence, failed
 
 
