@@ -69,8 +69,9 @@ async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
     nodes this recovery drained are reported as drained (a node someone else drained is
     noted, never claimed), and each gets a repair workflow that returns it to service.
     """
-    from resurrect.activities.operator import report_to_repair, reservation_for, reserve_drains
+    from resurrect.operator.budget_client import reservation_for, reserve_drains
     from resurrect.operator.models import APPROVAL_NEEDED_KEY, NodeDrainReport
+    from resurrect.operator.repair_client import report_to_repair
 
     reason = (
         f"{DRAIN_REASON_PREFIX} {ctx.diagnosis.fault_class.value} job {ctx.job.job_id}"
@@ -290,8 +291,8 @@ async def requeue_job(ctx: StepContext, params: None) -> StepResult:
 async def _exclusions(ctx: StepContext, job: JobInfo, adding: list[str]) -> ExclusionPlan:
     """Which nodes resurrect excluded earlier from this job it gives back now (back in
     service, or the job would not fit otherwise): see resurrect/operator/exclusions.py."""
-    from resurrect.activities.operator import exclusion_records
     from resurrect.operator.exclusions import plan_exclusions
+    from resurrect.operator.repair_client import exclusion_records
 
     if not job.excluded_nodes:  # nothing excluded before: nothing to give back, no reads
         return plan_exclusions(
@@ -323,8 +324,8 @@ async def _record_exclusions(
     """Record in each node's repair workflow that resurrect excluded it from the job (only
     nodes it added itself: never the owner's own exclusions), or gave it back. A node this
     recovery drained is not told again: its ``drained`` report records the exclusion."""
-    from resurrect.activities.operator import report_to_repair
     from resurrect.operator.models import NodeDrainReport
+    from resurrect.operator.repair_client import report_to_repair
 
     drained = set(ctx.state.drained_nodes)
     changes = [(n, "excluded") for n in adding if n not in job.excluded_nodes and n not in drained]

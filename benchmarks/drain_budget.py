@@ -27,9 +27,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from resurrect.activities.operator import OperatorActivities, reservation_for, reserve_drains
+from resurrect.activities.operator import OperatorActivities
 from resurrect.config import ResurrectConfig, TemporalSettings
 from resurrect.contracts import NodeInfo
+from resurrect.operator.budget_client import reservation_for, reserve_drains
 from resurrect.scheduler.view import shape_of
 from resurrect.temporal.client import connect
 from resurrect.temporal.server import EmbeddedTemporal, free_port

@@ -93,7 +93,7 @@ async def run_service(
     scheduler: Scheduler | None = None,
 ) -> None:
     """Run the enabled parts until ``stop`` is set."""
-    from resurrect.activities.operator import hand_over_at_start
+    from resurrect.operator.task_queues import hand_over_at_start
     from resurrect.sensors.registry import SensorContext, SensorPart, start_sensors
     from resurrect.sensors.report import report_interruption
     from resurrect.workers.recovery_worker import (

@@ -22,11 +22,12 @@ from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from resurrect.activities.operator import OperatorActivities, operator_task_queue
+from resurrect.activities.operator import OperatorActivities
 from resurrect.activities.recovery import RecoveryActivities
 from resurrect.activities.steps import builtin_steps
 from resurrect.config import ResurrectConfig
 from resurrect.operator.approval_auth import ApprovalInterceptor, ApprovalVerifier
+from resurrect.operator.task_queues import operator_task_queue
 from resurrect.plans.loader import check_plans, load_plans
 from resurrect.plans.models import ResolvedPlan
 from resurrect.scheduler.base import Scheduler

@@ -57,8 +57,8 @@ def _ago(moment: datetime | None, now: datetime) -> str:
 
 # ---------------------------------------------------------------------------- budget
 async def budget_view_json(config: ResurrectConfig) -> dict[str, Any]:
-    from resurrect.activities.operator import budget_state
     from resurrect.operator.budget import view
+    from resurrect.operator.budget_client import budget_state
     from resurrect.operator.models import BudgetState
     from resurrect.service import temporal_for
 
@@ -176,7 +176,8 @@ def _decide(approved: bool) -> Handler:
 
 # ---------------------------------------------------------------------------- nodes
 async def nodes_json(config: ResurrectConfig, node: str | None = None) -> list[dict[str, Any]]:
-    from resurrect.activities.operator import node_state, our_task_queues
+    from resurrect.operator.repair_client import node_state
+    from resurrect.operator.task_queues import our_task_queues
     from resurrect.service import temporal_for
     from resurrect.workflows.names import NODE_REPAIR_WORKFLOW, node_repair_workflow_id
 

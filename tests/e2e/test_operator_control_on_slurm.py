@@ -25,10 +25,10 @@ from support.recovery import LONG_THEN_SHORT, OPT_IN, completed, eventually, out
 from support.service import running_service, service_config
 from temporalio.client import Client
 
-from resurrect.activities.operator import node_state
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import JobState, recovery_workflow_id
 from resurrect.demo.local_cluster import DEPLOY_DIR, LocalSlurm
+from resurrect.operator.repair_client import node_state
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 from resurrect.scheduler.hold_marker import has_marker
 from resurrect.temporal.server import EmbeddedTemporal

@@ -27,11 +27,11 @@ from support.operator_control import (
 from temporalio.client import Client
 from temporalio.worker import Replayer
 
-from resurrect.activities.operator import budget_state
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import NodeInfo
 from resurrect.errors import ResurrectError
 from resurrect.operator.budget import view
+from resurrect.operator.budget_client import budget_state
 from resurrect.operator.cli import decide_approval
 from resurrect.testing import FakeScheduler
 from resurrect.workflows.names import STATUS_QUERY

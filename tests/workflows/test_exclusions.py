@@ -11,9 +11,9 @@ import pytest
 from support.operator_control import OPT_IN, ConfigFor, result, start, until, workers
 from temporalio.client import Client
 
-from resurrect.activities.operator import node_state
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import JobInfo, JobState
+from resurrect.operator.repair_client import node_state
 from resurrect.testing import FakeScheduler
 
 pytestmark = pytest.mark.temporal

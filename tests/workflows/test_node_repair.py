@@ -17,9 +17,10 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from resurrect.activities.operator import OperatorActivities, repair_timings
+from resurrect.activities.operator import OperatorActivities
 from resurrect.config import ResurrectConfig
 from resurrect.operator.models import NodeDrainReport, NodeRepairState
+from resurrect.operator.repair_client import repair_timings
 from resurrect.testing import FakeScheduler
 from resurrect.workflows.names import NODE_DRAINED_SIGNAL, NODE_STATE_QUERY, node_repair_workflow_id
 from resurrect.workflows.node_repair import NodeRepairWorkflow

@@ -27,19 +27,9 @@ from temporalio.client import (
 )
 from temporalio.testing import WorkflowEnvironment
 
-from resurrect.activities.operator import (
-    budget_state,
-    hand_over_at_start,
-    node_state,
-    on_operator_queue,
-    operator_task_queue,
-    our_task_queues,
-    report_to_repair,
-    reservation_for,
-    reserve_drains,
-)
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import NodeInfo
+from resurrect.operator.budget_client import budget_state, reservation_for, reserve_drains
 from resurrect.operator.models import (
     BudgetState,
     DrainGrant,
@@ -47,6 +37,13 @@ from resurrect.operator.models import (
     NodeDrainReport,
     NodeRepairState,
     RepairTimings,
+)
+from resurrect.operator.repair_client import node_state, report_to_repair
+from resurrect.operator.task_queues import (
+    hand_over_at_start,
+    on_operator_queue,
+    operator_task_queue,
+    our_task_queues,
 )
 from resurrect.scheduler.view import shape_of
 from resurrect.testing import FakeScheduler

@@ -1,0 +1,221 @@
+"""The drain step's calls to the cluster's DrainBudgetWorkflow: reservations batched into
+``reserve_drains`` updates (update-with-start: the first drain of a cluster starts it), and
+reading the budget's state."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from temporalio.client import (
+    Client,
+    WithStartWorkflowOperation,
+)
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.service import RPCError, RPCStatusCode
+
+from resurrect.config import ResurrectConfig
+from resurrect.contracts import NodeInfo
+from resurrect.errors import ResurrectError
+from resurrect.operator.budget import grant_drains, limits_for
+from resurrect.operator.models import (
+    BudgetState,
+    DrainCandidate,
+    DrainGrant,
+    DrainRecord,
+    DrainReservation,
+)
+from resurrect.operator.task_queues import (
+    on_operator_queue,
+    operator_task_queue,
+    our_task_queues,
+    query_operator_workflow,
+    runs_on,
+)
+from resurrect.scheduler.base import DRAIN_REASON_PREFIX, Scheduler
+from resurrect.scheduler.view import ClusterShape, drain_census
+from resurrect.workflows.names import (
+    BUDGET_QUERY,
+    DRAIN_BUDGET_WORKFLOW,
+    RESERVE_DRAINS_UPDATE,
+    drain_budget_workflow_id,
+)
+
+log = logging.getLogger(__name__)
+
+# Reservations refused because too many updates are in flight are tried again this often.
+RESERVE_ATTEMPTS = 200
+RESERVE_AGAIN = frozenset(
+    {RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.ABORTED, RPCStatusCode.UNAVAILABLE}
+)
+# At most this many reservations in one ``reserve_drains`` update.
+RESERVATIONS_PER_UPDATE = 200
+
+
+def reservation_for(
+    config: ResurrectConfig,
+    *,
+    workflow_id: str,
+    job_id: str,
+    wanted: Sequence[str],
+    nodes: Sequence[NodeInfo],
+    shape: ClusterShape,
+    approved_by: str | None = None,
+) -> DrainReservation:
+    """The reservation of ``wanted`` nodes (``nodes``: how the scheduler shows them, for
+    their partitions), with the limits of a cluster of ``shape``."""
+    by_name = {n.name: n for n in nodes}
+    return DrainReservation(
+        workflow_id=workflow_id,
+        job_id=job_id,
+        nodes=[
+            DrainCandidate(name=n, partitions=list(by_name[n].partitions) if n in by_name else [])
+            for n in wanted
+        ],
+        limits=limits_for(config.isolation, shape.nodes, shape.partitions),
+        approved_by=approved_by,
+    )
+
+
+async def reserve_drains(
+    client: Client | None,
+    config: ResurrectConfig,
+    request: DrainReservation,
+    scheduler: Scheduler,
+    *,
+    dry_run: bool,
+) -> DrainGrant:
+    """Ask the cluster's budget workflow; in observe mode, ask without reserving.
+
+    Without a Temporal client (a step run in a unit test) the budget is decided against
+    the nodes resurrect has drained now (read from ``scheduler``), as a local snapshot.
+    """
+    cluster = config.cluster.name
+    if client is None:
+        _, nodes = await drain_census(scheduler)
+        now = datetime.now(UTC)
+        snapshot = BudgetState(
+            cluster=cluster,
+            records=[
+                DrainRecord(node=n.name, partitions=n.partitions, workflow_id="", job_id="", at=now)
+                for n in nodes
+                if n.drained and n.reason.startswith(DRAIN_REASON_PREFIX)
+            ],
+        )
+        return grant_drains(snapshot, request, now)[1]
+    workflow_id = drain_budget_workflow_id(cluster)
+    if dry_run:  # observe mode: ask, reserve nothing (and change nothing, not even owners)
+        state = None
+        if await runs_on(client, workflow_id, our_task_queues(config)):
+            try:
+                state = await budget_state(client, cluster)
+            except ResurrectError:
+                state = None
+        return grant_drains(state or BudgetState(cluster=cluster), request, datetime.now(UTC))[1]
+    batch = _batch_of(client, config)
+    return await on_operator_queue(client, config, workflow_id, lambda: batch.reserve(request))
+
+
+@dataclass
+class _ReservationBatch:
+    """The reservations of this process's recoveries for one cluster's budget, sent as one
+    update while the previous one is in flight: a burst of a thousand recoveries costs the
+    budget workflow a few updates, not a thousand (each answered as if asked alone)."""
+
+    client: Client
+    config: ResurrectConfig
+    waiting: list[tuple[DrainReservation, asyncio.Future[DrainGrant]]] = field(default_factory=list)
+    sender: asyncio.Task[None] | None = None
+
+    async def reserve(self, request: DrainReservation) -> DrainGrant:
+        answer: asyncio.Future[DrainGrant] = asyncio.get_running_loop().create_future()
+        self.waiting.append((request, answer))
+        if self.sender is None or self.sender.done():
+            self.sender = asyncio.create_task(self._send_all())
+        return await asyncio.shield(answer)
+
+    async def _send_all(self) -> None:
+        while self.waiting:
+            batch = self.waiting[:RESERVATIONS_PER_UPDATE]
+            del self.waiting[: len(batch)]
+            try:
+                grants = await _send(self.client, self.config, [r for r, _ in batch])
+            except Exception as exc:  # every reservation of the batch fails the same way
+                for _, answer in batch:
+                    if not answer.done():
+                        answer.set_exception(exc)
+                continue
+            for (_, answer), grant in zip(batch, grants, strict=True):
+                if not answer.done():
+                    answer.set_result(grant)
+
+
+# One batch per client and cluster (the activities of one worker share its event loop).
+_BATCHES: weakref.WeakKeyDictionary[Client, dict[str, _ReservationBatch]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _batch_of(client: Client, config: ResurrectConfig) -> _ReservationBatch:
+    batches = _BATCHES.setdefault(client, {})
+    key = f"{config.cluster.name}/{config.temporal.task_queue}"
+    if key not in batches:
+        batches[key] = _ReservationBatch(client, config)
+    return batches[key]
+
+
+async def _send(
+    client: Client, config: ResurrectConfig, requests: list[DrainReservation]
+) -> list[DrainGrant]:
+    """One ``reserve_drains`` update (starting the budget workflow if needed), tried again
+    while the server is busy with others."""
+    start = _with_start(config)
+    for attempt in range(RESERVE_ATTEMPTS):
+        try:
+            grants: list[DrainGrant] = await client.execute_update_with_start_workflow(
+                RESERVE_DRAINS_UPDATE,
+                requests,
+                start_workflow_operation=start,
+                result_type=list[DrainGrant],
+            )
+            return grants
+        except RPCError as exc:
+            # Temporal admits a few in-flight updates per workflow (10 by default) and aborts
+            # an update when the workflow continues as new: in a burst of recoveries the
+            # others try again (a reservation asked twice gets the same answer)
+            if exc.status not in RESERVE_AGAIN or attempt + 1 == RESERVE_ATTEMPTS:
+                raise
+        pause = min(1.0, 0.05 * 2 ** min(attempt, 5))
+        await asyncio.sleep(random.uniform(0.02, pause))  # noqa: S311 - jitter, not a secret
+        start = _with_start(config)
+    raise AssertionError("unreachable")
+
+
+def _with_start(config: ResurrectConfig) -> WithStartWorkflowOperation[Any, Any]:
+    """Start the cluster's budget workflow unless it runs (an operation is used once)."""
+    cluster = config.cluster.name
+    return WithStartWorkflowOperation(
+        DRAIN_BUDGET_WORKFLOW,
+        BudgetState(cluster=cluster),
+        id=drain_budget_workflow_id(cluster),
+        task_queue=operator_task_queue(config),
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    )
+
+
+async def budget_state(client: Client, cluster: str) -> BudgetState | None:
+    """The cluster's budget state, or None when no drain was ever reserved."""
+    try:
+        return await query_operator_workflow(
+            client, drain_budget_workflow_id(cluster), BUDGET_QUERY, BudgetState
+        )
+    except TimeoutError as exc:
+        raise ResurrectError(
+            f"the drain budget of {cluster} does not answer (no worker for it?)"
+        ) from exc

@@ -1,0 +1,100 @@
+"""Calls to a node's NodeRepairWorkflow: report a drain (signal-with-start), read its state
+and the exclusions it records."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Collection, Sequence
+from datetime import datetime
+
+from temporalio.client import (
+    Client,
+    WorkflowQueryFailedError,
+)
+from temporalio.common import WorkflowIDConflictPolicy
+
+from resurrect.config import ResurrectConfig
+from resurrect.operator.models import (
+    NodeDrainReport,
+    NodeRepairState,
+    RepairTimings,
+)
+from resurrect.operator.task_queues import (
+    on_operator_queue,
+    operator_task_queue,
+    our_task_queues,
+    query_operator_workflow,
+    runs_on,
+)
+from resurrect.records import carry_over
+from resurrect.workflows.names import (
+    NODE_DRAINED_SIGNAL,
+    NODE_REPAIR_WORKFLOW,
+    NODE_STATE_QUERY,
+    node_repair_workflow_id,
+)
+
+log = logging.getLogger(__name__)
+
+
+def repair_timings(config: ResurrectConfig) -> RepairTimings:
+    return carry_over(config.repair, RepairTimings)
+
+
+async def report_to_repair(
+    client: Client | None, config: ResurrectConfig, node: str, report: NodeDrainReport
+) -> None:
+    """Start (or signal) ``node``'s repair workflow: resurrect drained or excluded it."""
+    if client is None or not config.repair.enabled:
+        return
+    cluster = config.cluster.name
+    workflow_id = node_repair_workflow_id(cluster, node)
+
+    async def signal_with_start() -> None:
+        await client.start_workflow(
+            NODE_REPAIR_WORKFLOW,
+            NodeRepairState(cluster=cluster, node=node, timings=repair_timings(config)),
+            id=workflow_id,
+            task_queue=operator_task_queue(config),
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            start_signal=NODE_DRAINED_SIGNAL,
+            start_signal_args=[report],
+        )
+
+    await on_operator_queue(client, config, workflow_id, signal_with_start)
+
+
+async def node_state(
+    client: Client, cluster: str, node: str, task_queues: Collection[str] | None = None
+) -> NodeRepairState | None:
+    """A node's repair state (history), or None when resurrect never drained it (or, with
+    ``task_queues`` (:func:`our_task_queues`), when its repair workflow runs on none)."""
+    workflow_id = node_repair_workflow_id(cluster, node)
+    if task_queues is not None and not await runs_on(client, workflow_id, task_queues):
+        return None
+    try:
+        return await query_operator_workflow(client, workflow_id, NODE_STATE_QUERY, NodeRepairState)
+    except (WorkflowQueryFailedError, TimeoutError):
+        return None  # no worker serves it (another task queue): as if unknown
+
+
+async def exclusion_records(
+    client: Client | None, config: ResurrectConfig, job_id: str, nodes: Sequence[str]
+) -> tuple[dict[str, datetime], dict[str, datetime]]:
+    """For ``nodes`` (a job's exclusion list): when resurrect excluded each from ``job_id``,
+    and when each last returned to service (from the nodes' repair workflows)."""
+    ours: dict[str, datetime] = {}
+    returned: dict[str, datetime] = {}
+    if client is None or not nodes:
+        return ours, returned
+    cluster, queues = config.cluster.name, our_task_queues(config)
+    states = await asyncio.gather(*[node_state(client, cluster, n, queues) for n in nodes])
+    for node, state in zip(nodes, states, strict=True):
+        if state is None:
+            continue
+        if job_id in state.exclusions:
+            ours[node] = state.exclusions[job_id]
+        if state.returned_at is not None and state.status == "in_service":
+            returned[node] = state.returned_at
+    return ours, returned
