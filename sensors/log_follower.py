@@ -54,7 +54,7 @@ RankAccessFactory = Callable[[JobInfo], RankAccess]
 
 def local_ranks(job: JobInfo) -> RankAccess:
     """The job's ranks on this machine (the local cluster: every node is here)."""
-    return LocalRanks(job.job_id, restart_count=job.restart_count)
+    return LocalRanks(job.job_id, restart_count=job.restart_count, owner_uid=job.user_id)
 
 
 MAX_READ = 4 << 20  # bytes read per file per poll
@@ -400,7 +400,7 @@ class JobLogFollower:
             report = await asyncio.to_thread(self._progress_hang, followed)
             if report is not None:
                 suspects, fault, reason = [], FaultClass.JOB_HANG, report.reason
-                evidence = [*report.evidence, *self._implicate(report, job_id)]
+                evidence = [*report.evidence, *self._implicate(report, followed.job)]
             else:
                 decision = followed.progress.check_straggler(time.monotonic())
                 if decision is None:
@@ -448,17 +448,16 @@ class JobLogFollower:
         followed.progress.sample(now)
         return followed.progress.check(now)
 
-    def _implicate(self, report: HangReport, job_id: str) -> list[Evidence]:
-        """Remember which nodes caused hangs; each culprit node's record (the jobs whose
-        hangs it caused, within the window) goes with the report: the recovery flags a node
-        implicated in hangs of different jobs as a suspect (a hint, not a drain)."""
-        now = time.time()
-        found = []
-        for node in report.culprit_nodes:
-            self.hang_culprits.record(node, job_id, now)
-            record = self.hang_culprits.evidence(node, now)
-            if record is not None:
-                found.append(record)
+    def _implicate(self, report: HangReport, job: JobInfo) -> list[Evidence]:
+        """Remember which of the job's nodes caused hangs; each culprit node's record (the
+        jobs whose hangs it caused, within the window) goes with the report: the recovery
+        flags a node implicated in hangs of different jobs as a suspect (a hint, not a
+        drain). A culprit name that is not one of the job's nodes is noted, not recorded."""
+        found, notes = self.hang_culprits.implicate(
+            job.job_id, report.culprit_nodes, job.nodes, time.time()
+        )
+        for note in notes:
+            self.notes.note(job.job_id, note)
         return found
 
     def _hung_for(self, followed: FollowedJob) -> float | None:

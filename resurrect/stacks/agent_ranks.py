@@ -52,6 +52,7 @@ class AgentRanks:
         job_id: str,
         restart_count: int | None,
         nodes: Sequence[str],
+        owner_uid: int | None = None,
         timeout_s: float = 15.0,
         answer_within_s: float | None = None,
         gpu_every_s: float = 30.0,
@@ -61,6 +62,7 @@ class AgentRanks:
         self.cluster = cluster
         self.job_id = job_id
         self.restart_count = restart_count
+        self.owner_uid = owner_uid
         self.nodes = list(dict.fromkeys(nodes))
         self.timeout_s = timeout_s
         # how long a node's agent has to answer (start, dumps, RAS)
@@ -76,6 +78,7 @@ class AgentRanks:
             cluster=self.cluster,
             node=node,
             job_id=self.job_id,
+            owner_uid=self.owner_uid,
             restart_count=self.restart_count,
             timeout_s=self.timeout_s,
             stacks=stacks,
@@ -155,6 +158,7 @@ def agent_ranks(
             job_id=job.job_id,
             restart_count=job.restart_count,
             nodes=job.nodes,
+            owner_uid=job.user_id,
         )
 
     return for_job

@@ -1,12 +1,14 @@
 """A stack probe: one node's answer to "where are job J's ranks?", as it travels.
 
 The node agent (root on its node) answers it (:func:`probe_here`): every rank process of the
-job attempt on the node, each read with one bounded py-spy call, and what NCCL's RAS
-service there says about the job. The follower asks every node of a suspected job
-(:mod:`resurrect.stacks.agent_ranks`) through Temporal: the probe is a short workflow on the
-node agent's own task queue (:func:`agent_task_queue`), so the stacks are in its history
-too. The answer is plain data: the raw py-spy text per rank, parsed again by the asker, and each
-rank's Flight Recorder dump as its last collective per process group (or why none).
+job attempt on the node (the kernel's word: the job's steps, its owner's uid; named after the
+agent's own node, never after what a rank's environment says), each read with one bounded
+py-spy call, and what NCCL's RAS service there says about the job. The follower asks every
+node of a suspected job (:mod:`resurrect.stacks.agent_ranks`) through Temporal: the probe
+is a short workflow on the node agent's own task queue (:func:`agent_task_queue`), so the
+stacks are in its history too. The answer is plain data: the raw py-spy text per rank,
+parsed again by the asker, and each rank's Flight Recorder dump as its last collective per
+process group (or why none).
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ from dataclasses import replace
 from pydantic import Field
 
 from resurrect.contracts import Contract, Evidence
-from resurrect.sensors.node_agent.gpu_activity import LOCAL_GPUS, RankGpu, rank_gpu_activity
+from resurrect.sensors.node_agent.gpu_activity import LOCAL_GPUS, RankGpu
 from resurrect.stacks.classify import RankStack
-from resurrect.stacks.collect import collect_job_stacks
+from resurrect.stacks.collect import collect_job_stacks, job_gpu_activity
 from resurrect.stacks.flight_recorder import MAX_COLLECTIVES_PER_RANK, LastCollective
 from resurrect.stacks.nccl_ras import query_ras
 from resurrect.stacks.processes import job_rank_processes
 from resurrect.stacks.pyspy_text import parse_pyspy_dump
+from resurrect.stacks.slurm_job import job_owner_uid
 
 STACK_PROBE_WORKFLOW = "StackProbeWorkflow"
 DUMP_STACKS_ACTIVITY = "agent.dump_stacks"
@@ -40,6 +43,8 @@ class StackProbeRequest(Contract):
     cluster: str = Field(min_length=1, max_length=200)
     node: str = Field(min_length=1, max_length=200)
     job_id: str = Field(pattern=r"^\d{1,12}(?:_\d{1,12})?$")
+    # the job owner's uid (Slurm's, sent by the follower); None: the agent asks Slurm
+    owner_uid: int | None = Field(default=None, ge=0)
     restart_count: int | None = Field(default=None, ge=0)
     timeout_s: float = Field(default=15.0, gt=0, le=120)  # per py-spy call
     stacks: bool = True  # read the ranks' stacks (py-spy pauses each rank about a second)
@@ -100,19 +105,26 @@ class StackProbeResult(Contract):
         ]
 
     def rank_gpus(self) -> list[RankGpu]:
-        """The ranks' GPUs, each with its node (this one, unless Slurm named another)."""
-        return [g if g.node else replace(g, node=self.node) for g in self.gpus]
+        """The ranks' GPUs, each on the node that answered."""
+        return [replace(g, node=self.node) for g in self.gpus]
 
 
-def probe_here(request: StackProbeRequest) -> StackProbeResult:
-    """Read the stacks of the job's ranks on this node (and NCCL RAS), within bounds."""
+def probe_here(request: StackProbeRequest, here: str | None = None) -> StackProbeResult:
+    """Read the stacks of the job's ranks on this node (and NCCL RAS), within bounds.
+
+    ``here``: the agent's own node name (the ranks' node); None: the request's."""
     began = time.monotonic()
+    node = here or request.node
+    if node != request.node:
+        return StackProbeResult(node=node, took_s=time.monotonic() - began)
+    owner = request.owner_uid if request.owner_uid is not None else job_owner_uid(request.job_id)
     stacks = (
         collect_job_stacks(
             request.job_id,
+            owner_uid=owner,
             restart_count=request.restart_count,
             timeout_s=request.timeout_s,
-            node=request.node,
+            node=node,
         )
         if request.stacks
         else []
@@ -137,9 +149,9 @@ def probe_here(request: StackProbeRequest) -> StackProbeResult:
     evidence: list[Evidence] = []
     if request.ras and ranks:
         evidence = query_ras(timeout_s=min(request.timeout_s, 10.0)).evidence(request.node)
-    gpus = node_gpus(request) if request.gpus else []
+    gpus = node_gpus(request, owner) if request.gpus else []
     return StackProbeResult(
-        node=request.node,
+        node=node,
         ranks=ranks,
         gpus=gpus,
         evidence=evidence,
@@ -147,11 +159,16 @@ def probe_here(request: StackProbeRequest) -> StackProbeResult:
     )
 
 
-def node_gpus(request: StackProbeRequest) -> list[RankGpu]:
-    """The GPU activity of the job's ranks on this node (none without NVML or GPUs)."""
+def node_gpus(request: StackProbeRequest, owner_uid: int | None) -> list[RankGpu]:
+    """The GPU activity of the job's ranks on this node (none without NVML or GPUs), on
+    the GPUs Slurm gave the job here."""
     gpus = LOCAL_GPUS.read()
     if not gpus:
         return []
-    processes = job_rank_processes(request.job_id, restart_count=request.restart_count)
-    mine = [p for p in processes if p.node == request.node] or processes
-    return rank_gpu_activity(mine, gpus)[:MAX_RANKS_PER_NODE]
+    processes = job_rank_processes(
+        request.job_id,
+        owner_uid=owner_uid,
+        restart_count=request.restart_count,
+        node=request.node,
+    )
+    return job_gpu_activity(request.job_id, processes, gpus)[:MAX_RANKS_PER_NODE]
