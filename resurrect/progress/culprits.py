@@ -143,19 +143,26 @@ class HangCulprits:
         self, job_id: str, culprit_nodes: Iterable[str], job_nodes: Iterable[str], now: float
     ) -> tuple[list[Evidence], list[str]]:
         """Record a hang of ``job_id`` and its culprit nodes: (each recorded node's record
-        as evidence, notes for the job on names not recorded). Only names of ``job_nodes``
-        (the job's nodes, from Slurm) are recorded, under that spelling."""
+        as evidence, at most one note for the job on the names not recorded). Only names of
+        ``job_nodes`` (the job's nodes, from Slurm) are recorded, under that spelling, at
+        most :data:`MAX_NODES_PER_JOB` of them."""
         nodes = list(job_nodes)
         found: list[Evidence] = []
-        notes: list[str] = []
+        refused: list[str] = []
         for name in list(dict.fromkeys(culprit_nodes))[:MAX_NODES_PER_JOB]:
-            recorded, note = self.record(name, job_id, now, job_nodes=nodes)
-            if note:
-                notes.append(note)
+            recorded, _ = self.record(name, job_id, now, job_nodes=nodes)
             record = self.evidence(recorded, now) if recorded else None
             if record is not None:
                 found.append(record)
-        return found, notes
+            elif recorded is None:
+                refused.append(name[:MAX_NAME])
+        if not refused:
+            return found, []
+        shown = ", ".join(repr(n) for n in refused[:3]) + (" ..." if len(refused) > 3 else "")
+        return found, [
+            f"{len(refused)} hang culprit name(s) not recorded: not among the job's nodes"
+            f" (as Slurm names them): {shown}"
+        ]
 
     def record(
         self, node: str, job_id: str, now: float, *, job_nodes: Iterable[str]

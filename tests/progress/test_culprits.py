@@ -34,6 +34,7 @@ def test_only_the_jobs_own_nodes_are_recorded_under_slurms_spelling() -> None:
     evidence, notes = culprits.implicate("11", ["gpu-3", "x" * 300], ["gpu-3", "gpu-4"], 1.0)
     assert [e.host for e in evidence] == ["gpu-3"] and evidence[0].fields["jobs"] == "10,11"
     assert len(notes) == 1 and len(notes[0]) < 200  # the invented name is cut short
+    assert notes[0].startswith("1 hang culprit name(s) not recorded")
 
 
 def test_the_memory_is_bounded() -> None:
