@@ -13,6 +13,7 @@ process group (or why none).
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import replace
 
@@ -28,6 +29,7 @@ from resurrect.stacks.processes import job_rank_processes
 from resurrect.stacks.pyspy_text import parse_pyspy_dump
 from resurrect.stacks.slurm_job import job_owner_uid
 
+log = logging.getLogger(__name__)
 STACK_PROBE_WORKFLOW = "StackProbeWorkflow"
 DUMP_STACKS_ACTIVITY = "agent.dump_stacks"
 MAX_DUMP_TEXT = 256 << 10  # per rank
@@ -115,7 +117,8 @@ def probe_here(request: StackProbeRequest, here: str | None = None) -> StackProb
     ``here``: the agent's own node name (the ranks' node); None: the request's."""
     began = time.monotonic()
     node = here or request.node
-    if node != request.node:
+    if node != request.node:  # a probe sent to the wrong queue: nothing of another node
+        log.warning("stack probe for node %.200s answered on %s: no ranks", request.node, node)
         return StackProbeResult(node=node, took_s=time.monotonic() - began)
     owner = request.owner_uid if request.owner_uid is not None else job_owner_uid(request.job_id)
     stacks = (

@@ -280,6 +280,10 @@ def this_node() -> str:
     return socket.gethostname().split(".")[0]
 
 
+def _same_node(a: str, b: str) -> bool:
+    return a.split(".")[0].lower() == b.split(".")[0].lower()
+
+
 def ranks_of(
     scan: list[JobRank],
     job_id: str,
@@ -300,7 +304,7 @@ def ranks_of(
             continue
         if restart_count is not None and r.restart_count != str(restart_count):
             continue
-        if node is not None and r.step_node is not None and r.step_node != node:
+        if node is not None and r.step_node is not None and not _same_node(r.step_node, node):
             continue
         found.append(replace(r.process, node=node or r.step_node or this_node()))
     return sorted(found, key=lambda p: (p.rank is None, p.rank or 0, p.pid))

@@ -71,3 +71,11 @@ def test_a_probe_carries_each_ranks_flight_recorder_record(
     [one, zero] = result.stacks()
     assert one.collectives == (LastCollective(1, "0", 7, "nccl:all_reduce", "started"),)
     assert zero.collectives == () and zero.flight_recorder_note.startswith("no dump at")
+
+
+def test_a_probe_for_another_node_answers_nothing_of_it() -> None:
+    """The agent names ranks after its own node: a request for another node (sent to the
+    wrong queue) gets no ranks, never this node's ranks under that node's name."""
+    request = StackProbeRequest(cluster="c", node="node9", job_id="5", owner_uid=0, ras=False)
+    result = probe_here(request, here="node1")
+    assert (result.node, result.ranks, result.gpus) == ("node1", [], [])
