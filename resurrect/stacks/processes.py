@@ -17,9 +17,11 @@ Which of the job's processes are its ranks (the launcher shapes):
 
 The first of these variables (in that order) that any of the job's processes carries names
 the ranks: processes that carry only a later one are launchers (torchrun's agent has
-``SLURM_PROCID``). A process that inherited its rank's label (a data-loader worker, a shell
-that did not ``exec``) is not a second rank: of the processes with one label in one line of
-descent, a Python one is the rank, else the topmost.
+``SLURM_PROCID``). A process whose command line is a launcher's (torchrun, DeepSpeed's and
+Accelerate's launchers, mpirun, orted, ...) is never a rank, even before its workers exist.
+A process that inherited its rank's label (a data-loader worker, a shell that did not
+``exec``) is not a second rank: of the processes with one label in one line of descent, a
+Python one is the rank, else the topmost.
 
 The node of a rank is the node the probe runs on (the caller's); where several Slurm nodes
 share a machine (the local cluster), the node its step daemon serves. Environments are read
@@ -55,6 +57,27 @@ RANK_LABELS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("SLURM_PROCID", ("SLURM_NTASKS", "SLURM_NPROCS")),
 )
 _STEP_ONLY_LABELS = frozenset({"SLURM_PROCID"})  # meaningless in the batch/extern step
+# command names (argv[0], or a Python -m module / script) of launchers, never ranks
+LAUNCHERS = frozenset(
+    {
+        "torchrun",
+        "torch.distributed.run",
+        "torch.distributed.launch",
+        "deepspeed",
+        "deepspeed.launcher.launch",
+        "deepspeed.launcher.runner",
+        "accelerate",
+        "accelerate.commands.launch",
+        "mpirun",
+        "mpiexec",
+        "orterun",
+        "orted",
+        "prted",
+        "prterun",
+        "hydra_pmi_proxy",
+        "srun",
+    }
+)
 _LOCAL_RANK_KEYS = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID")
 _KEYS = frozenset(
     {
@@ -181,6 +204,18 @@ def _is_python(pid: int, proc: Path) -> bool:
     return name.startswith(("python", "pypy"))
 
 
+def _is_launcher(pid: int, proc: Path) -> bool:
+    """Whether the process runs a launcher (its first few arguments name one)."""
+    try:
+        with open(proc / str(pid) / "cmdline", "rb") as handle:
+            raw = handle.read(4096)
+    except OSError:
+        return False
+    words = [w.decode("utf-8", "replace") for w in raw.split(b"\0")[:4] if w]
+    names = {w.rpartition("/")[2].removesuffix(".py") for w in words}
+    return not names.isdisjoint(LAUNCHERS)
+
+
 def _ancestors(pid: int, table: Mapping[int, ProcEntry]) -> list[int]:
     out: list[int] = []
     current = table.get(pid)
@@ -194,6 +229,7 @@ def _ranks_of_job(
     members: list[_Member], table: Mapping[int, ProcEntry], proc: Path
 ) -> list[_Member]:
     """The job's ranks among its processes (the launcher shapes of the module docstring)."""
+    members = [m for m in members if not _is_launcher(m.pid, proc)]
     chosen = next(
         (n for n, _ in RANK_LABELS if any(_label(m, [n]) is not None for m in members)), None
     )

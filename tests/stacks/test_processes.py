@@ -34,6 +34,15 @@ def test_torchrun_workers_are_the_ranks_not_the_agent_nor_their_loaders(proc: Fa
     assert ranks(proc) == [(0, 20, "node1", "RANK"), (1, 21, "node1", "RANK")]
 
 
+def test_a_launcher_is_no_rank_even_before_its_workers_start(proc: FakeProc) -> None:
+    proc.step_daemon(10, "42", "0", node="node1")
+    step = {"SLURM_JOB_ID": "42", "SLURM_PROCID": "0", "SLURM_NTASKS": "1"}
+    proc.process(11, 10, env=step, cmdline="/usr/bin/python3 -m torch.distributed.run t.py")
+    proc.process(12, 10, env=step, comm="orted", exe="/usr/bin/orted", cmdline="orted -mca x")
+    proc.process(13, 10, env=step, cmdline="/venv/bin/python3 /venv/bin/deepspeed train.py")
+    assert ranks(proc) == []
+
+
 def test_srun_python_ranks_are_the_tasks_and_not_the_batch_script(proc: FakeProc) -> None:
     proc.step_daemon(10, "42", "batch", node="node1")
     batch = {"SLURM_JOB_ID": "42", "SLURM_PROCID": "0"}
