@@ -29,6 +29,7 @@ from resurrect.stacks.collect import LocalRanks
 from resurrect.stacks.probe import StackProbeRequest, probe_here
 from resurrect.stacks.processes import job_rank_processes
 from resurrect.stacks.pyspy import pyspy_binary
+from resurrect.stacks.slurm_job import job_gpus, job_owner_uid
 
 pytestmark = [pytest.mark.slurm]
 
@@ -73,7 +74,7 @@ def stopped_child(launcher: subprocess.Popen[bytes]) -> int:
 
 
 def test_an_impostor_with_the_victims_environment_is_not_its_rank(
-    cluster: LocalSlurm, tmp_path: Path
+    cluster: LocalSlurm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if pyspy_binary() is None:
         missing("py-spy is not installed")
@@ -89,6 +90,9 @@ def test_an_impostor_with_the_victims_environment_is_not_its_rank(
         assert time.monotonic() < deadline, "the victim's ranks did not start"
         time.sleep(0.2)
     real = {p.pid for p in job_rank_processes(victim, owner_uid=owner)}
+    # what the agent asks Slurm when the follower did not say: the owner, the GPUs (none)
+    monkeypatch.setenv("SLURM_CONF", cluster.slurm_conf)
+    assert (job_owner_uid(victim), job_gpus(victim)) == (owner, {})
     others = [impostor("nobody", victim, script), impostor(cluster.demo_user, victim, script)]
     try:
         stopped = {stopped_child(p) for p in others}  # the attack: stopped "rank 1"s
