@@ -149,7 +149,13 @@ async def run_service(
             if config.watcher.stack_probes == "agents":
                 from resurrect.stacks.agent_ranks import agent_ranks
 
-                ranks = agent_ranks(client, asyncio.get_running_loop(), config.cluster.name)
+                conf = config.cluster.slurm_conf
+                ranks = agent_ranks(
+                    client,
+                    asyncio.get_running_loop(),
+                    config.cluster.name,
+                    str(conf) if conf is not None else None,
+                )
                 follower = JobLogFollower(scheduler, config, engine, report, rank_access=ranks)
             else:
                 follower = JobLogFollower(scheduler, config, engine, report)

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import Evidence, FaultClass, Interruption, JobInfo, JobState, SignalKind
@@ -52,9 +53,15 @@ log = logging.getLogger(__name__)
 RankAccessFactory = Callable[[JobInfo], RankAccess]
 
 
-def local_ranks(job: JobInfo) -> RankAccess:
-    """The job's ranks on this machine (the local cluster: every node is here)."""
-    return LocalRanks(job.job_id, restart_count=job.restart_count, owner_uid=job.user_id)
+def local_ranks(job: JobInfo, slurm_conf: Path | None = None) -> RankAccess:
+    """The job's ranks on this machine (the local cluster: every node is here), of the
+    cluster whose ``slurm_conf`` it is."""
+    return LocalRanks(
+        job.job_id,
+        restart_count=job.restart_count,
+        owner_uid=job.user_id,
+        slurm_conf=str(slurm_conf) if slurm_conf is not None else None,
+    )
 
 
 MAX_READ = 4 << 20  # bytes read per file per poll
@@ -224,7 +231,7 @@ class JobLogFollower:
         report: ReportInterruption,
         *,
         interrupting: Iterable[FaultClass] = INTERRUPTING_CLASSES,
-        rank_access: RankAccessFactory = local_ranks,
+        rank_access: RankAccessFactory | None = None,
         adaptive: bool = True,
     ) -> None:
         self.scheduler = scheduler
@@ -235,7 +242,8 @@ class JobLogFollower:
         self.min_confidence = config.watcher.log_trigger_min_confidence
         self.jobs: dict[tuple[str, int], FollowedJob] = {}
         self.notes = JobNotes(log)
-        self.rank_access = rank_access
+        conf = config.cluster.slurm_conf
+        self.rank_access = rank_access or (lambda job: local_ranks(job, conf))
         self.hang_culprits = HangCulprits(
             config.watcher.hang_suspect_window_s,
             config.temporal.state_dir / "hang-culprits.json",

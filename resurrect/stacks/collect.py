@@ -82,14 +82,18 @@ def collect_job_stacks(
     restart_count: int | None = None,
     timeout_s: float = 15.0,
     node: str | None = None,
+    slurm_conf: str | None = None,
 ) -> list[RankStack]:
     """The stacks of every rank of the job here; each dump bounded by ``timeout_s``.
 
     ``owner_uid``: the job owner's uid from Slurm (None: asked of Slurm here). ``node``: the
     node this runs as (the agent's own): only ranks of step daemons serving it (several
-    Slurm nodes on one machine, as on the local cluster), each named after it."""
+    Slurm nodes on one machine, as on the local cluster), each named after it.
+    ``slurm_conf``: the cluster's (several clusters on one machine; None: any)."""
     owner = owner_uid if owner_uid is not None else job_owner_uid(job_id)
-    processes = job_rank_processes(job_id, owner_uid=owner, restart_count=restart_count, node=node)
+    processes = job_rank_processes(
+        job_id, owner_uid=owner, restart_count=restart_count, node=node, slurm_conf=slurm_conf
+    )
     if not processes:
         return []
     with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(processes))) as pool:
@@ -138,16 +142,25 @@ class LocalRanks:
     the shared, periodically refreshed process scan)."""
 
     def __init__(
-        self, job_id: str, restart_count: int | None = None, *, owner_uid: int | None
+        self,
+        job_id: str,
+        restart_count: int | None = None,
+        *,
+        owner_uid: int | None,
+        slurm_conf: str | None = None,
     ) -> None:
         self.job_id = job_id
         self.restart_count = restart_count
         self.owner_uid = owner_uid
+        self.slurm_conf = slurm_conf
         self._evidence: list[Evidence] = []
 
     def stacks(self) -> list[RankStack]:
         stacks = collect_job_stacks(
-            self.job_id, owner_uid=self.owner_uid, restart_count=self.restart_count
+            self.job_id,
+            owner_uid=self.owner_uid,
+            restart_count=self.restart_count,
+            slurm_conf=self.slurm_conf,
         )
         nodes = sorted({s.node for s in stacks if s.node})
         self._evidence = query_ras().evidence(", ".join(nodes) or None) if stacks else []
@@ -158,7 +171,13 @@ class LocalRanks:
 
     def _processes(self) -> list[RankProcess]:
         scan = _SHARED_SCAN.get()
-        return ranks_of(scan, self.job_id, self.restart_count, owner_uid=self.owner_uid)
+        return ranks_of(
+            scan,
+            self.job_id,
+            self.restart_count,
+            owner_uid=self.owner_uid,
+            slurm_conf=self.slurm_conf,
+        )
 
     def waits(self) -> list[RankWait]:
         processes = self._processes()

@@ -14,7 +14,9 @@ A process is in step S of job N when either
 
 When both say something they must agree. The Slurm node a step daemon serves is the name of
 the unix socket it listens on, ``<SlurmdSpoolDir>/<node>_<N>.<S>`` (a root-owned directory):
-several Slurm nodes on one machine (the local cluster) are told apart by it. The owner check
+several Slurm nodes on one machine (the local cluster) are told apart by it, and several
+clusters on one machine (test machines) by the ``SLURM_CONF`` its slurmd gave it (in the
+root-owned daemon's environment; None on a cluster that uses the default path). The owner check
 (the process's real uid is the job's owner, from Slurm) is the caller's
 (:mod:`resurrect.stacks.processes`). Everything is read bounded; a process that vanishes or
 cannot be read belongs to no job.
@@ -58,6 +60,7 @@ class StepDaemon:
     job_id: str
     step: str
     node: str | None
+    slurm_conf: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +72,7 @@ class Membership:
     step: str
     node: str | None
     via: str  # "cgroup" or "slurmstepd"
+    slurm_conf: str | None = None  # the step daemon's SLURM_CONF, when it has one
 
 
 def read_stat(pid: int, proc: Path) -> ProcEntry | None:
@@ -148,6 +152,19 @@ def _socket_node(pid: int, job_id: str, sockets: Mapping[str, str], proc: Path) 
     return None
 
 
+def _daemon_conf(pid: int, proc: Path) -> str | None:
+    """``SLURM_CONF`` in a (root-owned) step daemon's environment, None when unset."""
+    try:
+        with open(proc / str(pid) / "environ", "rb") as handle:
+            raw = handle.read(256 << 10)
+    except OSError:
+        return None
+    for item in raw.split(b"\0"):
+        if item.startswith(b"SLURM_CONF="):
+            return item[11:4107].decode("utf-8", "replace")
+    return None
+
+
 def step_daemons(table: Mapping[int, ProcEntry], proc: Path) -> dict[int, StepDaemon]:
     """The root-owned step daemons among ``table``, by pid, with the step their title names."""
     sockets: dict[str, str] | None = None
@@ -167,7 +184,8 @@ def step_daemons(table: Mapping[int, ProcEntry], proc: Path) -> dict[int, StepDa
             sockets = _unix_sockets(proc)
         job_id = m["job"].decode()
         node = _socket_node(pid, job_id, sockets, proc)
-        found[pid] = StepDaemon(pid, job_id, m["step"].decode(), node)
+        conf = _daemon_conf(pid, proc)
+        found[pid] = StepDaemon(pid, job_id, m["step"].decode(), node, conf)
     return found
 
 
@@ -222,7 +240,7 @@ def membership(
     if daemon is not None:
         if cgroup is not None and cgroup[0] != daemon.job_id:
             return None
-        return Membership(daemon.job_id, daemon.step, daemon.node, "slurmstepd")
+        return Membership(daemon.job_id, daemon.step, daemon.node, "slurmstepd", daemon.slurm_conf)
     if cgroup is not None:
         return Membership(cgroup[0], cgroup[1], None, "cgroup")
     return None

@@ -47,6 +47,8 @@ class StackProbeRequest(Contract):
     job_id: str = Field(pattern=r"^\d{1,12}(?:_\d{1,12})?$")
     # the job owner's uid (Slurm's, sent by the follower); None: the agent asks Slurm
     owner_uid: int | None = Field(default=None, ge=0)
+    # the cluster's SLURM_CONF (the follower's), for machines running several clusters
+    slurm_conf: str | None = Field(default=None, max_length=4096)
     restart_count: int | None = Field(default=None, ge=0)
     timeout_s: float = Field(default=15.0, gt=0, le=120)  # per py-spy call
     stacks: bool = True  # read the ranks' stacks (py-spy pauses each rank about a second)
@@ -128,6 +130,7 @@ def probe_here(request: StackProbeRequest, here: str | None = None) -> StackProb
             restart_count=request.restart_count,
             timeout_s=request.timeout_s,
             node=node,
+            slurm_conf=request.slurm_conf,
         )
         if request.stacks
         else []
@@ -173,5 +176,6 @@ def node_gpus(request: StackProbeRequest, owner_uid: int | None) -> list[RankGpu
         owner_uid=owner_uid,
         restart_count=request.restart_count,
         node=request.node,
+        slurm_conf=request.slurm_conf,
     )
     return job_gpu_activity(request.job_id, processes, gpus)[:MAX_RANKS_PER_NODE]

@@ -176,6 +176,8 @@ class JobRank:
     uid: int | None = None
     # the node its step daemon serves, when it says (several Slurm nodes on one machine)
     step_node: str | None = None
+    # its step daemon's SLURM_CONF, when it has one (several clusters on one machine)
+    slurm_conf: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,7 +288,7 @@ def scan_rank_processes(
     job it is in (one pass over /proc; environments read only of the jobs' processes)."""
     table = process_table(proc)
     daemons = step_daemons(table, proc)
-    groups: dict[tuple[str, str], list[_Member]] = {}
+    groups: dict[tuple[str, str | None, str], list[_Member]] = {}
     for pid in table:
         if pid in daemons:
             continue
@@ -295,9 +297,10 @@ def scan_rank_processes(
             continue
         env = _environ(pid, proc)
         attempt = env.get("SLURM_RESTART_COUNT", "0")
-        groups.setdefault((where.job_id, attempt), []).append(_Member(pid, where, env))
+        key = (where.job_id, where.slurm_conf, attempt)
+        groups.setdefault(key, []).append(_Member(pid, where, env))
     found: list[JobRank] = []
-    for (job_id, attempt), members in groups.items():
+    for (job_id, _, attempt), members in groups.items():
         for member in _ranks_of_job(members, table, proc):
             found.append(
                 JobRank(
@@ -306,6 +309,7 @@ def scan_rank_processes(
                     _rank_process(member, proc),
                     uid=real_uid(member.pid, proc),
                     step_node=member.where.node,
+                    slurm_conf=member.where.slurm_conf,
                 )
             )
     return found
@@ -327,11 +331,14 @@ def ranks_of(
     *,
     owner_uid: int | None,
     node: str | None = None,
+    slurm_conf: str | None = None,
 ) -> list[RankProcess]:
     """The rank processes of one job (attempt) in a scan, in rank order: those whose real uid
     is ``owner_uid`` (the job's owner, from Slurm; None: unknown, so none), on ``node`` (the
     node the probe runs on: ranks whose step daemon serves another node are left out; None:
-    each keeps its step daemon's node, else this machine's name)."""
+    each keeps its step daemon's node, else this machine's name), of the cluster whose
+    ``slurm_conf`` it is (step daemons started with another SLURM_CONF are another
+    cluster's; None: any)."""
     if owner_uid is None:
         return []
     found: list[RankProcess] = []
@@ -341,6 +348,8 @@ def ranks_of(
         if restart_count is not None and r.restart_count != str(restart_count):
             continue
         if node is not None and r.step_node is not None and not _same_node(r.step_node, node):
+            continue
+        if slurm_conf is not None and r.slurm_conf is not None and r.slurm_conf != slurm_conf:
             continue
         found.append(replace(r.process, node=node or r.step_node or this_node()))
     return sorted(found, key=lambda p: (p.rank is None, p.rank or 0, p.pid))
@@ -352,10 +361,13 @@ def job_rank_processes(
     owner_uid: int | None,
     restart_count: int | None = None,
     node: str | None = None,
+    slurm_conf: str | None = None,
     proc: Path = Path("/proc"),
     cgroup_root: Path = CGROUP_ROOT,
 ) -> list[RankProcess]:
     """Every rank process of ``job_id`` (of that attempt, when given) on this machine, owned
-    by ``owner_uid``; see :func:`ranks_of` for ``node``."""
+    by ``owner_uid``; see :func:`ranks_of` for ``node`` and ``slurm_conf``."""
     scan = scan_rank_processes(proc, cgroup_root)
-    return ranks_of(scan, job_id, restart_count, owner_uid=owner_uid, node=node)
+    return ranks_of(
+        scan, job_id, restart_count, owner_uid=owner_uid, node=node, slurm_conf=slurm_conf
+    )

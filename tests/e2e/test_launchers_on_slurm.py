@@ -6,7 +6,8 @@ rank, ``SLURM_PROCID``, no ``RANK``: the Megatron/NeMo/Lightning way), ``srun --
 spawns its workers with ``RANK``/``LOCAL_RANK`` (how the DeepSpeed and Accelerate launchers
 start them). One rank is SIGSTOPped; each node is probed as its agent probes it
 (:func:`resurrect.stacks.probe.probe_here` with the agent's own node name), the stacks are
-joined and judged: the stopped rank on its node is the culprit.
+joined and judged: the stopped rank on its node is the culprit. For ``srun python`` the
+whole path runs too: the service, each node's agent, the recovery naming the culprit.
 
 Not run here: ``mpirun``/Open MPI (``OMPI_COMM_WORLD_RANK``) and ``srun --mpi=pmix``
 (``PMIX_RANK``): Open MPI is not installed and Slurm's PMIx plugin finds no PMIx library on
@@ -16,9 +17,12 @@ this machine; those shapes are covered over constructed /proc trees
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
+import json
 import os
 import pwd
+import shutil
 import signal
 import sys
 import time
@@ -26,13 +30,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.agents import node_agents, workflow_started
 from support.requirements import missing
+from support.service import running_service, service_config
+from temporalio.client import Client
 
-from resurrect.demo.local_cluster import LocalSlurm, free_port_block
+from resurrect.contracts import Interruption, SignalKind, recovery_workflow_id
+from resurrect.demo.local_cluster import LocalSlurm, free_port_block, repo_root
 from resurrect.stacks.classify import RankStack, judge
 from resurrect.stacks.probe import StackProbeRequest, probe_here
 from resurrect.stacks.processes import job_rank_processes
 from resurrect.stacks.pyspy import pyspy_binary
+from resurrect.temporal.server import EmbeddedTemporal
 
 pytestmark = [pytest.mark.slurm, pytest.mark.torch]
 
@@ -103,12 +112,18 @@ def ready(out: Path, count: int, timeout: float = 180) -> None:
     raise AssertionError(f"the job's ranks did not start: {out.read_text(errors='replace')}")
 
 
-def probe_every_node(job_id: str, owner: int, nodes: list[str]) -> list[RankStack]:
+def probe_every_node(job_id: str, owner: int, nodes: list[str], conf: str) -> list[RankStack]:
     """What the follower joins: each node's agent's answer, that node's ranks."""
     stacks: list[RankStack] = []
     for node in nodes:
         request = StackProbeRequest(
-            cluster="c", node=node, job_id=job_id, owner_uid=owner, ras=False, gpus=False
+            cluster="c",
+            node=node,
+            job_id=job_id,
+            owner_uid=owner,
+            slurm_conf=conf,
+            ras=False,
+            gpus=False,
         )
         stacks.extend(probe_here(request, here=node).stacks())
     return stacks
@@ -133,14 +148,16 @@ def test_a_stopped_rank_is_named_whatever_launched_it(
         ready(out, 2)
         nodes = cluster.run(["scontrol", "show", "hostnames", cluster.job(job_id)["NodeList"]])
         nodes = nodes.split()
-        found = job_rank_processes(job_id, owner_uid=owner)
+        found = job_rank_processes(job_id, owner_uid=owner, slurm_conf=cluster.slurm_conf)
         assert sorted(p.rank for p in found) == [0, 1], found  # one process per rank
-        [stopped] = job_rank_processes(job_id, owner_uid=owner, node=nodes[-1])
+        [stopped] = job_rank_processes(
+            job_id, owner_uid=owner, node=nodes[-1], slurm_conf=cluster.slurm_conf
+        )
         os.kill(stopped.pid, signal.SIGSTOP)
         try:
             deadline = time.monotonic() + 60
             while True:  # until the peer is seen blocked in its next all_reduce
-                verdict = judge(probe_every_node(job_id, owner, nodes))
+                verdict = judge(probe_every_node(job_id, owner, nodes, cluster.slurm_conf))
                 if verdict.culprits or time.monotonic() > deadline:
                     break
         finally:
@@ -149,3 +166,71 @@ def test_a_stopped_rank_is_named_whatever_launched_it(
         assert [(v.rank, v.node) for v in verdict.victims] == [(1 - stopped.rank, nodes[0])]
     finally:
         cluster.run(["scancel", job_id], check=False)
+
+
+@pytest.mark.temporal
+async def test_a_stalled_rank_of_a_job_launched_by_srun_is_named_by_the_service(
+    cluster: LocalSlurm,
+    temporal_server: EmbeddedTemporal,
+    temporal_client: Client,
+    tmp_path: Path,
+) -> None:
+    """The whole path for ``srun python train.py`` (examples/train/train-srun.sbatch, no
+    torchrun, no RANK): the service follows the job (``stack_probes: agents``), a rank is
+    SIGSTOPped mid-training, each node's agent finds its rank as a task of the job's step,
+    and the recovery starts with the stopped rank named as the culprit."""
+    if importlib.util.find_spec("torch") is None:
+        missing("torch is not installed")
+    config = service_config(
+        tmp_path,
+        cluster.cluster_name,
+        cluster.slurm_conf,
+        temporal_server.address,
+        watcher={"stack_probes": "agents"},
+    )
+    scheduler = cluster.scheduler()
+    root = repo_root()
+    ckpt = cluster.out_dir / f"ckpt-srun-{int(time.time() * 1000)}"
+    ckpt.mkdir(parents=True)
+    shutil.chown(ckpt, user=cluster.demo_user)
+    owner = pwd.getpwnam(cluster.demo_user).pw_uid
+    async with (
+        node_agents(temporal_client, cluster.cluster_name, cluster.nodes),
+        running_service(config, temporal_client, scheduler),
+    ):
+        job_id = cluster.submit(
+            (root / "examples" / "train" / "train-srun.sbatch").read_text(),
+            comment=json.dumps({"resurrect": {"checkpoint_dir": str(ckpt)}}),
+            nodes=2,
+            name="srun-direct",
+            extra_args=[
+                f"--export=ALL,RESURRECT_PYTHON={sys.executable},"
+                f"RESURRECT_TRAIN_DIR={root / 'examples' / 'train'},CKPT_DIR={ckpt},"
+                f"RESURRECT_MASTER_PORT_BASE={free_port_block(1)},RESURRECT_TRAIN_STEPS=3000,"
+                "RESURRECT_TRAIN_CKPT_EVERY=50,RESURRECT_TRAIN_SLEEP=0.1"
+            ],
+        )
+        deadline = time.monotonic() + 180
+        while not any(ckpt.glob("step_*")):  # started, trained, saved: a rhythm of steps
+            assert time.monotonic() < deadline, "the job did not save a checkpoint"
+            await asyncio.sleep(0.2)
+        job = await scheduler.get_job(job_id)
+        victim = job.nodes[-1]
+        [rank] = job_rank_processes(
+            job_id, owner_uid=owner, node=victim, slurm_conf=cluster.slurm_conf
+        )
+        assert rank.rank_label == "SLURM_PROCID"
+        os.kill(rank.pid, signal.SIGSTOP)
+        try:
+            workflow_id = recovery_workflow_id(cluster.cluster_name, job_id, 0)
+            await workflow_started(temporal_client, workflow_id, timeout=120)
+        finally:
+            os.kill(rank.pid, signal.SIGCONT)
+        history = await temporal_client.get_workflow_handle(workflow_id).fetch_history()
+        started_event = history.events[0].workflow_execution_started_event_attributes
+        converter = temporal_client.data_converter
+        [report] = await converter.decode(started_event.input.payloads, [Interruption])
+        await asyncio.to_thread(cluster.run, ["scancel", job_id], check=False)
+    culprit = next(e for e in report.evidence if e.role == "root")
+    assert culprit.kind is SignalKind.STACK_DUMP
+    assert (culprit.rank, culprit.host, culprit.fields["state"]) == (rank.rank, victim, "T")

@@ -84,12 +84,12 @@ def test_an_impostor_with_the_victims_environment_is_not_its_rank(
     victim = cluster.submit(
         f"#!/bin/bash\nsrun --ntasks-per-node=1 {sys.executable} {script}\n", nodes=2
     )
-    owner = pwd.getpwnam(cluster.demo_user).pw_uid
+    owner, conf = pwd.getpwnam(cluster.demo_user).pw_uid, cluster.slurm_conf
     deadline = time.monotonic() + 60
-    while len(job_rank_processes(victim, owner_uid=owner)) < 2:
+    while len(job_rank_processes(victim, owner_uid=owner, slurm_conf=conf)) < 2:
         assert time.monotonic() < deadline, "the victim's ranks did not start"
         time.sleep(0.2)
-    real = {p.pid for p in job_rank_processes(victim, owner_uid=owner)}
+    real = {p.pid for p in job_rank_processes(victim, owner_uid=owner, slurm_conf=conf)}
     # what the agent asks Slurm when the follower did not say: the owner, the GPUs (none)
     monkeypatch.setenv("SLURM_CONF", cluster.slurm_conf)
     assert (job_owner_uid(victim), job_gpus(victim)) == (owner, {})
@@ -101,10 +101,12 @@ def test_an_impostor_with_the_victims_environment_is_not_its_rank(
         for node in nodes.split():  # what each node's agent answers
             request = StackProbeRequest(
                 cluster=cluster.cluster_name, node=node, job_id=victim, owner_uid=owner,
-                ras=False, gpus=False,
+                slurm_conf=conf, ras=False, gpus=False,
             )  # fmt: skip
             stacks.extend(probe_here(request, here=node).stacks())
-        local = LocalRanks(victim, 0, owner_uid=owner).stacks()  # the follower's own look
+        local = LocalRanks(
+            victim, 0, owner_uid=owner, slurm_conf=conf
+        ).stacks()  # the follower's own look
     finally:
         for process in others:
             process.kill()

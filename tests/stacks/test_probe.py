@@ -25,8 +25,10 @@ def test_a_gpu_probe_maps_this_nodes_ranks_to_their_gpus(monkeypatch: pytest.Mon
     ]  # fmt: skip
     monkeypatch.setattr(probe, "LOCAL_GPUS", LocalGpus(nvml))
 
-    def on_node(job_id: str, *, owner_uid: int, restart_count: int | None, node: str) -> list:
-        assert (job_id, owner_uid, node) == ("9", 1001, "node2")
+    def on_node(
+        job_id: str, *, owner_uid: int, restart_count: int | None, node: str, slurm_conf: None
+    ) -> list:
+        assert (job_id, owner_uid, node, slurm_conf) == ("9", 1001, "node2", None)
         return [p for p in processes if p.node == node]
 
     monkeypatch.setattr(probe, "job_rank_processes", on_node)

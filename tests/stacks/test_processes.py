@@ -157,3 +157,18 @@ def test_cgroup_and_ancestry_that_disagree_place_a_process_nowhere(proc: FakePro
     proc.step_daemon(10, "42", "0", node="node1")
     proc.process(20, 10, env={"RANK": "0"}, cgroup=f"0::{path}\n")
     assert ranks(proc) == [] and ranks(proc, job="7") == []
+
+
+def test_two_clusters_on_one_machine_keep_their_jobs_apart(proc: FakeProc) -> None:
+    """Test machines run several clusters, each with a job 42 of the same user: the step
+    daemon's SLURM_CONF (its slurmd's, in root's environment) tells them apart."""
+    proc.step_daemon(10, "42", "0", node="node1", slurm_conf="/a/slurm.conf")
+    proc.process(20, 10, env={"SLURM_PROCID": "0"})
+    proc.step_daemon(11, "42", "0", node="node1", slurm_conf="/b/slurm.conf")
+    proc.process(21, 11, env={"SLURM_PROCID": "0", "RANK": "0"})  # torchrun-shaped
+    both = job_rank_processes("42", owner_uid=USER, proc=proc.root, cgroup_root=proc.cgroups)
+    assert sorted((p.pid, p.rank_label) for p in both) == [(20, "SLURM_PROCID"), (21, "RANK")]
+    [a] = job_rank_processes(
+        "42", owner_uid=USER, slurm_conf="/a/slurm.conf", proc=proc.root, cgroup_root=proc.cgroups
+    )
+    assert a.pid == 20

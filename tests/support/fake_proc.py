@@ -53,13 +53,21 @@ class FakeProc:
         os.symlink(exe, d / "exe")
 
     def step_daemon(
-        self, pid: int, job: str, step: str, *, node: str | None = None, uid: int = 0
+        self,
+        pid: int,
+        job: str,
+        step: str,
+        *,
+        node: str | None = None,
+        uid: int = 0,
+        slurm_conf: str | None = None,
     ) -> None:
         """A ``slurmstepd`` (root's, unless ``uid``) titled ``slurmstepd: [job.step]``,
         listening on ``<spool>/<node>_<job>.<step>`` when ``node`` is given."""
         title = f"slurmstepd: [{job}.{step}]"
         d = self.root / str(pid)
-        self.process(pid, 1, comm="slurmstepd", uid=uid, exe="/usr/sbin/slurmstepd")
+        env = {"SLURM_CONF": slurm_conf} if slurm_conf else {}
+        self.process(pid, 1, comm="slurmstepd", uid=uid, exe="/usr/sbin/slurmstepd", env=env)
         (d / "cmdline").write_bytes(title.encode() + b"\0" * 8)
         if node is not None:
             self._inode += 1
