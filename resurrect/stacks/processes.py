@@ -217,10 +217,14 @@ def ranks_of(
     is ``owner_uid`` (the job's owner, from Slurm; None: unknown, so none), on ``node`` (the
     node the probe runs on: ranks whose step daemon serves another node are left out; None:
     each keeps its step daemon's node, else this machine's name), of the cluster whose
-    ``slurm_conf`` it is (step daemons started with another SLURM_CONF are another
-    cluster's; None: any)."""
+    ``slurm_conf`` it is (None: any): step daemons started with another SLURM_CONF are
+    another cluster's, and so are those started without one when some name it."""
     if owner_uid is None:
         return []
+    # step daemons that name the wanted configuration are the cluster's; where none does
+    # (a cluster whose slurmd runs without SLURM_CONF), those that name none
+    confs = {r.slurm_conf for r in scan if r.job_id == job_id}
+    conf_of_cluster = slurm_conf if slurm_conf in confs else None
     found: list[RankProcess] = []
     for r in scan:
         if r.job_id != job_id or r.uid != owner_uid:
@@ -229,7 +233,7 @@ def ranks_of(
             continue
         if node is not None and r.step_node is not None and not _same_node(r.step_node, node):
             continue
-        if slurm_conf is not None and r.slurm_conf is not None and r.slurm_conf != slurm_conf:
+        if slurm_conf is not None and r.slurm_conf != conf_of_cluster:
             continue
         found.append(replace(r.process, node=node or r.step_node or this_node()))
     return sorted(found, key=lambda p: (p.rank is None, p.rank or 0, p.pid))

@@ -172,3 +172,11 @@ def test_two_clusters_on_one_machine_keep_their_jobs_apart(proc: FakeProc) -> No
         "42", owner_uid=USER, slurm_conf="/a/slurm.conf", proc=proc.root, cgroup_root=proc.cgroups
     )
     assert a.pid == 20
+    # a cluster whose slurmd runs without SLURM_CONF: its daemons name none
+    proc.step_daemon(12, "43", "0", node="node2")
+    proc.process(22, 12, env={"SLURM_PROCID": "1"})
+    [plain] = job_rank_processes(
+        "43", owner_uid=USER, slurm_conf="/etc/slurm/slurm.conf", proc=proc.root,
+        cgroup_root=proc.cgroups,
+    )  # fmt: skip
+    assert plain.pid == 22
