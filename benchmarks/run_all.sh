@@ -27,6 +27,7 @@ BENCHMARKS=(
   "burst | --jobs 50 | --jobs 1000 | 1,000 simultaneous node losses, 3 reports each: the default vs signalled reports on one task queue"
   "temporal_floor | --jobs 100 | | the ceiling of the embedded server + SDK: empty, local-activity and activity-task workflows, 3 signal-starts each"
   "drain_budget | --recoveries 50 | | burst of reserve_drains updates vs queries of the same workflow"
+  "hang_culprit_record | --records 5000 --hangs 4 | | 40 hangs naming 256 invented nodes against a full record: appended lines vs the former whole-file rewrite"
 )
 
 for row in "${BENCHMARKS[@]}"; do

@@ -38,6 +38,9 @@ PROBED_CLASSES = frozenset({FaultClass.JOB_HANG, FaultClass.JOB_STRAGGLER})
 HARDWARE_SLOWDOWN_RULE_PREFIXES = ("gpu.clocks.",)
 # The follower's memory of the jobs a node was the hang culprit of (rule 8).
 HANG_HISTORY_RULE = "progress.hang_history"
+# A field marking evidence that rests on what the job says about itself (e.g. a GPU paired
+# with a rank by the rank's environment): the job's word whoever reported it.
+JOB_CONTROLLED_FIELD = "job_controlled"
 
 
 def short_name(host: str) -> str:
@@ -46,7 +49,10 @@ def short_name(host: str) -> str:
 
 
 def evidence_source(evidence: Evidence) -> EvidenceSource:
-    """Who vouches for ``evidence``: its ``source``, else what its kind implies."""
+    """Who vouches for ``evidence``: the job when it is marked job-controlled, else its
+    ``source``, else what its kind implies."""
+    if JOB_CONTROLLED_FIELD in evidence.fields:
+        return "job_output"
     if evidence.source is not None:
         return evidence.source
     if evidence.kind is SignalKind.JOB_LOG:

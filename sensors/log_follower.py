@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import Evidence, FaultClass, Interruption, JobInfo, JobState, SignalKind
@@ -66,9 +67,15 @@ log = logging.getLogger(__name__)
 RankAccessFactory = Callable[[JobInfo], RankAccess]
 
 
-def local_ranks(job: JobInfo) -> RankAccess:
-    """The job's ranks on this machine (the local cluster: every node is here)."""
-    return LocalRanks(job.job_id, restart_count=job.restart_count)
+def local_ranks(job: JobInfo, slurm_conf: Path | None = None) -> RankAccess:
+    """The job's ranks on this machine (the local cluster: every node is here), of the
+    cluster whose ``slurm_conf`` it is."""
+    return LocalRanks(
+        job.job_id,
+        restart_count=job.restart_count,
+        owner_uid=job.user_id,
+        slurm_conf=str(slurm_conf) if slurm_conf is not None else None,
+    )
 
 
 MIN_CHECKPOINT_LOOK_S = 5.0
@@ -293,7 +300,7 @@ class JobLogFollower:
         report: ReportInterruption,
         *,
         interrupting: Iterable[FaultClass] = INTERRUPTING_CLASSES,
-        rank_access: RankAccessFactory = local_ranks,
+        rank_access: RankAccessFactory | None = None,
         adaptive: bool = True,
         share: FollowerShare = DEFAULT_SHARE,
     ) -> None:
@@ -306,7 +313,8 @@ class JobLogFollower:
         self.share = share  # what one look at one job may take
         self.jobs: dict[tuple[str, int], FollowedJob] = {}
         self.notes = JobNotes(log)
-        self.rank_access = rank_access
+        conf = config.cluster.slurm_conf
+        self.rank_access = rank_access or (lambda job: local_ranks(job, conf))
         self.hang_culprits = HangCulprits(
             config.watcher.hang_suspect_window_s,
             config.temporal.state_dir / "hang-culprits.json",
@@ -501,7 +509,7 @@ class JobLogFollower:
             report = await asyncio.to_thread(self._progress_hang, followed)
             if report is not None:
                 suspects, fault, reason = [], FaultClass.JOB_HANG, report.reason
-                evidence = [*report.evidence, *self._implicate(report, job_id)]
+                evidence = [*report.evidence, *self._implicate(report, followed.job)]
             else:
                 decision = followed.progress.check_straggler(time.monotonic())
                 if decision is None:
@@ -549,17 +557,16 @@ class JobLogFollower:
         followed.progress.sample(now)
         return followed.progress.check(now)
 
-    def _implicate(self, report: HangReport, job_id: str) -> list[Evidence]:
-        """Remember which nodes caused hangs; each culprit node's record (the jobs whose
-        hangs it caused, within the window) goes with the report: the recovery flags a node
-        implicated in hangs of different jobs as a suspect (a hint, not a drain)."""
-        now = time.time()
-        found = []
-        for node in report.culprit_nodes:
-            self.hang_culprits.record(node, job_id, now)
-            record = self.hang_culprits.evidence(node, now)
-            if record is not None:
-                found.append(record)
+    def _implicate(self, report: HangReport, job: JobInfo) -> list[Evidence]:
+        """Remember which of the job's nodes caused hangs; each culprit node's record (the
+        jobs whose hangs it caused, within the window) goes with the report: the recovery
+        flags a node implicated in hangs of different jobs as a suspect (a hint, not a
+        drain). A culprit name that is not one of the job's nodes is noted, not recorded."""
+        found, notes = self.hang_culprits.implicate(
+            job.job_id, report.culprit_nodes, job.nodes, time.time()
+        )
+        for note in notes:
+            self.notes.note(job.job_id, note)
         return found
 
     def _hung_for(self, followed: FollowedJob) -> float | None:

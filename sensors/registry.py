@@ -97,7 +97,13 @@ async def _log_follower(ctx: SensorContext, stop: asyncio.Event) -> asyncio.Task
     if config.watcher.stack_probes == "agents":
         from resurrect.stacks.agent_ranks import agent_ranks
 
-        ranks = agent_ranks(ctx.client, asyncio.get_running_loop(), config.cluster.name)
+        conf = config.cluster.slurm_conf
+        ranks = agent_ranks(
+            ctx.client,
+            asyncio.get_running_loop(),
+            config.cluster.name,
+            str(conf) if conf is not None else None,
+        )
         follower = JobLogFollower(ctx.scheduler, config, engine, ctx.report, rank_access=ranks)
     else:
         follower = JobLogFollower(ctx.scheduler, config, engine, ctx.report)

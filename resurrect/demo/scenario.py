@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import os
+import pwd
 import random
 import re
 import shutil
@@ -507,8 +508,15 @@ class Demo:
         raise DemoError(f"the job printed no step past {step}")
 
     def _rank_on(self, job_id: str, node: str) -> tuple[int, int]:
-        """(rank, pid) of the job's rank process on ``node`` (as root, from /proc)."""
-        for process in job_rank_processes(job_id):
+        """(rank, pid) of the job's rank process on ``node`` (as root, from /proc): the
+        demo user's processes in the job's steps."""
+        owner = pwd.getpwnam(self.cluster.demo_user).pw_uid if self.cluster else None
+        for process in job_rank_processes(
+            job_id,
+            owner_uid=owner,
+            node=node,
+            slurm_conf=self.cluster.slurm_conf if self.cluster else None,
+        ):
             if process.node == node and process.rank is not None:
                 return process.rank, process.pid
         raise DemoError(f"no rank process of job {job_id} on {node}")

@@ -52,6 +52,8 @@ class AgentRanks:
         job_id: str,
         restart_count: int | None,
         nodes: Sequence[str],
+        owner_uid: int | None = None,
+        slurm_conf: str | None = None,
         timeout_s: float = 15.0,
         answer_within_s: float | None = None,
         gpu_every_s: float = 30.0,
@@ -61,6 +63,8 @@ class AgentRanks:
         self.cluster = cluster
         self.job_id = job_id
         self.restart_count = restart_count
+        self.owner_uid = owner_uid
+        self.slurm_conf = slurm_conf
         self.nodes = list(dict.fromkeys(nodes))
         self.timeout_s = timeout_s
         # how long a node's agent has to answer (start, dumps, RAS)
@@ -76,6 +80,8 @@ class AgentRanks:
             cluster=self.cluster,
             node=node,
             job_id=self.job_id,
+            owner_uid=self.owner_uid,
+            slurm_conf=self.slurm_conf,
             restart_count=self.restart_count,
             timeout_s=self.timeout_s,
             stacks=stacks,
@@ -142,7 +148,10 @@ class AgentRanks:
 
 
 def agent_ranks(
-    client: Client, loop: asyncio.AbstractEventLoop, cluster: str
+    client: Client,
+    loop: asyncio.AbstractEventLoop,
+    cluster: str,
+    slurm_conf: str | None = None,
 ) -> Callable[[JobInfo], AgentRanks]:
     """The follower's rank access for ``watcher.stack_probes: agents``: each job's ranks
     through its nodes' agents."""
@@ -155,6 +164,8 @@ def agent_ranks(
             job_id=job.job_id,
             restart_count=job.restart_count,
             nodes=job.nodes,
+            owner_uid=job.user_id,
+            slurm_conf=slurm_conf,
         )
 
     return for_job

@@ -5,6 +5,9 @@ This runs where the ranks run. On the local test cluster every node is this mach
 sensor that follows the job uses :class:`LocalRanks` directly (as root). On a real cluster it
 is what the node agent runs on each of the job's nodes, and the per-node results are joined
 before judging (the sensor then gets a :class:`RankAccess` that asks the agents).
+
+Which processes are the job's ranks is the kernel's and Slurm's word
+(:mod:`resurrect.stacks.processes`): the job's steps, its owner's uid.
 """
 
 from __future__ import annotations
@@ -16,7 +19,12 @@ from typing import Protocol
 
 from resurrect.contracts import Evidence
 from resurrect.errors import StackDumpError
-from resurrect.sensors.node_agent.gpu_activity import LOCAL_GPUS, RankGpu, rank_gpu_activity
+from resurrect.sensors.node_agent.gpu_activity import (
+    LOCAL_GPUS,
+    GpuActivity,
+    RankGpu,
+    rank_gpu_activity,
+)
 from resurrect.stacks.classify import RankStack
 from resurrect.stacks.flight_recorder import rank_flight_record
 from resurrect.stacks.nccl_ras import query_ras
@@ -31,6 +39,7 @@ from resurrect.stacks.processes import (
 from resurrect.stacks.pyspy import dump_stack
 from resurrect.stacks.pyspy_text import parse_pyspy_dump
 from resurrect.stacks.sampling import RankWait, sample_waits
+from resurrect.stacks.slurm_job import job_gpus, job_owner_uid
 
 MAX_PARALLEL = 8
 REDISCOVER_S = 10.0
@@ -69,22 +78,43 @@ def _one(process: RankProcess, timeout_s: float) -> RankStack:
 def collect_job_stacks(
     job_id: str,
     *,
+    owner_uid: int | None = None,
     restart_count: int | None = None,
     timeout_s: float = 15.0,
     node: str | None = None,
+    slurm_conf: str | None = None,
 ) -> list[RankStack]:
-    """The stacks of every rank of the job visible here; each dump bounded by ``timeout_s``.
+    """The stacks of every rank of the job here; each dump bounded by ``timeout_s``.
 
-    ``node``: only the ranks Slurm started as that node (``SLURMD_NODENAME``), when any
-    was (several Slurm nodes on one machine, as on the local cluster); else all of them."""
-    processes = job_rank_processes(job_id, restart_count=restart_count)
-    if node is not None:
-        processes = [p for p in processes if p.node == node] or processes
+    ``owner_uid``: the job owner's uid from Slurm (None: asked of Slurm here). ``node``: the
+    node this runs as (the agent's own): only ranks of step daemons serving it (several
+    Slurm nodes on one machine, as on the local cluster), each named after it.
+    ``slurm_conf``: the cluster's (several clusters on one machine; None: any)."""
+    owner = owner_uid if owner_uid is not None else job_owner_uid(job_id)
+    processes = job_rank_processes(
+        job_id, owner_uid=owner, restart_count=restart_count, node=node, slurm_conf=slurm_conf
+    )
     if not processes:
         return []
     with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(processes))) as pool:
         futures = [pool.submit(_one, p, timeout_s) for p in processes]
         return [f.result(timeout=timeout_s * 3 + 5) for f in futures]
+
+
+def job_gpu_activity(
+    job_id: str, processes: list[RankProcess], gpus: list[GpuActivity]
+) -> list[RankGpu]:
+    """The GPU activity of the job's ranks here, each node's ranks on the GPUs Slurm gave
+    the job there (GRES; not known: the pairing is the job's word, see gpu_activity)."""
+    held = job_gpus(job_id) or {}
+    by_node: dict[str | None, list[RankProcess]] = {}
+    for process in processes:
+        by_node.setdefault(process.node, []).append(process)
+    found: list[RankGpu] = []
+    for node, ranks in by_node.items():
+        here = held.get(node) if node is not None else None
+        found.extend(rank_gpu_activity(ranks, gpus, here))
+    return found
 
 
 class _SharedScan:
@@ -111,13 +141,27 @@ class LocalRanks:
     """A job attempt's ranks on this machine: stacks (a fresh look) and wait samples (over
     the shared, periodically refreshed process scan)."""
 
-    def __init__(self, job_id: str, restart_count: int | None = None) -> None:
+    def __init__(
+        self,
+        job_id: str,
+        restart_count: int | None = None,
+        *,
+        owner_uid: int | None,
+        slurm_conf: str | None = None,
+    ) -> None:
         self.job_id = job_id
         self.restart_count = restart_count
+        self.owner_uid = owner_uid
+        self.slurm_conf = slurm_conf
         self._evidence: list[Evidence] = []
 
     def stacks(self) -> list[RankStack]:
-        stacks = collect_job_stacks(self.job_id, restart_count=self.restart_count)
+        stacks = collect_job_stacks(
+            self.job_id,
+            owner_uid=self.owner_uid,
+            restart_count=self.restart_count,
+            slurm_conf=self.slurm_conf,
+        )
         nodes = sorted({s.node for s in stacks if s.node})
         ras = query_ras(pids=[s.pid for s in stacks]) if stacks else None
         self._evidence = ras.evidence(", ".join(nodes) or None) if ras is not None else []
@@ -127,7 +171,14 @@ class LocalRanks:
         return list(self._evidence)
 
     def _processes(self) -> list[RankProcess]:
-        return ranks_of(_SHARED_SCAN.get(), self.job_id, self.restart_count)
+        scan = _SHARED_SCAN.get()
+        return ranks_of(
+            scan,
+            self.job_id,
+            self.restart_count,
+            owner_uid=self.owner_uid,
+            slurm_conf=self.slurm_conf,
+        )
 
     def waits(self) -> list[RankWait]:
         processes = self._processes()
@@ -136,4 +187,4 @@ class LocalRanks:
     def gpus(self) -> list[RankGpu]:
         """Each rank's GPU activity (NVML of this machine, Slurm's GPU binding)."""
         gpus = LOCAL_GPUS.read()
-        return rank_gpu_activity(self._processes(), gpus) if gpus else []
+        return job_gpu_activity(self.job_id, self._processes(), gpus) if gpus else []

@@ -1,30 +1,35 @@
 """A stack probe: one node's answer to "where are job J's ranks?", as it travels.
 
 The node agent (root on its node) answers it (:func:`probe_here`): every rank process of the
-job attempt on the node, each read with one bounded py-spy call, and what NCCL's RAS
-service there says about the job. The follower asks every node of a suspected job
-(:mod:`resurrect.stacks.agent_ranks`) through Temporal: the probe is a short workflow on the
-node agent's own task queue (:func:`agent_task_queue`), so the stacks are in its history
-too. The answer is plain data: the raw py-spy text per rank, parsed again by the asker, and each
-rank's Flight Recorder dump as its last collective per process group (or why none).
+job attempt on the node (the kernel's word: the job's steps, its owner's uid; named after the
+agent's own node, never after what a rank's environment says), each read with one bounded
+py-spy call, and what NCCL's RAS service there says about the job. The follower asks every
+node of a suspected job (:mod:`resurrect.stacks.agent_ranks`) through Temporal: the probe
+is a short workflow on the node agent's own task queue (:func:`agent_task_queue`), so the
+stacks are in its history too. The answer is plain data: the raw py-spy text per rank,
+parsed again by the asker, and each rank's Flight Recorder dump as its last collective per
+process group (or why none).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import replace
 
 from pydantic import Field
 
 from resurrect.contracts import Contract, Evidence, SignalKind
-from resurrect.sensors.node_agent.gpu_activity import LOCAL_GPUS, RankGpu, rank_gpu_activity
+from resurrect.sensors.node_agent.gpu_activity import LOCAL_GPUS, RankGpu
 from resurrect.stacks.classify import RankStack
-from resurrect.stacks.collect import collect_job_stacks
+from resurrect.stacks.collect import collect_job_stacks, job_gpu_activity
 from resurrect.stacks.flight_recorder import MAX_COLLECTIVES_PER_RANK, LastCollective
 from resurrect.stacks.nccl_ras import query_ras
 from resurrect.stacks.processes import job_rank_processes
 from resurrect.stacks.pyspy_text import bounded_dump_text, parse_pyspy_dump, wire_bytes
+from resurrect.stacks.slurm_job import job_owner_uid
 
+log = logging.getLogger(__name__)
 STACK_PROBE_WORKFLOW = "StackProbeWorkflow"
 DUMP_STACKS_ACTIVITY = "agent.dump_stacks"
 MAX_DUMP_TEXT = 256 << 10  # per rank
@@ -44,6 +49,10 @@ class StackProbeRequest(Contract):
     cluster: str = Field(min_length=1, max_length=200)
     node: str = Field(min_length=1, max_length=200)
     job_id: str = Field(pattern=r"^\d{1,12}(?:_\d{1,12})?$")
+    # the job owner's uid (Slurm's, sent by the follower); None: the agent asks Slurm
+    owner_uid: int | None = Field(default=None, ge=0)
+    # the cluster's SLURM_CONF (the follower's), for machines running several clusters
+    slurm_conf: str | None = Field(default=None, max_length=4096)
     restart_count: int | None = Field(default=None, ge=0)
     timeout_s: float = Field(default=15.0, gt=0, le=120)  # per py-spy call
     stacks: bool = True  # read the ranks' stacks (py-spy pauses each rank about a second)
@@ -106,19 +115,28 @@ class StackProbeResult(Contract):
         ]
 
     def rank_gpus(self) -> list[RankGpu]:
-        """The ranks' GPUs, each with its node (this one, unless Slurm named another)."""
-        return [g if g.node else replace(g, node=self.node) for g in self.gpus]
+        """The ranks' GPUs, each on the node that answered."""
+        return [replace(g, node=self.node) for g in self.gpus]
 
 
-def probe_here(request: StackProbeRequest) -> StackProbeResult:
-    """Read the stacks of the job's ranks on this node (and NCCL RAS), within bounds."""
+def probe_here(request: StackProbeRequest, here: str | None = None) -> StackProbeResult:
+    """Read the stacks of the job's ranks on this node (and NCCL RAS), within bounds.
+
+    ``here``: the agent's own node name (the ranks' node); None: the request's."""
     began = time.monotonic()
+    node = here or request.node
+    if node != request.node:  # a probe sent to the wrong queue: nothing of another node
+        log.warning("stack probe for node %.200s answered on %s: no ranks", request.node, node)
+        return StackProbeResult(node=node, took_s=time.monotonic() - began)
+    owner = request.owner_uid if request.owner_uid is not None else job_owner_uid(request.job_id)
     stacks = (
         collect_job_stacks(
             request.job_id,
+            owner_uid=owner,
             restart_count=request.restart_count,
             timeout_s=request.timeout_s,
-            node=request.node,
+            node=node,
+            slurm_conf=request.slurm_conf,
         )
         if request.stacks
         else []
@@ -144,8 +162,8 @@ def probe_here(request: StackProbeRequest) -> StackProbeResult:
     if request.ras and ranks:
         ras = query_ras(pids=[r.pid for r in ranks], timeout_s=min(request.timeout_s, 10.0))
         evidence = ras.evidence(request.node)
-    gpus = node_gpus(request) if request.gpus else []
-    result = StackProbeResult(node=request.node, gpus=gpus, evidence=evidence)
+    gpus = node_gpus(request, owner) if request.gpus else []
+    result = StackProbeResult(node=node, gpus=gpus, evidence=evidence)
     return bounded_result(result, ranks, took_s=time.monotonic() - began)
 
 
@@ -214,11 +232,17 @@ def bounded_result(
     return result.model_copy(update={"ranks": fitted, "evidence": evidence, "took_s": took_s})
 
 
-def node_gpus(request: StackProbeRequest) -> list[RankGpu]:
-    """The GPU activity of the job's ranks on this node (none without NVML or GPUs)."""
+def node_gpus(request: StackProbeRequest, owner_uid: int | None) -> list[RankGpu]:
+    """The GPU activity of the job's ranks on this node (none without NVML or GPUs), on
+    the GPUs Slurm gave the job here."""
     gpus = LOCAL_GPUS.read()
     if not gpus:
         return []
-    processes = job_rank_processes(request.job_id, restart_count=request.restart_count)
-    mine = [p for p in processes if p.node == request.node] or processes
-    return rank_gpu_activity(mine, gpus)[:MAX_RANKS_PER_NODE]
+    processes = job_rank_processes(
+        request.job_id,
+        owner_uid=owner_uid,
+        restart_count=request.restart_count,
+        node=request.node,
+        slurm_conf=request.slurm_conf,
+    )
+    return job_gpu_activity(request.job_id, processes, gpus)[:MAX_RANKS_PER_NODE]

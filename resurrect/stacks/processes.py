@@ -1,36 +1,55 @@
 """The rank processes of a Slurm job on this node, found through ``/proc`` (as root).
 
-A rank is a process whose environment has the job's ``SLURM_JOB_ID`` and a ``RANK`` (set by
-torchrun and most launchers for each worker; the launcher itself has none). Its node is the
-environment's ``SLURMD_NODENAME`` (on the local test cluster every node is this machine, and
-that variable tells them apart). Environments are read bounded; processes that vanish or
-cannot be read are skipped.
+Which job a process belongs to is the kernel's word (:mod:`.job_membership`: its cgroup, or
+its descent from the root-owned ``slurmstepd`` of the job's step), and its real uid must be
+the job's owner (from Slurm). Its environment never decides identity: variables are read
+only from processes already shown to be the job's, as labels the job gives itself (its rank
+number, world size, attempt, Flight Recorder path, GPU ordinal). A forged label can only
+mislabel the job's own ranks.
+
+Which of the job's processes are its ranks, whatever launched them (torchrun, ``srun
+python``, mpirun, PMIx, DeepSpeed, Accelerate), is :mod:`.launchers`' part.
+
+The node of a rank is the node the probe runs on (the caller's); where several Slurm nodes
+share a machine (the local cluster), the node its step daemon serves. Environments are read
+bounded; processes that vanish or cannot be read are skipped.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import socket
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from resurrect.stacks.job_membership import (
+    membership,
+    process_table,
+    real_uid,
+    step_daemons,
+)
+from resurrect.stacks.launchers import RANK_LABELS, Member, ranks_among
+
 MAX_ENVIRON_BYTES = 256 << 10
-_KEYS = (
-    b"SLURM_JOB_ID",
-    b"RANK",
-    b"WORLD_SIZE",
-    b"SLURMD_NODENAME",
-    b"SLURM_RESTART_COUNT",
-    # the GPU binding (sensors/node_agent/gpu_binding.py)
-    b"LOCAL_RANK",
-    b"CUDA_VISIBLE_DEVICES",
-    b"SLURM_STEP_GPUS",
-    b"SLURM_JOB_GPUS",
-    # where its Flight Recorder dump goes, and whether it keeps one (flight_recorder.py);
-    # PyTorch >= 2.7 names them TORCH_FR_*, the TORCH_NCCL_* names still work
-    b"TORCH_FR_DUMP_TEMP_FILE",
-    b"TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
-    b"TORCH_FR_BUFFER_SIZE",
-    b"TORCH_NCCL_TRACE_BUFFER_SIZE",
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+_LOCAL_RANK_KEYS = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID")
+_KEYS = frozenset(
+    {
+        *(label for label, _ in RANK_LABELS),
+        *(w for _, worlds in RANK_LABELS for w in worlds),
+        *_LOCAL_RANK_KEYS,
+        "SLURM_RESTART_COUNT",
+        # the GPU ordinal the launcher gave it (sensors/node_agent/gpu_binding.py)
+        "CUDA_VISIBLE_DEVICES",
+        "SLURM_STEP_GPUS",
+        "SLURM_JOB_GPUS",
+        # where its Flight Recorder dump goes, and whether it keeps one (flight_recorder.py);
+        # PyTorch >= 2.7 names them TORCH_FR_*, the TORCH_NCCL_* names still work
+        "TORCH_FR_DUMP_TEMP_FILE",
+        "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
+        "TORCH_FR_BUFFER_SIZE",
+        "TORCH_NCCL_TRACE_BUFFER_SIZE",
+    }
 )
 
 
@@ -41,9 +60,10 @@ class RankProcess:
     node: str | None
     state: str
     world_size: int | None = None
-    # The GPU binding Slurm and the launcher gave it: its device ordinal (LOCAL_RANK), the
-    # devices it sees (CUDA_VISIBLE_DEVICES) and the node's GPU indices of its step
-    # (SLURM_STEP_GPUS, else SLURM_JOB_GPUS); empty when unset.
+    # Labels from its environment (the job's word, read only once the kernel showed the
+    # process is the job's): its device ordinal (LOCAL_RANK), the devices it sees
+    # (CUDA_VISIBLE_DEVICES) and its step's GPU indices (SLURM_STEP_GPUS, else
+    # SLURM_JOB_GPUS); empty when unset. Which GPUs the job holds is Slurm's (GRES).
     local_rank: int | None = None
     cuda_visible_devices: str = ""
     slurm_gpus: str = ""
@@ -51,6 +71,8 @@ class RankProcess:
     # TORCH_FR_BUFFER_SIZE / TORCH_NCCL_TRACE_BUFFER_SIZE ("": unset)
     flight_recorder_prefix: str | None = None
     flight_recorder_buffer: str = ""
+    # the variable its rank number came from (RANK_LABELS), "" when none
+    rank_label: str = ""
 
 
 def _environ(pid: int, proc: Path) -> dict[str, str]:
@@ -62,8 +84,9 @@ def _environ(pid: int, proc: Path) -> dict[str, str]:
     out: dict[str, str] = {}
     for item in raw.split(b"\0"):
         key, sep, value = item.partition(b"=")
-        if sep and key in _KEYS:
-            out[key.decode("ascii", "replace")] = value[:256].decode("utf-8", "replace")
+        name = key[:64].decode("ascii", "replace")
+        if sep and name in _KEYS:
+            out[name] = value[:256].decode("utf-8", "replace")
     return out
 
 
@@ -79,15 +102,7 @@ def process_state(pid: int, proc: Path = Path("/proc")) -> str:
 
 def process_uid(pid: int, proc: Path = Path("/proc")) -> int | None:
     """The real uid of a process (``Uid:`` in ``/proc/PID/status``), None if gone."""
-    try:
-        text = (proc / str(pid) / "status").read_bytes()[:8192].decode("ascii", "replace")
-    except OSError:
-        return None
-    for line in text.splitlines():
-        if line.startswith("Uid:"):
-            fields = line.split()
-            return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
-    return None
+    return real_uid(pid, proc)
 
 
 def process_started_at(pid: int, proc: Path = Path("/proc")) -> float | None:
@@ -107,64 +122,136 @@ def process_started_at(pid: int, proc: Path = Path("/proc")) -> float | None:
 
 @dataclass(frozen=True, slots=True)
 class JobRank:
-    """A rank process with the job attempt it belongs to."""
+    """A rank process with the job attempt the kernel puts it in, and its real uid."""
 
     job_id: str
     restart_count: str
     process: RankProcess
+    uid: int | None = None
+    # the node its step daemon serves, when it says (several Slurm nodes on one machine)
+    step_node: str | None = None
+    # its step daemon's SLURM_CONF, when it has one (several clusters on one machine)
+    slurm_conf: str | None = None
 
 
-def scan_rank_processes(proc: Path = Path("/proc")) -> list[JobRank]:
-    """Every rank process of every Slurm job visible on this node (one pass over /proc)."""
-    found: list[JobRank] = []
-    try:
-        entries = os.listdir(proc)
-    except OSError:
-        return []
-    for name in entries:
-        if not name.isdigit():
+def _number(text: str) -> int | None:
+    return int(text) if text.isdigit() and len(text) <= 9 else None
+
+
+def _rank_process(member: Member, proc: Path) -> RankProcess:
+    env = member.env
+    name, value = member.label or ("", "")
+    worlds = dict(RANK_LABELS).get(name, ())
+    world = next((env[w] for w in worlds if w in env), "")
+    local = next((env[k] for k in _LOCAL_RANK_KEYS if k in env), "")
+    return RankProcess(
+        member.pid,
+        _number(value),
+        member.where.node,
+        process_state(member.pid, proc),
+        _number(world),
+        local_rank=_number(local),
+        cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES", ""),
+        slurm_gpus=env.get("SLURM_STEP_GPUS") or env.get("SLURM_JOB_GPUS", ""),
+        flight_recorder_prefix=env.get("TORCH_FR_DUMP_TEMP_FILE")
+        or env.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE"),
+        flight_recorder_buffer=env.get("TORCH_FR_BUFFER_SIZE")
+        or env.get("TORCH_NCCL_TRACE_BUFFER_SIZE", ""),
+        rank_label=name,
+    )
+
+
+def scan_rank_processes(
+    proc: Path = Path("/proc"), cgroup_root: Path = CGROUP_ROOT
+) -> list[JobRank]:
+    """Every rank process of every Slurm job on this machine, by the kernel's word on which
+    job it is in (one pass over /proc; environments read only of the jobs' processes)."""
+    table = process_table(proc)
+    daemons = step_daemons(table, proc)
+    groups: dict[tuple[str, str | None, str], list[Member]] = {}
+    for pid in table:
+        if pid in daemons:
             continue
-        pid = int(name)
+        where = membership(pid, table, daemons, proc, cgroup_root)
+        if where is None:
+            continue
         env = _environ(pid, proc)
-        if "SLURM_JOB_ID" not in env or "RANK" not in env:
-            continue
-        rank_text, world_text = env["RANK"], env.get("WORLD_SIZE", "")
-        rank = int(rank_text) if rank_text.isdigit() else None
-        world = int(world_text) if world_text.isdigit() else None
-        node = env.get("SLURMD_NODENAME")
-        local = env.get("LOCAL_RANK", "")
-        process = RankProcess(
-            pid,
-            rank,
-            node,
-            process_state(pid, proc),
-            world,
-            local_rank=int(local) if local.isdigit() else None,
-            cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES", ""),
-            slurm_gpus=env.get("SLURM_STEP_GPUS") or env.get("SLURM_JOB_GPUS", ""),
-            flight_recorder_prefix=env.get("TORCH_FR_DUMP_TEMP_FILE")
-            or env.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE"),
-            flight_recorder_buffer=env.get("TORCH_FR_BUFFER_SIZE")
-            or env.get("TORCH_NCCL_TRACE_BUFFER_SIZE", ""),
-        )
-        found.append(JobRank(env["SLURM_JOB_ID"], env.get("SLURM_RESTART_COUNT", "0"), process))
+        attempt = env.get("SLURM_RESTART_COUNT", "0")
+        key = (where.job_id, where.slurm_conf, attempt)
+        groups.setdefault(key, []).append(Member(pid, where, env))
+    found: list[JobRank] = []
+    for (job_id, _, attempt), members in groups.items():
+        for member in ranks_among(members, table, proc):
+            found.append(
+                JobRank(
+                    job_id,
+                    attempt,
+                    _rank_process(member, proc),
+                    uid=real_uid(member.pid, proc),
+                    step_node=member.where.node,
+                    slurm_conf=member.where.slurm_conf,
+                )
+            )
     return found
 
 
+def this_node() -> str:
+    """This machine's short host name (a Slurm node's name, where nothing else says)."""
+    return socket.gethostname().split(".")[0]
+
+
+def _same_node(a: str, b: str) -> bool:
+    return a.split(".")[0].lower() == b.split(".")[0].lower()
+
+
 def ranks_of(
-    scan: list[JobRank], job_id: str, restart_count: int | None = None
+    scan: list[JobRank],
+    job_id: str,
+    restart_count: int | None = None,
+    *,
+    owner_uid: int | None,
+    node: str | None = None,
+    slurm_conf: str | None = None,
 ) -> list[RankProcess]:
-    """The rank processes of one job (attempt) in a scan, in rank order."""
-    found = [
-        r.process
-        for r in scan
-        if r.job_id == job_id and (restart_count is None or r.restart_count == str(restart_count))
-    ]
+    """The rank processes of one job (attempt) in a scan, in rank order: those whose real uid
+    is ``owner_uid`` (the job's owner, from Slurm; None: unknown, so none), on ``node`` (the
+    node the probe runs on: ranks whose step daemon serves another node are left out; None:
+    each keeps its step daemon's node, else this machine's name), of the cluster whose
+    ``slurm_conf`` it is (None: any): step daemons started with another SLURM_CONF are
+    another cluster's, and so are those started without one when some name it."""
+    if owner_uid is None:
+        return []
+    # step daemons that name the wanted configuration are the cluster's; where none does
+    # (a cluster whose slurmd runs without SLURM_CONF), those that name none
+    confs = {r.slurm_conf for r in scan if r.job_id == job_id}
+    conf_of_cluster = slurm_conf if slurm_conf in confs else None
+    found: list[RankProcess] = []
+    for r in scan:
+        if r.job_id != job_id or r.uid != owner_uid:
+            continue
+        if restart_count is not None and r.restart_count != str(restart_count):
+            continue
+        if node is not None and r.step_node is not None and not _same_node(r.step_node, node):
+            continue
+        if slurm_conf is not None and r.slurm_conf != conf_of_cluster:
+            continue
+        found.append(replace(r.process, node=node or r.step_node or this_node()))
     return sorted(found, key=lambda p: (p.rank is None, p.rank or 0, p.pid))
 
 
 def job_rank_processes(
-    job_id: str, *, restart_count: int | None = None, proc: Path = Path("/proc")
+    job_id: str,
+    *,
+    owner_uid: int | None,
+    restart_count: int | None = None,
+    node: str | None = None,
+    slurm_conf: str | None = None,
+    proc: Path = Path("/proc"),
+    cgroup_root: Path = CGROUP_ROOT,
 ) -> list[RankProcess]:
-    """Every rank process of ``job_id`` (of that attempt, when given) visible on this node."""
-    return ranks_of(scan_rank_processes(proc), job_id, restart_count)
+    """Every rank process of ``job_id`` (of that attempt, when given) on this machine, owned
+    by ``owner_uid``; see :func:`ranks_of` for ``node`` and ``slurm_conf``."""
+    scan = scan_rank_processes(proc, cgroup_root)
+    return ranks_of(
+        scan, job_id, restart_count, owner_uid=owner_uid, node=node, slurm_conf=slurm_conf
+    )

@@ -7,6 +7,13 @@ detection can compare ranks by their GPUs (a GPU whose SM clock lags its busy pe
 hardware slowing it down) and a hang's or straggler's recovery gets the node agent's word on
 the culprit's GPUs (:func:`slowdown_evidence`, hardware evidence in plans/decide.py rule 7).
 
+Only the GPUs Slurm says the job holds on this node (GRES ``IDX``) are read for it; which of
+them a rank drives is its environment's word (a label). A reading is the node agent's
+evidence only for a GPU of the job's Slurm allocation here; where Slurm names none (no GRES
+data), the pairing rests on the job's environment alone and the evidence is the job's
+(``source="job_output"``, :data:`JOB_CONTROLLED_FIELD`): it never drains a node nor makes a
+restart free (plans/decide.py).
+
 A reading NVML does not support on a GPU is None; a lost GPU reads as ``lost``.
 """
 
@@ -14,11 +21,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from resurrect.contracts import Evidence, FaultClass, SignalKind
+from resurrect.evidence_trust import JOB_CONTROLLED_FIELD
 from resurrect.sensors.node_agent import nvml_api as api
 from resurrect.sensors.node_agent.gpu_binding import GpuRef, bound_gpu
 from resurrect.sensors.node_agent.nvml_source import Gpu, NvmlSource
@@ -111,6 +119,9 @@ class RankGpu:
     rank: int
     node: str | None
     activity: GpuActivity
+    # the GPU is one Slurm gave the job on this node (GRES); False: only the rank's
+    # environment pairs it with the job
+    gres_verified: bool = False
 
 
 def _find(gpus: Sequence[GpuActivity], ref: GpuRef) -> GpuActivity | None:
@@ -125,15 +136,34 @@ def _find(gpus: Sequence[GpuActivity], ref: GpuRef) -> GpuActivity | None:
 def rank_gpu_activity(
     processes: Sequence[RankProcess],
     gpus: Sequence[GpuActivity],
-    job_gpus: Mapping[str, Sequence[int]] | None = None,
+    job_gpus_here: Sequence[int] | None = None,
 ) -> list[RankGpu]:
-    """Each rank's GPU activity, for the ranks whose binding names a GPU read here."""
+    """Each rank's GPU activity, for the ranks whose binding names a GPU read here.
+
+    ``job_gpus_here``: the GPU indices Slurm gave the job on this node (GRES), None when not
+    known. With them, a GPU outside them is never read for the job (a rank pointing its
+    ``CUDA_VISIBLE_DEVICES`` at another job's GPU gets nothing), and a job holding one GPU
+    here needs no environment at all."""
+    allowed = list(job_gpus_here) if job_gpus_here is not None else None
     out: list[RankGpu] = []
     for process in processes:
-        ref = bound_gpu(process, job_gpus)
-        found = _find(gpus, ref) if ref is not None and process.rank is not None else None
-        if found is not None and process.rank is not None:
-            out.append(RankGpu(process.rank, process.node, found))
+        if process.rank is None:
+            continue
+        ref = GpuRef(index=allowed[0]) if allowed is not None and len(allowed) == 1 else None
+        ref = ref or bound_gpu(
+            process, {process.node: allowed} if process.node and allowed else None
+        )
+        found = _find(gpus, ref) if ref is not None else None
+        if found is None:
+            continue
+        if allowed is not None and found.index not in allowed:
+            log.info(
+                "rank %s names GPU %s, not one Slurm gave its job here: not read",
+                process.rank,
+                found.index,
+            )
+            continue
+        out.append(RankGpu(process.rank, process.node, found, gres_verified=allowed is not None))
     return out
 
 
@@ -158,8 +188,9 @@ def slowdown_evidence(ranks: Sequence[RankGpu]) -> list[Evidence]:
                 host=item.node,
                 rank=item.rank,
                 gpu=str(gpu.index),
-                fields={"reasons": ",".join(gpu.hardware_slowdown)},
-                source="node_agent",
+                fields={"reasons": ",".join(gpu.hardware_slowdown)}
+                | ({} if item.gres_verified else {JOB_CONTROLLED_FIELD: "gpu binding"}),
+                source="node_agent" if item.gres_verified else "job_output",
             )
         )
     return out

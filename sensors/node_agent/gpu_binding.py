@@ -1,14 +1,16 @@
 """Which GPU of this node each rank of a job drives, from Slurm's GPU binding.
 
-Slurm binds a step's GPUs three ways, all visible to the agent (root on the node):
+Which GPUs a job holds on a node is Slurm's word: ``scontrol show job -d``, per node,
+``GRES=gpu:4(IDX:0-3)`` (:func:`job_gres_indices`). Only a GPU among those is ever read for
+the job (:func:`resurrect.sensors.node_agent.gpu_activity.rank_gpu_activity`).
 
-* ``SLURM_STEP_GPUS`` (else ``SLURM_JOB_GPUS``) in each task's environment: the node's GPU
-  indices of the step (Slurm's GRES ``IDX``);
+Which of them one rank drives is the job's own word, from its environment (a label, like
+its rank number):
+
+* ``SLURM_STEP_GPUS`` (else ``SLURM_JOB_GPUS``): the node's GPU indices of the step;
 * ``CUDA_VISIBLE_DEVICES``: what the process may use, in CUDA's ordinal order. With
   ``ConstrainDevices=yes`` the cgroup renumbers it (``0,1,...``: the i-th entry is the i-th
-  step GPU); without, it repeats the indices; it may also list UUIDs (``GPU-...``);
-* ``scontrol show job -d``: per node, ``GRES=gpu:4(IDX:0-3)`` (:func:`gres_indices`), for
-  ranks whose environment does not carry the step's GPUs.
+  step GPU); without, it repeats the indices; it may also list UUIDs (``GPU-...``).
 
 A rank drives the device of its ordinal among its visible devices: ``LOCAL_RANK`` (torchrun
 and most launchers set one device per local rank), 0 when it sees one device. Slurm's IDX
@@ -31,6 +33,12 @@ _INDEX_LIST = re.compile(r"^\d{1,4}(?:-\d{1,4})?(?:,\d{1,4}(?:-\d{1,4})?)*$")
 _NODE_GRES = re.compile(r"\bNodes=(?P<nodes>\S{1,4096})\s.{0,2000}?\bGRES=(?P<gres>\S{0,4096})")
 _GPU_IDX = re.compile(r"\bgpu(?::[^:(,\s]{1,64})?(?::\d{1,4})?\(IDX:(?P<idx>[0-9,\-]{1,512})\)")
 MAX_GPUS = 4096
+# the lines of `scontrol show job -d` that frame the per-node detail lines
+_NODE_LIST_LINE = "   NodeList="
+_AFTER_DETAIL_LINE = "   MinCPUsNode="
+_DETAIL_LINE = re.compile(
+    r"^     Nodes=\S{1,4096} CPU_IDs=\S{0,4096} Mem=\S{1,64} GRES=\S{0,4096}$"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +78,23 @@ def gres_indices(show_job_detail: str) -> dict[str, list[int]]:
         for node in expand_hostlist(m["nodes"]):
             out.setdefault(node, []).extend(gpus)
     return out
+
+
+def job_gres_indices(show_job_detail: str) -> dict[str, list[int]] | None:
+    """:func:`gres_indices` of the per-node detail lines of ``scontrol show job -d`` only:
+    the lines between Slurm's ``NodeList=`` and ``MinCPUsNode=`` lines, each of the detail
+    shape. Job text (name, comment, paths) printed around them cannot add a node's GPUs: a
+    second ``NodeList=`` or ``MinCPUsNode=`` line, or any other line between them, makes
+    the answer None (not known)."""
+    lines = show_job_detail.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith(_NODE_LIST_LINE)]
+    ends = [i for i, line in enumerate(lines) if line.startswith(_AFTER_DETAIL_LINE)]
+    if len(starts) != 1 or len(ends) != 1 or ends[0] < starts[0]:
+        return None
+    window = [line for line in lines[starts[0] + 1 : ends[0]] if line.startswith("     ")]
+    if not all(_DETAIL_LINE.match(line) for line in window):
+        return None
+    return gres_indices("\n".join(window))
 
 
 def _visible(process: RankProcess) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+from collections.abc import Callable
 
 from temporalio import activity
 from temporalio.client import Client
@@ -29,19 +30,25 @@ from resurrect.workflows.stack_probe import StackProbeWorkflow
 log = logging.getLogger(__name__)
 
 
-@activity.defn(name=DUMP_STACKS_ACTIVITY)
-def dump_stacks(request: StackProbeRequest) -> StackProbeResult:
-    """Where the job's ranks on this node are (py-spy, bounded), each rank's last
-    collectives from its Flight Recorder dump (read as its owner's file), and NCCL RAS."""
-    result = probe_here(request)
-    log.info(
-        "stack probe of job %s on %s: %d rank(s) in %.1f s",
-        request.job_id,
-        request.node,
-        len(result.ranks),
-        result.took_s,
-    )
-    return result
+def stack_dumper(node: str) -> Callable[[StackProbeRequest], StackProbeResult]:
+    """The probe activity of the agent of ``node``: the ranks it finds are named after
+    ``node`` (the node it runs on), never after what a request or a rank says."""
+
+    @activity.defn(name=DUMP_STACKS_ACTIVITY)
+    def dump_stacks(request: StackProbeRequest) -> StackProbeResult:
+        """Where the job's ranks on this node are (py-spy, bounded), each rank's last
+        collectives from its Flight Recorder dump (read as its owner's file), and NCCL RAS."""
+        result = probe_here(request, here=node)
+        log.info(
+            "stack probe of job %s on %s: %d rank(s) in %.1f s",
+            request.job_id,
+            node,
+            len(result.ranks),
+            result.took_s,
+        )
+        return result
+
+    return dump_stacks
 
 
 def probe_worker(client: Client, cluster: str, node: str) -> Worker:
@@ -50,7 +57,7 @@ def probe_worker(client: Client, cluster: str, node: str) -> Worker:
         client,
         task_queue=agent_task_queue(cluster, node),
         workflows=[StackProbeWorkflow],
-        activities=[dump_stacks],
+        activities=[stack_dumper(node)],
         activity_executor=concurrent.futures.ThreadPoolExecutor(max_workers=4),
         workflow_runner=SandboxedWorkflowRunner(
             restrictions=SandboxRestrictions.default.with_passthrough_modules(

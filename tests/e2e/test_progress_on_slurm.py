@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import os
+import pwd
 import shutil
 import signal
 import sys
@@ -102,12 +103,15 @@ async def node_agents(client: Client, cluster: str, nodes: list[str]) -> AsyncIt
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def rank_on(job_id: str, node: str, timeout: float = 120) -> tuple[int, int]:
+async def rank_on(
+    job_id: str, node: str, owner: str, conf: str, timeout: float = 120
+) -> tuple[int, int]:
     """(rank, pid) of the job's rank on ``node`` once it has trained a few steps."""
     deadline = time.monotonic() + timeout
+    uid = pwd.getpwnam(owner).pw_uid
     while time.monotonic() < deadline:
-        for process in job_rank_processes(job_id):
-            if process.node == node and process.rank is not None:
+        for process in job_rank_processes(job_id, owner_uid=uid, node=node, slurm_conf=conf):
+            if process.rank is not None:
                 return process.rank, process.pid
         await asyncio.sleep(0.5)
     raise AssertionError(f"no rank of job {job_id} on {node}")
@@ -173,7 +177,7 @@ async def test_a_rank_stalled_in_a_save_is_named_from_its_nodes_agent_stack(
             await asyncio.sleep(0.5)
             job = await scheduler.get_job(job_id)
         victim = job.nodes[-1]
-        rank, pid = await rank_on(job_id, victim)
+        rank, pid = await rank_on(job_id, victim, cluster.demo_user, cluster.slurm_conf)
         await first_checkpoint(ckpt, settle_s=0.5)  # a rhythm of steps; the save is under way
         os.kill(pid, signal.SIGSTOP)
         stopped_at = time.time()

@@ -335,7 +335,7 @@ def test_a_hang_report_carries_the_agents_word_on_the_culprits_gpu() -> None:
     ranks = FakeRanks(hung_ddp_job)
     ranks.gpu_activity = [
         RankGpu(1, "node2", GpuActivity(1, "0000:3b:00", None, 0, 90.0, 1410, 1980,
-                                        ("hw_power_brake_slowdown",))),
+                                        ("hw_power_brake_slowdown",)), gres_verified=True),
     ]  # fmt: skip
     watch = ProgressWatch(ProgressPolicy(), ProgressTracker(0.0), ranks, run_probe=run_now)
     for n in range(1, 6):

@@ -264,11 +264,11 @@ def test_a_node_that_is_the_culprit_in_hangs_of_two_jobs_is_named_a_suspect(
     temporal = CONFIG.temporal.model_copy(update={"state_dir": tmp_path})
     config = CONFIG.model_copy(update={"temporal": temporal})
     follower = JobLogFollower(FakeScheduler.with_nodes(2), config, keyword_engine(), _no_report)
-    [first] = follower._implicate(report, "21")
+    [first] = follower._implicate(report, job("21"))
     assert (first.rule, first.host, first.fields["jobs"]) == (HANG_HISTORY_RULE, "node2", "21")
-    [again] = follower._implicate(report, "21")  # the same job again: still one job
+    [again] = follower._implicate(report, job("21"))  # the same job again: still one job
     assert again.fields["jobs"] == "21"
-    [both] = follower._implicate(report, "22")
+    [both] = follower._implicate(report, job("22"))
     assert both.fields["jobs"] == "21,22" and both.source == "sensor"
     # a restarted follower still knows
     again = JobLogFollower(FakeScheduler.with_nodes(2), config, keyword_engine(), _no_report)

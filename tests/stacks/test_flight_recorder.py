@@ -9,13 +9,13 @@ import json
 import os
 import pickle
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.step_daemon import step_daemon
 
 from resurrect.errors import JobFileRefused
 from resurrect.stacks import flight_recorder
@@ -231,8 +231,9 @@ def test_evidence_names_the_rank_behind_or_says_why_there_is_none(tmp_path: Path
 
 
 def test_a_real_rank_process_dump_is_found_through_proc(tmp_path: Path) -> None:
-    """A real process with a rank's environment (as torchrun sets it), found through the real
-    /proc; its CONSTRUCTED dump, written after it started, is read as its owner's file."""
+    """A real process with a rank's environment (as torchrun sets it), a task of job 990077
+    as the kernel sees it (under a stand-in step daemon), found through the real /proc; its
+    CONSTRUCTED dump, written after it started, is read as its owner's file."""
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "SLURM_JOB_ID": "990077",
@@ -241,12 +242,11 @@ def test_a_real_rank_process_dump_is_found_through_proc(tmp_path: Path) -> None:
         "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
         "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": str(tmp_path / "nccl_trace_rank_"),
     }
-    child = subprocess.Popen(["sleep", "30"], env=env)
-    try:
+    with step_daemon("990077", ["sleep", "30"], env=env, workdir=tmp_path):
         deadline = time.monotonic() + 5
         found = []
         while not found and time.monotonic() < deadline:
-            found = job_rank_processes("990077")
+            found = job_rank_processes("990077", owner_uid=os.getuid())
             time.sleep(0.05)
         [process] = found
         assert process.flight_recorder_prefix == str(tmp_path / "nccl_trace_rank_")
@@ -254,9 +254,6 @@ def test_a_real_rank_process_dump_is_found_through_proc(tmp_path: Path) -> None:
         (tmp_path / "nccl_trace_rank_1").write_text(json.dumps(constructed_dump(4)))
         record = rank_flight_record(process)
         assert record.note == "" and [c.seq for c in record.collectives] == [4]
-    finally:
-        child.kill()
-        child.wait()
 
 
 def test_real_pytorch_pickle_dumps_name_the_rank_behind() -> None:

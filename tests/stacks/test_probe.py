@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+import resurrect.stacks.collect as collect
 import resurrect.stacks.probe as probe
 from resurrect.sensors.node_agent.fake_nvml import FakeNvml
 from resurrect.sensors.node_agent.gpu_activity import LocalGpus
@@ -23,10 +24,20 @@ def test_a_gpu_probe_maps_this_nodes_ranks_to_their_gpus(monkeypatch: pytest.Mon
         for r, node in ((0, "node1"), (1, "node1"), (2, "node2"), (3, "node2"))
     ]  # fmt: skip
     monkeypatch.setattr(probe, "LOCAL_GPUS", LocalGpus(nvml))
-    monkeypatch.setattr(probe, "job_rank_processes", lambda job_id, restart_count: processes)
+
+    def on_node(
+        job_id: str, *, owner_uid: int, restart_count: int | None, node: str, slurm_conf: None
+    ) -> list:
+        assert (job_id, owner_uid, node, slurm_conf) == ("9", 1001, "node2", None)
+        return [p for p in processes if p.node == node]
+
+    monkeypatch.setattr(probe, "job_rank_processes", on_node)
+    monkeypatch.setattr(collect, "job_gpus", lambda job_id: {"node1": [2, 3], "node2": [2, 3]})
     monkeypatch.setattr(probe, "collect_job_stacks", lambda *a, **k: pytest.fail("no stacks"))
-    request = StackProbeRequest(cluster="c", node="node2", job_id="9", stacks=False, ras=False)
-    result = probe_here(request)
+    request = StackProbeRequest(
+        cluster="c", node="node2", job_id="9", owner_uid=1001, stacks=False, ras=False
+    )
+    result = probe_here(request, here="node2")
     assert result.ranks == [] and result.evidence == []
     readings = [(g.rank, g.activity.index, g.activity.sm_clock_mhz) for g in result.gpus]
     assert readings == [(2, 2, 1980), (3, 3, 1305)]
@@ -62,3 +73,11 @@ def test_a_probe_carries_each_ranks_flight_recorder_record(
     [one, zero] = result.stacks()
     assert one.collectives == (LastCollective(1, "0", 7, "nccl:all_reduce", "started"),)
     assert zero.collectives == () and zero.flight_recorder_note.startswith("no dump at")
+
+
+def test_a_probe_for_another_node_answers_nothing_of_it() -> None:
+    """The agent names ranks after its own node: a request for another node (sent to the
+    wrong queue) gets no ranks, never this node's ranks under that node's name."""
+    request = StackProbeRequest(cluster="c", node="node9", job_id="5", owner_uid=0, ras=False)
+    result = probe_here(request, here="node1")
+    assert (result.node, result.ranks, result.gpus) == ("node1", [], [])

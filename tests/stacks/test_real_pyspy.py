@@ -1,6 +1,8 @@
 """Against the real thing: a 2-rank torch.distributed gloo job, one rank SIGSTOPped, its
-peer blocked in all_reduce; ``resurrect stacks dump`` finds the ranks by the job id in their
-environment, reads them with py-spy and names the stopped rank."""
+peer blocked in all_reduce; ``resurrect stacks dump`` finds the ranks as the kernel places
+them (torchrun run as a task of a stand-in step daemon, tests/support/step_daemon.py; Slurm's
+word on the job's owner stood in by root's uid), reads them with py-spy and names the
+stopped rank."""
 
 from __future__ import annotations
 
@@ -16,9 +18,11 @@ from pathlib import Path
 
 import pytest
 from support.requirements import missing
+from support.step_daemon import step_daemon
 
 from resurrect.cli import main
-from resurrect.stacks.processes import job_rank_processes
+from resurrect.stacks import collect
+from resurrect.stacks.processes import job_rank_processes, this_node
 from resurrect.stacks.pyspy import pyspy_binary
 
 pytestmark = pytest.mark.torch
@@ -38,7 +42,7 @@ while True:
 
 
 @pytest.fixture
-def gloo_job(tmp_path: Path) -> Iterator[str]:
+def gloo_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     if importlib.util.find_spec("torch") is None:
         missing("torch is not installed")
     if pyspy_binary() is None:
@@ -48,37 +52,32 @@ def gloo_job(tmp_path: Path) -> Iterator[str]:
     script.write_text(PROGRAM)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
     env |= {"SLURM_JOB_ID": job_id, "SLURMD_NODENAME": "testnode"}
-    launcher = subprocess.Popen(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-         str(script)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-    try:
+    monkeypatch.setattr(collect, "job_owner_uid", lambda job: os.getuid())
+    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+            str(script)]  # fmt: skip
+    with step_daemon(
+        job_id, argv, env=env, workdir=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    ) as launcher:
         assert launcher.stdout is not None
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if b"ready" in launcher.stdout.readline():
                 break
         yield job_id
-    finally:
-        ranks = job_rank_processes(job_id)  # torchrun starts its workers in their own sessions
-        os.killpg(launcher.pid, signal.SIGKILL)
-        for process in ranks:
-            os.kill(process.pid, signal.SIGKILL)
-        launcher.wait(timeout=30)
 
 
 def test_the_stopped_rank_is_named_and_its_peer_waits_in_all_reduce(
     gloo_job: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    ranks = {p.rank: p for p in job_rank_processes(gloo_job)}
-    assert sorted(ranks) == [0, 1] and ranks[1].node == "testnode"
+    ranks = {p.rank: p for p in job_rank_processes(gloo_job, owner_uid=os.getuid())}
+    # the node is where the probe runs (this machine), not the environment's SLURMD_NODENAME
+    assert sorted(ranks) == [0, 1] and ranks[1].node == this_node()
     os.kill(ranks[1].pid, signal.SIGSTOP)
     time.sleep(1.0)  # rank 0 is now blocked in the next all_reduce
     assert main(["stacks", "dump", "--job", gloo_job, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["victims"] == [0]
-    assert report["culprits"] == [{"rank": 1, "node": "testnode"}]
+    assert report["culprits"] == [{"rank": 1, "node": this_node()}]
     by_rank = {r["rank"]: r for r in report["ranks"]}
     assert by_rank[1]["state"] == "T" and by_rank[1]["place"] == "stopped"
     assert "all_reduce" in by_rank[0]["stack"]

@@ -472,8 +472,8 @@ async def test_hardware_evidence_in_a_later_report_reaches_the_decision(run: Run
 
 async def test_a_node_that_hung_other_jobs_is_flagged_in_the_recovery(run: Run) -> None:
     culprits = HangCulprits(window_s=7 * 24 * 3600)  # what the follower remembers
-    culprits.record("node2", "97", now=0.0)
-    culprits.record("node2", "100", now=60.0)
+    culprits.record("node2", "97", now=0.0, job_nodes=["node1", "node2"])
+    culprits.record("node2", "100", now=60.0, job_nodes=["node2", "node3"])
     history = culprits.evidence("node2", now=120.0)
     assert history is not None
     outcome = await recover(run, hang_stage(history))

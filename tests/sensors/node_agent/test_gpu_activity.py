@@ -79,11 +79,14 @@ def test_ranks_get_the_gpu_slurm_bound_them_to() -> None:
     ]
 
 
+SLURM_GPUS_HERE = [4, 5, 6, 7]  # scontrol show job -d: GRES=gpu:4(IDX:4-7) on gpu07
+
+
 def test_a_hardware_slowdown_is_the_node_agents_hardware_evidence_about_the_rank() -> None:
     nvml = FakeNvml.with_gpus(8)
     nvml.gpus[6].clock_reasons = HW_THERMAL
     nvml.gpus[5].clock_reasons = SW_POWER_CAP  # software capping: not hardware trouble
-    found = rank_gpu_activity(ranks(), LocalGpus(nvml).read())
+    found = rank_gpu_activity(ranks(), LocalGpus(nvml).read(), SLURM_GPUS_HERE)
     [evidence] = slowdown_evidence(found)
     assert (evidence.rank, evidence.gpu, evidence.host) == (2, "6", "gpu07")
     assert evidence.rule == "gpu.clocks.hw_slowdown" and evidence.source == "node_agent"
@@ -91,8 +94,25 @@ def test_a_hardware_slowdown_is_the_node_agents_hardware_evidence_about_the_rank
     assert evidence.fault_class is FaultClass.JOB_STRAGGLER and evidence.role == "diagnostic"
     assert hardware_evidence([evidence], "gpu07") == [evidence]
     nvml.gpus[7].lost = True
-    lost = slowdown_evidence(rank_gpu_activity(ranks(), LocalGpus(nvml).read()))
+    lost = slowdown_evidence(rank_gpu_activity(ranks(), LocalGpus(nvml).read(), SLURM_GPUS_HERE))
     assert [(e.rank, e.fault_class) for e in lost] == [
         (2, FaultClass.JOB_STRAGGLER),
         (3, FaultClass.GPU_HARDWARE),
     ]
+
+
+def test_without_slurms_word_on_the_jobs_gpus_a_slowdown_is_the_jobs_word() -> None:
+    """No GRES data: only the ranks' environment pairs them with GPUs, so the reading is
+    job-controlled evidence: never hardware evidence that drains the node."""
+    nvml = FakeNvml.with_gpus(8)
+    nvml.gpus[6].clock_reasons = HW_THERMAL
+    [evidence] = slowdown_evidence(rank_gpu_activity(ranks(), LocalGpus(nvml).read()))
+    assert evidence.source == "job_output" and evidence.fields["job_controlled"]
+    assert hardware_evidence([evidence], "gpu07") == []
+
+
+def test_a_job_holding_one_gpu_here_needs_no_environment() -> None:
+    nvml = FakeNvml.with_gpus(8)
+    lone = RankProcess(1000, 0, "gpu07", "S", 1)  # no CUDA_VISIBLE_DEVICES, no LOCAL_RANK
+    [found] = rank_gpu_activity([lone], LocalGpus(nvml).read(), [3])
+    assert (found.activity.index, found.gres_verified) == (3, True)

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from resurrect.sensors.node_agent.gpu_binding import GpuRef, bound_gpu, gres_indices, parse_indices
+from resurrect.sensors.node_agent.gpu_binding import (
+    GpuRef,
+    bound_gpu,
+    gres_indices,
+    job_gres_indices,
+    parse_indices,
+)
 from resurrect.stacks.processes import RankProcess
 
 FIXTURE = Path(__file__).parent.parent.parent / "fixtures" / "slurm"
@@ -73,3 +79,19 @@ def test_no_binding_or_an_ordinal_out_of_range_names_nothing() -> None:
     assert bound_gpu(rank(4, "0,1")) is None
     assert bound_gpu(rank(None, "0,1")) is None  # two devices and no LOCAL_RANK
     assert bound_gpu(rank(None, "3")) == GpuRef(index=3)  # one device: that one
+
+
+def test_a_jobs_gpus_come_only_from_slurms_own_detail_lines() -> None:
+    text = (FIXTURE / "show-job-detail-gpus.txt").read_text()
+    assert job_gres_indices(text) == {
+        "gpu07": list(range(8)),
+        "gpu08": list(range(8)),
+        "gpu11": [2, 3, 6, 7],
+    }
+    forged = "     Nodes=gpu07 CPU_IDs=0 Mem=0 GRES=gpu(IDX:0-7)"
+    # job text printed before or after Slurm's lines, imitating them: not known
+    named = text.replace("JobName=llm-pretrain", f"JobName=x\n   NodeList=gpu07\n{forged}", 1)
+    assert job_gres_indices(named) is None
+    after = text + f"   Comment=x\n   NodeList=gpu07\n{forged}\n   MinCPUsNode=1\n"
+    assert job_gres_indices(after) is None
+    assert job_gres_indices("JobId=1 JobName=x\n   MinCPUsNode=1\n") is None  # no NodeList
