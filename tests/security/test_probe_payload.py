@@ -21,7 +21,7 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 import resurrect.stacks.probe as probe
-from resurrect.sensors.node_agent.stack_probe import dump_stacks
+from resurrect.sensors.node_agent.stack_probe import stack_dumper
 from resurrect.stacks.agent_ranks import AgentRanks
 from resurrect.stacks.classify import RankStack, judge
 from resurrect.stacks.flight_recorder import LastCollective
@@ -64,7 +64,9 @@ def hostile_stacks(size: int) -> list[RankStack]:
 
 def probe_of(stacks: list[RankStack], monkeypatch: pytest.MonkeyPatch) -> StackProbeResult:
     monkeypatch.setattr(probe, "collect_job_stacks", lambda *a, **k: stacks)
-    request = StackProbeRequest(cluster="c1", node="node1", job_id="5", ras=False, gpus=False)
+    request = StackProbeRequest(
+        cluster="c1", node="node1", job_id="5", ras=False, gpus=False, owner_uid=1000
+    )
     return probe_here(request)
 
 
@@ -140,7 +142,8 @@ async def test_an_oversized_answer_never_arrives_and_a_bounded_one_does(
         lost = await asyncio.to_thread(asking(temporal_client, "61").stacks)
     assert lost == []  # past the payload limit: the node's ranks are missing
     monkeypatch.setattr(probe, "collect_job_stacks", lambda *a, **k: hostile_stacks(256 << 10))
-    async with answering(dump_stacks)(temporal_client):
+    monkeypatch.setattr(probe, "job_owner_uid", lambda job_id: 1000)  # Slurm's answer
+    async with answering(stack_dumper("node1"))(temporal_client):
         ranks = asking(temporal_client, "62")
         stacks = await asyncio.to_thread(ranks.stacks)
     assert len(stacks) == RANKS and {s.rank for s in stacks} == set(range(RANKS))
