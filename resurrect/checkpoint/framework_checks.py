@@ -27,6 +27,7 @@ import re
 from collections.abc import Callable
 
 from resurrect.checkpoint import dcp
+from resurrect.checkpoint.frameworks import HF_TRAINER_STATE
 from resurrect.checkpoint.fsutil import describe_oserror, list_files, read_capped
 from resurrect.checkpoint.layout import Layout
 from resurrect.checkpoint.verify_one import Plan
@@ -41,7 +42,6 @@ _DS_ZERO = re.compile(
 )
 _DS_MP_MODEL = re.compile(r"^mp_rank_(?P<mp>\d+)_model_states\.pt$")
 _MEGATRON_RANK_DIR = re.compile(r"^mp_rank_\d+(?:_\d+)?$")
-HF_TRAINER_STATE = "trainer_state.json"
 HF_WEIGHTS = (
     "model.safetensors",
     "pytorch_model.bin",
@@ -198,4 +198,5 @@ _CHECKS: dict[str, Callable[[Plan, dict[str, int]], None]] = {
     "deepspeed": _check_deepspeed,
     "megatron": _check_megatron,
     "hf_trainer": _check_hf_trainer,
+    "torchtitan": _check_hf_weights_only,  # its last step may be saved in HF format
 }

@@ -30,6 +30,8 @@ Framework = Literal["megatron", "deepspeed", "hf_trainer", "torchtitan", "lightn
 MEGATRON_TRACKER = "latest_checkpointed_iteration.txt"
 DEEPSPEED_LATEST = "latest"
 LIGHTNING_SUFFIX = ".ckpt"
+#: Trainer writes it last into ``checkpoint-N/``: with it, the save ended.
+HF_TRAINER_STATE = "trainer_state.json"
 
 _MEGATRON_DIR = re.compile(r"^iter_\d+$")
 _DEEPSPEED_DIR = re.compile(r"^global_step\d+$")

@@ -21,6 +21,7 @@ from typing import Literal
 
 from resurrect.checkpoint.frameworks import (
     DEEPSPEED_LATEST,
+    HF_TRAINER_STATE,
     MEGATRON_TRACKER,
     Framework,
     detect,
@@ -231,7 +232,8 @@ def discover(root: Path) -> Layout:
                 detail=detail,
                 tracked=any(step == p.iteration for p in counted),
                 beyond_tracker=any(step > (p.iteration or 0) for p in counted),
-                confirmed=any(step <= (p.iteration or 0) for p in counted),
+                confirmed=any(step <= (p.iteration or 0) for p in counted)
+                or _trainer_saved(framework, path, kind),
             )
         )
     for pointer in layout.pointers:
@@ -239,6 +241,11 @@ def discover(root: Path) -> Layout:
     found.sort(key=lambda c: (c.step if c.step is not None else -1, c.kind != "missing", c.name))
     layout.candidates = found
     return layout
+
+
+def _trainer_saved(framework: Framework, path: Path, kind: Kind) -> bool:
+    """Hugging Face Trainer writes ``trainer_state.json`` last: with it, the save ended."""
+    return framework == "hf_trainer" and kind == "dir" and lexists(path / HF_TRAINER_STATE)
 
 
 def _read_pointers(layout: Layout, child_dirs: list[str]) -> None:
