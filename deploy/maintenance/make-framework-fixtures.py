@@ -167,10 +167,14 @@ def make_deepspeed(root: Path, world: int = 2) -> None:
     import torch.multiprocessing as mp
 
     mp.spawn(_deepspeed_rank, args=(world, str(root), _free_port()), nprocs=world)
+    # DeepSpeed copies its conversion scripts (zero_to_fp32.py ...) into the root: code,
+    # not checkpoint data, and not ours to ship.
+    for script in root.glob("zero_to_*.py"):
+        script.unlink()
     _provenance(
         root,
         f"deepspeed.initialize(ZeRO stage 1, DS_ACCELERATOR=cpu, gloo, {world} ranks), "
-        "engine.save_checkpoint(root) after each step",
+        "engine.save_checkpoint(root) after each step (its zero_to_*.py scripts removed)",
         "deepspeed",
     )
 
@@ -185,9 +189,11 @@ def make_megatron_torch_dist(root: Path) -> None:
     from megatron.core import dist_checkpointing
     from megatron.core.dist_checkpointing import ShardedTensor
 
-    # Its torch_dist writer calls torch.cuda.synchronize() before writing; on a CPU build
-    # there is nothing to wait for, and the call would raise "not compiled with CUDA".
+    # Its torch_dist writer calls torch.cuda.synchronize() before writing and puts its
+    # failure flag on torch.cuda.current_device() to broadcast it; on a CPU build there is
+    # nothing to wait for and the flag lives on the CPU (gloo broadcasts CPU tensors).
     torch.cuda.synchronize = lambda *_args, **_kwargs: None
+    torch.cuda.current_device = lambda: "cpu"  # type: ignore[assignment,return-value]
     dist.init_process_group("gloo")
     torch.manual_seed(0)
     weight = torch.randn(4, 2)
@@ -213,7 +219,7 @@ def make_megatron_torch_dist(root: Path) -> None:
         root,
         "megatron.core.dist_checkpointing.save(sharded state dict, iter_NNNNNNN/) with the "
         "default torch_dist strategy (gloo, 1 rank; torch.cuda.synchronize made a no-op on "
-        "this CPU build); the iter_ folder name and "
+        "this CPU build, torch.cuda.current_device() answering 'cpu'); the iter_ folder name and "
         "latest_checkpointed_iteration.txt written by this script the way Megatron-LM's "
         "training/checkpointing.py names and writes them (that module is not in megatron-core)",
         "megatron-core",

@@ -30,6 +30,7 @@ Framework = Literal["megatron", "deepspeed", "hf_trainer", "torchtitan", "lightn
 MEGATRON_TRACKER = "latest_checkpointed_iteration.txt"
 DEEPSPEED_LATEST = "latest"
 LIGHTNING_SUFFIX = ".ckpt"
+LIGHTNING_LAST = "last.ckpt"
 #: Trainer writes it last into ``checkpoint-N/``: with it, the save ended.
 HF_TRAINER_STATE = "trainer_state.json"
 
@@ -38,21 +39,23 @@ _DEEPSPEED_DIR = re.compile(r"^global_step\d+$")
 #: transformers' own test for a checkpoint folder (trainer_utils.get_last_checkpoint).
 _HF_DIR = re.compile(r"^checkpoint-\d+$")
 _TORCHTITAN_DIR = re.compile(r"^step-\d+$")
-#: ModelCheckpoint's "last" file: ``last.ckpt``, versioned ``last-v1.ckpt``.
-_LIGHTNING_LAST = re.compile(r"^last(?:-v\d+)?\.ckpt$")
+#: What ModelCheckpoint._find_last_checkpoints takes for a "last" file: a ``.ckpt`` whose
+#: name starts with ``last`` (``last.ckpt``, versioned ``last-v1.ckpt``).
+_LIGHTNING_LAST = re.compile(r"^last.*\.ckpt$")
 _LIGHTNING_STEP = re.compile(r"(?:^|[-_])step=(\d+)")
 _LIGHTNING_EPOCH = re.compile(r"(?:^|[-_])epoch=(\d+)")
 
 
 def detect(entries: Iterable[tuple[str, int]]) -> Framework:
     """The framework of a root from its ``(name, st_mode)`` entries (first match wins:
-    a tracker or ``latest`` file names the framework even before its first folder)."""
+    a tracker or a regular ``latest`` file names the framework even before its first
+    folder; a ``latest`` symlink many scripts keep to their newest ``step_N`` does not)."""
     names: dict[str, int] = dict(entries)
     dirs = [n for n, mode in names.items() if stat.S_ISDIR(mode)]
     if MEGATRON_TRACKER in names or any(_MEGATRON_DIR.match(n) for n in dirs):
         return "megatron"
     if any(_DEEPSPEED_DIR.match(n) for n in dirs) or (
-        DEEPSPEED_LATEST in names and not stat.S_ISDIR(names[DEEPSPEED_LATEST])
+        DEEPSPEED_LATEST in names and stat.S_ISREG(names[DEEPSPEED_LATEST])
     ):
         return "deepspeed"
     if any(_HF_DIR.match(n) for n in dirs):
@@ -65,7 +68,7 @@ def detect(entries: Iterable[tuple[str, int]]) -> Framework:
 
 
 def is_lightning_last(name: str) -> bool:
-    """True for ModelCheckpoint's ``last.ckpt`` (or a versioned ``last-vN.ckpt``)."""
+    """True for a name Lightning's ``ckpt_path="last"`` considers (``last*.ckpt``)."""
     return _LIGHTNING_LAST.match(name) is not None
 
 

@@ -21,6 +21,7 @@ import stat
 from pathlib import Path
 
 from resurrect.checkpoint.atomic import atomic_write_text, write_new_then_rename
+from resurrect.checkpoint.frameworks import LIGHTNING_LAST, lightning_order
 from resurrect.checkpoint.fsutil import describe_oserror, lstat, open_parent
 from resurrect.checkpoint.layout import Candidate, Layout, Tracker
 
@@ -88,7 +89,10 @@ def _point_last(layout: Layout, best: Candidate, *, act: bool, actions: list[str
         if cand.role == "last":
             lasts[cand.path] = "damaged file"
     if not lasts and not layout.last_links:
-        actions.append(f"no last.ckpt: resume with ckpt_path={best.name!r} or resume_path()")
+        if lightning_order(best.name) is None:
+            actions.append(f"no last.ckpt: resume with ckpt_path={best.name!r} or resume_path()")
+        else:  # ModelCheckpoint's own naming: its save of last.ckpt did not end
+            lasts[layout.root / LIGHTNING_LAST] = "absent"
     for path, was in sorted(lasts.items()):
         if not act:
             actions.append(f"would link {path.name} -> {best.name} (was {was})")

@@ -43,6 +43,7 @@ class Layout:
     checkpoints: tuple[str, ...]
     key_file: str  # relative to a checkpoint folder; "" for a single-file checkpoint
     torn: tuple[str, ...] = ()  # default: the newest checkpoint
+    unpickler_gap: str = ""  # why resurrect's DCP unpickler still rejects its .metadata
 
     @property
     def newest(self) -> str:
@@ -58,6 +59,15 @@ class Layout:
         return [c for c in self.checkpoints if c not in self.torn_by_a_crash][-1]
 
 
+#: Known gaps of resurrect's DCP unpickler (resurrect/checkpoint/dcp.py), which issue 25's
+#: DCP work closes; until then the cases of these fixtures are strict xfails, and once it
+#: lands they pass and the mark must go (a strict xfail that passes fails the run).
+#: Python 3.10, 3.11.7+, 3.12 and 3.13 pickle an enum by value (``_MEM_FORMAT_ENCODING(0)``)
+#: where Python 3.11.2 pickles it by name (``getattr``); these fixtures were saved by torch
+#: 2.13.0 under Python 3.11.7.
+ENUM_BY_VALUE = ".metadata has _MEM_FORMAT_ENCODING pickled by value (Python 3.11.7)"
+
+
 _LIGHTNING = ("epoch=0-step=1.ckpt", "epoch=0-step=2.ckpt", "epoch=0-step=3.ckpt")
 LAYOUTS = [
     Layout(
@@ -71,6 +81,8 @@ LAYOUTS = [
         "megatron",
         ("iter_0000001", "iter_0000002", "iter_0000003"),
         "common.pt",
+        unpickler_gap=ENUM_BY_VALUE + "; Megatron's planner puts SavePlan, WriteItem, "
+        "WriteItemType and TensorWriteData (torch.distributed.checkpoint.planner) in it",
     ),
     Layout(
         "hf_trainer",
@@ -78,7 +90,13 @@ LAYOUTS = [
         ("checkpoint-1", "checkpoint-2", "checkpoint-3"),
         "model.safetensors",
     ),
-    Layout("torchtitan", "torchtitan", ("step-1", "step-2", "step-3"), "__0_0.distcp"),
+    Layout(
+        "torchtitan",
+        "torchtitan",
+        ("step-1", "step-2", "step-3"),
+        "__0_0.distcp",
+        unpickler_gap=ENUM_BY_VALUE,
+    ),
     Layout("lightning_link", "lightning", _LIGHTNING, ""),
     # save_last=True: the save of step 3 wrote epoch=0-step=3.ckpt and the copy last.ckpt.
     Layout(
@@ -89,11 +107,23 @@ LAYOUTS = [
         torn=(*_LIGHTNING[2:], "last.ckpt"),
     ),
 ]
+
+
+def cases(layouts: list[Layout]) -> list[object]:
+    """``layouts`` as pytest params, the known unpickler failure marked."""
+    return [
+        pytest.param(
+            lay,
+            id=lay.fixture,
+            marks=[pytest.mark.xfail(strict=True, reason=lay.unpickler_gap)]
+            if lay.unpickler_gap
+            else [],
+        )
+        for lay in layouts
+    ]
+
+
 _QUARANTINE_STAMP = re.compile(r"-\d{8}T\d{6}Z(?:\.\d+)?$")
-
-
-def _ids(layout: Layout) -> str:
-    return layout.fixture
 
 
 def copy_fixture(layout: Layout, parent: Path) -> Path:
@@ -164,7 +194,7 @@ DAMAGE: dict[str, Callable[[Path], None]] = {
 
 
 # --------------------------------------------------------------------------- intact sets
-@pytest.mark.parametrize("layout", LAYOUTS, ids=_ids)
+@pytest.mark.parametrize("layout", cases(LAYOUTS))
 def test_the_framework_is_recognised_and_its_newest_checkpoint_chosen(
     tmp_path: Path, layout: Layout
 ) -> None:
@@ -191,7 +221,7 @@ def _loaded_when_intact(layout: Layout, root: Path) -> Path:
 
 # ------------------------------------------------------------------- damaged newest
 @pytest.mark.parametrize("damage", sorted(DAMAGE))
-@pytest.mark.parametrize("layout", LAYOUTS, ids=_ids)
+@pytest.mark.parametrize("layout", cases(LAYOUTS))
 def test_a_damaged_newest_checkpoint_makes_the_job_load_the_previous_one(
     tmp_path: Path, layout: Layout, damage: str
 ) -> None:
@@ -214,3 +244,32 @@ def test_a_damaged_newest_checkpoint_makes_the_job_load_the_previous_one(
     assert not any(c.exists() and not c.is_symlink() for c in torn)
     after = contents(tree_snapshot(root))
     assert all(blob in after for blob in before), "a byte of the job's data was lost"
+
+
+# ------------------------------------------------------------------- mixed and look-alike
+def test_megatron_deepspeed_root_gets_both_pointers_rewritten(tmp_path: Path) -> None:
+    """Megatron-DeepSpeed saves DeepSpeed's global_stepN/ and `latest`, and also
+    Megatron's tracker with the iteration number: both must name the intact one."""
+    layout = next(lay for lay in LAYOUTS if lay.fixture == "deepspeed")
+    root = copy_fixture(layout, tmp_path)
+    (root / "latest_checkpointed_iteration.txt").write_text("3")
+    truncate(root / "global_step3" / layout.key_file, 0.5)
+    verdict = prepare_resume(root)
+    with anchored(root):
+        assert discover(root).framework == "megatron"
+    assert verdict.latest_valid == str(root / "global_step2")
+    assert (root / "latest").read_text() == "global_step2"
+    assert (root / "latest_checkpointed_iteration.txt").read_text() == "2\n"
+
+
+def test_a_latest_symlink_to_the_newest_step_is_not_deepspeed(tmp_path: Path) -> None:
+    layout = next(lay for lay in LAYOUTS if lay.fixture == "deepspeed")
+    root = copy_fixture(layout, tmp_path)
+    for step in (1, 2, 3):
+        (root / f"global_step{step}").rename(root / f"step_{step}")
+    (root / "latest").unlink()
+    os.symlink("step_3", root / "latest")
+    with anchored(root):
+        assert discover(root).framework == "generic"
+    verdict = verify_root(root)
+    assert verdict.latest_valid == str(root / "step_3") and "latest" not in verdict.note

@@ -12,8 +12,14 @@ from pathlib import Path
 import pytest
 from security.checkpoint_attacks import Victim, chown_tree, job_owner, reachable_tmpdir
 
-from checkpoint.factory import contents, tree_snapshot, truncate
-from checkpoint.test_frameworks import LAYOUTS, Layout, copy_fixture, what_the_framework_loads
+from checkpoint.factory import tree_snapshot, truncate
+from checkpoint.test_frameworks import (
+    LAYOUTS,
+    Layout,
+    cases,
+    copy_fixture,
+    what_the_framework_loads,
+)
 from resurrect.checkpoint import HINT_NAME, prepare_resume
 from resurrect.checkpoint.as_owner import run_helper
 from resurrect.checkpoint.helper import HelperRequest
@@ -42,9 +48,10 @@ def _tear_newest(layout: Layout, root: Path) -> None:
 
 # ------------------------------------------------------------------------- as the owner
 @pytest.mark.skipif(os.geteuid() != 0, reason="dropping to the job owner needs root")
-@pytest.mark.parametrize("name", ["deepspeed", "megatron_torch_dist", "lightning_link"])
-def test_pointers_are_rewritten_by_the_helper_as_the_owner(base: Path, name: str) -> None:
-    layout = BY_NAME[name]
+@pytest.mark.parametrize(
+    "layout", cases([BY_NAME[n] for n in ("deepspeed", "megatron_torch_dist", "lightning_link")])
+)
+def test_pointers_are_rewritten_by_the_helper_as_the_owner(base: Path, layout: Layout) -> None:
     owner = job_owner()
     root = copy_fixture(layout, base)
     _tear_newest(layout, root)
@@ -158,13 +165,13 @@ def test_a_checkpoint_folder_that_is_a_symlink_is_moved_aside_as_a_link(
     assert victim.snapshot() == seen
 
 
-def test_observe_mode_rewrites_no_pointer(tmp_path: Path) -> None:
-    for layout in LAYOUTS:
-        root = copy_fixture(layout, tmp_path)
-        _tear_newest(layout, root)
-        before = contents(tree_snapshot(root))
-        links = {p.name: os.readlink(p) for p in root.iterdir() if p.is_symlink()}
-        verdict = prepare_resume(root, act=False)
-        assert "observe mode" in verdict.note, layout
-        assert contents(tree_snapshot(root)) == before, layout
-        assert {p.name: os.readlink(p) for p in root.iterdir() if p.is_symlink()} == links
+@pytest.mark.parametrize("layout", cases(LAYOUTS))
+def test_observe_mode_rewrites_no_pointer(tmp_path: Path, layout: Layout) -> None:
+    root = copy_fixture(layout, tmp_path)
+    _tear_newest(layout, root)
+    before = tree_snapshot(root)
+    links = {p.name: os.readlink(p) for p in root.iterdir() if p.is_symlink()}
+    verdict = prepare_resume(root, act=False)
+    assert "observe mode" in verdict.note and "would " in verdict.note
+    assert tree_snapshot(root) == before
+    assert {p.name: os.readlink(p) for p in root.iterdir() if p.is_symlink()} == links
