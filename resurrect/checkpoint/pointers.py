@@ -25,8 +25,8 @@ from resurrect.checkpoint.frameworks import LIGHTNING_LAST, lightning_order
 from resurrect.checkpoint.fsutil import describe_oserror, lstat, open_parent
 from resurrect.checkpoint.layout import Candidate, Layout, Tracker
 
-#: Frameworks that load the highest step folder they find: a checkpoint that could not
-#: be moved aside (only marked) would still be loaded.
+#: Frameworks that load the highest step folder they find: a damaged checkpoint that
+#: stays in the root (marked only, or left while its save may still run) may be loaded.
 LOADS_HIGHEST_FOLDER = ("hf_trainer", "torchtitan")
 
 
@@ -38,14 +38,14 @@ def point_at(layout: Layout, best: Candidate, stamp: str, *, act: bool, actions:
         _point_last(layout, best, act=act, actions=actions)
 
 
-def warn_if_still_loaded(layout: Layout, marked: list[str], actions: list[str]) -> None:
-    """Say so when a framework without a pointer would still load a checkpoint that could
-    only be marked, not moved aside."""
-    if marked and layout.framework in LOADS_HIGHEST_FOLDER:
-        names = ", ".join(Path(m).name for m in marked)
+def warn_if_still_loaded(layout: Layout, still_in_root: list[str], actions: list[str]) -> None:
+    """Say so when a framework without a pointer may still load a damaged checkpoint that
+    stayed in the root (marked only, or left while its save may still run)."""
+    if still_in_root and layout.framework in LOADS_HIGHEST_FOLDER:
         actions.append(
-            f"{layout.framework} loads the highest step folder and ignores markers "
-            f"({names}): move the damaged checkpoint out of the root before it restarts"
+            f"{layout.framework} loads the highest step folder and ignores markers, so it may "
+            f"load {', '.join(still_in_root)}: prepare the resume again once the job has "
+            "stopped, or move the folder out of the root"
         )
 
 

@@ -86,8 +86,9 @@ def _fall_back(
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     actions: list[str] = []
     quarantined: list[str] = []
+    still_in_root: list[str] = []  # damaged, and neither moved nor (in observe mode) movable
     for plan in newer_bad:
-        _set_aside(
+        moved = _set_aside(
             plan,
             root_path,
             stamp,
@@ -96,9 +97,10 @@ def _fall_back(
             actions=actions,
             quarantined=quarantined,
         )
+        if not moved and plan.candidate.kind != "missing":
+            still_in_root.append(plan.candidate.name)
     point_at(layout, best.candidate, stamp, act=act, actions=actions)
-    marked = [q for q in quarantined if q.endswith(DAMAGE_MARKER_SUFFIX)]
-    warn_if_still_loaded(layout, marked, actions)
+    warn_if_still_loaded(layout, still_in_root, actions)
     reason = f"newest intact checkpoint ({len(newer_bad)} newer damaged)"
     if act:
         try:
@@ -125,19 +127,20 @@ def _set_aside(
     recent_s: float,
     actions: list[str],
     quarantined: list[str],
-) -> None:
-    """Quarantine one damaged checkpoint (or mark it, if it cannot be moved)."""
+) -> bool:
+    """Quarantine one damaged checkpoint (or mark it, if it cannot be moved); True when it
+    left the root's listing (or would, in observe mode)."""
     cand = plan.candidate
     if cand.kind == "missing":
-        return
+        return False
     if plan.findings.in_progress and _recently_modified(cand.path, recent_s):
         actions.append(f"left {cand.name} in place (save may still be running)")
-        return
+        return False
     dest = _free_name(root / QUARANTINE_DIR, f"{cand.name}-{stamp}")
     if not act:
         actions.append(f"would move {cand.name} to {QUARANTINE_DIR}/{dest.name}")
         quarantined.append(str(cand.path))
-        return
+        return True
     try:
         _move_to_quarantine(root, cand.name, dest.name)
     except (OSError, _QuarantineRefused) as exc:
@@ -148,12 +151,13 @@ def _set_aside(
             atomic_write_text(marker, json.dumps(doc) + "\n")
         except OSError as exc2:
             actions.append(f"could not move or mark {cand.name} ({describe_oserror(exc2)})")
-            return
+            return False
         actions.append(f"marked {cand.name} damaged (move failed: {why})")
         quarantined.append(str(marker))
-        return
+        return False
     actions.append(f"moved {cand.name} to {QUARANTINE_DIR}/{dest.name}")
     quarantined.append(str(dest))
+    return True
 
 
 def _move_to_quarantine(root: Path, name: str, dest_name: str) -> None:

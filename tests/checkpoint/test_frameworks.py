@@ -11,6 +11,7 @@ rules each framework documents (``what_the_framework_loads``), without the libra
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from checkpoint.factory import contents, tree_snapshot, truncate
+from checkpoint.factory import contents, make_dcp, make_torch_save, tree_snapshot, truncate
 from resurrect.checkpoint import prepare_resume, resume_path, verify_root
 from resurrect.checkpoint.fsutil import anchored
 from resurrect.checkpoint.layout import QUARANTINE_DIR, discover
@@ -130,6 +131,11 @@ def copy_fixture(layout: Layout, parent: Path) -> Path:
     """A private copy of the fixture, its files saved an hour ago (as a job's would be)."""
     root = parent / layout.fixture
     shutil.copytree(FIXTURES / layout.fixture, root, symlinks=True)
+    return saved_long_ago(root)
+
+
+def saved_long_ago(root: Path) -> Path:
+    """Date everything under ``root`` SAVED_AGO_S back (no save can still be running)."""
     old = time.time() - SAVED_AGO_S
     for dirpath, dirs, files in os.walk(root):
         for name in dirs + files:
@@ -273,3 +279,119 @@ def test_a_latest_symlink_to_the_newest_step_is_not_deepspeed(tmp_path: Path) ->
         assert discover(root).framework == "generic"
     verdict = verify_root(root)
     assert verdict.latest_valid == str(root / "step_3") and "latest" not in verdict.note
+
+
+# ------------------------------------------------------- what each framework's folder needs
+def _by_name(verdict_candidates: list[object], name: str) -> tuple[bool, str]:
+    cand = next(c for c in verdict_candidates if Path(c.path).name == name)  # type: ignore[attr-defined]
+    return cand.valid, cand.reason  # type: ignore[attr-defined]
+
+
+def test_deepspeed_folder_missing_a_zero_rank_file_is_damaged(tmp_path: Path) -> None:
+    layout = next(lay for lay in LAYOUTS if lay.fixture == "deepspeed")
+    root = copy_fixture(layout, tmp_path)
+    (root / "global_step3" / "zero_pp_rank_0_mp_rank_00_optim_states.pt").unlink()
+    verdict = prepare_resume(root)
+    valid, reason = _by_name(verdict.candidates, "global_step3")
+    assert not valid and "missing rank file(s) zero_pp_rank_0_mp_rank_00_optim_states.pt" in reason
+    assert (root / "latest").read_text() == "global_step2"
+
+
+def test_deepspeed_latest_naming_a_custom_tag_is_left_as_it_is(tmp_path: Path) -> None:
+    layout = next(lay for lay in LAYOUTS if lay.fixture == "deepspeed")
+    root = copy_fixture(layout, tmp_path)
+    (root / "latest").write_text("best")
+    truncate(root / "global_step3" / layout.key_file, 0.5)
+    verdict = prepare_resume(root)
+    assert "latest names 'best', not a global_stepN folder: left as it is" in verdict.note
+    assert (root / "latest").read_text() == "best"
+    assert verdict.latest_valid == str(root / "global_step2")
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ("no trainer_state.json", "save in progress: no trainer_state.json"),
+        ("garbled trainer_state.json", "trainer_state.json garbled (not JSON)"),
+        ("no global_step", "trainer_state.json garbled (no global_step)"),
+        ("no weights", "no model weights"),
+        ("index names a missing shard", "model-00002-of-00002.safetensors named by"),
+    ],
+)
+def test_trainer_folder_requirements(tmp_path: Path, change: str, expected: str) -> None:
+    layout = next(lay for lay in LAYOUTS if lay.fixture == "hf_trainer")
+    root = copy_fixture(layout, tmp_path)
+    newest = root / layout.newest
+    state = newest / "trainer_state.json"
+    if change == "no trainer_state.json":
+        state.unlink()
+    elif change == "garbled trainer_state.json":
+        state.write_text("{not json")
+    elif change == "no global_step":
+        state.write_text('{"epoch": 1}')
+    elif change == "no weights":
+        (newest / "model.safetensors").unlink()
+    else:
+        (newest / "model.safetensors").rename(newest / "model-00001-of-00002.safetensors")
+        index = {
+            "weight_map": {
+                "a": "model-00001-of-00002.safetensors",
+                "b": "model-00002-of-00002.safetensors",
+            }
+        }
+        (newest / "model.safetensors.index.json").write_text(json.dumps(index))
+    verdict = prepare_resume(saved_long_ago(root))
+    valid, reason = _by_name(verdict.candidates, layout.newest)
+    assert not valid and expected in reason, reason
+    assert what_the_framework_loads(layout, root) == root / layout.previous
+
+
+def test_trainer_folder_whose_save_may_still_run_is_left_and_the_note_says_trainer_may_load_it(
+    tmp_path: Path,
+) -> None:
+    layout = next(lay for lay in LAYOUTS if lay.fixture == "hf_trainer")
+    root = copy_fixture(layout, tmp_path)
+    (root / layout.newest / "trainer_state.json").unlink()  # Trainer writes it last
+    verdict = prepare_resume(root)
+    assert verdict.latest_valid == str(root / layout.previous)
+    assert (root / layout.newest).is_dir() and verdict.quarantined == []
+    assert f"left {layout.newest} in place (save may still be running)" in verdict.note
+    assert (
+        f"hf_trainer loads the highest step folder and ignores markers, so it may load {layout.newest}"
+        in verdict.note
+    )
+
+
+def test_megatron_torch_dist_folder_requirements(tmp_path: Path) -> None:
+    """Megatron's files around a real DCP save (made here by torch, as the example job's
+    torch writes it): metadata.json must be JSON naming its backend, and a torch_dist save
+    has common.pt and DCP's .metadata."""
+    root = tmp_path / "megatron"
+    for it in (1, 2, 3, 4):
+        folder = make_dcp(root / f"iter_{it:07d}", seed=it)
+        make_torch_save(folder / "common.pt", seed=it)
+        (folder / "metadata.json").write_text(
+            json.dumps({"sharded_backend": "torch_dist", "sharded_backend_version": 1})
+        )
+    (root / "latest_checkpointed_iteration.txt").write_text("4")
+    (root / "iter_0000004" / "common.pt").unlink()
+    (root / "iter_0000003" / "metadata.json").write_text("[1, 2")
+    (root / "iter_0000002" / "metadata.json").write_text('{"sharded_backend": 7}')
+    verdict = prepare_resume(root)
+    assert "missing common.pt" in _by_name(verdict.candidates, "iter_0000004")[1]
+    assert "metadata.json garbled (not JSON)" in _by_name(verdict.candidates, "iter_0000003")[1]
+    assert "no sharded_backend" in _by_name(verdict.candidates, "iter_0000002")[1]
+    assert verdict.latest_valid == str(root / "iter_0000001")
+    assert (root / "latest_checkpointed_iteration.txt").read_text() == "1\n"
+
+
+def test_lightning_names_order_by_step_then_epoch(tmp_path: Path) -> None:
+    layout = next(lay for lay in LAYOUTS if lay.fixture == "lightning_link")
+    root = copy_fixture(layout, tmp_path)
+    (root / "epoch=0-step=3.ckpt").rename(root / "epoch=1-step=30-val_loss=0.12.ckpt")
+    (root / "epoch=0-step=2.ckpt").rename(root / "epoch=0-step=9.ckpt")
+    (root / "last.ckpt").unlink()
+    os.symlink("epoch=1-step=30-val_loss=0.12.ckpt", root / "last.ckpt")
+    verdict = verify_root(root)
+    assert [c.step for c in verdict.candidates] == [30, 9, 1]
+    assert verdict.latest_valid == str(root / "epoch=1-step=30-val_loss=0.12.ckpt")
