@@ -267,7 +267,7 @@ def make_torchtitan(root: Path) -> None:
         schedulers.step()
         optimizers.zero_grad()
         manager.save(curr_step=step)
-    manager.close() if hasattr(manager, "close") else None
+    manager.close()  # waits for its purge thread
     dist.destroy_process_group()
     _provenance(
         root,
