@@ -12,7 +12,12 @@ Run by hand (never by the suite), in a venv that has the libraries, e.g.::
 Each framework runs in its own process on CPU (gloo, world size 1 or 2, a model of a few
 dozen parameters) and saves three checkpoints into ``OUT/<framework>/``, exactly where
 and how the framework saves them during training; ``OUT/<framework>/PROVENANCE.json``
-records the library versions and how the save was made. The suite copies a fixture,
+records the library versions and how the save was made.
+
+``--check-resume`` closes the loop with the real libraries: it tears the newest save of
+each fixture, runs resurrect's ``prepare-resume`` (``--resurrect-python``, the project's
+venv), then lets the library resume the way a restarted job does and prints ``PASS`` when
+it loaded the checkpoint before the torn one. The suite copies a fixture,
 damages its newest checkpoint and checks what resurrect does (tests/checkpoint/
 test_frameworks.py); it needs none of these libraries.
 """
@@ -26,6 +31,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
@@ -288,16 +294,228 @@ FRAMEWORKS: dict[str, Callable[[Path], None]] = {
 }
 
 
+# ------------------------------------------------------ the libraries resume, after resurrect
+#: What a crash in the newest save tears (relative to the root), and the checkpoint the
+#: framework must load once resurrect prepared the resume.
+TORN: dict[str, tuple[list[str], str]] = {
+    "deepspeed": (["global_step3/mp_rank_00_model_states.pt"], "global_step2"),
+    "megatron_torch_dist": (["iter_0000003/common.pt"], "iter_0000002"),
+    "hf_trainer": (["checkpoint-3/model.safetensors"], "checkpoint-2"),
+    "torchtitan": (["step-3/__0_0.distcp"], "step-2"),
+    "lightning_link": (["epoch=0-step=3.ckpt"], "epoch=0-step=2.ckpt"),
+    "lightning_copy": (["epoch=0-step=3.ckpt", "last.ckpt"], "epoch=0-step=2.ckpt"),
+}
+
+
+def resume_deepspeed(root: Path) -> str:
+    _single_process_env()
+    os.environ["DS_ACCELERATOR"] = "cpu"
+    import deepspeed
+    import torch
+
+    sys.modules["deepspeed.comm.torch"].build_shm_op = lambda: None  # type: ignore[attr-defined]
+    deepspeed.init_distributed(dist_backend="gloo")
+    model = torch.nn.Linear(4, 2)
+    config = {
+        "train_micro_batch_size_per_gpu": 2,
+        "zero_optimization": {"stage": 1},
+        "zero_allow_untested_optimizer": True,
+    }
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config=config)
+    # The fixture has 2 ZeRO ranks, this load 1: the model states only.
+    path, _state = engine.load_checkpoint(str(root), load_optimizer_states=False)
+    return Path(path).parent.name if path else "nothing"
+
+
+def resume_megatron_torch_dist(root: Path) -> str:
+    _single_process_env()
+    import torch
+    import torch.distributed as dist
+    from megatron.core import dist_checkpointing
+    from megatron.core.dist_checkpointing import ShardedTensor
+
+    torch.cuda.synchronize = lambda *_args, **_kwargs: None
+    torch.cuda.current_device = lambda: "cpu"  # type: ignore[assignment,return-value]
+    dist.init_process_group("gloo")
+    iteration = int((root / "latest_checkpointed_iteration.txt").read_text())
+    folder = root / f"iter_{iteration:07d}"
+    template = {
+        "model": {
+            "decoder.weight": ShardedTensor.from_rank_offsets(
+                "decoder.weight", torch.empty(4, 2), replica_id=0
+            )
+        }
+    }
+    dist_checkpointing.load(template, str(folder))
+    dist.destroy_process_group()
+    return folder.name
+
+
+def resume_hf_trainer(root: Path) -> str:
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+    from transformers.trainer_utils import get_last_checkpoint
+
+    last = get_last_checkpoint(str(root))
+    config = GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=16, n_positions=8)
+    rows = [{"input_ids": torch.arange(8) % 16, "labels": torch.arange(8) % 16}] * 8
+    args = TrainingArguments(
+        output_dir=str(root),
+        max_steps=STEPS + 1,
+        save_steps=100,
+        per_device_train_batch_size=2,
+        report_to=[],
+        use_cpu=True,
+        disable_tqdm=True,
+    )
+    Trainer(model=GPT2LMHeadModel(config), args=args, train_dataset=rows).train(
+        resume_from_checkpoint=True
+    )
+    return Path(last).name if last else "nothing"
+
+
+def resume_torchtitan(root: Path) -> str:
+    _single_process_env()
+    import torch
+    import torch.distributed as dist
+    from torchtitan.components.checkpointer.dcp import CheckpointManager
+    from torchtitan.components.optimizer.lr_scheduler import LRSchedulersContainer
+    from torchtitan.components.optimizer.optimizer import OptimizersContainer, ParamGroupConfig
+
+    dist.init_process_group("gloo")
+    model = torch.nn.Linear(4, 2)
+    optimizers = OptimizersContainer(
+        OptimizersContainer.Config(
+            param_groups=[ParamGroupConfig(pattern=".*", optimizer_name="AdamW")],
+            implementation="for-loop",
+        ),
+        model_parts=[model],
+    )
+    schedulers = LRSchedulersContainer.Config(warmup_steps=1).build(
+        optimizers=optimizers, training_steps=STEPS
+    )
+    manager = CheckpointManager(
+        CheckpointManager.Config(enable=True, folder=".", interval=1, keep_latest_k=0),
+        dataloader=None,
+        model_parts=[model],
+        optimizers=optimizers,
+        lr_schedulers=schedulers,
+        states={},
+        sd_adapter=None,
+        base_folder=str(root),
+    )
+    step = manager._find_load_step()  # what manager.load() loads
+    manager.load()
+    manager.close()
+    dist.destroy_process_group()
+    return f"step-{step}"
+
+
+def resume_lightning(root: Path, save_last: bool | str) -> str:
+    import lightning as L
+    import torch
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    class Tiny(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 2)
+
+        def training_step(self, batch: torch.Tensor, _idx: int) -> torch.Tensor:
+            return self.layer(batch).pow(2).mean()
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.Adam(self.parameters(), lr=1e-3)
+
+    ckpt = ModelCheckpoint(
+        dirpath=str(root), every_n_train_steps=1, save_top_k=-1, save_last=save_last
+    )
+    trainer = L.Trainer(
+        max_steps=STEPS + 1,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[ckpt],
+    )
+    loaded = root / "last.ckpt"
+    target = os.readlink(loaded) if loaded.is_symlink() else loaded.name
+    trainer.fit(
+        Tiny(), torch.utils.data.DataLoader(torch.randn(8, 4), batch_size=2), ckpt_path="last"
+    )
+    return Path(target).name
+
+
+RESUMES: dict[str, Callable[[Path], str]] = {
+    "deepspeed": resume_deepspeed,
+    "megatron_torch_dist": resume_megatron_torch_dist,
+    "hf_trainer": resume_hf_trainer,
+    "torchtitan": resume_torchtitan,
+    "lightning_copy": lambda root: resume_lightning(root, True),
+    "lightning_link": lambda root: resume_lightning(root, "link"),
+}
+
+
+def check_resume(name: str, fixtures: Path, resurrect_python: str) -> bool:
+    """Tear the fixture's newest save, let resurrect prepare the resume, and have the
+    library itself resume: True when it loads the checkpoint before the torn one."""
+    torn, expected = TORN[name]
+    with tempfile.TemporaryDirectory(prefix="resume-check-") as tmp:
+        root = Path(tmp) / name
+        shutil.copytree(fixtures / name, root, symlinks=True)
+        for rel in torn:
+            os.truncate(root / rel, (root / rel).stat().st_size // 2)
+        env = {**os.environ, "PYTHONPATH": str(HERE.parents[2])}
+        prepared = subprocess.run(
+            [resurrect_python, "-m", "resurrect.checkpoint", "prepare-resume", str(root)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        print(
+            prepared.stdout.strip().splitlines()[-1] if prepared.stdout.strip() else prepared.stderr
+        )
+        cmd = [sys.executable, str(HERE), "--out", tmp, "--resume-one", name]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        loaded = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-500:]
+    ok = loaded == f"loaded {expected}"
+    print(f"{'PASS' if ok else 'FAIL'} {name}: {loaded} (expected {expected})", flush=True)
+    return ok
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--only", nargs="*", choices=sorted(FRAMEWORKS), default=None)
+    parser.add_argument(
+        "--check-resume",
+        action="store_true",
+        help="instead of saving: tear each fixture's newest save, run resurrect's "
+        "prepare-resume, and have the library resume (prints PASS/FAIL per framework)",
+    )
+    parser.add_argument(
+        "--resurrect-python",
+        default=str(HERE.parents[2] / ".venv" / "bin" / "python"),
+        help="the Python that runs resurrect (its venv)",
+    )
     parser.add_argument("--one", choices=sorted(FRAMEWORKS), help=argparse.SUPPRESS)
+    parser.add_argument("--resume-one", choices=sorted(RESUMES), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
         root = args.out / args.one
         FRAMEWORKS[args.one](root)
         return 0
+    if args.resume_one:
+        loaded = RESUMES[args.resume_one](args.out / args.resume_one)
+        print(f"loaded {loaded}", flush=True)
+        return 0
+    if args.check_resume:
+        names = args.only or sorted(FRAMEWORKS)
+        results = [check_resume(n, args.out, args.resurrect_python) for n in names]
+        return 0 if all(results) else 1
     failed = []
     for name in args.only or sorted(FRAMEWORKS):
         root = args.out / name
