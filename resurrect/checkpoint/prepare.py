@@ -5,9 +5,9 @@ Damaged checkpoints newer than the chosen one are moved aside into
 with a ``<name>.resurrect-damaged`` file). Nothing is ever deleted, and nothing leaves the
 root: every rename is made between directory fds reached without symlinks, and a
 quarantine folder that is a symlink, not a directory or not the root owner's is refused
-(the checkpoint is marked instead). A Megatron tracker is rewritten atomically, its old
-text kept in a backup written as a fresh file (never through a planted name); every
-layout gets a resume hint.
+(the checkpoint is marked instead). Then the framework's own pointer is made to name the
+chosen checkpoint (resurrect.checkpoint.pointers: Megatron's tracker, DeepSpeed's
+``latest``, Lightning's ``last.ckpt``); every layout gets a resume hint.
 """
 
 from __future__ import annotations
@@ -19,17 +19,13 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from resurrect.checkpoint.atomic import atomic_write_text, write_new_then_rename
+from resurrect.checkpoint.atomic import atomic_write_text
 from resurrect.checkpoint.findings import Progress
 from resurrect.checkpoint.fsutil import describe_oserror, lexists, list_files, lstat, open_dir
-from resurrect.checkpoint.layout import (
-    DAMAGE_MARKER_SUFFIX,
-    QUARANTINE_DIR,
-    TRACKER_NAME,
-    Layout,
-)
+from resurrect.checkpoint.layout import DAMAGE_MARKER_SUFFIX, QUARANTINE_DIR
 from resurrect.checkpoint.limits import DEFAULT_LIMITS, VerifyLimits
 from resurrect.checkpoint.owner import Owner
+from resurrect.checkpoint.pointers import point_at, warn_if_still_loaded
 from resurrect.checkpoint.resume import write_hint
 from resurrect.checkpoint.verify import VerifiedRoot, verify_confined
 from resurrect.checkpoint.verify_one import DEFAULT_RECENT_S, Level, Plan
@@ -78,7 +74,7 @@ def _fall_back(
     progress: Progress | None,
     recent_s: float,
 ) -> CheckpointVerdict:
-    """Quarantine what is newer than the best intact checkpoint, point tracker and hint."""
+    """Quarantine what is newer than the best intact checkpoint, point pointers and hint."""
     layout = verified.layout
     root_path = layout.root
     best = verified.newest_valid()
@@ -90,8 +86,9 @@ def _fall_back(
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     actions: list[str] = []
     quarantined: list[str] = []
+    still_in_root: list[str] = []  # damaged, and neither moved nor (in observe mode) movable
     for plan in newer_bad:
-        _set_aside(
+        moved = _set_aside(
             plan,
             root_path,
             stamp,
@@ -100,7 +97,10 @@ def _fall_back(
             actions=actions,
             quarantined=quarantined,
         )
-    _point_tracker(layout, best, stamp, act=act, actions=actions)
+        if not moved and plan.candidate.kind != "missing":
+            still_in_root.append(plan.candidate.name)
+    point_at(layout, best.candidate, stamp, act=act, actions=actions)
+    warn_if_still_loaded(layout, still_in_root, actions)
     reason = f"newest intact checkpoint ({len(newer_bad)} newer damaged)"
     if act:
         try:
@@ -127,19 +127,20 @@ def _set_aside(
     recent_s: float,
     actions: list[str],
     quarantined: list[str],
-) -> None:
-    """Quarantine one damaged checkpoint (or mark it, if it cannot be moved)."""
+) -> bool:
+    """Quarantine one damaged checkpoint (or mark it, if it cannot be moved); True when it
+    left the root's listing (or would, in observe mode)."""
     cand = plan.candidate
     if cand.kind == "missing":
-        return
+        return False
     if plan.findings.in_progress and _recently_modified(cand.path, recent_s):
         actions.append(f"left {cand.name} in place (save may still be running)")
-        return
+        return False
     dest = _free_name(root / QUARANTINE_DIR, f"{cand.name}-{stamp}")
     if not act:
         actions.append(f"would move {cand.name} to {QUARANTINE_DIR}/{dest.name}")
         quarantined.append(str(cand.path))
-        return
+        return True
     try:
         _move_to_quarantine(root, cand.name, dest.name)
     except (OSError, _QuarantineRefused) as exc:
@@ -150,12 +151,13 @@ def _set_aside(
             atomic_write_text(marker, json.dumps(doc) + "\n")
         except OSError as exc2:
             actions.append(f"could not move or mark {cand.name} ({describe_oserror(exc2)})")
-            return
+            return False
         actions.append(f"marked {cand.name} damaged (move failed: {why})")
         quarantined.append(str(marker))
-        return
+        return False
     actions.append(f"moved {cand.name} to {QUARANTINE_DIR}/{dest.name}")
     quarantined.append(str(dest))
+    return True
 
 
 def _move_to_quarantine(root: Path, name: str, dest_name: str) -> None:
@@ -194,33 +196,6 @@ def _move_to_quarantine(root: Path, name: str, dest_name: str) -> None:
             os.close(q_fd)
     finally:
         os.close(root_fd)
-
-
-def _point_tracker(
-    layout: Layout, best: Plan, stamp: str, *, act: bool, actions: list[str]
-) -> None:
-    """Rewrite Megatron's tracker to the chosen iteration, keeping a backup of the old one."""
-    tracker = layout.tracker
-    step = best.candidate.step
-    if tracker is None or step is None or not best.candidate.name.lower().startswith("iter"):
-        return
-    if tracker.iteration == step:
-        return
-    backup = tracker.path.with_name(f"{TRACKER_NAME}.resurrect-bak-{stamp}")
-    if not act:
-        actions.append(f"would set {TRACKER_NAME} to {step} (backup {backup.name})")
-        return
-    try:
-        # The backup holds the text already read (capped, no symlink): a fresh file renamed
-        # into place, so a planted name or symlink at the backup path is never written through.
-        write_new_then_rename(backup, tracker.raw.encode("utf-8"))
-        atomic_write_text(tracker.path, f"{step}\n")
-    except OSError as exc:
-        actions.append(f"could not rewrite {TRACKER_NAME} ({describe_oserror(exc)})")
-        return
-    actions.append(
-        f"set {TRACKER_NAME} to {step} (was {tracker.raw.strip()!r}, backup {backup.name})"
-    )
 
 
 def _recently_modified(path: Path, recent_s: float) -> bool:

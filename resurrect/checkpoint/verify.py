@@ -10,6 +10,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from resurrect.checkpoint.findings import CheckLimited, Findings, Progress
+from resurrect.checkpoint.framework_checks import check_frameworks
 from resurrect.checkpoint.layout import Candidate, Layout, RootUnreadable, discover
 from resurrect.checkpoint.limits import DEFAULT_LIMITS, VerifyLimits
 from resurrect.checkpoint.manifest import default_workers
@@ -189,6 +190,7 @@ def verify_layout(
     budget = limits.time_budget_s
     deadline = None if budget is None else time.monotonic() + budget
     plans = [_plan_safely(c, level, now, recent_s, limits) for c in layout.candidates]
+    check_frameworks(layout, plans)
     if progress is not None:
         progress(f"{layout.root}: {len(plans)} checkpoint(s), level {level}")
     _run_tasks(plans, workers or default_workers(), progress, deadline)
