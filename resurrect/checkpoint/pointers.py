@@ -20,7 +20,7 @@ import secrets
 import stat
 from pathlib import Path
 
-from resurrect.checkpoint.atomic import atomic_write_text, write_new_then_rename
+from resurrect.checkpoint.atomic import atomic_write_text, removed_on_failure, write_new_then_rename
 from resurrect.checkpoint.frameworks import LIGHTNING_LAST, lightning_order
 from resurrect.checkpoint.fsutil import describe_oserror, lstat, open_parent
 from resurrect.checkpoint.layout import Candidate, Layout, Tracker
@@ -130,16 +130,10 @@ def _link_in_place(path: Path, target: str) -> None:
         # The temporary name must not look like a Lightning "last" file.
         tmp = f".resurrect-link-{secrets.token_hex(6)}.tmp"
         os.symlink(target, tmp, dir_fd=dir_fd)
-        try:
+        with removed_on_failure(dir_fd, tmp):
             if os.geteuid() == 0:
                 owner = os.fstat(dir_fd)
                 os.chown(tmp, owner.st_uid, owner.st_gid, dir_fd=dir_fd, follow_symlinks=False)
             os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        except BaseException:
-            try:
-                os.unlink(tmp, dir_fd=dir_fd)
-            except OSError:
-                pass
-            raise
     finally:
         os.close(dir_fd)
