@@ -142,20 +142,28 @@ def _check_megatron(plan: Plan, files: dict[str, int]) -> None:
         findings.note(f"Megatron {backend[:40]} (its shards checked by size and type only)")
 
 
+def _json_file(plan: Plan, name: str, cap: int) -> object | None:
+    """The JSON document ``name`` of the candidate (at most ``cap`` bytes, no symlink); None,
+    with a damage finding, when it cannot be read or is not JSON."""
+    try:
+        document: object = json.loads(read_capped(plan.candidate.path / name, cap))
+        return document
+    except OSError as exc:
+        plan.findings.damage(f"{name} unreadable ({describe_oserror(exc)})")
+    except (ValueError, RecursionError):
+        plan.findings.damage(f"{name} garbled (not JSON)")
+    return None
+
+
 def _check_hf_trainer(plan: Plan, files: dict[str, int]) -> None:
     if not plan.candidate.name.startswith("checkpoint-"):
         return
-    findings, path = plan.findings, plan.candidate.path
+    findings = plan.findings
     if HF_TRAINER_STATE not in files:
         findings.saving(f"no {HF_TRAINER_STATE} (Trainer writes it last)")
         return
-    try:
-        state = json.loads(read_capped(path / HF_TRAINER_STATE, MAX_TRAINER_STATE_BYTES))
-    except OSError as exc:
-        findings.damage(f"{HF_TRAINER_STATE} unreadable ({describe_oserror(exc)})")
-        return
-    except (ValueError, RecursionError):
-        findings.damage(f"{HF_TRAINER_STATE} garbled (not JSON)")
+    state = _json_file(plan, HF_TRAINER_STATE, MAX_TRAINER_STATE_BYTES)
+    if state is None:
         return
     if not isinstance(state, dict) or not isinstance(state.get("global_step"), int):
         findings.damage(f"{HF_TRAINER_STATE} garbled (no global_step)")
@@ -177,13 +185,8 @@ def _check_hf_weights_only(plan: Plan, files: dict[str, int]) -> None:
 
 def _check_weight_index(plan: Plan, files: dict[str, int], index: str) -> None:
     findings = plan.findings
-    try:
-        doc = json.loads(read_capped(plan.candidate.path / index, MAX_WEIGHT_INDEX_BYTES))
-    except OSError as exc:
-        findings.damage(f"{index} unreadable ({describe_oserror(exc)})")
-        return
-    except (ValueError, RecursionError):
-        findings.damage(f"{index} garbled (not JSON)")
+    doc = _json_file(plan, index, MAX_WEIGHT_INDEX_BYTES)
+    if doc is None:
         return
     weight_map = doc.get("weight_map") if isinstance(doc, dict) else None
     if not isinstance(weight_map, dict):
