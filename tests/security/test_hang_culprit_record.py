@@ -17,10 +17,10 @@ from support.rules import engine_of
 
 from resurrect.progress.culprits import MAX_NODES_PER_JOB, HangCulprits
 from resurrect.progress.watch import HangReport, HangSuspicion
+from resurrect.sensors.log_follower import JobLogFollower
 from resurrect.stacks.classify import RankStack, judge
 from resurrect.stacks.pyspy_text import parse_pyspy_dump
 from resurrect.testing import FakeScheduler
-from sensors.log_follower import JobLogFollower
 
 STACKS = Path(__file__).parent.parent / "fixtures" / "stacks"
 

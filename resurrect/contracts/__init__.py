@@ -1,0 +1,97 @@
+"""The shared data contracts of resurrect, by topic.
+
+Everything that crosses a boundary (sensor -> workflow, workflow -> activity, activity ->
+scheduler, CLI -> JSON) is one of these pydantic models, strict at the edges (unknown fields
+are rejected). The package imports nothing else of resurrect, so every other module can
+depend on it without cycles, and workflow code can pass it through the Temporal sandbox.
+
+* :mod:`~resurrect.contracts.faults`: fault classes, actions, evidence, diagnoses;
+* :mod:`~resurrect.contracts.scheduler`: job states, jobs, nodes;
+* :mod:`~resurrect.contracts.policy`: a job's recovery policy;
+* :mod:`~resurrect.contracts.recovery`: a recovery's report, decision, checkpoint verdict,
+  restart history, outcome, and the inputs and results of its activities and steps.
+"""
+
+from __future__ import annotations
+
+from resurrect.contracts.base import (
+    Contract,
+)
+from resurrect.contracts.faults import (
+    DEFAULT_ACTION,
+    Diagnosis,
+    Evidence,
+    EvidenceRole,
+    EvidenceSource,
+    FaultClass,
+    RecoveryAction,
+    SignalKind,
+)
+from resurrect.contracts.policy import (
+    JobPolicy,
+    ProgressPolicy,
+    RecoveryMode,
+)
+from resurrect.contracts.recovery import (
+    AttemptRecord,
+    CheckpointCandidate,
+    CheckpointVerdict,
+    EvidenceBundle,
+    IncidentState,
+    Interruption,
+    RecoveryDecision,
+    RecoveryOutcome,
+    RecoveryOutcomeKind,
+    RestartHistory,
+    StepInput,
+    StepResult,
+    recovery_workflow_id,
+)
+from resurrect.contracts.scheduler import (
+    ACTIVE_JOB_STATES,
+    FAILED_JOB_STATES,
+    FINISHED_JOB_STATES,
+    HARD_DOWN_NODE_STATES,
+    RUNNING_JOB_STATES,
+    JobInfo,
+    JobState,
+    MutationResult,
+    NodeInfo,
+)
+
+__all__ = [
+    "ACTIVE_JOB_STATES",
+    "DEFAULT_ACTION",
+    "FAILED_JOB_STATES",
+    "FINISHED_JOB_STATES",
+    "HARD_DOWN_NODE_STATES",
+    "RUNNING_JOB_STATES",
+    "AttemptRecord",
+    "CheckpointCandidate",
+    "CheckpointVerdict",
+    "Contract",
+    "Diagnosis",
+    "Evidence",
+    "EvidenceBundle",
+    "EvidenceRole",
+    "EvidenceSource",
+    "FaultClass",
+    "IncidentState",
+    "Interruption",
+    "JobInfo",
+    "JobPolicy",
+    "JobState",
+    "MutationResult",
+    "NodeInfo",
+    "ProgressPolicy",
+    "RecoveryAction",
+    "RecoveryDecision",
+    "RecoveryMode",
+    "RecoveryOutcome",
+    "RecoveryOutcomeKind",
+    "RestartHistory",
+    "SignalKind",
+    "StepInput",
+    "StepResult",
+    "recovery_workflow_id",
+]

@@ -1,0 +1,211 @@
+"""A recovery's contracts: the report, the decision, the checkpoint verdict, the restart
+history, the outcome, and what each activity and plan step takes and returns."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import Field
+
+from resurrect.contracts.base import Contract
+from resurrect.contracts.faults import Diagnosis, Evidence, FaultClass, RecoveryAction
+from resurrect.contracts.policy import JobPolicy, RecoveryMode
+from resurrect.contracts.scheduler import JobInfo, JobState, NodeInfo
+
+
+class Interruption(Contract):
+    """A sensor's report that an opted-in job was interrupted (or is about to be)."""
+
+    cluster: str
+    job_id: str
+    restart_count: int = Field(ge=0)
+    source: str  # "slurm_watcher", "log_tail", "node_agent", ...
+    reason: str
+    observed_at: datetime
+    job_state: JobState | None = None
+    nodes: list[str] = Field(default_factory=list)
+    suspect_nodes: list[str] = Field(default_factory=list)
+    fault_hint: FaultClass | None = None
+    evidence: list[Evidence] = Field(default_factory=list)
+
+    @property
+    def workflow_id(self) -> str:
+        return recovery_workflow_id(self.cluster, self.job_id, self.restart_count)
+
+
+def recovery_workflow_id(cluster: str, job_id: str, restart_count: int) -> str:
+    """The identity of a recovery: one workflow per (cluster, job, attempt)."""
+    return f"recover/{cluster}/{job_id}/{restart_count}"
+
+
+class RecoveryDecision(Contract):
+    """What this recovery will do, decided from the diagnosis, the job's policy and budget.
+
+    Per incident (``resurrect.plans.decide``); not to be confused with the YAML recovery
+    plans (``resurrect.plans``), whose steps carry the decision out.
+    """
+
+    action: RecoveryAction
+    drain_nodes: list[str] = Field(default_factory=list)
+    exclude_nodes: list[str] = Field(default_factory=list)
+    requeue: bool = False
+    counts_against_budget: bool = True
+    reasons: list[str] = Field(default_factory=list)
+
+
+class CheckpointCandidate(Contract):
+    path: str
+    step: int | None
+    valid: bool
+    reason: str
+
+
+class CheckpointVerdict(Contract):
+    """Which checkpoint the job will resume from, and why."""
+
+    root: str | None
+    verified: bool
+    latest_valid: str | None = None
+    resume_step: int | None = None
+    candidates: list[CheckpointCandidate] = Field(default_factory=list)
+    quarantined: list[str] = Field(default_factory=list)
+    note: str = ""
+
+
+class AttemptRecord(Contract):
+    """What an earlier recovery of the same job recorded about the attempt it ended."""
+
+    restart_count: int  # the attempt (Slurm's restart count)
+    outcome: str | None = None  # RecoveryOutcomeKind value; None while it ran
+    requeued: bool = False  # it requeued the job (a restart)
+    charged: bool = False  # that restart was charged to the job's budget
+    last_step: int | None = None  # the last training step the attempt printed
+    resume_step: int | None = None  # the checkpoint step the next attempt resumed from
+    closed_at: datetime | None = None
+
+
+class RestartHistory(Contract):
+    """The job's earlier attempts as its recoveries recorded them (oldest first), and the last
+    step the attempt interrupted now printed: what tells a restart loop."""
+
+    last_step: int | None = None
+    earlier: list[AttemptRecord] = Field(default_factory=list)
+    read_at: datetime | None = None  # when the records were read (rule 10's window ends)
+
+
+class RecoveryOutcomeKind(StrEnum):
+    """How a recovery ended: ``RecoveryOutcome.outcome`` and the ``ResurrectOutcome`` search
+    attribute. Every value is documented in docs/architecture.md ("Outcomes")."""
+
+    RECOVERED = "recovered"  # requeued, and the job runs again
+    REQUEUED_NOT_RUNNING = "requeued_not_running"  # requeued; not running within the wait
+    NOT_REQUEUED = "not_requeued"  # the plan ran but nothing requeued the job
+    OBSERVED = "observed"  # observe mode: nothing changed; ``would_have`` says what act would
+    STOPPED = "stopped"  # decided to stop (application fault, budget spent) or a step stopped
+    NOTHING_TO_DO = "nothing_to_do"  # a person cancelled the job
+    NO_PLAN = "no_plan"  # no recovery plan matches the decided action
+    FAILED = "failed"  # a step with ``on_failure: stop`` failed
+    JOB_UNKNOWN = "job_unknown"  # the evidence could not be gathered (no such job, ...)
+    REFUSED_NOT_OPTED_IN = "refused_not_opted_in"  # the job's policy does not opt it in
+    STOPPED_NO_CHECKPOINT = "stopped_no_checkpoint"  # no checkpoint verified (the policy asks)
+    JOB_COMPLETED = "job_completed"  # the job had finished by the time of the requeue
+    CANCELLED_DURING_RECOVERY = "cancelled_during_recovery"  # cancelled while recovering
+    DENIED = "denied"  # a person (or the approval timeout's default) denied the plan
+
+
+class RecoveryOutcome(Contract):
+    """The result of one RecoveryWorkflow: what was decided, what was done, how it ended."""
+
+    workflow_id: str
+    cluster: str
+    job_id: str
+    restart_count: int
+    mode: RecoveryMode
+    fault_class: FaultClass
+    action: RecoveryAction
+    recovered: bool
+    outcome: RecoveryOutcomeKind
+    drained_nodes: list[str] = Field(default_factory=list)
+    excluded_nodes: list[str] = Field(default_factory=list)
+    requeued: bool = False
+    job_running_again: bool = False
+    checkpoint: CheckpointVerdict | None = None
+    diagnosis: Diagnosis | None = None
+    notes: list[str] = Field(default_factory=list)
+    would_have: list[str] = Field(default_factory=list)  # observe mode: what act would do
+
+
+# ---------------------------------------------------------------------------------------
+# Inputs and outputs of the recovery activities (what the workflow history records).
+
+
+class EvidenceBundle(Contract):
+    """What ``gather_evidence`` found: the job, its nodes, its policy, the mode to run in."""
+
+    interruption: Interruption
+    job: JobInfo
+    nodes: list[NodeInfo] = Field(default_factory=list)
+    policy: JobPolicy
+    policy_source: str
+    policy_problems: list[str] = Field(default_factory=list)
+    mode: RecoveryMode
+    wait_running_timeout_s: float
+    activity_timeout_s: float
+    checkpoint_level: Literal["quick", "full"] = "quick"
+    # Whether the job is opted in, as resurrect.policy resolved it when the evidence was
+    # gathered; the workflow refuses a job that is not (whoever started the workflow).
+    opted_in: bool = False
+
+
+# ---------------------------------------------------------------------------------------
+# Recovery steps (built-in and plugin activities run by a recovery plan).
+
+
+class IncidentState(Contract):
+    """What the recovery has done so far; each step's result is folded into it."""
+
+    drained_nodes: list[str] = Field(default_factory=list)
+    excluded_nodes: list[str] = Field(default_factory=list)
+    requeued: bool = False
+    running_again: bool = False
+    checkpoint: CheckpointVerdict | None = None
+
+
+class StepInput(Contract):
+    """The one input every plan step receives: the incident, its parameters, the mode."""
+
+    workflow_id: str
+    activity: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    dry_run: bool
+    bundle: EvidenceBundle
+    diagnosis: Diagnosis
+    decision: RecoveryDecision
+    state: IncidentState = Field(default_factory=IncidentState)
+    # Set when the plan gave the step no heartbeat timeout: the worker then heartbeats for
+    # it, so a crashed worker is noticed within this many seconds.
+    liveness_s: float | None = None
+    # Who approved this step (``resurrect approve``), when it waited for approval.
+    approved_by: str | None = None
+    # Set on a quick step's first attempt, a local activity: finish within this many
+    # seconds or raise NeedsMoreTime (the recovery then runs the step as an activity task).
+    quick_s: float | None = None
+
+
+class StepResult(Contract):
+    """What a step reports. Unset fields leave the incident state as it was."""
+
+    ok: bool = True
+    detail: str = ""
+    notes: list[str] = Field(default_factory=list)
+    would_have: list[str] = Field(default_factory=list)  # observe mode
+    drained_nodes: list[str] = Field(default_factory=list)
+    excluded_nodes: list[str] = Field(default_factory=list)
+    requeued: bool | None = None
+    running_again: bool | None = None
+    checkpoint: CheckpointVerdict | None = None
+    stop_recovery: bool = False  # end the recovery after this step
+    outcome: RecoveryOutcomeKind | None = None  # the outcome to report when stopping
+    data: dict[str, Any] = Field(default_factory=dict)

@@ -1,0 +1,127 @@
+"""The scheduler's view: job states, jobs, nodes, what a mutation did."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import Field
+
+from resurrect.contracts.base import Contract
+
+
+class JobState(StrEnum):
+    """Slurm base job states resurrect distinguishes (others map to OTHER)."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    SUSPENDED = "SUSPENDED"
+    COMPLETING = "COMPLETING"
+    COMPLETED = "COMPLETED"
+    CANCELLED = "CANCELLED"
+    FAILED = "FAILED"
+    TIMEOUT = "TIMEOUT"
+    NODE_FAIL = "NODE_FAIL"
+    PREEMPTED = "PREEMPTED"
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+    BOOT_FAIL = "BOOT_FAIL"
+    DEADLINE = "DEADLINE"
+    REQUEUED = "REQUEUED"
+    OTHER = "OTHER"
+
+
+# The sets of job states resurrect decides on; every module imports them from here.
+# A job attempt that ended unsuccessfully: the watcher reports it (CANCELLED is a person's
+# decision, COMPLETED a success: neither is an interruption).
+FAILED_JOB_STATES = frozenset(
+    {
+        JobState.NODE_FAIL,
+        JobState.FAILED,
+        JobState.TIMEOUT,
+        JobState.PREEMPTED,
+        JobState.OUT_OF_MEMORY,
+        JobState.BOOT_FAIL,
+        JobState.DEADLINE,
+    }
+)
+# The job has ended (a requeue starts a new attempt of it).
+FINISHED_JOB_STATES = FAILED_JOB_STATES | {JobState.COMPLETED, JobState.CANCELLED}
+# The job's ranks run (COMPLETING: its steps are still being torn down).
+RUNNING_JOB_STATES = frozenset({JobState.RUNNING, JobState.COMPLETING})
+# The job still holds its nodes: running, being torn down, or suspended on them.
+ACTIVE_JOB_STATES = RUNNING_JOB_STATES | {JobState.SUSPENDED}
+
+
+class JobInfo(Contract):
+    """What the scheduler knows about one job."""
+
+    job_id: str
+    name: str = ""
+    state: JobState
+    state_reason: str = ""
+    user: str = ""
+    user_id: int | None = None
+    group_id: int | None = None  # the job's primary group (checkpoint access runs as it)
+    partition: str = ""
+    nodes: list[str] = Field(default_factory=list)
+    excluded_nodes: list[str] = Field(default_factory=list)
+    num_nodes: int = 0
+    restart_count: int = 0
+    requeue_allowed: bool = True
+    held: bool = False
+    comment: str = ""
+    # Set by administrators and by resurrect (its hold mark, see scheduler/hold_marker.py).
+    # None: this read did not include it (SlurmCli.get_job on 22.05, where it costs one more
+    # slurmctld query); the hold-mark paths read it with Scheduler.read_admin_comment.
+    admin_comment: str | None = None
+    stdout_path: str | None = None
+    stderr_path: str | None = None
+    work_dir: str | None = None
+    exit_code: int | None = None
+    exit_signal: int | None = None
+    start_time: datetime | None = None
+    end_time: datetime | None = None
+    # What resurrect could not make of the scheduler's record of this job (an output
+    # pattern that gives no usable path, ...); shown with the job's recovery.
+    notes: list[str] = Field(default_factory=list)
+    submit_time: datetime | None = None
+
+
+class NodeInfo(Contract):
+    """What the scheduler knows about one node."""
+
+    name: str
+    state: str  # base state, upper case: IDLE, ALLOCATED, MIXED, DOWN, ...
+    flags: list[str] = Field(default_factory=list)  # DRAIN, NOT_RESPONDING, COMPLETING, ...
+    reason: str = ""
+    partitions: list[str] = Field(default_factory=list)
+
+    @property
+    def state_text(self) -> str:
+        """State with flags, as sinfo shows it: ``IDLE+DRAIN+NOT_RESPONDING``."""
+        return "+".join([self.state, *self.flags])
+
+    @property
+    def drained(self) -> bool:
+        return "DRAIN" in self.flags or self.state in {"DRAIN", "DRAINED", "DRAINING"}
+
+    @property
+    def unavailable(self) -> bool:
+        return (
+            self.state in {"DOWN", "FAIL", "FUTURE", "UNKNOWN"}
+            or "NOT_RESPONDING" in self.flags
+            or "FAIL" in self.flags
+        )
+
+
+# Node base states in which slurmctld itself considers the node gone (not merely drained).
+HARD_DOWN_NODE_STATES = frozenset({"DOWN", "FAIL", "FAILING"})
+
+
+class MutationResult(Contract):
+    """What a scheduler mutation did. ``changed`` is False when it was already so (idempotent)."""
+
+    target: str
+    operation: str
+    changed: bool
+    detail: str = ""
