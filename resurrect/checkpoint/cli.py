@@ -67,7 +67,7 @@ def _emit(verdict: CheckpointVerdict, *, as_json: bool) -> int:
     else:
         print(f"root: {verdict.root}")
         for cand in verdict.candidates:
-            mark = "OK " if cand.valid else "BAD"
+            mark = ("OK " if cand.judged else "?? ") if cand.valid else "BAD"
             print(f"  {mark} step={cand.step} {cand.path}: {cand.reason}")
         print(f"resume from: {verdict.latest_valid or '(none)'}")
         for moved in verdict.quarantined:
