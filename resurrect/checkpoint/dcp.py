@@ -191,18 +191,21 @@ _DCP_METADATA_CLASSES = (
 ).split()
 
 
+_METADATA_MODULE = "torch.distributed.checkpoint.metadata"
+
+
 def _allowed_globals() -> dict[tuple[str, str], Any]:
     table: dict[tuple[str, str], Any] = {}
     for name in _DCP_METADATA_CLASSES:
-        table[("torch.distributed.checkpoint.metadata", name)] = _record_class(name)
+        table[(_METADATA_MODULE, name)] = _record_class(name)
     # torch < 2.0 kept TensorProperties with ShardedTensor.
     table[("torch.distributed._shard.sharded_tensor.metadata", "TensorProperties")] = table[
-        ("torch.distributed.checkpoint.metadata", "TensorProperties")
+        (_METADATA_MODULE, "TensorProperties")
     ]
     table[("torch.distributed.checkpoint.filesystem", "_StorageInfo")] = _record_class(
         "_StorageInfo"
     )
-    table[("torch.distributed.checkpoint.metadata", "_MEM_FORMAT_ENCODING")] = MemoryFormatEncoding
+    table[(_METADATA_MODULE, "_MEM_FORMAT_ENCODING")] = MemoryFormatEncoding
     table[("builtins", "getattr")] = _enum_member
     table[("torch.serialization", "_get_layout")] = _get_layout
     table[("torch", "Size")] = TorchSize
@@ -248,6 +251,8 @@ class InertGlobal(Record):
     """What :class:`_InertUnpickler` makes of a global of a torch module: called with any
     arguments (kept in ``args``), it builds an inert record of the same kind."""
 
+    origin: tuple[str, str] = ("", "")  # the (module, name) the pickle asked for
+
     def __new__(cls, *args: object, **kwargs: object) -> InertGlobal:
         return super().__new__(cls)
 
@@ -285,7 +290,7 @@ class _InertUnpickler(_AllowListUnpickler):
         if pair not in self.classes:
             if len(self.classes) >= MAX_UNKNOWN_GLOBALS:
                 raise pickle.UnpicklingError("too many distinct torch globals")
-            self.classes[pair] = type(name, (InertGlobal,), {"kind": name})
+            self.classes[pair] = type(name, (InertGlobal,), {"kind": name, "origin": pair})
             if pair not in ALLOWED_GLOBALS:
                 self.unknown.append(f"{module[:80]}.{name[:80]}")
         return self.classes[pair]
@@ -320,7 +325,7 @@ def _unsupported_or_garbled(refused: Exception, data: bytes) -> MetadataError:
         meta = inert.load()
     except Exception:  # not even an inert parse: garbled or hostile
         return garbled
-    if _kind(meta) != "Metadata" or not hasattr(meta, "storage_data"):
+    if not isinstance(meta, InertGlobal) or meta.origin != (_METADATA_MODULE, "Metadata"):
         return garbled
     version = getattr(meta, "version", None)
     source = "a newer PyTorch"

@@ -22,6 +22,7 @@ import pytest
 import torch
 import torch.distributed.checkpoint.filesystem as dcp_filesystem
 import torch.distributed.checkpoint.metadata as dcp_metadata
+from security.checkpoint_attacks import call_pickle
 from torch.distributed.checkpoint.filesystem import FileSystemReader
 
 from checkpoint.factory import flip_byte_at, make_dcp, shard_files, truncate
@@ -248,3 +249,22 @@ async def test_a_recovery_is_not_stopped_for_a_checkpoint_it_cannot_judge(root: 
     assert verdict is not None and verdict.latest_valid == str(root / "step_2")
     assert not verdict.candidates[0].judged
     assert "loaded unjudged" in result.detail and FUTURE in result.detail
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(call_pickle("torch.nn", "Metadata"), id="Metadata of another torch module"),
+        pytest.param(call_pickle("torch", "load", "x"), id="a torch call, no Metadata"),
+        pytest.param(call_pickle("os", "system", "true"), id="a global outside torch"),
+        pytest.param(
+            call_pickle("torch.distributed.checkpoint.metadata", "os.system", "true"), id="dotted"
+        ),
+    ],
+)
+def test_only_dcp_metadata_of_torch_modules_is_unsupported_rather_than_garbled(
+    data: bytes,
+) -> None:
+    with pytest.raises(dcp.MetadataError, match=r"^\.metadata garbled \(") as caught:
+        dcp.unpickle_metadata(data)
+    assert not isinstance(caught.value, dcp.UnsupportedMetadata)
