@@ -152,11 +152,15 @@ class EnumStandIn:
         return self.name
 
 
-#: DCP's ``_MEM_FORMAT_ENCODING`` (torch.distributed.checkpoint.metadata).
-MemoryFormatEncoding = EnumStandIn(
-    "_MEM_FORMAT_ENCODING",
-    {"TORCH_CONTIGUOUS_FORMAT": 0, "TORCH_CHANNELS_LAST": 1, "TORCH_PRESERVE_FORMAT": 2},
-)
+_MEMORY_FORMATS = {
+    "TORCH_CONTIGUOUS_FORMAT": 0,
+    "TORCH_CHANNELS_LAST": 1,
+    "TORCH_PRESERVE_FORMAT": 2,
+}
+#: DCP's ``_MEM_FORMAT_ENCODING`` (torch.distributed.checkpoint.metadata, torch >= 2.3).
+MemoryFormatEncoding = EnumStandIn("_MEM_FORMAT_ENCODING", _MEMORY_FORMATS)
+#: ShardedTensor's ``MEM_FORMAT_ENCODING``, the same members (what DCP pickled up to 2.2).
+ShardedMemoryFormatEncoding = EnumStandIn("MEM_FORMAT_ENCODING", _MEMORY_FORMATS)
 
 
 def _enum_member(owner: object, name: object) -> TorchName:
@@ -198,10 +202,10 @@ def _allowed_globals() -> dict[tuple[str, str], Any]:
     table: dict[tuple[str, str], Any] = {}
     for name in _DCP_METADATA_CLASSES:
         table[(_METADATA_MODULE, name)] = _record_class(name)
-    # torch < 2.0 kept TensorProperties with ShardedTensor.
-    table[("torch.distributed._shard.sharded_tensor.metadata", "TensorProperties")] = table[
-        (_METADATA_MODULE, "TensorProperties")
-    ]
+    # Up to torch 2.2, DCP pickled ShardedTensor's TensorProperties and memory-format enum.
+    sharded = "torch.distributed._shard.sharded_tensor.metadata"
+    table[(sharded, "TensorProperties")] = table[(_METADATA_MODULE, "TensorProperties")]
+    table[(sharded, "MEM_FORMAT_ENCODING")] = ShardedMemoryFormatEncoding
     table[("torch.distributed.checkpoint.filesystem", "_StorageInfo")] = _record_class(
         "_StorageInfo"
     )
@@ -308,7 +312,7 @@ def unpickle_metadata(data: bytes) -> Any:
     """
     try:
         meta = _AllowListUnpickler(io.BytesIO(data)).load()
-    except Exception as exc:  # any unpickling failure means a garbled, hostile or newer file
+    except Exception as exc:  # any unpickling failure means a garbled, hostile or unknown file
         raise _unsupported_or_garbled(exc, data) from exc
     if _kind(meta) != "Metadata" or not hasattr(meta, "storage_data"):
         raise MetadataError(f".metadata holds a {_kind(meta)[:40]}, not a DCP Metadata")
@@ -328,7 +332,7 @@ def _unsupported_or_garbled(refused: Exception, data: bytes) -> MetadataError:
     if not isinstance(meta, InertGlobal) or meta.origin != (_METADATA_MODULE, "Metadata"):
         return garbled
     version = getattr(meta, "version", None)
-    source = "a newer PyTorch"
+    source = "a PyTorch resurrect does not know"
     if isinstance(version, str) and version.isprintable() and len(version) <= 40:
         source += f" (DCP format version {version})"
     names = ", ".join(inert.unknown[:3]) + (" ..." if len(inert.unknown) > 3 else "")

@@ -21,7 +21,7 @@ class CheckLimited(Exception):
 class Findings:
     """Problems found in one checkpoint. Empty ``problems`` means intact, or, when
     ``unjudged`` is not empty, loadable but not judged: part of it was not understood (e.g.
-    metadata of a newer PyTorch) and the checks that could run found nothing."""
+    metadata of a PyTorch resurrect does not know) and the checks that could run found nothing."""
 
     problems: list[str] = field(default_factory=list)
     in_progress: bool = False

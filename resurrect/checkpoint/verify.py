@@ -151,7 +151,7 @@ class VerifiedRoot:
         if note:
             notes.append(note)
         if best is not None and not best.findings.judged:
-            notes.append(f"{best.candidate.name} is loaded unjudged: {best.findings.reason()}")
+            notes.append(f"{best.candidate.name} is loaded unjudged: {best.findings.unjudged[0]}")
         if best is None:
             notes.append(
                 "no intact checkpoint found" if self.plans else "no checkpoints found under root"

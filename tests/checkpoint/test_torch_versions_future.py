@@ -31,7 +31,7 @@ from resurrect.contracts import CheckpointCandidate, CheckpointVerdict
 
 pytestmark = pytest.mark.torch
 
-FUTURE = "unsupported metadata from a newer PyTorch (DCP format version 9.9.0)"
+FUTURE = "unsupported metadata from a PyTorch resurrect does not know (DCP format version 9.9.0)"
 
 
 @dataclasses.dataclass
@@ -107,12 +107,12 @@ def test_future_metadata_is_not_judged_and_is_loaded(root: Path, level: str) -> 
     assert verdict.candidates[1].valid and verdict.candidates[1].judged
 
 
-def test_without_a_version_field_it_is_a_newer_pytorch(root: Path) -> None:
+def test_without_a_version_field_no_format_is_named(root: Path) -> None:
     meta = FileSystemReader(str(root / "step_2")).read_metadata()
     meta.version = None
     (root / "step_2" / dcp.METADATA_NAME).write_bytes(pickle.dumps(meta, protocol=4))
     reason = _newest(verify_root(root, "quick")).reason
-    assert reason.startswith("not judged: unsupported metadata from a newer PyTorch: names")
+    assert reason.startswith("not judged: unsupported metadata from a PyTorch resurrect does not know: names")
 
 
 @pytest.mark.parametrize(
