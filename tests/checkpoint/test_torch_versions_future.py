@@ -112,7 +112,9 @@ def test_without_a_version_field_no_format_is_named(root: Path) -> None:
     meta.version = None
     (root / "step_2" / dcp.METADATA_NAME).write_bytes(pickle.dumps(meta, protocol=4))
     reason = _newest(verify_root(root, "quick")).reason
-    assert reason.startswith("not judged: unsupported metadata from a PyTorch resurrect does not know: names")
+    assert reason.startswith(
+        "not judged: unsupported metadata from a PyTorch resurrect does not know: names"
+    )
 
 
 @pytest.mark.parametrize(
