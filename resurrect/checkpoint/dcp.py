@@ -217,9 +217,11 @@ def _allowed_globals() -> dict[tuple[str, str], Any]:
         table[("torch", dtype)] = TorchName(f"torch.{dtype}")
     for fmt in ("contiguous_format", "channels_last", "channels_last_3d", "preserve_format"):
         table[("torch", fmt)] = TorchName(f"torch.{fmt}")
-    table[("pathlib", "PosixPath")] = PosixPath
-    table[("pathlib", "PurePosixPath")] = PurePosixPath
-    table[("pathlib", "Path")] = Path
+    # StorageMeta.checkpoint_id; Python 3.13 pickles pathlib's classes from pathlib._local.
+    for module in ("pathlib", "pathlib._local"):
+        table[(module, "PosixPath")] = PosixPath
+        table[(module, "PurePosixPath")] = PurePosixPath
+        table[(module, "Path")] = Path
     table[("collections", "OrderedDict")] = OrderedDict
     table[("builtins", "set")] = set
     table[("builtins", "frozenset")] = frozenset

@@ -60,6 +60,8 @@ _DCP_2_2 = _DCP_2_3 - {(_METADATA, "TensorProperties"), (_METADATA, "_MEM_FORMAT
 _DCP_2_4 = _DCP_2_3 | {(_METADATA, "StorageMeta"), ("pathlib", "PosixPath")}
 #: Early Python 3.11 releases (Debian's 3.11.2) pickle the enum as getattr(cls, "NAME").
 _BY_NAME = {("builtins", "getattr")}
+#: Python 3.13 pickles pathlib's classes from pathlib._local.
+_PY_3_13 = _DCP_2_4 - {("pathlib", "PosixPath")} | {("pathlib._local", "PosixPath")}
 RECORDED_GLOBALS: dict[str, frozenset[tuple[str, str]]] = {
     "torch-2.2.2": _DCP_2_2,
     "torch-2.3.1": _DCP_2_3,
@@ -76,6 +78,8 @@ RECORDED_GLOBALS: dict[str, frozenset[tuple[str, str]]] = {
     "torch-2.14.1": _DCP_2_4,
     "torch-2.14.1-py3.11.2": _DCP_2_4 | _BY_NAME,
     "torch-2.15.0": _DCP_2_4,
+    "torch-2.15.0-py3.12.1": _DCP_2_4,
+    "torch-2.15.0-py3.13.0": _PY_3_13,
 }
 
 
