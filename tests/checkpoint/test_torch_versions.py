@@ -64,6 +64,7 @@ _BY_NAME = {("builtins", "getattr")}
 _PY_3_13 = _DCP_2_4 - {("pathlib", "PosixPath")} | {("pathlib._local", "PosixPath")}
 RECORDED_GLOBALS: dict[str, frozenset[tuple[str, str]]] = {
     "torch-2.2.2": _DCP_2_2,
+    "torch-2.2.2-py3.12.1": _DCP_2_2,
     "torch-2.3.1": _DCP_2_3,
     "torch-2.4.1": _DCP_2_4,
     "torch-2.5.1": _DCP_2_4,
