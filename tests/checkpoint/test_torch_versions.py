@@ -1,6 +1,6 @@
 """Checkpoints written by every PyTorch minor release from 2.2 on verify without that torch.
 
-Each ``tests/fixtures/checkpoints/torch-VERSION[-pyX.Y]/`` holds a real DCP checkpoint
+Each ``tests/fixtures/checkpoints/torch-VERSION[-pyX.Y.Z]/`` holds a real DCP checkpoint
 (``step_1/``, two gloo ranks on CPU) and a real ``torch.save`` file (``step_2.pt``), written
 by that release (``deploy/maintenance/torch_matrix.py``). Intact, both are valid and judged;
 each kind of damage makes the damaged one invalid, with its reason, and the other is chosen.
