@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # install.sh - install everything resurrect, its demo and its tests need on this machine:
 # Debian's munge + Slurm (slurmctld, slurmd, client) and a Python virtual environment in
-# .venv with resurrect (editable), its dev tools and CPU torch for the example training job.
+# .venv with resurrect (editable), its dev tools and torch for the example training job.
 # Idempotent: what is already there is kept. Needs root for apt-get (skipped when present).
-#   RESURRECT_TORCH_SPEC   pip requirement for torch       [torch==2.13.0]
+#   RESURRECT_TORCH_SPEC   pip requirement for torch       [torch: the newest release pip may
+#                          install here; e.g. torch==2.2.2 for the oldest supported one]
 #   RESURRECT_PYTHON       interpreter for the venv (>= 3.11) [/usr/bin/python3, else python3]
 # Jobs of the demo and the tests run as an unprivileged user with the venv's interpreter, so
 # it must be executable by everyone: Debian's /usr/bin/python3 is preferred over a Python
@@ -48,9 +49,11 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip
 fi
+# The newest torch by default (docs/checkpoints.md: which versions are tested where). A
+# site's pip constraints apply: where they cap torch, the newest allowed release is taken.
 if ! .venv/bin/python -c 'import torch' 2>/dev/null; then
-  say "pip install ${RESURRECT_TORCH_SPEC:-torch==2.13.0}"
-  .venv/bin/python -m pip install -q "${RESURRECT_TORCH_SPEC:-torch==2.13.0}"
+  say "pip install ${RESURRECT_TORCH_SPEC:-torch}"
+  .venv/bin/python -m pip install -q "${RESURRECT_TORCH_SPEC:-torch}"
 fi
 say "pip install -e .[dev]"
 .venv/bin/python -m pip install -q -e ".[dev]" -e examples/plugins/resurrect-example-plugin 2>&1 | grep -v -e '^WARNING: Location' -e 'is ignored' >&2 || true

@@ -68,7 +68,7 @@ def _emit(verdict: CheckpointVerdict, *, as_json: bool) -> int:
     else:
         print(printable(f"root: {verdict.root}"))  # the tree's names are the job's
         for cand in verdict.candidates:
-            mark = "OK " if cand.valid else "BAD"
+            mark = ("OK " if cand.judged else "?? ") if cand.valid else "BAD"
             print(printable(f"  {mark} step={cand.step} {cand.path}: {cand.reason}"))
         print(printable(f"resume from: {verdict.latest_valid or '(none)'}"))
         for moved in verdict.quarantined:

@@ -10,7 +10,15 @@ is read once (``O_NOFOLLOW``, regular file, size-capped) and the bytes are unpic
 :data:`ALLOWED_GLOBALS` (no prefixes, no dotted names), and each pair builds an inert
 stand-in (:class:`Record`, :class:`TorchName`, ...) instead of torch's own class, so
 unpickling runs no torch code, needs no torch installed, and cannot reach anything else.
-The only ``getattr`` a pickle may make names a member of DCP's memory-format enum.
+The only ``getattr`` a pickle may make names a member of DCP's memory-format enum, which
+may also be called with a member's value.
+
+Metadata that the allow-list refuses is read a second time by :class:`_InertUnpickler`, in
+which every global of a ``torch`` module becomes an inert record that accepts any
+arguments (still nothing runs). If that yields a DCP Metadata, the file is intact as a
+pickle and was written by a PyTorch that resurrect does not know: :class:`UnsupportedMetadata`
+(the checkpoint is not judged, and its storage references still allow the size and CRC
+checks). Otherwise the file is garbled or hostile: :class:`MetadataError`.
 """
 
 from __future__ import annotations
@@ -36,6 +44,19 @@ MAX_METADATA_BYTES = 256 << 20
 
 class MetadataError(Exception):
     """``.metadata`` is missing, unreadable or not a DCP Metadata object."""
+
+
+class UnsupportedMetadata(MetadataError):
+    """``.metadata`` is an intact pickle of a DCP Metadata that names globals, or uses
+    shapes, of a PyTorch resurrect does not know: the checkpoint cannot be judged.
+
+    ``refs`` are the storage references read from the inert parse (None where even they
+    were not readable), so the structural checks can still run.
+    """
+
+    def __init__(self, message: str, refs: list[StorageRef] | None) -> None:
+        super().__init__(message)
+        self.refs = refs
 
 
 @dataclass(frozen=True)
@@ -112,15 +133,39 @@ class TorchSize(tuple[int, ...]):
         return super().__new__(cls, dims)
 
 
-class MemoryFormatEncoding:
-    """DCP's ``_MEM_FORMAT_ENCODING`` enum; pickles reach a member only via ``getattr``."""
+class EnumStandIn:
+    """One of DCP's enums, as its member names. A pickle reaches a member by value
+    (``Enum(0)``: CPython 3.10, 3.12+ and later 3.11 releases) or by name
+    (``getattr(Enum, "NAME")``: early 3.11 releases such as 3.11.2); either gives the name."""
 
-    MEMBERS = frozenset({"TORCH_CONTIGUOUS_FORMAT", "TORCH_CHANNELS_LAST", "TORCH_PRESERVE_FORMAT"})
+    def __init__(self, name: str, members: dict[str, int]) -> None:
+        self.name = name
+        self.by_value = {value: member for member, value in members.items()}
+        self.MEMBERS = frozenset(members)
+
+    def __call__(self, value: object) -> TorchName:
+        if type(value) is int and value in self.by_value:
+            return TorchName(self.by_value[value])
+        raise pickle.UnpicklingError(f"{self.name} has no member of value {_brief(value)}")
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+_MEMORY_FORMATS = {
+    "TORCH_CONTIGUOUS_FORMAT": 0,
+    "TORCH_CHANNELS_LAST": 1,
+    "TORCH_PRESERVE_FORMAT": 2,
+}
+#: DCP's ``_MEM_FORMAT_ENCODING`` (torch.distributed.checkpoint.metadata, torch >= 2.3).
+MemoryFormatEncoding = EnumStandIn("_MEM_FORMAT_ENCODING", _MEMORY_FORMATS)
+#: ShardedTensor's ``MEM_FORMAT_ENCODING``, the same members (what DCP pickled up to 2.2).
+ShardedMemoryFormatEncoding = EnumStandIn("MEM_FORMAT_ENCODING", _MEMORY_FORMATS)
 
 
 def _enum_member(owner: object, name: object) -> TorchName:
-    """The only ``getattr`` a pickle may make: a member of the memory-format enum."""
-    if owner is MemoryFormatEncoding and isinstance(name, str) and name in owner.MEMBERS:
+    """The only ``getattr`` a pickle may make: a member of an allowed enum."""
+    if isinstance(owner, EnumStandIn) and isinstance(name, str) and name in owner.MEMBERS:
         return TorchName(name)
     raise pickle.UnpicklingError(f"disallowed getattr({_brief(owner)}, {_brief(name)})")
 
@@ -150,18 +195,21 @@ _DCP_METADATA_CLASSES = (
 ).split()
 
 
+_METADATA_MODULE = "torch.distributed.checkpoint.metadata"
+
+
 def _allowed_globals() -> dict[tuple[str, str], Any]:
     table: dict[tuple[str, str], Any] = {}
     for name in _DCP_METADATA_CLASSES:
-        table[("torch.distributed.checkpoint.metadata", name)] = _record_class(name)
-    # torch < 2.0 kept TensorProperties with ShardedTensor.
-    table[("torch.distributed._shard.sharded_tensor.metadata", "TensorProperties")] = table[
-        ("torch.distributed.checkpoint.metadata", "TensorProperties")
-    ]
+        table[(_METADATA_MODULE, name)] = _record_class(name)
+    # Up to torch 2.2, DCP pickled ShardedTensor's TensorProperties and memory-format enum.
+    sharded = "torch.distributed._shard.sharded_tensor.metadata"
+    table[(sharded, "TensorProperties")] = table[(_METADATA_MODULE, "TensorProperties")]
+    table[(sharded, "MEM_FORMAT_ENCODING")] = ShardedMemoryFormatEncoding
     table[("torch.distributed.checkpoint.filesystem", "_StorageInfo")] = _record_class(
         "_StorageInfo"
     )
-    table[("torch.distributed.checkpoint.metadata", "_MEM_FORMAT_ENCODING")] = MemoryFormatEncoding
+    table[(_METADATA_MODULE, "_MEM_FORMAT_ENCODING")] = MemoryFormatEncoding
     table[("builtins", "getattr")] = _enum_member
     table[("torch.serialization", "_get_layout")] = _get_layout
     table[("torch", "Size")] = TorchSize
@@ -169,9 +217,11 @@ def _allowed_globals() -> dict[tuple[str, str], Any]:
         table[("torch", dtype)] = TorchName(f"torch.{dtype}")
     for fmt in ("contiguous_format", "channels_last", "channels_last_3d", "preserve_format"):
         table[("torch", fmt)] = TorchName(f"torch.{fmt}")
-    table[("pathlib", "PosixPath")] = PosixPath
-    table[("pathlib", "PurePosixPath")] = PurePosixPath
-    table[("pathlib", "Path")] = Path
+    # StorageMeta.checkpoint_id; Python 3.13 pickles pathlib's classes from pathlib._local.
+    for module in ("pathlib", "pathlib._local"):
+        table[(module, "PosixPath")] = PosixPath
+        table[(module, "PurePosixPath")] = PurePosixPath
+        table[(module, "Path")] = Path
     table[("collections", "OrderedDict")] = OrderedDict
     table[("builtins", "set")] = set
     table[("builtins", "frozenset")] = frozenset
@@ -199,19 +249,101 @@ class _AllowListUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError("persistent ids are not allowed in .metadata")
 
 
+#: The most distinct unknown globals one inert parse makes stand-ins for.
+MAX_UNKNOWN_GLOBALS = 64
+
+
+class InertGlobal(Record):
+    """What :class:`_InertUnpickler` makes of a global of a torch module: called with any
+    arguments (kept in ``args``), it builds an inert record of the same kind."""
+
+    origin: tuple[str, str] = ("", "")  # the (module, name) the pickle asked for
+
+    def __new__(cls, *args: object, **kwargs: object) -> InertGlobal:
+        return super().__new__(cls)
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        if args or kwargs:
+            self.__dict__["args"] = args
+
+
+def _from_torch(module: str) -> bool:
+    return module == "torch" or module.startswith("torch.")
+
+
+def _inert_getattr(owner: object, name: object) -> Any:
+    """``getattr`` in an inert parse: an enum member of a stand-in, or an inert record."""
+    if isinstance(owner, type) and issubclass(owner, InertGlobal) and isinstance(name, str):
+        return owner()
+    return _enum_member(owner, name)
+
+
+class _InertUnpickler(_AllowListUnpickler):
+    """Like the allow-list, but every global of a torch module (known or not) becomes an
+    :class:`InertGlobal` class; records which of them the allow-list does not know."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(io.BytesIO(data))
+        self.classes: dict[tuple[str, str], type[InertGlobal]] = {}
+        self.unknown: list[str] = []
+
+    def find_class(self, module: str, name: str) -> Any:
+        if "." in name or not _from_torch(module):
+            if (module, name) == ("builtins", "getattr"):
+                return _inert_getattr
+            return super().find_class(module, name)
+        pair = (module, name)
+        if pair not in self.classes:
+            if len(self.classes) >= MAX_UNKNOWN_GLOBALS:
+                raise pickle.UnpicklingError("too many distinct torch globals")
+            self.classes[pair] = type(name, (InertGlobal,), {"kind": name, "origin": pair})
+            if pair not in ALLOWED_GLOBALS:
+                self.unknown.append(f"{module[:80]}.{name[:80]}")
+        return self.classes[pair]
+
+
 def _kind(obj: object) -> str:
     return obj.kind if isinstance(obj, Record) else type(obj).__name__
 
 
 def unpickle_metadata(data: bytes) -> Any:
-    """Unpickle ``.metadata`` bytes with the allow-list; raise MetadataError."""
+    """Unpickle ``.metadata`` bytes with the allow-list.
+
+    Raises :class:`UnsupportedMetadata` for an intact Metadata of a PyTorch the allow-list
+    does not know, :class:`MetadataError` for anything else it refuses.
+    """
     try:
         meta = _AllowListUnpickler(io.BytesIO(data)).load()
-    except Exception as exc:  # any unpickling failure means a garbled or hostile file
-        raise MetadataError(f".metadata garbled ({type(exc).__name__}: {str(exc)[:200]})") from exc
+    except Exception as exc:  # any unpickling failure means a garbled, hostile or unknown file
+        raise _unsupported_or_garbled(exc, data) from exc
     if _kind(meta) != "Metadata" or not hasattr(meta, "storage_data"):
         raise MetadataError(f".metadata holds a {_kind(meta)[:40]}, not a DCP Metadata")
     return meta
+
+
+def _unsupported_or_garbled(refused: Exception, data: bytes) -> MetadataError:
+    """What to make of ``data`` that the allow-list refused with ``refused``:
+    UnsupportedMetadata if an inert parse yields a DCP Metadata, else garbled."""
+    why = f"{type(refused).__name__}: {str(refused)[:200]}"
+    garbled = MetadataError(f".metadata garbled ({why})")
+    inert = _InertUnpickler(data)
+    try:
+        meta = inert.load()
+    except Exception:  # not even an inert parse: garbled or hostile
+        return garbled
+    if not isinstance(meta, InertGlobal) or meta.origin != (_METADATA_MODULE, "Metadata"):
+        return garbled
+    version = getattr(meta, "version", None)
+    source = "a PyTorch resurrect does not know"
+    if isinstance(version, str) and version.isprintable() and len(version) <= 40:
+        source += f" (DCP format version {version})"
+    names = ", ".join(inert.unknown[:3]) + (" ..." if len(inert.unknown) > 3 else "")
+    detail = f"names {names}" if names else why
+    try:
+        refs: list[StorageRef] | None = storage_refs(meta)
+    except MetadataError:
+        refs = None
+    return UnsupportedMetadata(f"unsupported metadata from {source}: {detail}", refs)
 
 
 def load_metadata_safely(ckpt: Path) -> Any:

@@ -19,12 +19,15 @@ class CheckLimited(Exception):
 
 @dataclass
 class Findings:
-    """Problems found in one checkpoint. Empty ``problems`` means intact."""
+    """Problems found in one checkpoint. Empty ``problems`` means intact, or, when
+    ``unjudged`` is not empty, loadable but not judged: part of it was not understood (e.g.
+    metadata of a PyTorch resurrect does not know) and the checks that could run found nothing."""
 
     problems: list[str] = field(default_factory=list)
     in_progress: bool = False
     checked: list[str] = field(default_factory=list)
     limited: list[str] = field(default_factory=list)
+    unjudged: list[str] = field(default_factory=list)
 
     def damage(self, reason: str) -> None:
         """Record a damage."""
@@ -46,10 +49,20 @@ class Findings:
         if detail not in self.limited:
             self.limited.append(detail)
 
+    def cannot_judge(self, detail: str) -> None:
+        """Record a part resurrect does not understand: not damage, but not judged either."""
+        if detail not in self.unjudged:
+            self.unjudged.append(detail)
+
     @property
     def valid(self) -> bool:
-        """True when nothing was found wrong."""
+        """True when nothing was found wrong (the checkpoint may be loaded)."""
         return not self.problems
+
+    @property
+    def judged(self) -> bool:
+        """False when part of the checkpoint was not understood (see ``unjudged``)."""
+        return not self.unjudged
 
     def reason(self) -> str:
         """One line: the problems, or what was checked."""
@@ -58,6 +71,9 @@ class Findings:
             more = len(self.problems) - len(shown)
             return "; ".join(shown) + (f" (+{more} more)" if more > 0 else "")
         text = "ok: " + ", ".join(self.checked) if self.checked else "ok"
+        if self.unjudged:
+            text = "not judged: " + "; ".join(self.unjudged[:2])
+            text += f"; passed: {', '.join(self.checked)}" if self.checked else ""
         if self.limited:
             more = len(self.limited) - 2
             text += "; not verified fully: " + "; ".join(self.limited[:2])

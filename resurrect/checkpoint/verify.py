@@ -144,12 +144,15 @@ class VerifiedRoot:
                 step=p.candidate.step,
                 valid=p.findings.valid,
                 reason=p.findings.reason(),
+                judged=p.findings.judged,
             )
             for p in reversed(self.plans)
         ]
         notes = list(self.layout.problems)
         if note:
             notes.append(note)
+        if best is not None and not best.findings.judged:
+            notes.append(f"{best.candidate.name} is loaded unjudged: {best.findings.unjudged[0]}")
         if best is None:
             notes.append(
                 "no intact checkpoint found" if self.plans else "no checkpoints found under root"

@@ -198,6 +198,11 @@ def _plan_dcp(plan: Plan, files: dict[str, FileEntry], level: Level, *, crc: boo
         refs = dcp.storage_refs(meta)
         if level == "full":
             dcp.check_structure(meta)
+    except dcp.UnsupportedMetadata as exc:
+        findings.cannot_judge(str(exc))
+        if exc.refs is None:
+            return
+        refs = exc.refs
     except dcp.MetadataError as exc:
         findings.damage(str(exc))
         return
@@ -212,7 +217,7 @@ def _plan_dcp(plan: Plan, files: dict[str, FileEntry], level: Level, *, crc: boo
             findings.damage(f"zero-byte file {rel} (metadata needs {need} bytes)")
         elif actual.size < need:
             findings.damage(f"truncated shard {rel}: {actual.size} bytes, metadata needs {need}")
-    findings.note("DCP metadata and shard sizes")
+    findings.note("DCP shard sizes" if findings.unjudged else "DCP metadata and shard sizes")
     if level == "full" and crc and findings.valid:
         by_file: dict[str, list[dcp.StorageRef]] = {}
         for ref in refs:

@@ -56,10 +56,15 @@ class RecoveryDecision(Contract):
 
 
 class CheckpointCandidate(Contract):
+    """One checkpoint under the root. ``valid``: may be loaded (nothing found wrong).
+    ``judged`` False: resurrect did not understand all of it (e.g. metadata of a PyTorch it
+    does not know); the checks that could run passed and the job's own loader is the judge."""
+
     path: str
     step: int | None
     valid: bool
     reason: str
+    judged: bool = True
 
 
 class CheckpointVerdict(Contract):
