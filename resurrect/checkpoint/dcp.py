@@ -161,6 +161,8 @@ _MEMORY_FORMATS = {
 MemoryFormatEncoding = EnumStandIn("_MEM_FORMAT_ENCODING", _MEMORY_FORMATS)
 #: ShardedTensor's ``MEM_FORMAT_ENCODING``, the same members (what DCP pickled up to 2.2).
 ShardedMemoryFormatEncoding = EnumStandIn("MEM_FORMAT_ENCODING", _MEMORY_FORMATS)
+#: DCP's planner's ``WriteItemType``, in the save plans Megatron's ``torch_dist`` keeps.
+WriteItemType = EnumStandIn("WriteItemType", {"TENSOR": 1, "SHARD": 2, "BYTE_IO": 3})
 
 
 def _enum_member(owner: object, name: object) -> TorchName:
@@ -196,6 +198,10 @@ _DCP_METADATA_CLASSES = (
 
 
 _METADATA_MODULE = "torch.distributed.checkpoint.metadata"
+#: The planner's dataclasses: Megatron-LM's ``torch_dist`` format pickles its save plans
+#: into ``.metadata`` (``planner_data``).
+_PLANNER_MODULE = "torch.distributed.checkpoint.planner"
+_PLANNER_CLASSES = ("SavePlan", "WriteItem", "TensorWriteData", "BytesIOWriteData")
 
 
 def _allowed_globals() -> dict[tuple[str, str], Any]:
@@ -210,6 +216,9 @@ def _allowed_globals() -> dict[tuple[str, str], Any]:
         "_StorageInfo"
     )
     table[(_METADATA_MODULE, "_MEM_FORMAT_ENCODING")] = MemoryFormatEncoding
+    for name in _PLANNER_CLASSES:
+        table[(_PLANNER_MODULE, name)] = _record_class(name)
+    table[(_PLANNER_MODULE, "WriteItemType")] = WriteItemType
     table[("builtins", "getattr")] = _enum_member
     table[("torch.serialization", "_get_layout")] = _get_layout
     table[("torch", "Size")] = TorchSize

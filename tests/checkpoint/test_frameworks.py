@@ -44,7 +44,6 @@ class Layout:
     checkpoints: tuple[str, ...]
     key_file: str  # relative to a checkpoint folder; "" for a single-file checkpoint
     torn: tuple[str, ...] = ()  # default: the newest checkpoint
-    unpickler_gap: str = ""  # why resurrect's DCP unpickler still rejects its .metadata
 
     @property
     def newest(self) -> str:
@@ -60,15 +59,6 @@ class Layout:
         return [c for c in self.checkpoints if c not in self.torn_by_a_crash][-1]
 
 
-#: Known gaps of resurrect's DCP unpickler (resurrect/checkpoint/dcp.py), which issue 25's
-#: DCP work closes; until then the cases of these fixtures are strict xfails, and once it
-#: lands they pass and the mark must go (a strict xfail that passes fails the run).
-#: Python 3.10, 3.11.7+, 3.12 and 3.13 pickle an enum by value (``_MEM_FORMAT_ENCODING(0)``)
-#: where Python 3.11.2 pickles it by name (``getattr``); these fixtures were saved by torch
-#: 2.13.0 under Python 3.11.7.
-ENUM_BY_VALUE = ".metadata has _MEM_FORMAT_ENCODING pickled by value (Python 3.11.7)"
-
-
 _LIGHTNING = ("epoch=0-step=1.ckpt", "epoch=0-step=2.ckpt", "epoch=0-step=3.ckpt")
 LAYOUTS = [
     Layout(
@@ -82,8 +72,6 @@ LAYOUTS = [
         "megatron",
         ("iter_0000001", "iter_0000002", "iter_0000003"),
         "common.pt",
-        unpickler_gap=ENUM_BY_VALUE + "; Megatron's planner puts SavePlan, WriteItem, "
-        "WriteItemType and TensorWriteData (torch.distributed.checkpoint.planner) in it",
     ),
     Layout(
         "hf_trainer",
@@ -96,7 +84,6 @@ LAYOUTS = [
         "torchtitan",
         ("step-1", "step-2", "step-3"),
         "__0_0.distcp",
-        unpickler_gap=ENUM_BY_VALUE,
     ),
     Layout("lightning_link", "lightning", _LIGHTNING, ""),
     # save_last=True: the save of step 3 wrote epoch=0-step=3.ckpt and the copy last.ckpt.
@@ -111,17 +98,8 @@ LAYOUTS = [
 
 
 def cases(layouts: list[Layout]) -> list[object]:
-    """``layouts`` as pytest params, the known unpickler failure marked."""
-    return [
-        pytest.param(
-            lay,
-            id=lay.fixture,
-            marks=[pytest.mark.xfail(strict=True, reason=lay.unpickler_gap)]
-            if lay.unpickler_gap
-            else [],
-        )
-        for lay in layouts
-    ]
+    """``layouts`` as pytest params, named after their fixtures."""
+    return [pytest.param(lay, id=lay.fixture) for lay in layouts]
 
 
 _QUARANTINE_STAMP = re.compile(r"-\d{8}T\d{6}Z(?:\.\d+)?$")
