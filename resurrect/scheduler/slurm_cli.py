@@ -29,6 +29,7 @@ from resurrect.scheduler.slurm_json import (
     parse_job,
     parse_jobs,
     parse_nodes,
+    unanswered,
 )
 from resurrect.scheduler.validation import validate_job_id, validate_node_name
 from resurrect.scheduler.verified import VerifiedScheduler, drain_reason
@@ -118,11 +119,14 @@ class SlurmCli(VerifiedScheduler):
         errors = embedded_errors(doc)
         if errors:
             raise await self._explain_json_errors(argv, "; ".join(errors))
+        if unanswered(doc):
+            raise await self._explain_json_errors(argv, "no answer from slurmctld (last_update 0)")
         return doc
 
     async def _explain_json_errors(self, argv: list[str], text: str) -> SchedulerError:
-        """Slurm 22.05 exits 0 with ``errors: [Unspecified error]`` when slurmctld is down;
-        ask ``scontrol ping`` whether the controller answers to tell transient from not."""
+        """Slurm 22.05 exits 0 with ``errors: [Unspecified error]`` when slurmctld is down,
+        24.11 and 26.05 with no jobs and ``last_update`` 0; ask ``scontrol ping`` whether
+        the controller answers to tell transient from not."""
         mapped = classify_text(text, f"{' '.join(argv)}: ")
         if type(mapped) is not SchedulerError:
             return mapped

@@ -42,14 +42,14 @@ def job_documents(version: str) -> list[Path]:
     folder = CAPTURES / version
     if version == "22.05":
         return [folder / "squeue.json"]
-    return sorted(folder.glob("scontrol-show-job*.json"))
+    return [folder / "scontrol-show-job.json", *sorted(folder.glob("scontrol-show-job.v*.json"))]
 
 
 def node_documents(version: str) -> list[Path]:
     folder = CAPTURES / version
     if version == "22.05":
         return [folder / "sinfo.json"]
-    return sorted(folder.glob("scontrol-show-node*.json"))
+    return [folder / "scontrol-show-node.json", *sorted(folder.glob("scontrol-show-node.v*.json"))]
 
 
 def by_id(jobs: list[JobInfo]) -> dict[str, JobInfo]:
