@@ -69,7 +69,11 @@ def local_slurm_fixture(
             missing(reason)
         cluster = start_local_slurm(nodes=nodes, jobcomp_script=jobcomp_script)
         path_before = os.environ.get("PATH", "")
-        if requested_slurm_version() is not None:
+        wanted = requested_slurm_version()
+        if wanted is not None:
+            if not cluster.slurm_version.startswith(f"{wanted}."):
+                stop_local_slurm(cluster)
+                pytest.fail(f"asked for Slurm {wanted}, the cluster runs {cluster.slurm_version}")
             os.environ["PATH"] = os.pathsep.join([str(cluster.bin_dir), path_before])
         try:
             yield cluster
