@@ -48,7 +48,8 @@ for v in $VERSIONS; do
   DETECT[$v]=- RECOVER[$v]=-
   if [ "$DEMO" = 1 ]; then
     echo "== Slurm $v: resurrect demo --scenario node-loss" >&2
-    "$ROOT/.venv/bin/resurrect" demo --scenario node-loss --json --no-keep-ui \
+    "$PY" -c 'import sys; from resurrect.cli import main; sys.exit(main())' \
+      demo --scenario node-loss --json --no-keep-ui \
       --state-dir "/tmp/resurrect-matrix-demo-$v" >"$OUT/$v-demo.log" 2>&1 || true
     DETECT[$v]=$(field time_to_detect_s "$OUT/$v-demo.log")
     RECOVER[$v]=$(field time_to_recover_s "$OUT/$v-demo.log")
