@@ -23,11 +23,12 @@
 #   --slurm VER            Slurm version: the host's (22.05 on Debian 12), or 24.11 / 26.05
 #                          from a cached Debian userland (userland.sh)    [host's]
 #   --cache-dir DIR        where userland.sh keeps those userlands         [/var/cache/resurrect]
+#   --slurmctld-parameters L  SlurmctldParameters=L (e.g. enable_expedited_requeue on 25.11+)
 # Every option also reads an env variable: LOCAL_SLURM_STATE_DIR, LOCAL_SLURM_CLUSTER_NAME,
 # LOCAL_SLURM_NODES, LOCAL_SLURM_NODE_PREFIX, LOCAL_SLURM_CPUS, LOCAL_SLURM_CTLD_PORT,
 # LOCAL_SLURM_SLURMD_PORT, LOCAL_SLURM_SLURMD_TIMEOUT, LOCAL_SLURM_JOBCOMP_SCRIPT,
 # LOCAL_SLURM_MAX_JOBS, LOCAL_SLURM_DEMO_USER, LOCAL_SLURM_NO_INSTALL=1, LOCAL_SLURM_VERSION,
-# LOCAL_SLURM_CACHE_DIR.
+# LOCAL_SLURM_CACHE_DIR, LOCAL_SLURM_SLURMCTLD_PARAMETERS.
 #
 # A previous cluster in the same state dir is stopped (by pidfile) and its state wiped.
 # On success prints the path of DIR/env (export SLURM_CONF, PATH) as the last stdout line.
@@ -51,6 +52,7 @@ NO_INSTALL=${LOCAL_SLURM_NO_INSTALL:-0}
 WAIT_TIMEOUT=60
 WANT_VERSION=${LOCAL_SLURM_VERSION:-}
 CACHE_DIR=${LOCAL_SLURM_CACHE_DIR:-/var/cache/resurrect}
+CTLD_PARAMS=${LOCAL_SLURM_SLURMCTLD_PARAMETERS:-}
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit "${1:-0}"; }
 while [ $# -gt 0 ]; do
@@ -70,6 +72,7 @@ while [ $# -gt 0 ]; do
     --timeout) WAIT_TIMEOUT=$2; shift 2 ;;
     --slurm) WANT_VERSION=$2; shift 2 ;;
     --cache-dir) CACHE_DIR=$2; shift 2 ;;
+    --slurmctld-parameters) CTLD_PARAMS=$2; shift 2 ;;
     -h|--help) usage 0 ;;
     *) echo "unknown option: $1" >&2; usage 2 ;;
   esac
@@ -88,6 +91,7 @@ done
 if [ -n "$JOBCOMP_SCRIPT" ]; then
   [ -x "$JOBCOMP_SCRIPT" ] || ls_die "--jobcomp-script $JOBCOMP_SCRIPT is not executable"
 fi
+[[ $CTLD_PARAMS =~ ^[A-Za-z0-9_=,.:-]*$ ]] || ls_die "--slurmctld-parameters must be a plain list"
 
 # ---------------------------------------------------------------- packages
 PKGS=(munge slurmctld slurmd slurm-client procps util-linux passwd)
@@ -224,6 +228,7 @@ Waittime=0
 MinJobAge=300
 MaxJobCount=$MAX_JOBS
 ${PLUGIN_DIR:+PluginDir=$PLUGIN_DIR
+}${CTLD_PARAMS:+SlurmctldParameters=$CTLD_PARAMS
 }NodeName=$NODE_RANGE NodeHostname=localhost NodeAddr=127.0.0.1 Port=$PORTS CPUs=$CPUS RealMemory=500 State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=EXCLUSIVE
 CONF_EOF

@@ -363,13 +363,15 @@ def start_local_slurm(
     jobcomp_script: str | None = None,
     state_dir: Path | None = None,
     slurm_version: str | None = None,
+    slurmctld_parameters: str | None = None,
 ) -> LocalSlurm:
     """Start a cluster via deploy/local-slurm/start.sh on free ports, in ``state_dir``
     (wiped first) or a fresh ``/tmp/resurrect-slurm-*``.
 
     ``jobcomp_script``: JobCompType=jobcomp/script with this program (runs at every job end).
     ``slurm_version``: ``22.05``, ``24.11`` or ``26.05`` (default: ``RESURRECT_SLURM_VERSION``,
-    else the host's Slurm).
+    else the host's Slurm). ``slurmctld_parameters``: ``SlurmctldParameters=`` of the cluster
+    (e.g. ``enable_expedited_requeue`` on 25.11+).
     """
     version = slurm_version or requested_slurm_version()
     if state_dir is None:
@@ -401,6 +403,8 @@ def start_local_slurm(
         argv += ["--jobcomp-script", jobcomp_script]
     if version:
         argv += ["--slurm", version]
+    if slurmctld_parameters:
+        argv += ["--slurmctld-parameters", slurmctld_parameters]
     if os.environ.get("RESURRECT_REQUIRE_SLURM") is None:
         argv.append("--no-install")
     t0 = time.monotonic()

@@ -221,3 +221,19 @@ def test_an_unset_stderr_prints_differently_and_reads_the_same() -> None:
     }
     assert printed["22.05"].endswith("/out/%x-%j.out")
     assert printed["24.11"] == printed["26.05"] == "(null)"
+
+
+def test_an_expedited_requeue_reads_as_running_again_elsewhere() -> None:
+    """26.05, ``--requeue=expedite``: right after slurmctld requeued the job for a killed
+    node it runs again on other nodes with its restart counted (no PENDING phase). Only the
+    default data parser (v0.0.45) and the text name the expedited requeue; v0.0.42 does not."""
+    folder = CAPTURES / "26.05"
+    default = json.loads((folder / "expedited-requeue.json").read_text())
+    named = json.loads((folder / "expedited-requeue.v0.0.42.json").read_text())
+    for doc in (default, named):
+        (job,) = parse_jobs(doc)
+        assert job.state is JobState.RUNNING and job.restart_count == 1
+        assert job.nodes == ["node3", "node4"] and job.requeue_allowed
+    assert "EXPEDITED_REQUEUE" in default["jobs"][0]["flags"]
+    assert "EXPEDITED_REQUEUE" not in named["jobs"][0]["flags"]
+    assert "ExpeditedRequeue=Yes" in (folder / "expedited-requeue.txt").read_text()
