@@ -3,8 +3,15 @@
 # (a local 4-node Slurm cluster, the Temporal server with its web UI on :8233, resurrect,
 # a 2-node torchrun training job, an injected node failure, the recovery). Run as root.
 # Arguments go to `resurrect demo`, e.g. deploy/demo.sh --scenario gpu-error --json
+#   --slurm VER   (first) the cluster runs Slurm VER: 22.05 (the host's on Debian 12), or
+#                 24.11 / 26.05 from a cached Debian userland (deploy/local-slurm/userland.sh)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
+if [ "${1:-}" = "--slurm" ]; then
+  [ $# -ge 2 ] || { echo "demo.sh: --slurm needs a version" >&2; exit 2; }
+  export RESURRECT_SLURM_VERSION=$2
+  shift 2
+fi
 deploy/install.sh
 exec .venv/bin/resurrect demo "$@"

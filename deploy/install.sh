@@ -6,6 +6,8 @@
 #   RESURRECT_TORCH_SPEC   pip requirement for torch       [torch: the newest release pip may
 #                          install here; e.g. torch==2.2.2 for the oldest supported one]
 #   RESURRECT_PYTHON       interpreter for the venv (>= 3.11) [/usr/bin/python3, else python3]
+#   RESURRECT_SLURM_VERSION  also a Slurm of this version for the local cluster (24.11, 26.05:
+#                          mmdebstrap + patchelf, then deploy/local-slurm/userland.sh)
 # Jobs of the demo and the tests run as an unprivileged user with the venv's interpreter, so
 # it must be executable by everyone: Debian's /usr/bin/python3 is preferred over a Python
 # installed under a private home (pyenv in /root), and a venv that other users cannot run
@@ -20,6 +22,7 @@ say() { printf '[install] %s\n' "$*" >&2; }
 # started as a service); chromium-headless-shell: the tests' screenshot of the Temporal UI.
 packages=(munge slurmctld slurmd slurm-client procps iproute2 util-linux systemd openssl
   prometheus chromium-headless-shell)
+case ${RESURRECT_SLURM_VERSION:-} in 24.11|26.05) packages+=(mmdebstrap patchelf) ;; *) ;; esac
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -58,4 +61,11 @@ fi
 say "pip install -e .[dev]"
 .venv/bin/python -m pip install -q -e ".[dev]" -e examples/plugins/resurrect-example-plugin 2>&1 | grep -v -e '^WARNING: Location' -e 'is ignored' >&2 || true
 .venv/bin/python -c 'import resurrect, temporalio, torch' || { say "install failed"; exit 1; }
+case ${RESURRECT_SLURM_VERSION:-} in
+  24.11|26.05)
+    if [ "$(id -u)" -eq 0 ]; then
+      say "Slurm ${RESURRECT_SLURM_VERSION}: $(deploy/local-slurm/userland.sh "$RESURRECT_SLURM_VERSION" | tail -1)"
+    fi ;;
+  *) ;;
+esac
 say "ready: $(.venv/bin/resurrect --version)"

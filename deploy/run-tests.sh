@@ -3,9 +3,17 @@
 # (deploy/install.sh), then runs lint, type checks and pytest. The tests start their own
 # real daemons (a local Slurm cluster, the Temporal dev server) on free ports.
 # Extra arguments go to pytest, e.g. deploy/run-tests.sh -k workflow -x
+#   --slurm VER   run the live tests against Slurm VER (22.05: the host's on Debian 12;
+#                 24.11, 26.05: a Debian userland, built once by deploy/local-slurm/userland.sh)
+#                 e.g. deploy/run-tests.sh --slurm 26.05 -m slurm tests/scheduler
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
+if [ "${1:-}" = "--slurm" ]; then
+  [ $# -ge 2 ] || { echo "run-tests.sh: --slurm needs a version" >&2; exit 2; }
+  export RESURRECT_SLURM_VERSION=$2
+  shift 2
+fi
 deploy/install.sh
 export RESURRECT_REQUIRE_SLURM=1   # the real-cluster tests fail (not skip) if Slurm is missing
 export PYTHONUNBUFFERED=1

@@ -20,10 +20,15 @@
 #   --demo-user USER       unix user jobs run as (created if missing)     [resurrect-demo]
 #   --no-install           never call apt-get; fail if packages are missing
 #   --timeout S            how long to wait for all nodes to be idle      [60]
+#   --slurm VER            Slurm version: the host's (22.05 on Debian 12), or 24.11 / 26.05
+#                          from a cached Debian userland (userland.sh)    [host's]
+#   --cache-dir DIR        where userland.sh keeps those userlands         [/var/cache/resurrect]
+#   --slurmctld-parameters L  SlurmctldParameters=L (e.g. enable_expedited_requeue on 25.11+)
 # Every option also reads an env variable: LOCAL_SLURM_STATE_DIR, LOCAL_SLURM_CLUSTER_NAME,
 # LOCAL_SLURM_NODES, LOCAL_SLURM_NODE_PREFIX, LOCAL_SLURM_CPUS, LOCAL_SLURM_CTLD_PORT,
 # LOCAL_SLURM_SLURMD_PORT, LOCAL_SLURM_SLURMD_TIMEOUT, LOCAL_SLURM_JOBCOMP_SCRIPT,
-# LOCAL_SLURM_MAX_JOBS, LOCAL_SLURM_DEMO_USER, LOCAL_SLURM_NO_INSTALL=1.
+# LOCAL_SLURM_MAX_JOBS, LOCAL_SLURM_DEMO_USER, LOCAL_SLURM_NO_INSTALL=1, LOCAL_SLURM_VERSION,
+# LOCAL_SLURM_CACHE_DIR, LOCAL_SLURM_SLURMCTLD_PARAMETERS.
 #
 # A previous cluster in the same state dir is stopped (by pidfile) and its state wiped.
 # On success prints the path of DIR/env (export SLURM_CONF, PATH) as the last stdout line.
@@ -45,6 +50,9 @@ MAX_JOBS=${LOCAL_SLURM_MAX_JOBS:-10000}
 DEMO_USER=${LOCAL_SLURM_DEMO_USER:-resurrect-demo}
 NO_INSTALL=${LOCAL_SLURM_NO_INSTALL:-0}
 WAIT_TIMEOUT=60
+WANT_VERSION=${LOCAL_SLURM_VERSION:-}
+CACHE_DIR=${LOCAL_SLURM_CACHE_DIR:-/var/cache/resurrect}
+CTLD_PARAMS=${LOCAL_SLURM_SLURMCTLD_PARAMETERS:-}
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit "${1:-0}"; }
 while [ $# -gt 0 ]; do
@@ -62,6 +70,9 @@ while [ $# -gt 0 ]; do
     --demo-user) DEMO_USER=$2; shift 2 ;;
     --no-install) NO_INSTALL=1; shift ;;
     --timeout) WAIT_TIMEOUT=$2; shift 2 ;;
+    --slurm) WANT_VERSION=$2; shift 2 ;;
+    --cache-dir) CACHE_DIR=$2; shift 2 ;;
+    --slurmctld-parameters) CTLD_PARAMS=$2; shift 2 ;;
     -h|--help) usage 0 ;;
     *) echo "unknown option: $1" >&2; usage 2 ;;
   esac
@@ -80,6 +91,7 @@ done
 if [ -n "$JOBCOMP_SCRIPT" ]; then
   [ -x "$JOBCOMP_SCRIPT" ] || ls_die "--jobcomp-script $JOBCOMP_SCRIPT is not executable"
 fi
+[[ $CTLD_PARAMS =~ ^[A-Za-z0-9_=,.:-]*$ ]] || ls_die "--slurmctld-parameters must be a plain list"
 
 # ---------------------------------------------------------------- packages
 PKGS=(munge slurmctld slurmd slurm-client procps util-linux passwd)
@@ -101,6 +113,19 @@ fi
 SBIN_DIR=$(dirname "$(command -v slurmctld || echo /usr/sbin/slurmctld)")
 BIN_DIR=$(dirname "$(command -v sinfo || echo /usr/bin/sinfo)")
 SLURM_VERSION=$("$SBIN_DIR/slurmctld" -V | awk '{print $2}')
+# another version than the host's: its Debian userland's programs (userland.sh), and its
+# plugins (PluginDir below); munged stays the host's (the protocol is the same)
+PLUGIN_DIR=""
+if [ -n "$WANT_VERSION" ] && [ "${SLURM_VERSION%.*}" != "$WANT_VERSION" ]; then
+  userland_args=(--cache-dir "$CACHE_DIR")
+  [ "$NO_INSTALL" = 1 ] && userland_args+=(--no-install)
+  USERLAND=$("$HERE/userland.sh" "${userland_args[@]}" "$WANT_VERSION" | tail -1) \
+    || ls_die "no Slurm $WANT_VERSION userland"
+  SBIN_DIR=$USERLAND/sbin
+  BIN_DIR=$USERLAND/bin
+  PLUGIN_DIR=$USERLAND/root/usr/lib/x86_64-linux-gnu/slurm-wlm
+  SLURM_VERSION=$(cat "$USERLAND/VERSION")
+fi
 SLURM_MAJOR=${SLURM_VERSION%%.*}
 ls_log "slurm $SLURM_VERSION"
 
@@ -202,7 +227,9 @@ KillWait=2
 Waittime=0
 MinJobAge=300
 MaxJobCount=$MAX_JOBS
-NodeName=$NODE_RANGE NodeHostname=localhost NodeAddr=127.0.0.1 Port=$PORTS CPUs=$CPUS RealMemory=500 State=UNKNOWN
+${PLUGIN_DIR:+PluginDir=$PLUGIN_DIR
+}${CTLD_PARAMS:+SlurmctldParameters=$CTLD_PARAMS
+}NodeName=$NODE_RANGE NodeHostname=localhost NodeAddr=127.0.0.1 Port=$PORTS CPUs=$CPUS RealMemory=500 State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=EXCLUSIVE
 CONF_EOF
 chmod 0644 "$CONF"

@@ -6,6 +6,11 @@ dir on free ports via ``deploy/local-slurm/start.sh``, and returns a :class:`Loc
 to submit jobs as an unprivileged user, inject node faults and wait for states;
 :func:`stop_local_slurm` stops what it started. Needs root and a source checkout (the
 scripts under ``deploy/``).
+
+The cluster runs the host's Slurm, or another version (``24.11``, ``26.05``: a Debian
+userland that start.sh builds once and caches) named by ``slurm_version`` or the
+``RESURRECT_SLURM_VERSION`` environment variable; its client commands are then those of
+that version (:attr:`LocalSlurm.bin_dir`, first on :attr:`LocalSlurm.env`'s ``PATH``).
 """
 
 from __future__ import annotations
@@ -28,8 +33,10 @@ from resurrect.scheduler.slurm_cli import SlurmCli
 from resurrect.scheduler.slurm_json import parse_scontrol_record
 
 __all__ = [
+    "SLURM_VERSION_ENV",
     "LocalSlurm",
     "repo_root",
+    "requested_slurm_version",
     "slurm_unavailable_reason",
     "start_local_slurm",
     "stop_local_slurm",
@@ -49,6 +56,10 @@ def repo_root() -> Path:
 
 
 DEMO_USER = "resurrect-demo"
+# The Slurm version local clusters run when none is given: unset means the host's.
+SLURM_VERSION_ENV = "RESURRECT_SLURM_VERSION"
+# Versions start.sh runs from a Debian userland (deploy/local-slurm/userland.sh).
+USERLAND_VERSIONS = ("24.11", "26.05")
 _SLURM_BINARIES = ("slurmctld", "slurmd", "sbatch", "scontrol", "squeue", "sinfo", "munged")
 
 
@@ -72,10 +83,46 @@ def free_port_block(count: int, low: int = 20000, high: int = 60000) -> int:
     raise RuntimeError(f"no block of {count} free ports found")
 
 
-def slurm_unavailable_reason() -> str | None:
-    """Why a local cluster cannot start here, or None if it can."""
+def requested_slurm_version() -> str | None:
+    """The version ``RESURRECT_SLURM_VERSION`` asks for (``22.05``, ``24.11``, ``26.05``), or
+    None for the host's."""
+    return os.environ.get(SLURM_VERSION_ENV) or None
+
+
+def _host_slurm_version() -> str | None:
+    """``major.minor`` of the host's slurmctld, or None when it is missing."""
+    search = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
+    ctld = shutil.which("slurmctld", path=search)
+    if ctld is None:
+        return None
+    try:
+        out = subprocess.run(
+            [ctld, "-V"], capture_output=True, text=True, timeout=10, check=False
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    parts = out.split()[-1].split(".") if out.split() else []
+    return ".".join(parts[:2]) if len(parts) >= 2 else None
+
+
+def slurm_unavailable_reason(slurm_version: str | None = None) -> str | None:
+    """Why a local cluster (of ``slurm_version``, default: the requested one) cannot start
+    here, or None if it can."""
     if os.geteuid() != 0:
         return "local Slurm cluster needs root (slurmd runs jobs as their owners)"
+    version = slurm_version or requested_slurm_version()
+    if version is not None and version != _host_slurm_version():
+        if version not in USERLAND_VERSIONS:
+            return f"no Slurm {version} here (the host's, or {', '.join(USERLAND_VERSIONS)})"
+        cached = Path(_cache_dir()) / f"slurm-{version}" / "sbin" / "slurmd"
+        if not cached.exists() and shutil.which("mmdebstrap") is None:
+            return (
+                f"Slurm {version} needs a Debian userland: deploy/local-slurm/userland.sh "
+                f"{version} (apt-get install mmdebstrap patchelf)"
+            )
+        if shutil.which("munged", path="/usr/sbin:/sbin") is None:
+            return "munged missing (apt-get install munge)"
+        return None
     search = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
     missing = [b for b in _SLURM_BINARIES if shutil.which(b, path=search) is None]
     if missing:
@@ -98,6 +145,9 @@ class LocalSlurm:
     ctld_port: int
     start_seconds: float
     demo_user: str = DEMO_USER
+    bin_dir: Path = Path("/usr/bin")
+    sbin_dir: Path = Path("/usr/sbin")
+    slurm_version: str = ""
     _submitted: list[str] = field(default_factory=list)
 
     # ------------------------------------------------------------------ basics
@@ -107,8 +157,10 @@ class LocalSlurm:
         return self.state_dir / "out"
 
     def scheduler(self, **kwargs: Any) -> SlurmCli:
-        """A SlurmCli bound to this cluster (kwargs go to the constructor)."""
+        """A SlurmCli bound to this cluster and its version's clients (kwargs go to the
+        constructor)."""
         kwargs.setdefault("verify_timeout", 30.0)
+        kwargs.setdefault("bin_dir", str(self.bin_dir))
         return SlurmCli(self.cluster_name, self.slurm_conf, **kwargs)
 
     def run(self, argv: list[str], *, check: bool = True, timeout: float = 30) -> str:
@@ -171,7 +223,8 @@ class LocalSlurm:
             args.append(str(path))
         else:
             args.append(f"--wrap={shlex.join(script_or_argv)}")
-        argv = ["runuser", "-u", who, "--", "env", f"SLURM_CONF={self.slurm_conf}", "sbatch", *args]
+        sbatch = str(self.bin_dir / "sbatch")
+        argv = ["runuser", "-u", who, "--", "env", f"SLURM_CONF={self.slurm_conf}", sbatch, *args]
         job_id = self.run(argv).strip().split(";")[0]
         if not job_id.isdigit():
             raise RuntimeError(f"sbatch gave no job id: {job_id!r}")
@@ -268,9 +321,7 @@ class LocalSlurm:
 
     def start_controller(self) -> None:
         """Start slurmctld again, keeping its saved state (jobs, drains)."""
-        search = "/usr/sbin:/sbin:" + os.environ.get("PATH", "")
-        sbin = shutil.which("slurmctld", path=search) or "slurmctld"
-        subprocess.run([sbin], env=self.env, check=True, timeout=30)
+        subprocess.run([str(self.sbin_dir / "slurmctld")], env=self.env, check=True, timeout=30)
         self._wait(
             lambda: {"ok": str(bool(self.run(["sinfo", "-h"], check=False)))},
             lambda r: r["ok"] == "True",
@@ -311,12 +362,18 @@ def start_local_slurm(
     node_prefix: str = "node",
     jobcomp_script: str | None = None,
     state_dir: Path | None = None,
+    slurm_version: str | None = None,
+    slurmctld_parameters: str | None = None,
 ) -> LocalSlurm:
     """Start a cluster via deploy/local-slurm/start.sh on free ports, in ``state_dir``
     (wiped first) or a fresh ``/tmp/resurrect-slurm-*``.
 
     ``jobcomp_script``: JobCompType=jobcomp/script with this program (runs at every job end).
+    ``slurm_version``: ``22.05``, ``24.11`` or ``26.05`` (default: ``RESURRECT_SLURM_VERSION``,
+    else the host's Slurm). ``slurmctld_parameters``: ``SlurmctldParameters=`` of the cluster
+    (e.g. ``enable_expedited_requeue`` on 25.11+).
     """
+    version = slurm_version or requested_slurm_version()
     if state_dir is None:
         state_dir = Path(tempfile.mkdtemp(prefix="resurrect-slurm-", dir="/tmp"))
     else:
@@ -344,6 +401,10 @@ def start_local_slurm(
     ]
     if jobcomp_script:
         argv += ["--jobcomp-script", jobcomp_script]
+    if version:
+        argv += ["--slurm", version]
+    if slurmctld_parameters:
+        argv += ["--slurmctld-parameters", slurmctld_parameters]
     if os.environ.get("RESURRECT_REQUIRE_SLURM") is None:
         argv.append("--no-install")
     t0 = time.monotonic()
@@ -353,9 +414,12 @@ def start_local_slurm(
         subprocess.run([str(DEPLOY_DIR / "stop.sh"), "--state-dir", str(state_dir)], check=False)
         raise RuntimeError(f"start.sh failed (rc={proc.returncode}):\n{proc.stderr}\n{proc.stdout}")
     slurm_conf = str(state_dir / "etc" / "slurm.conf")
+    info = read_cluster_info(state_dir)
+    bin_dir = Path(info.get("BIN_DIR", "/usr/bin"))
     env = dict(os.environ)
     env["SLURM_CONF"] = slurm_conf
     env["LC_ALL"] = "C"
+    env["PATH"] = os.pathsep.join([str(bin_dir), env.get("PATH", "/usr/bin:/bin")])
     return LocalSlurm(
         state_dir=state_dir,
         cluster_name=name,
@@ -364,7 +428,25 @@ def start_local_slurm(
         env=env,
         ctld_port=ctld_port,
         start_seconds=elapsed,
+        bin_dir=bin_dir,
+        sbin_dir=Path(info.get("SBIN_DIR", "/usr/sbin")),
+        slurm_version=info.get("SLURM_VERSION", ""),
     )
+
+
+def read_cluster_info(state_dir: Path) -> dict[str, str]:
+    """The ``KEY=value`` lines start.sh wrote to ``state_dir/cluster.info``."""
+    info: dict[str, str] = {}
+    for line in (state_dir / "cluster.info").read_text().splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            info[key.strip()] = value.strip()
+    return info
+
+
+def _cache_dir() -> str:
+    """Where start.sh keeps the Debian userlands (``LOCAL_SLURM_CACHE_DIR``)."""
+    return os.environ.get("LOCAL_SLURM_CACHE_DIR", "/var/cache/resurrect")
 
 
 def stop_local_slurm(cluster: LocalSlurm, purge: bool = True) -> None:

@@ -154,11 +154,17 @@ class Demo:
             await asyncio.sleep(0.2)
         raise DemoError(f"timed out after {timeout:.0f} s waiting for {what}; last state: {last}")
 
-    def _config(self, slurm_conf: str, cluster_name: str, address: str) -> ResurrectConfig:
+    def _config(self, cluster: LocalSlurm, address: str) -> ResurrectConfig:
         return ResurrectConfig.model_validate(
             {
                 "mode": "act",
-                "cluster": {"name": cluster_name, "slurm_conf": slurm_conf, "scheduler": "cli"},
+                "cluster": {
+                    "name": cluster.cluster_name,
+                    "slurm_conf": cluster.slurm_conf,
+                    # the cluster's own version's clients (RESURRECT_SLURM_VERSION)
+                    "slurm_bin_dir": str(cluster.bin_dir),
+                    "scheduler": "cli",
+                },
                 "temporal": {
                     "embedded": False,
                     "address": address,
@@ -202,7 +208,7 @@ class Demo:
         )
         await asyncio.to_thread(self.server.start)
         self.say(f"Temporal dev server on {self.server.address}; web UI: {self.server.ui_url}")
-        config = self._config(cluster.slurm_conf, cluster.cluster_name, self.server.address)
+        config = self._config(cluster, self.server.address)
         client = await connect(config.temporal, attempts=20)
         stop = asyncio.Event()
         service = asyncio.create_task(

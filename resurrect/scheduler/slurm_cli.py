@@ -1,7 +1,9 @@
 """The Slurm scheduler backend over the command-line clients (works on Slurm >= 22.05).
 
 Full reads use JSON: ``squeue --json`` and ``sinfo --json`` on 22.05 (both ignore filters
-there, so filtering is client-side), ``scontrol show job|node --json`` on 23.02+. Reads whose
+there, so filtering is client-side), ``scontrol show job|node --json`` on 23.02+, asking for
+the data parser resurrect's JSON reading was written for (:data:`DATA_PARSER`) on the
+releases that have it (:func:`json_option`). Reads whose
 cost must not grow with the queue (the watcher's view, one job, one node) use the compact,
 filtered forms of :mod:`resurrect.scheduler.slurm_compact`. Actions use
 ``scontrol`` and ``scancel`` with argv lists, never a shell. The check-act-verify logic and
@@ -27,11 +29,12 @@ from resurrect.scheduler.slurm_json import (
     parse_job,
     parse_jobs,
     parse_nodes,
+    unanswered,
 )
 from resurrect.scheduler.validation import validate_job_id, validate_node_name
 from resurrect.scheduler.verified import VerifiedScheduler
 
-__all__ = ["SlurmCli", "parse_slurm_version"]
+__all__ = ["DATA_PARSER", "SlurmCli", "json_option", "parse_slurm_version"]
 
 # More jobs than this without known owner fields (a watcher's first poll on a busy cluster)
 # are read with one full JSON read instead of a few commands each.
@@ -42,6 +45,20 @@ OWNER_READS_AT_ONCE = 4
 OwnerFields = dict[str, Any]
 
 _VERSION_RE = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
+
+# The data parser (JSON shape) resurrect.scheduler.slurm_json was written and checked for, and
+# the first and last releases known to have it (each release adds one and drops the oldest:
+# 24.11 has v0.0.40-42, 26.05 v0.0.42-45). Outside them ``--json`` prints the release's own
+# shape (22.05's v0.0.38 data, 23.x's v0.0.39/40, or a newer default), read the same way.
+DATA_PARSER = "v0.0.42"
+DATA_PARSER_RELEASES = ((24, 11), (26, 5))
+
+
+def json_option(version: tuple[int, int, int]) -> str:
+    """The ``--json`` option for the ``scontrol`` of ``version``: ``--json=v0.0.42`` where
+    that release has the data parser, plain ``--json`` elsewhere."""
+    first, last = DATA_PARSER_RELEASES
+    return f"--json={DATA_PARSER}" if first <= version[:2] <= last else "--json"
 
 
 def parse_slurm_version(text: str) -> tuple[int, int, int]:
@@ -102,11 +119,14 @@ class SlurmCli(VerifiedScheduler):
         errors = embedded_errors(doc)
         if errors:
             raise await self._explain_json_errors(argv, "; ".join(errors))
+        if unanswered(doc):
+            raise await self._explain_json_errors(argv, "no answer from slurmctld (last_update 0)")
         return doc
 
     async def _explain_json_errors(self, argv: list[str], text: str) -> SchedulerError:
-        """Slurm 22.05 exits 0 with ``errors: [Unspecified error]`` when slurmctld is down;
-        ask ``scontrol ping`` whether the controller answers to tell transient from not."""
+        """Slurm 22.05 exits 0 with ``errors: [Unspecified error]`` when slurmctld is down,
+        24.11 and 26.05 with no jobs and ``last_update`` 0; ask ``scontrol ping`` whether
+        the controller answers to tell transient from not."""
         mapped = classify_text(text, f"{' '.join(argv)}: ")
         if type(mapped) is not SchedulerError:
             return mapped
@@ -119,15 +139,20 @@ class SlurmCli(VerifiedScheduler):
             return SchedulerUnavailable(f"{' '.join(argv)}: {text}; {first}")
         return mapped
 
+    async def _show_json(self, kind: str, *ids: str) -> list[str]:
+        """``scontrol show job|node --json[=DATA_PARSER] [ID]`` for this Slurm (23.02+)."""
+        return ["scontrol", "show", kind, json_option(await self.version()), *ids]
+
     async def _parsed_json(
         self,
         before_23: list[str],
-        since_23: list[str],
+        kind: str,
         parse: Callable[[dict[str, Any]], Parsed],
     ) -> Parsed:
-        """What ``parse`` reads from the JSON of ``before_23`` (Slurm 22) or ``since_23``."""
+        """What ``parse`` reads from the JSON of ``before_23`` (Slurm 22) or of
+        ``scontrol show KIND --json`` (23.02+)."""
         major = (await self.version())[0]
-        argv = before_23 if major < 23 else since_23
+        argv = before_23 if major < 23 else await self._show_json(kind)
         doc = await self._json(argv)
         try:
             return parse(doc)
@@ -136,14 +161,10 @@ class SlurmCli(VerifiedScheduler):
 
     async def list_jobs(self) -> list[JobInfo]:
         """All jobs slurmctld knows, finished ones included until MinJobAge expires."""
-        return await self._parsed_json(
-            ["squeue", "--json"], ["scontrol", "show", "job", "--json"], parse_jobs
-        )
+        return await self._parsed_json(["squeue", "--json"], "job", parse_jobs)
 
     async def list_nodes(self) -> list[NodeInfo]:
-        return await self._parsed_json(
-            ["sinfo", "--json"], ["scontrol", "show", "node", "--json"], parse_nodes
-        )
+        return await self._parsed_json(["sinfo", "--json"], "node", parse_nodes)
 
     # ------------------------------------------------------------------ compact reads
     async def _job_rows(self, argv: list[str], *, missing_ok: bool = False) -> list[compact.JobRow]:
@@ -159,7 +180,7 @@ class SlurmCli(VerifiedScheduler):
         """The owner-written fields of one job: one field per ``squeue`` (22.05, where
         ``--json`` ignores ``--jobs``), or that job's ``scontrol show job --json`` (23.02+)."""
         if (await self.version())[0] >= 23:
-            doc = await self._json(["scontrol", "show", "job", "--json", row.query_id])
+            doc = await self._json(await self._show_json("job", row.query_id))
             for raw in doc.get("jobs") or []:
                 if isinstance(raw, dict) and str(raw.get("job_id")) == row.job_id:
                     return {key: raw.get(key) for key in (*compact.OWNER_FIELDS, "admin_comment")}
@@ -190,7 +211,7 @@ class SlurmCli(VerifiedScheduler):
     async def _bulk_owner_fields(self) -> dict[str, OwnerFields]:
         """Owner-written fields of every job, from one full JSON read."""
         major = (await self.version())[0]
-        argv = ["squeue", "--json"] if major < 23 else ["scontrol", "show", "job", "--json"]
+        argv = ["squeue", "--json"] if major < 23 else await self._show_json("job")
         doc = await self._json(argv)
         out: dict[str, OwnerFields] = {}
         for raw in doc.get("jobs") or []:

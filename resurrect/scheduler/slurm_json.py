@@ -388,6 +388,14 @@ def embedded_errors(doc: Any) -> list[str]:
     return texts
 
 
+def unanswered(doc: JsonObj) -> bool:
+    """True when a 23.02+ job document was not filled by slurmctld: ``scontrol show job
+    --json`` of 24.11 and 26.05 exits 0 with no jobs, no errors and ``last_update`` 0 when it
+    cannot reach slurmctld. (One job read by id has ``last_update`` 0 too, with its job;
+    22.05's documents have no ``last_update``.)"""
+    return "last_update" in doc and not number(doc.get("last_update")) and not doc.get("jobs")
+
+
 def _raise_embedded_errors(doc: Any) -> None:
     texts = embedded_errors(doc)
     if texts:

@@ -171,11 +171,12 @@ async def test_one_job_is_read_by_id_never_the_whole_queue() -> None:
         }
     )
     assert (await sched2.get_job("102")).excluded_nodes == ["gpu003", "gpu007"]
-    assert ("scontrol", "show", "job", "--json", "102") in runner2.calls
+    # 24.11 is asked for the data parser resurrect reads (v0.0.42) by name
+    assert ("scontrol", "show", "job", "--json=v0.0.42", "102") in runner2.calls
     assert (await sched2.get_node("gpu003")).drained
     with pytest.raises(NodeNotFound):
         await sched2.get_node("gpu999")
-    assert ("scontrol", "show", "node", "--json") not in runner2.calls
+    assert not [c for c in runner2.calls if c[:3] == ("scontrol", "show", "node")]
 
 
 async def test_full_reads_use_json_of_the_version() -> None:
@@ -326,3 +327,21 @@ async def test_json_errors_with_controller_down_are_unavailable() -> None:
     with pytest.raises(SchedulerError, match="Failed while looking for jobs") as info:
         await sched2.list_jobs()
     assert not isinstance(info.value, SchedulerUnavailable)
+
+
+@pytest.mark.parametrize("version", ["24.11", "26.05"])
+async def test_an_empty_answer_without_slurmctld_is_unavailable_not_no_jobs(version: str) -> None:
+    """24.11 and 26.05: ``scontrol show job --json`` exits 0 with no jobs, no errors and
+    ``last_update`` 0 when slurmctld is down (captured); that is no answer, never "no jobs"."""
+    doc = (FIXTURES / version / "scontrol-show-job.controller-down.json").read_text()
+    assert json.loads(doc)["jobs"] == [] and json.loads(doc)["errors"] == []
+    ping_down = CommandResult(("scontrol", "ping"), 1, "Slurmctld(primary) at vm is DOWN\n", "")
+    sched, _ = cli(
+        {
+            ("scontrol", "--version"): ok((), f"slurm-wlm {version}.5\n"),
+            ("scontrol", "show", "job", "--json=v0.0.42"): ok((), doc),
+            ("scontrol", "ping"): ping_down,
+        }
+    )
+    with pytest.raises(SchedulerUnavailable, match="DOWN"):
+        await sched.list_jobs()

@@ -103,5 +103,8 @@ async def test_the_watcher_reads_only_what_runs_and_catches_a_lost_node(
     while not await requeued() and time.monotonic() - started < 90:
         await asyncio.sleep(0.5)
     job = watcher._last_jobs[job_id]
-    assert job.restart_count == 1 and job.state in {JobState.PENDING, JobState.RUNNING}
+    # the restart is counted at the requeue: the old attempt may still be completing then
+    # (seen on 26.05), before the job reads PENDING
+    requeued_states = {JobState.PENDING, JobState.RUNNING, JobState.COMPLETING}
+    assert job.restart_count == 1 and job.state in requeued_states
     assert job.comment == OPT_IN

@@ -12,6 +12,12 @@ pidfile) at the end.
 Skips (with the reason) when not root or the Slurm binaries are missing, unless
 ``RESURRECT_REQUIRE_SLURM`` is set (CI): then it fails loudly instead, and start.sh installs
 missing packages.
+
+``RESURRECT_SLURM_VERSION`` (``22.05``, ``24.11``, ``26.05``; unset: the host's) chooses the
+Slurm every cluster runs (``deploy/run-tests.sh --slurm VER``). The cluster's client
+commands are then put first on this process's ``PATH`` while it runs, so resurrect's
+scheduler, the services the tests start and their helper processes all talk to the cluster
+with its own version's commands, as a site's would.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from resurrect.demo.local_cluster import (
     DEPLOY_DIR,
     LocalSlurm,
     free_port_block,
+    requested_slurm_version,
     slurm_unavailable_reason,
     start_local_slurm,
     stop_local_slurm,
@@ -38,6 +45,8 @@ __all__ = [
     "free_port_block",
     "local_slurm",
     "local_slurm_fixture",
+    "requested_slurm_version",
+    "slurm_release",
     "slurm_unavailable_reason",
     "start_local_slurm",
     "stop_local_slurm",
@@ -59,12 +68,27 @@ def local_slurm_fixture(
         if reason is not None and not (required() and os.geteuid() == 0):
             missing(reason)
         cluster = start_local_slurm(nodes=nodes, jobcomp_script=jobcomp_script)
+        path_before = os.environ.get("PATH", "")
+        wanted = requested_slurm_version()
+        if wanted is not None:
+            if not cluster.slurm_version.startswith(f"{wanted}."):
+                stop_local_slurm(cluster)
+                pytest.fail(f"asked for Slurm {wanted}, the cluster runs {cluster.slurm_version}")
+            os.environ["PATH"] = os.pathsep.join([str(cluster.bin_dir), path_before])
         try:
             yield cluster
         finally:
+            os.environ["PATH"] = path_before
             stop_local_slurm(cluster)
 
     return _fixture
+
+
+def slurm_release(cluster: LocalSlurm) -> tuple[int, int]:
+    """``(major, minor)`` of the Slurm the cluster runs, e.g. ``(24, 11)``: for tests that
+    name a difference between versions."""
+    major, minor = cluster.slurm_version.split(".")[:2]
+    return int(major), int(minor)
 
 
 local_slurm = local_slurm_fixture()
