@@ -144,12 +144,16 @@ def test_the_compact_reads_give_what_the_json_gives(version: str) -> None:
 
 
 @pytest.mark.parametrize("version", ("22.05", "24.11"))
-def test_the_hold_mark_is_read_from_scontrol_text_up_to_24_11(version: str) -> None:
-    """22.05 reads its hold mark from ``scontrol show job -o`` (its squeue has no
-    AdminComment column and its ``squeue --json`` ignores filters)."""
-    line = _job_line(version, captured(version)["RUNNING"])
-    assert compact.admin_comment_value(line) == "resurrect-hold: inc-1"
-    record = parse_scontrol_record(line)
+def test_the_admin_comment_is_in_every_versions_json(version: str) -> None:
+    """The hold mark is read from JSON, where Slurm delimits AdminComment (22.05: the whole
+    ``squeue --json``, whose filters it ignores); ``scontrol show job -o`` prints it after
+    the job name, command and working directory its owner chooses, so its text is never
+    read for it (tests/security/test_hold_mark_injection.py)."""
+    running = captured(version)["RUNNING"]
+    doc = json.loads((CAPTURES / version / "squeue.json").read_text())
+    [job] = [j for j in doc["jobs"] if str(j["job_id"]) == running]
+    assert job["admin_comment"] == "resurrect-hold: inc-1"
+    record = parse_scontrol_record(_job_line(version, running))
     assert record["JobState"] == "RUNNING" and record["Restarts"] == "0"
 
 
