@@ -7,7 +7,6 @@ stalled-rank and straggler cases also run as demo scenarios (tests/e2e/test_demo
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import pwd
@@ -15,10 +14,11 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.agents import node_agents, workflow_started
 from support.recovery import completed
 from support.service import running_service, service_config
 from temporalio.client import Client, WorkflowExecutionStatus
@@ -26,7 +26,6 @@ from temporalio.service import RPCError
 
 from resurrect.contracts import Interruption, JobState, SignalKind, recovery_workflow_id
 from resurrect.demo.local_cluster import LocalSlurm, repo_root
-from resurrect.sensors.node_agent.stack_probe import serve_probes
 from resurrect.stacks.probe import STACK_PROBE_WORKFLOW
 from resurrect.stacks.processes import job_rank_processes
 from resurrect.temporal.server import EmbeddedTemporal
@@ -90,19 +89,6 @@ async def test_a_save_far_longer_than_a_step_raises_no_false_hang(
     assert sorted(p.name for p in ckpt.glob("step_*")) == ["step_20", "step_40", "step_60"]
 
 
-@contextlib.asynccontextmanager
-async def node_agents(client: Client, cluster: str, nodes: list[str]) -> AsyncIterator[None]:
-    """Each node's agent probe worker (what `resurrect agent run` starts beside its watch)."""
-    stop = asyncio.Event()
-    tasks = [asyncio.create_task(serve_probes(client, cluster, node, stop)) for node in nodes]
-    try:
-        await asyncio.sleep(0.5)
-        yield
-    finally:
-        stop.set()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-
 async def rank_on(
     job_id: str, node: str, owner: str, conf: str, timeout: float = 120
 ) -> tuple[int, int]:
@@ -124,16 +110,6 @@ async def first_checkpoint(ckpt: Path, settle_s: float, timeout: float = 180) ->
         assert time.monotonic() < deadline, f"no checkpoint in {ckpt} within {timeout} s"
         await asyncio.sleep(0.2)
     await asyncio.sleep(settle_s)
-
-
-async def started(client: Client, workflow_id: str, timeout: float) -> float:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(RPCError):
-            await client.get_workflow_handle(workflow_id).describe()
-            return time.time()
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"{workflow_id} did not start within {timeout} s")
 
 
 async def test_a_rank_stalled_in_a_save_is_named_from_its_nodes_agent_stack(
@@ -183,7 +159,7 @@ async def test_a_rank_stalled_in_a_save_is_named_from_its_nodes_agent_stack(
         stopped_at = time.time()
         try:
             workflow_id = recovery_workflow_id(cluster.cluster_name, job_id, 0)
-            detected_at = await started(temporal_client, workflow_id, timeout=120)
+            detected_at = await workflow_started(temporal_client, workflow_id, timeout=120)
         finally:
             os.kill(pid, signal.SIGCONT)
         handle = temporal_client.get_workflow_handle(workflow_id)
