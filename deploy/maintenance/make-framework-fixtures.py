@@ -35,6 +35,7 @@ import tempfile
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve()
 DEFAULT_OUT = HERE.parents[2] / "tests" / "fixtures" / "checkpoints" / "frameworks"
@@ -99,8 +100,9 @@ def make_hf_trainer(root: Path) -> None:
 
 
 # ---------------------------------------------------------------------------- Lightning
-def make_lightning(root: Path, save_last: bool | str) -> None:
-    """lightning.Trainer with ModelCheckpoint(every_n_train_steps=1, save_top_k=-1)."""
+def _lightning_run(root: Path, save_last: bool | str, max_steps: int) -> tuple[Any, Any, Any]:
+    """(trainer, module, data) of the tiny Lightning run: ModelCheckpoint(every_n_train_steps=1,
+    save_top_k=-1, save_last=save_last) into ``root``, on the CPU."""
     import lightning as L
     import torch
     from lightning.pytorch.callbacks import ModelCheckpoint
@@ -122,7 +124,7 @@ def make_lightning(root: Path, save_last: bool | str) -> None:
         dirpath=str(root), every_n_train_steps=1, save_top_k=-1, save_last=save_last
     )
     trainer = L.Trainer(
-        max_steps=STEPS,
+        max_steps=max_steps,
         accelerator="cpu",
         devices=1,
         logger=False,
@@ -130,7 +132,13 @@ def make_lightning(root: Path, save_last: bool | str) -> None:
         enable_model_summary=False,
         callbacks=[ckpt],
     )
-    trainer.fit(Tiny(), data)
+    return trainer, Tiny(), data
+
+
+def make_lightning(root: Path, save_last: bool | str) -> None:
+    """lightning.Trainer with ModelCheckpoint(every_n_train_steps=1, save_top_k=-1)."""
+    trainer, model, data = _lightning_run(root, save_last, STEPS)
+    trainer.fit(model, data)
     _provenance(
         root,
         f"lightning.Trainer.fit(), ModelCheckpoint(every_n_train_steps=1, save_top_k=-1, "
@@ -413,38 +421,10 @@ def resume_torchtitan(root: Path) -> str:
 
 
 def resume_lightning(root: Path, save_last: bool | str) -> str:
-    import lightning as L
-    import torch
-    from lightning.pytorch.callbacks import ModelCheckpoint
-
-    class Tiny(L.LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            self.layer = torch.nn.Linear(4, 2)
-
-        def training_step(self, batch: torch.Tensor, _idx: int) -> torch.Tensor:
-            return self.layer(batch).pow(2).mean()
-
-        def configure_optimizers(self) -> torch.optim.Optimizer:
-            return torch.optim.Adam(self.parameters(), lr=1e-3)
-
-    ckpt = ModelCheckpoint(
-        dirpath=str(root), every_n_train_steps=1, save_top_k=-1, save_last=save_last
-    )
-    trainer = L.Trainer(
-        max_steps=STEPS + 1,
-        accelerator="cpu",
-        devices=1,
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        callbacks=[ckpt],
-    )
+    trainer, model, data = _lightning_run(root, save_last, STEPS + 1)
     loaded = root / "last.ckpt"
     target = os.readlink(loaded) if loaded.is_symlink() else loaded.name
-    trainer.fit(
-        Tiny(), torch.utils.data.DataLoader(torch.randn(8, 4), batch_size=2), ckpt_path="last"
-    )
+    trainer.fit(model, data, ckpt_path="last")
     return Path(target).name
 
 
