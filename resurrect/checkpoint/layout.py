@@ -144,13 +144,22 @@ def megatron_iter_name(iteration: int) -> str:
     return f"iter_{iteration:07d}"
 
 
+def _read_pointer(path: Path) -> str | None:
+    """The text of a pointer file (a tracker, DeepSpeed's ``latest``), None when there is
+    none. Raises OSError if unreadable, a symlink, not a regular file or bigger than
+    MAX_TRACKER_BYTES."""
+    try:
+        return read_capped(path, MAX_TRACKER_BYTES).decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return None
+
+
 def read_tracker(root: Path, family: str = "iter") -> Tracker | None:
     """Megatron's tracker file, or None when there is none. Raises OSError if unreadable,
     a symlink, not a regular file or bigger than MAX_TRACKER_BYTES."""
     path = root / TRACKER_NAME
-    try:
-        raw = read_capped(path, MAX_TRACKER_BYTES).decode("utf-8", errors="replace")
-    except FileNotFoundError:
+    raw = _read_pointer(path)
+    if raw is None:
         return None
     text = raw.strip()
     if text == "release":
@@ -165,9 +174,8 @@ def read_latest_tag(root: Path) -> Tracker | None:
     """DeepSpeed's ``latest`` file (the tag of the checkpoint it loads), or None when there
     is none. Raises OSError as :func:`read_tracker` does."""
     path = root / DEEPSPEED_LATEST
-    try:
-        raw = read_capped(path, MAX_TRACKER_BYTES).decode("utf-8", errors="replace")
-    except FileNotFoundError:
+    raw = _read_pointer(path)
+    if raw is None:
         return None
     tag = raw.strip()
     match = re.fullmatch(r"global_step(\d+)", tag)
