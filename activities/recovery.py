@@ -229,7 +229,10 @@ class RecoveryActivities:
             if health.status in WATCHING_STATUSES:
                 watching.append(node)
             found.extend(
-                item.model_copy(update={"host": item.host or node, "source": "node_agent"})
+                # the agent vouches for its own readings, not for what it read from a job
+                item.model_copy(
+                    update={"host": item.host or node, "source": item.source or "node_agent"}
+                )
                 for item in health.findings
                 if item.role == "root" and (item.observed_at is None or item.observed_at >= since)
             )

@@ -199,3 +199,17 @@ async def test_the_same_lines_with_the_node_agent_agreeing_drain_the_node(
     ]
     assert outcome.recovered and not await printed.charged(outcome)
     assert not any("rests on the job's own output alone" in note for note in outcome.notes)
+
+
+async def test_a_finding_the_agent_took_from_the_job_stays_the_jobs_word(
+    printed: PrintedXid,
+) -> None:
+    """What an agent read from a job (a GPU paired with a rank by the rank's environment)
+    comes with the job's source: the recovery keeps it, so the node stays in service."""
+    findings = kernel_xid()
+    from_the_job = [e.model_copy(update={"source": "job_output"}) for e in findings.evidence]
+    async with printed.agent_watching_node2() as agent:
+        await agent.findings(findings.model_copy(update={"evidence": from_the_job}))
+        outcome = await printed.recover()
+    assert outcome.drained_nodes == [], outcome.notes
+    assert await printed.charged(outcome)
