@@ -245,16 +245,6 @@ class RecoveryActivities:
         )
         return _keeping_independent(combine(log_diagnosis, sched), found)
 
-    async def attribute(
-        self,
-        bundle: EvidenceBundle,
-        reported: Sequence[Evidence] = (),
-        quick_s: float | None = None,
-    ) -> Diagnosis:
-        """The diagnosis of :meth:`read_and_attribute`."""
-        diagnosis, _ = await self.read_and_attribute(bundle, reported, quick_s)
-        return diagnosis
-
     async def read_and_attribute(
         self,
         bundle: EvidenceBundle,
@@ -303,7 +293,7 @@ class RecoveryActivities:
 
     @activity.defn(name=Activity.ASSESS)
     async def assess(self, request: AssessRequest) -> Assessment:
-        """The diagnosis (:meth:`attribute`) and every other input of the decision: the
+        """The diagnosis (:meth:`read_and_attribute`) and every other input of the decision: the
         restarts already charged to the job's budget, the plans, the approval settings."""
         try:
             return await self._assess(request)

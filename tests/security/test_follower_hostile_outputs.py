@@ -192,7 +192,7 @@ async def test_attribute_refuses_a_fifo_with_a_note(hostile: dict[str, Path]) ->
     job = JobInfo(job_id="5", state=JobState.FAILED, stdout_path=str(hostile["a FIFO"]))
     activities = RecoveryActivities(FakeScheduler.with_nodes(1), CONFIG)
     started = time.monotonic()
-    diagnosis = await ActivityEnvironment().run(activities.attribute, _bundle(job))
+    diagnosis, _ = await ActivityEnvironment().run(activities.read_and_attribute, _bundle(job))
     assert time.monotonic() - started < 5
     assert "is a FIFO, not a regular file: not read" in diagnosis.summary
 
@@ -219,7 +219,7 @@ async def test_attribute_heartbeats_while_reading_and_gives_up_cleanly(
     env.on_heartbeat = lambda *details: heartbeats.append(details)
     job = JobInfo(job_id="6", state=JobState.FAILED, stdout_path=str(tmp_path / "x.out"))
     activities = RecoveryActivities(FakeScheduler.with_nodes(1), CONFIG)
-    diagnosis = await env.run(activities.attribute, _bundle(job))
+    diagnosis, _ = await env.run(activities.read_and_attribute, _bundle(job))
     assert len(heartbeats) >= 3
     assert "job output not read within 0.5 s: skipped" in diagnosis.summary
     assert returned.wait(5)  # the reading thread was told to stop, and did: none left blocked
