@@ -337,13 +337,8 @@ class RecoveryActivities:
     async def _charged_restarts(self, cluster: str, job_id: str, current_workflow_id: str) -> int:
         if self.client is None:
             return 0
-        if not set(job_id) <= SAFE_ID_CHARS:
-            raise ApplicationError(f"bad job id {job_id!r}", non_retryable=True)
-        query = (
-            f"ResurrectCluster = '{cluster}' AND ResurrectJobId = '{job_id}'"
-            f" AND ResurrectBudgetCharged = true AND WorkflowId != '{current_workflow_id}'"
-        )
-        count = await self.client.count_workflows(query)
+        query = earlier_recoveries(cluster, job_id, current_workflow_id)
+        count = await self.client.count_workflows(f"{query} AND ResurrectBudgetCharged = true")
         return int(count.count)
 
     async def _earlier_attempts(
@@ -353,18 +348,23 @@ class RecoveryActivities:
         newest ``EARLIER_ATTEMPTS_READ``), oldest first: one visibility list."""
         if self.client is None:
             return []
-        if not set(job_id) <= SAFE_ID_CHARS:
-            raise ApplicationError(f"bad job id {job_id!r}", non_retryable=True)
-        query = (
-            f"WorkflowType = '{RECOVERY_WORKFLOW}' AND ResurrectCluster = '{cluster}'"
-            f" AND ResurrectJobId = '{job_id}' AND WorkflowId != '{current_workflow_id}'"
-        )
+        query = earlier_recoveries(cluster, job_id, current_workflow_id)
         records: dict[int, AttemptRecord] = {}
         async for found in self.client.list_workflows(query, limit=EARLIER_ATTEMPTS_READ):
             record = attempt_record(found)
             if record is not None and record.restart_count not in records:
                 records[record.restart_count] = record  # the newest run of that recovery
         return [records[n] for n in sorted(records)]
+
+
+def earlier_recoveries(cluster: str, job_id: str, current_workflow_id: str) -> str:
+    """The visibility query of the job's recoveries other than ``current_workflow_id``."""
+    if not set(job_id) <= SAFE_ID_CHARS:
+        raise ApplicationError(f"bad job id {job_id!r}", non_retryable=True)
+    return (
+        f"WorkflowType = '{RECOVERY_WORKFLOW}' AND ResurrectCluster = '{cluster}'"
+        f" AND ResurrectJobId = '{job_id}' AND WorkflowId != '{current_workflow_id}'"
+    )
 
 
 REQUEUED_OUTCOMES = frozenset({"recovered", "requeued_not_running"})
