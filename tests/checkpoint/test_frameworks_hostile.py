@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from security.checkpoint_attacks import Victim, chown_tree, job_owner, reachable_tmpdir
+from support.checkpoint_attacks import Victim, chown_tree, job_owner, reachable_tmpdir
 
 from checkpoint.factory import tree_snapshot, truncate
 from checkpoint.test_frameworks import (

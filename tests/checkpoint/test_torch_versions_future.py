@@ -22,7 +22,7 @@ import pytest
 import torch
 import torch.distributed.checkpoint.filesystem as dcp_filesystem
 import torch.distributed.checkpoint.metadata as dcp_metadata
-from security.checkpoint_attacks import call_pickle
+from support.checkpoint_attacks import call_pickle
 from torch.distributed.checkpoint.filesystem import FileSystemReader
 
 from checkpoint.factory import flip_byte_at, make_dcp, shard_files, truncate

@@ -148,7 +148,7 @@ def test_the_admin_comment_is_in_every_versions_json(version: str) -> None:
     """The hold mark is read from JSON, where Slurm delimits AdminComment (22.05: the whole
     ``squeue --json``, whose filters it ignores); ``scontrol show job -o`` prints it after
     the job name, command and working directory its owner chooses, so its text is never
-    read for it (tests/security/test_hold_mark_injection.py)."""
+    read for it (tests/scheduler/test_hold_mark_injection.py)."""
     running = captured(version)["RUNNING"]
     doc = json.loads((CAPTURES / version / "squeue.json").read_text())
     [job] = [j for j in doc["jobs"] if str(j["job_id"]) == running]

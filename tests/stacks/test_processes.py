@@ -1,7 +1,7 @@
 """Which processes are a job's ranks: the kernel says which job (cgroup or step daemon), the
 uid must be the owner's, the environment only labels ranks within the job; each launcher
 shape yields one process per rank. CONSTRUCTED /proc trees (tests/support/fake_proc.py);
-the real ones are in tests/e2e/test_launchers_on_slurm.py and tests/security/."""
+the real ones are in tests/e2e/test_launchers_on_slurm.py and tests/stacks/test_rank_identity.py."""
 
 from __future__ import annotations
 

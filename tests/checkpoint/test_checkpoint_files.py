@@ -11,15 +11,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from checkpoint.factory import make_dcp, shard_files, truncate
+from support.checkpoint_attacks import Victim
 
+from checkpoint.factory import make_dcp, shard_files, truncate
 from resurrect.checkpoint import HINT_NAME, prepare_resume, resume_path, verify_root, write_manifest
 from resurrect.checkpoint.as_owner import run_helper
 from resurrect.checkpoint.fsutil import anchored, open_regular
 from resurrect.checkpoint.helper import HelperRequest
 from resurrect.checkpoint.layout import DAMAGE_MARKER_SUFFIX, QUARANTINE_DIR, TRACKER_NAME
 from resurrect.checkpoint.owner import Owner
-from security.checkpoint_attacks import Victim
 
 pytestmark = pytest.mark.torch
 

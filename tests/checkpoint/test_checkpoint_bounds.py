@@ -11,14 +11,14 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from checkpoint.factory import make_dcp, make_torch_save
+from support.checkpoint_attacks import HelperProcesses
 
+from checkpoint.factory import make_dcp, make_torch_save
 from resurrect.checkpoint import MANIFEST_NAME, verify_root
 from resurrect.checkpoint.as_owner import run_helper
 from resurrect.checkpoint.helper import HelperRequest
 from resurrect.checkpoint.limits import VerifyLimits
 from resurrect.checkpoint.zipcheck import ZipDamage, check_archive
-from security.checkpoint_attacks import HelperProcesses
 
 pytestmark = pytest.mark.torch
 

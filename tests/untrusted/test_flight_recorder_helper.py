@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.checkpoint_attacks import job_owner, reachable_tmpdir
 
 from resurrect.config import AgentSettings
 from resurrect.errors import JobFileRefused
@@ -31,7 +32,6 @@ from resurrect.sensors.node_agent.fake_nvml import FakeNvml
 from resurrect.stacks.flight_recorder import rank_flight_record, read_flight_record
 from resurrect.stacks.processes import RankProcess
 from resurrect.untrusted.runner import ParseLimits
-from security.checkpoint_attacks import job_owner, reachable_tmpdir
 
 ME = os.getuid()
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "flight_recorder"

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from checkpoint.factory import make_dcp
+from support.checkpoint_attacks import HelperProcesses, Victim, hostile_payloads, write_metadata
 from temporalio.testing import ActivityEnvironment
 
+from checkpoint.factory import make_dcp
 from resurrect.activities.steps import verify_checkpoint
 from resurrect.checkpoint import MANIFEST_NAME
 from resurrect.config import ResurrectConfig
@@ -22,7 +23,6 @@ from resurrect.contracts import JobInfo, JobPolicy, JobState, StepResult
 from resurrect.steps.runtime import StepRuntime, make_activity
 from resurrect.testing.fake_scheduler import FakeScheduler
 from resurrect.testing.steps import make_step_input
-from security.checkpoint_attacks import HelperProcesses, Victim, hostile_payloads, write_metadata
 
 pytestmark = pytest.mark.torch
 

@@ -14,14 +14,14 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
-from checkpoint.factory import make_dcp, shard_files, truncate
+from support.checkpoint_attacks import Victim, chown_tree, job_owner, reachable_tmpdir
 
+from checkpoint.factory import make_dcp, shard_files, truncate
 from resurrect.checkpoint import HINT_NAME, prepare_resume
 from resurrect.checkpoint.as_owner import run_helper
 from resurrect.checkpoint.helper import HelperRequest
 from resurrect.checkpoint.layout import QUARANTINE_DIR, TRACKER_NAME
 from resurrect.checkpoint.owner import Owner
-from security.checkpoint_attacks import Victim, chown_tree, job_owner, reachable_tmpdir
 
 pytestmark = [
     pytest.mark.torch,

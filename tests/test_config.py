@@ -7,7 +7,7 @@ import pytest
 from resurrect.config import load_config
 from resurrect.errors import ConfigError
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "deploy" / "resurrect.example.yaml"
+EXAMPLE = Path(__file__).resolve().parents[1] / "deploy" / "resurrect.example.yaml"
 
 
 def test_defaults_without_a_file() -> None:

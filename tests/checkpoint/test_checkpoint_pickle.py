@@ -17,10 +17,11 @@ from typing import Any
 
 import pytest
 import torch
-from checkpoint.factory import make_dcp
+from support.checkpoint_attacks import Victim, hostile_payloads, write_metadata
 from torch.distributed.checkpoint.filesystem import FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint.state_dict_saver import save
 
+from checkpoint.factory import make_dcp
 from resurrect.checkpoint import fsutil, prepare_resume, verify_root
 from resurrect.checkpoint.as_owner import run_helper
 from resurrect.checkpoint.dcp import (
@@ -31,7 +32,6 @@ from resurrect.checkpoint.dcp import (
     unpickle_metadata,
 )
 from resurrect.checkpoint.helper import HelperRequest
-from security.checkpoint_attacks import Victim, hostile_payloads, write_metadata
 
 pytestmark = pytest.mark.torch
 

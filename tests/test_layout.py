@@ -9,7 +9,7 @@ import os
 import re
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 TOP_LEVEL = ("workflows", "activities", "workers", "sensors")
 BARE_IMPORT = re.compile(rf"^\s*(?:from|import)\s+(?:{'|'.join(TOP_LEVEL)})\b", re.M)
 SKIP = {".venv", ".git", "build", "state", "node_modules"}
