@@ -19,7 +19,8 @@ The rules say what each line means on its own; attribution weighs them together:
 5. **Time and context.** A time-limit kill after training reported it had finished, or after a
    long silence, is a hang. An interrupt (Ctrl-C, SIGINT/SIGTERM to the launcher, scancel) is a
    cancellation - unless the traceback it produced stops in a blocking call (a queue ``get``, a
-   lock, a barrier) or the output had been silent for long before it: then the run had hung. A
+   lock, a barrier), the output had been silent for long before it, or a person's SIGINT reached
+   a distributed launcher with nothing failed: then the run had hung. A
    wrapper's "job has timed out" long before the requested time is a preemption. A SIGKILL with
    no OOM line is a probable host OOM at low confidence, firmer when the job's host memory was
    seen growing; a low-confidence diagnosis never stops a job (its action becomes restart).

@@ -25,6 +25,9 @@ LOCAL_FABRIC_RULES = ("nccl.ib_verbs_failure", "nccl.ib_link_down", "xid.", "gpu
 """Fabric evidence about the reporting host's own adapter or NVLink (not a two-ended link)."""
 PROBE_KINDS = frozenset({SignalKind.STACK_DUMP, SignalKind.PROGRESS})
 """Evidence from resurrect's own probes of the ranks (their stacks, their progress)."""
+TRACEBACK_RULE = "python.rank_traceback"
+TRACEBACK_NEIGHBOUR_LINES = 5
+"""A ``[rankN]:`` traceback this close to a decisive line without a rank is that line's rank's."""
 BEHIND_RULES = frozenset({"flight_recorder.behind", "nccl_ras.rank"})
 """Probe findings that name a rank behind its peers (the job's Flight Recorder, NCCL RAS)."""
 NO_CULPRIT_CLASSES = frozenset(
@@ -108,6 +111,25 @@ def lost_node_culprits(primary: Sequence[Evidence], hosts: Mapping[int, str]) ->
         ]
     peers = {e.fields["peer"] for e in primary if e.fields.get("peer")}
     return sorted(peers) if len(peers) == 1 else []
+
+
+def traceback_ranks(decisive: Sequence[Evidence], evidence: Sequence[Evidence]) -> list[int]:
+    """The rank whose ``[rankN]:`` traceback was printed around the decisive lines (within
+    :data:`TRACEBACK_NEIGHBOUR_LINES`, same file), when exactly one rank's was."""
+    found: set[int] = set()
+    for line in decisive:
+        if line.line is None:
+            continue
+        found.update(
+            e.rank
+            for e in evidence
+            if e.rule == TRACEBACK_RULE
+            and e.rank is not None
+            and e.file == line.file
+            and e.line is not None
+            and abs(e.line - line.line) <= TRACEBACK_NEIGHBOUR_LINES
+        )
+    return sorted(found) if len(found) == 1 else []
 
 
 def ranks_named(evidence: Sequence[Evidence]) -> list[int]:
@@ -222,7 +244,11 @@ def _decisive_culprits(
     # the strongest lines that name a rank, when the strongest of all name none
     ranked = [e for e in ordered if e.rank is not None]
     top_ranked = max((weight(e) for e in ranked), default=0.0)
-    ranks = ranks_named(decisive) or ranks_named([e for e in ranked if weight(e) >= top_ranked])
+    ranks = (
+        ranks_named(decisive)
+        or ranks_named([e for e in ranked if weight(e) >= top_ranked])
+        or traceback_ranks(decisive, evidence)
+    )
     # The launcher's "first observed failure" picks one of several failing ranks; an exit
     # report only names a rank where nothing else does.
     root = first_failure(records, [], teardown=teardown)

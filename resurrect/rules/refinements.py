@@ -2,9 +2,9 @@
 
 A time-limit kill after training reported it had finished, or after a long silence, is a hang.
 An interrupt is a cancellation unless its traceback stops in a blocking call, the output had been
-silent long before it, or a person interrupted the launcher right after a progress report: then
-the run had hung. A wrapper's "timed out" long before the requested time is a preemption. A weak
-host-OOM reading firms up when host memory was seen growing.
+silent long before it, or a person interrupted a distributed launcher (SIGINT) with nothing
+failed: then the run had hung. A wrapper's "timed out" long before the requested time is a
+preemption. A weak host-OOM reading firms up when host memory was seen growing.
 """
 
 from __future__ import annotations
@@ -38,6 +38,10 @@ HOST_MEMORY_RULE = "memory.host_usage_report"
 WRAPPER_TIMEOUT_RULES = frozenset({"slurm.time_limit_wrapper", "slurm.wrapper_signal_timeout"})
 """A job wrapper's reading of a signal as the time limit (the scheduler's own word outranks it)."""
 LAUNCHER_SIGINT = frozenset({"2", "SIGINT"})
+STALLED_PROGRESS_CONFIDENCE = 0.55
+"""A person's SIGINT to the launcher right after a progress report: the progress stopped."""
+INTERRUPTED_LAUNCHER_CONFIDENCE = 0.5
+"""A person's SIGINT to the launcher with no failure and no progress report just before it."""
 _PROGRESS_LINE = re.compile(
     r"\d{1,3}%\|"  # a tqdm bar
     r"|\b\d{1,12}/\d{1,12} \[\d"  # "450/1000 [10:23<..."
@@ -122,9 +126,14 @@ def interrupted_hang(
     return None
 
 
-def stalled_then_interrupted(primary: Sequence[Evidence]) -> tuple[str, Evidence] | None:
-    """SIGINT (a person at the terminal) to the launcher right after a progress report: the
-    progress had stopped and the person gave up waiting; the stall is the fault."""
+def stalled_then_interrupted(primary: Sequence[Evidence]) -> tuple[str, Evidence, float] | None:
+    """SIGINT (a person at the terminal) to a distributed launcher, with nothing failed: the
+    run had stopped moving and the person gave up waiting; the stall is the fault. Firmer when
+    the line before the interrupt is a progress report (the progress that stopped). SIGTERM
+    (a scheduler, ``kill``) and SIGHUP (a closed session) stay cancellations; so does a bare
+    KeyboardInterrupt in the training code, which no launcher reported.
+
+    Returns the reason, the interrupt and the confidence it supports."""
     for ev in primary:
         if ev.rule != LAUNCHER_SIGNAL_RULE:
             continue
@@ -136,7 +145,14 @@ def stalled_then_interrupted(primary: Sequence[Evidence]) -> tuple[str, Evidence
                 "progress stopped (last report: "
                 f"{before[:80].strip()!r}), then a person interrupted the launcher",
                 ev,
+                STALLED_PROGRESS_CONFIDENCE,
             )
+        return (
+            "a person interrupted the distributed launcher (SIGINT) and nothing had failed: "
+            "the run had stopped moving",
+            ev,
+            INTERRUPTED_LAUNCHER_CONFIDENCE,
+        )
     return None
 
 
@@ -204,9 +220,10 @@ def refine(
             fault_class = FaultClass.JOB_HANG
             score = max(score, 0.6)
         elif (stall := stalled_then_interrupted(primary)) is not None:
-            refinements.append(Refinement(fault_class, FaultClass.JOB_HANG, *stall))
+            why, interrupt, floor = stall
+            refinements.append(Refinement(fault_class, FaultClass.JOB_HANG, why, interrupt))
             fault_class = FaultClass.JOB_HANG
-            score = max(score, 0.55)
+            score = max(score, floor)
     elif fault_class is FaultClass.MEMORY_HOST_OOM and score < LOW_CONFIDENCE:
         if (growth := memory_growth(evidence)) is not None:
             refinements.append(Refinement(fault_class, fault_class, *growth))

@@ -336,7 +336,9 @@ Traceback (most recent call last):
     assert d.fault_class is FaultClass.JOB_HANG
 
 
-def test_the_launcher_waiting_for_its_workers_to_exit_is_no_hang() -> None:
+def test_a_persons_sigint_to_the_launcher_with_nothing_failed_is_a_hang() -> None:
+    """The launcher's own shutdown (waiting for its workers) says nothing either way: a person
+    interrupting a distributed launcher that printed no failure ends a stall."""
     d = diag("""
 torch.distributed.elastic.multiprocessing.api.SignalException: Process 3449727 got signal: 2
 Traceback (most recent call last):
@@ -345,4 +347,6 @@ Traceback (most recent call last):
   File "/usr/lib/python3.12/subprocess.py", line 1264, in wait
     return self._wait(timeout=timeout)
 """)
-    assert d.fault_class is FaultClass.JOB_CANCELLED
+    assert d.fault_class is FaultClass.JOB_HANG
+    assert "interrupted the distributed launcher" in d.summary
+    assert d.confidence < 0.55  # weaker than an interrupt right after the progress that stopped
