@@ -26,7 +26,7 @@ from typing import Any
 
 from resurrect.contracts import Diagnosis, Evidence
 from resurrect.errors import JobFileRefused, RuleError
-from resurrect.rules.attribution import decide, diagnosis_of
+from resurrect.rules.attribution import diagnosis_of, weigh
 from resurrect.rules.diagnose import scan_log_file
 from resurrect.rules.engine import RuleEngine, load_engine
 from resurrect.rules.explain import explanation_of
@@ -136,9 +136,9 @@ def run_diagnose(args: argparse.Namespace) -> int:
     evidence, failed = _scan_inputs(engine, list(args.files))
     if failed == len(args.files):
         return 2
-    decision = decide(evidence, confidences=engine.confidences())
-    diagnosis = diagnosis_of(decision)
-    explanation = explanation_of(decision, engine.packs()) if args.explain else None
+    attribution = weigh(evidence, confidences=engine.confidences())
+    diagnosis = diagnosis_of(attribution)
+    explanation = explanation_of(attribution, engine.packs()) if args.explain else None
     if args.json:
         out = diagnosis_json(diagnosis)
         if explanation is not None:

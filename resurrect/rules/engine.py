@@ -37,7 +37,14 @@ from typing import Protocol
 from resurrect.contracts import Evidence, SignalKind
 from resurrect.rules.loader import expand_paths, load_packs, shipped_pack_paths
 from resurrect.rules.models import Rule
-from resurrect.rules.text import MAX_LINE_BYTES, LineSplitter, clean, split_prefixes, truncate
+from resurrect.rules.text import (
+    MAX_LINE_BYTES,
+    LineSplitter,
+    clean,
+    is_placeholder_host,
+    split_prefixes,
+    truncate,
+)
 
 CHUNK_BYTES = 8 * 1024 * 1024
 SEARCH_GATES: tuple[str, ...] = (
@@ -67,6 +74,8 @@ chunk scan searches for the word once instead of for every literal that contains
 _CONFIDENCES: dict[str, float] = {}
 """Rule id to confidence for every rule of every engine built in this process."""
 MAX_EVIDENCE_PER_RULE = 2000
+HOST_FIELDS = ("host", "peer")
+"""Rule fields that name a host."""
 """Per stream, matches of one rule beyond this are counted, not kept."""
 
 
@@ -241,9 +250,13 @@ class RuleEngine:
                 fields["pid"] = prefix.pid
             if rule.capture_previous and (before := previous()):
                 fields["previous_line"] = truncate(before, 512)
+            for key in HOST_FIELDS:  # a masked name ("xxxxxxxx", "HOSTNAME") names no host
+                if key in fields and is_placeholder_host(fields[key]):
+                    del fields[key]
             rank_text = fields.get("rank")
             rank = int(rank_text) if rank_text is not None and rank_text.isdigit() else prefix.rank
-            host = fields.get("host") or prefix.host or state.host or state.context_host
+            named = prefix.host if prefix.host and not is_placeholder_host(prefix.host) else None
+            host = fields.get("host") or named or state.host or state.context_host
             if rule.sets_host and fields.get("host"):
                 state.context_host = fields["host"]
             if state.counts[rule.id] > MAX_EVIDENCE_PER_RULE:

@@ -1,6 +1,6 @@
 """Why a diagnosis came out as it did: ``resurrect diagnose --explain``.
 
-An :class:`Explanation` is read off the same :class:`~resurrect.rules.attribution.Decision`
+An :class:`Explanation` is read off the same :class:`~resurrect.rules.attribution.Attribution`
 that :func:`~resurrect.rules.attribution.attribute` turns into a diagnosis, so it cannot
 disagree with it. It states
 
@@ -20,15 +20,9 @@ from typing import Any
 
 from resurrect.contracts import Evidence, FaultClass, RecoveryAction
 from resurrect.evidence_trust import NODE_CLASSES
-from resurrect.rules.attribution import (
-    HANG_SILENCE_S,
-    LOW_CONFIDENCE,
-    WRAPPER_TIMEOUT_RULES,
-    Candidate,
-    Decision,
-    decide,
-)
+from resurrect.rules.attribution import Attribution, Candidate, weigh
 from resurrect.rules.engine import RuleEngine, default_engine
+from resurrect.rules.refinements import HANG_SILENCE_S, LOW_CONFIDENCE, WRAPPER_TIMEOUT_RULES
 
 
 @dataclass(frozen=True)
@@ -165,22 +159,22 @@ def _why_lost(winner: Candidate, other: Candidate) -> tuple[str, str]:
     )
 
 
-def _would_change(decision: Decision) -> list[str]:
+def _would_change(attribution: Attribution) -> list[str]:
     out: list[str] = []
-    cls = decision.fault_class
-    winner = decision.candidates[0] if decision.candidates else None
-    if decision.decided_by == "none":
+    cls = attribution.fault_class
+    winner = attribution.candidates[0] if attribution.candidates else None
+    if attribution.decided_by == "none":
         return [
             "any line a rule recognises as a failure (see `resurrect rules check` for the packs)",
             "a traceback that stops in a blocking call would point at a hang",
         ]
-    if decision.decided_by == "context":
+    if attribution.decided_by == "context":
         return [
             "any failure line (an exception, an OOM, a hardware error) would outrank the stall",
             "an interrupt or a time-limit kill after the stall would confirm a hang",
         ]
     if winner is not None:
-        rivals = [c for c in decision.candidates[1:] if c.role == winner.role]
+        rivals = [c for c in attribution.candidates[1:] if c.role == winner.role]
         if rivals:
             r = rivals[0]
             out.append(
@@ -188,14 +182,14 @@ def _would_change(decision: Decision) -> list[str]:
                 f"so far, {r.strongest.rule}, weighs {r.score:.2f}) would make it "
                 f"{r.fault_class.value}"
             )
-    if decision.decided_by == "cascade":
+    if attribution.decided_by == "cascade":
         out.append(
             "any root-cause line (an Xid, a NET/IB error, an OOM, a CUDA error, an exception "
             "traceback, a scheduler state) would outrank these symptoms; the output of the rank "
             "that stopped first usually holds it"
         )
-    from_interrupt = any(r.from_class is FaultClass.JOB_CANCELLED for r in decision.refinements)
-    from_limit = any(r.from_class is FaultClass.JOB_TIME_LIMIT for r in decision.refinements)
+    from_interrupt = any(r.from_class is FaultClass.JOB_CANCELLED for r in attribution.refinements)
+    from_limit = any(r.from_class is FaultClass.JOB_TIME_LIMIT for r in attribution.refinements)
     if cls is FaultClass.JOB_CANCELLED:
         out.append(
             "a traceback that stops in a blocking call (a queue get, a lock, a barrier) right "
@@ -210,7 +204,7 @@ def _would_change(decision: Decision) -> list[str]:
     elif cls is FaultClass.JOB_HANG and from_limit:
         out.append("output right up to the kill would make it job.time_limit")
     elif cls is FaultClass.JOB_TIME_LIMIT:
-        if all(e.rule in WRAPPER_TIMEOUT_RULES for e in decision.primary):
+        if all(e.rule in WRAPPER_TIMEOUT_RULES for e in attribution.primary):
             out.append(
                 "the scheduler's own word (a Slurm 'DUE TO PREEMPTION' line or PREEMPTED "
                 "state) would make it job.preempted; the wrapper only reads a signal"
@@ -219,26 +213,26 @@ def _would_change(decision: Decision) -> list[str]:
             f"a 'training finished' line or {HANG_SILENCE_S // 60} min of silence before the "
             "kill would make it job.hang"
         )
-    elif cls is FaultClass.JOB_PREEMPTED and decision.refinements:
+    elif cls is FaultClass.JOB_PREEMPTED and attribution.refinements:
         out.append("a Slurm 'DUE TO TIME LIMIT' line or TIMEOUT state would make it job.time_limit")
-    if cls is FaultClass.MEMORY_HOST_OOM and decision.confidence < LOW_CONFIDENCE:
+    if cls is FaultClass.MEMORY_HOST_OOM and attribution.confidence < LOW_CONFIDENCE:
         out.append(
             "an OOM-killer line (kernel 'Out of memory: Killed process', slurmstepd oom_kill, "
             "OOMKilled) or host memory seen growing would confirm it and stop the job; until "
             "then it is restarted"
         )
-    if cls in NODE_CLASSES and not decision.culprit_hosts:
+    if cls in NODE_CLASSES and not attribution.culprit_hosts:
         out.append(
             "a line naming the host (an NCCL 'host:pid:tid' prefix, srun -l, a syslog host, a "
             "torchelastic Root Cause record) would let resurrect drain that node"
         )
-    if cls is FaultClass.NODE_LOST and any(e.fields.get("peer") for e in decision.primary):
+    if cls is FaultClass.NODE_LOST and any(e.fields.get("peer") for e in attribution.primary):
         out.append(
             "a root cause printed by the lost peer itself (an OOM, a SIGKILL, a crash, an "
             "exception) would explain its exit instead; errors naming several different peers "
             "would not single out one node"
         )
-    if cls is FaultClass.COLLECTIVE_TIMEOUT and not decision.culprit_ranks:
+    if cls is FaultClass.COLLECTIVE_TIMEOUT and not attribution.culprit_ranks:
         out.append(
             "per-rank watchdog progress (last completed work) or a desync report would single "
             "out the rank that stopped participating"
@@ -250,17 +244,17 @@ def _would_change(decision: Decision) -> list[str]:
     return out
 
 
-def explanation_of(decision: Decision, packs: Mapping[str, str]) -> Explanation:
-    """Read an explanation off a decision; ``packs`` maps rule id to pack name."""
-    winner = decision.candidates[0] if decision.candidates else None
+def explanation_of(attribution: Attribution, packs: Mapping[str, str]) -> Explanation:
+    """Read an explanation off an attribution; ``packs`` maps rule id to pack name."""
+    winner = attribution.candidates[0] if attribution.candidates else None
     fired: RuleRef | None = None
     if winner is not None:
         fired = _ref(winner.strongest, packs)
-    elif decision.primary:
-        fired = _ref(decision.primary[0], packs)
+    elif attribution.primary:
+        fired = _ref(attribution.primary[0], packs)
     alternatives: list[Alternative] = []
     if winner is not None:
-        for other in decision.candidates[1:]:
+        for other in attribution.candidates[1:]:
             lost_because, reason = _why_lost(winner, other)
             alternatives.append(
                 Alternative(
@@ -278,18 +272,18 @@ def explanation_of(decision: Decision, packs: Mapping[str, str]) -> Explanation:
             if r.from_class is not r.to_class
             else f"{r.to_class.value} confirmed: {r.reason}"
         )
-        for r in decision.refinements
+        for r in attribution.refinements
     ]
-    notes = [n for n in decision.notes if n not in {r.reason for r in decision.refinements}]
+    notes = [n for n in attribution.notes if n not in {r.reason for r in attribution.refinements}]
     return Explanation(
-        fault_class=decision.fault_class,
-        confidence=decision.confidence,
-        action=decision.action,
-        decided_by=decision.decided_by,
+        fault_class=attribution.fault_class,
+        confidence=attribution.confidence,
+        action=attribution.action,
+        decided_by=attribution.decided_by,
         fired=fired,
         refinements=refinements,
         alternatives=alternatives,
-        would_change=_would_change(decision),
+        would_change=_would_change(attribution),
         notes=notes,
     )
 
@@ -302,5 +296,5 @@ def explain(
 ) -> Explanation:
     """Explain the diagnosis of ``evidence`` as ``engine`` (shipped packs by default) weighs it."""
     engine = engine or default_engine()
-    decision = decide(evidence, rank_to_host=rank_to_host, confidences=engine.confidences())
-    return explanation_of(decision, engine.packs())
+    attribution = weigh(evidence, rank_to_host=rank_to_host, confidences=engine.confidences())
+    return explanation_of(attribution, engine.packs())

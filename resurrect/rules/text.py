@@ -88,6 +88,11 @@ _PG_RANK = re.compile(
     r"|\[rank[=:] ?(?P<rank_kv>\d{1,6})\]"  # a log formatter's "[rank=0]" / "[rank: 0]" field
 )
 PG_RANK_WINDOW = 200
+_PLACEHOLDER_HOST = re.compile(
+    r"[xX*#?.]{2,128}|<[^<>\n]{0,64}>"
+    r"|(?i:(?:your[-_ ]?|some[-_ ]?)?(?:host[-_ ]?name|node[-_ ]?name|redacted|masked|hidden))"
+)
+"""What a reporter writes in place of a host name when masking it."""
 """The ProcessGroupNCCL rank tag is looked for this far into a line's body."""
 
 
@@ -148,6 +153,12 @@ def split_prefixes(text: str) -> LinePrefix:
         if tag is not None:
             rank = int(tag["rank"] or tag["rank_kv"])
     return LinePrefix(body=body, rank=rank, host=host, pid=pid)
+
+
+def is_placeholder_host(name: str) -> bool:
+    """Whether ``name`` is a host name the reporter masked ("xxxxxxxx", "***", "HOSTNAME",
+    "<node>", "your_hostname"): it names no host."""
+    return _PLACEHOLDER_HOST.fullmatch(name) is not None
 
 
 def truncate(text: str, limit: int = MAX_EVIDENCE_CHARS) -> str:

@@ -1,0 +1,267 @@
+"""Who failed: the culprit ranks, hosts and GPUs of a chosen fault class.
+
+Collective timeouts point at the rank that stopped participating; fabric errors at a host that
+recurs across failed links (or whose own adapter failed); a lost peer at that peer; a hang at the
+ranks resurrect's probes found behind; anything else at the ranks and hosts of its decisive lines,
+narrowed by the launcher's first observed failure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from resurrect.contracts import Evidence, FaultClass, SignalKind
+from resurrect.rules.launcher_records import LauncherRecord, first_failure
+from resurrect.rules.timeline import print_order
+
+MAX_LISTED = 50
+LOST_PEER_CONFIDENCE = 0.45
+"""A node loss inferred only from survivors' closed connections: below the confidence at which a
+scheduler-observed node loss (with the node's real name) takes over, and never a stop."""
+LOCAL_FABRIC_RULES = ("nccl.ib_verbs_failure", "nccl.ib_link_down", "xid.", "gpu.")
+"""Fabric evidence about the reporting host's own adapter or NVLink (not a two-ended link)."""
+PROBE_KINDS = frozenset({SignalKind.STACK_DUMP, SignalKind.PROGRESS})
+"""Evidence from resurrect's own probes of the ranks (their stacks, their progress)."""
+TRACEBACK_RULE = "python.rank_traceback"
+TRACEBACK_NEIGHBOUR_LINES = 5
+"""A ``[rankN]:`` traceback this close to a decisive line without a rank is that line's rank's."""
+BEHIND_RULES = frozenset({"flight_recorder.behind", "nccl_ras.rank"})
+"""Probe findings that name a rank behind its peers (the job's Flight Recorder, NCCL RAS)."""
+NO_CULPRIT_CLASSES = frozenset(
+    {FaultClass.JOB_TIME_LIMIT, FaultClass.JOB_PREEMPTED, FaultClass.JOB_CANCELLED}
+)
+_RANK_LIST = re.compile(r"\d+")
+
+
+def collective_culprits(evidence: Sequence[Evidence], cascades: Sequence[Evidence]) -> list[int]:
+    """The rank(s) that stopped participating in a timed-out collective, when identifiable."""
+    timeouts = [e for e in cascades if e.fault_class is FaultClass.COLLECTIVE_TIMEOUT]
+    # The desync report names the lagging ranks directly.
+    named: set[int] = set()
+    for e in timeouts:
+        if e.rule == "nccl.desync_report":
+            named.update(int(x) for x in _RANK_LIST.findall(e.fields.get("ranks", "")))
+    reporters = {e.rank for e in timeouts if e.rank is not None}
+    if named:
+        if reporters and reporters <= named:
+            return []  # every reporter is in the list: all joined, nobody singled out
+        return sorted(named)
+    # The rank whose last completed sequence number is strictly lowest - comparable only within
+    # one process group (each group numbers its own collectives).
+    last: dict[int, int] = {}
+    groups: set[str] = set()
+    for e in timeouts:
+        value = e.fields.get("last_completed") or e.fields.get("last_completed2")
+        if e.rank is not None and value is not None and value.lstrip("-").isdigit():
+            last[e.rank] = min(int(value), last.get(e.rank, int(value)))
+            groups.add(e.fields.get("pg_guid") or e.fields.get("pg") or "")
+    if len(last) >= 2 and len(groups) == 1:
+        low = min(last.values())
+        lowest = [r for r, v in last.items() if v == low]
+        if len(lowest) == 1 and len(lowest) < len(last):
+            return lowest
+    # A rank that never reported while the others did.
+    world = 0
+    for e in evidence:
+        size = e.fields.get("world_size")
+        if size and size.isdigit():
+            world = max(world, int(size))
+    known = set(range(world)) if world else {e.rank for e in evidence if e.rank is not None}
+    missing = known - reporters
+    if len(reporters) >= 2 and missing and len(missing) < len(reporters):
+        return sorted(missing)
+    return []
+
+
+def fabric_culprits(roots: Sequence[Evidence]) -> list[str]:
+    """A host that recurs across more failed links than any other, or the one host whose own
+    adapter or NVLink failed."""
+    pairs: set[tuple[str, str]] = set()
+    for e in roots:
+        peer = e.fields.get("peer")
+        if e.host and peer:
+            a, b = sorted((e.host, peer))
+            pairs.add((a, b))
+    counts = Counter(end for pair in pairs for end in pair)
+    if len(pairs) >= 2 and counts:
+        (top, n), *rest = counts.most_common()
+        if n >= 2 and (not rest or rest[0][1] < n):
+            return [top]
+    local = {
+        e.host
+        for e in roots
+        if e.host and not e.fields.get("peer") and (e.rule or "").startswith(LOCAL_FABRIC_RULES)
+    }
+    return sorted(local) if len(local) == 1 else []
+
+
+def lost_node_culprits(primary: Sequence[Evidence], hosts: Mapping[int, str]) -> list[str]:
+    """The lost node: named by the scheduler or kernel, else the one peer survivors lost."""
+    direct = [e for e in primary if not e.fields.get("peer")]
+    if direct:
+        return [
+            h
+            for h in ordered_unique(
+                [e.host or hosts.get(e.rank if e.rank is not None else -1) for e in direct]
+            )
+            if isinstance(h, str)
+        ]
+    peers = {e.fields["peer"] for e in primary if e.fields.get("peer")}
+    return sorted(peers) if len(peers) == 1 else []
+
+
+def traceback_ranks(decisive: Sequence[Evidence], evidence: Sequence[Evidence]) -> list[int]:
+    """The rank whose ``[rankN]:`` traceback was printed around the decisive lines (within
+    :data:`TRACEBACK_NEIGHBOUR_LINES`, same file), when exactly one rank's was."""
+    found: set[int] = set()
+    for line in decisive:
+        if line.line is None:
+            continue
+        found.update(
+            e.rank
+            for e in evidence
+            if e.rule == TRACEBACK_RULE
+            and e.rank is not None
+            and e.file == line.file
+            and e.line is not None
+            and abs(e.line - line.line) <= TRACEBACK_NEIGHBOUR_LINES
+        )
+    return sorted(found) if len(found) == 1 else []
+
+
+def ranks_named(evidence: Sequence[Evidence]) -> list[int]:
+    """The ranks ``evidence`` names, in order, once each; a range (srun's ``tasks 1-3``)
+    names each of its ranks, up to :data:`MAX_LISTED`."""
+    named: list[int | None] = []
+    for e in evidence:
+        named.append(e.rank)
+        last = e.fields.get("rank_last", "")
+        if e.rank is not None and last.isdigit():
+            named.extend(range(e.rank + 1, min(int(last), e.rank + MAX_LISTED) + 1))
+    return [r for r in ordered_unique(named) if isinstance(r, int)]
+
+
+def hosts_named(evidence: Sequence[Evidence], hosts: Mapping[int, str]) -> list[str]:
+    """The hosts ``evidence`` names (its own, else its rank's), in order, once each."""
+    named = [e.host or hosts.get(e.rank if e.rank is not None else -1) for e in evidence]
+    return [h for h in ordered_unique(named) if isinstance(h, str)]
+
+
+def hosts_of(
+    ranks: Sequence[int], evidence: Sequence[Evidence], hosts: Mapping[int, str]
+) -> list[str]:
+    """The hosts of ``ranks``: as their own lines say, else as the launcher's map says."""
+    found: list[str | None] = []
+    for rank in ranks:
+        own = next((e.host for e in evidence if e.rank == rank and e.host), None)
+        found.append(own or hosts.get(rank))
+    return [h for h in ordered_unique(found) if isinstance(h, str)]
+
+
+def ordered_unique(values: Sequence[object]) -> list[object]:
+    seen: list[object] = []
+    for v in values:
+        if v is not None and v not in seen:
+            seen.append(v)
+    return seen
+
+
+@dataclass
+class Culprits:
+    """The ranks, hosts and GPUs a diagnosis blames, and what the blame rests on."""
+
+    ranks: list[int] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)
+    gpus: list[str] = field(default_factory=list)
+    confidence_cap: float | None = None
+    """A ceiling on the diagnosis' confidence when the culprit is only inferred."""
+    notes: list[str] = field(default_factory=list)
+
+
+def find_culprits(
+    fault_class: FaultClass,
+    primary: Sequence[Evidence],
+    *,
+    evidence: Sequence[Evidence],
+    cascades: Sequence[Evidence],
+    has_roots: bool,
+    records: Sequence[LauncherRecord],
+    hosts: dict[int, str],
+    weight: Callable[[Evidence], float],
+    teardown: bool,
+) -> Culprits:
+    """The culprits of ``fault_class`` among ``evidence``, by the kind of fault it is.
+
+    ``primary`` is the evidence of the chosen class, ``hosts`` the rank-to-host map (the
+    launcher's first failure may add to it), ``weight`` a line's rule confidence, ``teardown``
+    whether a teardown exit may name the first failure (the class was decided by cascades)."""
+    found = Culprits()
+    ordered = print_order(primary)
+    behind = [e for e in evidence if e.rule in BEHIND_RULES and e.rank is not None]
+    if fault_class is FaultClass.COLLECTIVE_TIMEOUT and not has_roots:
+        found.ranks = ranks_named(behind) or collective_culprits(evidence, cascades)
+        found.hosts = hosts_of(found.ranks, [*behind, *cascades], hosts)
+    elif fault_class is FaultClass.NETWORK_FABRIC:
+        found.hosts = fabric_culprits(primary)
+        found.ranks = ranks_named(ordered)
+    elif fault_class is FaultClass.NODE_LOST:
+        found.hosts = lost_node_culprits(ordered, hosts)
+        if all(e.fields.get("peer") for e in primary):
+            found.confidence_cap = LOST_PEER_CONFIDENCE
+            found.notes.append(
+                "inferred from survivors' closed connections to " + ", ".join(found.hosts)
+                if found.hosts
+                else "survivors lost connections to several peers: no single lost node"
+            )
+    elif fault_class is FaultClass.JOB_HANG:
+        probed = [e for e in ordered if e.kind in PROBE_KINDS and (e.rank is not None or e.host)]
+        named = probed or behind
+        found.ranks = ranks_named(named)
+        found.hosts = hosts_of(found.ranks, named, hosts) or hosts_named(named, hosts)
+    elif fault_class not in NO_CULPRIT_CLASSES:
+        found.ranks, found.hosts = _decisive_culprits(
+            ordered, evidence, records, hosts, weight, teardown
+        )
+    found.gpus = [g for g in ordered_unique([e.gpu for e in ordered]) if isinstance(g, str)]
+    return found
+
+
+def _decisive_culprits(
+    ordered: Sequence[Evidence],
+    evidence: Sequence[Evidence],
+    records: Sequence[LauncherRecord],
+    hosts: dict[int, str],
+    weight: Callable[[Evidence], float],
+    teardown: bool,
+) -> tuple[list[int], list[str]]:
+    """The ranks and hosts of the strongest lines of the chosen class, narrowed to the rank the
+    launcher saw fail first when it is among them."""
+    top = max(weight(e) for e in ordered)
+    decisive = [e for e in ordered if weight(e) >= top]
+    # the strongest lines that name a rank, when the strongest of all name none
+    ranked = [e for e in ordered if e.rank is not None]
+    top_ranked = max((weight(e) for e in ranked), default=0.0)
+    ranks = (
+        ranks_named(decisive)
+        or ranks_named([e for e in ranked if weight(e) >= top_ranked])
+        or traceback_ranks(decisive, evidence)
+    )
+    # The launcher's "first observed failure" picks one of several failing ranks; an exit
+    # report only names a rank where nothing else does.
+    root = first_failure(records, [], teardown=teardown)
+    first = root if root is not None or ranks else first_failure([], evidence)
+    if first is not None and (not ranks or first[0] in ranks):
+        ranks = [first[0]]
+        if first[1]:
+            hosts.setdefault(first[0], first[1])
+    culprit_hosts = (
+        hosts_named(decisive, hosts)
+        or hosts_named(ordered, hosts)
+        or hosts_of(ranks, evidence, hosts)
+    )
+    if ranks and len(culprit_hosts) > 1:
+        culprit_hosts = hosts_of(ranks, ordered, hosts) or culprit_hosts
+    return ranks, culprit_hosts
