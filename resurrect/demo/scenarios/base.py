@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -37,7 +38,7 @@ class Fault:
     end: Callable[[], Awaitable[None]] | None = None
 
 
-class Scenario:
+class Scenario(ABC):
     """One fault the demo injects: how it sets up, how it plays, what counts as success."""
 
     name: ClassVar[str]
@@ -72,14 +73,14 @@ class Scenario:
         s = settings
         return max(s.ckpt_every, (s.fault_after_step // s.ckpt_every) * s.ckpt_every)
 
+    @abstractmethod
     async def play(self, stage: Stage, victim: str) -> dict[str, Any]:
         """Inject the fault (``victim``: the node it targets), follow what resurrect does,
         and return the result."""
-        raise NotImplementedError
 
+    @abstractmethod
     def succeeded(self, result: dict[str, Any]) -> bool:
         """Whether ``result`` shows what the scenario expects of resurrect."""
-        return bool(result.get("recovered") and result.get("job_completed"))
 
 
 class OneFault(Scenario):
@@ -91,9 +92,9 @@ class OneFault(Scenario):
     # the job trains to the end after the recovery (False: the demo cancels it)
     runs_to_end: ClassVar[bool] = True
 
+    @abstractmethod
     async def inject(self, stage: Stage, victim: str) -> Fault:
         """Inject the fault targeting ``victim``."""
-        raise NotImplementedError
 
     def succeeded(self, result: dict[str, Any]) -> bool:
         """Recovered, and trained to the end where the scenario lets the job run on."""

@@ -1,5 +1,6 @@
-"""checkpoint-damage: a node dies and the newest checkpoint is torn with it; resurrect
-quarantines the torn one and the job resumes from the one before."""
+"""checkpoint-damage: a node dies and the newest checkpoint is torn with it (its largest
+shard truncated); resurrect quarantines the torn one and the job resumes from the one
+before."""
 
 from __future__ import annotations
 
@@ -32,9 +33,13 @@ def damage_newest_checkpoint(ckpt_dir: Path) -> str:
 
 class CheckpointDamage(OneFault):
     name = "checkpoint-damage"
-    summary = "the newest checkpoint is torn as a node dies; the job resumes from the one before"
+    summary = "a node dies, its newest checkpoint torn; the job resumes from the one before"
 
     async def inject(self, stage: Stage, victim: str) -> Fault:
+        # the node first: once a rank is gone the job writes no newer checkpoint, so the one
+        # torn is the newest whatever the load (resurrect reads it only after Slurm reports
+        # the node, seconds later)
+        fault = await kill_node(stage, victim)
         damaged = damage_newest_checkpoint(stage.ckpt_dir)
-        stage.say(f"damaged the newest checkpoint: truncated {damaged}")
-        return replace(await kill_node(stage, victim), damaged_checkpoint=damaged)
+        stage.say(f"the crash tore the newest checkpoint: truncated {damaged}")
+        return replace(fault, damaged_checkpoint=damaged)
