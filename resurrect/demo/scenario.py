@@ -47,7 +47,7 @@ from resurrect.temporal.server import EmbeddedTemporal, free_port, port_open
 if TYPE_CHECKING:
     from resurrect.sensors.node_agent import FakeNvml
 
-__all__ = ["SCENARIOS", "Demo", "DemoError", "DemoSettings", "checkpoint_steps"]
+__all__ = ["SCENARIOS", "Demo", "DemoError", "DemoSettings", "Scenario", "checkpoint_steps"]
 
 JOB_NODES = 2
 CHECKPOINT_WAIT_S = 180.0
