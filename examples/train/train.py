@@ -40,6 +40,7 @@ from resurrect.checkpoint import resume_path, write_manifest
 STOP_ENV = "RESURRECT_TRAIN_STOP_AT_STEP"
 STOP_EXIT_CODE = 17
 FAIL_GPU_ENV = "RESURRECT_TRAIN_FAIL_GPU_AT_STEP"
+FAIL_GPU_EVERY_ATTEMPT_ENV = "RESURRECT_TRAIN_FAIL_GPU_EVERY_ATTEMPT"
 DATASET_SIZE = 4096
 IN_FEATURES = 16
 PATH_BYTES = 4096
@@ -75,6 +76,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=int(fail_at) if fail_at else None,
         help=f"fault injection: at this step (first attempt only) one rank reports a fatal GPU"
         f" error and hangs, as a GPU that failed would (env {FAIL_GPU_ENV})",
+    )
+    p.add_argument(
+        "--fail-gpu-every-attempt",
+        action="store_true",
+        default=env(FAIL_GPU_EVERY_ATTEMPT_ENV, "") == "1",
+        help="fault injection: the GPU error of --fail-gpu-at-step comes on every attempt that"
+        f" reaches that step, as a job whose own code breaks its GPU would (a restart loop;"
+        f" env {FAIL_GPU_EVERY_ATTEMPT_ENV}=1)",
     )
     p.add_argument(
         "--fail-gpu-rank", type=int, default=int(env("RESURRECT_TRAIN_FAIL_GPU_RANK", "1"))
@@ -286,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         if (
             args.fail_gpu_at_step == step
             and rank == args.fail_gpu_rank
-            and os.environ.get("SLURM_RESTART_COUNT", "0") == "0"
+            and (args.fail_gpu_every_attempt or os.environ.get("SLURM_RESTART_COUNT", "0") == "0")
         ):
             fail_like_a_lost_gpu()
         if args.sleep > 0:

@@ -32,7 +32,11 @@ def _demo(args: argparse.Namespace) -> int:
     def say(message: str) -> None:
         print(f"[demo {time.monotonic() - start:6.1f}s] {message}", file=sys.stderr, flush=True)
 
-    demo = Demo(settings, say)
+    try:
+        demo = Demo(settings, say)
+    except DemoError as exc:
+        print(f"resurrect demo: {exc}", file=sys.stderr)
+        return 2
 
     async def main() -> dict[str, object]:
         try:
@@ -58,7 +62,7 @@ def _demo(args: argparse.Namespace) -> int:
         print(json.dumps(result, sort_keys=True))
     else:
         print(json.dumps(result, indent=2, sort_keys=True))
-    if rc == 0 and not (result.get("recovered") and result.get("job_completed")):
+    if rc == 0 and not demo.succeeded(result):
         rc = 1
     sys.stdout.flush()
     sys.stderr.flush()
@@ -70,7 +74,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "demo",
         help="local Slurm cluster + resurrect + a training job + an injected fault, end to end",
     )
-    demo.add_argument("--scenario", choices=SCENARIOS, default="node-loss")
+    demo.add_argument(
+        "--scenario",
+        choices=list(SCENARIOS),
+        default="node-loss",
+        help="; ".join(f"{name}: {scenario.summary}" for name, scenario in SCENARIOS.items()),
+    )
     demo.add_argument(
         "--json", action="store_true", help="non-interactive; last line is one JSON object"
     )

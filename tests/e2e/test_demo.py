@@ -34,7 +34,7 @@ def state_dir() -> Iterator[Path]:
 
 async def run_demo(scenario: str, state_dir: Path, **overrides: Any) -> dict[str, object]:
     settings = DemoSettings(
-        scenario=scenario,  # type: ignore[arg-type]
+        scenario=scenario,
         state_dir=state_dir,
         ui_port=free_port(),
         timeout_s=300,
@@ -125,3 +125,32 @@ async def test_a_slowed_rank_is_named_a_straggler_with_the_restart_arithmetic(
     notes = " ".join(str(n) for n in result["recovery_notes"])  # type: ignore[attr-defined]
     assert "slowdown cost" in notes and "restart cost" in notes and "its peers wait for it" in notes
     print(f"\nstraggler demo: detect {result['time_to_detect_s']} s, rank {result['culprit_rank']}")
+
+
+async def test_a_job_that_breaks_its_gpu_on_every_attempt_is_stopped_after_k_restarts(
+    state_dir: Path,
+) -> None:
+    """Each attempt resumes from the same checkpoint and dies at the same step with a GPU
+    error its node's agent confirms: free restarts, until K of them made no progress."""
+    result = await run_demo("crash-loop", state_dir, no_progress_restarts=2)
+    assert result["loop_stopped"] and result["action"] == "stop", result
+    assert result["restarts"] == 2 and not result["job_completed"]
+    attempts: list[dict[str, Any]] = result["attempts"]  # type: ignore[assignment]
+    assert [a["restart_count"] for a in attempts] == [0, 1, 2]
+    assert {a["fault_class"] for a in attempts} == {"gpu.hardware"}
+    # the restarts were free: the node agent's Xid agreed with what the job printed
+    assert [a["charged"] for a in attempts[:2]] == [False, False], attempts
+    assert attempts[0]["drained_nodes"] == [attempts[0]["gpu_error_node"]], attempts
+    # every attempt died at the step of the fault, resumed from the checkpoint before it
+    fault_step, checkpoint_step = 45, 40
+    assert [a["last_step"] for a in attempts] == [fault_step] * 3, attempts
+    assert [a["resume_step"] for a in attempts[:2]] == [checkpoint_step] * 2, attempts
+    reason = str(result["stop_reason"])
+    assert "the last 2 restarts made no progress" in reason, reason
+    for attempt in (0, 1, 2):
+        assert f"attempt {attempt}: last step {fault_step}" in reason, reason
+    assert reason in result["recovery_notes"]  # type: ignore[operator]
+    print(
+        f"\ncrash-loop demo: stopped after {result['restarts']} restarts,"
+        f" {result['time_to_stop_s']} s from the first fault"
+    )
