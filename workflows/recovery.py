@@ -37,10 +37,8 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from resurrect.assessment import Assessment, AssessRequest
     from resurrect.config import ApprovalSettings
     from resurrect.contracts import (
-        Contract,
         Diagnosis,
         Evidence,
         EvidenceBundle,
@@ -55,6 +53,8 @@ with workflow.unsafe.imports_passed_through():
     from resurrect.contracts import (
         RecoveryOutcomeKind as Kind,
     )
+    from resurrect.contracts.assessment import Assessment, AssessRequest
+    from resurrect.contracts.recovery_status import RecoveryWorkflowStatus
     from resurrect.errors import non_retryable_error_types
     from resurrect.operator.approvals import (
         approval_needed,
@@ -64,7 +64,6 @@ with workflow.unsafe.imports_passed_through():
     from resurrect.operator.models import (
         APPROVAL_NEEDED_KEY,
         DROPPED_EXCLUSIONS_KEY,
-        ApprovalDecision,
         ApprovalInput,
     )
     from resurrect.plans.decide import decide
@@ -101,18 +100,6 @@ SCHEDULE_TO_CLOSE = timedelta(minutes=30)
 # A step whose plan sets no heartbeat timeout is retried on another worker this soon after
 # its worker died (the step wrapper heartbeats for it).
 WORKER_LIVENESS_S = 10.0
-
-
-class RecoveryWorkflowStatus(Contract):
-    """What the ``status`` query returns."""
-
-    phase: str
-    plan: str | None = None
-    fault_class: str | None = None
-    state: IncidentState = IncidentState()
-    notes: list[str] = []
-    awaiting_approval: str | None = None  # what a person is asked to approve
-    approvals: list[ApprovalDecision] = []
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from resurrect.contracts.base import Contract
 from resurrect.contracts.faults import Diagnosis, Evidence, FaultClass, RecoveryAction
 from resurrect.contracts.policy import JobPolicy, RecoveryMode
 from resurrect.contracts.scheduler import JobInfo, JobState, NodeInfo
+from resurrect.contracts.workflow_ids import recovery_workflow_id
 
 
 class Interruption(Contract):
@@ -33,11 +34,6 @@ class Interruption(Contract):
     @property
     def workflow_id(self) -> str:
         return recovery_workflow_id(self.cluster, self.job_id, self.restart_count)
-
-
-def recovery_workflow_id(cluster: str, job_id: str, restart_count: int) -> str:
-    """The identity of a recovery: one workflow per (cluster, job, attempt)."""
-    return f"recover/{cluster}/{job_id}/{restart_count}"
 
 
 class RecoveryDecision(Contract):

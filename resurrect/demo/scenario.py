@@ -36,13 +36,8 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from resurrect.config import ResurrectConfig
-from resurrect.contracts import (
-    JobInfo,
-    JobState,
-    RecoveryOutcome,
-    SignalKind,
-    recovery_workflow_id,
-)
+from resurrect.contracts import JobInfo, JobState, RecoveryOutcome, SignalKind
+from resurrect.contracts.workflow_ids import recovery_workflow_id
 from resurrect.demo.local_cluster import LocalSlurm, repo_root, start_local_slurm, stop_local_slurm
 from resurrect.goodput.accounting import lost_by_part
 from resurrect.goodput.history import load_recoveries

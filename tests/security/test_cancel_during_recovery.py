@@ -25,7 +25,8 @@ from temporalio.client import Client
 
 from resurrect.activities.steps import requeue_job
 from resurrect.config import ResurrectConfig
-from resurrect.contracts import FaultClass, JobState, recovery_workflow_id
+from resurrect.contracts import FaultClass, JobState
+from resurrect.contracts.workflow_ids import recovery_workflow_id
 from resurrect.scheduler.slurm_cli import SlurmCli
 from resurrect.sensors.report import report_interruption
 from resurrect.testing import FakeScheduler

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from resurrect.config import AgentSettings
+from resurrect.contracts.node_health import AgentStopped, NodeFindings, NodeHeartbeat
 from resurrect.errors import JobFileRefused
-from resurrect.node_health_contracts import AgentStopped, NodeFindings, NodeHeartbeat
 from resurrect.rules.engine import RuleEngine, load_engine
 from resurrect.sensors.node_agent.agent import NodeAgent
 from resurrect.sensors.node_agent.fake_nvml import FakeNvml

@@ -13,11 +13,11 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from resurrect.activities.recovery import RecoveryActivities
 from resurrect.activities.steps import wait_running
-from resurrect.assessment import AssessRequest
 from resurrect.checkpoint.as_owner import run_helper
 from resurrect.checkpoint.helper import HelperRequest
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import IncidentState, JobPolicy, JobState, StepInput
+from resurrect.contracts.assessment import AssessRequest
 from resurrect.errors import NeedsMoreTime
 from resurrect.testing import FakeScheduler
 from resurrect.testing.steps import make_step_input, run_step

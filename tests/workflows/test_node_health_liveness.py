@@ -15,7 +15,7 @@ from temporalio.client import Client
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import FaultClass
-from resurrect.node_health_contracts import node_health_workflow_id
+from resurrect.contracts.workflow_ids import node_health_workflow_id
 from resurrect.sensors.liveness.collector import LivenessCollector
 from resurrect.sensors.liveness.forward import TemporalForwarder
 from resurrect.sensors.liveness.wire import node_key

@@ -29,6 +29,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import NodeInfo
+from resurrect.contracts.workflow_ids import drain_budget_workflow_id, node_repair_workflow_id
 from resurrect.operator.budget_client import budget_state, reservation_for, reserve_drains
 from resurrect.operator.models import (
     BudgetState,
@@ -48,12 +49,7 @@ from resurrect.operator.task_queues import (
 from resurrect.scheduler.view import shape_of
 from resurrect.testing import FakeScheduler
 from resurrect.workers.recovery_worker import own_operator_queue
-from resurrect.workflows.names import (
-    DRAIN_BUDGET_WORKFLOW,
-    NODE_REPAIR_WORKFLOW,
-    drain_budget_workflow_id,
-    node_repair_workflow_id,
-)
+from resurrect.workflows.names import DRAIN_BUDGET_WORKFLOW, NODE_REPAIR_WORKFLOW
 
 pytestmark = pytest.mark.temporal
 

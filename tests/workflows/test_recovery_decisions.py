@@ -24,7 +24,6 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from resurrect.assessment import Assessment, AssessRequest
 from resurrect.config import ApprovalSettings
 from resurrect.contracts import (
     Diagnosis,
@@ -40,6 +39,8 @@ from resurrect.contracts import (
     StepInput,
     StepResult,
 )
+from resurrect.contracts.assessment import Assessment, AssessRequest
+from resurrect.contracts.recovery_status import RecoveryWorkflowStatus
 from resurrect.errors import JobNotFound, PermanentStepError, SchedulerUnavailable
 from resurrect.plans.loader import load_plans
 from resurrect.plans.models import ResolvedPlan
@@ -54,7 +55,7 @@ from resurrect.workflows.names import (
     STATUS_QUERY,
     Activity,
 )
-from resurrect.workflows.recovery import RecoveryWorkflow, RecoveryWorkflowStatus
+from resurrect.workflows.recovery import RecoveryWorkflow
 
 StepFn = Callable[[StepInput], StepResult]
 # The steps of the shipped plan restart-from-checkpoint (no drain).

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from resurrect.config import AgentSettings
 from resurrect.contracts import Evidence, FaultClass
-from resurrect.node_health_contracts import AgentStopped, NodeFindings, NodeHeartbeat
+from resurrect.contracts.node_health import AgentStopped, NodeFindings, NodeHeartbeat
 from resurrect.rules.engine import RuleEngine
 from resurrect.sensors.node_agent import nvml_api as api
 from resurrect.sensors.node_agent.agent import NodeAgent
