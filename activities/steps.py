@@ -95,7 +95,7 @@ async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
         approved_by=ctx.input.approved_by,
     )
     grant = await reserve_drains(
-        ctx.client, ctx.config, request, ctx.scheduler, dry_run=ctx.observe
+        ctx.client, ctx.config, request, ctx.scheduler, observe=ctx.observe
     )
     result.notes.extend(f"drain budget: {why}" for why in grant.reasons)
     if grant.denied:

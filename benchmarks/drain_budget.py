@@ -110,10 +110,10 @@ async def main(recoveries: int) -> dict[str, Any]:
                 )
                 for i in range(recoveries)
             ]
-            await reserve_drains(client, config, requests[0], scheduler, dry_run=False)  # start
+            await reserve_drains(client, config, requests[0], scheduler, observe=False)  # start
             wall, lat, grants = await burst(
                 [
-                    (lambda r=r: reserve_drains(client, config, r, scheduler, dry_run=False))
+                    (lambda r=r: reserve_drains(client, config, r, scheduler, observe=False))
                     for r in requests[1:]
                 ]
             )

@@ -11,7 +11,7 @@ plan's steps (``_run_plan_steps``; by default: drain implicated nodes -> verify 
 The workflow decides and orders; every side effect is an activity called by name. Which
 steps run is data: the first recovery plan (``resurrect/plans``) whose rule matches the
 diagnosis. Each step gets a :class:`StepInput` and returns a :class:`StepResult` that is
-folded into the incident state. In ``observe`` mode the steps run with ``dry_run`` and
+folded into the incident state. In ``observe`` mode the steps get ``observe`` set and
 report what they would have done. The phase (the step running) is a query (``phase``) and
 a search attribute (``ResurrectPhase``), so people can follow and filter recoveries in
 the Temporal UI.
@@ -114,7 +114,7 @@ class Incident:
     quick_steps: frozenset[str]  # steps tried first as local activities
 
     @property
-    def dry_run(self) -> bool:
+    def observe(self) -> bool:
         return self.bundle.mode == "observe"
 
 
@@ -352,7 +352,7 @@ class RecoveryWorkflow:
         step that needs it waits before it runs (denied: skipped), and a step that asks for a
         person to go further (a drain over the drain budget) is run again once approved.
         """
-        approvals = None if incident.dry_run else incident.approvals
+        approvals = None if incident.observe else incident.approvals
         if approvals is not None:
             why = plan_approval_needed(plan)
             if why and not await self._ask(why, plan, approvals):
@@ -404,7 +404,7 @@ class RecoveryWorkflow:
         self._notes.extend(result.notes)
         if result.detail:
             self._notes.append(f"{step.activity}: {result.detail}")
-        if result.requeued and incident.decision.counts_against_budget and not incident.dry_run:
+        if result.requeued and incident.decision.counts_against_budget and not incident.observe:
             self._search.set(sa.BUDGET_CHARGED, True)
         if result.stop_recovery:
             return result.outcome or Kind.STOPPED
@@ -421,7 +421,7 @@ class RecoveryWorkflow:
             workflow_id=workflow.info().workflow_id,
             activity=step.activity,
             params=step.params,
-            dry_run=incident.dry_run,
+            observe=incident.observe,
             bundle=incident.bundle,
             diagnosis=incident.diagnosis,
             decision=incident.decision,
@@ -454,7 +454,7 @@ class RecoveryWorkflow:
     # 5. outcome ---------------------------------------------------------------------------
     def _final_outcome(self, incident: Incident) -> Kind:
         """How a recovery whose steps all ran ended."""
-        if incident.dry_run:
+        if incident.observe:
             return Kind.OBSERVED
         if incident.decision.action is RecoveryAction.STOP:
             return Kind.STOPPED

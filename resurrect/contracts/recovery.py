@@ -180,7 +180,7 @@ class StepInput(Contract):
     workflow_id: str
     activity: str
     params: dict[str, Any] = Field(default_factory=dict)
-    dry_run: bool
+    observe: bool  # observe mode: change nothing, say what would be done
     bundle: EvidenceBundle
     diagnosis: Diagnosis
     decision: RecoveryDecision

@@ -85,7 +85,7 @@ async def reserve_drains(
     request: DrainReservation,
     scheduler: Scheduler,
     *,
-    dry_run: bool,
+    observe: bool,
 ) -> DrainGrant:
     """Ask the cluster's budget workflow; in observe mode, ask without reserving.
 
@@ -106,7 +106,7 @@ async def reserve_drains(
         )
         return grant_drains(snapshot, request, now)[1]
     workflow_id = drain_budget_workflow_id(cluster)
-    if dry_run:  # observe mode: ask, reserve nothing (and change nothing, not even owners)
+    if observe:  # ask, reserve nothing (and change nothing, not even owners)
         state = None
         if await runs_on(client, workflow_id, our_task_queues(config)):
             try:

@@ -180,7 +180,7 @@ class StepContext:
     @property
     def observe(self) -> bool:
         """True in observe mode: change nothing, say what you would do."""
-        return self.input.dry_run
+        return self.input.observe
 
     @property
     def job(self) -> JobInfo:
@@ -251,7 +251,7 @@ async def call_step(
         raise PermanentStepError(
             f"{step_input.activity}: takes no params, got {sorted(step_input.params)}"
         )
-    if step_input.dry_run and meta.mutating and not meta.handles_observe:
+    if step_input.observe and meta.mutating and not meta.handles_observe:
         shown = ", ".join(f"{k}={v!r}" for k, v in step_input.params.items())
         return StepResult(
             detail="observe mode: not run", would_have=[f"would run {step_input.activity}({shown})"]

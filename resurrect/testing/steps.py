@@ -108,7 +108,7 @@ def make_step_input(
         workflow_id=f"recover/test/{job.job_id}/{job.restart_count}",
         activity=activity,
         params=dict(params or {}),
-        dry_run=observe,
+        observe=observe,
         bundle=bundle,
         diagnosis=diagnosis,
         decision=decision,

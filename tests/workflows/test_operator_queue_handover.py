@@ -75,7 +75,7 @@ async def reserve(
         nodes=nodes,
         shape=shape_of(nodes),
     )
-    return await reserve_drains(client, config, request, FakeScheduler(nodes), dry_run=False)
+    return await reserve_drains(client, config, request, FakeScheduler(nodes), observe=False)
 
 
 def report(job_id: str, kind: Any = "excluded") -> NodeDrainReport:
@@ -150,7 +150,7 @@ async def test_budget_and_repair_workflows_on_the_recoveries_queue_move_with_the
             nodes=nodes,
             shape=shape_of(nodes),
         )
-        observed = await reserve_drains(temporal_client, config, asked, scheduler, dry_run=True)
+        observed = await reserve_drains(temporal_client, config, asked, scheduler, observe=True)
         assert observed.denied == ["node2"]  # node1's drain counts
         # the new default: the next reservation and report hand them over
         third = await reserve(temporal_client, config, nodes, "3", "node2")
