@@ -39,7 +39,7 @@ class Interruption(Contract):
 class RecoveryDecision(Contract):
     """What this recovery will do, decided from the diagnosis, the job's policy and budget.
 
-    Per incident (``resurrect.plans.decide``); not to be confused with the YAML recovery
+    Per recovery (``resurrect.plans.decide``); not to be confused with the YAML recovery
     plans (``resurrect.plans``), whose steps carry the decision out.
     """
 
@@ -164,7 +164,7 @@ class EvidenceBundle(Contract):
 # Recovery steps (built-in and plugin activities run by a recovery plan).
 
 
-class IncidentState(Contract):
+class RecoveryState(Contract):
     """What the recovery has done so far; each step's result is folded into it."""
 
     drained_nodes: list[str] = Field(default_factory=list)
@@ -175,7 +175,7 @@ class IncidentState(Contract):
 
 
 class StepInput(Contract):
-    """The one input every plan step receives: the incident, its parameters, the mode."""
+    """The one input every plan step receives: the recovery, its parameters, the mode."""
 
     workflow_id: str
     activity: str
@@ -184,7 +184,7 @@ class StepInput(Contract):
     bundle: EvidenceBundle
     diagnosis: Diagnosis
     decision: RecoveryDecision
-    state: IncidentState = Field(default_factory=IncidentState)
+    state: RecoveryState = Field(default_factory=RecoveryState)
     # Set when the plan gave the step no heartbeat timeout: the worker then heartbeats for
     # it, so a crashed worker is noticed within this many seconds.
     liveness_s: float | None = None
@@ -196,7 +196,7 @@ class StepInput(Contract):
 
 
 class StepResult(Contract):
-    """What a step reports. Unset fields leave the incident state as it was."""
+    """What a step reports. Unset fields leave the recovery's state as it was."""
 
     ok: bool = True
     detail: str = ""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from resurrect.contracts import Contract, IncidentState
+from resurrect.contracts import Contract, RecoveryState
 from resurrect.operator.models import ApprovalDecision
 
 
@@ -13,7 +13,7 @@ class RecoveryWorkflowStatus(Contract):
     phase: str
     plan: str | None = None
     fault_class: str | None = None
-    state: IncidentState = IncidentState()
+    state: RecoveryState = RecoveryState()
     notes: list[str] = []
     awaiting_approval: str | None = None  # what a person is asked to approve
     approvals: list[ApprovalDecision] = []

@@ -1,6 +1,6 @@
 """Deciding what a recovery does: evidence + diagnosis + plans + budget -> one decision.
 
-:func:`decide` is the one place a recovery's course is chosen: the per-incident
+:func:`decide` is the one place a recovery's course is chosen: the per-recovery
 :class:`RecoveryDecision` (restart or not, which nodes to drain and exclude, whether the
 restart is charged to the job's budget) and the YAML recovery plan whose steps carry it
 out. Pure and deterministic (the workflow calls it directly), so it is tested without

@@ -33,9 +33,9 @@ from temporalio.client import Client
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import (
     Diagnosis,
-    IncidentState,
     JobInfo,
     RecoveryDecision,
+    RecoveryState,
     StepInput,
     StepResult,
 )
@@ -151,7 +151,7 @@ class StepRuntime:
 
 
 class StepContext:
-    """What a step can use: the incident, the scheduler, a logger, heartbeats, the mode."""
+    """What a step can use: the recovery, the scheduler, a logger, heartbeats, the mode."""
 
     def __init__(
         self,
@@ -175,7 +175,7 @@ class StepContext:
             self._loop = None
         self._context = contextvars.copy_context()
         base = logging.getLogger(f"resurrect.step.{step_input.activity}")
-        self.log = logging.LoggerAdapter(base, {"incident": step_input.workflow_id})
+        self.log = logging.LoggerAdapter(base, {"workflow_id": step_input.workflow_id})
 
     @property
     def observe(self) -> bool:
@@ -197,12 +197,13 @@ class StepContext:
         return self.input.decision
 
     @property
-    def state(self) -> IncidentState:
+    def state(self) -> RecoveryState:
         """What earlier steps of this recovery did."""
         return self.input.state
 
     @property
-    def incident_id(self) -> str:
+    def workflow_id(self) -> str:
+        """The recovery's workflow id (``recover/<cluster>/<job>/<restart>``)."""
         return self.input.workflow_id
 
     @property
