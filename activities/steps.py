@@ -63,7 +63,7 @@ class Params(BaseModel):
 async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
     """Drain the plan's implicated nodes with our reason prefix, within the drain budget.
 
-    The cluster's budget workflow decides first (``activities.operator.reserve_drains``):
+    The cluster's budget workflow decides first (``operator.budget_client.reserve_drains``):
     nodes over the budget are not drained (the recovery restarts without them, noted) or,
     with ``isolation.over_budget: await_approval``, the step asks for approval. Only the
     nodes this recovery drained are reported as drained (a node someone else drained is
@@ -135,7 +135,7 @@ async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
             fault_class=ctx.diagnosis.fault_class.value,
             reason=reason,
         )
-        await report_to_repair(ctx.client, ctx.config, name, report)  # once per incident
+        await report_to_repair(ctx.client, ctx.config, name, report)  # once per recovery
     result.detail = f"drained {', '.join(result.drained_nodes) or 'nothing'}"
     return result
 
