@@ -15,7 +15,7 @@ through the Temporal sandbox.
 * :mod:`~resurrect.contracts.node_health`: the node health workflow's names, signals, query
   and activity models.
 
-Two modules also carry models of other packages, so this package does not import them:
+Two modules also carry models of other packages, and this ``__init__`` does not import them:
 :mod:`~resurrect.contracts.assessment` (what ``recovery.assess`` takes and returns: the
 config's approval settings, the checked plans) and
 :mod:`~resurrect.contracts.recovery_status` (the recovery's ``status`` query: the approvals
