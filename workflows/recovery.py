@@ -115,6 +115,7 @@ class DecidedRecovery:
 
     @property
     def observe(self) -> bool:
+        """Observe mode: the steps change nothing and say what they would have done."""
         return self.bundle.mode == "observe"
 
 
@@ -317,8 +318,7 @@ class RecoveryWorkflow:
         self, interruption: Interruption, bundle: EvidenceBundle, assessment: Assessment
     ) -> tuple[DecidedRecovery, ResolvedPlan | None]:
         """One decision (plans/decide.py) from the diagnosis, the restart budget used so far
-        and the plans: the decided recovery the plan's steps work on, and that plan (None: no plan
-        matches)."""
+        and the plans: what the plan's steps work on, and that plan (None: no plan matches)."""
         choice = decide(
             bundle,
             assessment.diagnosis,
