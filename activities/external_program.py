@@ -2,7 +2,7 @@
 (a BMC reset script, an NVMe scrub, a ticket CLI) can join a recovery plan.
 
 The program is an argv list, never a shell string. Placeholders, replaced inside argv
-elements, are ``{job_id}``, ``{incident}``, ``{fault_class}``, ``{nodes}`` (the target nodes,
+elements, are ``{job_id}``, ``{workflow_id}``, ``{fault_class}``, ``{nodes}`` (the target nodes,
 comma-separated), ``{node}`` (with ``per_node: true`` the program runs once per target node)
 and ``{job_nodes}`` (every node of the job, for information). Values come from the
 scheduler, not from log text, and are checked against a safe character set.
@@ -15,8 +15,8 @@ The program does not inherit the worker's environment (which may hold API keys o
 credentials): it gets ``PATH``, ``LANG``, ``SLURM_CONF`` when configured, the
 ``RESURRECT_*`` variables below, and what the plan's ``env`` sets explicitly::
 
-    RESURRECT_CLUSTER RESURRECT_JOB_ID RESURRECT_INCIDENT RESURRECT_FAULT_CLASS
-    RESURRECT_NODES RESURRECT_NODE (per_node only) RESURRECT_DRY_RUN=0
+    RESURRECT_CLUSTER RESURRECT_JOB_ID RESURRECT_WORKFLOW_ID RESURRECT_FAULT_CLASS
+    RESURRECT_NODES RESURRECT_NODE (per_node only) RESURRECT_OBSERVE=0
 
 Exit code 0 = ok; 1 = failed (the plan's ``on_failure`` applies); anything else, a timeout
 or a signal = unknown (retried per the plan's retry policy). stdout and stderr are captured
@@ -114,7 +114,7 @@ async def run_program(ctx: StepContext, params: RunProgramParams) -> StepResult:
     targets = list(params.nodes if params.nodes is not None else ctx.state.drained_nodes)
     values = {
         "{job_id}": ctx.job.job_id,
-        "{incident}": ctx.incident_id,
+        "{workflow_id}": ctx.workflow_id,
         "{fault_class}": ctx.diagnosis.fault_class.value,
         "{nodes}": ",".join(targets),
         "{job_nodes}": ",".join(ctx.job.nodes),
@@ -124,10 +124,10 @@ async def run_program(ctx: StepContext, params: RunProgramParams) -> StepResult:
     base_vars = {
         "RESURRECT_CLUSTER": ctx.input.bundle.interruption.cluster,
         "RESURRECT_JOB_ID": values["{job_id}"],
-        "RESURRECT_INCIDENT": values["{incident}"],
+        "RESURRECT_WORKFLOW_ID": values["{workflow_id}"],
         "RESURRECT_FAULT_CLASS": values["{fault_class}"],
         "RESURRECT_NODES": values["{nodes}"],
-        "RESURRECT_DRY_RUN": "0",
+        "RESURRECT_OBSERVE": "0",
     }
     slurm_conf = str(ctx.config.cluster.slurm_conf) if ctx.config.cluster.slurm_conf else None
     if params.per_node and not targets:

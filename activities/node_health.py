@@ -22,12 +22,12 @@ from temporalio.client import Client
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import ACTIVE_JOB_STATES, Interruption, JobInfo, JobPolicy
-from resurrect.job_notes import JobNotes
-from resurrect.node_health_contracts import (
+from resurrect.contracts.node_health import (
     REPORT_NODE_FAULT_ACTIVITY,
     NodeFaultReport,
     NodeFaultResult,
 )
+from resurrect.job_notes import JobNotes
 from resurrect.scheduler.base import Scheduler
 from resurrect.scheduler.view import active_jobs
 

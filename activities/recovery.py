@@ -33,7 +33,6 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
-from resurrect.assessment import Assessment, AssessRequest
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import (
     AttemptRecord,
@@ -45,6 +44,9 @@ from resurrect.contracts import (
     RestartHistory,
     SignalKind,
 )
+from resurrect.contracts.assessment import Assessment, AssessRequest
+from resurrect.contracts.node_health import HEALTH_QUERY, NodeHealth
+from resurrect.contracts.workflow_ids import node_health_workflow_id
 from resurrect.errors import JobNotFound, NeedsMoreTime
 from resurrect.evidence_trust import (
     INDEPENDENT_SOURCES,
@@ -54,7 +56,6 @@ from resurrect.evidence_trust import (
     match_job_nodes,
 )
 from resurrect.log_reading import Budget, read_tail
-from resurrect.node_health_contracts import HEALTH_QUERY, NodeHealth, node_health_workflow_id
 from resurrect.plans.models import ResolvedPlan
 from resurrect.policy import resolve_job_policy
 from resurrect.progress.parser import shipped_parser

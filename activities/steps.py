@@ -63,7 +63,7 @@ class Params(BaseModel):
 async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
     """Drain the plan's implicated nodes with our reason prefix, within the drain budget.
 
-    The cluster's budget workflow decides first (``activities.operator.reserve_drains``):
+    The cluster's budget workflow decides first (``operator.budget_client.reserve_drains``):
     nodes over the budget are not drained (the recovery restarts without them, noted) or,
     with ``isolation.over_budget: await_approval``, the step asks for approval. Only the
     nodes this recovery drained are reported as drained (a node someone else drained is
@@ -75,7 +75,7 @@ async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
 
     reason = (
         f"{DRAIN_REASON_PREFIX} {ctx.diagnosis.fault_class.value} job {ctx.job.job_id}"
-        f" [{ctx.incident_id}]"
+        f" [{ctx.workflow_id}]"
     )
     result = StepResult()
     wanted = list(dict.fromkeys(ctx.decision.drain_nodes))
@@ -87,7 +87,7 @@ async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
     by_name = {n.name: n for n in nodes}
     request = reservation_for(
         ctx.config,
-        workflow_id=ctx.incident_id,
+        workflow_id=ctx.workflow_id,
         job_id=ctx.job.job_id,
         wanted=wanted,
         nodes=nodes,
@@ -95,7 +95,7 @@ async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
         approved_by=ctx.input.approved_by,
     )
     grant = await reserve_drains(
-        ctx.client, ctx.config, request, ctx.scheduler, dry_run=ctx.observe
+        ctx.client, ctx.config, request, ctx.scheduler, observe=ctx.observe
     )
     result.notes.extend(f"drain budget: {why}" for why in grant.reasons)
     if grant.denied:
@@ -114,7 +114,7 @@ async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
             result.would_have.append(f"would drain {name}: {reason}")
             continue
         before = by_name.get(name)
-        if before is not None and before.drained and f"[{ctx.incident_id}]" not in before.reason:
+        if before is not None and before.drained and f"[{ctx.workflow_id}]" not in before.reason:
             who = "resurrect" if before.reason.startswith(DRAIN_REASON_PREFIX) else "someone else"
             result.notes.append(f"{name} already drained by {who} ({before.reason}): left as is")
             continue
@@ -130,12 +130,12 @@ async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
         result.drained_nodes.append(name)
         result.notes.append(mutation.detail)
         report = NodeDrainReport(
-            incident=ctx.incident_id,
+            incident=ctx.workflow_id,
             job_id=ctx.job.job_id,
             fault_class=ctx.diagnosis.fault_class.value,
             reason=reason,
         )
-        await report_to_repair(ctx.client, ctx.config, name, report)  # once per incident
+        await report_to_repair(ctx.client, ctx.config, name, report)  # once per recovery
     result.detail = f"drained {', '.join(result.drained_nodes) or 'nothing'}"
     return result
 
@@ -332,10 +332,10 @@ async def _record_exclusions(
     changes += [(n, "included") for n in dropped]
     for node, kind in changes:
         report = NodeDrainReport(
-            incident=ctx.incident_id,
+            incident=ctx.workflow_id,
             job_id=job.job_id,
             fault_class=ctx.diagnosis.fault_class.value,
-            reason=f"{kind} by {ctx.incident_id}",
+            reason=f"{kind} by {ctx.workflow_id}",
             kind="excluded" if kind == "excluded" else "included",
         )
         await report_to_repair(ctx.client, ctx.config, node, report)
@@ -429,7 +429,7 @@ async def notify(ctx: StepContext, params: NotifyParams) -> StepResult:
     record: dict[str, object] = {
         "time": datetime.now(UTC).isoformat(),
         "severity": params.severity,
-        "workflow_id": ctx.incident_id,
+        "workflow_id": ctx.workflow_id,
         "job_id": ctx.job.job_id,
         "user": ctx.job.user,
         "fault_class": ctx.diagnosis.fault_class.value,

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from resurrect.activities.operator import OperatorActivities
 from resurrect.config import ResurrectConfig, TemporalSettings
 from resurrect.contracts import NodeInfo
+from resurrect.contracts.workflow_ids import drain_budget_workflow_id
 from resurrect.operator.budget_client import reservation_for, reserve_drains
 from resurrect.scheduler.view import shape_of
 from resurrect.temporal.client import connect
@@ -37,7 +38,7 @@ from resurrect.temporal.server import EmbeddedTemporal, free_port
 from resurrect.testing import FakeScheduler
 from resurrect.workers.recovery_worker import PASSTHROUGH_MODULES
 from resurrect.workflows.drain_budget import DrainBudgetWorkflow
-from resurrect.workflows.names import BUDGET_QUERY, drain_budget_workflow_id
+from resurrect.workflows.names import BUDGET_QUERY
 
 
 async def burst(calls: list[Callable[[], Awaitable[Any]]]) -> tuple[float, list[float], list[Any]]:
@@ -109,10 +110,10 @@ async def main(recoveries: int) -> dict[str, Any]:
                 )
                 for i in range(recoveries)
             ]
-            await reserve_drains(client, config, requests[0], scheduler, dry_run=False)  # start
+            await reserve_drains(client, config, requests[0], scheduler, observe=False)  # start
             wall, lat, grants = await burst(
                 [
-                    (lambda r=r: reserve_drains(client, config, r, scheduler, dry_run=False))
+                    (lambda r=r: reserve_drains(client, config, r, scheduler, observe=False))
                     for r in requests[1:]
                 ]
             )

@@ -11,7 +11,7 @@ on-call, open a ticket) that recovery plans can name::
 
     @step("oncall.page", mutating=False)
     async def page(ctx: StepContext, params: PageParams) -> StepResult:
-        ctx.log.info("paging %s about %s", params.service, ctx.incident_id)
+        ctx.log.info("paging %s about %s", params.service, ctx.workflow_id)
         ...
         return StepResult(detail="paged")
 
@@ -25,11 +25,11 @@ enables it by name (``plugins.enabled: [oncall]``) and a plan calls ``oncall.pag
 
 from resurrect.contracts import (
     Diagnosis,
-    IncidentState,
     JobInfo,
     NodeInfo,
     RecoveryDecision,
     RecoveryOutcomeKind,
+    RecoveryState,
     StepInput,
     StepResult,
 )
@@ -46,13 +46,13 @@ __all__ = [
     "Diagnosis",
     "FakeScheduler",
     "HealthVerdict",
-    "IncidentState",
     "JobInfo",
     "NodeInfo",
     "PermanentStepError",
     "Plugin",
     "RecoveryDecision",
     "RecoveryOutcomeKind",
+    "RecoveryState",
     "Scheduler",
     "StepContext",
     "StepError",

@@ -320,7 +320,7 @@ class JobLogFollower:
             config.temporal.state_dir / "hang-culprits.json",
         )
         self.reported_at: dict[str, float] = {}  # job -> when its last interruption was sent
-        # adaptive=False: every job at every poll (the former behaviour; benchmarks compare)
+        # adaptive=False: every job at every poll (the baseline benchmarks compare against)
         self.adaptive = adaptive
         watcher = config.watcher
         self.schedule: AdaptiveSchedule[tuple[str, int]] = AdaptiveSchedule(

@@ -1,7 +1,8 @@
 """Names by which workflows, signals, queries and activities are called.
 
 Workflows call activities by name (never by importing their code), so activities can live
-in another process, and plugins add steps under their own namespace.
+in another process, and plugins add steps under their own namespace. Workflow ids are built
+in :mod:`resurrect.contracts.workflow_ids`.
 """
 
 RECOVERY_WORKFLOW = "RecoveryWorkflow"
@@ -24,18 +25,16 @@ class Activity:
 
 
 # ---------------------------------------------------------------------------- operator control
-# The per-cluster drain budget (circuit breaker): workflow id DRAIN_BUDGET_ID_PREFIX + cluster.
+# The per-cluster drain budget (circuit breaker).
 DRAIN_BUDGET_WORKFLOW = "DrainBudgetWorkflow"
-DRAIN_BUDGET_ID_PREFIX = "drain-budget/"
 # Several recoveries' reservations in one update (a worker batches those in flight together).
 RESERVE_DRAINS_UPDATE = "reserve_drains"
 BUDGET_QUERY = "budget"
 # Approvals of a recovery (Temporal Updates carrying who and why).
 APPROVE_UPDATE = "approve"
 DENY_UPDATE = "deny"
-# One repair workflow per node resurrect drained: NODE_REPAIR_ID_PREFIX + cluster/node.
+# One repair workflow per node resurrect drained.
 NODE_REPAIR_WORKFLOW = "NodeRepairWorkflow"
-NODE_REPAIR_ID_PREFIX = "node-repair/"
 NODE_DRAINED_SIGNAL = "node_drained"
 NODE_STATE_QUERY = "node_state"
 # Both: continue as new onto the task queue given (the operator task queue of the deployment
@@ -50,11 +49,3 @@ class OperatorActivity:
     CHECK_NODE = "repair.check_node"
     RESUME_NODE = "repair.resume_node"
     FLAG_NODE = "repair.flag_node"
-
-
-def drain_budget_workflow_id(cluster: str) -> str:
-    return f"{DRAIN_BUDGET_ID_PREFIX}{cluster}"
-
-
-def node_repair_workflow_id(cluster: str, node: str) -> str:
-    return f"{NODE_REPAIR_ID_PREFIX}{cluster}/{node}"

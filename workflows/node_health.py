@@ -36,7 +36,7 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from resurrect.contracts import Evidence, FaultClass, SignalKind
-    from resurrect.node_health_contracts import (
+    from resurrect.contracts.node_health import (
         AGENT_STOPPED_SIGNAL,
         FINDINGS_SIGNAL,
         HEALTH_QUERY,

@@ -11,7 +11,7 @@ plan's steps (``_run_plan_steps``; by default: drain implicated nodes -> verify 
 The workflow decides and orders; every side effect is an activity called by name. Which
 steps run is data: the first recovery plan (``resurrect/plans``) whose rule matches the
 diagnosis. Each step gets a :class:`StepInput` and returns a :class:`StepResult` that is
-folded into the incident state. In ``observe`` mode the steps run with ``dry_run`` and
+folded into the recovery's state. In ``observe`` mode the steps get ``observe`` set and
 report what they would have done. The phase (the step running) is a query (``phase``) and
 a search attribute (``ResurrectPhase``), so people can follow and filter recoveries in
 the Temporal UI.
@@ -37,24 +37,24 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from resurrect.assessment import Assessment, AssessRequest
     from resurrect.config import ApprovalSettings
     from resurrect.contracts import (
-        Contract,
         Diagnosis,
         Evidence,
         EvidenceBundle,
-        IncidentState,
         Interruption,
         RecoveryAction,
         RecoveryDecision,
         RecoveryOutcome,
+        RecoveryState,
         StepInput,
         StepResult,
     )
     from resurrect.contracts import (
         RecoveryOutcomeKind as Kind,
     )
+    from resurrect.contracts.assessment import Assessment, AssessRequest
+    from resurrect.contracts.recovery_status import RecoveryWorkflowStatus
     from resurrect.errors import non_retryable_error_types
     from resurrect.operator.approvals import (
         approval_needed,
@@ -64,7 +64,6 @@ with workflow.unsafe.imports_passed_through():
     from resurrect.operator.models import (
         APPROVAL_NEEDED_KEY,
         DROPPED_EXCLUSIONS_KEY,
-        ApprovalDecision,
         ApprovalInput,
     )
     from resurrect.plans.decide import decide
@@ -103,20 +102,8 @@ SCHEDULE_TO_CLOSE = timedelta(minutes=30)
 WORKER_LIVENESS_S = 10.0
 
 
-class RecoveryWorkflowStatus(Contract):
-    """What the ``status`` query returns."""
-
-    phase: str
-    plan: str | None = None
-    fault_class: str | None = None
-    state: IncidentState = IncidentState()
-    notes: list[str] = []
-    awaiting_approval: str | None = None  # what a person is asked to approve
-    approvals: list[ApprovalDecision] = []
-
-
 @dataclass(frozen=True)
-class Incident:
+class DecidedRecovery:
     """What the plan's steps work on: the report, the evidence, the diagnosis, the decision."""
 
     interruption: Interruption
@@ -127,7 +114,8 @@ class Incident:
     quick_steps: frozenset[str]  # steps tried first as local activities
 
     @property
-    def dry_run(self) -> bool:
+    def observe(self) -> bool:
+        """Observe mode: the steps change nothing and say what they would have done."""
         return self.bundle.mode == "observe"
 
 
@@ -146,7 +134,7 @@ def _retry_policy(step: ResolvedStep) -> RetryPolicy:
     )
 
 
-def _fold(state: IncidentState, result: StepResult) -> IncidentState:
+def _fold(state: RecoveryState, result: StepResult) -> RecoveryState:
     update: dict[str, object] = {}
     if result.drained_nodes:
         update["drained_nodes"] = list(dict.fromkeys([*state.drained_nodes, *result.drained_nodes]))
@@ -177,7 +165,7 @@ class RecoveryWorkflow:
         self._notes: list[str] = []
         self._fault_class: str | None = None
         self._plan_name: str | None = None
-        self._state = IncidentState()
+        self._state = RecoveryState()
         self._would_have: list[str] = []  # observe mode: what the steps would have done
         self._gate = ApprovalGate()
         self._search = SearchAttributeBatch()
@@ -253,11 +241,11 @@ class RecoveryWorkflow:
         if self._refuse(interruption, bundle):
             return self._outcome(Kind.REFUSED_NOT_OPTED_IN, interruption, bundle)
         assessment = await self._assess(interruption, bundle)
-        incident, plan = self._decide(interruption, bundle, assessment)
+        recovery, plan = self._decide(interruption, bundle, assessment)
         if plan is None:
-            return self._outcome(Kind.NO_PLAN, interruption, bundle, incident)
-        ended = await self._run_plan_steps(incident, plan)
-        return self._outcome(ended or self._final_outcome(incident), interruption, bundle, incident)
+            return self._outcome(Kind.NO_PLAN, interruption, bundle, recovery)
+        ended = await self._run_plan_steps(recovery, plan)
+        return self._outcome(ended or self._final_outcome(recovery), interruption, bundle, recovery)
 
     # 1. gather evidence -------------------------------------------------------------------
     async def _gather_evidence(self, interruption: Interruption) -> EvidenceBundle | None:
@@ -328,10 +316,9 @@ class RecoveryWorkflow:
     # 3. decide ----------------------------------------------------------------------------
     def _decide(
         self, interruption: Interruption, bundle: EvidenceBundle, assessment: Assessment
-    ) -> tuple[Incident, ResolvedPlan | None]:
+    ) -> tuple[DecidedRecovery, ResolvedPlan | None]:
         """One decision (plans/decide.py) from the diagnosis, the restart budget used so far
-        and the plans: the incident the plan's steps work on, and that plan (None: no plan
-        matches)."""
+        and the plans: what the plan's steps work on, and that plan (None: no plan matches)."""
         choice = decide(
             bundle,
             assessment.diagnosis,
@@ -346,8 +333,8 @@ class RecoveryWorkflow:
         self._search.set(sa.NODES, nodes)
         if choice.plan is not None:
             self._plan_name = choice.plan.name
-            self._state = IncidentState(excluded_nodes=list(choice.decision.exclude_nodes))
-        incident = Incident(
+            self._state = RecoveryState(excluded_nodes=list(choice.decision.exclude_nodes))
+        recovery = DecidedRecovery(
             interruption,
             bundle,
             assessment.diagnosis,
@@ -355,17 +342,17 @@ class RecoveryWorkflow:
             approvals=assessment.approvals,
             quick_steps=frozenset(assessment.quick_steps),
         )
-        return incident, choice.plan
+        return recovery, choice.plan
 
     # 4. run the plan's steps --------------------------------------------------------------
-    async def _run_plan_steps(self, incident: Incident, plan: ResolvedPlan) -> Kind | None:
+    async def _run_plan_steps(self, recovery: DecidedRecovery, plan: ResolvedPlan) -> Kind | None:
         """Run the plan's steps in order; the outcome when one ends the recovery early.
 
         Operator control: a plan that needs approval waits for it before its first step, a
         step that needs it waits before it runs (denied: skipped), and a step that asks for a
         person to go further (a drain over the drain budget) is run again once approved.
         """
-        approvals = None if incident.dry_run else incident.approvals
+        approvals = None if recovery.observe else recovery.approvals
         if approvals is not None:
             why = plan_approval_needed(plan)
             if why and not await self._ask(why, plan, approvals):
@@ -374,28 +361,28 @@ class RecoveryWorkflow:
             self._set_phase(_phase_of(step.activity))
             approved_by: str | None = None
             if approvals is not None:
-                why = approval_needed(step, incident.decision, incident.bundle.job, approvals)
+                why = approval_needed(step, recovery.decision, recovery.bundle.job, approvals)
                 if why:
                     if not await self._ask(why, plan, approvals):
                         self._notes.append(f"{step.activity} skipped: not approved")
                         continue
                     approved_by = self._gate.decisions[-1].by
-            ended = await self._run_step(incident, step, plan, approvals, approved_by)
+            ended = await self._run_step(recovery, step, plan, approvals, approved_by)
             if ended is not None:
                 return ended
         return None
 
     async def _run_step(
         self,
-        incident: Incident,
+        recovery: DecidedRecovery,
         step: ResolvedStep,
         plan: ResolvedPlan,
         approvals: ApprovalSettings | None,
         approved_by: str | None,
     ) -> Kind | None:
-        """One step: run it, fold its result into the incident; the outcome if it ends it."""
-        step_input = self._step_input(incident, step, approved_by)
-        local_first = step.activity in incident.quick_steps
+        """One step: run it, fold its result into the state; the outcome if it ends it."""
+        step_input = self._step_input(recovery, step, approved_by)
+        local_first = step.activity in recovery.quick_steps
         try:
             result = await self._execute_step(step, step_input, local_first=local_first)
             asked = result.data.get(APPROVAL_NEEDED_KEY) if approvals is not None else None
@@ -417,7 +404,7 @@ class RecoveryWorkflow:
         self._notes.extend(result.notes)
         if result.detail:
             self._notes.append(f"{step.activity}: {result.detail}")
-        if result.requeued and incident.decision.counts_against_budget and not incident.dry_run:
+        if result.requeued and recovery.decision.counts_against_budget and not recovery.observe:
             self._search.set(sa.BUDGET_CHARGED, True)
         if result.stop_recovery:
             return result.outcome or Kind.STOPPED
@@ -426,7 +413,7 @@ class RecoveryWorkflow:
         return None
 
     def _step_input(
-        self, incident: Incident, step: ResolvedStep, approved_by: str | None = None
+        self, recovery: DecidedRecovery, step: ResolvedStep, approved_by: str | None = None
     ) -> StepInput:
         """The step's input for an activity task (``_execute_step`` adapts it to a local
         activity)."""
@@ -434,10 +421,10 @@ class RecoveryWorkflow:
             workflow_id=workflow.info().workflow_id,
             activity=step.activity,
             params=step.params,
-            dry_run=incident.dry_run,
-            bundle=incident.bundle,
-            diagnosis=incident.diagnosis,
-            decision=incident.decision,
+            observe=recovery.observe,
+            bundle=recovery.bundle,
+            diagnosis=recovery.diagnosis,
+            decision=recovery.decision,
             state=self._state,
             liveness_s=None if step.heartbeat_s else WORKER_LIVENESS_S,
             approved_by=approved_by,
@@ -465,13 +452,13 @@ class RecoveryWorkflow:
         )
 
     # 5. outcome ---------------------------------------------------------------------------
-    def _final_outcome(self, incident: Incident) -> Kind:
+    def _final_outcome(self, recovery: DecidedRecovery) -> Kind:
         """How a recovery whose steps all ran ended."""
-        if incident.dry_run:
+        if recovery.observe:
             return Kind.OBSERVED
-        if incident.decision.action is RecoveryAction.STOP:
+        if recovery.decision.action is RecoveryAction.STOP:
             return Kind.STOPPED
-        if incident.decision.action is RecoveryAction.NONE:
+        if recovery.decision.action is RecoveryAction.NONE:
             return Kind.NOTHING_TO_DO
         if self._state.requeued and self._state.running_again:
             return Kind.RECOVERED
@@ -484,11 +471,11 @@ class RecoveryWorkflow:
         outcome: Kind,
         interruption: Interruption,
         bundle: EvidenceBundle | None = None,
-        incident: Incident | None = None,
+        recovery: DecidedRecovery | None = None,
     ) -> RecoveryOutcome:
         self._set_phase("done")
-        diagnosis = incident.diagnosis if incident else None
-        decision = incident.decision if incident else None
+        diagnosis = recovery.diagnosis if recovery else None
+        decision = recovery.decision if recovery else None
         self._search.set(sa.OUTCOME, outcome.value)
         self._search.publish()
         fault = diagnosis.fault_class if diagnosis else (interruption.fault_hint or "unknown")

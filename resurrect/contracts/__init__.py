@@ -2,14 +2,24 @@
 
 Everything that crosses a boundary (sensor -> workflow, workflow -> activity, activity ->
 scheduler, CLI -> JSON) is one of these pydantic models, strict at the edges (unknown fields
-are rejected). The package imports nothing else of resurrect, so every other module can
-depend on it without cycles, and workflow code can pass it through the Temporal sandbox.
+are rejected). The package imports nothing else of resurrect (except the two modules named
+below), so every other module can depend on it without cycles, and workflow code can pass it
+through the Temporal sandbox.
 
 * :mod:`~resurrect.contracts.faults`: fault classes, actions, evidence, diagnoses;
 * :mod:`~resurrect.contracts.scheduler`: job states, jobs, nodes;
 * :mod:`~resurrect.contracts.policy`: a job's recovery policy;
 * :mod:`~resurrect.contracts.recovery`: a recovery's report, decision, checkpoint verdict,
-  restart history, outcome, and the inputs and results of its activities and steps.
+  restart history, outcome, and the inputs and results of its activities and steps;
+* :mod:`~resurrect.contracts.workflow_ids`: every workflow id;
+* :mod:`~resurrect.contracts.node_health`: the node health workflow's names, signals, query
+  and activity models.
+
+Two modules also carry models of other packages, and this ``__init__`` does not import them:
+:mod:`~resurrect.contracts.assessment` (what ``recovery.assess`` takes and returns: the
+config's approval settings, the checked plans) and
+:mod:`~resurrect.contracts.recovery_status` (the recovery's ``status`` query: the approvals
+people gave).
 """
 
 from __future__ import annotations
@@ -37,15 +47,14 @@ from resurrect.contracts.recovery import (
     CheckpointCandidate,
     CheckpointVerdict,
     EvidenceBundle,
-    IncidentState,
     Interruption,
     RecoveryDecision,
     RecoveryOutcome,
     RecoveryOutcomeKind,
+    RecoveryState,
     RestartHistory,
     StepInput,
     StepResult,
-    recovery_workflow_id,
 )
 from resurrect.contracts.scheduler import (
     ACTIVE_JOB_STATES,
@@ -76,7 +85,6 @@ __all__ = [
     "EvidenceRole",
     "EvidenceSource",
     "FaultClass",
-    "IncidentState",
     "Interruption",
     "JobInfo",
     "JobPolicy",
@@ -89,9 +97,9 @@ __all__ = [
     "RecoveryMode",
     "RecoveryOutcome",
     "RecoveryOutcomeKind",
+    "RecoveryState",
     "RestartHistory",
     "SignalKind",
     "StepInput",
     "StepResult",
-    "recovery_workflow_id",
 ]

@@ -13,6 +13,7 @@ from resurrect.contracts.base import Contract
 from resurrect.contracts.faults import Diagnosis, Evidence, FaultClass, RecoveryAction
 from resurrect.contracts.policy import JobPolicy, RecoveryMode
 from resurrect.contracts.scheduler import JobInfo, JobState, NodeInfo
+from resurrect.contracts.workflow_ids import recovery_workflow_id
 
 
 class Interruption(Contract):
@@ -35,15 +36,10 @@ class Interruption(Contract):
         return recovery_workflow_id(self.cluster, self.job_id, self.restart_count)
 
 
-def recovery_workflow_id(cluster: str, job_id: str, restart_count: int) -> str:
-    """The identity of a recovery: one workflow per (cluster, job, attempt)."""
-    return f"recover/{cluster}/{job_id}/{restart_count}"
-
-
 class RecoveryDecision(Contract):
     """What this recovery will do, decided from the diagnosis, the job's policy and budget.
 
-    Per incident (``resurrect.plans.decide``); not to be confused with the YAML recovery
+    Per recovery (``resurrect.plans.decide``); not to be confused with the YAML recovery
     plans (``resurrect.plans``), whose steps carry the decision out.
     """
 
@@ -168,7 +164,7 @@ class EvidenceBundle(Contract):
 # Recovery steps (built-in and plugin activities run by a recovery plan).
 
 
-class IncidentState(Contract):
+class RecoveryState(Contract):
     """What the recovery has done so far; each step's result is folded into it."""
 
     drained_nodes: list[str] = Field(default_factory=list)
@@ -179,16 +175,16 @@ class IncidentState(Contract):
 
 
 class StepInput(Contract):
-    """The one input every plan step receives: the incident, its parameters, the mode."""
+    """The one input every plan step receives: the recovery, its parameters, the mode."""
 
     workflow_id: str
     activity: str
     params: dict[str, Any] = Field(default_factory=dict)
-    dry_run: bool
+    observe: bool  # observe mode: change nothing, say what would be done
     bundle: EvidenceBundle
     diagnosis: Diagnosis
     decision: RecoveryDecision
-    state: IncidentState = Field(default_factory=IncidentState)
+    state: RecoveryState = Field(default_factory=RecoveryState)
     # Set when the plan gave the step no heartbeat timeout: the worker then heartbeats for
     # it, so a crashed worker is noticed within this many seconds.
     liveness_s: float | None = None
@@ -200,7 +196,7 @@ class StepInput(Contract):
 
 
 class StepResult(Contract):
-    """What a step reports. Unset fields leave the incident state as it was."""
+    """What a step reports. Unset fields leave the recovery's state as it was."""
 
     ok: bool = True
     detail: str = ""

@@ -19,13 +19,13 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.converter import PayloadConverter
 from temporalio.exceptions import TemporalError
 
-from resurrect.assessment import Assessment
 from resurrect.contracts import (
     EvidenceBundle,
     Interruption,
     RecoveryOutcome,
     StepResult,
 )
+from resurrect.contracts.assessment import Assessment
 from resurrect.goodput.model import RecoveryRecord
 from resurrect.temporal.history import local_activity
 

@@ -22,6 +22,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import NodeInfo
+from resurrect.contracts.workflow_ids import drain_budget_workflow_id
 from resurrect.errors import ResurrectError
 from resurrect.operator.budget import grant_drains, limits_for
 from resurrect.operator.models import (
@@ -40,12 +41,7 @@ from resurrect.operator.task_queues import (
 )
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX, Scheduler
 from resurrect.scheduler.view import ClusterShape, drain_census
-from resurrect.workflows.names import (
-    BUDGET_QUERY,
-    DRAIN_BUDGET_WORKFLOW,
-    RESERVE_DRAINS_UPDATE,
-    drain_budget_workflow_id,
-)
+from resurrect.workflows.names import BUDGET_QUERY, DRAIN_BUDGET_WORKFLOW, RESERVE_DRAINS_UPDATE
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +85,7 @@ async def reserve_drains(
     request: DrainReservation,
     scheduler: Scheduler,
     *,
-    dry_run: bool,
+    observe: bool,
 ) -> DrainGrant:
     """Ask the cluster's budget workflow; in observe mode, ask without reserving.
 
@@ -110,7 +106,7 @@ async def reserve_drains(
         )
         return grant_drains(snapshot, request, now)[1]
     workflow_id = drain_budget_workflow_id(cluster)
-    if dry_run:  # observe mode: ask, reserve nothing (and change nothing, not even owners)
+    if observe:  # ask, reserve nothing (and change nothing, not even owners)
         state = None
         if await runs_on(client, workflow_id, our_task_queues(config)):
             try:

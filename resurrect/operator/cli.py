@@ -118,12 +118,12 @@ async def decide_approval(
     from temporalio.client import WorkflowUpdateFailedError
     from temporalio.service import RPCError
 
+    from resurrect.contracts.recovery_status import RecoveryWorkflowStatus
     from resurrect.operator.approval_auth import operator_name, sign
     from resurrect.operator.models import ApprovalInput
     from resurrect.secret_file import read_key
     from resurrect.service import temporal_for
     from resurrect.workflows.names import APPROVE_UPDATE, DENY_UPDATE, STATUS_QUERY
-    from resurrect.workflows.recovery import RecoveryWorkflowStatus
 
     key_file = key_file or config.approvals.operator_key_file
     async with temporal_for(config) as client:
@@ -176,10 +176,11 @@ def _decide(approved: bool) -> Handler:
 
 # ---------------------------------------------------------------------------- nodes
 async def nodes_json(config: ResurrectConfig, node: str | None = None) -> list[dict[str, Any]]:
+    from resurrect.contracts.workflow_ids import node_repair_workflow_id
     from resurrect.operator.repair_client import node_state
     from resurrect.operator.task_queues import our_task_queues
     from resurrect.service import temporal_for
-    from resurrect.workflows.names import NODE_REPAIR_WORKFLOW, node_repair_workflow_id
+    from resurrect.workflows.names import NODE_REPAIR_WORKFLOW
 
     async with temporal_for(config) as client:
         if node is not None:

@@ -15,6 +15,7 @@ from temporalio.client import (
 from temporalio.common import WorkflowIDConflictPolicy
 
 from resurrect.config import ResurrectConfig
+from resurrect.contracts.workflow_ids import node_repair_workflow_id
 from resurrect.operator.models import (
     NodeDrainReport,
     NodeRepairState,
@@ -28,12 +29,7 @@ from resurrect.operator.task_queues import (
     runs_on,
 )
 from resurrect.records import carry_over
-from resurrect.workflows.names import (
-    NODE_DRAINED_SIGNAL,
-    NODE_REPAIR_WORKFLOW,
-    NODE_STATE_QUERY,
-    node_repair_workflow_id,
-)
+from resurrect.workflows.names import NODE_DRAINED_SIGNAL, NODE_REPAIR_WORKFLOW, NODE_STATE_QUERY
 
 log = logging.getLogger(__name__)
 

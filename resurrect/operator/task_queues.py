@@ -23,10 +23,8 @@ from temporalio.client import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from resurrect.config import ResurrectConfig
-from resurrect.workflows.names import (
-    MOVE_TO_TASK_QUEUE_SIGNAL,
-    drain_budget_workflow_id,
-)
+from resurrect.contracts.workflow_ids import drain_budget_workflow_id
+from resurrect.workflows.names import MOVE_TO_TASK_QUEUE_SIGNAL
 
 log = logging.getLogger(__name__)
 

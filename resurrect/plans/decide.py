@@ -1,6 +1,6 @@
 """Deciding what a recovery does: evidence + diagnosis + plans + budget -> one decision.
 
-:func:`decide` is the one place a recovery's course is chosen: the per-incident
+:func:`decide` is the one place a recovery's course is chosen: the per-recovery
 :class:`RecoveryDecision` (restart or not, which nodes to drain and exclude, whether the
 restart is charged to the job's budget) and the YAML recovery plan whose steps carry it
 out. Pure and deterministic (the workflow calls it directly), so it is tested without
@@ -54,6 +54,7 @@ from resurrect.contracts import (
     NodeInfo,
     RecoveryAction,
     RecoveryDecision,
+    RecoveryMode,
     RestartHistory,
 )
 from resurrect.evidence_trust import (
@@ -69,7 +70,6 @@ from resurrect.evidence_trust import (
 )
 from resurrect.plans.models import ResolvedPlan
 from resurrect.plans.restart_loops import free_restarts_used, restart_loop
-from resurrect.plans.selection import select_plan
 
 # Faults that are not the job's doing: a restart after them is free.
 FREE_RESTART_CLASSES = frozenset(
@@ -340,3 +340,43 @@ def _charge(
     else:
         reasons.append("restart not charged to the job's budget (not the job's fault)")
     return restart.model_copy(update={"counts_against_budget": counts, "reasons": reasons})
+
+
+# ---------------------------------------------------------------------------- the plan
+def plan_matches(
+    plan: ResolvedPlan,
+    diagnosis: Diagnosis,
+    action: RecoveryAction,
+    job: JobInfo,
+    mode: RecoveryMode,
+) -> bool:
+    """Whether the plan's ``when`` holds for this diagnosis, action, job and mode."""
+    when = plan.when
+    if when.fault_classes is not None and diagnosis.fault_class not in when.fault_classes:
+        return False
+    if when.actions is not None and action not in when.actions:
+        return False
+    if diagnosis.confidence < when.min_confidence:
+        return False
+    has_culprits = bool(diagnosis.culprit_hosts)
+    if when.culprit_nodes == "some" and not has_culprits:
+        return False
+    if when.culprit_nodes == "none" and has_culprits:
+        return False
+    if when.partitions is not None and job.partition not in when.partitions:
+        return False
+    return when.modes is None or mode in when.modes
+
+
+def select_plan(
+    plans: Sequence[ResolvedPlan],
+    diagnosis: Diagnosis,
+    action: RecoveryAction,
+    job: JobInfo,
+    mode: RecoveryMode,
+) -> ResolvedPlan | None:
+    """The plan for a decision: the plans' rules in order, the first that matches wins."""
+    for plan in plans:
+        if plan_matches(plan, diagnosis, action, job, mode):
+            return plan
+    return None

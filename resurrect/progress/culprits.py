@@ -82,11 +82,6 @@ class HangCulprits:
                 continue
             if isinstance(item, dict) and {"node", "job", "at"} <= item.keys():
                 self._load_one(item["node"], item["job"], item["at"])
-            elif isinstance(item, dict):  # the former format: one object of every node
-                for node, jobs in list(item.items())[-MAX_NODES:]:
-                    if isinstance(jobs, dict):
-                        for job_id, at in jobs.items():
-                            self._load_one(node, job_id, at)
 
     def _load_one(self, node: object, job_id: object, at: object) -> None:
         if (

@@ -28,6 +28,7 @@ from temporalio.client import Client
 from temporalio.common import WorkflowIDReusePolicy
 
 from resurrect.contracts import Evidence, JobInfo
+from resurrect.contracts.workflow_ids import stack_probe_workflow_id
 from resurrect.sensors.node_agent.gpu_activity import RankGpu
 from resurrect.stacks.classify import RankStack
 from resurrect.stacks.probe import (
@@ -87,12 +88,13 @@ class AgentRanks:
             stacks=stacks,
             ras=stacks,
         )
-        attempt = self.restart_count if self.restart_count is not None else "any"
         try:
             result: StackProbeResult = await self.client.execute_workflow(
                 STACK_PROBE_WORKFLOW,
                 request,
-                id=f"stack-probe/{self.cluster}/{self.job_id}/{attempt}/{node}/{number}",
+                id=stack_probe_workflow_id(
+                    self.cluster, self.job_id, self.restart_count, node, number
+                ),
                 task_queue=agent_task_queue(self.cluster, node),
                 result_type=StackProbeResult,
                 execution_timeout=timedelta(seconds=self.bound_s),

@@ -33,9 +33,9 @@ from temporalio.client import Client
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import (
     Diagnosis,
-    IncidentState,
     JobInfo,
     RecoveryDecision,
+    RecoveryState,
     StepInput,
     StepResult,
 )
@@ -151,7 +151,7 @@ class StepRuntime:
 
 
 class StepContext:
-    """What a step can use: the incident, the scheduler, a logger, heartbeats, the mode."""
+    """What a step can use: the recovery, the scheduler, a logger, heartbeats, the mode."""
 
     def __init__(
         self,
@@ -175,12 +175,12 @@ class StepContext:
             self._loop = None
         self._context = contextvars.copy_context()
         base = logging.getLogger(f"resurrect.step.{step_input.activity}")
-        self.log = logging.LoggerAdapter(base, {"incident": step_input.workflow_id})
+        self.log = logging.LoggerAdapter(base, {"workflow_id": step_input.workflow_id})
 
     @property
     def observe(self) -> bool:
         """True in observe mode: change nothing, say what you would do."""
-        return self.input.dry_run
+        return self.input.observe
 
     @property
     def job(self) -> JobInfo:
@@ -197,12 +197,13 @@ class StepContext:
         return self.input.decision
 
     @property
-    def state(self) -> IncidentState:
+    def state(self) -> RecoveryState:
         """What earlier steps of this recovery did."""
         return self.input.state
 
     @property
-    def incident_id(self) -> str:
+    def workflow_id(self) -> str:
+        """The recovery's workflow id (``recover/<cluster>/<job>/<restart>``)."""
         return self.input.workflow_id
 
     @property
@@ -251,7 +252,7 @@ async def call_step(
         raise PermanentStepError(
             f"{step_input.activity}: takes no params, got {sorted(step_input.params)}"
         )
-    if step_input.dry_run and meta.mutating and not meta.handles_observe:
+    if step_input.observe and meta.mutating and not meta.handles_observe:
         shown = ", ".join(f"{k}={v!r}" for k, v in step_input.params.items())
         return StepResult(
             detail="observe mode: not run", would_have=[f"would run {step_input.activity}({shown})"]

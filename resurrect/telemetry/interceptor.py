@@ -34,8 +34,8 @@ from temporalio.worker import (
     WorkflowOutboundInterceptor,
 )
 
-from resurrect.assessment import Assessment, AssessRequest
 from resurrect.contracts import Interruption, RecoveryOutcome
+from resurrect.contracts.assessment import Assessment, AssessRequest
 from resurrect.telemetry import metrics as m
 from resurrect.telemetry.record import earliest_evidence
 from resurrect.telemetry.summary import activity_summary, outcome_sentence

@@ -104,4 +104,4 @@ def _step_summary(activity: str, step: StepInput) -> str:
         "recovery.cancel_job": f"cancel the stuck run of job {job}",
     }
     text = texts.get(activity, f"{activity} (job {job})")
-    return text + (" (observe: dry run)" if step.dry_run else "")
+    return text + (" (observe mode)" if step.observe else "")

@@ -2,7 +2,7 @@
 
     result = await run_step(my_step, {"url": "http://127.0.0.1:9/hook"})
 
-builds an incident (a job on two fake nodes, a diagnosis, a plan), runs the step through
+builds a recovery (a job on two fake nodes, a diagnosis, a plan), runs the step through
 the same wrapper the worker uses (params validation, observe mode, error mapping) inside
 Temporal's ActivityEnvironment, and returns its StepResult. Permanent failures raise
 ``ApplicationError`` with ``non_retryable=True``, as they would in a worker.
@@ -23,12 +23,12 @@ from resurrect.contracts import (
     Evidence,
     EvidenceBundle,
     FaultClass,
-    IncidentState,
     Interruption,
     JobInfo,
     JobPolicy,
     JobState,
     RecoveryDecision,
+    RecoveryState,
     SignalKind,
     StepInput,
     StepResult,
@@ -46,9 +46,9 @@ def make_step_input(
     job: JobInfo | None = None,
     fault_class: FaultClass = FaultClass.GPU_HARDWARE,
     culprits: list[str] | None = None,
-    state: IncidentState | None = None,
+    state: RecoveryState | None = None,
 ) -> StepInput:
-    """A realistic incident for step tests: job 42 on node1+node2, node2 implicated."""
+    """A realistic recovery for step tests: job 42 on node1+node2, node2 implicated."""
     job = job or JobInfo(
         job_id="42",
         name="train",
@@ -63,7 +63,7 @@ def make_step_input(
         job_id=job.job_id,
         restart_count=job.restart_count,
         source="test",
-        reason="test incident",
+        reason="test recovery",
         observed_at=datetime.now(UTC),
         nodes=job.nodes,
     )
@@ -108,11 +108,11 @@ def make_step_input(
         workflow_id=f"recover/test/{job.job_id}/{job.restart_count}",
         activity=activity,
         params=dict(params or {}),
-        dry_run=observe,
+        observe=observe,
         bundle=bundle,
         diagnosis=diagnosis,
         decision=decision,
-        state=state or IncidentState(),
+        state=state or RecoveryState(),
     )
 
 

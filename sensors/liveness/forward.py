@@ -5,15 +5,15 @@ from __future__ import annotations
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 
-from resurrect.node_health_contracts import (
+from resurrect.contracts.node_health import (
     HEARTBEAT_SIGNAL,
     NODE_HEALTH_WORKFLOW,
     NODE_SILENT_SIGNAL,
     NodeHealthInput,
     NodeHeartbeat,
     NodeSilent,
-    node_health_workflow_id,
 )
+from resurrect.contracts.workflow_ids import node_health_workflow_id
 from resurrect.records import carry_over
 from resurrect.sensors.liveness.collector import LivenessChange
 

@@ -2,7 +2,7 @@
 
 Plugin authors and the worker import from here; :data:`__all__` is the public surface. What
 the agent sends to the control plane (heartbeats, findings, the node-health workflow's names)
-is a contract of that workflow: :mod:`resurrect.node_health_contracts`.
+is a contract of that workflow: :mod:`resurrect.contracts.node_health`.
 """
 
 from resurrect.config import AgentSettings

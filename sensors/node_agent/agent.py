@@ -20,7 +20,7 @@ from datetime import datetime
 
 from resurrect.config import AgentSettings
 from resurrect.contracts import Evidence
-from resurrect.node_health_contracts import AgentStopped, NodeFindings, NodeHeartbeat
+from resurrect.contracts.node_health import AgentStopped, NodeFindings, NodeHeartbeat
 from resurrect.rules.engine import LineScanner
 from resurrect.sensors.node_agent.classify import classify
 from resurrect.sensors.node_agent.kernel_log import KernelLogSource

@@ -18,8 +18,8 @@ import uuid
 from collections.abc import Callable
 
 from resurrect.config import AgentSettings
+from resurrect.contracts.node_health import AgentStopped, NodeFindings, NodeHeartbeat
 from resurrect.errors import ConfigError
-from resurrect.node_health_contracts import AgentStopped, NodeFindings, NodeHeartbeat
 from resurrect.records import carry_over
 from resurrect.sensors.liveness.wire import Beat, WireError, load_key, open_ack, seal
 from resurrect.sensors.node_agent.reporters import AgentReporter

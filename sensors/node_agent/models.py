@@ -1,7 +1,7 @@
 """What the node agent reads and concludes locally: readings and health-check verdicts.
 
 What it sends to the control plane (heartbeats, findings, its stop) are NodeHealthWorkflow's
-contracts, in :mod:`resurrect.node_health_contracts`.
+contracts, in :mod:`resurrect.contracts.node_health`.
 """
 
 from __future__ import annotations

@@ -12,8 +12,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
 from resurrect.config import AgentSettings
-from resurrect.errors import ResurrectError
-from resurrect.node_health_contracts import (
+from resurrect.contracts.node_health import (
     AGENT_STOPPED_SIGNAL,
     FINDINGS_SIGNAL,
     HEARTBEAT_SIGNAL,
@@ -22,8 +21,9 @@ from resurrect.node_health_contracts import (
     NodeFindings,
     NodeHealthInput,
     NodeHeartbeat,
-    node_health_workflow_id,
 )
+from resurrect.contracts.workflow_ids import node_health_workflow_id
+from resurrect.errors import ResurrectError
 
 log = logging.getLogger(__name__)
 

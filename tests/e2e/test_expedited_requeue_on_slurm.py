@@ -22,7 +22,8 @@ from support.service import running_service, service_config
 from support.slurm import requested_slurm_version
 from temporalio.client import Client
 
-from resurrect.contracts import FaultClass, recovery_workflow_id
+from resurrect.contracts import FaultClass
+from resurrect.contracts.workflow_ids import recovery_workflow_id
 from resurrect.demo.local_cluster import LocalSlurm, start_local_slurm, stop_local_slurm
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 from resurrect.temporal.server import EmbeddedTemporal

@@ -16,7 +16,8 @@ from support.recovery import LONG_THEN_SHORT, OPT_IN, completed, outcome_of, run
 from support.service import running_service, service_config
 from temporalio.client import Client
 
-from resurrect.contracts import FaultClass, JobState, recovery_workflow_id
+from resurrect.contracts import FaultClass, JobState
+from resurrect.contracts.workflow_ids import recovery_workflow_id
 from resurrect.temporal.server import EmbeddedTemporal
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal]

@@ -35,7 +35,8 @@ from support.requirements import missing
 from support.service import running_service, service_config
 from temporalio.client import Client
 
-from resurrect.contracts import Interruption, SignalKind, recovery_workflow_id
+from resurrect.contracts import Interruption, SignalKind
+from resurrect.contracts.workflow_ids import recovery_workflow_id
 from resurrect.demo.local_cluster import LocalSlurm, free_port_block, repo_root
 from resurrect.stacks.classify import RankStack, judge
 from resurrect.stacks.probe import StackProbeRequest, probe_here

@@ -21,9 +21,10 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from resurrect.config import AgentSettings, LivenessSettings, ResurrectConfig
-from resurrect.contracts import FaultClass, recovery_workflow_id
+from resurrect.contracts import FaultClass
+from resurrect.contracts.node_health import NodeHealth
+from resurrect.contracts.workflow_ids import recovery_workflow_id
 from resurrect.demo.local_cluster import LocalSlurm
-from resurrect.node_health_contracts import NodeHealth
 from resurrect.rules import load_engine
 from resurrect.sensors.liveness.wire import load_key, node_key
 from resurrect.sensors.node_agent import FakeNvml, NodeAgent

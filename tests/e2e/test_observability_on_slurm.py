@@ -32,7 +32,8 @@ from support.requirements import missing
 from support.service import service_config
 from support.telemetry import SharedTelemetry, shared_telemetry
 
-from resurrect.contracts import RecoveryOutcome, recovery_workflow_id
+from resurrect.contracts import RecoveryOutcome
+from resurrect.contracts.workflow_ids import recovery_workflow_id
 from resurrect.demo.local_cluster import LocalSlurm
 from resurrect.goodput.report import GoodputReport, goodput_report
 from resurrect.telemetry import list_views

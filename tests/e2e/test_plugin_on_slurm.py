@@ -19,7 +19,7 @@ from support.recovery import (
 from support.service import running_service, service_config
 from temporalio.client import Client
 
-from resurrect.contracts import recovery_workflow_id
+from resurrect.contracts.workflow_ids import recovery_workflow_id
 from resurrect.steps.plugins import discover
 from resurrect.temporal.server import EmbeddedTemporal
 

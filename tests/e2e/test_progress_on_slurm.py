@@ -24,7 +24,8 @@ from support.service import running_service, service_config
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
-from resurrect.contracts import Interruption, JobState, SignalKind, recovery_workflow_id
+from resurrect.contracts import Interruption, JobState, SignalKind
+from resurrect.contracts.workflow_ids import recovery_workflow_id
 from resurrect.demo.local_cluster import LocalSlurm, repo_root
 from resurrect.stacks.probe import STACK_PROBE_WORKFLOW
 from resurrect.stacks.processes import job_rank_processes

@@ -25,7 +25,8 @@ from support.service import ServiceConfigFor, running_service
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from resurrect.contracts import FaultClass, JobState, recovery_workflow_id
+from resurrect.contracts import FaultClass, JobState
+from resurrect.contracts.workflow_ids import recovery_workflow_id
 from resurrect.demo.local_cluster import LocalSlurm
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 from resurrect.sensors.log_follower import JobLogFollower

@@ -14,8 +14,8 @@ from resurrect.contracts import (
     RecoveryAction,
 )
 from resurrect.errors import PlanError
+from resurrect.plans.decide import select_plan
 from resurrect.plans.loader import SHIPPED_PLANS, check_plans, load_plans
-from resurrect.plans.selection import select_plan
 from resurrect.steps.plugins import params_registry
 
 REGISTRY = params_registry(builtin_steps())

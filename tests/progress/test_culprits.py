@@ -63,13 +63,6 @@ def test_it_survives_a_restart_in_a_private_file(tmp_path: Path) -> None:
     assert HangCulprits(DAY, path).jobs("gpu-2", now=1003.0) == ["40", "41"]
 
 
-def test_a_file_of_the_former_format_is_read(tmp_path: Path) -> None:
-    path = tmp_path / "hang-culprits.json"
-    path.write_text(json.dumps({"gpu-1": {"5": 10.0}, "gpu-2": {"6": 11.0}}))
-    culprits = HangCulprits(DAY, path)
-    assert culprits.jobs("gpu-1", 12.0) == ["5"] and culprits.jobs("gpu-2", 12.0) == ["6"]
-
-
 def test_a_bad_file_loses_nothing_else(tmp_path: Path) -> None:
     path = tmp_path / "hang-culprits.json"
     for text in ("not json", "[1]", json.dumps({"gpu-1": {"5": "soon"}, "gpu-2": 3})):

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from resurrect.cli import main
-from resurrect.errors import ConfigError
-from resurrect.node_health_contracts import (
+from resurrect.contracts.node_health import (
     HEARTBEAT_SIGNAL,
     NODE_SILENT_SIGNAL,
     AgentStopped,
@@ -23,6 +22,7 @@ from resurrect.node_health_contracts import (
     NodeHeartbeat,
     NodeSilent,
 )
+from resurrect.errors import ConfigError
 from resurrect.sensors.liveness.collector import STALL_SLACK_S, LivenessChange, LivenessCollector
 from resurrect.sensors.liveness.forward import change_signal
 from resurrect.sensors.liveness.wire import (

@@ -14,7 +14,7 @@ from temporalio.testing import ActivityEnvironment
 from resurrect.activities.node_health import NodeHealthActivities
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import FaultClass, Interruption, JobInfo, JobPolicy, JobState
-from resurrect.node_health_contracts import NodeFaultReport
+from resurrect.contracts.node_health import NodeFaultReport
 from resurrect.sensors.slurm_watcher import SlurmWatcher
 from resurrect.testing import FakeScheduler
 

@@ -13,11 +13,11 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from resurrect.activities.recovery import RecoveryActivities
 from resurrect.activities.steps import wait_running
-from resurrect.assessment import AssessRequest
 from resurrect.checkpoint.as_owner import run_helper
 from resurrect.checkpoint.helper import HelperRequest
 from resurrect.config import ResurrectConfig
-from resurrect.contracts import IncidentState, JobPolicy, JobState, StepInput
+from resurrect.contracts import JobPolicy, JobState, RecoveryState, StepInput
+from resurrect.contracts.assessment import AssessRequest
 from resurrect.errors import NeedsMoreTime
 from resurrect.testing import FakeScheduler
 from resurrect.testing.steps import make_step_input, run_step
@@ -39,7 +39,7 @@ def waiting_for(
     step_input = make_step_input(
         "recovery.wait_running",
         {"poll_interval_s": 0.05, **params},
-        state=IncidentState(requeued=True, excluded_nodes=["node2"]),
+        state=RecoveryState(requeued=True, excluded_nodes=["node2"]),
     )
     scheduler.jobs["42"] = step_input.bundle.job.model_copy(
         update={"state": job_state, "nodes": ["node1", "node3"]}

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from resurrect.activities.external_program import run_program
-from resurrect.contracts import IncidentState
+from resurrect.contracts import RecoveryState
 from resurrect.testing.steps import make_step_input, run_step
 
 DUMP_ENV = [sys.executable, "-c", "import json, os; print(json.dumps(dict(os.environ)))"]
@@ -32,7 +32,7 @@ async def test_per_node_program_never_runs_on_nodes_nothing_drained() -> None:
     step_input = make_step_input(
         "recovery.run_program",
         {"argv": PRINT_NODE, "per_node": True},
-        state=IncidentState(drained_nodes=[]),
+        state=RecoveryState(drained_nodes=[]),
     )
     result = await run_step(run_program, step_input=step_input)
     assert result.ok
@@ -44,7 +44,7 @@ async def test_per_node_program_runs_only_on_the_nodes_this_recovery_drained() -
     step_input = make_step_input(
         "recovery.run_program",
         {"argv": PRINT_NODE, "per_node": True},
-        state=IncidentState(drained_nodes=["node2"]),
+        state=RecoveryState(drained_nodes=["node2"]),
     )
     result = await run_step(run_program, step_input=step_input)
     outputs = [str(entry["output"]).strip() for entry in result.data.values()]
@@ -55,7 +55,7 @@ async def test_an_explicit_node_list_is_honoured() -> None:
     step_input = make_step_input(
         "recovery.run_program",
         {"argv": PRINT_NODE, "per_node": True, "nodes": ["node3"]},
-        state=IncidentState(drained_nodes=["node2"]),
+        state=RecoveryState(drained_nodes=["node2"]),
     )
     result = await run_step(run_program, step_input=step_input)
     outputs = [str(entry["output"]).strip() for entry in result.data.values()]
@@ -71,7 +71,7 @@ async def test_the_worker_environment_does_not_reach_the_program(
     step_input = make_step_input(
         "recovery.run_program",
         {"argv": DUMP_ENV, "env": {"TICKET_QUEUE": "gpu-ops"}},
-        state=IncidentState(drained_nodes=["node2"]),
+        state=RecoveryState(drained_nodes=["node2"]),
     )
     result = await run_step(run_program, step_input=step_input)
     seen = _env_seen(result.data)
@@ -83,7 +83,7 @@ async def test_the_worker_environment_does_not_reach_the_program(
     assert seen["RESURRECT_JOB_ID"] == "42"
     assert seen["RESURRECT_NODES"] == "node2"
     assert seen["RESURRECT_FAULT_CLASS"] == "gpu.hardware"
-    assert seen["RESURRECT_INCIDENT"] == "recover/test/42/0"
+    assert seen["RESURRECT_WORKFLOW_ID"] == "recover/test/42/0"
     assert seen["TICKET_QUEUE"] == "gpu-ops"
     allowed = {"PATH", "LANG", "TICKET_QUEUE", "LC_CTYPE", "PWD", "SHLVL", "_"}
     extra = {k for k in seen if not k.startswith("RESURRECT_")} - allowed

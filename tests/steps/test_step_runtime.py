@@ -10,7 +10,7 @@ from temporalio.exceptions import ApplicationError
 from resurrect.activities.external_program import run_program
 from resurrect.activities.steps import drain_nodes, requeue_job
 from resurrect.config import ResurrectConfig
-from resurrect.contracts import IncidentState, JobInfo, JobState, NodeInfo, StepResult
+from resurrect.contracts import JobInfo, JobState, NodeInfo, RecoveryState, StepResult
 from resurrect.errors import PluginError, TransientStepError
 from resurrect.sdk import FakeScheduler, StepContext, make_step_input, run_step, step
 
@@ -122,7 +122,7 @@ async def test_external_program_per_node_and_output_truncation() -> None:
     step_input = make_step_input(
         "recovery.run_program",
         {"argv": argv, "per_node": True, "output_limit": 100},
-        state=IncidentState(drained_nodes=["node2"]),
+        state=RecoveryState(drained_nodes=["node2"]),
     )
     result = await run_step(run_program, step_input=step_input)
     assert list(result.data) == [f"{sys.executable} [node2]"]
@@ -138,7 +138,7 @@ async def test_external_program_refuses_unsafe_values() -> None:
         await run_step(run_program, step_input=step_input)
 
 
-async def test_step_context_exposes_incident() -> None:
+async def test_step_context_exposes_the_recovery() -> None:
     seen: dict[str, object] = {}
 
     @step("plugin.look", mutating=False)
@@ -148,12 +148,12 @@ async def test_step_context_exposes_incident() -> None:
             fault=ctx.diagnosis.fault_class.value,
             drained=ctx.state.drained_nodes,
             observe=ctx.observe,
-            incident=ctx.incident_id,
+            workflow_id=ctx.workflow_id,
             decision=ctx.decision.drain_nodes,
         )
         return "looked"
 
-    step_input = make_step_input("plugin.look", state=IncidentState(drained_nodes=["node2"]))
+    step_input = make_step_input("plugin.look", state=RecoveryState(drained_nodes=["node2"]))
     result = await run_step(look, step_input=step_input)
     assert result.detail == "looked"
     assert seen == {
@@ -161,7 +161,7 @@ async def test_step_context_exposes_incident() -> None:
         "fault": "gpu.hardware",
         "drained": ["node2"],
         "observe": False,
-        "incident": "recover/test/42/0",
+        "workflow_id": "recover/test/42/0",
         "decision": ["node2"],
     }
 

@@ -11,13 +11,8 @@ from temporalio.client import Client, WorkflowExecutionDescription
 from temporalio.service import RPCError
 
 from resurrect.config import ResurrectConfig
-from resurrect.contracts import (
-    Interruption,
-    JobInfo,
-    JobState,
-    RecoveryOutcome,
-    recovery_workflow_id,
-)
+from resurrect.contracts import Interruption, JobInfo, JobState, RecoveryOutcome
+from resurrect.contracts.workflow_ids import recovery_workflow_id
 from resurrect.demo.local_cluster import LocalSlurm
 from resurrect.errors import SchedulerError
 from resurrect.scheduler.base import Scheduler

@@ -25,9 +25,9 @@ class FlakyParams(BaseModel):
 
 @step("testkit.flaky", mutating=False)
 async def flaky(ctx: StepContext, params: FlakyParams) -> StepResult:
-    """Fails transiently ``failures`` times per incident, then succeeds."""
-    count = ATTEMPTS.get(ctx.incident_id, 0) + 1
-    ATTEMPTS[ctx.incident_id] = count
+    """Fails transiently ``failures`` times per recovery, then succeeds."""
+    count = ATTEMPTS.get(ctx.workflow_id, 0) + 1
+    ATTEMPTS[ctx.workflow_id] = count
     if count <= params.failures:
         raise TransientStepError(f"attempt {count} failed")
     return StepResult(detail=f"succeeded on attempt {count}")
@@ -46,7 +46,7 @@ async def hang(ctx: StepContext, params: None) -> StepResult:
 
 @step("testkit.mutate")
 async def mutate(ctx: StepContext, params: None) -> StepResult:
-    MUTATIONS.append(ctx.incident_id)
+    MUTATIONS.append(ctx.workflow_id)
     return StepResult(detail="mutated")
 
 

@@ -97,7 +97,7 @@ def test_each_step_gets_its_own_summary() -> None:
     step = StepInput(
         workflow_id="w",
         activity="recovery.drain_nodes",
-        dry_run=False,
+        observe=False,
         bundle=bundle,
         diagnosis=Diagnosis(
             fault_class=FaultClass.NODE_LOST,
@@ -117,6 +117,6 @@ def test_each_step_gets_its_own_summary() -> None:
     )
     assert activity_summary("recovery.requeue_job", [step]) == "requeue job 12 excluding node2"
     assert activity_summary("recovery.wait_running", [step]) == "wait until job 12 runs again"
-    dry = step.model_copy(update={"dry_run": True})
-    assert activity_summary("recovery.drain_nodes", [dry]) == "drain node2 (observe: dry run)"
+    dry = step.model_copy(update={"observe": True})
+    assert activity_summary("recovery.drain_nodes", [dry]) == "drain node2 (observe mode)"
     assert activity_summary("recovery.gather_evidence", [REPORT]) == "gather evidence on job 12"

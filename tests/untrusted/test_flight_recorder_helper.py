@@ -24,8 +24,8 @@ import pytest
 from support.checkpoint_attacks import job_owner, reachable_tmpdir
 
 from resurrect.config import AgentSettings
+from resurrect.contracts.node_health import AgentStopped, NodeFindings, NodeHeartbeat
 from resurrect.errors import JobFileRefused
-from resurrect.node_health_contracts import AgentStopped, NodeFindings, NodeHeartbeat
 from resurrect.rules.engine import RuleEngine, load_engine
 from resurrect.sensors.node_agent.agent import NodeAgent
 from resurrect.sensors.node_agent.fake_nvml import FakeNvml

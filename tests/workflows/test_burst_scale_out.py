@@ -23,7 +23,8 @@ from support.shared_scheduler import serving
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from resurrect.contracts import JobState, RecoveryOutcome, recovery_workflow_id
+from resurrect.contracts import JobState, RecoveryOutcome
+from resurrect.contracts.workflow_ids import recovery_workflow_id
 
 pytestmark = pytest.mark.temporal
 

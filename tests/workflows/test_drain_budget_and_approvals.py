@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import pytest
 import pytest_asyncio
-from support.histories import keep
+from support.histories import commands, keep
 from support.operator_control import (
     ConfigFor,
     awaiting,
@@ -29,13 +29,14 @@ from temporalio.worker import Replayer
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import NodeInfo
+from resurrect.contracts.recovery_status import RecoveryWorkflowStatus
 from resurrect.errors import ResurrectError
 from resurrect.operator.budget import view
 from resurrect.operator.budget_client import budget_state
 from resurrect.operator.cli import decide_approval
 from resurrect.testing import FakeScheduler
-from resurrect.workflows.names import STATUS_QUERY
-from resurrect.workflows.recovery import RecoveryWorkflow, RecoveryWorkflowStatus
+from resurrect.workflows.names import STATUS_QUERY, Activity
+from resurrect.workflows.recovery import RecoveryWorkflow
 
 pytestmark = pytest.mark.temporal
 
@@ -130,7 +131,11 @@ async def test_an_approval_gated_plan_waits_and_runs_once_approved(
     temporal_client: Client, gated: GatedRecovery
 ) -> None:
     config, scheduler, workflow_id, keys = gated
-    await asyncio.sleep(0.5)
+    # It waits on the approval gate, where it issues no command until an answer or the
+    # timeout: what it did before is all it does while it waits, and none of it is a step.
+    before = commands(await temporal_client.get_workflow_handle(workflow_id).fetch_history())
+    called = {c.rsplit(" ", 1)[-1] for c in before if c.startswith(("activity", "local activity"))}
+    assert called <= {Activity.GATHER_EVIDENCE, Activity.ASSESS}, before
     assert scheduler.calls == []  # nothing is done while it waits
     described = await temporal_client.get_workflow_handle(workflow_id).describe()
     attributes = {k.name: v for k, v in described.typed_search_attributes}

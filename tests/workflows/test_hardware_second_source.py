@@ -35,7 +35,7 @@ from resurrect.contracts import (
     RecoveryOutcome,
     SignalKind,
 )
-from resurrect.node_health_contracts import AgentStopped, NodeFindings, NodeHeartbeat
+from resurrect.contracts.node_health import AgentStopped, NodeFindings, NodeHeartbeat
 from resurrect.rules import load_engine
 from resurrect.sensors.node_agent.reporters import TemporalReporter
 from resurrect.temporal import search_attributes as sa

@@ -43,7 +43,7 @@ from resurrect.contracts import (
     JobState,
     SignalKind,
 )
-from resurrect.node_health_contracts import (
+from resurrect.contracts.node_health import (
     HEALTH_QUERY,
     AgentStopped,
     NodeFindings,

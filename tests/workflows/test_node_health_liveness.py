@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import pytest
@@ -15,8 +15,8 @@ from temporalio.client import Client
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import FaultClass
-from resurrect.node_health_contracts import node_health_workflow_id
-from resurrect.sensors.liveness.collector import LivenessCollector
+from resurrect.contracts.workflow_ids import node_health_workflow_id
+from resurrect.sensors.liveness.collector import MIN_SILENCE_THRESHOLD_S, LivenessCollector
 from resurrect.sensors.liveness.forward import TemporalForwarder
 from resurrect.sensors.liveness.wire import node_key
 from resurrect.sensors.node_agent.collector_reporter import CollectorReporter
@@ -28,11 +28,13 @@ KEY = b"liveness-test-key-0123456789abcdef"  # the collector's master key
 
 
 @asynccontextmanager
-async def collector(client: Client, config: ResurrectConfig) -> AsyncIterator[LivenessCollector]:
+async def collector(
+    client: Client, config: ResurrectConfig, clock: Callable[[], float] = time.monotonic
+) -> AsyncIterator[LivenessCollector]:
     forwarder = TemporalForwarder(
         client, cluster=config.cluster.name, task_queue=config.temporal.task_queue
     )
-    made = LivenessCollector(KEY, config.cluster.name, forwarder)
+    made = LivenessCollector(KEY, config.cluster.name, forwarder, clock=clock)
     await made.listen("127.0.0.1", 0)
     stop = asyncio.Event()
     task = asyncio.gather(made.watch(stop, max_sleep_s=0.1), made.forward(stop))
@@ -56,13 +58,13 @@ def agent_out(client: Client, config: ResurrectConfig, made: LivenessCollector, 
     )
 
 
-async def signals(client: Client, workflow_id: str) -> int:
+async def events(client: Client, workflow_id: str, kind: EventType.ValueType) -> int:
     history = await client.get_workflow_handle(workflow_id).fetch_history()
-    return sum(
-        1
-        for e in history.events
-        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
-    )
+    return sum(1 for e in history.events if e.event_type == kind)
+
+
+async def signals(client: Client, workflow_id: str) -> int:
+    return await events(client, workflow_id, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED)
 
 
 async def test_a_healthy_node_costs_one_signal_and_its_silence_is_reported_once(
@@ -71,9 +73,10 @@ async def test_a_healthy_node_costs_one_signal_and_its_silence_is_reported_once(
     config, report = make_config(), Reported()
     node = "gpu-l"
     workflow_id = node_health_workflow_id(config.cluster.name, node)
+    skew = [0.0]  # added to the collector's clock
     async with (
         worker(temporal_client, config, node, report),
-        collector(temporal_client, config) as made,
+        collector(temporal_client, config, lambda: time.monotonic() + skew[0]) as made,
     ):
         out = agent_out(temporal_client, config, made, node)
         for seq in range(8):
@@ -83,14 +86,21 @@ async def test_a_healthy_node_costs_one_signal_and_its_silence_is_reported_once(
         quiet_signals = await signals(temporal_client, workflow_id)
         last_beat = time.monotonic() - 0.4
         arrived = await report.wait(timeout=15)
-        await asyncio.sleep(3.0)  # longer than the threshold again: no second report
+        changes = made.stats.changes  # heard, then silent
+        # The collector's clock passes every deadline again: it declares nothing more ...
+        skew[0] += 3 * MIN_SILENCE_THRESHOLD_S
+        made.check()
         silent = await health(temporal_client, workflow_id)
         total_signals = await signals(temporal_client, workflow_id)
+        # ... and the workflow keeps no silence timer of its own while the collector
+        # watches: with no signal and no timer to come, nothing can report again.
+        timers = await events(temporal_client, workflow_id, EventType.EVENT_TYPE_TIMER_STARTED)
         out.close()
     assert out.fell_back == 0 and made.stats.accepted == 8
     assert healthy.status == "healthy" and healthy.watched_by_collector
     assert quiet_signals == 1  # eight heartbeats, one Temporal signal
     assert total_signals == 2  # ... and one for the silence
+    assert changes == 2 and made.stats.changes == 2 and timers == 0
     assert len(report.calls) == 1
     interruption = report.calls[0][1]
     assert interruption.fault_hint is FaultClass.NODE_LOST

@@ -25,7 +25,7 @@ from temporalio.worker import Worker
 
 from resurrect.config import AgentSettings
 from resurrect.contracts import Evidence, FaultClass, SignalKind
-from resurrect.node_health_contracts import (
+from resurrect.contracts.node_health import (
     HEALTH_QUERY,
     REPORT_NODE_FAULT_ACTIVITY,
     NodeFaultReport,

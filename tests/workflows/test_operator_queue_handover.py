@@ -29,6 +29,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import NodeInfo
+from resurrect.contracts.workflow_ids import drain_budget_workflow_id, node_repair_workflow_id
 from resurrect.operator.budget_client import budget_state, reservation_for, reserve_drains
 from resurrect.operator.models import (
     BudgetState,
@@ -48,12 +49,7 @@ from resurrect.operator.task_queues import (
 from resurrect.scheduler.view import shape_of
 from resurrect.testing import FakeScheduler
 from resurrect.workers.recovery_worker import own_operator_queue
-from resurrect.workflows.names import (
-    DRAIN_BUDGET_WORKFLOW,
-    NODE_REPAIR_WORKFLOW,
-    drain_budget_workflow_id,
-    node_repair_workflow_id,
-)
+from resurrect.workflows.names import DRAIN_BUDGET_WORKFLOW, NODE_REPAIR_WORKFLOW
 
 pytestmark = pytest.mark.temporal
 
@@ -79,7 +75,7 @@ async def reserve(
         nodes=nodes,
         shape=shape_of(nodes),
     )
-    return await reserve_drains(client, config, request, FakeScheduler(nodes), dry_run=False)
+    return await reserve_drains(client, config, request, FakeScheduler(nodes), observe=False)
 
 
 def report(job_id: str, kind: Any = "excluded") -> NodeDrainReport:
@@ -154,7 +150,7 @@ async def test_budget_and_repair_workflows_on_the_recoveries_queue_move_with_the
             nodes=nodes,
             shape=shape_of(nodes),
         )
-        observed = await reserve_drains(temporal_client, config, asked, scheduler, dry_run=True)
+        observed = await reserve_drains(temporal_client, config, asked, scheduler, observe=True)
         assert observed.denied == ["node2"]  # node1's drain counts
         # the new default: the next reservation and report hand them over
         third = await reserve(temporal_client, config, nodes, "3", "node2")

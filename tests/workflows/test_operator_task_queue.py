@@ -18,11 +18,11 @@ from temporalio.worker import UnsandboxedWorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from resurrect.contracts import RecoveryOutcome
+from resurrect.contracts.workflow_ids import drain_budget_workflow_id, node_repair_workflow_id
 from resurrect.sensors.report import report_interruption
 from resurrect.temporal.history import activities_run
 from resurrect.testing import FakeScheduler
 from resurrect.workers.recovery_worker import build_operator_worker, build_worker
-from resurrect.workflows.names import drain_budget_workflow_id, node_repair_workflow_id
 
 RECOVERY = {"wait_running_timeout_s": 20, "activity_timeout_s": 20}
 

@@ -24,7 +24,6 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from resurrect.assessment import Assessment, AssessRequest
 from resurrect.config import ApprovalSettings
 from resurrect.contracts import (
     Diagnosis,
@@ -40,6 +39,8 @@ from resurrect.contracts import (
     StepInput,
     StepResult,
 )
+from resurrect.contracts.assessment import Assessment, AssessRequest
+from resurrect.contracts.recovery_status import RecoveryWorkflowStatus
 from resurrect.errors import JobNotFound, PermanentStepError, SchedulerUnavailable
 from resurrect.plans.loader import load_plans
 from resurrect.plans.models import ResolvedPlan
@@ -54,7 +55,7 @@ from resurrect.workflows.names import (
     STATUS_QUERY,
     Activity,
 )
-from resurrect.workflows.recovery import RecoveryWorkflow, RecoveryWorkflowStatus
+from resurrect.workflows.recovery import RecoveryWorkflow
 
 StepFn = Callable[[StepInput], StepResult]
 # The steps of the shipped plan restart-from-checkpoint (no drain).
@@ -63,19 +64,19 @@ RESTART_IN_PLACE = ["recovery.verify_checkpoint", "recovery.requeue_job", "recov
 
 def _drained(step: StepInput) -> StepResult:
     nodes = step.decision.drain_nodes
-    if step.dry_run:
+    if step.observe:
         return StepResult(would_have=[f"would drain {n}" for n in nodes])
     return StepResult(drained_nodes=nodes, excluded_nodes=nodes)
 
 
 def _requeued(step: StepInput) -> StepResult:
-    if step.dry_run:
+    if step.observe:
         return StepResult(would_have=[f"would requeue job {step.bundle.job.job_id}"])
     return StepResult(requeued=True, excluded_nodes=step.decision.exclude_nodes)
 
 
 def _running(step: StepInput) -> StepResult:
-    return StepResult() if step.dry_run else StepResult(running_again=True)
+    return StepResult() if step.observe else StepResult(running_again=True)
 
 
 def _nothing(step: StepInput) -> StepResult:
@@ -231,7 +232,7 @@ async def test_node_loss_drains_the_culprit_then_restarts_from_a_checkpoint(run:
     assert outcome.action is RecoveryAction.DRAIN_AND_RESTART
     assert outcome.drained_nodes == ["node2"] and outcome.excluded_nodes == ["node2"]
     [requeue] = scripted.inputs["recovery.requeue_job"]
-    assert requeue.decision.exclude_nodes == ["node2"] and not requeue.dry_run
+    assert requeue.decision.exclude_nodes == ["node2"] and not requeue.observe
     assert requeue.state.drained_nodes == ["node2"]  # each step sees what the earlier did
     assert any("plan 'drain-and-restart'" in note for note in outcome.notes)
 
@@ -293,7 +294,7 @@ async def test_a_charged_restart_is_marked_for_the_next_budget_count(run: Run) -
 async def test_observe_mode_runs_the_plan_dry_and_reports_what_it_would_do(run: Run) -> None:
     scripted = stage(FaultClass.NODE_LOST, culprits=("node2",), mode="observe")
     outcome = await recover(run, scripted)
-    assert all(step.dry_run for name in scripted.steps_run for step in scripted.inputs[name])
+    assert all(step.observe for name in scripted.steps_run for step in scripted.inputs[name])
     assert (outcome.outcome, outcome.recovered, outcome.mode) == ("observed", False, "observe")
     assert outcome.would_have == ["would drain node2", "would requeue job 100"]
     assert outcome.drained_nodes == []

@@ -17,7 +17,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from resurrect.contracts import JobState, RecoveryOutcome, recovery_workflow_id
+from resurrect.contracts import JobState, RecoveryOutcome
+from resurrect.contracts.workflow_ids import recovery_workflow_id
 from resurrect.demo.stage import DemoSettings, Stage
 from resurrect.demo.verify import culprit, final_sha, job_cost, uninterrupted_sha
 from resurrect.goodput.accounting import lost_by_part

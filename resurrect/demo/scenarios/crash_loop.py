@@ -26,8 +26,8 @@ from resurrect.contracts import (
     JobState,
     RecoveryAction,
     RecoveryOutcome,
-    recovery_workflow_id,
 )
+from resurrect.contracts.workflow_ids import recovery_workflow_id
 from resurrect.demo.scenarios.base import DETECT_TIMEOUT_S, ENDED, Scenario, say_outcome
 from resurrect.demo.scenarios.gpu_error import confirm_on_node, gpu_error_env
 from resurrect.demo.stage import DemoSettings, Stage

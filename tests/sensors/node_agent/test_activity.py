@@ -12,8 +12,8 @@ from temporalio.testing import ActivityEnvironment
 from resurrect.activities.node_health import NodeHealthActivities
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import FaultClass, Interruption, JobInfo, JobPolicy, JobState
+from resurrect.contracts.node_health import NodeFaultReport
 from resurrect.errors import SchedulerUnavailable
-from resurrect.node_health_contracts import NodeFaultReport
 from resurrect.testing import FakeScheduler
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from resurrect.config import AgentSettings
 from resurrect.contracts import Evidence, FaultClass
-from resurrect.node_health_contracts import AgentStopped, NodeFindings, NodeHeartbeat
+from resurrect.contracts.node_health import AgentStopped, NodeFindings, NodeHeartbeat
 from resurrect.rules.engine import RuleEngine
 from resurrect.sensors.node_agent import nvml_api as api
 from resurrect.sensors.node_agent.agent import NodeAgent
@@ -117,7 +117,8 @@ async def test_flapping_reading_is_reported_once_per_window(
         for flip in range(10):
             nvml.gpus[1].recovery_action = 1 if flip % 2 == 0 else 0
             nvml.gpus[1].ecc_volatile = flip  # a counter that changes every poll
-            await asyncio.sleep(0.12)
+            wanted = agent.polls + 2  # a whole poll reads this flip
+            await until(lambda wanted=wanted: agent.polls >= wanted)
     assert sorted(reporter.rules()) == [
         ("gpu.ecc.uncorrectable", "1"),
         ("gpu.recovery_action.reset", "1"),
@@ -183,7 +184,7 @@ async def test_without_nvml_the_agent_still_heartbeats(engine: RuleEngine) -> No
     nvml = FakeNvml.with_gpus(4, library_missing=True)
     agent = NodeAgent(fast(), nvml=nvml, engine=engine, reporter=reporter)
     async with running(agent):
-        await asyncio.sleep(0.2)
+        await until(lambda: agent.polls >= 3 and reporter.beats)  # two whole polls reported
     beat = reporter.beats[-1][1]
     assert (beat.gpus, beat.nvml) == (
         0,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from support.public_api import describe, pinned
 
 import resurrect.sensors.node_agent as agent
-from resurrect.node_health_contracts import node_health_workflow_id
+from resurrect.contracts.workflow_ids import node_health_workflow_id
 
 
 def test_all_is_pinned() -> None:

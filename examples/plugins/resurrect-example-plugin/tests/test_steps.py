@@ -11,7 +11,7 @@ from resurrect_example_plugin import PLUGIN
 from resurrect_example_plugin.steps import return_if_healthy, webhook
 from temporalio.exceptions import ApplicationError
 
-from resurrect.sdk import FakeScheduler, IncidentState, make_step_input, run_step
+from resurrect.sdk import FakeScheduler, RecoveryState, make_step_input, run_step
 
 
 class Hook:
@@ -81,7 +81,7 @@ async def test_return_if_healthy_resumes_only_nodes_that_pass() -> None:
     step_input = make_step_input(
         "example.return_if_healthy",
         {"check_argv": check},
-        state=IncidentState(drained_nodes=["node2", "node3"]),
+        state=RecoveryState(drained_nodes=["node2", "node3"]),
     )
     result = await run_step(return_if_healthy, scheduler=scheduler, step_input=step_input)
     assert result.data["returned"] == ["node2"]
@@ -95,7 +95,7 @@ async def test_return_if_healthy_in_observe_mode_changes_nothing() -> None:
         "example.return_if_healthy",
         {"check_argv": ["true"]},
         observe=True,
-        state=IncidentState(drained_nodes=["node2"]),
+        state=RecoveryState(drained_nodes=["node2"]),
     )
     result = await run_step(return_if_healthy, scheduler=scheduler, step_input=step_input)
     assert result.would_have == ["would return node2 to service (health check passed)"]

@@ -43,7 +43,7 @@ def _post(url: str, body: bytes, timeout: float) -> int:
 async def webhook(ctx: StepContext, params: WebhookParams) -> StepResult:
     """POST the incident (job, fault class, culprits, what was done) as JSON to a URL."""
     payload = {
-        "incident": ctx.incident_id,
+        "workflow_id": ctx.workflow_id,
         "job_id": ctx.job.job_id,
         "user": ctx.job.user,
         "fault_class": ctx.diagnosis.fault_class.value,

@@ -26,11 +26,6 @@ HEALTH_QUERY = "health"
 REPORT_NODE_FAULT_ACTIVITY = "node_health.report_node_fault"
 
 
-def node_health_workflow_id(cluster: str, node: str) -> str:
-    """The identity of a node's health workflow: one per (cluster, node)."""
-    return f"node-health/{cluster}/{node}"
-
-
 class NodeHeartbeat(Contract):
     """The agent is alive; sent every heartbeat interval."""
 

@@ -1,0 +1,19 @@
+"""What a recovery's ``status`` query returns (``resurrect status``, the Temporal UI)."""
+
+from __future__ import annotations
+
+from resurrect.contracts import Contract, RecoveryState
+from resurrect.operator.models import ApprovalDecision
+
+
+class RecoveryWorkflowStatus(Contract):
+    """The phase, the plan and fault class chosen, the state the steps left, the notes, and
+    what people were asked to approve and answered."""
+
+    phase: str
+    plan: str | None = None
+    fault_class: str | None = None
+    state: RecoveryState = RecoveryState()
+    notes: list[str] = []
+    awaiting_approval: str | None = None  # what a person is asked to approve
+    approvals: list[ApprovalDecision] = []
