@@ -53,8 +53,19 @@ from resurrect.evidence_trust import (
     independent_evidence,
     match_job_nodes,
 )
+from resurrect.lemons.incidents import node_incidents
+from resurrect.lemons.models import LemonScore
+from resurrect.lemons.records import (
+    compact,
+    lemon_rules,
+    lemons_enabled,
+    read_records,
+    report_incidents,
+    score_records,
+)
 from resurrect.log_reading import Budget, read_tail
 from resurrect.node_health_contracts import HEALTH_QUERY, NodeHealth, node_health_workflow_id
+from resurrect.operator.models import NodeRepairState
 from resurrect.plans.models import ResolvedPlan
 from resurrect.policy import resolve_job_policy
 from resurrect.progress.parser import shipped_parser
@@ -303,6 +314,7 @@ class RecoveryActivities:
     async def _assess(self, request: AssessRequest) -> Assessment:
         bundle = request.bundle
         report = bundle.interruption
+        lemon_records = self._lemon_records(bundle)
         # never requeued (restart count 0): no earlier recovery, none charged
         requeued_before = max(report.restart_count, bundle.job.restart_count) > 0
         charged = (
@@ -318,9 +330,10 @@ class RecoveryActivities:
         attributed = self.read_and_attribute(bundle, request.reported, request.quick_s)
         try:
             async with asyncio.timeout(request.quick_s):  # None: no limit of its own
-                (diagnosis, last_step), charged_count, attempts = await asyncio.gather(
-                    attributed, charged, earlier
+                (diagnosis, last_step), charged_count, attempts, records = await asyncio.gather(
+                    attributed, charged, earlier, lemon_records
                 )
+                lemons = await self._lemons(request, diagnosis, records)
         except TimeoutError as exc:
             raise NeedsMoreTime(f"not assessed within {request.quick_s:g} s") from exc
         return Assessment(
@@ -332,7 +345,47 @@ class RecoveryActivities:
             history=RestartHistory(
                 last_step=last_step, earlier=attempts, read_at=datetime.now(UTC)
             ),
+            lemons=lemons,
         )
+
+    async def _lemon_records(self, bundle: EvidenceBundle) -> dict[str, NodeRepairState]:
+        """The lemon records of the cluster's scored nodes and of the job's nodes' (none
+        when they are not kept, or cannot be read: the recovery goes on without them)."""
+        if self.client is None or not lemons_enabled(self.config):
+            return {}
+        try:
+            return await read_records(self.client, self.config)
+        except (RPCError, WorkflowQueryFailedError, TimeoutError) as exc:
+            log.warning("lemon records not read (recovering without them): %s", exc)
+            return {}
+
+    async def _lemons(
+        self,
+        request: AssessRequest,
+        diagnosis: Diagnosis,
+        records: dict[str, NodeRepairState],
+    ) -> list[LemonScore]:
+        """Record this recovery's incidents in the nodes' lemon records; the scores of the
+        cluster's lemons and of the nodes implicated now, as the decision weighs them."""
+        bundle = request.bundle
+        report = bundle.interruption
+        incidents = node_incidents(
+            incident=request.workflow_id,
+            job_id=report.job_id,
+            at=report.observed_at,
+            diagnosis=diagnosis,
+            job_nodes=bundle.job.nodes,
+            nodes=bundle.nodes,
+            reported=request.reported,
+        )
+        try:
+            await report_incidents(self.client, self.config, incidents)
+        except RPCError as exc:  # the record misses one incident; the recovery goes on
+            log.warning("incidents of %s not recorded: %s", request.workflow_id, exc)
+        scores = score_records(
+            records, lemon_rules(self.config), datetime.now(UTC), adding=incidents
+        )
+        return compact(scores, keep=incidents)
 
     async def _charged_restarts(self, cluster: str, job_id: str, current_workflow_id: str) -> int:
         if self.client is None:

@@ -29,6 +29,7 @@ from resurrect.contracts.faults import (
 )
 from resurrect.contracts.policy import (
     JobPolicy,
+    LemonAction,
     ProgressPolicy,
     RecoveryMode,
 )
@@ -81,6 +82,7 @@ __all__ = [
     "JobInfo",
     "JobPolicy",
     "JobState",
+    "LemonAction",
     "MutationResult",
     "NodeInfo",
     "ProgressPolicy",
