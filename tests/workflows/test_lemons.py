@@ -8,6 +8,7 @@ import json
 import os
 
 import pytest
+from support.histories import keep
 from support.operator_control import ConfigFor, result, start, until, workers
 from temporalio.client import Client
 
@@ -106,6 +107,8 @@ async def test_three_jobs_losing_one_node_make_it_a_lemon_that_the_drain_policy_
         assert "drained as a lemon node" in state.events[-1].detail
         assert scheduler.nodes["node1"].drained  # stays out: no return after a passing check
         assert state.returns == 2
+        repair = temporal_client.get_workflow_handle(f"node-repair/{config.cluster.name}/node1")
+        keep("lemon-drain", await repair.fetch_history())  # replayed by test_replay.py
 
         rows = await lemons_json(config)
         assert [(r["node"], r["lemon"], r["drain_due"]) for r in rows] == [("node1", True, True)]
