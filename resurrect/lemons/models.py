@@ -45,7 +45,8 @@ class LemonRules(Contract):
     drain_window_s: float = Field(default=7 * 24 * 3600.0, gt=0)
     # The weight of a probe-only incident; independent evidence weighs 1, job output 0.
     probe_weight: float = Field(default=0.1, ge=0, le=0.25)
-    # The most one job adds to one node's score, however often it fails there.
+    # The most one job adds to one node's score (times its heaviest incident's weight),
+    # however often it fails there.
     per_job_cap: float = Field(default=1.0, gt=0, le=10)
     # The in-service fraction below which a node's score is no longer scaled up.
     min_in_service: float = Field(default=0.1, gt=0, le=1)

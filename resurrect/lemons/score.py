@@ -1,14 +1,15 @@
 """A node's lemon score from its incident record: a pure function.
 
-    score = sum over jobs of min(per_job_cap, sum of weight x 2^(-age / half_life))
+    score = sum over jobs of min(per_job_cap x heaviest weight, sum of weight x 2^(-age / h))
             / max(in_service, min_in_service)
 
 * **weight** by who vouches for the incident (:data:`TIER_WEIGHTS`): the node agent or Slurm
   1, resurrect's probes of the job's processes ``probe_weight`` (at most 0.25), the job's own
   output 0, always: a job can never frame a node, however much it prints.
 * **decay**: an incident counts half after ``half_life_s``, a quarter after two.
-* **per job**: one job adds at most ``per_job_cap``, however often it fails on the node (a
-  job whose own code breaks its nodes is a restart loop, not a lemon).
+* **per job**: one job adds at most ``per_job_cap`` times the weight of its heaviest
+  incident, however often it fails on the node (a job whose own code breaks its nodes is a
+  restart loop, not a lemon; hangs a job provokes count as one probe incident).
 * **normalised by node-hours in service**: ``in_service`` is the decayed fraction of time
   the node was not drained by resurrect (from the same record's drains and returns), so a
   node that was out half the time and failed as often scores twice as high. Node-hours, not
@@ -90,10 +91,12 @@ def lemon_score(
         for item in sorted(incidents, key=lambda i: i.at, reverse=True)
     ]
     per_job: dict[str, float] = {}
+    heaviest: dict[str, float] = {}
     for item in scored:
         job = item.incident.job_id
         per_job[job] = per_job.get(job, 0.0) + item.contribution
-    raw = sum(min(rules.per_job_cap, value) for value in per_job.values())
+        heaviest[job] = max(heaviest.get(job, 0.0), item.weight)
+    raw = sum(min(rules.per_job_cap * heaviest[job], value) for job, value in per_job.items())
     in_service = in_service_fraction(spells, now, rules.half_life_s)
     score = raw / max(in_service, rules.min_in_service)
     since = now - timedelta(seconds=rules.drain_window_s)
