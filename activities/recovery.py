@@ -91,6 +91,8 @@ LOG_READ_BUDGET_S = 20.0
 AGENT_FINDING_MAX_AGE = timedelta(minutes=10)
 AGENT_QUERY_TIMEOUT_S = 5.0
 CORROBORATION_POLL_S = 0.5
+# The lemon records read for one recovery serve those assessed within this many seconds.
+LEMON_READ_REUSE_S = 1.0
 # Agent states in which it is watching its node (a finding would reach us).
 WATCHING_STATUSES = frozenset({"healthy", "degraded", "faulty"})
 
@@ -122,6 +124,8 @@ class RecoveryActivities:
         self.plans = list(plans)
         self.quick_steps = sorted(quick_steps)
         self._engine: RuleEngine | None = None
+        # the lemon records as last read (monotonic time), shared by concurrent recoveries
+        self._lemon_read: tuple[float, asyncio.Task[dict[str, NodeRepairState]]] | None = None
 
     def all(self) -> list[Callable[..., Any]]:
         """Every activity of this object, for Worker(activities=...)."""
@@ -314,7 +318,7 @@ class RecoveryActivities:
     async def _assess(self, request: AssessRequest) -> Assessment:
         bundle = request.bundle
         report = bundle.interruption
-        lemon_records = self._lemon_records(bundle)
+        lemon_records = self._lemon_records()
         # never requeued (restart count 0): no earlier recovery, none charged
         requeued_before = max(report.restart_count, bundle.job.restart_count) > 0
         charged = (
@@ -348,13 +352,20 @@ class RecoveryActivities:
             lemons=lemons,
         )
 
-    async def _lemon_records(self, bundle: EvidenceBundle) -> dict[str, NodeRepairState]:
-        """The lemon records of the cluster's scored nodes and of the job's nodes' (none
-        when they are not kept, or cannot be read: the recovery goes on without them)."""
+    async def _lemon_records(self) -> dict[str, NodeRepairState]:
+        """The lemon records of the cluster's scored nodes (none when they are not kept, or
+        cannot be read: the recovery goes on without them). One read serves the recoveries
+        of ``LEMON_READ_REUSE_S`` (a burst of a thousand recoveries reads them once); this
+        recovery's own incidents are merged in by :meth:`_lemons`."""
         if self.client is None or not lemons_enabled(self.config):
             return {}
+        now = time.monotonic()
+        if self._lemon_read is None or now - self._lemon_read[0] > LEMON_READ_REUSE_S:
+            read = asyncio.ensure_future(read_records(self.client, self.config))
+            self._lemon_read = (now, read)
+        read = self._lemon_read[1]
         try:
-            return await read_records(self.client, self.config)
+            return await asyncio.shield(read)
         except (RPCError, WorkflowQueryFailedError, TimeoutError) as exc:
             log.warning("lemon records not read (recovering without them): %s", exc)
             return {}
