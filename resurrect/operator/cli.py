@@ -266,6 +266,13 @@ def _nodes(args: argparse.Namespace) -> int:
                 print(printable(f"  {event['at']}  {event['kind']:<13}{job}  {event['detail']}"))
             for job_id, since in row["exclusions"].items():
                 print(f"  excluded from job {job_id} since {since}")
+            for item in row["incidents"]:
+                print(
+                    printable(
+                        f"  {item['at']}  incident      job {item['job_id']}  {item['kind']}"
+                        f" ({item['tier']}): {item['detail']}"
+                    )
+                )
     if not rows:
         print("resurrect has drained no nodes")
     return 0
@@ -318,7 +325,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         )
         parser.set_defaults(handler=_with_temporal(_decide(approved)))
 
-    nodes = sub.add_parser("nodes", help="nodes resurrect drained: repair status and history")
+    nodes = sub.add_parser(
+        "nodes", help="nodes resurrect drained or recoveries implicated: status and history"
+    )
     add_config_arg(nodes)
     nodes.add_argument("node", nargs="?", metavar="NODE")
     nodes.add_argument("--history", action="store_true", help="every event of the node")
