@@ -57,6 +57,7 @@ from resurrect.lemons.incidents import node_incidents
 from resurrect.lemons.models import LemonScore
 from resurrect.lemons.records import (
     compact,
+    known_to_slurm,
     lemon_rules,
     lemons_enabled,
     read_records,
@@ -396,7 +397,13 @@ class RecoveryActivities:
         scores = score_records(
             records, lemon_rules(self.config), datetime.now(UTC), adding=incidents
         )
-        return compact(scores, keep=incidents)
+        lemons = compact(scores, keep=incidents)
+        if bundle.policy.lemon_action == "flag":
+            return lemons
+        # nodes excluded from a requeue must exist (a lemon may have left the cluster)
+        elsewhere = [s.node for s in lemons if s.node not in bundle.job.nodes]
+        existing = await nodes_named(self.scheduler, elsewhere) if elsewhere else []
+        return known_to_slurm(lemons, bundle.job.nodes, [n.name for n in existing])
 
     async def _charged_restarts(self, cluster: str, job_id: str, current_workflow_id: str) -> int:
         if self.client is None:

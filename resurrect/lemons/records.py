@@ -111,3 +111,11 @@ def compact(scores: Sequence[LemonScore], keep: Collection[str] = ()) -> list[Le
         for s in scores
         if s.lemon or s.drain_due or s.node in keep
     ][:MAX_NODES_CARRIED]
+
+
+def known_to_slurm(
+    scores: Sequence[LemonScore], job_nodes: Collection[str], existing: Collection[str]
+) -> list[LemonScore]:
+    """``scores`` without the nodes Slurm no longer knows (a lemon taken out of the cluster
+    keeps its record; excluding it from a requeue would make Slurm refuse the requeue)."""
+    return [s for s in scores if s.node in job_nodes or s.node in existing]

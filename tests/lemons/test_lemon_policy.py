@@ -24,6 +24,7 @@ from resurrect.contracts import (
 )
 from resurrect.lemons.models import LemonRules, LemonScore, NodeIncident
 from resurrect.lemons.policy import apply_lemon_policy
+from resurrect.lemons.records import known_to_slurm
 from resurrect.lemons.score import lemon_score
 from resurrect.plans.decide import decide
 from resurrect.plans.loader import load_plans
@@ -142,3 +143,11 @@ def test_decide_picks_the_drain_plan_when_the_lemon_policy_drains() -> None:
     drained = decide(bundle("drain"), diagnosis, plans, 0, lemons=[scored("gpu-2", 3)])
     assert drained.plan is not None and drained.plan.name == "drain-and-restart"
     assert drained.decision.drain_nodes == ["gpu-2"] == drained.decision.lemon_nodes
+
+
+def test_lemons_slurm_no_longer_knows_are_not_excluded() -> None:
+    gone, here = scored("gpu-9", 3), scored("gpu-5", 3)
+    mine = scored("gpu-1", 3)  # the job ran there: Slurm knew it a moment ago
+    kept = known_to_slurm([gone, here, mine], JOB.nodes, existing=["gpu-5"])
+    assert [s.node for s in kept] == ["gpu-5", "gpu-1"]
+    assert apply("exclude", *kept).exclude_nodes == ["gpu-7", "gpu-1", "gpu-5"]
