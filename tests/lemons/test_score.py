@@ -68,10 +68,8 @@ def test_one_job_adds_at_most_its_cap_however_often_it_fails_on_the_node() -> No
 
 
 def test_a_node_out_of_service_half_the_time_scores_twice_as_high() -> None:
-    # out of service for one half of the decayed past: from -infinity (far back) to -h
+    # the decayed weight of all time before one half-life ago is one half of all time's
     half_life = timedelta(seconds=RULES.half_life_s)
-    # the decayed weight of (-inf, -t] is 2^(-t/h): out since long ago until one half-life
-    # ago is half the decayed time
     spells = [OutOfService(NOW - 1000 * half_life, NOW - half_life)]
     assert in_service_fraction(spells, NOW, RULES.half_life_s) == pytest.approx(0.5)
     assert score(incident("1"), spells=spells) == pytest.approx(2.0)
