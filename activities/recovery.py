@@ -8,8 +8,10 @@ wait (for the job's output files, a node agent, its confirmation), then as an ac
 
 They are methods of :class:`RecoveryActivities`, which holds their dependencies (the
 scheduler, the configuration, a Temporal client, the checked plans), so tests can build one
-with a fake scheduler and call the methods directly. None of them changes anything; the
-plan steps that do live in :mod:`activities.steps`.
+with a fake scheduler and call the methods directly. None of them changes the cluster or
+the job (the plan steps that do live in :mod:`activities.steps`); ``assess`` records the
+recovery's incidents in the implicated nodes' lemon records (once per recovery and node,
+however often it runs: docs/lemon-nodes.md).
 """
 
 from __future__ import annotations
