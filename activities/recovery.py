@@ -8,8 +8,10 @@ wait (for the job's output files, a node agent, its confirmation), then as an ac
 
 They are methods of :class:`RecoveryActivities`, which holds their dependencies (the
 scheduler, the configuration, a Temporal client, the checked plans), so tests can build one
-with a fake scheduler and call the methods directly. None of them changes anything; the
-plan steps that do live in :mod:`activities.steps`.
+with a fake scheduler and call the methods directly. None of them changes the cluster or
+the job (the plan steps that do live in :mod:`activities.steps`); ``assess`` records the
+recovery's incidents in the implicated nodes' lemon records (once per recovery and node,
+however often it runs: docs/lemon-nodes.md).
 """
 
 from __future__ import annotations
@@ -55,7 +57,19 @@ from resurrect.evidence_trust import (
     independent_evidence,
     match_job_nodes,
 )
+from resurrect.lemons.incidents import node_incidents
+from resurrect.lemons.models import LemonScore
+from resurrect.lemons.records import (
+    compact,
+    known_to_slurm,
+    lemon_rules,
+    lemons_enabled,
+    read_records,
+    report_incidents,
+    score_records,
+)
 from resurrect.log_reading import Budget, read_tail
+from resurrect.operator.models import NodeRepairState
 from resurrect.plans.models import ResolvedPlan
 from resurrect.policy import resolve_job_policy
 from resurrect.progress.parser import shipped_parser
@@ -81,6 +95,8 @@ LOG_READ_BUDGET_S = 20.0
 AGENT_FINDING_MAX_AGE = timedelta(minutes=10)
 AGENT_QUERY_TIMEOUT_S = 5.0
 CORROBORATION_POLL_S = 0.5
+# The lemon records read for one recovery serve those assessed within this many seconds.
+LEMON_READ_REUSE_S = 1.0
 # Agent states in which it is watching its node (a finding would reach us).
 WATCHING_STATUSES = frozenset({"healthy", "degraded", "faulty"})
 
@@ -112,6 +128,8 @@ class RecoveryActivities:
         self.plans = list(plans)
         self.quick_steps = sorted(quick_steps)
         self._engine: RuleEngine | None = None
+        # the lemon records as last read (monotonic time), shared by concurrent recoveries
+        self._lemon_read: tuple[float, asyncio.Task[dict[str, NodeRepairState]]] | None = None
 
     def all(self) -> list[Callable[..., Any]]:
         """Every activity of this object, for Worker(activities=...)."""
@@ -304,6 +322,7 @@ class RecoveryActivities:
     async def _assess(self, request: AssessRequest) -> Assessment:
         bundle = request.bundle
         report = bundle.interruption
+        lemon_records = self._lemon_records()
         # never requeued (restart count 0): no earlier recovery, none charged
         requeued_before = max(report.restart_count, bundle.job.restart_count) > 0
         charged = (
@@ -319,9 +338,10 @@ class RecoveryActivities:
         attributed = self.read_and_attribute(bundle, request.reported, request.quick_s)
         try:
             async with asyncio.timeout(request.quick_s):  # None: no limit of its own
-                (diagnosis, last_step), charged_count, attempts = await asyncio.gather(
-                    attributed, charged, earlier
+                (diagnosis, last_step), charged_count, attempts, records = await asyncio.gather(
+                    attributed, charged, earlier, lemon_records
                 )
+                lemons = await self._lemons(request, diagnosis, records)
         except TimeoutError as exc:
             raise NeedsMoreTime(f"not assessed within {request.quick_s:g} s") from exc
         return Assessment(
@@ -333,7 +353,60 @@ class RecoveryActivities:
             history=RestartHistory(
                 last_step=last_step, earlier=attempts, read_at=datetime.now(UTC)
             ),
+            lemons=lemons,
         )
+
+    async def _lemon_records(self) -> dict[str, NodeRepairState]:
+        """The lemon records of the cluster's scored nodes (none when they are not kept, or
+        cannot be read: the recovery goes on without them). One read serves the recoveries
+        of ``LEMON_READ_REUSE_S`` (a burst of a thousand recoveries reads them once); this
+        recovery's own incidents are merged in by :meth:`_lemons`."""
+        if self.client is None or not lemons_enabled(self.config):
+            return {}
+        now = time.monotonic()
+        if self._lemon_read is None or now - self._lemon_read[0] > LEMON_READ_REUSE_S:
+            read = asyncio.ensure_future(read_records(self.client, self.config))
+            self._lemon_read = (now, read)
+        read = self._lemon_read[1]
+        try:
+            return await asyncio.shield(read)
+        except (RPCError, WorkflowQueryFailedError, TimeoutError) as exc:
+            log.warning("lemon records not read (recovering without them): %s", exc)
+            return {}
+
+    async def _lemons(
+        self,
+        request: AssessRequest,
+        diagnosis: Diagnosis,
+        records: dict[str, NodeRepairState],
+    ) -> list[LemonScore]:
+        """Record this recovery's incidents in the nodes' lemon records; the scores of the
+        cluster's lemons and of the nodes implicated now, as the decision weighs them."""
+        bundle = request.bundle
+        report = bundle.interruption
+        incidents = node_incidents(
+            incident=request.workflow_id,
+            job_id=report.job_id,
+            at=report.observed_at,
+            diagnosis=diagnosis,
+            job_nodes=bundle.job.nodes,
+            nodes=bundle.nodes,
+            reported=request.reported,
+        )
+        try:
+            await report_incidents(self.client, self.config, incidents)
+        except RPCError as exc:  # the record misses one incident; the recovery goes on
+            log.warning("incidents of %s not recorded: %s", request.workflow_id, exc)
+        scores = score_records(
+            records, lemon_rules(self.config), datetime.now(UTC), adding=incidents
+        )
+        lemons = compact(scores, keep=incidents)
+        if bundle.policy.lemon_action == "flag":
+            return lemons
+        # nodes excluded from a requeue must exist (a lemon may have left the cluster)
+        elsewhere = [s.node for s in lemons if s.node not in bundle.job.nodes]
+        existing = await nodes_named(self.scheduler, elsewhere) if elsewhere else []
+        return known_to_slurm(lemons, bundle.job.nodes, [n.name for n in existing])
 
     async def _charged_restarts(self, cluster: str, job_id: str, current_workflow_id: str) -> int:
         if self.client is None:

@@ -134,6 +134,7 @@ async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
             job_id=ctx.job.job_id,
             fault_class=ctx.diagnosis.fault_class.value,
             reason=reason,
+            lemon=name in ctx.decision.lemon_nodes,  # it stays out, flagged (lemons/policy.py)
         )
         await report_to_repair(ctx.client, ctx.config, name, report)  # once per recovery
     result.detail = f"drained {', '.join(result.drained_nodes) or 'nothing'}"

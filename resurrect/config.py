@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from resurrect.contracts import JobPolicy, RecoveryMode
 from resurrect.errors import ConfigError
+from resurrect.lemons.models import LemonRules
 
 ENV_PREFIX = "RESURRECT_"
 CONFIG_ENV = "RESURRECT_CONFIG"
@@ -166,6 +167,16 @@ class RepairSettings(Section):
     # A node drained again within this long after its return stays out, flagged for a
     # hardware ticket.
     probation_s: float = Field(default=24 * 3600.0, ge=0)
+
+
+class LemonSettings(LemonRules):
+    """Lemon nodes (docs/lemon-nodes.md): the scoring rules of each node's incident record
+    (kept in its repair workflow, so it needs ``repair.enabled``), and how often the scores
+    are published as ``resurrect_node_lemon_score``. What a recovery does about a lemon is
+    the job's policy (``lemon_action``)."""
+
+    enabled: bool = True
+    metrics_interval_s: float = Field(default=60.0, ge=0)  # 0: not published
 
 
 class WatchdogSettings(Section):
@@ -360,6 +371,7 @@ class ResurrectConfig(Section):
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     approvals: ApprovalSettings = Field(default_factory=ApprovalSettings)
     repair: RepairSettings = Field(default_factory=RepairSettings)
+    lemons: LemonSettings = Field(default_factory=LemonSettings)
     watchdog: WatchdogSettings = Field(default_factory=WatchdogSettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)
 

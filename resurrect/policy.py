@@ -30,7 +30,14 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from resurrect.config import ResurrectConfig
-from resurrect.contracts import Contract, JobInfo, JobPolicy, ProgressPolicy, RecoveryMode
+from resurrect.contracts import (
+    Contract,
+    JobInfo,
+    JobPolicy,
+    LemonAction,
+    ProgressPolicy,
+    RecoveryMode,
+)
 from resurrect.errors import PolicyError
 from resurrect.job_notes import printable
 
@@ -38,6 +45,7 @@ MAX_COMMENT_BYTES = 16 * 1024
 MAX_INT_DIGITS = 18  # fits an int64; Python would accept 4,300 digits (and choke beyond)
 MAX_DEPTH = 16
 _MODE_RANK: dict[RecoveryMode, int] = {"observe": 0, "act": 1}
+_LEMON_RANK: dict[LemonAction, int] = {"flag": 0, "exclude": 1, "drain": 2}
 
 PolicySource = Literal["comment", "partition", "default", "malformed_comment"]
 
@@ -168,6 +176,13 @@ def narrow(
         )
         if floor is not None and asked.hang_after_s < floor:
             refused.append(f"hang_after_s {asked.hang_after_s:g} not granted: at least {floor:g}")
+    if "lemon_action" in fields:
+        if _LEMON_RANK[asked.lemon_action] <= _LEMON_RANK[base.lemon_action]:
+            update["lemon_action"] = asked.lemon_action
+        else:
+            refused.append(
+                f"lemon_action '{asked.lemon_action}' not granted: at most '{base.lemon_action}'"
+            )
     if "checkpoint_dir" in fields:
         update["checkpoint_dir"] = asked.checkpoint_dir
     if "progress" in fields:

@@ -80,6 +80,14 @@ async def _goodput_metrics(ctx: SensorContext, stop: asyncio.Event) -> asyncio.T
     return asyncio.create_task(publisher.run(stop), name="goodput-metrics")
 
 
+async def _lemon_metrics(ctx: SensorContext, stop: asyncio.Event) -> asyncio.Task[None]:
+    """The nodes' lemon scores, published as metrics."""
+    from resurrect.lemons.publisher import LemonPublisher
+
+    publisher = LemonPublisher(ctx.client, ctx.config)
+    return asyncio.create_task(publisher.run(stop), name="lemon-metrics")
+
+
 async def _liveness_collector(ctx: SensorContext, stop: asyncio.Event) -> asyncio.Task[None]:
     """The node agents' heartbeat datagrams."""
     from resurrect.sensors.liveness.service import start_collector
@@ -117,6 +125,17 @@ SENSORS: tuple[SensorSpec, ...] = (
         "watcher",
         lambda c: c.telemetry.enabled and bool(c.telemetry.goodput_interval_s),
         _goodput_metrics,
+    ),
+    SensorSpec(
+        "lemon-metrics",
+        "watcher",
+        lambda c: (
+            c.telemetry.enabled
+            and c.lemons.enabled
+            and c.repair.enabled
+            and bool(c.lemons.metrics_interval_s)
+        ),
+        _lemon_metrics,
     ),
     SensorSpec(
         "liveness-collector",

@@ -36,6 +36,8 @@ DENY_UPDATE = "deny"
 # One repair workflow per node resurrect drained.
 NODE_REPAIR_WORKFLOW = "NodeRepairWorkflow"
 NODE_DRAINED_SIGNAL = "node_drained"
+# A recovery implicated the node: an incident of its lemon record.
+NODE_INCIDENT_SIGNAL = "node_incident"
 NODE_STATE_QUERY = "node_state"
 # Both: continue as new onto the task queue given (the operator task queue of the deployment
 # that found it on its recoveries' queue), carrying the whole state.

@@ -11,6 +11,14 @@ node drained again within ``probation_s`` of its return stays out and is flagged
 (``repair.flag_node``). Its history (drains, checks, returns, exclusions) is the query
 ``node_state`` (``resurrect nodes``); the workflow lives on, continuing as new.
 
+The same state is the node's lemon record (resurrect/lemons): the signal ``node_incident``
+(a recovery implicated the node, with evidence from the node agent or Slurm, or only from
+resurrect's probes) adds an incident (one per recovery, bounded: probe-only incidents leave
+first) and upserts the node's score as the search attribute ``ResurrectLemonScore``. A node
+a recovery drains for its lemon record (``NodeDrainReport.lemon``) is not returned after a
+passing check: like a node failing probation, it stays out, flagged for a hardware ticket,
+with the incidents behind it.
+
 A drain also records the node as excluded from the drained job (the requeue after a drain
 always excludes the drained nodes). The signal ``move_to_task_queue`` (a deployment that found
 it on its recoveries' task queue, where the former default started it) makes it continue as
@@ -27,17 +35,23 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
+    from resurrect.lemons.models import LemonRules, NodeIncident
+    from resurrect.lemons.policy import describe
+    from resurrect.lemons.score import lemon_score, out_of_service, weight
     from resurrect.operator.models import (
         NodeCheck,
         NodeDrainReport,
         NodeEvent,
         NodeEventKind,
         NodeFlag,
+        NodeIncidentReport,
         NodeRepairState,
     )
+    from resurrect.temporal.search_attributes import LEMON_SCORE
     from resurrect.workflows.names import (
         MOVE_TO_TASK_QUEUE_SIGNAL,
         NODE_DRAINED_SIGNAL,
+        NODE_INCIDENT_SIGNAL,
         NODE_REPAIR_WORKFLOW,
         NODE_STATE_QUERY,
         OperatorActivity,
@@ -46,6 +60,15 @@ with workflow.unsafe.imports_passed_through():
 
 MAX_EVENTS = 200
 EVENTS_PER_RUN = 400
+
+
+def _bounded(incidents: list[NodeIncident], rules: LemonRules) -> list[NodeIncident]:
+    """The newest ``keep_incidents``, oldest first; beyond that the lightest leave first, so
+    probe-only incidents (which a job can provoke) never push out independent ones."""
+    if len(incidents) <= rules.keep_incidents:
+        return sorted(incidents, key=lambda i: i.at)
+    kept = sorted(incidents, key=lambda i: (weight(i.tier, rules), i.at))[-rules.keep_incidents :]
+    return sorted(kept, key=lambda i: i.at)
 
 
 @workflow.defn(name=NODE_REPAIR_WORKFLOW)
@@ -74,6 +97,21 @@ class NodeRepairWorkflow:
         # the requeue that follows a drain excludes the drained nodes from the job
         self._state.exclusions.setdefault(report.job_id, workflow.now())
         self._state.pending.append(report)
+
+    @workflow.signal(name=NODE_INCIDENT_SIGNAL)
+    def node_incident(self, report: NodeIncidentReport) -> None:
+        """A recovery implicated this node: keep the incident (once per recovery) and
+        publish the node's score."""
+        state, rules = self._state, report.rules
+        if any(i.incident == report.incident.incident for i in state.incidents):
+            return  # a retried assessment reports the same incident again
+        state.lemon_rules = rules
+        state.incidents = _bounded([*state.incidents, report.incident], rules)
+        self._events_this_run += 1
+        score = lemon_score(
+            state.node, state.incidents, out_of_service(state.events), workflow.now(), rules
+        )
+        workflow.upsert_search_attributes([LEMON_SCORE.value_set(score.score)])
 
     @workflow.signal(name=MOVE_TO_TASK_QUEUE_SIGNAL)
     def move_to_task_queue(self, task_queue: str) -> None:
@@ -135,6 +173,9 @@ class NodeRepairWorkflow:
         self._event("drained", f"{report.fault_class}: {report.reason}", report)
         if state.flagged:
             return  # stays out until a person resumes it (and clears the flag)
+        if report.lemon:
+            await self._flag(self._lemon_why(), report)
+            return
         if state.returned_at is not None and workflow.now() - state.returned_at < timedelta(
             seconds=timings.probation_s
         ):
@@ -185,6 +226,23 @@ class NodeRepairWorkflow:
             f"failed {timings.max_checks} health checks: stays drained, open a hardware ticket",
             report,
         )
+
+    def _lemon_why(self) -> str:
+        state = self._state
+        found = (
+            describe(
+                lemon_score(
+                    state.node,
+                    state.incidents,
+                    out_of_service(state.events),
+                    workflow.now(),
+                    state.lemon_rules,
+                )
+            )
+            if state.lemon_rules is not None
+            else f"{state.node} is a lemon"
+        )
+        return f"drained as a lemon node: stays drained, open a hardware ticket ({found})"
 
     # ------------------------------------------------------------------ run
     @workflow.run

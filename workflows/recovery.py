@@ -326,6 +326,7 @@ class RecoveryWorkflow:
             assessment.charged_restarts,
             reported=self._reported_evidence,
             history=assessment.history,
+            lemons=assessment.lemons,
         )
         self._notes.extend(choice.notes)
         drain = choice.decision.drain_nodes

@@ -39,6 +39,7 @@ from resurrect.contracts.faults import (
 )
 from resurrect.contracts.policy import (
     JobPolicy,
+    LemonAction,
     ProgressPolicy,
     RecoveryMode,
 )
@@ -89,6 +90,7 @@ __all__ = [
     "JobInfo",
     "JobPolicy",
     "JobState",
+    "LemonAction",
     "MutationResult",
     "NodeInfo",
     "ProgressPolicy",

@@ -10,6 +10,7 @@ from pydantic import Field
 
 from resurrect.config import ApprovalSettings
 from resurrect.contracts import Contract, Diagnosis, Evidence, EvidenceBundle, RestartHistory
+from resurrect.lemons.models import LemonScore
 from resurrect.plans.models import ResolvedPlan
 
 
@@ -36,3 +37,6 @@ class Assessment(Contract):
     # start (check before act).
     quick_steps: list[str] = Field(default_factory=list)
     history: RestartHistory = Field(default_factory=RestartHistory)
+    # The cluster's lemon nodes and the nodes this recovery implicated, scored with this
+    # recovery's incidents (resurrect/lemons; the decision's rule 11).
+    lemons: list[LemonScore] = Field(default_factory=list)

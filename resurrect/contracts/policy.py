@@ -9,6 +9,8 @@ from pydantic import Field
 from resurrect.contracts.base import Contract
 
 RecoveryMode = Literal["observe", "act"]
+# What a recovery does about lemon nodes, least to most.
+LemonAction = Literal["flag", "exclude", "drain"]
 
 
 class ProgressPolicy(Contract):
@@ -59,6 +61,8 @@ class JobPolicy(Contract):
     checkpoint_dir              name it (the job's own files; ownership is checked where
                                 it is used)
     notify                      add recipients; the operator's recipients stay
+    lemon_action                lower it (``drain`` -> ``exclude`` -> ``flag``), never raise
+                                it
     progress                    raise thresholds and allowances, turn hang detection off,
                                 ``notify`` instead of ``restart`` for stragglers; never
                                 the other way
@@ -85,3 +89,7 @@ class JobPolicy(Contract):
     # A running job whose output and checkpoints stay still this long is hung (None: off).
     hang_after_s: float | None = Field(default=None, ge=30, le=30 * 24 * 3600)
     progress: ProgressPolicy = Field(default_factory=ProgressPolicy)
+    # What a recovery of this job does about lemon nodes (docs/lemon-nodes.md): ``flag``
+    # them in its notes, also ``exclude`` them from the job's requeue, or also ``drain`` those
+    # due (within the drain budget).
+    lemon_action: LemonAction = "flag"

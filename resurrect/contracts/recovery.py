@@ -49,6 +49,8 @@ class RecoveryDecision(Contract):
     requeue: bool = False
     counts_against_budget: bool = True
     reasons: list[str] = Field(default_factory=list)
+    # Of drain_nodes, those drained for their lemon record (resurrect/lemons/policy.py).
+    lemon_nodes: list[str] = Field(default_factory=list)
 
 
 class CheckpointCandidate(Contract):

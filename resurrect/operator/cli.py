@@ -1,4 +1,5 @@
-"""Operator commands: ``budget``, ``approve``, ``deny``, ``nodes`` (and ``watchdog``).
+"""Operator commands: ``budget``, ``approve``, ``deny``, ``nodes`` (also ``--lemons``), and
+``watchdog``.
 
 They talk to a running service's Temporal (never start one): the cluster's drain budget
 workflow, a recovery's approval updates, the nodes' repair workflows.
@@ -201,8 +202,51 @@ async def nodes_json(config: ResurrectConfig, node: str | None = None) -> list[d
     return rows
 
 
+async def lemons_json(config: ResurrectConfig, node: str | None = None) -> list[dict[str, Any]]:
+    """The nodes with a lemon score (or ``node``), highest first, with their incidents."""
+    from resurrect.lemons.records import lemon_rules, read_records, score_records
+    from resurrect.service import temporal_for
+
+    async with temporal_for(config) as client:
+        records = await read_records(client, config, also=[node] if node else [])
+    if node is not None:
+        records = {n: state for n, state in records.items() if n == node}
+    scores = score_records(records, lemon_rules(config), datetime.now(UTC))
+    return [s.model_dump(mode="json") for s in scores if s.incidents]
+
+
+def _lemons(args: argparse.Namespace, config: ResurrectConfig) -> int:
+    rows = asyncio.run(lemons_json(config, args.node))
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        print("no node has an incident on record" + (f" ({args.node})" if args.node else ""))
+        return 0
+    for row in rows:
+        verdict = "LEMON" if row["lemon"] else "-"
+        if row["drain_due"]:
+            verdict += f", due for draining ({len(row['window_jobs'])} jobs in the window)"
+        print(
+            f"{row['node']:<16} score {row['score']:6.2f}  {verdict}"
+            f"  (in service {100 * row['in_service']:.0f}%)"
+        )
+        for scored in row["incidents"]:
+            item = scored["incident"]
+            print(
+                printable(
+                    f"  {item['at']}  job {item['job_id']:<10} {item['kind']:<9}"
+                    f" {item['tier']:<11} weight {scored['weight']:.2f} now"
+                    f" {scored['contribution']:.2f}  {item['detail']}"
+                )
+            )
+    return 0
+
+
 def _nodes(args: argparse.Namespace) -> int:
     config = _config(args)
+    if args.lemons:
+        return _lemons(args, config)
     if args.history and not args.node:
         raise ResurrectError("--history needs a NODE")
     rows = asyncio.run(nodes_json(config, args.node))
@@ -223,6 +267,13 @@ def _nodes(args: argparse.Namespace) -> int:
                 print(printable(f"  {event['at']}  {event['kind']:<13}{job}  {event['detail']}"))
             for job_id, since in row["exclusions"].items():
                 print(f"  excluded from job {job_id} since {since}")
+            for item in row["incidents"]:
+                print(
+                    printable(
+                        f"  {item['at']}  incident      job {item['job_id']}  {item['kind']}"
+                        f" ({item['tier']}): {item['detail']}"
+                    )
+                )
     if not rows:
         print("resurrect has drained no nodes")
     return 0
@@ -275,10 +326,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         )
         parser.set_defaults(handler=_with_temporal(_decide(approved)))
 
-    nodes = sub.add_parser("nodes", help="nodes resurrect drained: repair status and history")
+    nodes = sub.add_parser(
+        "nodes", help="nodes resurrect drained or recoveries implicated: status and history"
+    )
     add_config_arg(nodes)
     nodes.add_argument("node", nargs="?", metavar="NODE")
     nodes.add_argument("--history", action="store_true", help="every event of the node")
+    nodes.add_argument(
+        "--lemons",
+        action="store_true",
+        help="lemon scores (highest first) with the incidents behind each",
+    )
     nodes.add_argument("--json", action="store_true")
     nodes.set_defaults(handler=_with_temporal(_nodes))
 

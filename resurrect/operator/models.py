@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from resurrect.contracts import Contract
+from resurrect.lemons.models import LemonRules, NodeIncident
 
 # ---------------------------------------------------------------------------- budget
 
@@ -180,6 +181,16 @@ class NodeDrainReport(Contract):
     # drained: resurrect drained it; excluded / included: resurrect added it to (removed it
     # from) the job's exclusion list.
     kind: Literal["drained", "excluded", "included"] = "drained"
+    # Drained for its lemon record (the job's lemon policy ``drain``): it stays out, flagged.
+    lemon: bool = False
+
+
+class NodeIncidentReport(Contract):
+    """Signal to a node's repair workflow: a recovery implicated this node (its lemon
+    record), with the scoring rules in force."""
+
+    incident: NodeIncident
+    rules: LemonRules
 
 
 class RepairTimings(Contract):
@@ -204,6 +215,10 @@ class NodeRepairState(Contract):
     exclusions: dict[str, datetime] = Field(default_factory=dict)
     events: list[NodeEvent] = Field(default_factory=list)
     pending: list[NodeDrainReport] = Field(default_factory=list)
+    # The node's lemon record: incidents recoveries reported (resurrect/lemons), bounded, and
+    # the scoring rules the last report carried.
+    incidents: list[NodeIncident] = Field(default_factory=list)
+    lemon_rules: LemonRules | None = None
 
 
 class NodeCheck(Contract):

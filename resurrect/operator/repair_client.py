@@ -1,5 +1,5 @@
-"""Calls to a node's NodeRepairWorkflow: report a drain (signal-with-start), read its state
-and the exclusions it records."""
+"""Calls to a node's NodeRepairWorkflow: report a drain or an incident (signal-with-start),
+read its state and the exclusions it records."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from resurrect.config import ResurrectConfig
 from resurrect.contracts.workflow_ids import node_repair_workflow_id
 from resurrect.operator.models import (
     NodeDrainReport,
+    NodeIncidentReport,
     NodeRepairState,
     RepairTimings,
 )
@@ -29,7 +30,12 @@ from resurrect.operator.task_queues import (
     runs_on,
 )
 from resurrect.records import carry_over
-from resurrect.workflows.names import NODE_DRAINED_SIGNAL, NODE_REPAIR_WORKFLOW, NODE_STATE_QUERY
+from resurrect.workflows.names import (
+    NODE_DRAINED_SIGNAL,
+    NODE_INCIDENT_SIGNAL,
+    NODE_REPAIR_WORKFLOW,
+    NODE_STATE_QUERY,
+)
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +48,24 @@ async def report_to_repair(
     client: Client | None, config: ResurrectConfig, node: str, report: NodeDrainReport
 ) -> None:
     """Start (or signal) ``node``'s repair workflow: resurrect drained or excluded it."""
+    await _signal_with_start(client, config, node, NODE_DRAINED_SIGNAL, report)
+
+
+async def report_incident(
+    client: Client | None, config: ResurrectConfig, node: str, report: NodeIncidentReport
+) -> None:
+    """Start (or signal) ``node``'s repair workflow: a recovery implicated it (its lemon
+    record)."""
+    await _signal_with_start(client, config, node, NODE_INCIDENT_SIGNAL, report)
+
+
+async def _signal_with_start(
+    client: Client | None,
+    config: ResurrectConfig,
+    node: str,
+    signal: str,
+    report: NodeDrainReport | NodeIncidentReport,
+) -> None:
     if client is None or not config.repair.enabled:
         return
     cluster = config.cluster.name
@@ -54,7 +78,7 @@ async def report_to_repair(
             id=workflow_id,
             task_queue=operator_task_queue(config),
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            start_signal=NODE_DRAINED_SIGNAL,
+            start_signal=signal,
             start_signal_args=[report],
         )
 

@@ -37,6 +37,9 @@ Rules, in order:
    and is stopped, whatever the fault (:mod:`resurrect.plans.restart_loops`).
 10. Free restarts are capped per job and window (``free_restarts_per_window``); beyond the
     cap a restart is charged to the job's budget.
+11. Lemon nodes (nodes whose incidents recur across jobs and time) are flagged, or also
+    excluded from the requeue, or also drained when due, as the job's ``lemon_action``
+    says (:mod:`resurrect.lemons.policy`).
 """
 
 from __future__ import annotations
@@ -68,6 +71,8 @@ from resurrect.evidence_trust import (
     probed_culprits,
     short_name,
 )
+from resurrect.lemons.models import LemonScore
+from resurrect.lemons.policy import apply_lemon_policy
 from resurrect.plans.models import ResolvedPlan
 from resurrect.plans.restart_loops import free_restarts_used, restart_loop
 
@@ -133,13 +138,15 @@ def decide(
     *,
     reported: Sequence[Evidence] | None = None,
     history: RestartHistory | None = None,
+    lemons: Sequence[LemonScore] = (),
 ) -> Choice:
     """The decision for one interrupted job attempt and the first plan whose rule matches it.
 
     ``reported``: the evidence of every report the recovery received (the first report's
     when None), so hardware readings that a node agent sent after the first report weigh as
     much as those sent with it. ``history``: the job's earlier attempts as its recoveries
-    recorded them (rules 9 and 10; none known when None).
+    recorded them (rules 9 and 10; none known when None). ``lemons``: the cluster's nodes
+    with a lemon score, as the assessment read them (rule 11).
 
     Computed once. What does not depend on the restart budget (stop or restart; which nodes
     are drained and excluded) is worked out first, by :func:`_restart`. The budget is
@@ -156,11 +163,12 @@ def decide(
     restart = _restart(diagnosis, job.nodes, job.excluded_nodes, bundle.nodes, reported)
     budget = _Budget(policy, charged_restarts, history or RestartHistory())
     attempt = bundle.interruption.restart_count
-    decision = _charge(diagnosis, restart, None, budget, attempt)
+    decision = _lemons(_charge(diagnosis, restart, None, budget, attempt), lemons, policy, job)
     plan = select_plan(plans, diagnosis, decision.action, job, mode)
     override = plan.counts_against_budget if plan is not None else None
     if decision.requeue and override is not None and override != decision.counts_against_budget:
         decision = _charge(diagnosis, restart, override, budget, attempt)
+        decision = _lemons(decision, lemons, policy, job)
         if not decision.requeue:  # the plan's charge spent the budget: the plan for stopping
             plan = select_plan(plans, diagnosis, decision.action, job, mode)
     suspects, suspect_notes = hang_suspects(diagnosis, reported, job)
@@ -170,6 +178,13 @@ def decide(
     else:
         notes.append(f"plan '{plan.name}' ({plan.source})")
     return Choice(decision=decision, plan=plan, notes=notes, suspect_nodes=suspects)
+
+
+def _lemons(
+    decision: RecoveryDecision, lemons: Sequence[LemonScore], policy: JobPolicy, job: JobInfo
+) -> RecoveryDecision:
+    """Rule 11: the job's lemon policy applied to the decision."""
+    return apply_lemon_policy(decision, lemons, policy.lemon_action, job.nodes)
 
 
 def decide_recovery(

@@ -3,7 +3,8 @@
 Instruments come from the OpenTelemetry API's global meter provider: until a process calls
 :func:`resurrect.telemetry.setup.start_telemetry` they record nothing and cost next to
 nothing. Label values are bounded sets (fault classes, outcomes, sources, activity names)
-except ``job_id`` on the per-job gauges.
+except ``job_id`` on the per-job gauges and ``node`` on the lemon score (nodes with an
+incident on record).
 """
 
 from __future__ import annotations
@@ -50,6 +51,10 @@ TIME_TO_RECOVER = _seconds(
 NODES_DRAINED = _counter("resurrect_nodes_drained", "Nodes drained by recoveries")
 NODES_DRAINED_NOW = _gauge("resurrect_nodes_drained_now", "Nodes drained by resurrect right now")
 NODES_RETURNED = _counter("resurrect_nodes_returned", "Nodes resurrect drained and resumed")
+NODE_LEMON_SCORE = _gauge(
+    "resurrect_node_lemon_score",
+    "A node's lemon score: its decayed, evidence-weighted incidents per node in service",
+)
 RESTARTS_CHARGED = _gauge(
     "resurrect_restart_budget_used",
     "Restarts charged to the job's max_restarts budget before this recovery",

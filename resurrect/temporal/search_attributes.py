@@ -24,6 +24,8 @@ BUDGET_CHARGED = SearchAttributeKey.for_bool("ResurrectBudgetCharged")
 # set to resume from: what later recoveries of the job read to tell a restart loop.
 LAST_STEP = SearchAttributeKey.for_int("ResurrectLastStep")
 RESUME_STEP = SearchAttributeKey.for_int("ResurrectResumeStep")
+# On a node's repair workflow: its lemon score as of its latest incident (resurrect/lemons).
+LEMON_SCORE = SearchAttributeKey.for_float("ResurrectLemonScore")
 
 ALL_KEYS: tuple[SearchAttributeKey[Any], ...] = (
     JOB_ID,
@@ -35,6 +37,7 @@ ALL_KEYS: tuple[SearchAttributeKey[Any], ...] = (
     BUDGET_CHARGED,
     LAST_STEP,
     RESUME_STEP,
+    LEMON_SCORE,
 )
 
 # `temporal server start-dev --search-attribute NAME=TYPE` spelling of each key.
@@ -48,6 +51,7 @@ DEV_SERVER_TYPES: dict[str, str] = {
     "ResurrectBudgetCharged": "Bool",
     "ResurrectLastStep": "Int",
     "ResurrectResumeStep": "Int",
+    "ResurrectLemonScore": "Double",
 }
 
 

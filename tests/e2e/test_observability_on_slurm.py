@@ -169,6 +169,7 @@ def node_loss(
         cluster.slurm_conf,
         temporal_server.address,
         telemetry={"goodput_interval_s": 1.0},
+        lemons={"metrics_interval_s": 1.0},  # the dashboard's lemon panel has a live series
     )
     service = BackgroundService(config, temporal_server.address, cluster.scheduler())
     service.start()
@@ -271,11 +272,8 @@ def test_every_dashboard_query_names_a_live_metric_and_prometheus_accepts_it(
 ) -> None:
     queries = _dashboard_queries()
     assert len(queries) >= 8
-    _wait(
-        lambda: b"resurrect_job_goodput_ratio" in _get(node_loss.telemetry.metrics_url),
-        30,
-        "the goodput gauge",
-    )
+    for gauge in (b"resurrect_job_goodput_ratio", b"resurrect_node_lemon_score"):
+        _wait(lambda g=gauge: g in _get(node_loss.telemetry.metrics_url), 30, gauge.decode())
     exported = set()
     for line in _get(node_loss.telemetry.metrics_url).decode().splitlines():
         if line.startswith("# TYPE "):

@@ -32,8 +32,11 @@ def test_the_watcher_part_runs_the_slurm_watcher_and_what_the_config_enables() -
     assert names(enabled_sensors(busy, ["watcher"])) == [
         "watcher",
         "goodput-metrics",
+        "lemon-metrics",
         "liveness-collector",
     ]
+    no_lemons = make_config(telemetry={"goodput_interval_s": 60}, lemons={"enabled": False})
+    assert "lemon-metrics" not in names(enabled_sensors(no_lemons, ["watcher"]))
 
 
 def test_the_follower_part_runs_the_log_follower_unless_the_config_turns_it_off() -> None:

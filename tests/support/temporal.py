@@ -36,6 +36,7 @@ _INDEXED_TYPE = {
     "KeywordList": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST,
     "Bool": IndexedValueType.INDEXED_VALUE_TYPE_BOOL,
     "Int": IndexedValueType.INDEXED_VALUE_TYPE_INT,
+    "Double": IndexedValueType.INDEXED_VALUE_TYPE_DOUBLE,
 }
 
 

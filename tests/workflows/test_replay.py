@@ -23,6 +23,7 @@ from temporalio.workflow import NondeterminismError
 from resurrect.contracts import StepInput
 from resurrect.workflows.names import Activity
 from resurrect.workflows.node_health import NodeHealthWorkflow
+from resurrect.workflows.node_repair import NodeRepairWorkflow
 from resurrect.workflows.recovery import RecoveryWorkflow
 from resurrect.workflows.stack_probe import StackProbeWorkflow
 
@@ -30,6 +31,7 @@ WORKFLOWS: dict[str, type] = {
     "RecoveryWorkflow": RecoveryWorkflow,
     "NodeHealthWorkflow": NodeHealthWorkflow,
     "StackProbeWorkflow": StackProbeWorkflow,
+    "NodeRepairWorkflow": NodeRepairWorkflow,
 }
 
 
