@@ -50,6 +50,16 @@ class ProgressMark(Model):
     at: datetime
 
 
+class SaveMark(Model):
+    """The job said a checkpoint save started (``done`` False) or ended at ``at``; a done
+    line may name the step saved and the seconds the save took."""
+
+    at: datetime
+    done: bool
+    step: int | None = Field(default=None, ge=0)
+    stated_s: float | None = Field(default=None, ge=0)
+
+
 class Attempt(Model):
     """One run of the job (Slurm restart count ``index``)."""
 
@@ -92,6 +102,8 @@ class JobRecord(Model):
     current_attempt: int | None = None
     attempts: list[Attempt] = Field(default_factory=list)
     recoveries: list[RecoveryRecord] = Field(default_factory=list)
+    saves: list[SaveMark] = Field(default_factory=list)
+    nodes: int | None = Field(default=None, ge=1)  # nodes the job runs on
     notes: list[str] = Field(default_factory=list)
 
 
@@ -142,6 +154,10 @@ class JobGoodput(Model):
     parts: dict[str, Part]
     recoveries: list[RecoveryCost] = Field(default_factory=list)
     segments: list[Segment] = Field(default_factory=list)
+    nodes: int | None = None
+    save_s: float | None = None  # median measured checkpoint save (blocking) time
+    checkpoint_every_s: float | None = None  # median time between saves ending
+    saves_measured: int = 0
     notes: list[str] = Field(default_factory=list)
 
     @property
