@@ -8,6 +8,7 @@ import pytest
 from resurrect.goodput.advice import advise
 from resurrect.goodput.interval import expected_goodput, optimal_interval
 from resurrect.goodput.rates import MIN_INCIDENTS_TO_ADVISE, cluster_rates
+
 from .test_rates import job
 
 
