@@ -112,3 +112,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="do not ask the scheduler (accounts from Temporal histories only)",
     )
     parser.set_defaults(handler=_goodput)
+    from resurrect.goodput.simulate import cli as simulate_cli
+
+    simulate_cli.register(sub)

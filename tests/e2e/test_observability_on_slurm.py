@@ -409,3 +409,56 @@ def test_the_documented_list_view_queries_find_the_recovery(node_loss: NodeLoss)
     assert node_loss.workflow_id in node_loss.service.call(
         ids(list_views.touched_node(node_loss.victim))
     )
+
+
+def test_the_simulator_replays_the_real_node_loss_and_advice_says_it_needs_more(
+    node_loss: NodeLoss, tmp_path: Path
+) -> None:
+    from resurrect.goodput.simulate.measure import inputs_from_report
+    from resurrect.goodput.simulate.model import WhatIf
+    from resurrect.goodput.simulate.run import simulate
+
+    assert node_loss.service.client is not None
+    report: GoodputReport = node_loss.service.call(
+        goodput_report(
+            node_loss.service.client,
+            node_loss.service.scheduler,
+            node_loss.cluster.cluster_name,
+            now=datetime.now(UTC),
+            job_id=node_loss.job_id,
+        )
+    )
+    (job,) = report.jobs
+    result = simulate(inputs_from_report(report, replay=True), WhatIf(detect_s=60))
+    recorded = result.scenarios[0]
+    assert job.goodput is not None and recorded.goodput is not None
+    assert recorded.goodput == pytest.approx(job.goodput, rel=0.05), (recorded, job.parts)
+    config = node_loss.service.config.model_dump(mode="json")
+    config["temporal"]["address"] = node_loss.server.address
+    config_file = tmp_path / "resurrect.yaml"
+    config_file.write_text(json.dumps(config))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    base = [sys.executable, "-m", "resurrect.cli"]
+    advice = json.loads(
+        subprocess.run(
+            [*base, "goodput", "-c", str(config_file), "--advise", "--since", "1h", "--json",
+             "--job", node_loss.job_id],
+            capture_output=True, text=True, timeout=120, env=env, check=True,
+        ).stdout
+    )  # fmt: skip
+    (mine,) = advice["jobs"]
+    assert mine["job_id"] == node_loss.job_id and mine["nodes"] == 2
+    rate = advice["rates"]["rate"]
+    assert rate["incidents"] >= 1 and rate["node_hours"] > 0
+    assert rate["low"] < rate["per_node_hour"] < rate["high"]
+    if not advice["rates"]["enough"]:
+        assert mine["advised_interval_s"] is None and "too few incidents" in mine["note"]
+    simulated = json.loads(
+        subprocess.run(
+            [*base, "simulate", "-c", str(config_file), "--since", "1h", "--json",
+             "--what-if", "detect_s=1,manual_response_s=600", "--replications", "2"],
+            capture_output=True, text=True, timeout=120, env=env, check=True,
+        ).stdout
+    )  # fmt: skip
+    assert [s["scenario"] for s in simulated["scenarios"]] == ["recorded", "what-if", "manual"]
+    assert simulated["jobs"] >= 1
