@@ -150,9 +150,11 @@ class AdviceReport(Model):
     jobs: list[JobAdvice]
 
 
-def advice_report(report: GoodputReport, job_id: str | None = None) -> AdviceReport:
+def advice_report(
+    report: GoodputReport, job_id: str | None = None, *, min_incidents: int
+) -> AdviceReport:
     """Rates over every job of ``report``; advice for ``job_id`` or for every job."""
-    rates = cluster_rates(report.jobs)
+    rates = cluster_rates(report.jobs, min_incidents)
     return AdviceReport(
         generated_at=report.generated_at,
         since=report.since,

@@ -49,7 +49,9 @@ def _report(args: argparse.Namespace) -> GoodputReport:
 def _advise(args: argparse.Namespace) -> int:
     from resurrect.goodput.advice import advice_lines, advice_report
 
-    advice = advice_report(_report(args), args.job)
+    config = load_config(args.config)
+    min_incidents = config.telemetry.advice_min_incidents
+    advice = advice_report(_report(args), args.job, min_incidents=min_incidents)
     if args.json:
         print(json.dumps(advice.model_dump(mode="json"), indent=2))
         return 0

@@ -134,6 +134,8 @@ class RecoveryCost(Model):
     attempt: int
     fault_class: str
     outcome: str | None
+    started_at: datetime | None = None  # the recovery workflow started
+    closed_at: datetime | None = None  # ... and ended (None: still running)
     drained_nodes: list[str] = Field(default_factory=list)
     resume_step: int | None = None
     recomputed_steps: int | None = None

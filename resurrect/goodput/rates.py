@@ -11,7 +11,8 @@
 * Recovery time: the mean over requeued recoveries of detection + recovery + queue +
   restart to the first step, as accounted.
 
-Below :data:`MIN_INCIDENTS_TO_ADVISE` incidents the rate is shown but no interval is advised.
+Below :data:`MIN_INCIDENTS_TO_ADVISE` incidents (the default of the configuration's
+``telemetry.advice_min_incidents``) the rate is shown but no interval is advised.
 """
 
 from __future__ import annotations
@@ -58,8 +59,8 @@ class ClusterRates(Model):
     by_class: dict[str, int]
     recovery_s: float | None  # mean detect + recover + queue + restart to first step
     recoveries_timed: int
-    enough: bool  # at least MIN_INCIDENTS_TO_ADVISE incidents
-    min_incidents: int = MIN_INCIDENTS_TO_ADVISE
+    enough: bool  # at least min_incidents incidents
+    min_incidents: int
 
 
 def _poisson_cdf(k: int, mean: float) -> float:
@@ -126,8 +127,11 @@ def restart_seconds(job: JobGoodput) -> list[float]:
     ]
 
 
-def cluster_rates(jobs: Sequence[JobGoodput]) -> ClusterRates:
-    """The interruption rate and the mean recovery time over ``jobs``."""
+def cluster_rates(
+    jobs: Sequence[JobGoodput], min_incidents: int = MIN_INCIDENTS_TO_ADVISE
+) -> ClusterRates:
+    """The interruption rate and the mean recovery time over ``jobs``; ``enough`` when it
+    rests on at least ``min_incidents`` incidents."""
     classes: Counter[str] = Counter()
     node_hours = 0.0
     timed: list[float] = []
@@ -145,5 +149,6 @@ def cluster_rates(jobs: Sequence[JobGoodput]) -> ClusterRates:
         by_class=dict(sorted(classes.items())),
         recovery_s=round(sum(timed) / len(timed), 3) if timed else None,
         recoveries_timed=len(timed),
-        enough=incidents >= MIN_INCIDENTS_TO_ADVISE,
+        enough=incidents >= min_incidents,
+        min_incidents=min_incidents,
     )

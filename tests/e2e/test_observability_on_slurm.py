@@ -47,6 +47,7 @@ CHROMIUM = shutil.which("chromium-headless-shell")
 
 # Attempt 0 trains "forever" (a fault will hit it); a requeued attempt resumes from its
 # checkpoint and finishes 12 steps later. Rank 0's lines carry a UTC time: progress signals.
+# Every 10 steps a 0.3 s save, then a save line (what the checkpoint advice measures).
 PROGRESS_JOB = r"""#!/bin/bash
 ts() { date -u +%Y-%m-%dT%H:%M:%S.%3N+00:00; }
 ckpt="ckpt-${SLURM_JOB_ID}"
@@ -62,7 +63,10 @@ sleep 1
 for ((step = start + 1; step <= last; step++)); do
   sleep 0.2
   echo "[rank0] step $step t=$(ts)"
-  if (( step % 10 == 0 )); then echo "$step" > "$ckpt.tmp" && mv "$ckpt.tmp" "$ckpt"; fi
+  if (( step % 10 == 0 )); then
+    sleep 0.3; echo "$step" > "$ckpt.tmp" && mv "$ckpt.tmp" "$ckpt"
+    echo "[rank0] checkpoint step_$step t=$(ts)"
+  fi
 done
 kill %1 2>/dev/null; wait 2>/dev/null; true
 """
@@ -167,7 +171,8 @@ def node_loss(
         cluster.cluster_name,
         cluster.slurm_conf,
         temporal_server.address,
-        telemetry={"goodput_interval_s": 1.0},
+        # one incident is enough here for the checkpoint advice (default: 5)
+        telemetry={"goodput_interval_s": 1.0, "advice_min_incidents": 1},
     )
     service = BackgroundService(config, temporal_server.address, cluster.scheduler())
     service.start()
@@ -271,9 +276,12 @@ def test_every_dashboard_query_names_a_live_metric_and_prometheus_accepts_it(
     queries = _dashboard_queries()
     assert len(queries) >= 8
     _wait(
-        lambda: b"resurrect_job_goodput_ratio" in _get(node_loss.telemetry.metrics_url),
+        lambda: (
+            b"resurrect_job_advised_checkpoint_interval_seconds"
+            in _get(node_loss.telemetry.metrics_url)
+        ),
         30,
-        "the goodput gauge",
+        "the goodput and checkpoint advice gauges (set together)",
     )
     exported = set()
     for line in _get(node_loss.telemetry.metrics_url).decode().splitlines():
@@ -429,6 +437,10 @@ def test_the_simulator_replays_the_real_node_loss_and_advice_says_it_needs_more(
         )
     )
     (job,) = report.jobs
+    # the recovery's notes carry the job's checkpoint advice (or why there is none)
+    assert any(n.startswith("checkpoint advice: ") for n in node_loss.outcome.notes), (
+        node_loss.outcome.notes
+    )
     result = simulate(inputs_from_report(report, replay=True), WhatIf(detect_s=60))
     recorded = result.scenarios[0]
     assert job.goodput is not None and recorded.goodput is not None
@@ -451,8 +463,11 @@ def test_the_simulator_replays_the_real_node_loss_and_advice_says_it_needs_more(
     rate = advice["rates"]["rate"]
     assert rate["incidents"] >= 1 and rate["node_hours"] > 0
     assert rate["low"] < rate["per_node_hour"] < rate["high"]
-    if not advice["rates"]["enough"]:
-        assert mine["advised_interval_s"] is None and "too few incidents" in mine["note"]
+    # the 0.3 s saves every 10 steps of ~0.2 s, as measured from the job's own lines
+    assert mine["save_s"] == pytest.approx(0.3, abs=0.25) and mine["saves_measured"] >= 2
+    assert mine["current_interval_s"] == pytest.approx(2.0, abs=1.5)
+    assert mine["advised_interval_s"] > 0 and 0 < mine["expected_goodput_advised"] <= 1
+    assert mine["note"].startswith("save every "), mine["note"]
     simulated = json.loads(
         subprocess.run(
             [*base, "simulate", "-c", str(config_file), "--since", "1h", "--json",
