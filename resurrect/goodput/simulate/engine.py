@@ -65,7 +65,6 @@ class _Job:
     replayed: deque[RecordedFault] = field(default_factory=deque)
     first_start: float | None = None
     end: float | None = None
-    ready_at: float = 0.0
     requeued_at: float | None = None
     started_at: float = 0.0
     startup_s: float = 0.0
@@ -106,7 +105,8 @@ class Simulation:
         ]
         self.spares = knobs.spares if applied else 0
         self.free = set(range(inputs.cluster_nodes + self.spares))
-        self.faulty: dict[int, str] = {}
+        self.faulty: dict[int, str] = {}  # node -> the class of its fault, until repaired
+        self.in_repair: set[int] = set()
         self.drain_budget = (
             knobs.drain_budget
             if applied and knobs.drain_budget is not None
@@ -127,7 +127,6 @@ class Simulation:
 
     def run(self) -> ScenarioResult:
         for index, job in enumerate(self.jobs):
-            job.ready_at = job.spec.submit_s
             self._push(job.spec.submit_s, _READY, index)
         while self.events:
             at, _, kind, index, token = heapq.heappop(self.events)
@@ -138,6 +137,7 @@ class Simulation:
                 self.waiting.append(index)
             elif kind == _REPAIRED:
                 self.faulty.pop(index, None)
+                self.in_repair.discard(index)
                 self.free.add(index)
             elif token != self.jobs[index].token:
                 continue  # an attempt that already ended
@@ -246,7 +246,7 @@ class Simulation:
         job.kept_s += kept
         job.remaining_s -= kept
         self._handle_node(job, fault)
-        self.free.update(n for n in job.nodes if n not in self.faulty or n in job.excluded)
+        self.free.update(n for n in job.nodes if n not in self.in_repair)
         job.nodes = []
         replayed = job.replayed.popleft() if job.replayed and fault.node is None else None
         job.pending = replayed
@@ -279,11 +279,11 @@ class Simulation:
         if self.mode == "manual" or len(self.drained_at) < self.drain_budget:
             self.drained_at.append(self.now)
             self.counts["drains"] += 1
+            self.in_repair.add(node)
             self._push(self.now + self.inputs.repair_s, _REPAIRED, node)
         else:
             self.counts["refused"] += 1
-            job.excluded.add(node)
-            self.free.add(node)  # still faulty, back in service for other jobs
+            job.excluded.add(node)  # still faulty, in service for other jobs
 
     def _draw(self, job: _Job, phase: Phase) -> float:
         samples = self.inputs.samples_s.get(phase)
