@@ -3,23 +3,28 @@ nodes, the measured recovery time, and the interval maximising expected goodput.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
-from resurrect.goodput.advice import advise
+from resurrect.goodput.accounting import cluster_total
+from resurrect.goodput.advice import advice_lines, advice_report, advise
 from resurrect.goodput.interval import expected_goodput, optimal_interval
-from resurrect.goodput.rates import MIN_INCIDENTS_TO_ADVISE, cluster_rates
+from resurrect.goodput.model import JobGoodput
+from resurrect.goodput.rates import MIN_INCIDENTS_TO_ADVISE, ClusterRates, cluster_rates
+from resurrect.goodput.report import GoodputReport
 
 from .test_rates import job
 
 
-def measured(job_id: str, nodes: int, save_s: float | None, every_s: float | None):  # type: ignore[no-untyped-def]
+def measured(job_id: str, nodes: int, save_s: float | None, every_s: float | None) -> JobGoodput:
     accounted = job(job_id, nodes, 0, [])
     return accounted.model_copy(
         update={"save_s": save_s, "checkpoint_every_s": every_s, "saves_measured": 4}
     )
 
 
-def cluster(incidents: int):  # type: ignore[no-untyped-def]
+def cluster(incidents: int) -> ClusterRates:
     """One 8-node job interrupted ``incidents`` times in 1000 node-hours, 100 s per restart."""
     return cluster_rates([job("1", 8, 450_000, ["gpu.hardware"] * incidents)])
 
@@ -55,3 +60,20 @@ def test_too_few_incidents_or_no_save_time_advise_nothing_and_say_why() -> None:
     assert "too few incidents" in few.note and few.rate_per_node_hour is not None
     unsaved = advise(measured("9", 8, None, None), cluster(10))
     assert unsaved.advised_interval_s is None and "save time was not measured" in unsaved.note
+
+
+def test_the_report_rests_on_every_job_and_advises_the_one_asked_about() -> None:
+    jobs = [job("1", 8, 450_000, ["gpu.hardware"] * 10), measured("9", 32, 60.0, 3660.0)]
+    report = GoodputReport(
+        generated_at=datetime(2026, 12, 1, tzinfo=UTC),
+        since=None,
+        jobs=jobs,
+        cluster=cluster_total(jobs),
+    )
+    advice = advice_report(report, "9", min_incidents=MIN_INCIDENTS_TO_ADVISE)
+    assert [a.job_id for a in advice.jobs] == ["9"] and advice.rates.rate.incidents == 10
+    lines = advice_lines(advice)
+    assert lines[0].startswith("interruption rate: 0.01 per node-hour (95% CI 0.0048-0.0184)")
+    assert "from 10 incidents in 1000 node-hours (gpu.hardware 10)" in lines[0]
+    assert lines[1].startswith("recovery time (detect + recover + queue + restart to first step)")
+    assert lines[-1].startswith("job 9: save every ")
