@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from resurrect.contracts import JobInfo, JobState
 from resurrect.goodput.accounting import account_job
 from resurrect.goodput.collect import build_record
@@ -83,3 +86,28 @@ def test_the_accounted_job_carries_its_save_times_and_node_count() -> None:
     job = account_job(record, T0 + timedelta(hours=1))
     assert (job.save_s, job.checkpoint_every_s, job.saves_measured) == (3.0, 23.0, 3)
     assert job.nodes == 2
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.text(max_size=200),
+            st.builds(
+                lambda head, step, seconds, at: f"{head} step_{step} in {seconds} seconds t={at}",
+                st.sampled_from(
+                    ["[rank0] checkpoint /c/", "saving checkpoint at iteration", "saved checkpoint"]
+                ),
+                st.integers(min_value=0, max_value=10**12),
+                st.floats(min_value=0, max_value=1e9, allow_nan=False),
+                st.sampled_from([stamp(0), stamp(-5), stamp(1e6), "2026-99-99T00:00:00Z"]),
+            ),
+        ),
+        max_size=40,
+    )
+)
+def test_hostile_save_lines_never_raise_nor_give_negative_times(lines: list[str]) -> None:
+    progress = parse_progress(lines)
+    times = save_times(progress.saves, progress.marks, [], 0.5)
+    assert times.save_s is None or times.save_s >= 0
+    assert times.every_s is None or times.every_s > 0
