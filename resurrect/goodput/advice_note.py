@@ -2,11 +2,12 @@
 
 The job's own figures (its save time, from its output) are read for this job only. The
 cluster's figures (interruption rate, recovery time) need every accounted job of the last
-:data:`RATES_WINDOW_S`: they are computed at most once per :data:`RATES_REFRESH_S` per
-cluster in a worker process, one computation at a time, and shared by every recovery in
-between (a burst of recoveries reads the histories once, not once each). Everything is
-bounded by :data:`ADVICE_DEADLINE_S`; a failure or a timeout gives a note saying so, never
-a failed step.
+:data:`RATES_WINDOW_S` (at most :data:`RATES_RECOVERIES_READ` recoveries): a
+:class:`RatesCache` computes them per cluster and process, one computation at a time, and
+shares them until they are :data:`RATES_REFRESH_S` old or a recovery started or ended after
+them (a burst of recoveries reads the histories about once, not once each). The note waits
+at most :data:`ADVICE_DEADLINE_S`; a failure or a timeout gives a note saying so, never a
+failed step.
 """
 
 from __future__ import annotations
