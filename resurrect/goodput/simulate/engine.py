@@ -235,8 +235,9 @@ class Simulation:
         cycle = job.interval_s + job.spec.save_s
         if fault.lost_work_s is not None and not self.interval_changed:  # the recorded loss
             lost = min(trained, fault.lost_work_s)
-            kept = trained - lost
             job.lost["recompute"] += lost
+            kept = (trained - lost) * job.interval_s / cycle  # the rest: saves it kept
+            job.lost["save"] += trained - lost - kept
         else:
             cycles = math.floor(trained / cycle)
             kept = cycles * job.interval_s
@@ -291,7 +292,7 @@ class Simulation:
 
     # ------------------------------------------------------------------ result
     def _result(self) -> ScenarioResult:
-        wall = kept = 0.0
+        wall = kept = saved = 0.0
         lost_node_s = dict.fromkeys(LOST_PARTS, 0.0)
         finished: list[float] = []
         unfinished = 0
@@ -302,6 +303,7 @@ class Simulation:
             end = job.end if job.end is not None else self.horizon
             wall += (end - job.first_start) * job.spec.nodes
             kept += job.kept_s * job.spec.nodes
+            saved += job.lost["save"] * job.spec.nodes
             for part, seconds in job.lost.items():
                 lost_node_s[part] += seconds * job.spec.nodes
             if job.end is not None and job.remaining_s <= 0:
@@ -313,6 +315,7 @@ class Simulation:
             scenario=self.mode,
             knobs=self.knobs,
             goodput=round(kept / wall, 5) if wall > 0 else None,
+            goodput_with_saves=round((kept + saved) / wall, 5) if wall > 0 else None,
             lost_gpu_hours=round((wall - kept) * gpus / 3600, 3),
             lost_node_hours_by_part={k: round(v / 3600, 3) for k, v in lost_node_s.items()},
             time_to_train_s=round(sum(finished) / len(finished), 1) if finished else None,
@@ -337,10 +340,12 @@ def average(results: list[ScenarioResult]) -> ScenarioResult:
         return sum(values) / len(values)
 
     goodputs = [r.goodput for r in results if r.goodput is not None]
+    with_saves = [r.goodput_with_saves for r in results if r.goodput_with_saves is not None]
     trains = [r.time_to_train_s for r in results if r.time_to_train_s is not None]
     return first.model_copy(
         update={
             "goodput": round(mean(goodputs), 5) if goodputs else None,
+            "goodput_with_saves": round(mean(with_saves), 5) if with_saves else None,
             "lost_gpu_hours": round(mean([r.lost_gpu_hours for r in results]), 3),
             "lost_node_hours_by_part": {
                 part: round(mean([r.lost_node_hours_by_part[part] for r in results]), 3)

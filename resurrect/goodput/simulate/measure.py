@@ -1,9 +1,10 @@
 """The simulator's inputs from a recorded period: the goodput report's accounted jobs.
 
 * jobs: every accounted job with a known goodput and node count; the training it needs is
-  the productive time it was measured to keep; its checkpoint interval is its measured save
-  spacing minus its save time, else twice its mean recomputed time (a fault lands on
-  average half an interval after a save), else :data:`DEFAULT_INTERVAL_S` (noted);
+  the productive time it was measured to keep less the saves in it; its checkpoint interval
+  is its measured save spacing minus its save time, else twice its mean recomputed time (a
+  fault lands on average half an interval after a save), else :data:`DEFAULT_INTERVAL_S`
+  (noted);
 * interruption rates per node-hour by fault class: :func:`resurrect.goodput.rates.cluster_rates`;
 * detection, recovery, queue and start-up durations: every measured one, drawn with
   replacement;
@@ -104,14 +105,17 @@ def inputs_from_report(
             notes.append(
                 f"job {job.job_id}: checkpoint interval not measured, {DEFAULT_INTERVAL_S:g} s"
             )
+        save_s = job.save_s or 0.0
+        interval_s = interval or DEFAULT_INTERVAL_S
         jobs.append(
             SimJob(
                 job_id=job.job_id,
                 nodes=job.nodes or 1,
                 submit_s=max(0.0, ((job.start or begin) - begin).total_seconds()),
-                work_s=job.parts["productive"].seconds,
-                checkpoint_interval_s=interval or DEFAULT_INTERVAL_S,
-                save_s=job.save_s or 0.0,
+                # measured productive time goes on across saves: the training is the rest
+                work_s=job.parts["productive"].seconds * interval_s / (interval_s + save_s),
+                checkpoint_interval_s=interval_s,
+                save_s=save_s,
             )
         )
     rates = cluster_rates(usable)

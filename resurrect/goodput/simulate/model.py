@@ -105,7 +105,10 @@ Mode = Literal["recorded", "what-if", "manual"]
 class ScenarioResult(Model):
     scenario: Mode
     knobs: WhatIf
-    goodput: float | None  # training kept / wall, over every job
+    goodput: float | None  # training kept / wall, over every job (node-weighted)
+    # (training + the saves it kept) / wall: what the goodput report measures, since a
+    # job's progress lines go on across its saves
+    goodput_with_saves: float | None
     lost_gpu_hours: float
     lost_node_hours_by_part: dict[str, float]
     time_to_train_s: float | None  # mean submission to completion of the finished jobs

@@ -7,7 +7,16 @@ from pathlib import Path
 from resurrect.goodput.render import seconds_text
 from resurrect.goodput.simulate.model import LOST_PARTS, ScenarioResult, SimResult
 
-HEADERS = ["SCENARIO", "GOODPUT", "LOST GPU-H", "TIME TO TRAIN", "FAULTS", "DRAINS", "REFUSED"]
+HEADERS = [
+    "SCENARIO",
+    "GOODPUT",
+    "WITH SAVES",
+    "LOST GPU-H",
+    "TIME TO TRAIN",
+    "FAULTS",
+    "DRAINS",
+    "REFUSED",
+]
 MEANING = {
     "recorded": "as recorded",
     "what-if": "with the what-if knobs",
@@ -15,10 +24,15 @@ MEANING = {
 }
 
 
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.2f}%"
+
+
 def _row(result: ScenarioResult) -> list[str]:
     return [
         f"{result.scenario} ({MEANING[result.scenario]})",
-        "-" if result.goodput is None else f"{result.goodput * 100:.2f}%",
+        _ratio(result.goodput),
+        _ratio(result.goodput_with_saves),
         f"{result.lost_gpu_hours:.1f}",
         "-" if result.time_to_train_s is None else seconds_text(result.time_to_train_s),
         str(result.interruptions),
