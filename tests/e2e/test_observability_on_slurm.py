@@ -478,3 +478,18 @@ def test_the_simulator_replays_the_real_node_loss_and_advice_says_it_needs_more(
     )  # fmt: skip
     assert [s["scenario"] for s in simulated["scenarios"]] == ["recorded", "what-if", "manual"]
     assert simulated["jobs"] >= 1
+    chart = tmp_path / "what-if.png"
+    text = subprocess.run(
+        [*base, "simulate", "-c", str(config_file), "--since", "1h", "--replay",
+         "--plot", str(chart)],
+        capture_output=True, text=True, timeout=120, env=env, check=True,
+    ).stdout  # fmt: skip
+    print("\n" + text)
+    assert text.split()[:3] == ["SCENARIO", "GOODPUT", "WITH"] and chart.stat().st_size > 10_000
+    lines = subprocess.run(
+        [*base, "goodput", "-c", str(config_file), "--advise", "--since", "1h"],
+        capture_output=True, text=True, timeout=120, env=env, check=True,
+    ).stdout.splitlines()  # fmt: skip
+    print("\n".join(lines))
+    assert lines[0].startswith("interruption rate: ") and "incidents in" in lines[0]
+    assert any(line.startswith(f"job {node_loss.job_id}: save every ") for line in lines), lines
