@@ -47,6 +47,7 @@ from resurrect.errors import (
     SchedulerError,
     SchedulerRefused,
 )
+from resurrect.goodput.advice_note import ADVICE_DEADLINE_S, advice_note
 from resurrect.operator.exclusions import ExclusionPlan
 from resurrect.operator.models import DROPPED_EXCLUSIONS_KEY
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
@@ -387,7 +388,8 @@ async def wait_running(ctx: StepContext, params: WaitParams) -> StepResult:
             detail = f"job {last.job_id} {last.state.value} on {','.join(last.nodes)}"
             if bad:
                 detail += f" - WARNING: on excluded node(s) {','.join(bad)}"
-            return StepResult(running_again=not bad, ok=not bad, detail=detail)
+            notes = [] if bad else await _checkpoint_advice(ctx, last)
+            return StepResult(running_again=not bad, ok=not bad, detail=detail, notes=notes)
         if last.state not in (JobState.PENDING, JobState.REQUEUED, JobState.COMPLETING):
             return StepResult(
                 ok=False,
@@ -403,6 +405,16 @@ async def wait_running(ctx: StepContext, params: WaitParams) -> StepResult:
         running_again=False,
         detail=f"job {ctx.job.job_id} not running after {timeout:.0f} s",
     )
+
+
+async def _checkpoint_advice(ctx: StepContext, job: JobInfo) -> list[str]:
+    """The job's checkpoint interval advice, for the recovery's notes (none without a
+    Temporal client to read the cluster's recoveries from)."""
+    if ctx.client is None:
+        return []
+    # a quick (local) attempt waits for the advice half its time at most
+    deadline = ADVICE_DEADLINE_S if ctx.quick_s is None else min(ADVICE_DEADLINE_S, ctx.quick_s / 2)
+    return [await advice_note(ctx.client, ctx.scheduler, ctx.config, job, deadline_s=deadline)]
 
 
 # ---------------------------------------------------------------------------- notify

@@ -28,6 +28,7 @@ BENCHMARKS=(
   "temporal_floor | --jobs 100 | | the ceiling of the embedded server + SDK: empty, local-activity and activity-task workflows, 3 signal-starts each"
   "drain_budget | --recoveries 50 | | burst of reserve_drains updates vs queries of the same workflow"
   "hang_culprit_record | --records 5000 --hangs 4 | | 40 hangs naming 256 invented nodes against a full record: appended lines vs the former whole-file rewrite"
+  "simulate_cost | --replications 1 | | what-if simulator: a month of 1,000 nodes (3 scenarios x 8 replications) vs a month of 100 nodes"
 )
 
 for row in "${BENCHMARKS[@]}"; do

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from resurrect.contracts import JobPolicy, RecoveryMode
 from resurrect.errors import ConfigError
+from resurrect.goodput.rates import MIN_INCIDENTS_TO_ADVISE
 from resurrect.lemons.models import LemonRules
 
 ENV_PREFIX = "RESURRECT_"
@@ -305,6 +306,9 @@ class TelemetrySettings(Section):
     # in the last goodput_window_s (0: off).
     goodput_interval_s: float = Field(default=60.0, ge=0)
     goodput_window_s: float = Field(default=86400.0, gt=0)
+    # Checkpoint interval advice (``resurrect goodput --advise``, recovery notes, metrics)
+    # rests on at least this many interruptions of the cluster.
+    advice_min_incidents: int = Field(default=MIN_INCIDENTS_TO_ADVISE, ge=1)
 
     def port_for(self, process: str) -> int | None:
         port: int | None = getattr(self, f"{process}_port", None)

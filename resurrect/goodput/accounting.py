@@ -36,6 +36,7 @@ from resurrect.goodput.model import (
     RecoveryRecord,
     Segment,
 )
+from resurrect.goodput.saves import save_times
 from resurrect.records import carry_over
 
 _INTERRUPTION_PARTS = frozenset({"detection", "recovery", "queue", "recompute"})
@@ -304,6 +305,12 @@ def _result(
                 lost_s={k: round(v, 3) for k, v in lost.items()},
             )
         )
+    saving = save_times(
+        record.saves,
+        [mark for attempt in record.attempts for mark in attempt.marks],
+        [a.started_at for a in record.attempts if a.started_at is not None],
+        seconds_per_step,
+    )
     return JobGoodput(
         cluster=record.cluster,
         job_id=record.job_id,
@@ -320,6 +327,10 @@ def _result(
         parts=parts,
         recoveries=recoveries,
         segments=segments,
+        nodes=record.nodes,
+        save_s=saving.save_s,
+        checkpoint_every_s=saving.every_s,
+        saves_measured=saving.measured,
         notes=notes,
     )
 

@@ -16,6 +16,8 @@ from resurrect.goodput.report import GoodputReport, goodput_report
 from resurrect.policy import job_policy
 from resurrect.text_safety import printable, printable_lines
 
+ADVICE_WINDOW = "30d"  # the rates need incidents: a month unless --since says otherwise
+
 
 def _report(args: argparse.Namespace) -> GoodputReport:
     from resurrect.service import scheduler_from_config, temporal_for
@@ -25,7 +27,8 @@ def _report(args: argparse.Namespace) -> GoodputReport:
     if args.job is not None and not args.job.replace("_", "").isdigit():
         raise ConfigError("--job takes a Slurm job id (digits, or ARRAY_TASK)")
     now = datetime.now(UTC)
-    since = now - parse_duration(args.since) if args.since else None
+    window = args.since or (ADVICE_WINDOW if args.advise else None)
+    since = now - parse_duration(window) if window else None
 
     async def main() -> GoodputReport:
         async with temporal_for(config) as client:
@@ -35,7 +38,7 @@ def _report(args: argparse.Namespace) -> GoodputReport:
                 scheduler,
                 config.cluster.name,
                 now=now,
-                job_id=args.job,
+                job_id=None if args.advise else args.job,  # rates need every job
                 since=since,
                 opted_in=lambda job: job_policy(job, config) is not None,
             )
@@ -43,7 +46,23 @@ def _report(args: argparse.Namespace) -> GoodputReport:
     return asyncio.run(main())
 
 
+def _advise(args: argparse.Namespace) -> int:
+    from resurrect.goodput.advice import advice_lines, advice_report
+
+    config = load_config(args.config)
+    min_incidents = config.telemetry.advice_min_incidents
+    advice = advice_report(_report(args), args.job, min_incidents=min_incidents)
+    if args.json:
+        print(json.dumps(advice.model_dump(mode="json"), indent=2))
+        return 0
+    for line in advice_lines(advice):
+        print(printable(line))
+    return 0
+
+
 def _goodput(args: argparse.Namespace) -> int:
+    if args.advise:
+        return _advise(args)
     if args.plot is not None and args.plot.suffix.lower() not in (".png", ".svg"):
         raise ConfigError("--plot writes FILE.png or FILE.svg")
     report = _report(args)
@@ -81,6 +100,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument(
+        "--advise",
+        action="store_true",
+        help="advise each job's checkpoint interval from its save time, the cluster's"
+        f" interruption rate and recovery time (window: --since, default {ADVICE_WINDOW})",
+    )
+    parser.add_argument(
         "--plot", type=Path, metavar="FILE", help="draw each job's timeline to FILE.png/.svg"
     )
     parser.add_argument(
@@ -89,3 +114,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="do not ask the scheduler (accounts from Temporal histories only)",
     )
     parser.set_defaults(handler=_goodput)
+    from resurrect.goodput.simulate import cli as simulate_cli
+
+    simulate_cli.register(sub)

@@ -63,7 +63,9 @@ def build_record(
 
     attempts = {i: Attempt(index=i, started_at=starts.get(i)) for i in indexes}
     notes: list[str] = []
+    saves = []
     if progress is not None:
+        saves = list(progress.saves)
         for mark in progress.marks:
             holder = owner(mark.at)
             if holder is not None:
@@ -88,8 +90,18 @@ def build_record(
         current_attempt=job.restart_count if job is not None else None,
         attempts=[attempts[i] for i in indexes],
         recoveries=list(ordered),
+        saves=saves,
+        nodes=job_nodes(job, ordered),
         notes=notes,
     )
+
+
+def job_nodes(job: JobInfo | None, recoveries: Sequence[RecoveryRecord]) -> int | None:
+    """How many nodes the job runs on: the scheduler's count, else the most any recovery saw."""
+    if job is not None and (job.num_nodes or job.nodes):
+        return job.num_nodes or len(job.nodes)
+    seen = max((len(r.nodes) for r in recoveries), default=0)
+    return seen or None
 
 
 def output_progress(job: JobInfo | None) -> Progress | None:

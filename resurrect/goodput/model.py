@@ -50,6 +50,16 @@ class ProgressMark(Model):
     at: datetime
 
 
+class SaveMark(Model):
+    """The job said a checkpoint save started (``done`` False) or ended at ``at``; a done
+    line may name the step saved and the seconds the save took."""
+
+    at: datetime
+    done: bool
+    step: int | None = Field(default=None, ge=0)
+    stated_s: float | None = Field(default=None, ge=0)
+
+
 class Attempt(Model):
     """One run of the job (Slurm restart count ``index``)."""
 
@@ -92,6 +102,8 @@ class JobRecord(Model):
     current_attempt: int | None = None
     attempts: list[Attempt] = Field(default_factory=list)
     recoveries: list[RecoveryRecord] = Field(default_factory=list)
+    saves: list[SaveMark] = Field(default_factory=list)
+    nodes: int | None = Field(default=None, ge=1)  # nodes the job runs on
     notes: list[str] = Field(default_factory=list)
 
 
@@ -122,6 +134,8 @@ class RecoveryCost(Model):
     attempt: int
     fault_class: str
     outcome: str | None
+    started_at: datetime | None = None  # the recovery workflow started
+    closed_at: datetime | None = None  # ... and ended (None: still running)
     drained_nodes: list[str] = Field(default_factory=list)
     resume_step: int | None = None
     recomputed_steps: int | None = None
@@ -142,6 +156,10 @@ class JobGoodput(Model):
     parts: dict[str, Part]
     recoveries: list[RecoveryCost] = Field(default_factory=list)
     segments: list[Segment] = Field(default_factory=list)
+    nodes: int | None = None
+    save_s: float | None = None  # median measured checkpoint save (blocking) time
+    checkpoint_every_s: float | None = None  # median time between saves ending
+    saves_measured: int = 0
     notes: list[str] = Field(default_factory=list)
 
     @property

@@ -5,6 +5,13 @@ example job (examples/train/train.py) prints::
 
     [rank0] step 40/120 loss 0.0213 t=2026-11-30T05:52:58.123+00:00
     [rank0] resumed from /ckpt/step_40 at step 40 t=2026-11-30T05:53:10.002+00:00
+    [rank0] checkpoint /ckpt/step_40 t=2026-11-30T05:52:59.480+00:00
+
+Checkpoint saves are read from the lines trainers print around them: a save starting
+(``saving checkpoint at iteration 100``, ``Saving the checkpoint``, ``Saving model
+checkpoint``) and a save done (``successfully saved checkpoint from iteration 100``,
+``Finished saving the checkpoint ... in 3.00 seconds``, the example job's ``checkpoint
+/ckpt/step_40``), each with its zoned time; :func:`save_durations` pairs them.
 
 Only rank 0 counts when a line names a rank. Job output is hostile: lines are bounded, a
 timestamp without a zone is ignored (it could mean any zone), and the accounting only keeps
@@ -19,12 +26,12 @@ import os
 import re
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from resurrect.errors import JobFileRefused
-from resurrect.goodput.model import ProgressMark
+from resurrect.goodput.model import ProgressMark, SaveMark
 from resurrect.log_reading import Budget, open_job_file, read_data
 
 log = logging.getLogger(__name__)
@@ -34,6 +41,16 @@ READ_DEADLINE_S = 10.0  # a slow file system cannot hold a report longer than th
 _RANK = re.compile(r"\[rank(\d{1,6})\]")
 _RESUMED = re.compile(r"\bresumed from \S{1,4096} at step (\d{1,12})\b")
 _STEP = re.compile(r"\bstep[ =:]{0,2}(\d{1,12})\b", re.IGNORECASE)
+_SAVE_DONE = re.compile(
+    r"\b(?:successfully saved checkpoint|saved checkpoint|checkpoint saved|finished saving)\b"
+    r"|^(?:\[rank\d{1,6}\]:?\s{0,4})?checkpoint\s{1,4}\S",
+    re.IGNORECASE,
+)
+_SAVE_START = re.compile(r"\bsaving (?:the |model )?checkpoint\b", re.IGNORECASE)
+_SAVE_STEP = re.compile(
+    r"(?:\bstep_|\biteration\s{1,20}|\bcheckpoint-|\bglobal_step)(\d{1,12})\b", re.IGNORECASE
+)
+_STATED_SECONDS = re.compile(r"\bin (\d{1,9}(?:\.\d{1,9})?) ?(?:s|sec|seconds)\b", re.IGNORECASE)
 _STAMP = re.compile(r"(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?)(Z|[+-]\d{2}:?\d{2})")
 
 
@@ -49,6 +66,7 @@ class Resume:
 class Progress:
     marks: list[ProgressMark]
     resumes: list[Resume]
+    saves: list[SaveMark] = field(default_factory=list)
 
 
 def _stamp(line: str) -> datetime | None:
@@ -73,6 +91,7 @@ def parse_progress(lines: Iterable[str]) -> Progress:
     """Progress marks and resume points from output lines (any order of attempts)."""
     marks: list[ProgressMark] = []
     resumes: list[Resume] = []
+    saves: list[SaveMark] = []
     for line in lines:
         rank = _RANK.search(line)
         if rank is not None and rank.group(1) != "0":
@@ -87,10 +106,31 @@ def parse_progress(lines: Iterable[str]) -> Progress:
         if "from scratch" in line:
             resumes.append(Resume(step=0, at=at))
             continue
+        save = _save_line(line, at)
+        if save is not None:
+            saves.append(save)
+            continue
         step = _STEP.search(line)
         if step is not None:
             marks.append(ProgressMark(step=int(step.group(1)), at=at))
-    return Progress(marks=marks, resumes=resumes)
+    return Progress(marks=marks, resumes=resumes, saves=saves)
+
+
+def _save_line(line: str, at: datetime) -> SaveMark | None:
+    body = _STAMP.sub("", line).strip()
+    if _SAVE_DONE.search(body):
+        step = _SAVE_STEP.search(body)
+        stated = _STATED_SECONDS.search(body)
+        return SaveMark(
+            at=at,
+            done=True,
+            step=int(step.group(1)) if step else None,
+            stated_s=float(stated.group(1)) if stated else None,
+        )
+    if _SAVE_START.search(body):
+        step = _SAVE_STEP.search(body)
+        return SaveMark(at=at, done=False, step=int(step.group(1)) if step else None)
+    return None
 
 
 def read_output_tail(

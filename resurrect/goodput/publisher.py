@@ -1,5 +1,7 @@
 """Goodput as metrics: ``resurrect_job_goodput_ratio`` and ``resurrect_job_lost_seconds`` for
-every job with a recent recovery, recomputed every ``telemetry.goodput_interval_s``."""
+every job with a recent recovery, recomputed every ``telemetry.goodput_interval_s``; with
+them each job's checkpoint figures and advice, and the cluster's interruption rate
+(:mod:`resurrect.goodput.advice_note`'s shared rates)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,9 @@ from temporalio.client import Client
 
 from resurrect.config import ResurrectConfig
 from resurrect.goodput.accounting import lost_by_part
+from resurrect.goodput.advice import advise
+from resurrect.goodput.advice_note import RATES, cluster_rates_now, newest_recovery
+from resurrect.goodput.rates import ClusterRates
 from resurrect.goodput.report import GoodputReport, goodput_report
 from resurrect.policy import job_policy
 from resurrect.scheduler.base import Scheduler
@@ -28,6 +33,31 @@ def publish(report: GoodputReport) -> None:
             m.JOB_GOODPUT.set(job.goodput, labels)
         for part, seconds in lost_by_part(job).items():
             m.JOB_LOST.set(seconds, {**labels, "part": part})
+
+
+def publish_advice(report: GoodputReport, cluster: str, rates: ClusterRates) -> None:
+    """Set the checkpoint gauges of every job of ``report`` and the cluster's rate."""
+    rate = rates.rate
+    for bound, value in (("estimate", rate.per_node_hour), ("low", rate.low), ("high", rate.high)):
+        if value is not None:
+            m.CLUSTER_INTERRUPTION_RATE.set(value, {"cluster": cluster, "bound": bound})
+    m.CLUSTER_INTERRUPTION_INCIDENTS.set(rate.incidents, {"cluster": cluster})
+    for job in report.jobs:
+        labels = {"cluster": job.cluster, "job_id": job.job_id}
+        advice = advise(job, rates)
+        for gauge, value in (
+            (m.JOB_SAVE, advice.save_s),
+            (m.JOB_CHECKPOINT_INTERVAL, advice.current_interval_s),
+            (m.JOB_ADVISED_INTERVAL, advice.advised_interval_s),
+        ):
+            if value is not None:
+                gauge.set(value, labels)
+        for interval, ratio in (
+            ("current", advice.expected_goodput_now),
+            ("advised", advice.expected_goodput_advised),
+        ):
+            if ratio is not None:
+                m.JOB_EXPECTED_GOODPUT.set(ratio, {**labels, "interval": interval})
 
 
 class GoodputPublisher:
@@ -48,6 +78,13 @@ class GoodputPublisher:
             opted_in=lambda job: job_policy(job, self.config) is not None,
         )
         publish(report)
+        cluster = self.config.cluster.name
+        rates = await RATES.rates(
+            cluster,
+            lambda: cluster_rates_now(self.client, self.scheduler, self.config, now),
+            covering=newest_recovery([r for job in report.jobs for r in job.recoveries]),
+        )
+        publish_advice(report, cluster, rates)
         return report
 
     async def run(self, stop: asyncio.Event) -> None:

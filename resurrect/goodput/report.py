@@ -56,11 +56,15 @@ async def goodput_report(
     job_id: str | None = None,
     since: datetime | None = None,
     opted_in: Callable[[JobInfo], bool] | None = None,
+    recoveries_read: int = 1000,
 ) -> GoodputReport:
     """Every job with a recovery since ``since`` (or just ``job_id``) and, with
     ``opted_in``, every opted-in job the scheduler still lists that ran in the window (its
-    goodput counts in the cluster total even when nothing interrupted it)."""
-    recoveries = await load_recoveries(client, job_id=job_id, since=since, cluster=cluster)
+    goodput counts in the cluster total even when nothing interrupted it). At most
+    ``recoveries_read`` recoveries are read."""
+    recoveries = await load_recoveries(
+        client, job_id=job_id, since=since, cluster=cluster, limit=recoveries_read
+    )
     by_job: dict[str, list[RecoveryRecord]] = defaultdict(list)
     for recovery in recoveries:
         by_job[recovery.job_id].append(recovery)

@@ -100,3 +100,30 @@ JOB_LOST = _gauge(
     "A job's lost time by part (detection, recovery, queue, recompute, startup)",
     "s",
 )
+JOB_SAVE = _gauge(
+    "resurrect_job_checkpoint_save_seconds",
+    "A job's median measured checkpoint save time (from its save lines)",
+    "s",
+)
+JOB_CHECKPOINT_INTERVAL = _gauge(
+    "resurrect_job_checkpoint_interval_seconds",
+    "A job's measured training time between saves",
+    "s",
+)
+JOB_ADVISED_INTERVAL = _gauge(
+    "resurrect_job_advised_checkpoint_interval_seconds",
+    "The training time between saves that maximises the job's expected goodput",
+    "s",
+)
+JOB_EXPECTED_GOODPUT = _gauge(
+    "resurrect_job_expected_goodput_ratio",
+    "A job's expected goodput at its current or at the advised checkpoint interval (interval)",
+)
+CLUSTER_INTERRUPTION_RATE = _gauge(
+    "resurrect_cluster_interruptions_per_node_hour",
+    "The cluster's measured interruption rate and its 95% interval (bound: estimate/low/high)",
+)
+CLUSTER_INTERRUPTION_INCIDENTS = _gauge(
+    "resurrect_cluster_interruption_incidents",
+    "Interruptions the cluster's rate rests on (its window: 30 days)",
+)

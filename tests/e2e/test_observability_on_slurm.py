@@ -48,6 +48,7 @@ CHROMIUM = shutil.which("chromium-headless-shell")
 
 # Attempt 0 trains "forever" (a fault will hit it); a requeued attempt resumes from its
 # checkpoint and finishes 12 steps later. Rank 0's lines carry a UTC time: progress signals.
+# Every 10 steps a 0.3 s save, then a save line (what the checkpoint advice measures).
 PROGRESS_JOB = r"""#!/bin/bash
 ts() { date -u +%Y-%m-%dT%H:%M:%S.%3N+00:00; }
 ckpt="ckpt-${SLURM_JOB_ID}"
@@ -63,7 +64,10 @@ sleep 1
 for ((step = start + 1; step <= last; step++)); do
   sleep 0.2
   echo "[rank0] step $step t=$(ts)"
-  if (( step % 10 == 0 )); then echo "$step" > "$ckpt.tmp" && mv "$ckpt.tmp" "$ckpt"; fi
+  if (( step % 10 == 0 )); then
+    sleep 0.3; echo "$step" > "$ckpt.tmp" && mv "$ckpt.tmp" "$ckpt"
+    echo "[rank0] checkpoint step_$step t=$(ts)"
+  fi
 done
 kill %1 2>/dev/null; wait 2>/dev/null; true
 """
@@ -168,7 +172,8 @@ def node_loss(
         cluster.cluster_name,
         cluster.slurm_conf,
         temporal_server.address,
-        telemetry={"goodput_interval_s": 1.0},
+        # one incident is enough here for the checkpoint advice (default: 5)
+        telemetry={"goodput_interval_s": 1.0, "advice_min_incidents": 1},
         lemons={"metrics_interval_s": 1.0},  # the dashboard's lemon panel has a live series
     )
     service = BackgroundService(config, temporal_server.address, cluster.scheduler())
@@ -272,7 +277,11 @@ def test_every_dashboard_query_names_a_live_metric_and_prometheus_accepts_it(
 ) -> None:
     queries = _dashboard_queries()
     assert len(queries) >= 8
-    for gauge in (b"resurrect_job_goodput_ratio", b"resurrect_node_lemon_score"):
+    for gauge in (
+        b"resurrect_job_goodput_ratio",
+        b"resurrect_node_lemon_score",
+        b"resurrect_job_advised_checkpoint_interval_seconds",  # set with the goodput gauges
+    ):
         _wait(lambda g=gauge: g in _get(node_loss.telemetry.metrics_url), 30, gauge.decode())
     exported = set()
     for line in _get(node_loss.telemetry.metrics_url).decode().splitlines():
@@ -408,3 +417,79 @@ def test_the_documented_list_view_queries_find_the_recovery(node_loss: NodeLoss)
     assert node_loss.workflow_id in node_loss.service.call(
         ids(list_views.touched_node(node_loss.victim))
     )
+
+
+def test_the_simulator_replays_the_real_node_loss_and_advice_says_it_needs_more(
+    node_loss: NodeLoss, tmp_path: Path
+) -> None:
+    from resurrect.goodput.simulate.measure import inputs_from_report
+    from resurrect.goodput.simulate.model import WhatIf
+    from resurrect.goodput.simulate.run import simulate
+
+    assert node_loss.service.client is not None
+    report: GoodputReport = node_loss.service.call(
+        goodput_report(
+            node_loss.service.client,
+            node_loss.service.scheduler,
+            node_loss.cluster.cluster_name,
+            now=datetime.now(UTC),
+            job_id=node_loss.job_id,
+        )
+    )
+    (job,) = report.jobs
+    # the recovery's notes carry the job's checkpoint advice (or why there is none)
+    assert any(n.startswith("checkpoint advice: ") for n in node_loss.outcome.notes), (
+        node_loss.outcome.notes
+    )
+    result = simulate(inputs_from_report(report, replay=True), WhatIf(detect_s=60))
+    recorded = result.scenarios[0]
+    assert job.goodput is not None and recorded.goodput_with_saves is not None
+    # the report counts saves as productive (its progress lines go on across them)
+    assert recorded.goodput_with_saves == pytest.approx(job.goodput, rel=0.05), (recorded, job)
+    config = node_loss.service.config.model_dump(mode="json")
+    config["temporal"]["address"] = node_loss.server.address
+    config_file = tmp_path / "resurrect.yaml"
+    config_file.write_text(json.dumps(config))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    base = [sys.executable, "-m", "resurrect.cli"]
+    advice = json.loads(
+        subprocess.run(
+            [*base, "goodput", "-c", str(config_file), "--advise", "--since", "1h", "--json",
+             "--job", node_loss.job_id],
+            capture_output=True, text=True, timeout=120, env=env, check=True,
+        ).stdout
+    )  # fmt: skip
+    (mine,) = advice["jobs"]
+    assert mine["job_id"] == node_loss.job_id and mine["nodes"] == 2
+    rate = advice["rates"]["rate"]
+    assert rate["incidents"] >= 1 and rate["node_hours"] > 0
+    assert rate["low"] < rate["per_node_hour"] < rate["high"]
+    # the 0.3 s saves every 10 steps of ~0.2 s, as measured from the job's own lines
+    assert mine["save_s"] == pytest.approx(0.3, abs=0.25) and mine["saves_measured"] >= 2
+    assert mine["current_interval_s"] == pytest.approx(2.0, abs=1.5)
+    assert mine["advised_interval_s"] > 0 and 0 < mine["expected_goodput_advised"] <= 1
+    assert mine["note"].startswith("save every "), mine["note"]
+    simulated = json.loads(
+        subprocess.run(
+            [*base, "simulate", "-c", str(config_file), "--since", "1h", "--json",
+             "--what-if", "detect_s=1,manual_response_s=600", "--replications", "2"],
+            capture_output=True, text=True, timeout=120, env=env, check=True,
+        ).stdout
+    )  # fmt: skip
+    assert [s["scenario"] for s in simulated["scenarios"]] == ["recorded", "what-if", "manual"]
+    assert simulated["jobs"] >= 1
+    chart = tmp_path / "what-if.png"
+    text = subprocess.run(
+        [*base, "simulate", "-c", str(config_file), "--since", "1h", "--replay",
+         "--plot", str(chart)],
+        capture_output=True, text=True, timeout=120, env=env, check=True,
+    ).stdout  # fmt: skip
+    print("\n" + text)
+    assert text.split()[:3] == ["SCENARIO", "GOODPUT", "WITH"] and chart.stat().st_size > 10_000
+    lines = subprocess.run(
+        [*base, "goodput", "-c", str(config_file), "--advise", "--since", "1h"],
+        capture_output=True, text=True, timeout=120, env=env, check=True,
+    ).stdout.splitlines()  # fmt: skip
+    print("\n".join(lines))
+    assert lines[0].startswith("interruption rate: ") and "incidents in" in lines[0]
+    assert any(line.startswith(f"job {node_loss.job_id}: save every ") for line in lines), lines

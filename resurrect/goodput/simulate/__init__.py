@@ -1,0 +1,1 @@
+"""``resurrect simulate``: a discrete-event what-if simulation of the cluster's jobs."""
