@@ -62,7 +62,6 @@ from resurrect.rules import RuleEngine, load_engine
 from resurrect.rules import attribute as attribute_evidence
 from resurrect.rules.scheduler_evidence import combine, scheduler_diagnosis, scheduler_evidence
 from resurrect.scheduler.base import Scheduler
-from resurrect.scheduler.view import nodes_named
 from resurrect.temporal import search_attributes as sa
 from resurrect.temporal.failures import failure_of
 from resurrect.workflows.names import RECOVERY_WORKFLOW, Activity
@@ -123,7 +122,7 @@ class RecoveryActivities:
             job = as_interrupted(await self.scheduler.get_job(interruption.job_id), interruption)
         except JobNotFound as exc:
             raise failure_of(exc) from exc
-        nodes = await nodes_named(self.scheduler, set(job.nodes) | set(interruption.nodes))
+        nodes = await self.scheduler.list_nodes_named(set(job.nodes) | set(interruption.nodes))
         resolution = resolve_job_policy(job, self.config)
         for problem in resolution.problems:
             log.warning("%s", problem)

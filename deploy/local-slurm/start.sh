@@ -302,35 +302,19 @@ ls_log "$NODES slurmd started (ports $SLURMD_PORT-$LAST_PORT)"
 
 # ---------------------------------------------------------------- slurmrestd (--restd)
 if [ "$RESTD" = 1 ]; then
-  # the unix socket is made after the switch to RESTD_USER: in a folder of its own
-  mkdir -p "$STATE_DIR/restd"; chown "$RESTD_USER:" "$STATE_DIR/restd"; chmod 0755 "$STATE_DIR/restd"
-  RESTD_SOCKET=$STATE_DIR/restd/slurmrestd.socket
   RESTD_TOKEN=$STATE_DIR/etc/restd-token
-  rm -f "$RESTD_SOCKET"
-  # only openapi/slurmctld: openapi/slurmdbd (loaded by default) fails without accounting
-  # serves as RESTD_USER (-u/-g); SLURM_JWT=daemon: it talks to
-  # slurmctld with each client's token (rest_auth/jwt), never with munge as itself
-  SLURM_JWT=daemon setsid "$SBIN_DIR/slurmrestd" -f "$CONF" -a rest_auth/jwt -s openapi/slurmctld \
-    -u "$RESTD_USER" -g "$RESTD_USER" "unix:$RESTD_SOCKET" "127.0.0.1:$RESTD_PORT" \
-    </dev/null >"$STATE_DIR/log/slurmrestd.log" 2>&1 &
-  echo $! >"$STATE_DIR/run/slurmrestd.pid"
-  for _ in $(seq 1 100); do
-    [ -S "$RESTD_SOCKET" ] && break
-    ls_pid_is "$(cat "$STATE_DIR/run/slurmrestd.pid")" slurmrestd \
-      || ls_die "slurmrestd exited: $(tail -5 "$STATE_DIR/log/slurmrestd.log")"
-    sleep 0.1
-  done
-  [ -S "$RESTD_SOCKET" ] || ls_die "slurmrestd did not open $RESTD_SOCKET"
+  cat >>"$STATE_DIR/cluster.info" <<RESTD_EOF
+RESTD_USER=$RESTD_USER
+RESTD_PORT=$RESTD_PORT
+RESTD_URL=http://127.0.0.1:$RESTD_PORT
+RESTD_SOCKET=$STATE_DIR/restd/slurmrestd.socket
+RESTD_TOKEN_FILE=$RESTD_TOKEN
+RESTD_EOF
+  "$HERE/restd.sh" --state-dir "$STATE_DIR" start
   # a day's token for root (resurrect acts as the cluster's administrator)
   (umask 077; "$BIN_DIR/scontrol" token username=root lifespan=86400 \
     | sed -n 's/^SLURM_JWT=//p' >"$RESTD_TOKEN")
   [ -s "$RESTD_TOKEN" ] || ls_die "scontrol token printed no token"
-  cat >>"$STATE_DIR/cluster.info" <<RESTD_EOF
-RESTD_URL=http://127.0.0.1:$RESTD_PORT
-RESTD_SOCKET=$RESTD_SOCKET
-RESTD_TOKEN_FILE=$RESTD_TOKEN
-RESTD_EOF
-  ls_log "slurmrestd started (pid $(cat "$STATE_DIR/run/slurmrestd.pid"), $RESTD_SOCKET, port $RESTD_PORT)"
 fi
 
 cat >"$STATE_DIR/env" <<ENV_EOF

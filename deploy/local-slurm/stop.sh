@@ -39,7 +39,7 @@ for ((i = 1; i <= LS_NODES; i++)); do
   rm -f "$pidfile"
 done
 ls_stop_pid "$(cat "$STATE_DIR/run/slurmrestd.pid" 2>/dev/null || true)" slurmrestd 50
-rm -f "$STATE_DIR/run/slurmrestd.pid" "$STATE_DIR/restd/slurmrestd.socket"
+rm -f "$STATE_DIR/run/slurmrestd.pid"
 ls_stop_pid "$(cat "$STATE_DIR/run/slurmctld.pid" 2>/dev/null || true)" slurmctld 100
 rm -f "$STATE_DIR/run/slurmctld.pid"
 ls_stop_pid "$(cat "$STATE_DIR/munge/munged.pid" 2>/dev/null || true)" munged 50

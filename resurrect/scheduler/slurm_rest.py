@@ -24,7 +24,7 @@ from resurrect.errors import (
     SchedulerRefused,
     SchedulerUnavailable,
 )
-from resurrect.scheduler.slurm_exec import CommandRunner, classify_text
+from resurrect.scheduler.slurm_exec import CommandRunner
 from resurrect.scheduler.slurm_json import (
     SlurmParseError,
     parse_jobs,
@@ -109,7 +109,7 @@ class SlurmRest(VerifiedScheduler):
             raise
         except SchedulerError:
             # an unknown node is a generic "Failure to query node" answer: look it up
-            nodes = await self._nodes_named([node_name])
+            nodes = await self.list_nodes_named([node_name])
         for node in nodes:
             if node.name == node_name:
                 return node
@@ -146,10 +146,7 @@ class SlurmRest(VerifiedScheduler):
     async def _act_requeuehold(self, job_id: str) -> None:
         parser = await self.data_parser()
         if parser in REQUEUE_PARSERS:
-            doc = await self.client.request(
-                "POST", "jobs/requeue", {"jobs": [job_id], "flags": ["Hold"]}
-            )
-            _raise_per_job_errors(doc, job_id)
+            await self.client.request("POST", "jobs/requeue", {"jobs": [job_id], "flags": ["Hold"]})
             return
         if self.requeue_runner is None:
             raise SchedulerRefused(
@@ -164,15 +161,3 @@ class SlurmRest(VerifiedScheduler):
             extra_env={**self.requeue_runner.env, "SLURM_JWT": token},
         )
         await runner.check(["scontrol", "requeuehold", job_id])
-
-
-def _raise_per_job_errors(doc: dict[str, Any], job_id: str) -> None:
-    """``jobs/requeue`` answers 200 with one status per job: raise that job's error."""
-    for status in doc.get("status") or []:
-        if not isinstance(status, dict):
-            continue
-        code = status.get("error_code")
-        if code in (None, 0, "0"):
-            continue
-        text = str(status.get("error") or f"error {code}")
-        raise classify_text(text, f"slurmrestd requeue of job {job_id}: ")

@@ -8,10 +8,12 @@ the answer, and turns every failure into the same :mod:`resurrect.errors` types 
 
 * connection refused or reset (a restarted ``slurmrestd``): retried a few times within the
   request timeout, then SchedulerUnavailable;
-* 401 (the token expired or was rotated): the token file is read again and the request sent
-  once more, then SchedulerUnavailable naming the file;
-* an answer whose ``errors`` name a Slurm error (no such job, refused, controller down):
-  that error's type; any other 5xx: SchedulerUnavailable; any other 4xx: SchedulerError.
+* a rejected token (the token expired or was rotated: HTTP 401, or slurmctld's "Protocol
+  authentication error" that slurmrestd passes on as HTTP 511): the token file is read again
+  and the request sent once more, then SchedulerUnavailable naming the file;
+* an answer whose ``errors`` (or, for requeue and cancel, per-job ``status``) name a Slurm
+  error (no such job, refused, controller down): that error's type; any other 5xx:
+  SchedulerUnavailable; any other 4xx: SchedulerError.
 
 :meth:`RestClient.connect` chooses the data-parser version: the newest of
 :data:`KNOWN_DATA_PARSERS` the server answers ``/slurm/<version>/ping/`` for.
@@ -41,6 +43,8 @@ TOKEN_MAX_BYTES = 16 * 1024
 CONNECT_ATTEMPTS = 4
 RETRY_DELAY_S = 0.25
 _UNIX = "unix:"
+# slurmctld's ESLURM_PROTOCOL_AUTHENTICATION_ERROR: the token was not accepted
+_AUTH_ERROR = 1007
 
 
 @dataclass(frozen=True)
@@ -80,7 +84,8 @@ class TokenFile:
 
 
 def slurm_errors(doc: dict[str, Any]) -> list[str]:
-    """The ``errors`` of a slurmrestd answer as text (description and error name)."""
+    """The ``errors`` of a slurmrestd answer as text (description and error name), and
+    the failed per-job ``status`` entries of a requeue or cancel answer."""
     out = []
     for err in doc.get("errors") or []:
         if isinstance(err, dict):
@@ -88,7 +93,20 @@ def slurm_errors(doc: dict[str, Any]) -> list[str]:
             out.append(": ".join(parts) or json.dumps(err)[:200])
         else:
             out.append(str(err)[:200])
+    for status in doc.get("status") or []:
+        error = status.get("error") if isinstance(status, dict) else None
+        if isinstance(error, dict) and error.get("code") not in (None, 0):
+            job = status.get("step_id") or "?"
+            out.append(f"job {job}: {error.get('message') or error.get('string')}"[:300])
     return out
+
+
+def token_rejected(answer: RestAnswer) -> bool:
+    """The answer says the token was not accepted (expired, or another key's)."""
+    if answer.status == 401:
+        return True
+    errors = answer.doc.get("errors") or []
+    return any(isinstance(e, dict) and e.get("error_number") == _AUTH_ERROR for e in errors)
 
 
 def error_for(status: int, doc: dict[str, Any], context: str) -> SchedulerError | None:
@@ -114,6 +132,7 @@ class RestClient:
         user: sent as ``X-SLURM-USER-NAME`` (None: the token's own user).
         timeout: seconds one request may take, retries included.
         max_body_bytes: answers longer than this are refused (SchedulerError).
+        transport: the HTTP transport (None: TCP or the unix socket of ``url``).
     """
 
     def __init__(
@@ -124,6 +143,7 @@ class RestClient:
         user: str | None = None,
         timeout: float = 30.0,
         max_body_bytes: int = 256 * 1024 * 1024,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.url = url
         self.token = TokenFile(token_file)
@@ -131,16 +151,18 @@ class RestClient:
         self.timeout = timeout
         self.max_body_bytes = max_body_bytes
         self.data_parser: str | None = None
+        self._transport = transport
         self._client: httpx.AsyncClient | None = None
         self._lock: asyncio.Lock | None = None
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
+            transport = self._transport
             if self.url.startswith(_UNIX):
-                transport = httpx.AsyncHTTPTransport(uds=self.url[len(_UNIX) :])
+                transport = transport or httpx.AsyncHTTPTransport(uds=self.url[len(_UNIX) :])
                 base = "http://slurmrestd"
             elif self.url.startswith(("http://", "https://")):
-                transport = httpx.AsyncHTTPTransport()
+                transport = transport or httpx.AsyncHTTPTransport()
                 base = self.url.rstrip("/")
             else:
                 raise ConfigError(f"slurmrestd url must be http(s)://... or unix:/path: {self.url}")
@@ -233,14 +255,15 @@ class RestClient:
                 raise SchedulerUnavailable(
                     f"slurmrestd {self.url} {method} {path}: {type(exc).__name__}: {exc}"
                 ) from exc
-            if answer.status == 401 and not renewed:
+            rejected = token_rejected(answer)
+            if rejected and not renewed:
                 renewed = True  # the token may have been renewed in its file meanwhile
                 continue
             record_command(f"slurmrestd {method}", time.monotonic() - started, answer.size)
-            if answer.status == 401:
+            if rejected:
                 raise SchedulerUnavailable(
-                    f"slurmrestd {method} {path}: HTTP 401: token rejected (expired or not "
-                    f"signed with the cluster's jwt key): renew {self.token.path}"
+                    f"slurmrestd {method} {path}: HTTP {answer.status}: token rejected (expired "
+                    f"or not signed with the cluster's jwt key): renew {self.token.path}"
                 )
             return answer
 
@@ -268,4 +291,3 @@ class RestClient:
         raise SchedulerError(
             f"slurmrestd {self.url} serves none of the data parsers {', '.join(KNOWN_DATA_PARSERS)}"
         )
-
