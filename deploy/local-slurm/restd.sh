@@ -43,11 +43,14 @@ rm -f "$LS_RESTD_SOCKET"
 SLURM_JWT=daemon setsid "$LS_SBIN_DIR/slurmrestd" -f "$LS_SLURM_CONF" -a rest_auth/jwt \
   -s openapi/slurmctld -u "$LS_RESTD_USER" -g "$LS_RESTD_USER" \
   "unix:$LS_RESTD_SOCKET" "127.0.0.1:$LS_RESTD_PORT" </dev/null >>"$LOG" 2>&1 &
-echo $! >"$PIDFILE"
+pid=$!
+echo "$pid" >"$PIDFILE"
 for _ in $(seq 1 300); do
   [ -S "$LS_RESTD_SOCKET" ] && break
-  ls_pid_is "$(cat "$PIDFILE")" slurmrestd || ls_die "slurmrestd exited: $(tail -5 "$LOG")"
+  # alive (its name is setsid's until the exec)
+  kill -0 "$pid" 2>/dev/null || ls_die "slurmrestd exited: $(tail -5 "$LOG")"
   sleep 0.1
 done
 [ -S "$LS_RESTD_SOCKET" ] || ls_die "slurmrestd did not open $LS_RESTD_SOCKET"
+ls_pid_is "$pid" slurmrestd || ls_die "pid $pid is not slurmrestd: $(tail -5 "$LOG")"
 ls_log "slurmrestd started (pid $(cat "$PIDFILE"), $LS_RESTD_SOCKET, port $LS_RESTD_PORT)"

@@ -190,7 +190,7 @@ class RestClient:
         try:
             chunks: list[bytes] = []
             size = 0
-            async for chunk in response.aiter_raw():
+            async for chunk in response.aiter_bytes():
                 size += len(chunk)
                 if size > self.max_body_bytes:
                     raise SchedulerError(

@@ -51,9 +51,20 @@ def main(state_dir: Path, out: Path) -> None:
     sbatch = [f"{info['BIN_DIR']}/sbatch", "--parsable", "-N1", "--requeue"]
     sbatch += ["--comment", '{"resurrect": {"max_restarts": 2}}', "-o", "/dev/null"]
     job = subprocess.run(
-        ["runuser", "-u", info["DEMO_USER"], "--", "env", *(f"{k}={v}" for k, v in env.items()),
-         *sbatch, "--wrap", "sleep 600"],
-        capture_output=True, text=True, check=True,
+        [
+            "runuser",
+            "-u",
+            info["DEMO_USER"],
+            "--",
+            "env",
+            *(f"{k}={v}" for k, v in env.items()),
+            *sbatch,
+            "--wrap",
+            "sleep 600",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     for _ in range(100):
         state = json.loads(http.get(f"{base}/job/{job}", headers=headers).text)
@@ -64,7 +75,12 @@ def main(state_dir: Path, out: Path) -> None:
     call("mark", "POST", f"{base}/job/{job}", {"admin_comment": "resurrect-hold:1:" + "0" * 32})
     if parser == "v0.0.45":
         call("requeue", "POST", f"{base}/jobs/requeue", {"jobs": [job], "flags": ["Hold"]})
-        call("requeue-unknown", "POST", f"{base}/jobs/requeue", {"jobs": ["99999"], "flags": ["Hold"]})
+        call(
+            "requeue-unknown",
+            "POST",
+            f"{base}/jobs/requeue",
+            {"jobs": ["99999"], "flags": ["Hold"]},
+        )
     call("job", "GET", f"{base}/job/{job}")
     call("jobs", "GET", f"{base}/jobs/")
     call("job-unknown", "GET", f"{base}/job/99999")
