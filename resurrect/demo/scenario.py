@@ -88,6 +88,8 @@ class DemoSettings:
     timeout_s: float = 600.0
     reference_run: bool = True  # train once more uninterrupted and compare final params
     python: str = field(default_factory=lambda: sys.executable)
+    # resurrect's backend: "cli", or "slurmrestd" (the cluster also runs slurmrestd)
+    scheduler: str = "cli"
 
 
 class DemoError(RuntimeError):
@@ -155,6 +157,12 @@ class Demo:
         raise DemoError(f"timed out after {timeout:.0f} s waiting for {what}; last state: {last}")
 
     def _config(self, cluster: LocalSlurm, address: str) -> ResurrectConfig:
+        rest = {}
+        if self.settings.scheduler == "slurmrestd":
+            rest = {
+                "slurmrestd_url": f"unix:{cluster.restd['RESTD_SOCKET']}",
+                "slurmrestd_token_file": cluster.restd["RESTD_TOKEN_FILE"],
+            }
         return ResurrectConfig.model_validate(
             {
                 "mode": "act",
@@ -163,7 +171,8 @@ class Demo:
                     "slurm_conf": cluster.slurm_conf,
                     # the cluster's own version's clients (RESURRECT_SLURM_VERSION)
                     "slurm_bin_dir": str(cluster.bin_dir),
-                    "scheduler": "cli",
+                    "scheduler": self.settings.scheduler,
+                    **rest,
                 },
                 "temporal": {
                     "embedded": False,
@@ -197,7 +206,11 @@ class Demo:
         shutil.rmtree(s.state_dir / "temporal", ignore_errors=True)
         self.say(f"starting a {s.nodes}-node Slurm cluster (deploy/local-slurm/start.sh)")
         self.cluster = cluster = await asyncio.to_thread(
-            start_local_slurm, nodes=s.nodes, cluster_name="demo", state_dir=s.state_dir / "slurm"
+            start_local_slurm,
+            nodes=s.nodes,
+            cluster_name="demo",
+            state_dir=s.state_dir / "slurm",
+            restd=s.scheduler == "slurmrestd",
         )
         self.say(f"cluster up in {cluster.start_seconds:.1f} s: {', '.join(cluster.nodes)}")
         await asyncio.to_thread(self._check_job_user_can_train, root, cluster.demo_user)
@@ -211,8 +224,10 @@ class Demo:
         config = self._config(cluster, self.server.address)
         client = await connect(config.temporal, attempts=20)
         stop = asyncio.Event()
+        # slurmrestd: the backend the configuration names, built as a site's service builds it
+        scheduler = cluster.scheduler() if s.scheduler == "cli" else None
         service = asyncio.create_task(
-            run_service(config, ServiceParts(), stop, client=client, scheduler=cluster.scheduler())
+            run_service(config, ServiceParts(), stop, client=client, scheduler=scheduler)
         )
         agents: list[asyncio.Task[None]] = []
         if s.scenario == "gpu-error":

@@ -78,7 +78,8 @@ class TokenFile:
                 self._stamp = stamp
         except OSError as exc:
             raise SchedulerUnavailable(f"cannot read slurmrestd token {self.path}: {exc}") from exc
-        if not self._token or any(c.isspace() for c in self._token):
+        token = self._token
+        if not token or not token.isascii() or not token.isprintable() or " " in token:
             raise SchedulerUnavailable(f"slurmrestd token file {self.path} holds no token")
         return self._token
 
@@ -239,7 +240,8 @@ class RestClient:
                     timeout=max(0.1, deadline - time.monotonic()),
                 )
             except (httpx.ConnectError, httpx.RemoteProtocolError) as exc:
-                # not answered (slurmrestd restarting): safe to send again, also a POST
+                # not answered (slurmrestd restarting, or a kept-alive connection it closed):
+                # sent again, also a POST: every action is checked and verified around it
                 await self.aclose()
                 if attempt >= CONNECT_ATTEMPTS or time.monotonic() + RETRY_DELAY_S > deadline:
                     raise SchedulerUnavailable(

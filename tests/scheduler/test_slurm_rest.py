@@ -24,6 +24,7 @@ from resurrect.errors import (
     SchedulerRefused,
     SchedulerUnavailable,
 )
+from resurrect.scheduler import slurm_rest_client
 from resurrect.scheduler.factory import register_scheduler, scheduler_for, scheduler_names
 from resurrect.scheduler.slurm_exec import CommandRunner
 from resurrect.scheduler.slurm_rest import SlurmRest
@@ -180,7 +181,21 @@ async def test_a_rejected_token_is_read_again_once_then_unavailable(
     assert seen[-1] == "renewed.token.value"
 
 
-async def test_a_restarting_slurmrestd_is_retried_then_unavailable(tmp_path: Path) -> None:
+async def test_a_token_file_without_a_token_is_unavailable(tmp_path: Path) -> None:
+    sched = backend(tmp_path, replay("26.05"))
+    for text in ("", "SLURM_JWT=\n", "two words", "t\u00f6ken"):
+        (tmp_path / "token").write_text(text)
+        with pytest.raises(SchedulerUnavailable, match="holds no token"):
+            await sched.list_nodes()
+    (tmp_path / "token").unlink()
+    with pytest.raises(SchedulerUnavailable, match="cannot read slurmrestd token"):
+        await sched.list_nodes()
+
+
+async def test_a_restarting_slurmrestd_is_retried_then_unavailable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(slurm_rest_client, "RETRY_DELAY_S", 0.0)
     good = replay("26.05")
     refusals = {"left": CONNECT_ATTEMPTS - 1}
 
