@@ -430,6 +430,7 @@ class Demo:
         culprit_rank, culprit_node = _culprit(outcome)
         return {
             "scenario": s.scenario,
+            "scheduler": s.scheduler,
             "action": outcome.action.value,
             "culprit_rank": culprit_rank,
             "culprit_node": culprit_node,
