@@ -2,17 +2,23 @@
 
 A backend is a name and a :data:`SchedulerFactory` (the cluster settings and the hold-mark key
 in, a :class:`~resurrect.scheduler.base.Scheduler` out) in one registry:
-:func:`register_scheduler` adds one (a plugin's, e.g. a Kubernetes backend), and
-:func:`scheduler_for` builds what ``cluster.scheduler`` names. Built in: ``cli`` (Slurm's
-command-line clients), ``pyslurm``, ``auto`` (pyslurm when it imports and matches the
-cluster, else the CLI) and ``slurmrestd`` (:mod:`resurrect.scheduler.slurm_rest`).
+:func:`register_scheduler` adds one, and :func:`scheduler_for` builds what
+``cluster.scheduler`` names. Built in: ``cli`` (Slurm's command-line clients), ``pyslurm``,
+``auto`` (pyslurm when it imports and matches the cluster, else the CLI) and ``slurmrestd``
+(:mod:`resurrect.scheduler.slurm_rest`). An installed package adds one (e.g. a Kubernetes
+backend) with an entry point in the ``resurrect.schedulers`` group, named as
+``cluster.scheduler`` names it, whose object is its factory::
+
+    [project.entry-points."resurrect.schedulers"]
+    k8s-jobset = "resurrect_k8s.backend:build"
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Literal
 
 from resurrect.errors import ConfigError
@@ -29,6 +35,7 @@ if TYPE_CHECKING:
 
 SchedulerKind = Literal["auto", "cli", "pyslurm"]
 SchedulerFactory = Callable[["ClusterSettings", HoldMarkKey], Scheduler]
+ENTRY_POINT_GROUP = "resurrect.schedulers"
 _REGISTRY: dict[str, SchedulerFactory] = {}
 
 
@@ -46,13 +53,37 @@ def scheduler_names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def scheduler_for(cluster: ClusterSettings, hold_mark_key: HoldMarkKey | None = None) -> Scheduler:
-    """The backend ``cluster.scheduler`` names, built from ``cluster``."""
-    factory = _REGISTRY.get(cluster.scheduler)
+def scheduler_for(
+    cluster: ClusterSettings,
+    hold_mark_key: HoldMarkKey | None = None,
+    *,
+    installed: Iterable[EntryPoint] | None = None,
+) -> Scheduler:
+    """The backend ``cluster.scheduler`` names, built from ``cluster``: a registered one,
+    else the installed entry point of that name (``installed``: the entry points to look
+    in, default those of ENTRY_POINT_GROUP)."""
+    name = cluster.scheduler
+    if name not in _REGISTRY:
+        points = installed if installed is not None else entry_points(group=ENTRY_POINT_GROUP)
+        found = [point for point in points if point.name == name]
+        if len(found) > 1:
+            raise ConfigError(f"scheduler backend {name!r} is installed twice: {found}")
+        if found:
+            try:
+                factory = found[0].load()
+            except Exception as exc:  # an installed backend that fails to import
+                raise ConfigError(
+                    f"scheduler backend {name!r} failed to import from {found[0].value}: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+            if not callable(factory):
+                raise ConfigError(f"scheduler backend {name!r}: {found[0].value} is no factory")
+            register_scheduler(name, factory)
+    factory = _REGISTRY.get(name)
     if factory is None:
         raise ConfigError(
-            f"cluster.scheduler {cluster.scheduler!r} is not a scheduler backend "
-            f"({', '.join(scheduler_names())})"
+            f"cluster.scheduler {name!r} is not a scheduler backend "
+            f"({', '.join(scheduler_names())}, or one installed in {ENTRY_POINT_GROUP})"
         )
     return factory(cluster, hold_mark_key or HoldMarkKey())
 

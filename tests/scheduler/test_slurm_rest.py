@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from importlib.metadata import EntryPoint
 from pathlib import Path
 from typing import Any
 
@@ -267,3 +268,19 @@ def test_the_backend_is_chosen_by_name_from_the_registry(tmp_path: Path) -> None
 
     with pytest.raises(ConfigError, match="registered twice"):
         register_scheduler("slurmrestd", other)
+
+
+def test_an_installed_backend_is_found_by_its_entry_point(tmp_path: Path) -> None:
+    """What a Kubernetes backend package would do: one entry point, no change here."""
+    group = "resurrect.schedulers"
+    plugin = EntryPoint("rest-by-plugin", "resurrect.scheduler.factory:make_rest_scheduler", group)
+    broken = EntryPoint("broken-backend", "no_such_module_here:build", group)
+    settings = ClusterSettings(
+        scheduler="rest-by-plugin",
+        slurmrestd_url="http://127.0.0.1:6820",
+        slurmrestd_token_file=token_file(tmp_path),
+    )
+    assert isinstance(scheduler_for(settings, installed=[plugin, broken]), SlurmRest)
+    assert "rest-by-plugin" in scheduler_names()
+    with pytest.raises(ConfigError, match="failed to import"):
+        scheduler_for(ClusterSettings(scheduler="broken-backend"), installed=[plugin, broken])
