@@ -29,7 +29,6 @@ from resurrect.contracts.node_health import (
 )
 from resurrect.job_notes import JobNotes
 from resurrect.scheduler.base import Scheduler
-from resurrect.scheduler.view import active_jobs
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +71,7 @@ class NodeHealthActivities:
     async def report_node_fault(self, report: NodeFaultReport) -> NodeFaultResult:
         """Start or signal the recovery of every opted-in job running on ``report.node``."""
         result = NodeFaultResult(node=report.node)
-        jobs = await active_jobs(self._scheduler)  # running ones, not the whole queue
+        jobs = await self._scheduler.list_active_jobs()  # running ones, not the whole queue
         for job in jobs:
             if report.node not in job.nodes or job.state not in ACTIVE_JOB_STATES:
                 continue

@@ -77,7 +77,6 @@ from resurrect.rules import RuleEngine, load_engine
 from resurrect.rules import attribute as attribute_evidence
 from resurrect.rules.scheduler_evidence import combine, scheduler_diagnosis, scheduler_evidence
 from resurrect.scheduler.base import Scheduler
-from resurrect.scheduler.view import nodes_named
 from resurrect.temporal import search_attributes as sa
 from resurrect.temporal.failures import failure_of
 from resurrect.workflows.names import RECOVERY_WORKFLOW, Activity
@@ -142,7 +141,7 @@ class RecoveryActivities:
             job = as_interrupted(await self.scheduler.get_job(interruption.job_id), interruption)
         except JobNotFound as exc:
             raise failure_of(exc) from exc
-        nodes = await nodes_named(self.scheduler, set(job.nodes) | set(interruption.nodes))
+        nodes = await self.scheduler.list_nodes_named(set(job.nodes) | set(interruption.nodes))
         resolution = resolve_job_policy(job, self.config)
         for problem in resolution.problems:
             log.warning("%s", problem)
@@ -405,7 +404,7 @@ class RecoveryActivities:
             return lemons
         # nodes excluded from a requeue must exist (a lemon may have left the cluster)
         elsewhere = [s.node for s in lemons if s.node not in bundle.job.nodes]
-        existing = await nodes_named(self.scheduler, elsewhere) if elsewhere else []
+        existing = await self.scheduler.list_nodes_named(elsewhere) if elsewhere else []
         return known_to_slurm(lemons, bundle.job.nodes, [n.name for n in existing])
 
     async def _charged_restarts(self, cluster: str, job_id: str, current_workflow_id: str) -> int:

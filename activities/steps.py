@@ -51,7 +51,7 @@ from resurrect.goodput.advice_note import ADVICE_DEADLINE_S, advice_note
 from resurrect.operator.exclusions import ExclusionPlan
 from resurrect.operator.models import DROPPED_EXCLUSIONS_KEY
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
-from resurrect.scheduler.view import cluster_shape, nodes_named
+from resurrect.scheduler.view import cluster_shape
 from resurrect.steps.runtime import StepContext, StepFn, step
 
 
@@ -84,7 +84,7 @@ async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
         result.detail = "drained nothing"
         return result
     # the wanted nodes read fresh by name; the cluster's size at most once a minute
-    nodes = await nodes_named(ctx.scheduler, wanted)
+    nodes = await ctx.scheduler.list_nodes_named(wanted)
     by_name = {n.name: n for n in nodes}
     request = reservation_for(
         ctx.config,

@@ -19,7 +19,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from resurrect.contracts import JobPolicy, RecoveryMode
 from resurrect.errors import ConfigError
@@ -91,10 +98,26 @@ class ClusterSettings(Section):
     """The scheduler resurrect watches and acts on."""
 
     name: str = Field(default="local", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-    scheduler: Literal["auto", "cli", "pyslurm"] = "auto"
+    # A backend of resurrect.scheduler.factory's registry: auto, cli, pyslurm, slurmrestd
+    # (or one a plugin registers).
+    scheduler: str = Field(default="auto", pattern=r"^[a-z][a-z0-9_-]{0,31}$")
     slurm_conf: Path | None = None
     slurm_bin_dir: Path | None = None
     command_timeout_s: float = Field(default=20.0, gt=0)
+    # scheduler slurmrestd: its URL (http://host:port or unix:/path/to/socket), the file
+    # holding the JWT (``scontrol token username=U lifespan=S``; read again when it changes)
+    # and the user sent with it (None: the token's own).
+    slurmrestd_url: str | None = Field(default=None, pattern=r"^(https?://\S+|unix:/\S+)$")
+    slurmrestd_token_file: Path | None = None
+    slurmrestd_user: str | None = Field(default=None, pattern=r"^[a-z_][a-z0-9_.-]{0,31}$")
+
+    @model_validator(mode="after")
+    def _rest_settings(self) -> ClusterSettings:
+        if self.scheduler == "slurmrestd" and (
+            self.slurmrestd_url is None or self.slurmrestd_token_file is None
+        ):
+            raise ValueError("scheduler slurmrestd needs slurmrestd_url and slurmrestd_token_file")
+        return self
 
 
 class PolicySettings(Section):

@@ -29,18 +29,10 @@ log = logging.getLogger(__name__)
 
 
 def scheduler_from_config(config: ResurrectConfig) -> Scheduler:
-    from resurrect.scheduler.factory import make_scheduler
+    from resurrect.scheduler.factory import scheduler_for
     from resurrect.scheduler.hold_marker import HoldMarkKey
 
-    cluster = config.cluster
-    return make_scheduler(
-        cluster.scheduler,
-        cluster_name=cluster.name,
-        slurm_conf=str(cluster.slurm_conf) if cluster.slurm_conf else None,
-        bin_dir=str(cluster.slurm_bin_dir) if cluster.slurm_bin_dir else None,
-        command_timeout_s=cluster.command_timeout_s,
-        hold_mark_key=HoldMarkKey(config.hold_mark_key_file),
-    )
+    return scheduler_for(config.cluster, HoldMarkKey(config.hold_mark_key_file))
 
 
 def embedded_server(config: ResurrectConfig) -> EmbeddedTemporal:

@@ -47,7 +47,6 @@ from resurrect.progress.tracker import ProgressTracker
 from resurrect.progress.watch import HangReport, ProgressWatch, straggler_evidence
 from resurrect.rules.engine import LineScanner
 from resurrect.scheduler.base import Scheduler
-from resurrect.scheduler.view import active_jobs
 from resurrect.sensors.checkpoint_progress import CheckpointProgress
 from resurrect.sensors.follower_share import (
     DEFAULT_SHARE,
@@ -332,7 +331,7 @@ class JobLogFollower:
     async def refresh_jobs(self) -> None:
         """Follow newly started jobs, drop finished ones. One job whose data breaks this
         is noted and left out; the others are followed."""
-        jobs = await active_jobs(self.scheduler)
+        jobs = await self.scheduler.list_active_jobs()
         live: set[tuple[str, int]] = set()
         for job in jobs:
             if job.state is not JobState.RUNNING:

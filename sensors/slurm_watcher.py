@@ -14,9 +14,10 @@ Each report is an :class:`Interruption` handed to ``report`` (normally
 :func:`sensors.report.report_interruption`); the workflow id is per (cluster, job, attempt),
 so reporting twice is harmless. The watcher never touches the scheduler itself.
 
-Each poll reads only what can matter (:mod:`resurrect.scheduler.view`): running and
-recently failed jobs, the jobs it saw running last time (a requeued job is pending again),
-and the nodes that are not healthy, so its cost follows what runs, not what is queued.
+Each poll reads only what can matter (the backend's view, :mod:`resurrect.scheduler.base`):
+running and recently failed jobs, the jobs it saw running last time (a requeued job is
+pending again), and the nodes that are not healthy, so its cost follows what runs, not what
+is queued.
 """
 
 from __future__ import annotations
@@ -43,7 +44,6 @@ from resurrect.job_notes import JobNotes
 from resurrect.policy import PolicyResolution, resolve_job_policy
 from resurrect.rules.scheduler_evidence import STATE_CLASS
 from resurrect.scheduler.base import Scheduler
-from resurrect.scheduler.view import active_jobs, unhealthy_nodes
 from resurrect.sensors.report import ReportInterruption
 from resurrect.telemetry.record import record_watcher_poll, track_drained_nodes
 
@@ -217,8 +217,8 @@ class SlurmWatcher:
 
     async def poll_once(self) -> list[Interruption]:
         was_running = [j.job_id for j in self._last_jobs.values() if j.state in RUNNING_JOB_STATES]
-        jobs = await active_jobs(self.scheduler, also=was_running)
-        nodes = await unhealthy_nodes(self.scheduler)
+        jobs = await self.scheduler.list_active_jobs(also=was_running)
+        nodes = await self.scheduler.list_unhealthy_nodes()
         track_drained_nodes(self.config.cluster.name, nodes)
         self.polls += 1
         reported: list[Interruption] = []

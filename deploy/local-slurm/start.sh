@@ -24,11 +24,18 @@
 #                          from a cached Debian userland (userland.sh)    [host's]
 #   --cache-dir DIR        where userland.sh keeps those userlands         [/var/cache/resurrect]
 #   --slurmctld-parameters L  SlurmctldParameters=L (e.g. enable_expedited_requeue on 25.11+)
+#   --restd                also start slurmrestd (auth/jwt; 24.11 / 26.05 userlands, or the
+#                          host's slurmrestd package) as user --restd-user, on the unix socket
+#                          DIR/restd/slurmrestd.socket and 127.0.0.1:--restd-port; writes the
+#                          jwt key DIR/etc/jwt_hs256.key and a root token DIR/etc/restd-token
+#   --restd-port PORT      slurmrestd's TCP port                          [6820]
+#   --restd-user USER      unix user slurmrestd runs as (created if missing) [resurrect-restd]
 # Every option also reads an env variable: LOCAL_SLURM_STATE_DIR, LOCAL_SLURM_CLUSTER_NAME,
 # LOCAL_SLURM_NODES, LOCAL_SLURM_NODE_PREFIX, LOCAL_SLURM_CPUS, LOCAL_SLURM_CTLD_PORT,
 # LOCAL_SLURM_SLURMD_PORT, LOCAL_SLURM_SLURMD_TIMEOUT, LOCAL_SLURM_JOBCOMP_SCRIPT,
 # LOCAL_SLURM_MAX_JOBS, LOCAL_SLURM_DEMO_USER, LOCAL_SLURM_NO_INSTALL=1, LOCAL_SLURM_VERSION,
-# LOCAL_SLURM_CACHE_DIR, LOCAL_SLURM_SLURMCTLD_PARAMETERS.
+# LOCAL_SLURM_CACHE_DIR, LOCAL_SLURM_SLURMCTLD_PARAMETERS, LOCAL_SLURM_RESTD=1,
+# LOCAL_SLURM_RESTD_PORT, LOCAL_SLURM_RESTD_USER.
 #
 # A previous cluster in the same state dir is stopped (by pidfile) and its state wiped.
 # On success prints the path of DIR/env (export SLURM_CONF, PATH) as the last stdout line.
@@ -53,6 +60,9 @@ WAIT_TIMEOUT=60
 WANT_VERSION=${LOCAL_SLURM_VERSION:-}
 CACHE_DIR=${LOCAL_SLURM_CACHE_DIR:-/var/cache/resurrect}
 CTLD_PARAMS=${LOCAL_SLURM_SLURMCTLD_PARAMETERS:-}
+RESTD=${LOCAL_SLURM_RESTD:-0}
+RESTD_PORT=${LOCAL_SLURM_RESTD_PORT:-6820}
+RESTD_USER=${LOCAL_SLURM_RESTD_USER:-resurrect-restd}
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit "${1:-0}"; }
 while [ $# -gt 0 ]; do
@@ -73,6 +83,9 @@ while [ $# -gt 0 ]; do
     --slurm) WANT_VERSION=$2; shift 2 ;;
     --cache-dir) CACHE_DIR=$2; shift 2 ;;
     --slurmctld-parameters) CTLD_PARAMS=$2; shift 2 ;;
+    --restd) RESTD=1; shift ;;
+    --restd-port) RESTD_PORT=$2; shift 2 ;;
+    --restd-user) RESTD_USER=$2; shift 2 ;;
     -h|--help) usage 0 ;;
     *) echo "unknown option: $1" >&2; usage 2 ;;
   esac
@@ -80,7 +93,7 @@ done
 
 # ---------------------------------------------------------------- validate
 [ "$(id -u)" = 0 ] || ls_die "must run as root (slurmd launches jobs as their owners)"
-for v in NODES CPUS CTLD_PORT SLURMD_PORT SLURMD_TIMEOUT WAIT_TIMEOUT MAX_JOBS; do
+for v in NODES CPUS CTLD_PORT SLURMD_PORT SLURMD_TIMEOUT WAIT_TIMEOUT MAX_JOBS RESTD_PORT; do
   [[ ${!v} =~ ^[0-9]+$ ]] || ls_die "$v must be a number, got '${!v}'"
 done
 [ "$NODES" -ge 1 ] || ls_die "--nodes must be >= 1"
@@ -92,6 +105,7 @@ if [ -n "$JOBCOMP_SCRIPT" ]; then
   [ -x "$JOBCOMP_SCRIPT" ] || ls_die "--jobcomp-script $JOBCOMP_SCRIPT is not executable"
 fi
 [[ $CTLD_PARAMS =~ ^[A-Za-z0-9_=,.:-]*$ ]] || ls_die "--slurmctld-parameters must be a plain list"
+[[ $RESTD_USER =~ ^[a-z][a-z0-9-]{0,30}$ ]] || ls_die "--restd-user must match [a-z][a-z0-9-]*"
 
 # ---------------------------------------------------------------- packages
 PKGS=(munge slurmctld slurmd slurm-client procps util-linux passwd)
@@ -127,6 +141,11 @@ if [ -n "$WANT_VERSION" ] && [ "${SLURM_VERSION%.*}" != "$WANT_VERSION" ]; then
   SLURM_VERSION=$(cat "$USERLAND/VERSION")
 fi
 SLURM_MAJOR=${SLURM_VERSION%%.*}
+if [ "$RESTD" = 1 ]; then
+  [ -x "$SBIN_DIR/slurmrestd" ] || ls_die "--restd: no slurmrestd in $SBIN_DIR (Slurm $SLURM_VERSION)"
+  [ -e "${PLUGIN_DIR:-/usr/lib/x86_64-linux-gnu/slurm-wlm}/auth_jwt.so" ] \
+    || ls_die "--restd: no auth/jwt plugin for Slurm $SLURM_VERSION (package slurm-wlm-jwt-plugin)"
+fi
 ls_log "slurm $SLURM_VERSION"
 
 # ---------------------------------------------------------------- demo user
@@ -135,9 +154,15 @@ if ! id "$DEMO_USER" >/dev/null 2>&1; then
   ls_log "created user $DEMO_USER"
 fi
 
+# slurmrestd refuses to serve as root or SlurmUser: its own unprivileged user
+if [ "$RESTD" = 1 ] && ! id "$RESTD_USER" >/dev/null 2>&1; then
+  useradd --system --no-create-home --shell /usr/sbin/nologin "$RESTD_USER"
+  ls_log "created user $RESTD_USER"
+fi
+
 # ---------------------------------------------------------------- stop previous, lay out
 if [ -r "$STATE_DIR/cluster.info" ]; then "$HERE/stop.sh" --state-dir "$STATE_DIR" >/dev/null 2>&1 || true; fi
-rm -rf "${STATE_DIR:?}"/{etc,state,spool,log,run,out,munge,env,cluster.info}
+rm -rf "${STATE_DIR:?}"/{etc,state,spool,log,run,out,munge,restd,env,cluster.info}
 mkdir -p "$STATE_DIR"/{etc,state,spool,log,run,out,munge}
 chmod 0755 "$STATE_DIR" "$STATE_DIR"/{etc,spool,log,run,munge}
 chmod 0700 "$STATE_DIR/state"
@@ -148,7 +173,8 @@ if ! runuser -u "$DEMO_USER" -- test -x "$STATE_DIR/munge"; then
 fi
 # a port in use means another cluster (or a leftover daemon) would answer instead of ours
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-for port in "$CTLD_PORT" $(seq "$SLURMD_PORT" $((SLURMD_PORT + NODES - 1))); do
+restd_ports=(); [ "$RESTD" = 1 ] && restd_ports=("$RESTD_PORT")
+for port in "$CTLD_PORT" "${restd_ports[@]}" $(seq "$SLURMD_PORT" $((SLURMD_PORT + NODES - 1))); do
   if port_busy "$port"; then ls_die "port $port is already in use; pick other --ctld-port/--slurmd-port"; fi
 done
 CONF=$STATE_DIR/etc/slurm.conf
@@ -183,6 +209,15 @@ if [ -n "$JOBCOMP_SCRIPT" ]; then
 JobCompLoc=$JOBCOMP_SCRIPT"
 else
   JOBCOMP="JobCompType=jobcomp/none"
+fi
+# auth/jwt beside munge: slurmctld accepts the tokens slurmrestd passes on (HS256, key
+# readable by root only)
+JWT_KEY=$STATE_DIR/etc/jwt_hs256.key
+JWT_CONF=""
+if [ "$RESTD" = 1 ]; then
+  (umask 077; dd if=/dev/urandom of="$JWT_KEY" bs=32 count=1 status=none)
+  JWT_CONF="AuthAltTypes=auth/jwt
+AuthAltParameters=jwt_key=$JWT_KEY"
 fi
 NODE_RANGE="${NODE_PREFIX}[1-$NODES]"; [ "$NODES" = 1 ] && NODE_RANGE="${NODE_PREFIX}1"
 PORTS="$SLURMD_PORT-$LAST_PORT"; [ "$NODES" = 1 ] && PORTS="$SLURMD_PORT"
@@ -229,6 +264,7 @@ MinJobAge=300
 MaxJobCount=$MAX_JOBS
 ${PLUGIN_DIR:+PluginDir=$PLUGIN_DIR
 }${CTLD_PARAMS:+SlurmctldParameters=$CTLD_PARAMS
+}${JWT_CONF:+$JWT_CONF
 }NodeName=$NODE_RANGE NodeHostname=localhost NodeAddr=127.0.0.1 Port=$PORTS CPUs=$CPUS RealMemory=500 State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=EXCLUSIVE
 CONF_EOF
@@ -263,6 +299,23 @@ for i in $(seq 1 "$NODES"); do
   "$SBIN_DIR/slurmd" -N "$NODE_PREFIX$i" || ls_die "slurmd $NODE_PREFIX$i failed"
 done
 ls_log "$NODES slurmd started (ports $SLURMD_PORT-$LAST_PORT)"
+
+# ---------------------------------------------------------------- slurmrestd (--restd)
+if [ "$RESTD" = 1 ]; then
+  RESTD_TOKEN=$STATE_DIR/etc/restd-token
+  cat >>"$STATE_DIR/cluster.info" <<RESTD_EOF
+RESTD_USER=$RESTD_USER
+RESTD_PORT=$RESTD_PORT
+RESTD_URL=http://127.0.0.1:$RESTD_PORT
+RESTD_SOCKET=$STATE_DIR/restd/slurmrestd.socket
+RESTD_TOKEN_FILE=$RESTD_TOKEN
+RESTD_EOF
+  "$HERE/restd.sh" --state-dir "$STATE_DIR" start
+  # a day's token for root (resurrect acts as the cluster's administrator)
+  (umask 077; "$BIN_DIR/scontrol" token username=root lifespan=86400 \
+    | sed -n 's/^SLURM_JWT=//p' >"$RESTD_TOKEN")
+  [ -s "$RESTD_TOKEN" ] || ls_die "scontrol token printed no token"
+fi
 
 cat >"$STATE_DIR/env" <<ENV_EOF
 export SLURM_CONF=$CONF

@@ -1,6 +1,6 @@
 #!/bin/bash
 # stop.sh - stop what start.sh started in one state dir, by pidfile only: job step trees,
-# the slurmd of every node, slurmctld and the cluster's private munged. Other clusters and
+# the slurmd of every node, slurmrestd, slurmctld and the cluster's private munged. Others and
 # any system Slurm/munge on the host are left alone. Packages stay installed.
 #
 # Usage: stop.sh [--state-dir DIR] [--purge]
@@ -38,6 +38,8 @@ for ((i = 1; i <= LS_NODES; i++)); do
   ls_stop_pid "$pid" slurmd 50
   rm -f "$pidfile"
 done
+ls_stop_pid "$(cat "$STATE_DIR/run/slurmrestd.pid" 2>/dev/null || true)" slurmrestd 50
+rm -f "$STATE_DIR/run/slurmrestd.pid"
 ls_stop_pid "$(cat "$STATE_DIR/run/slurmctld.pid" 2>/dev/null || true)" slurmctld 100
 rm -f "$STATE_DIR/run/slurmctld.pid"
 ls_stop_pid "$(cat "$STATE_DIR/munge/munged.pid" 2>/dev/null || true)" munged 50

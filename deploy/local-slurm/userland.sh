@@ -66,7 +66,7 @@ if [ ! -x "$ROOTFS/usr/sbin/slurmctld" ]; then
   mkdir -p "$DIR"
   # unstable's Release files carry a short Valid-Until; a mirror snapshot may be past it
   mmdebstrap --quiet --variant=apt --aptopt='Acquire::Check-Valid-Until "false"' \
-    --include=slurmctld,slurmd,munge,slurm-client,slurmrestd,python3 \
+    --include=slurmctld,slurmd,munge,slurm-client,slurmrestd,slurm-wlm-jwt-plugin,python3 \
     "$SUITE" "$ROOTFS.new" >"$DIR/build.log" 2>&1 \
     || ls_die "mmdebstrap $SUITE failed, see $DIR/build.log"
   rm -rf "$ROOTFS" "$DIR/VERSION"
@@ -74,6 +74,20 @@ if [ ! -x "$ROOTFS/usr/sbin/slurmctld" ]; then
   ls_log "userland built"
 fi
 chmod 0755 "$DIR" "$ROOTFS"
+
+# ---------------------------------------------------------------- auth/jwt (slurmrestd's tokens)
+# Userlands built before slurm-wlm-jwt-plugin was in the list above get it added, at the
+# version of the Slurm already there (apt refuses a mismatch rather than mixing releases).
+if [ ! -e "$ROOTFS/$MULTIARCH/slurm-wlm/auth_jwt.so" ]; then
+  [ "$NO_INSTALL" = 1 ] && ls_die "no auth/jwt plugin in $ROOTFS (and --no-install)"
+  ls_log "adding slurm-wlm-jwt-plugin to the Slurm $VERSION userland"
+  have=$(chroot "$ROOTFS" dpkg-query -W -f='${Version}' slurmctld)
+  cp /etc/resolv.conf "$ROOTFS/etc/resolv.conf"
+  { chroot "$ROOTFS" apt-get -o Acquire::Check-Valid-Until=false update -q \
+      && chroot "$ROOTFS" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+        --no-install-recommends "slurm-wlm-jwt-plugin=$have"; } >>"$DIR/build.log" 2>&1 \
+    || ls_die "cannot add slurm-wlm-jwt-plugin $have, see $DIR/build.log"
+fi
 
 # ---------------------------------------------------------------- programs (made once)
 if [ -s "$DIR/VERSION" ] && [ -x "$DIR/sbin/slurmd" ]; then echo "$DIR"; exit 0; fi

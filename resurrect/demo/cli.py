@@ -26,6 +26,7 @@ def _demo(args: argparse.Namespace) -> int:
         state_dir=args.state_dir,
         ui_port=args.ui_port,
         train_steps=args.steps,
+        scheduler=args.scheduler,
     )
     start = time.monotonic()
 
@@ -86,6 +87,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     demo.add_argument("--state-dir", type=Path, default=Path("/tmp/resurrect-demo"))
     demo.add_argument("--ui-port", type=int, default=8233)
     demo.add_argument("--steps", type=int, default=120, help="training steps of the job")
+    demo.add_argument(
+        "--scheduler",
+        choices=("cli", "slurmrestd"),
+        default="cli",
+        help="resurrect's scheduler backend: Slurm's commands, or slurmrestd (24.11+, "
+        "started with the cluster)",
+    )
     demo.add_argument(
         "--no-keep-ui",
         dest="keep_ui",

@@ -30,13 +30,18 @@ from pathlib import Path
 from typing import Any
 
 from resurrect.scheduler.slurm_cli import SlurmCli
+from resurrect.scheduler.slurm_exec import CommandRunner
 from resurrect.scheduler.slurm_json import parse_scontrol_record
+from resurrect.scheduler.slurm_rest import SlurmRest
+from resurrect.scheduler.slurm_rest_client import RestClient
 
 __all__ = [
     "SLURM_VERSION_ENV",
     "LocalSlurm",
     "repo_root",
     "requested_slurm_version",
+    "restd_unavailable_reason",
+    "restd_unsupported_reason",
     "slurm_unavailable_reason",
     "start_local_slurm",
     "stop_local_slurm",
@@ -133,6 +138,40 @@ def slurm_unavailable_reason(slurm_version: str | None = None) -> str | None:
     return None
 
 
+def restd_unsupported_reason(slurm_version: str | None = None) -> str | None:
+    """Why resurrect's slurmrestd backend does not apply to ``slurm_version`` (default: the
+    requested one, else the host's): its REST API predates data parser v0.0.42 (Slurm
+    24.11), the oldest the backend reads. None where it applies."""
+    version = slurm_version or requested_slurm_version() or _host_slurm_version()
+    if version is None:
+        return None
+    try:
+        release = tuple(int(part) for part in version.split(".")[:2])
+    except ValueError:
+        return None
+    if release < (24, 11):
+        return f"slurmrestd of Slurm {version} serves data parsers older than v0.0.42"
+    return None
+
+
+def restd_unavailable_reason(slurm_version: str | None = None) -> str | None:
+    """Why a local cluster (of ``slurm_version``, default: the requested one) cannot run
+    slurmrestd with auth/jwt here, or None if it can (the 24.11 / 26.05 userlands have it;
+    the host's Slurm needs the slurmrestd and slurm-wlm-jwt-plugin packages)."""
+    reason = slurm_unavailable_reason(slurm_version)
+    if reason is not None:
+        return reason
+    version = slurm_version or requested_slurm_version()
+    if version is not None and version != _host_slurm_version():
+        return None  # userland.sh builds it with slurmrestd and the jwt plugin
+    search = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
+    if shutil.which("slurmrestd", path=search) is None:
+        return "no slurmrestd for the host's Slurm (apt-get install slurmrestd)"
+    if not Path("/usr/lib/x86_64-linux-gnu/slurm-wlm/auth_jwt.so").exists():
+        return "no auth/jwt plugin for the host's Slurm (apt-get install slurm-wlm-jwt-plugin)"
+    return None
+
+
 @dataclass
 class LocalSlurm:
     """A running local cluster and helpers to drive it from tests."""
@@ -162,6 +201,39 @@ class LocalSlurm:
         kwargs.setdefault("verify_timeout", 30.0)
         kwargs.setdefault("bin_dir", str(self.bin_dir))
         return SlurmCli(self.cluster_name, self.slurm_conf, **kwargs)
+
+    # ------------------------------------------------------------------ slurmrestd
+    @property
+    def restd(self) -> dict[str, str]:
+        """slurmrestd's ``RESTD_*`` settings (``start_local_slurm(restd=True)``), else {}."""
+        info = read_cluster_info(self.state_dir)
+        return {k: v for k, v in info.items() if k.startswith("RESTD_")}
+
+    def rest_scheduler(self, command_timeout: float = 30.0, **kwargs: Any) -> SlurmRest:
+        """A SlurmRest bound to this cluster's slurmrestd (its unix socket and root token
+        file; kwargs go to the constructor). ``scontrol requeuehold`` where the REST API has
+        no requeue uses this cluster's clients."""
+        restd = self.restd
+        if not restd:
+            raise RuntimeError(f"{self.state_dir} was started without slurmrestd")
+        kwargs.setdefault("verify_timeout", 30.0)
+        client = RestClient(
+            f"unix:{restd['RESTD_SOCKET']}",
+            Path(restd["RESTD_TOKEN_FILE"]),
+            timeout=command_timeout,
+        )
+        runner = CommandRunner(
+            bin_dir=str(self.bin_dir), slurm_conf=self.slurm_conf, timeout=command_timeout
+        )
+        return SlurmRest(self.cluster_name, client, requeue_runner=runner, **kwargs)
+
+    def stop_restd(self) -> None:
+        """Stop slurmrestd (the cluster keeps running)."""
+        self._script("restd.sh", "stop")
+
+    def start_restd(self) -> None:
+        """Start slurmrestd again; returns once its socket is there."""
+        self._script("restd.sh", "start")
 
     def run(self, argv: list[str], *, check: bool = True, timeout: float = 30) -> str:
         """Run a Slurm client command against this cluster; returns stdout."""
@@ -364,6 +436,7 @@ def start_local_slurm(
     state_dir: Path | None = None,
     slurm_version: str | None = None,
     slurmctld_parameters: str | None = None,
+    restd: bool = False,
 ) -> LocalSlurm:
     """Start a cluster via deploy/local-slurm/start.sh on free ports, in ``state_dir``
     (wiped first) or a fresh ``/tmp/resurrect-slurm-*``.
@@ -371,7 +444,8 @@ def start_local_slurm(
     ``jobcomp_script``: JobCompType=jobcomp/script with this program (runs at every job end).
     ``slurm_version``: ``22.05``, ``24.11`` or ``26.05`` (default: ``RESURRECT_SLURM_VERSION``,
     else the host's Slurm). ``slurmctld_parameters``: ``SlurmctldParameters=`` of the cluster
-    (e.g. ``enable_expedited_requeue`` on 25.11+).
+    (e.g. ``enable_expedited_requeue`` on 25.11+). ``restd``: also slurmrestd (auth/jwt) on a
+    unix socket and a free port, with a root token (:meth:`LocalSlurm.rest_scheduler`).
     """
     version = slurm_version or requested_slurm_version()
     if state_dir is None:
@@ -405,6 +479,11 @@ def start_local_slurm(
         argv += ["--slurm", version]
     if slurmctld_parameters:
         argv += ["--slurmctld-parameters", slurmctld_parameters]
+    if restd:
+        restd_port = free_port_block(1)
+        while slurmd_port <= restd_port < slurmd_port + nodes or restd_port == ctld_port:
+            restd_port = free_port_block(1)
+        argv += ["--restd", "--restd-port", str(restd_port)]
     if os.environ.get("RESURRECT_REQUIRE_SLURM") is None:
         argv.append("--no-install")
     t0 = time.monotonic()

@@ -68,6 +68,12 @@ class Demo:
         return self.scenario.succeeded(result)
 
     def _config(self, cluster: LocalSlurm, address: str) -> ResurrectConfig:
+        rest = {}
+        if self.settings.scheduler == "slurmrestd":
+            rest = {
+                "slurmrestd_url": f"unix:{cluster.restd['RESTD_SOCKET']}",
+                "slurmrestd_token_file": cluster.restd["RESTD_TOKEN_FILE"],
+            }
         return ResurrectConfig.model_validate(
             {
                 "mode": "act",
@@ -76,7 +82,8 @@ class Demo:
                     "slurm_conf": cluster.slurm_conf,
                     # the cluster's own version's clients (RESURRECT_SLURM_VERSION)
                     "slurm_bin_dir": str(cluster.bin_dir),
-                    "scheduler": "cli",
+                    "scheduler": self.settings.scheduler,
+                    **rest,
                 },
                 "temporal": {
                     "embedded": False,
@@ -106,7 +113,11 @@ class Demo:
         nodes = self.scenario.cluster_nodes(s)
         self.say(f"starting a {nodes}-node Slurm cluster (deploy/local-slurm/start.sh)")
         self.cluster = cluster = await asyncio.to_thread(
-            start_local_slurm, nodes=nodes, cluster_name="demo", state_dir=s.state_dir / "slurm"
+            start_local_slurm,
+            nodes=nodes,
+            cluster_name="demo",
+            state_dir=s.state_dir / "slurm",
+            restd=s.scheduler == "slurmrestd",
         )
         self.say(f"cluster up in {cluster.start_seconds:.1f} s: {', '.join(cluster.nodes)}")
         await asyncio.to_thread(self._check_job_user_can_train, root, cluster.demo_user)
@@ -120,8 +131,10 @@ class Demo:
         config = self._config(cluster, self.server.address)
         client = await connect(config.temporal, attempts=20)
         stop = asyncio.Event()
+        # slurmrestd: the backend the configuration names, built as a site's service builds it
+        scheduler = cluster.scheduler() if s.scheduler == "cli" else None
         service = asyncio.create_task(
-            run_service(config, ServiceParts(), stop, client=client, scheduler=cluster.scheduler())
+            run_service(config, ServiceParts(), stop, client=client, scheduler=scheduler)
         )
         gpus: dict[str, FakeNvml] = {}
         agents: list[asyncio.Task[None]] = []

@@ -56,6 +56,8 @@ class DemoSettings:
     # the policy's own, 3)
     no_progress_restarts: int | None = None
     python: str = field(default_factory=lambda: sys.executable)
+    # resurrect's backend: "cli", or "slurmrestd" (the cluster also runs slurmrestd)
+    scheduler: str = "cli"
 
 
 class DemoError(RuntimeError):

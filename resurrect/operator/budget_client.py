@@ -40,7 +40,7 @@ from resurrect.operator.task_queues import (
     runs_on,
 )
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX, Scheduler
-from resurrect.scheduler.view import ClusterShape, drain_census
+from resurrect.scheduler.view import ClusterShape
 from resurrect.workflows.names import BUDGET_QUERY, DRAIN_BUDGET_WORKFLOW, RESERVE_DRAINS_UPDATE
 
 log = logging.getLogger(__name__)
@@ -94,7 +94,7 @@ async def reserve_drains(
     """
     cluster = config.cluster.name
     if client is None:
-        _, nodes = await drain_census(scheduler)
+        _, nodes = await scheduler.drain_census()
         now = datetime.now(UTC)
         snapshot = BudgetState(
             cluster=cluster,

@@ -281,11 +281,11 @@ def _nodes(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------- watchdog
 def _watchdog(args: argparse.Namespace) -> int:
-    from resurrect.operator.watchdog import as_verified, release_stale_holds, run_watchdog
+    from resurrect.operator.watchdog import release_stale_holds, run_watchdog
     from resurrect.service import scheduler_from_config, stop_on_signals
 
     config = load_config(args.config)
-    scheduler = as_verified(scheduler_from_config(config))
+    scheduler = scheduler_from_config(config)
     bound = args.bound_s if args.bound_s is not None else config.watchdog.hold_bound_s
 
     async def main() -> int:

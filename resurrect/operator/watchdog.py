@@ -1,6 +1,7 @@
 """Fail-open watchdog: release jobs resurrect held and never released.
 
-It depends on nothing of resurrect but Slurm and this module: no worker, no Temporal.
+It depends on nothing of resurrect but the scheduler backend and this module: no worker, no
+Temporal.
 ``resurrect watchdog`` runs it (a loop, or ``--once`` from the systemd timer unit
 ``deploy/systemd/resurrect-watchdog.timer``) as the worker's Slurm operator user: a held job
 carrying resurrect's hold mark (``scheduler/hold_marker.py``) for longer than
@@ -16,16 +17,16 @@ import logging
 import time
 
 from resurrect.contracts import MutationResult
-from resurrect.errors import ResurrectError, SchedulerError
+from resurrect.errors import SchedulerError
 from resurrect.job_notes import JobNotes
+from resurrect.scheduler.base import Scheduler
 from resurrect.scheduler.hold_marker import has_marker, read_mark
-from resurrect.scheduler.verified import VerifiedScheduler
 
 log = logging.getLogger(__name__)
 _NOTES = JobNotes(log)
 
 
-async def release_stale_holds(scheduler: VerifiedScheduler, bound_s: float) -> list[MutationResult]:
+async def release_stale_holds(scheduler: Scheduler, bound_s: float) -> list[MutationResult]:
     """One pass: release every job resurrect has held for longer than ``bound_s``."""
     released = []
     for job in await scheduler.list_jobs():
@@ -53,7 +54,7 @@ async def release_stale_holds(scheduler: VerifiedScheduler, bound_s: float) -> l
 
 
 async def run_watchdog(
-    scheduler: VerifiedScheduler, bound_s: float, interval_s: float, stop: asyncio.Event
+    scheduler: Scheduler, bound_s: float, interval_s: float, stop: asyncio.Event
 ) -> None:
     """Pass after pass every ``interval_s`` until ``stop`` is set."""
     while not stop.is_set():
@@ -65,9 +66,3 @@ async def run_watchdog(
             await asyncio.wait_for(stop.wait(), timeout=interval_s)
         except TimeoutError:
             pass
-
-
-def as_verified(scheduler: object) -> VerifiedScheduler:
-    if not isinstance(scheduler, VerifiedScheduler):
-        raise ResurrectError(f"the watchdog needs a Slurm backend, not {type(scheduler).__name__}")
-    return scheduler

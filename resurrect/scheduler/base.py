@@ -1,16 +1,32 @@
-"""The small, typed interface every scheduler backend implements.
+"""The small, typed interface every scheduler backend implements, and its defaults.
 
 All methods are coroutines. Mutations are idempotent: they check the current state before
 acting (draining a drained node returns ``changed=False``) and verify the scheduler reached
 the requested state afterwards, raising :class:`~resurrect.errors.SchedulerError` if not.
+
+What workflows, plans, rules and sensors need of a scheduler is all here, so a backend for
+another scheduler (e.g. Kubernetes JobSets, docs/architecture.md) plugs in through
+:func:`resurrect.scheduler.factory.register_scheduler` without touching them:
+
+* reads and verified mutations (jobs, nodes, drain, resume, requeue excluding nodes, cancel);
+* the watcher's cheap view (:meth:`Scheduler.list_active_jobs` and the three node reads):
+  :class:`SchedulerBase` implements it from the full reads; a backend with cheaper filtered
+  queries overrides it (the Slurm CLI backend does);
+* hold marks: the key that tags them and :meth:`Scheduler.release_stale_hold`, what the
+  fail-open watchdog calls;
+* the job owner's opt-in text: :attr:`JobInfo.comment <resurrect.contracts.JobInfo>`, filled
+  by each backend from where its scheduler keeps it (Slurm: the job comment);
+* job states: :class:`~resurrect.contracts.JobState`, to which a backend maps its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Iterable, Sequence
 from typing import Protocol, runtime_checkable
 
-from resurrect.contracts import JobInfo, MutationResult, NodeInfo
+from resurrect.contracts import JobInfo, JobState, MutationResult, NodeInfo
+from resurrect.scheduler.hold_marker import HoldMarkKey
 
 # Every drain resurrect makes carries this reason prefix; resurrect only ever resumes nodes
 # whose reason starts with it, so drains made by operators or other tools are never undone.
@@ -20,6 +36,9 @@ DRAIN_REASON_PREFIX = "resurrect:"
 @runtime_checkable
 class Scheduler(Protocol):
     """What resurrect needs from a batch scheduler."""
+
+    # tags resurrect's hold marks (the worker and the watchdog use the same key file)
+    hold_mark_key: HoldMarkKey
 
     @property
     def cluster_name(self) -> str: ...
@@ -58,3 +77,70 @@ class Scheduler(Protocol):
         ...
 
     async def cancel_job(self, job_id: str) -> MutationResult: ...
+
+    async def release_stale_hold(self, job_id: str, bound_s: float) -> MutationResult:
+        """Release ``job_id`` if resurrect has held it (its valid hold mark) for longer than
+        ``bound_s``; any other hold is left alone."""
+        ...
+
+    # ------------------------------------------------------------------ the watcher's view
+    async def list_active_jobs(self, also: Collection[str] = ()) -> list[JobInfo]:
+        """Running, suspended and recently failed jobs, and the jobs ``also`` names."""
+        ...
+
+    async def list_unhealthy_nodes(self) -> list[NodeInfo]:
+        """Nodes that are down, failed, not responding, unknown or future."""
+        ...
+
+    async def list_nodes_named(self, names: Collection[str]) -> list[NodeInfo]:
+        """The nodes of ``names`` that exist."""
+        ...
+
+    async def drain_census(self) -> tuple[int, list[NodeInfo]]:
+        """How many nodes the cluster has, and the drained (or draining) ones."""
+        ...
+
+
+# Pending and normally ended jobs never make an interruption by themselves.
+_IDLE_STATES = frozenset({JobState.PENDING, JobState.COMPLETED, JobState.CANCELLED})
+
+
+def active_only(jobs: Iterable[JobInfo], also: Collection[str] = ()) -> list[JobInfo]:
+    """``jobs`` without pending and normally ended ones (except those ``also`` names)."""
+    wanted = set(also)
+    return [job for job in jobs if job.state not in _IDLE_STATES or job.job_id in wanted]
+
+
+def census_of(nodes: Collection[NodeInfo]) -> tuple[int, list[NodeInfo]]:
+    """The node count of ``nodes`` and the drained (or draining) ones among them."""
+    return len(nodes), [node for node in nodes if node.drained]
+
+
+class SchedulerBase(ABC):
+    """The watcher's view of :class:`Scheduler` from a backend's full reads: every job and
+    node is read and filtered here. Backends with cheaper filtered queries override it."""
+
+    @abstractmethod
+    async def list_jobs(self) -> list[JobInfo]: ...
+
+    @abstractmethod
+    async def list_nodes(self) -> list[NodeInfo]: ...
+
+    async def list_active_jobs(self, also: Collection[str] = ()) -> list[JobInfo]:
+        """Running, suspended and recently failed jobs, and the jobs ``also`` names."""
+        return active_only(await self.list_jobs(), also)
+
+    async def list_unhealthy_nodes(self) -> list[NodeInfo]:
+        """Nodes that are down, failed, not responding, unknown or future."""
+        return [node for node in await self.list_nodes() if node.unavailable]
+
+    async def list_nodes_named(self, names: Collection[str]) -> list[NodeInfo]:
+        """The nodes of ``names`` that exist."""
+        wanted = set(names)
+        if not wanted:
+            return []
+        return [node for node in await self.list_nodes() if node.name in wanted]
+
+    async def drain_census(self) -> tuple[int, list[NodeInfo]]:
+        """How many nodes the cluster has, and the drained (or draining) ones."""
+        return census_of(await self.list_nodes())

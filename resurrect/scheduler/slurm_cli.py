@@ -318,9 +318,6 @@ class SlurmCli(VerifiedScheduler):
             if node.name in wanted
         ]
 
-    async def _nodes_named(self, names: list[str]) -> list[NodeInfo]:
-        return await self.list_nodes_named(names)
-
     async def drain_census(self) -> tuple[int, list[NodeInfo]]:
         """The node count (one short line a node) and the drained nodes, with reasons."""
         names = await self.runner.check(["sinfo", "-h", "-N", "-O", "NodeList:0"])

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 
 from resurrect.contracts import FINISHED_JOB_STATES, JobInfo, JobState, MutationResult, NodeInfo
@@ -43,7 +43,7 @@ from resurrect.errors import (
     SchedulerError,
     SchedulerRefused,
 )
-from resurrect.scheduler.base import DRAIN_REASON_PREFIX
+from resurrect.scheduler.base import DRAIN_REASON_PREFIX, SchedulerBase
 from resurrect.scheduler.hold_marker import HoldMarkKey, has_marker, marked, read_mark, unmarked
 from resurrect.scheduler.validation import (
     sanitize_reason,
@@ -70,7 +70,7 @@ def _not_cancelled(job: JobInfo, cause: BaseException | None = None) -> JobInfo:
     return job
 
 
-class VerifiedScheduler(ABC):
+class VerifiedScheduler(SchedulerBase):
     """Base of the Slurm backends: idempotent, verified mutations over primitive actions."""
 
     def __init__(self, cluster_name: str, *, verify_timeout: float, poll_interval: float) -> None:
@@ -200,11 +200,6 @@ class VerifiedScheduler(ABC):
                 return node
         raise NodeNotFound(f"node {node_name} not in cluster {self.cluster_name}")
 
-    async def _nodes_named(self, names: list[str]) -> list[NodeInfo]:
-        """The nodes of ``names`` that exist (a backend may read them by name)."""
-        wanted = set(names)
-        return [node for node in await self.list_nodes() if node.name in wanted]
-
     async def _wait_for(self, what: str, probe: Callable[[], Awaitable[bool]]) -> None:
         deadline = time.monotonic() + self.verify_timeout
         while True:
@@ -280,7 +275,7 @@ class VerifiedScheduler(ABC):
                 f"job {jid} was submitted with --no-requeue; only its owner can resubmit it"
             )
         if exclude:
-            known = {n.name for n in await self._nodes_named(exclude)}
+            known = {n.name for n in await self.list_nodes_named(exclude)}
             unknown = [n for n in exclude if n not in known]
             if unknown:
                 raise NodeNotFound(f"cannot exclude unknown nodes {unknown} from job {jid}")

@@ -29,7 +29,8 @@ OPT_IN = json.dumps({"resurrect": {"max_restarts": 3}})
 
 class IndexedFakeScheduler(FakeScheduler):
     """The in-memory cluster answering reads by name and id, as the Slurm CLI backend does
-    (:class:`~resurrect.scheduler.view.ActiveView`, ``get_job``, ``get_node``): in a burst
+    (the watcher's view of :class:`~resurrect.scheduler.base.Scheduler`, ``get_job``,
+    ``get_node``): in a burst
     each recovery reads its own job and nodes, not a copy of the whole cluster."""
 
     async def list_active_jobs(self, also: Collection[str] = ()) -> list[JobInfo]:
@@ -43,9 +44,6 @@ class IndexedFakeScheduler(FakeScheduler):
     async def list_nodes_named(self, names: Collection[str]) -> list[NodeInfo]:
         self._maybe_fail()
         return [self.nodes[name] for name in names if name in self.nodes]
-
-    async def _nodes_named(self, names: list[str]) -> list[NodeInfo]:
-        return await self.list_nodes_named(names)
 
     async def get_node(self, name: str) -> NodeInfo:
         self._maybe_fail()

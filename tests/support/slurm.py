@@ -33,6 +33,8 @@ from resurrect.demo.local_cluster import (
     LocalSlurm,
     free_port_block,
     requested_slurm_version,
+    restd_unavailable_reason,
+    restd_unsupported_reason,
     slurm_unavailable_reason,
     start_local_slurm,
     stop_local_slurm,
@@ -46,6 +48,7 @@ __all__ = [
     "local_slurm",
     "local_slurm_fixture",
     "requested_slurm_version",
+    "restd_unavailable_reason",
     "slurm_release",
     "slurm_unavailable_reason",
     "start_local_slurm",
@@ -58,16 +61,21 @@ def local_slurm_fixture(
     scope: Any = "session",
     name: str = "local_slurm",
     jobcomp_script: str | None = None,
+    restd: bool = False,
 ) -> Any:
-    """Build a pytest fixture that yields a running :class:`LocalSlurm`."""
+    """Build a pytest fixture that yields a running :class:`LocalSlurm` (``restd``: with
+    slurmrestd; skipped where the Slurm version has none, unless required)."""
 
     @pytest.fixture(scope=scope, name=name)
     def _fixture() -> Iterator[LocalSlurm]:
-        reason = slurm_unavailable_reason()
+        unsupported = restd_unsupported_reason() if restd else None
+        if unsupported is not None:
+            pytest.skip(unsupported)  # also in CI: nothing of this version to test
+        reason = restd_unavailable_reason() if restd else slurm_unavailable_reason()
         # as root in CI, start.sh installs what is missing; otherwise: fail in CI, skip here
         if reason is not None and not (required() and os.geteuid() == 0):
             missing(reason)
-        cluster = start_local_slurm(nodes=nodes, jobcomp_script=jobcomp_script)
+        cluster = start_local_slurm(nodes=nodes, jobcomp_script=jobcomp_script, restd=restd)
         path_before = os.environ.get("PATH", "")
         wanted = requested_slurm_version()
         if wanted is not None:

@@ -152,6 +152,7 @@ class OneFault(Scenario):
         culprit_rank, culprit_node = culprit(outcome)
         return {
             "scenario": self.name,
+            "scheduler": stage.settings.scheduler,
             "action": outcome.action.value,
             "culprit_rank": culprit_rank,
             "culprit_node": culprit_node,

@@ -110,6 +110,7 @@ class CrashLoop(Scenario):
         )
         return {
             "scenario": self.name,
+            "scheduler": stage.settings.scheduler,
             "action": outcome.action.value,
             "recovered": outcome.recovered,
             "fault_class": outcome.fault_class.value,

@@ -1,0 +1,149 @@
+"""The slurmrestd backend against a real local Slurm cluster with slurmrestd (auth/jwt).
+
+Runs on the Slurm that ``RESURRECT_SLURM_VERSION`` names (24.11 or 26.05; skipped on 22.05,
+whose REST API predates the data parsers the backend reads). The contract tests the CLI
+backend passes (test_slurm_cluster.py) run here unchanged against the REST backend: this
+module's ``slurm`` fixture gives them a cluster whose ``scheduler()`` is the REST backend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scheduler.test_slurm_cluster import (  # the CLI backend's contract, run again here
+    SLEEP_JOB,
+    test_controller_down_is_unavailable_then_recovers,
+    test_drain_resume_with_prefix_idempotent,
+    test_hostile_reason_is_stored_as_plain_text,
+    test_no_requeue_job_is_refused,
+    test_node_kill_auto_requeue_then_hold_exclude_release,
+    test_refuses_to_resume_operator_drain,
+    test_requeue_finished_job,
+    test_requeue_right_after_node_kill_before_slurm_notices,
+    test_requeue_running_job_excluding_keeps_id_and_owner,
+    test_unknown_job_and_node,
+    wait_running,
+)
+from support.slurm import LocalSlurm, local_slurm_fixture, slurm_release
+
+from resurrect.errors import SchedulerUnavailable
+from resurrect.scheduler.hold_marker import has_marker
+from resurrect.scheduler.slurm_rest import SlurmRest
+
+pytestmark = pytest.mark.slurm
+
+__all__ = [
+    "test_controller_down_is_unavailable_then_recovers",
+    "test_drain_resume_with_prefix_idempotent",
+    "test_hostile_reason_is_stored_as_plain_text",
+    "test_no_requeue_job_is_refused",
+    "test_node_kill_auto_requeue_then_hold_exclude_release",
+    "test_refuses_to_resume_operator_drain",
+    "test_requeue_finished_job",
+    "test_requeue_right_after_node_kill_before_slurm_notices",
+    "test_requeue_running_job_excluding_keeps_id_and_owner",
+    "test_unknown_job_and_node",
+]
+
+rest_cluster = local_slurm_fixture(name="rest_cluster", restd=True)
+
+
+@dataclasses.dataclass
+class RestLocalSlurm(LocalSlurm):
+    """The same cluster, whose ``scheduler()`` is the slurmrestd backend."""
+
+    def scheduler(self, **kwargs: Any) -> SlurmRest:  # type: ignore[override]
+        return self.rest_scheduler(**kwargs)
+
+
+@pytest.fixture
+def slurm(rest_cluster: LocalSlurm) -> Iterator[RestLocalSlurm]:
+    rest_cluster.reset()
+    fields = {f.name: getattr(rest_cluster, f.name) for f in dataclasses.fields(rest_cluster)}
+    yield RestLocalSlurm(**fields)
+
+
+def mint_token(slurm: LocalSlurm, lifespan_s: int) -> str:
+    out = slurm.run(["scontrol", "token", "username=root", f"lifespan={lifespan_s}"])
+    return out.strip().removeprefix("SLURM_JWT=")
+
+
+async def test_the_data_parser_is_the_newest_the_cluster_serves(slurm: RestLocalSlurm) -> None:
+    expected = "v0.0.45" if slurm_release(slurm) >= (26, 5) else "v0.0.42"
+    assert await slurm.scheduler().data_parser() == expected
+
+
+async def test_an_expired_token_is_unavailable_until_the_file_is_renewed(
+    slurm: RestLocalSlurm, tmp_path: Path
+) -> None:
+    sched = slurm.scheduler(command_timeout=20.0)
+    token_file = tmp_path / "token"
+    token_file.write_text(mint_token(slurm, 2))
+    sched.client.token.path = token_file
+    assert len(await sched.list_nodes()) == len(slurm.nodes)
+    deadline = time.monotonic() + 30
+    while True:  # until the token's two seconds are over
+        try:
+            await sched.list_nodes()
+        except SchedulerUnavailable as exc:
+            assert "token rejected" in str(exc) and str(token_file) in str(exc)
+            break
+        assert time.monotonic() < deadline, "a 2 s token was still accepted after 30 s"
+        await asyncio.sleep(0.5)
+    token_file.write_text(f"SLURM_JWT={mint_token(slurm, 600)}\n")
+    assert len(await sched.list_nodes()) == len(slurm.nodes)
+
+
+async def test_a_token_of_another_key_is_rejected(slurm: RestLocalSlurm, tmp_path: Path) -> None:
+    sched = slurm.scheduler()
+    real = mint_token(slurm, 600)
+    header, payload, _ = real.split(".")
+    token_file = tmp_path / "token"
+    token_file.write_text(f"{header}.{payload}.{'A' * 43}")
+    sched.client.token.path = token_file
+    with pytest.raises(SchedulerUnavailable, match="token rejected"):
+        await sched.list_jobs()
+
+
+async def test_a_restarted_slurmrestd_is_unavailable_then_answers(slurm: RestLocalSlurm) -> None:
+    sched = slurm.scheduler(command_timeout=5.0)
+    assert len(await sched.list_nodes()) == len(slurm.nodes)
+    slurm.stop_restd()
+    try:
+        with pytest.raises(SchedulerUnavailable, match="slurmrestd"):
+            await sched.list_nodes()
+        with pytest.raises(SchedulerUnavailable):
+            await sched.drain_node(slurm.nodes[0], "x")
+    finally:
+        slurm.start_restd()
+    assert len(await sched.list_nodes()) == len(slurm.nodes)  # the same backend object
+
+
+async def test_the_hold_mark_is_written_read_and_released_through_rest(
+    slurm: RestLocalSlurm,
+) -> None:
+    """What the fail-open watchdog needs: resurrect's mark on a job it holds, read back from
+    the REST API's AdminComment, and the stale hold released."""
+    sched = slurm.scheduler()
+    opt_in = json.dumps({"resurrect": {"max_restarts": 2}})
+    job_id = slurm.submit(SLEEP_JOB, nodes=1, comment=opt_in, name="marked")
+    await wait_running(slurm, job_id)
+    job = await sched.get_job(job_id)
+    assert json.loads(job.comment) == {"resurrect": {"max_restarts": 2}}  # the opt-in text
+    assert await sched._mark_held(job) is None
+    await sched._act_requeuehold(job_id)
+    await asyncio.to_thread(slurm.wait_job_state, job_id, ["PENDING"], 60)
+    held = await sched.get_job(job_id)
+    assert held.held and has_marker(held.admin_comment)
+    result = await sched.release_stale_hold(job_id, bound_s=-1.0)
+    assert result.changed, result.detail
+    released = await sched.get_job(job_id)
+    assert not released.held and not has_marker(released.admin_comment)
+    await sched.cancel_job(job_id)
