@@ -19,7 +19,8 @@ from support.service import running_service, service_config
 from temporalio.client import Client
 
 from resurrect.config import ResurrectConfig
-from resurrect.contracts import JobState, recovery_workflow_id
+from resurrect.contracts import JobState
+from resurrect.contracts.workflow_ids import recovery_workflow_id
 from resurrect.demo.local_cluster import DEPLOY_DIR, LocalSlurm
 from resurrect.operator.repair_client import node_state
 from resurrect.temporal.server import EmbeddedTemporal
