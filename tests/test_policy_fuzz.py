@@ -25,9 +25,9 @@ json_values = st.recursive(
 
 def resolve(comment: str) -> None:
     job = JobInfo(job_id="1", state=JobState.RUNNING, comment=comment)
-    started = time.perf_counter()
+    started = time.thread_time()
     resolution = resolve_job_policy(job, CONFIG)
-    assert time.perf_counter() - started < 0.5
+    assert time.thread_time() - started < 0.5
     assert resolution.source in {"comment", "partition", "default", "malformed_comment"}
     if resolution.source == "malformed_comment":
         assert resolution.problems and not resolution.opted_in

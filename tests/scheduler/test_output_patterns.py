@@ -99,13 +99,13 @@ pattern_text = st.text(
 def test_fuzz_expansion_never_raises_anything_else_and_stays_bounded(
     pattern: str, name: str, work_dir: str
 ) -> None:
-    started = time.perf_counter()
+    started = time.thread_time()
     try:
         out = expand_output_pattern(pattern, **KW | {"name": name, "work_dir": work_dir})
     except OutputPatternError:
         return
     assert len(out) <= MAX_OUTPUT_PATH and "\x00" not in out
-    assert time.perf_counter() - started < 0.1
+    assert time.thread_time() - started < 0.1
 
 
 @settings(max_examples=200, deadline=None)

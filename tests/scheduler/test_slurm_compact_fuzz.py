@@ -25,10 +25,10 @@ owner_text = st.text(
 @settings(max_examples=400, deadline=None)
 @given(st.text(max_size=400))
 def test_arbitrary_text_never_raises(text: str) -> None:
-    started = time.perf_counter()
+    started = time.thread_time()
     compact.parse_job_rows(text)
     compact.parse_node_lines(text)
-    assert time.perf_counter() - started < 1.0
+    assert time.thread_time() - started < 1.0
 
 
 @settings(max_examples=400, deadline=None)

@@ -42,12 +42,12 @@ values = st.recursive(
 
 
 def parse_safely(parser: Any, doc: Any) -> None:
-    started = time.perf_counter()
+    started = time.thread_time()
     try:
         parser(doc)
     except SlurmParseError:
         pass
-    assert time.perf_counter() - started < 1.0
+    assert time.thread_time() - started < 1.0
 
 
 def mangle(doc: Any, paths: list[int], replacement: Any) -> Any:
@@ -100,10 +100,10 @@ def test_mangled_real_documents(
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=3000))
 def test_scontrol_records(line: str) -> None:
-    started = time.perf_counter()
+    started = time.thread_time()
     record = parse_scontrol_record(line)
     assert isinstance(record, dict)
-    assert time.perf_counter() - started < 1.0
+    assert time.thread_time() - started < 1.0
 
 
 def test_the_real_documents_still_parse() -> None:
