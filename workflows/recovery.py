@@ -164,6 +164,8 @@ def _fold(state: IncidentState, result: StepResult) -> IncidentState:
         update["running_again"] = result.running_again
     if result.checkpoint is not None:
         update["checkpoint"] = result.checkpoint
+    if result.next_attempt_output:
+        update["next_attempt_output"] = result.next_attempt_output
     return state.model_copy(update=update)
 
 
@@ -513,5 +515,6 @@ class RecoveryWorkflow:
                 "checkpoint": state.checkpoint,
                 "notes": list(self._notes),
                 "would_have": list(self._would_have),
+                "next_attempt_output": state.next_attempt_output,
             }
         )
