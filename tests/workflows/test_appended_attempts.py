@@ -139,3 +139,19 @@ async def test_the_recovery_of_attempt_1_names_the_node_attempt_1_lost(job7: Job
         note.startswith("not draining node4: only the job's output") for note in second.notes
     )
     assert second.next_attempt_output[0].offset == len(PRINTS[0]) + len(PRINTS[1])
+
+
+async def test_without_an_earlier_recovery_the_tail_is_read_with_a_note(job7: Job7) -> None:
+    """Attempt 1 of a job whose first attempt no recovery ended (Slurm requeued it, the
+    service was down): where attempt 1 begins is not known, and the recovery says so."""
+    with job7.cluster.out.open("a") as file:
+        file.write(PRINTS[1])
+    job7.cluster.jobs["7"] = job7.cluster.jobs["7"].model_copy(
+        update={"restart_count": 1, "nodes": ["node3", "node4"]}
+    )
+    outcome = await job7.fails()
+    earlier = f"recover/{job7.config.cluster.name}/7/0"
+    assert outcome.diagnosis is not None
+    summary = outcome.diagnosis.summary
+    assert "where attempt 1's output begins is not known" in summary, summary
+    assert f"no outcome of {earlier} to read" in summary, summary
