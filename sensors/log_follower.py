@@ -19,6 +19,10 @@ the other due jobs. A line seen already in the same read, and a blank line, is d
 loops; a job that falls more than the share's ``max_behind`` bytes behind goes on from its
 last ``resume_from`` bytes, with a note saying how much was skipped.
 
+A requeued job's files are followed from their end when its attempt is first seen running
+(earlier attempts' lines were judged by their recoveries); its reports carry that point
+(``Interruption.output_marks``), from where its recovery reads the files.
+
 Truncation (the file got shorter) and rotation (another inode at the path) restart reading
 from the top. Partial lines wait for their end, bounded by ``MAX_PENDING`` bytes; a longer
 line is cut and scanned by its head. Bytes are untrusted: invalid UTF-8 is replaced.
