@@ -28,13 +28,16 @@ from typing import Any, TypeVar
 from temporalio import activity
 from temporalio.client import (
     Client,
+    WorkflowContinuedAsNewError,
     WorkflowExecution,
+    WorkflowFailureError,
     WorkflowQueryFailedError,
     WorkflowQueryRejectedError,
 )
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
+from resurrect.attempt_output import AttemptOutput, attempt_output
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import (
     AttemptRecord,
@@ -43,12 +46,14 @@ from resurrect.contracts import (
     EvidenceBundle,
     Interruption,
     JobInfo,
+    OutputMark,
+    RecoveryOutcome,
     RestartHistory,
     SignalKind,
 )
 from resurrect.contracts.assessment import Assessment, AssessRequest
 from resurrect.contracts.node_health import HEALTH_QUERY, NodeHealth
-from resurrect.contracts.workflow_ids import node_health_workflow_id
+from resurrect.contracts.workflow_ids import node_health_workflow_id, recovery_workflow_id
 from resurrect.errors import JobNotFound, NeedsMoreTime
 from resurrect.evidence_trust import (
     INDEPENDENT_SOURCES,
@@ -93,6 +98,9 @@ LOG_READ_BUDGET_S = 20.0
 # Node agent findings older than this (or older than the job attempt) say nothing about it.
 AGENT_FINDING_MAX_AGE = timedelta(minutes=10)
 AGENT_QUERY_TIMEOUT_S = 5.0
+# How long the outcome of the attempt before's recovery (where this attempt's output begins)
+# is waited for: it ends once the requeued job runs, about when this attempt starts.
+EARLIER_OUTCOME_WAIT_S = 10.0
 CORROBORATION_POLL_S = 0.5
 # The lemon records read for one recovery serve those assessed within this many seconds.
 LEMON_READ_REUSE_S = 1.0
@@ -165,17 +173,24 @@ class RecoveryActivities:
             self._engine = load_engine(self.config.rules.extra_packs)
         return self._engine
 
-    def _log_evidence(self, job: JobInfo, budget: Budget) -> OutputReading:
-        """Rule matches in the tail of the job's output files, the last training step they
-        print, and notes on files that were not read (not regular files, not the owner's,
-        out of time)."""
+    def _log_evidence(
+        self, job: JobInfo, budget: Budget, attempt: AttemptOutput | None = None
+    ) -> OutputReading:
+        """Rule matches in the tail of the interrupted attempt's output (nothing before
+        where ``attempt`` says it begins in each file), the last training step it printed,
+        and notes on files that were not read (not regular files, not the owner's, out of
+        time) or whose attempt start is not known."""
         engine = self._rules_engine()
         progress = shipped_parser()
-        reading = OutputReading()
-        paths = [p for p in dict.fromkeys([job.stdout_path, job.stderr_path]) if p]
-        for path in paths:
+        attempt = attempt or AttemptOutput()
+        reading = OutputReading(notes=list(attempt.notes))
+        for path in output_paths(job):
             tail = read_tail(
-                path, self.config.watcher.log_tail_bytes, owner_uid=job.user_id, budget=budget
+                path,
+                self.config.watcher.log_tail_bytes,
+                owner_uid=job.user_id,
+                budget=budget,
+                begin=attempt.begins.get(path),
             )
             if tail.note:
                 reading.notes.append(tail.note)
@@ -190,13 +205,15 @@ class RecoveryActivities:
                     reading.last_step = max(reading.last_step or 0, event.step)
         return reading
 
-    async def _read_job_output(self, job: JobInfo, quick_s: float | None = None) -> OutputReading:
+    async def _read_job_output(
+        self, job: JobInfo, quick_s: float | None = None, attempt: AttemptOutput | None = None
+    ) -> OutputReading:
         """:meth:`_log_evidence` in a thread, heartbeating while it runs, given up (the
         thread told to stop) after ``LOG_READ_BUDGET_S`` or when the activity is cancelled;
         with ``quick_s``, NeedsMoreTime once that is spent (the task attempt reads it all)."""
         seconds = LOG_READ_BUDGET_S if quick_s is None else min(quick_s, LOG_READ_BUDGET_S)
         budget = Budget(deadline=time.monotonic() + seconds, stop=threading.Event())
-        reading = asyncio.ensure_future(asyncio.to_thread(self._log_evidence, job, budget))
+        reading = asyncio.ensure_future(asyncio.to_thread(self._log_evidence, job, budget, attempt))
         try:
             while True:
                 done, _ = await asyncio.wait({reading}, timeout=HEARTBEAT_EVERY_S)
@@ -212,6 +229,38 @@ class RecoveryActivities:
         finally:
             assert budget.stop is not None
             budget.stop.set()  # a thread still reading stops at its next chunk
+
+    async def _attempt_output(self, bundle: EvidenceBundle) -> AttemptOutput:
+        """Where the interrupted attempt's output begins in each file
+        (:mod:`resurrect.attempt_output`)."""
+        report = bundle.interruption
+        if report.restart_count == 0:
+            return AttemptOutput()
+        recorded, why = await self._recorded_output_start(
+            report.cluster, report.job_id, report.restart_count
+        )
+        return attempt_output(
+            report.restart_count, output_paths(bundle.job), recorded, report.output_marks, why
+        )
+
+    async def _recorded_output_start(
+        self, cluster: str, job_id: str, restart_count: int
+    ) -> tuple[list[OutputMark] | None, str]:
+        """Where attempt ``restart_count`` began in the job's files, as the recovery of the
+        attempt before recorded it when it requeued the job; None (and why) when unknown."""
+        if self.client is None:
+            return None, "no Temporal client to read the earlier recovery"
+        earlier = recovery_workflow_id(cluster, job_id, restart_count - 1)
+        handle = self.client.get_workflow_handle(earlier, result_type=RecoveryOutcome)
+        try:
+            outcome = await asyncio.wait_for(
+                handle.result(follow_runs=False), EARLIER_OUTCOME_WAIT_S
+            )
+        except TimeoutError:
+            return None, f"{earlier} did not end within {EARLIER_OUTCOME_WAIT_S:g} s"
+        except (RPCError, WorkflowFailureError, WorkflowContinuedAsNewError):
+            return None, f"no outcome of {earlier} to read"
+        return list(outcome.next_attempt_output), ""
 
     async def _agent_health(self, cluster: str, node: str) -> NodeHealth | None:
         """What the node agent of ``node`` reported (its NodeHealthWorkflow), if it runs."""
@@ -280,7 +329,8 @@ class RecoveryActivities:
         output or a node agent's confirmation. Also returns the last training step the
         output printed (rank 0's, or an unranked line's), None when none.
         """
-        output = await self._read_job_output(bundle.job, quick_s)
+        attempt = await self._attempt_output(bundle)
+        output = await self._read_job_output(bundle.job, quick_s, attempt)
         found, notes = output.found, output.notes
         found.extend(e for e in reported if e.kind is not SignalKind.SCHEDULER_STATE)
         agent_found, watching = await self._agent_evidence(bundle)
@@ -428,6 +478,11 @@ class RecoveryActivities:
             if record is not None and record.restart_count not in records:
                 records[record.restart_count] = record  # the newest run of that recovery
         return [records[n] for n in sorted(records)]
+
+
+def output_paths(job: JobInfo) -> list[str]:
+    """The job's output files (stdout, then stderr when it is another file)."""
+    return [p for p in dict.fromkeys([job.stdout_path, job.stderr_path]) if p]
 
 
 def earlier_recoveries(cluster: str, job_id: str, current_workflow_id: str) -> str:

@@ -35,6 +35,7 @@ from resurrect.contracts import (
     CheckpointVerdict,
     JobInfo,
     JobState,
+    OutputMark,
     RecoveryOutcomeKind,
     StepResult,
 )
@@ -48,6 +49,7 @@ from resurrect.errors import (
     SchedulerRefused,
 )
 from resurrect.goodput.advice_note import ADVICE_DEADLINE_S, advice_note
+from resurrect.log_reading import output_mark
 from resurrect.operator.exclusions import ExclusionPlan
 from resurrect.operator.models import DROPPED_EXCLUSIONS_KEY
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
@@ -362,9 +364,21 @@ class WaitParams(Params):
     poll_interval_s: float = Field(default=1.0, gt=0)
 
 
+def next_attempt_output(job: JobInfo) -> list[OutputMark]:
+    """Where the output files of ``job``, pending after a requeue, end now: where its next
+    attempt's output will begin (a requeued job may append every attempt to one file)."""
+    paths = dict.fromkeys([job.stdout_path, job.stderr_path])
+    marks = [output_mark(path, job.user_id) for path in paths if path]
+    return [mark for mark in marks if mark is not None]
+
+
 @step("recovery.wait_running", mutating=False, quick=True)
 async def wait_running(ctx: StepContext, params: WaitParams) -> StepResult:
-    """Wait until the requeued job runs again, on none of the excluded nodes."""
+    """Wait until the requeued job runs again, on none of the excluded nodes.
+
+    The sizes of its output files taken between two reads that found it pending (its earlier
+    run gone, the next not started) are the result's ``next_attempt_output``: where the next
+    recovery of the job starts reading them."""
     if ctx.observe or not ctx.state.requeued:
         return StepResult(detail="job was not requeued: nothing to wait for", running_again=False)
     timeout = params.timeout_s or ctx.input.bundle.wait_running_timeout_s
@@ -372,7 +386,10 @@ async def wait_running(ctx: StepContext, params: WaitParams) -> StepResult:
     started = time.monotonic()
     deadline = started + timeout
     last: JobInfo | None = None
+    marks: list[OutputMark] = []
+    pending: JobInfo | None = None  # the last read, when it found the job pending
     while time.monotonic() < deadline:
+        taken = None if pending is None else await asyncio.to_thread(next_attempt_output, pending)
         try:
             last = await ctx.scheduler.get_job(ctx.job.job_id)
         except JobNotFound as exc:
@@ -389,7 +406,16 @@ async def wait_running(ctx: StepContext, params: WaitParams) -> StepResult:
             if bad:
                 detail += f" - WARNING: on excluded node(s) {','.join(bad)}"
             notes = [] if bad else await _checkpoint_advice(ctx, last)
-            return StepResult(running_again=not bad, ok=not bad, detail=detail, notes=notes)
+            return StepResult(
+                running_again=not bad,
+                ok=not bad,
+                detail=detail,
+                notes=notes,
+                next_attempt_output=marks,
+            )
+        pending = last if last.state is JobState.PENDING else None
+        if pending is not None and taken is not None:
+            marks = taken  # pending before and after: no attempt was writing
         if last.state not in (JobState.PENDING, JobState.REQUEUED, JobState.COMPLETING):
             return StepResult(
                 ok=False,

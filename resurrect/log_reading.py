@@ -14,7 +14,9 @@ directory, a symlink to ``/dev/zero`` or to someone else's file). So:
   terabyte costs nothing; it stops at a deadline or when asked to.
 * :func:`read_tail` gives the last lines within ``max_bytes`` with their real line numbers
   where counting them stays within a bounded budget (else ``None``), each line cut at
-  ``max_line_bytes`` and decoded with replacement characters.
+  ``max_line_bytes`` and decoded with replacement characters; given where the current job
+  attempt's output begins (an :class:`~resurrect.contracts.OutputMark`), nothing before it.
+* :func:`output_mark` is where a file ends now: where the next attempt's output will begin.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from resurrect.contracts import OutputMark
 from resurrect.errors import JobFileRefused
 
 log = logging.getLogger(__name__)
@@ -181,6 +184,40 @@ class TailRead:
     note: str | None = None
 
 
+def output_mark(path: str | Path, owner_uid: int | None) -> OutputMark | None:
+    """Where ``path`` ends now (its inode and size), for a regular file of ``owner_uid``;
+    None for a file that is not there or must not be read."""
+    try:
+        fd = open_job_file(path, owner_uid)
+    except (JobFileRefused, OSError):
+        return None
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return OutputMark(path=os.fspath(path), inode=st.st_ino, offset=st.st_size)
+
+
+def _floor(path: str | Path, begin: OutputMark | None, st: os.stat_result) -> tuple[int, str]:
+    """Where reading may start given where the attempt began (``begin``), and a note when
+    that mark does not fit the file (another file now, or shorter than the mark)."""
+    if begin is None:
+        return 0, ""
+    if begin.inode != st.st_ino:
+        return 0, (
+            f"{path}: another file than the one this attempt began writing (replaced or"
+            " rotated): read from its start"
+        )
+    if begin.offset > st.st_size:
+        return 0, (
+            f"{path}: shorter ({st.st_size} bytes) than when this attempt began"
+            f" ({begin.offset} bytes; truncated or rewritten): read from its start"
+        )
+    return begin.offset, ""
+
+
 def read_tail(
     path: str | Path,
     max_bytes: int,
@@ -188,9 +225,11 @@ def read_tail(
     owner_uid: int | None = None,
     budget: Budget | None = None,
     max_line_bytes: int = MAX_LINE_BYTES,
+    begin: OutputMark | None = None,
 ) -> TailRead:
-    """The last lines of ``path`` within ``max_bytes``; a file that cannot or must not be
-    read gives no lines and a note."""
+    """The last lines of ``path`` within ``max_bytes``, none before ``begin`` (where the
+    current attempt's output begins in this file, when known); a file that cannot or must
+    not be read gives no lines and a note."""
     budget = budget or Budget()
     try:
         fd = open_job_file(path, owner_uid)
@@ -199,18 +238,23 @@ def read_tail(
     except OSError as exc:
         return TailRead(note=f"{path}: cannot read job output: {exc.strerror or exc}")
     try:
-        size = os.fstat(fd).st_size
-        start = max(0, size - max_bytes)
+        st = os.fstat(fd)
+        size = st.st_size
+        floor, floor_note = _floor(path, begin, st)
+        start = max(floor, size - max_bytes)
         counted = count_lines(fd, start, budget) if start else 0
         data = read_data(fd, start, size, budget)
     except OSError as exc:
         return TailRead(note=f"{path}: cannot read job output: {exc.strerror or exc}")
     finally:
         os.close(fd)
-    note = f"{path}: reading stopped at its time limit" if budget.spent() else None
+    notes = [floor_note] if floor_note else []
+    if budget.spent():
+        notes.append(f"{path}: reading stopped at its time limit")
+    note = "; ".join(notes) or None
     lines = data.split(b"\n")
     first_line = None if counted is None else counted + 1
-    if start and lines:
+    if start > floor and lines:
         lines = lines[1:]  # the first piece is the end of a line we did not read whole
         first_line = None if first_line is None else first_line + 1
     if lines and lines[-1] == b"":

@@ -19,6 +19,10 @@ the other due jobs. A line seen already in the same read, and a blank line, is d
 loops; a job that falls more than the share's ``max_behind`` bytes behind goes on from its
 last ``resume_from`` bytes, with a note saying how much was skipped.
 
+A requeued job's files are followed from their end when its attempt is first seen running
+(earlier attempts' lines were judged by their recoveries); its reports carry that point
+(``Interruption.output_marks``), from where its recovery reads the files.
+
 Truncation (the file got shorter) and rotation (another inode at the path) restart reading
 from the top. Partial lines wait for their end, bounded by ``MAX_PENDING`` bytes; a longer
 line is cut and scanned by its head. Bytes are untrusted: invalid UTF-8 is replaced.
@@ -36,7 +40,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from resurrect.config import ResurrectConfig
-from resurrect.contracts import Evidence, FaultClass, Interruption, JobInfo, JobState, SignalKind
+from resurrect.contracts import (
+    Evidence,
+    FaultClass,
+    Interruption,
+    JobInfo,
+    JobState,
+    OutputMark,
+    SignalKind,
+)
 from resurrect.errors import JobFileRefused, SchedulerError
 from resurrect.evidence_trust import match_job_nodes
 from resurrect.job_notes import JobNotes
@@ -108,6 +120,7 @@ class FollowedFile:
     consumed: int = 0  # bytes the last read took
     skipped: int = 0  # bytes passed over unread (too far behind) and not noted yet
     _read_size: int = 0  # bytes to read at the next look (0: the share's)
+    began: OutputMark | None = None  # where following this attempt began (a requeued job)
 
     def _open(self) -> int | None:
         try:
@@ -126,9 +139,10 @@ class FollowedFile:
         if fd is None:
             return
         try:
-            size = os.fstat(fd).st_size
-            self.inode, self.offset, self.pending = os.fstat(fd).st_ino, size, b""
-            self.line_number = count_lines(fd, size)
+            st = os.fstat(fd)
+            self.inode, self.offset, self.pending = st.st_ino, st.st_size, b""
+            self.began = OutputMark(path=self.path, inode=st.st_ino, offset=st.st_size)
+            self.line_number = count_lines(fd, st.st_size)
         except OSError:
             return
         finally:
@@ -544,6 +558,7 @@ class JobLogFollower:
             suspect_nodes=suspects,
             fault_hint=fault,
             evidence=evidence,
+            output_marks=[f.began for f in followed.files if f.began is not None],
         )
 
     def _progress_hang(self, followed: FollowedJob) -> HangReport | None:

@@ -152,6 +152,8 @@ def _fold(state: RecoveryState, result: StepResult) -> RecoveryState:
         update["running_again"] = result.running_again
     if result.checkpoint is not None:
         update["checkpoint"] = result.checkpoint
+    if result.next_attempt_output:
+        update["next_attempt_output"] = result.next_attempt_output
     return state.model_copy(update=update)
 
 
@@ -501,5 +503,6 @@ class RecoveryWorkflow:
                 "checkpoint": state.checkpoint,
                 "notes": list(self._notes),
                 "would_have": list(self._would_have),
+                "next_attempt_output": state.next_attempt_output,
             }
         )

@@ -16,6 +16,16 @@ from resurrect.contracts.scheduler import JobInfo, JobState, NodeInfo
 from resurrect.contracts.workflow_ids import recovery_workflow_id
 
 
+class OutputMark(Contract):
+    """Where a job attempt's output begins in one of its output files: the file (inode) and
+    the byte offset, as resurrect saw them (never as the job says). A requeued job may
+    append every attempt to the same file; a recovery reads from here on."""
+
+    path: str
+    inode: int = Field(ge=0)
+    offset: int = Field(ge=0)
+
+
 class Interruption(Contract):
     """A sensor's report that an opted-in job was interrupted (or is about to be)."""
 
@@ -30,6 +40,8 @@ class Interruption(Contract):
     suspect_nodes: list[str] = Field(default_factory=list)
     fault_hint: FaultClass | None = None
     evidence: list[Evidence] = Field(default_factory=list)
+    # The log follower's reports: where it began following this attempt in each file.
+    output_marks: list[OutputMark] = Field(default_factory=list)
 
     @property
     def workflow_id(self) -> str:
@@ -138,6 +150,9 @@ class RecoveryOutcome(Contract):
     diagnosis: Diagnosis | None = None
     notes: list[str] = Field(default_factory=list)
     would_have: list[str] = Field(default_factory=list)  # observe mode: what act would do
+    # Where the next attempt's output begins (the files' sizes while the requeued job was
+    # pending, its earlier run gone): the next recovery reads the files from there.
+    next_attempt_output: list[OutputMark] = Field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------------------
@@ -174,6 +189,7 @@ class RecoveryState(Contract):
     requeued: bool = False
     running_again: bool = False
     checkpoint: CheckpointVerdict | None = None
+    next_attempt_output: list[OutputMark] = Field(default_factory=list)
 
 
 class StepInput(Contract):
@@ -211,4 +227,6 @@ class StepResult(Contract):
     checkpoint: CheckpointVerdict | None = None
     stop_recovery: bool = False  # end the recovery after this step
     outcome: RecoveryOutcomeKind | None = None  # the outcome to report when stopping
+    # Where the next attempt's output begins (see RecoveryOutcome.next_attempt_output).
+    next_attempt_output: list[OutputMark] = Field(default_factory=list)
     data: dict[str, Any] = Field(default_factory=dict)

@@ -141,6 +141,12 @@ async def test_a_job_that_breaks_its_gpu_on_every_attempt_is_stopped_after_k_res
     # the restarts were free: the node agent's Xid agreed with what the job printed
     assert [a["charged"] for a in attempts[:2]] == [False, False], attempts
     assert attempts[0]["drained_nodes"] == [attempts[0]["gpu_error_node"]], attempts
+    # each recovery judged its own attempt's output (the job appends every attempt to one
+    # file): it acted on the node that failed in that attempt, never on an earlier one's
+    assert all(a["culprit_hosts"] == [a["gpu_error_node"]] for a in attempts), attempts
+    for attempt in attempts[:2]:
+        acted_on = set(attempt["drained_nodes"]) | set(attempt["excluded_nodes"])
+        assert attempt["gpu_error_node"] in acted_on, attempts
     # every attempt died at the step of the fault, resumed from the checkpoint before it
     fault_step, checkpoint_step = 45, 40
     assert [a["last_step"] for a in attempts] == [fault_step] * 3, attempts

@@ -338,3 +338,53 @@ def test_a_kept_open_file_replaced_by_a_symlink_is_not_followed_there(tmp_path: 
     assert followed.read_new_lines() == []
     assert followed.refused is not None and "symlink" in followed.refused
     followed.close()
+
+
+async def test_a_requeued_jobs_report_says_where_following_its_attempt_began(
+    tmp_path: Path,
+) -> None:
+    """Attempt 0 of job 9 appended a fatal line naming node2; attempt 1 (on node3, node4)
+    is followed from the file's end and reported with that mark, so its recovery reads only
+    attempt 1's lines."""
+    out = tmp_path / "slurm-9.out"
+    out.write_text("attempt 0\n[rank1] fatal: XID79 on node2\n")
+    s = FakeScheduler.with_nodes(4)
+    s.jobs["9"] = job(
+        "9",
+        state=JobState.RUNNING,
+        nodes=("node3", "node4"),
+        comment=opt_in(),
+        stdout=out,
+        restart_count=1,
+    )
+    reports: list[Interruption] = []
+
+    async def report(i: Interruption) -> None:
+        reports.append(i)
+
+    follower = JobLogFollower(s, CONFIG, keyword_engine(), report)
+    await follower.refresh_jobs()
+    assert await follower.poll_once() == []  # attempt 0's line was judged by its recovery
+    began = out.stat().st_size
+    with open(out, "a") as handle:
+        handle.write("[rank1] fatal: XID79 on node4\n")
+    [found] = await follower.poll_once()
+    assert found.workflow_id == "recover/c1/9/1" and found.suspect_nodes == ["node4"]
+    [mark] = found.output_marks
+    assert (mark.path, mark.inode, mark.offset) == (str(out), out.stat().st_ino, began)
+
+
+async def test_a_first_attempts_report_needs_no_mark(tmp_path: Path) -> None:
+    out = tmp_path / "slurm-9.out"
+    out.write_text("[rank1] fatal: XID79 on node2\n")
+    s = FakeScheduler.with_nodes(4)
+    s.jobs["9"] = job("9", state=JobState.RUNNING, comment=opt_in(), stdout=out)
+    reports: list[Interruption] = []
+
+    async def report(i: Interruption) -> None:
+        reports.append(i)
+
+    follower = JobLogFollower(s, CONFIG, keyword_engine(), report)
+    await follower.refresh_jobs()
+    [found] = await follower.poll_once()
+    assert found.output_marks == []  # the file is all attempt 0's

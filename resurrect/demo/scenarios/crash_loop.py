@@ -154,6 +154,7 @@ async def _attempt(
         "gpu_error_node": host,
         "workflow_id": workflow_id,
         "fault_class": outcome.fault_class.value,
+        "culprit_hosts": outcome.diagnosis.culprit_hosts if outcome.diagnosis else [],
         "action": outcome.action.value,
         "charged": bool(recorded.get(sa.BUDGET_CHARGED)),
         "drained_nodes": outcome.drained_nodes,
