@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from resurrect.activities.steps import wait_running
-from resurrect.contracts import IncidentState, JobInfo, JobState, OutputMark, StepInput
+from resurrect.contracts import JobInfo, JobState, OutputMark, RecoveryState, StepInput
 from resurrect.testing import FakeScheduler
 from resurrect.testing.steps import make_step_input, run_step
 
@@ -48,7 +48,7 @@ def requeued(tmp_path: Path, pending_reads: int) -> tuple[StartsAfterPendingRead
     step_input = make_step_input(
         "recovery.wait_running",
         {"poll_interval_s": 0.01},
-        state=IncidentState(requeued=True, excluded_nodes=["node2"]),
+        state=RecoveryState(requeued=True, excluded_nodes=["node2"]),
     )
     job = step_input.bundle.job.model_copy(
         update={
