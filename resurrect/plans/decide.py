@@ -187,28 +187,6 @@ def _lemons(
     return apply_lemon_policy(decision, lemons, policy.lemon_action, job.nodes)
 
 
-def decide_recovery(
-    diagnosis: Diagnosis,
-    job: JobInfo,
-    policy: JobPolicy,
-    *,
-    charged_restarts: int,
-    counts_against_budget: bool | None = None,
-    nodes: Sequence[NodeInfo] = (),
-    reported: Sequence[Evidence] = (),
-) -> RecoveryDecision:
-    """The decision for one interrupted job attempt under a given charge rule, no plan.
-
-    ``counts_against_budget`` overrides the class default (a recovery plan may say so), but
-    never makes a restart that rests on job output alone free. ``nodes``: the scheduler's
-    view of the job's nodes (a second opinion on culprits). ``reported``: what the sensor
-    that reported the interruption sent with it (hardware readings of a hang's culprit).
-    """
-    restart = _restart(diagnosis, job.nodes, job.excluded_nodes, nodes, reported)
-    budget = _Budget(policy, charged_restarts, RestartHistory())
-    return _charge(diagnosis, restart, counts_against_budget, budget, job.restart_count)
-
-
 def _restart(
     diagnosis: Diagnosis,
     job_nodes: Sequence[str],
