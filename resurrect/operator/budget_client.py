@@ -35,9 +35,8 @@ from resurrect.operator.models import (
 from resurrect.operator.task_queues import (
     on_operator_queue,
     operator_task_queue,
-    our_task_queues,
     query_operator_workflow,
-    runs_on,
+    runs_on_operator_queue,
 )
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX, Scheduler
 from resurrect.scheduler.view import ClusterShape
@@ -108,7 +107,7 @@ async def reserve_drains(
     workflow_id = drain_budget_workflow_id(cluster)
     if observe:  # ask, reserve nothing (and change nothing, not even owners)
         state = None
-        if await runs_on(client, workflow_id, our_task_queues(config)):
+        if await runs_on_operator_queue(client, config, workflow_id):
             try:
                 state = await budget_state(client, cluster)
             except ResurrectError:

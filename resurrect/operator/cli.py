@@ -179,7 +179,6 @@ def _decide(approved: bool) -> Handler:
 async def nodes_json(config: ResurrectConfig, node: str | None = None) -> list[dict[str, Any]]:
     from resurrect.contracts.workflow_ids import node_repair_workflow_id
     from resurrect.operator.repair_client import node_state
-    from resurrect.operator.task_queues import our_task_queues
     from resurrect.service import temporal_for
     from resurrect.workflows.names import NODE_REPAIR_WORKFLOW
 
@@ -195,8 +194,7 @@ async def nodes_json(config: ResurrectConfig, node: str | None = None) -> list[d
                     names.append(execution.id[len(prefix) :])
         rows = []
         for name in sorted(set(names)):
-            queues = our_task_queues(config)
-            state = await node_state(client, config.cluster.name, name, queues)
+            state = await node_state(client, config.cluster.name, name, config)
             if state is not None:
                 rows.append(state.model_dump(mode="json", exclude={"pending"}))
     return rows
