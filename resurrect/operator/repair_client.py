@@ -91,9 +91,7 @@ async def node_state(
     ``deployment``, when its repair workflow does not run on that deployment's operator task
     queue)."""
     workflow_id = node_repair_workflow_id(cluster, node)
-    if deployment is not None and not await runs_on_operator_queue(
-        client, deployment, workflow_id
-    ):
+    if deployment is not None and not await runs_on_operator_queue(client, deployment, workflow_id):
         return None
     try:
         return await query_operator_workflow(client, workflow_id, NODE_STATE_QUERY, NodeRepairState)

@@ -25,7 +25,7 @@ from temporalio.client import (
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import NodeInfo
 from resurrect.contracts.workflow_ids import drain_budget_workflow_id, node_repair_workflow_id
-from resurrect.operator.budget_client import reservation_for, reserve_drains
+from resurrect.operator.budget_client import reservation_for, reserve_drains, shape_of
 from resurrect.operator.models import (
     BudgetState,
     DrainGrant,
@@ -39,7 +39,6 @@ from resurrect.operator.task_queues import (
     on_operator_queue,
     operator_task_queue,
 )
-from resurrect.scheduler.view import shape_of
 from resurrect.testing import FakeScheduler
 from resurrect.workers.recovery_worker import own_operator_queue
 from resurrect.workflows.names import DRAIN_BUDGET_WORKFLOW, NODE_REPAIR_WORKFLOW
