@@ -18,18 +18,18 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from resurrect.contracts.workflow_names import (
+        BUDGET_QUERY,
+        DRAIN_BUDGET_WORKFLOW,
+        RESERVE_DRAINS_UPDATE,
+        OperatorActivity,
+    )
     from resurrect.operator.budget import grant_drains, in_window
     from resurrect.operator.models import (
         BudgetState,
         BudgetTripNotice,
         DrainGrant,
         DrainReservation,
-    )
-    from resurrect.workflows.names import (
-        BUDGET_QUERY,
-        DRAIN_BUDGET_WORKFLOW,
-        RESERVE_DRAINS_UPDATE,
-        OperatorActivity,
     )
     from resurrect.workflows.retry import UNTIL_DONE_RETRY
 

@@ -32,6 +32,13 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
+    from resurrect.contracts.workflow_names import (
+        NODE_DRAINED_SIGNAL,
+        NODE_INCIDENT_SIGNAL,
+        NODE_REPAIR_WORKFLOW,
+        NODE_STATE_QUERY,
+        OperatorActivity,
+    )
     from resurrect.lemons.models import LemonRules, NodeIncident
     from resurrect.lemons.policy import describe
     from resurrect.lemons.score import lemon_score, out_of_service, weight
@@ -45,13 +52,6 @@ with workflow.unsafe.imports_passed_through():
         NodeRepairState,
     )
     from resurrect.temporal.search_attributes import LEMON_SCORE
-    from resurrect.workflows.names import (
-        NODE_DRAINED_SIGNAL,
-        NODE_INCIDENT_SIGNAL,
-        NODE_REPAIR_WORKFLOW,
-        NODE_STATE_QUERY,
-        OperatorActivity,
-    )
     from resurrect.workflows.retry import UNTIL_DONE_RETRY
 
 MAX_EVENTS = 200

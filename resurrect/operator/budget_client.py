@@ -25,6 +25,11 @@ from temporalio.service import RPCError, RPCStatusCode
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import NodeInfo
 from resurrect.contracts.workflow_ids import drain_budget_workflow_id
+from resurrect.contracts.workflow_names import (
+    BUDGET_QUERY,
+    DRAIN_BUDGET_WORKFLOW,
+    RESERVE_DRAINS_UPDATE,
+)
 from resurrect.errors import ResurrectError
 from resurrect.operator.budget import grant_drains, limits_for
 from resurrect.operator.models import (
@@ -41,7 +46,6 @@ from resurrect.operator.task_queues import (
     runs_on_operator_queue,
 )
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX, Scheduler
-from resurrect.workflows.names import BUDGET_QUERY, DRAIN_BUDGET_WORKFLOW, RESERVE_DRAINS_UPDATE
 
 log = logging.getLogger(__name__)
 

@@ -16,6 +16,12 @@ from temporalio.common import WorkflowIDConflictPolicy
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts.workflow_ids import node_repair_workflow_id
+from resurrect.contracts.workflow_names import (
+    NODE_DRAINED_SIGNAL,
+    NODE_INCIDENT_SIGNAL,
+    NODE_REPAIR_WORKFLOW,
+    NODE_STATE_QUERY,
+)
 from resurrect.operator.models import (
     NodeDrainReport,
     NodeIncidentReport,
@@ -29,12 +35,6 @@ from resurrect.operator.task_queues import (
     runs_on_operator_queue,
 )
 from resurrect.records import carry_over
-from resurrect.workflows.names import (
-    NODE_DRAINED_SIGNAL,
-    NODE_INCIDENT_SIGNAL,
-    NODE_REPAIR_WORKFLOW,
-    NODE_STATE_QUERY,
-)
 
 log = logging.getLogger(__name__)
 

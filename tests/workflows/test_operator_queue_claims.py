@@ -25,6 +25,7 @@ from temporalio.client import (
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import NodeInfo
 from resurrect.contracts.workflow_ids import drain_budget_workflow_id, node_repair_workflow_id
+from resurrect.contracts.workflow_names import DRAIN_BUDGET_WORKFLOW, NODE_REPAIR_WORKFLOW
 from resurrect.operator.budget_client import reservation_for, reserve_drains, shape_of
 from resurrect.operator.models import (
     BudgetState,
@@ -41,7 +42,6 @@ from resurrect.operator.task_queues import (
 )
 from resurrect.testing import FakeScheduler
 from resurrect.workers.recovery_worker import own_operator_queue
-from resurrect.workflows.names import DRAIN_BUDGET_WORKFLOW, NODE_REPAIR_WORKFLOW
 
 pytestmark = pytest.mark.temporal
 
