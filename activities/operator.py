@@ -14,6 +14,9 @@ from typing import Any
 from temporalio import activity
 
 from resurrect.config import ResurrectConfig
+from resurrect.contracts.workflow_names import (
+    OperatorActivity,
+)
 from resurrect.errors import NodeNotFound, SchedulerRefused
 from resurrect.operator.health_check import run_health_check
 from resurrect.operator.models import (
@@ -23,9 +26,6 @@ from resurrect.operator.models import (
 )
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX, Scheduler
 from resurrect.temporal.failures import failure_of
-from resurrect.workflows.names import (
-    OperatorActivity,
-)
 
 log = logging.getLogger(__name__)
 

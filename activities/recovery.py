@@ -54,6 +54,7 @@ from resurrect.contracts import (
 from resurrect.contracts.assessment import Assessment, AssessRequest
 from resurrect.contracts.node_health import HEALTH_QUERY, NodeHealth
 from resurrect.contracts.workflow_ids import node_health_workflow_id, recovery_workflow_id
+from resurrect.contracts.workflow_names import RECOVERY_WORKFLOW, Activity
 from resurrect.errors import JobNotFound, NeedsMoreTime
 from resurrect.evidence_trust import (
     INDEPENDENT_SOURCES,
@@ -84,7 +85,6 @@ from resurrect.rules.scheduler_evidence import combine, scheduler_diagnosis, sch
 from resurrect.scheduler.base import Scheduler
 from resurrect.temporal import search_attributes as sa
 from resurrect.temporal.failures import failure_of
-from resurrect.workflows.names import RECOVERY_WORKFLOW, Activity
 
 log = logging.getLogger(__name__)
 

@@ -53,7 +53,6 @@ from resurrect.log_reading import output_mark
 from resurrect.operator.exclusions import ExclusionPlan
 from resurrect.operator.models import DROPPED_EXCLUSIONS_KEY
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
-from resurrect.scheduler.view import cluster_shape
 from resurrect.steps.runtime import StepContext, StepFn, step
 
 
@@ -72,7 +71,7 @@ async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
     nodes this recovery drained are reported as drained (a node someone else drained is
     noted, never claimed), and each gets a repair workflow that returns it to service.
     """
-    from resurrect.operator.budget_client import reservation_for, reserve_drains
+    from resurrect.operator.budget_client import cluster_shape, reservation_for, reserve_drains
     from resurrect.operator.models import APPROVAL_NEEDED_KEY, NodeDrainReport
     from resurrect.operator.repair_client import report_to_repair
 

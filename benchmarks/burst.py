@@ -61,6 +61,7 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 
 from resurrect.config import ResurrectConfig, TemporalSettings
 from resurrect.contracts import Interruption
+from resurrect.contracts.workflow_names import RECOVERY_WORKFLOW, REPORT_SIGNAL
 from resurrect.sensors.report import report_interruption
 from resurrect.temporal import search_attributes as sa
 from resurrect.temporal.client import connect
@@ -71,7 +72,6 @@ from resurrect.workers.recovery_worker import (
     build_worker,
     workflow_classes,
 )
-from resurrect.workflows.names import RECOVERY_WORKFLOW, REPORT_SIGNAL
 
 WAL = ("journal_mode=wal", "synchronous=normal")
 EAGER = ("system.enableActivityEagerExecution=true",)

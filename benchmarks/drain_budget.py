@@ -31,14 +31,13 @@ from resurrect.activities.operator import OperatorActivities
 from resurrect.config import ResurrectConfig, TemporalSettings
 from resurrect.contracts import NodeInfo
 from resurrect.contracts.workflow_ids import drain_budget_workflow_id
-from resurrect.operator.budget_client import reservation_for, reserve_drains
-from resurrect.scheduler.view import shape_of
+from resurrect.contracts.workflow_names import BUDGET_QUERY
+from resurrect.operator.budget_client import reservation_for, reserve_drains, shape_of
 from resurrect.temporal.client import connect
 from resurrect.temporal.server import EmbeddedTemporal, free_port
 from resurrect.testing import FakeScheduler
 from resurrect.workers.recovery_worker import PASSTHROUGH_MODULES
 from resurrect.workflows.drain_budget import DrainBudgetWorkflow
-from resurrect.workflows.names import BUDGET_QUERY
 
 
 async def burst(calls: list[Callable[[], Awaitable[Any]]]) -> tuple[float, list[float], list[Any]]:

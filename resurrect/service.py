@@ -85,7 +85,6 @@ async def run_service(
     scheduler: Scheduler | None = None,
 ) -> None:
     """Run the enabled parts until ``stop`` is set."""
-    from resurrect.operator.task_queues import hand_over_at_start
     from resurrect.sensors.registry import SensorContext, SensorPart, start_sensors
     from resurrect.sensors.report import report_interruption
     from resurrect.workers.recovery_worker import (
@@ -113,7 +112,6 @@ async def run_service(
             operator = build_operator_worker(client, config, scheduler)
             if operator is not None:
                 tasks.append(asyncio.create_task(run_worker(operator, stop), name="operator"))
-                await hand_over_at_start(client, config)
         sensor_parts: list[SensorPart] = []
         if parts.watcher:
             sensor_parts.append("watcher")

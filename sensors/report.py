@@ -25,10 +25,10 @@ from temporalio.common import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from resurrect.contracts import Interruption
+from resurrect.contracts.workflow_names import RECOVERY_WORKFLOW, REPORT_SIGNAL
 from resurrect.telemetry.record import earliest_evidence, record_report
 from resurrect.telemetry.summary import reported_summary
 from resurrect.temporal import search_attributes as sa
-from resurrect.workflows.names import RECOVERY_WORKFLOW, REPORT_SIGNAL
 
 log = logging.getLogger(__name__)
 

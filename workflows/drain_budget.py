@@ -8,9 +8,7 @@ number of workers, are decided one after another against the same durable record
 in the sliding window (:func:`resurrect.operator.budget.grant_drains`). The first denial after the
 budget had room is a *trip*: the workflow notifies operators once for it (not once per job).
 The query ``budget`` returns the state; ``resurrect budget`` shows it. The workflow runs for
-ever, continuing as new when its history grows, or when the signal ``move_to_task_queue``
-asks it onto another task queue (a deployment that found it on its recoveries' task queue,
-where the former default started it): the records go along.
+ever, continuing as new (with its records) when its history grows.
 """
 
 from __future__ import annotations
@@ -20,19 +18,18 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from resurrect.contracts.workflow_names import (
+        BUDGET_QUERY,
+        DRAIN_BUDGET_WORKFLOW,
+        RESERVE_DRAINS_UPDATE,
+        OperatorActivity,
+    )
     from resurrect.operator.budget import grant_drains, in_window
     from resurrect.operator.models import (
         BudgetState,
         BudgetTripNotice,
         DrainGrant,
         DrainReservation,
-    )
-    from resurrect.workflows.names import (
-        BUDGET_QUERY,
-        DRAIN_BUDGET_WORKFLOW,
-        MOVE_TO_TASK_QUEUE_SIGNAL,
-        RESERVE_DRAINS_UPDATE,
-        OperatorActivity,
     )
     from resurrect.workflows.retry import UNTIL_DONE_RETRY
 
@@ -47,7 +44,6 @@ class DrainBudgetWorkflow:
         self._state = state
         self._notices: list[BudgetTripNotice] = []
         self._reservations = 0
-        self._move_to: str | None = None
 
     @workflow.run
     async def run(self, state: BudgetState) -> None:
@@ -55,7 +51,6 @@ class DrainBudgetWorkflow:
             await workflow.wait_condition(
                 lambda: (
                     bool(self._notices)
-                    or self._move_to is not None
                     or self._reservations >= RESERVATIONS_PER_RUN
                     or workflow.info().is_continue_as_new_suggested()
                 )
@@ -70,14 +65,13 @@ class DrainBudgetWorkflow:
                     retry_policy=UNTIL_DONE_RETRY,
                 )
             if (
-                self._move_to is not None
-                or self._reservations >= RESERVATIONS_PER_RUN
+                self._reservations >= RESERVATIONS_PER_RUN
                 or workflow.info().is_continue_as_new_suggested()
             ):
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if self._notices:
                     continue  # a trip decided meanwhile: notify first
-                workflow.continue_as_new(self._compact(), task_queue=self._move_to)
+                workflow.continue_as_new(self._compact())
 
     def _compact(self) -> BudgetState:
         state = self._state
@@ -108,12 +102,6 @@ class DrainBudgetWorkflow:
                 )
             )
         return grant
-
-    @workflow.signal(name=MOVE_TO_TASK_QUEUE_SIGNAL)
-    def move_to_task_queue(self, task_queue: str) -> None:
-        """Continue as new on ``task_queue`` (notices of trips are sent first)."""
-        if task_queue != workflow.info().task_queue:
-            self._move_to = task_queue
 
     @workflow.query(name=BUDGET_QUERY)
     def budget(self) -> BudgetState:

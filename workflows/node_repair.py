@@ -20,10 +20,7 @@ passing check: like a node failing probation, it stays out, flagged for a hardwa
 with the incidents behind it.
 
 A drain also records the node as excluded from the drained job (the requeue after a drain
-always excludes the drained nodes). The signal ``move_to_task_queue`` (a deployment that found
-it on its recoveries' task queue, where the former default started it) makes it continue as
-new on the given task queue, carrying its whole state, at a safe point: between repairs, so
-a repair under way (cool-down, checks) finishes first, and the drains still waiting go along.
+always excludes the drained nodes).
 """
 
 from __future__ import annotations
@@ -35,6 +32,13 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
+    from resurrect.contracts.workflow_names import (
+        NODE_DRAINED_SIGNAL,
+        NODE_INCIDENT_SIGNAL,
+        NODE_REPAIR_WORKFLOW,
+        NODE_STATE_QUERY,
+        OperatorActivity,
+    )
     from resurrect.lemons.models import LemonRules, NodeIncident
     from resurrect.lemons.policy import describe
     from resurrect.lemons.score import lemon_score, out_of_service, weight
@@ -48,14 +52,6 @@ with workflow.unsafe.imports_passed_through():
         NodeRepairState,
     )
     from resurrect.temporal.search_attributes import LEMON_SCORE
-    from resurrect.workflows.names import (
-        MOVE_TO_TASK_QUEUE_SIGNAL,
-        NODE_DRAINED_SIGNAL,
-        NODE_INCIDENT_SIGNAL,
-        NODE_REPAIR_WORKFLOW,
-        NODE_STATE_QUERY,
-        OperatorActivity,
-    )
     from resurrect.workflows.retry import UNTIL_DONE_RETRY
 
 MAX_EVENTS = 200
@@ -77,7 +73,6 @@ class NodeRepairWorkflow:
     def __init__(self, state: NodeRepairState) -> None:
         self._state = state
         self._events_this_run = 0
-        self._move_to: str | None = None
 
     # ------------------------------------------------------------------ signals/queries
     @workflow.signal(name=NODE_DRAINED_SIGNAL)
@@ -112,12 +107,6 @@ class NodeRepairWorkflow:
             state.node, state.incidents, out_of_service(state.events), workflow.now(), rules
         )
         workflow.upsert_search_attributes([LEMON_SCORE.value_set(score.score)])
-
-    @workflow.signal(name=MOVE_TO_TASK_QUEUE_SIGNAL)
-    def move_to_task_queue(self, task_queue: str) -> None:
-        """Continue as new on ``task_queue`` once the repair under way (if any) is done."""
-        if task_queue != workflow.info().task_queue:
-            self._move_to = task_queue
 
     @workflow.query(name=NODE_STATE_QUERY)
     def node_state(self) -> NodeRepairState:
@@ -251,12 +240,11 @@ class NodeRepairWorkflow:
             await workflow.wait_condition(
                 lambda: (
                     bool(self._state.pending)
-                    or self._move_to is not None
                     or self._events_this_run >= EVENTS_PER_RUN
                     or workflow.info().is_continue_as_new_suggested()
                 )
             )
-            if self._state.pending and self._move_to is None:
+            if self._state.pending:
                 report = self._state.pending.pop(0)
                 try:
                     await self._repair(report)
@@ -266,4 +254,4 @@ class NodeRepairWorkflow:
                 continue
             # between repairs: the drains still pending go along in the state
             await workflow.wait_condition(workflow.all_handlers_finished)
-            workflow.continue_as_new(self._state, task_queue=self._move_to)
+            workflow.continue_as_new(self._state)

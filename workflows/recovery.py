@@ -55,6 +55,15 @@ with workflow.unsafe.imports_passed_through():
     )
     from resurrect.contracts.assessment import Assessment, AssessRequest
     from resurrect.contracts.recovery_status import RecoveryWorkflowStatus
+    from resurrect.contracts.workflow_names import (
+        APPROVE_UPDATE,
+        DENY_UPDATE,
+        PHASE_QUERY,
+        RECOVERY_WORKFLOW,
+        REPORT_SIGNAL,
+        STATUS_QUERY,
+        Activity,
+    )
     from resurrect.errors import non_retryable_error_types
     from resurrect.operator.approvals import (
         approval_needed,
@@ -76,15 +85,6 @@ with workflow.unsafe.imports_passed_through():
         describe_failure,
     )
     from resurrect.workflows.approval_gate import ApprovalGate, describe
-    from resurrect.workflows.names import (
-        APPROVE_UPDATE,
-        DENY_UPDATE,
-        PHASE_QUERY,
-        RECOVERY_WORKFLOW,
-        REPORT_SIGNAL,
-        STATUS_QUERY,
-        Activity,
-    )
     from resurrect.workflows.search_batch import SearchAttributeBatch
 
 # Retries of the evidence activities, which talk to the scheduler: a controller that is down

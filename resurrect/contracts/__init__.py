@@ -12,6 +12,8 @@ through the Temporal sandbox.
 * :mod:`~resurrect.contracts.recovery`: a recovery's report, decision, checkpoint verdict,
   restart history, outcome, and the inputs and results of its activities and steps;
 * :mod:`~resurrect.contracts.workflow_ids`: every workflow id;
+* :mod:`~resurrect.contracts.workflow_names`: the names by which workflows, signals,
+  queries, updates and activities are called;
 * :mod:`~resurrect.contracts.node_health`: the node health workflow's names, signals, query
   and activity models.
 

@@ -29,7 +29,7 @@ from resurrect.contracts.assessment import Assessment
 from resurrect.goodput.model import RecoveryRecord
 from resurrect.temporal.history import local_activity
 
-# Activities every recovery runs before its plan's steps (workflows.names.Activity), as
+# Activities every recovery runs before its plan's steps (contracts.workflow_names.Activity), as
 # local activities or activity tasks; every other activity is a plan step returning a
 # StepResult.
 GATHER_EVIDENCE = "recovery.gather_evidence"

@@ -20,14 +20,13 @@ from temporalio.client import Client
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts.workflow_ids import node_repair_workflow_id
+from resurrect.contracts.workflow_names import NODE_REPAIR_WORKFLOW
 from resurrect.lemons.models import LemonRules, LemonScore, NodeIncident
 from resurrect.lemons.score import lemon_score, out_of_service, weight
 from resurrect.operator.models import NodeIncidentReport, NodeRepairState
 from resurrect.operator.repair_client import node_state, report_incident
-from resurrect.operator.task_queues import our_task_queues
 from resurrect.records import carry_over
 from resurrect.temporal.search_attributes import LEMON_SCORE
-from resurrect.workflows.names import NODE_REPAIR_WORKFLOW
 
 # The most nodes with a score read at once (the highest-scored cluster has far fewer).
 MAX_NODES_READ = 1024
@@ -78,8 +77,7 @@ async def read_records(
         if execution.id.startswith(prefix):
             names.append(execution.id[len(prefix) :])
     names = sorted(set(names))
-    queues = our_task_queues(config)
-    states = await asyncio.gather(*(node_state(client, cluster, n, queues) for n in names))
+    states = await asyncio.gather(*(node_state(client, cluster, n, config) for n in names))
     return {n: s for n, s in zip(names, states, strict=True) if s is not None}
 
 

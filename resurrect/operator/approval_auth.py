@@ -39,10 +39,10 @@ from temporalio.worker import (
 )
 
 from resurrect.config import ResurrectConfig
+from resurrect.contracts.workflow_names import APPROVE_UPDATE, DENY_UPDATE
 from resurrect.errors import ConfigError, ResurrectError
 from resurrect.operator.models import ApprovalInput, ApprovalProof
 from resurrect.secret_file import read_key
-from resurrect.workflows.names import APPROVE_UPDATE, DENY_UPDATE
 
 MAX_AGE_S = 600.0
 MAX_AHEAD_S = 60.0

@@ -1,14 +1,16 @@
 """The drain step's calls to the cluster's DrainBudgetWorkflow: reservations batched into
-``reserve_drains`` updates (update-with-start: the first drain of a cluster starts it), and
-reading the budget's state."""
+``reserve_drains`` updates (update-with-start: the first drain of a cluster starts it), with
+limits sized to the cluster's shape (read at most once a minute), and reading the budget's
+state."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import random
+import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -23,6 +25,11 @@ from temporalio.service import RPCError, RPCStatusCode
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import NodeInfo
 from resurrect.contracts.workflow_ids import drain_budget_workflow_id
+from resurrect.contracts.workflow_names import (
+    BUDGET_QUERY,
+    DRAIN_BUDGET_WORKFLOW,
+    RESERVE_DRAINS_UPDATE,
+)
 from resurrect.errors import ResurrectError
 from resurrect.operator.budget import grant_drains, limits_for
 from resurrect.operator.models import (
@@ -35,13 +42,10 @@ from resurrect.operator.models import (
 from resurrect.operator.task_queues import (
     on_operator_queue,
     operator_task_queue,
-    our_task_queues,
     query_operator_workflow,
-    runs_on,
+    runs_on_operator_queue,
 )
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX, Scheduler
-from resurrect.scheduler.view import ClusterShape
-from resurrect.workflows.names import BUDGET_QUERY, DRAIN_BUDGET_WORKFLOW, RESERVE_DRAINS_UPDATE
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +56,43 @@ RESERVE_AGAIN = frozenset(
 )
 # At most this many reservations in one ``reserve_drains`` update.
 RESERVATIONS_PER_UPDATE = 200
+
+
+@dataclass(frozen=True)
+class ClusterShape:
+    """How many nodes the cluster has, in all and in each partition (what drain budgets are
+    fractions of)."""
+
+    nodes: int
+    partitions: dict[str, int]
+
+
+# A cluster's shape changes when nodes are added or partitions redrawn, not per recovery: one
+# full read per process per minute instead of one per drain (every node of a 10,000-node
+# cluster for each recovery of a burst).
+SHAPE_MAX_AGE_S = 60.0
+_SHAPES: weakref.WeakKeyDictionary[Scheduler, tuple[float, ClusterShape]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def cluster_shape(scheduler: Scheduler) -> ClusterShape:
+    """The cluster's node counts, read at most once a minute (``SHAPE_MAX_AGE_S``)."""
+    cached = _SHAPES.get(scheduler)
+    if cached is not None and time.monotonic() - cached[0] < SHAPE_MAX_AGE_S:
+        return cached[1]
+    shape = shape_of(await scheduler.list_nodes())
+    _SHAPES[scheduler] = (time.monotonic(), shape)
+    return shape
+
+
+def shape_of(nodes: Collection[NodeInfo]) -> ClusterShape:
+    """The shape of a cluster of ``nodes``."""
+    partitions: dict[str, int] = {}
+    for node in nodes:
+        for partition in node.partitions:
+            partitions[partition] = partitions.get(partition, 0) + 1
+    return ClusterShape(nodes=len(nodes), partitions=partitions)
 
 
 def reservation_for(
@@ -108,7 +149,7 @@ async def reserve_drains(
     workflow_id = drain_budget_workflow_id(cluster)
     if observe:  # ask, reserve nothing (and change nothing, not even owners)
         state = None
-        if await runs_on(client, workflow_id, our_task_queues(config)):
+        if await runs_on_operator_queue(client, config, workflow_id):
             try:
                 state = await budget_state(client, cluster)
             except ResurrectError:

@@ -120,11 +120,11 @@ async def decide_approval(
     from temporalio.service import RPCError
 
     from resurrect.contracts.recovery_status import RecoveryWorkflowStatus
+    from resurrect.contracts.workflow_names import APPROVE_UPDATE, DENY_UPDATE, STATUS_QUERY
     from resurrect.operator.approval_auth import operator_name, sign
     from resurrect.operator.models import ApprovalInput
     from resurrect.secret_file import read_key
     from resurrect.service import temporal_for
-    from resurrect.workflows.names import APPROVE_UPDATE, DENY_UPDATE, STATUS_QUERY
 
     key_file = key_file or config.approvals.operator_key_file
     async with temporal_for(config) as client:
@@ -178,10 +178,9 @@ def _decide(approved: bool) -> Handler:
 # ---------------------------------------------------------------------------- nodes
 async def nodes_json(config: ResurrectConfig, node: str | None = None) -> list[dict[str, Any]]:
     from resurrect.contracts.workflow_ids import node_repair_workflow_id
+    from resurrect.contracts.workflow_names import NODE_REPAIR_WORKFLOW
     from resurrect.operator.repair_client import node_state
-    from resurrect.operator.task_queues import our_task_queues
     from resurrect.service import temporal_for
-    from resurrect.workflows.names import NODE_REPAIR_WORKFLOW
 
     async with temporal_for(config) as client:
         if node is not None:
@@ -195,8 +194,7 @@ async def nodes_json(config: ResurrectConfig, node: str | None = None) -> list[d
                     names.append(execution.id[len(prefix) :])
         rows = []
         for name in sorted(set(names)):
-            queues = our_task_queues(config)
-            state = await node_state(client, config.cluster.name, name, queues)
+            state = await node_state(client, config.cluster.name, name, config)
             if state is not None:
                 rows.append(state.model_dump(mode="json", exclude={"pending"}))
     return rows

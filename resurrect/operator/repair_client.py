@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 
 from temporalio.client import (
@@ -16,6 +16,12 @@ from temporalio.common import WorkflowIDConflictPolicy
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts.workflow_ids import node_repair_workflow_id
+from resurrect.contracts.workflow_names import (
+    NODE_DRAINED_SIGNAL,
+    NODE_INCIDENT_SIGNAL,
+    NODE_REPAIR_WORKFLOW,
+    NODE_STATE_QUERY,
+)
 from resurrect.operator.models import (
     NodeDrainReport,
     NodeIncidentReport,
@@ -25,17 +31,10 @@ from resurrect.operator.models import (
 from resurrect.operator.task_queues import (
     on_operator_queue,
     operator_task_queue,
-    our_task_queues,
     query_operator_workflow,
-    runs_on,
+    runs_on_operator_queue,
 )
 from resurrect.records import carry_over
-from resurrect.workflows.names import (
-    NODE_DRAINED_SIGNAL,
-    NODE_INCIDENT_SIGNAL,
-    NODE_REPAIR_WORKFLOW,
-    NODE_STATE_QUERY,
-)
 
 log = logging.getLogger(__name__)
 
@@ -86,12 +85,13 @@ async def _signal_with_start(
 
 
 async def node_state(
-    client: Client, cluster: str, node: str, task_queues: Collection[str] | None = None
+    client: Client, cluster: str, node: str, deployment: ResurrectConfig | None = None
 ) -> NodeRepairState | None:
     """A node's repair state (history), or None when resurrect never drained it (or, with
-    ``task_queues`` (:func:`our_task_queues`), when its repair workflow runs on none)."""
+    ``deployment``, when its repair workflow does not run on that deployment's operator task
+    queue)."""
     workflow_id = node_repair_workflow_id(cluster, node)
-    if task_queues is not None and not await runs_on(client, workflow_id, task_queues):
+    if deployment is not None and not await runs_on_operator_queue(client, deployment, workflow_id):
         return None
     try:
         return await query_operator_workflow(client, workflow_id, NODE_STATE_QUERY, NodeRepairState)
@@ -108,8 +108,8 @@ async def exclusion_records(
     returned: dict[str, datetime] = {}
     if client is None or not nodes:
         return ours, returned
-    cluster, queues = config.cluster.name, our_task_queues(config)
-    states = await asyncio.gather(*[node_state(client, cluster, n, queues) for n in nodes])
+    cluster = config.cluster.name
+    states = await asyncio.gather(*[node_state(client, cluster, n, config) for n in nodes])
     for node, state in zip(nodes, states, strict=True):
         if state is None:
             continue

@@ -34,7 +34,7 @@ Rules, in order:
    is flagged as a suspect (:attr:`Choice.suspect_nodes`, a note): for an operator to look
    at, never drained on that alone.
 9. A job whose last ``no_progress_restarts`` restarts made no progress is in a restart loop
-   and is stopped, whatever the fault (:mod:`resurrect.plans.restart_loops`).
+   and is stopped, whatever the fault (:func:`restart_loop`).
 10. Free restarts are capped per job and window (``free_restarts_per_window``); beyond the
     cap a restart is charged to the job's budget.
 11. Lemon nodes (nodes whose incidents recur across jobs and time) are flagged, or also
@@ -46,8 +46,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 from resurrect.contracts import (
+    AttemptRecord,
     Diagnosis,
     Evidence,
     EvidenceBundle,
@@ -74,7 +76,6 @@ from resurrect.evidence_trust import (
 from resurrect.lemons.models import LemonScore
 from resurrect.lemons.policy import apply_lemon_policy
 from resurrect.plans.models import ResolvedPlan
-from resurrect.plans.restart_loops import free_restarts_used, restart_loop
 
 # Faults that are not the job's doing: a restart after them is free.
 FREE_RESTART_CLASSES = frozenset(
@@ -185,28 +186,6 @@ def _lemons(
 ) -> RecoveryDecision:
     """Rule 11: the job's lemon policy applied to the decision."""
     return apply_lemon_policy(decision, lemons, policy.lemon_action, job.nodes)
-
-
-def decide_recovery(
-    diagnosis: Diagnosis,
-    job: JobInfo,
-    policy: JobPolicy,
-    *,
-    charged_restarts: int,
-    counts_against_budget: bool | None = None,
-    nodes: Sequence[NodeInfo] = (),
-    reported: Sequence[Evidence] = (),
-) -> RecoveryDecision:
-    """The decision for one interrupted job attempt under a given charge rule, no plan.
-
-    ``counts_against_budget`` overrides the class default (a recovery plan may say so), but
-    never makes a restart that rests on job output alone free. ``nodes``: the scheduler's
-    view of the job's nodes (a second opinion on culprits). ``reported``: what the sensor
-    that reported the interruption sent with it (hardware readings of a hang's culprit).
-    """
-    restart = _restart(diagnosis, job.nodes, job.excluded_nodes, nodes, reported)
-    budget = _Budget(policy, charged_restarts, RestartHistory())
-    return _charge(diagnosis, restart, counts_against_budget, budget, job.restart_count)
 
 
 def _restart(
@@ -355,6 +334,80 @@ def _charge(
     else:
         reasons.append("restart not charged to the job's budget (not the job's fault)")
     return restart.model_copy(update={"counts_against_budget": counts, "reasons": reasons})
+
+
+# ---------------------------------------------------------------------------- rules 9 and 10
+# An attempt of a job is the run between two interruptions; each recovery records the last
+# training step its attempt printed (``last_step``) and the checkpoint step it set the next
+# attempt to resume from (``resume_step``). An attempt made progress when it printed a step
+# past everything the attempts before it reached, or left a newer checkpoint than the one it
+# started from; nothing known about an attempt is not taken as no progress. Steps come from
+# the job's own output, so a job can claim progress it did not make: that only costs its own
+# restarts, and rule 10 still bounds what it gets for free.
+
+
+def attempt_chain(history: RestartHistory, restart_count: int) -> list[AttemptRecord]:
+    """The attempts the records know without a gap, oldest first, ending with the one
+    interrupted now (attempt ``restart_count``, with the step it printed last)."""
+    by_count = {record.restart_count: record for record in history.earlier}
+    chain = [AttemptRecord(restart_count=restart_count, last_step=history.last_step)]
+    while (earlier := by_count.get(chain[0].restart_count - 1)) is not None:
+        chain.insert(0, earlier)
+    return chain
+
+
+def made_progress(attempt: AttemptRecord, earlier: Sequence[AttemptRecord]) -> bool | None:
+    """Whether ``attempt`` got further than the ``earlier`` attempts (oldest first): a step
+    past the furthest they reached, or a newer checkpoint than the one it started from; None
+    when nothing is known about it."""
+    if attempt.last_step is None and attempt.resume_step is None:
+        return None
+    reached = [s for a in earlier for s in (a.last_step, a.resume_step) if s is not None]
+    if attempt.last_step is not None and attempt.last_step > max(reached, default=-1):
+        return True
+    started = earlier[-1].resume_step if earlier else None
+    started_from = -1 if started is None else started
+    return attempt.resume_step is not None and attempt.resume_step > started_from
+
+
+def restart_loop(history: RestartHistory, restart_count: int, policy: JobPolicy) -> str | None:
+    """Rule 9: why the job is in a restart loop (its last ``no_progress_restarts`` restarts
+    made no progress, each attempt named with its steps); None when it is not."""
+    restarts = policy.no_progress_restarts
+    chain = attempt_chain(history, restart_count)
+    if len(chain) < restarts + 1:
+        return None
+    first = len(chain) - restarts
+    if any(made_progress(chain[i], chain[:i]) is not False for i in range(first, len(chain))):
+        return None
+    window = chain[first - 1 :]
+    steps = "; ".join(
+        f"attempt {a.restart_count}: last step {_step(a.last_step)},"
+        f" checkpoint {_step(a.resume_step) if a is not chain[-1] else 'not yet read'}"
+        for a in window
+    )
+    return (
+        f"restart loop: the last {restarts} restarts made no progress (no step past the"
+        f" attempt before, no newer checkpoint): {steps}; stop and notify"
+    )
+
+
+def free_restarts_used(history: RestartHistory, policy: JobPolicy, now: datetime) -> int:
+    """Rule 10: the free restarts the job had within ``free_restart_window_s`` before
+    ``now``."""
+    since = now - timedelta(seconds=policy.free_restart_window_s)
+    return sum(
+        1
+        for record in history.earlier
+        if record.requeued
+        and not record.charged
+        and record.closed_at is not None
+        and record.closed_at >= since
+    )
+
+
+def _step(step: int | None) -> str:
+    return "?" if step is None else str(step)
 
 
 # ---------------------------------------------------------------------------- the plan

@@ -1,4 +1,5 @@
-"""The scheduler interface and its implementations (Slurm CLI now; pyslurm; later Kubernetes)."""
+"""The scheduler interface (:class:`Scheduler`), the factory that builds the configured backend
+(Slurm CLI, pyslurm, Slurm REST), and hostlist expansion."""
 
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX, Scheduler
 from resurrect.scheduler.factory import make_scheduler

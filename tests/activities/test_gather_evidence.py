@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 from support.builders import interruption, job
+from support.decisions import decision_for
 
 from resurrect.activities.recovery import RecoveryActivities
 from resurrect.config import ResurrectConfig
@@ -20,7 +21,6 @@ from resurrect.contracts import (
     RecoveryAction,
     SignalKind,
 )
-from resurrect.plans.decide import decide_recovery
 from resurrect.testing import FakeScheduler
 
 INTERRUPTED = job("7", state=JobState.RUNNING, nodes=("node1", "node2"))
@@ -62,7 +62,7 @@ async def test_a_job_slurm_requeued_first_is_judged_on_the_nodes_it_lost(
         culprit_hosts=["node2"],
         evidence=[lost],
     )
-    decision = decide_recovery(
+    decision = decision_for(
         diagnosis, bundle.job, bundle.policy, charged_restarts=0, nodes=bundle.nodes
     )
     assert decision.drain_nodes == ["node2"] and "node2" in decision.exclude_nodes

@@ -31,12 +31,12 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 
 from resurrect.config import ResurrectConfig, TlsSettings
 from resurrect.contracts.recovery_status import RecoveryWorkflowStatus
+from resurrect.contracts.workflow_names import APPROVE_UPDATE, DENY_UPDATE, STATUS_QUERY
 from resurrect.operator.approval_auth import ApprovalRefused, ApprovalVerifier, sign
 from resurrect.operator.cli import decide_approval
 from resurrect.operator.models import ApprovalInput
 from resurrect.temporal.server import EmbeddedTemporal
 from resurrect.testing import FakeScheduler
-from resurrect.workflows.names import APPROVE_UPDATE, DENY_UPDATE, STATUS_QUERY
 
 pytestmark = pytest.mark.temporal
 

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from support.decisions import decision_for
+
 from resurrect.contracts import (
     DEFAULT_ACTION,
     Diagnosis,
@@ -14,7 +16,7 @@ from resurrect.contracts import (
     SignalKind,
 )
 from resurrect.evidence_trust import evidence_source, match_job_nodes, restart_action
-from resurrect.plans.decide import decide, decide_recovery
+from resurrect.plans.decide import decide
 from resurrect.plans.models import ResolvedPlan, WhenSpec
 from resurrect.testing.steps import make_step_input
 
@@ -44,7 +46,7 @@ def diag(
 
 
 def test_gpu_fault_drains_the_culprit_and_keeps_earlier_exclusions() -> None:
-    plan = decide_recovery(
+    plan = decision_for(
         diag(FaultClass.GPU_HARDWARE, ["gpu-2.cluster.local"]), JOB, POLICY, charged_restarts=9
     )
     assert plan.action is RecoveryAction.DRAIN_AND_RESTART
@@ -54,26 +56,26 @@ def test_gpu_fault_drains_the_culprit_and_keeps_earlier_exclusions() -> None:
 
 
 def test_hosts_the_job_did_not_use_are_never_drained() -> None:
-    plan = decide_recovery(diag(FaultClass.NODE_LOST, ["login-1"]), JOB, POLICY, charged_restarts=0)
+    plan = decision_for(diag(FaultClass.NODE_LOST, ["login-1"]), JOB, POLICY, charged_restarts=0)
     assert plan.drain_nodes == [] and plan.action is RecoveryAction.RESTART
     assert any("login-1" in r for r in plan.reasons)
 
 
 def test_application_faults_stop() -> None:
     for fault in (FaultClass.APP_ERROR, FaultClass.MEMORY_DEVICE_OOM, FaultClass.MEMORY_HOST_OOM):
-        plan = decide_recovery(diag(fault), JOB, POLICY, charged_restarts=0)
+        plan = decision_for(diag(fault), JOB, POLICY, charged_restarts=0)
         assert plan.action is RecoveryAction.STOP and not plan.requeue and not plan.drain_nodes
 
 
 def test_cancelled_job_is_left_alone() -> None:
-    plan = decide_recovery(diag(FaultClass.JOB_CANCELLED), JOB, POLICY, charged_restarts=0)
+    plan = decision_for(diag(FaultClass.JOB_CANCELLED), JOB, POLICY, charged_restarts=0)
     assert plan.action is RecoveryAction.NONE and not plan.requeue
 
 
 def test_budget_counts_only_for_non_infrastructure_faults() -> None:
-    within = decide_recovery(diag(FaultClass.PROCESS_CRASH), JOB, POLICY, charged_restarts=1)
+    within = decision_for(diag(FaultClass.PROCESS_CRASH), JOB, POLICY, charged_restarts=1)
     assert within.requeue and within.counts_against_budget
-    spent = decide_recovery(diag(FaultClass.PROCESS_CRASH), JOB, POLICY, charged_restarts=2)
+    spent = decision_for(diag(FaultClass.PROCESS_CRASH), JOB, POLICY, charged_restarts=2)
     assert spent.action is RecoveryAction.STOP and not spent.requeue
     assert any("budget spent" in r for r in spent.reasons)
 
@@ -82,12 +84,10 @@ def test_a_running_job_is_requeued_like_an_ended_one() -> None:
     """No separate cancel: requeueing a running job ends its attempt (tests/scheduler/
     test_verified.py shows the requeue-hold doing it)."""
     running = JOB.model_copy(update={"state": JobState.RUNNING})
-    plan = decide_recovery(
+    plan = decision_for(
         diag(FaultClass.GPU_HARDWARE, ["gpu-1"]), running, POLICY, charged_restarts=0
     )
-    ended = decide_recovery(
-        diag(FaultClass.GPU_HARDWARE, ["gpu-1"]), JOB, POLICY, charged_restarts=0
-    )
+    ended = decision_for(diag(FaultClass.GPU_HARDWARE, ["gpu-1"]), JOB, POLICY, charged_restarts=0)
     assert plan == ended
     assert (
         plan.requeue and plan.drain_nodes == ["gpu-1"] and plan.exclude_nodes == ["gpu-9", "gpu-1"]
@@ -100,19 +100,19 @@ def test_match_job_nodes_by_short_name() -> None:
 
 def test_a_hardware_fault_only_the_job_printed_drains_nothing_and_is_charged() -> None:
     printed = diag(FaultClass.GPU_HARDWARE, ["gpu-2"], kind=SignalKind.JOB_LOG)
-    plan = decide_recovery(printed, JOB, POLICY, charged_restarts=0)
+    plan = decision_for(printed, JOB, POLICY, charged_restarts=0)
     assert plan.action is RecoveryAction.RESTART and plan.drain_nodes == []
     assert plan.requeue and plan.counts_against_budget
     assert any("only the job's output names it" in r for r in plan.reasons)
     assert any("charged to the job's budget" in r for r in plan.reasons)
     # ... so repeating it runs into the restart budget
-    spent = decide_recovery(printed, JOB, POLICY, charged_restarts=2)
+    spent = decision_for(printed, JOB, POLICY, charged_restarts=2)
     assert spent.action is RecoveryAction.STOP and not spent.drain_nodes
 
 
 def test_a_plan_cannot_make_a_job_output_only_restart_free() -> None:
     printed = diag(FaultClass.GPU_HARDWARE, ["gpu-2"], kind=SignalKind.JOB_LOG)
-    plan = decide_recovery(printed, JOB, POLICY, charged_restarts=0, counts_against_budget=False)
+    plan = decision_for(printed, JOB, POLICY, charged_restarts=0, counts_against_budget=False)
     assert plan.counts_against_budget
 
 
@@ -123,11 +123,11 @@ def test_slurm_node_state_is_a_second_source() -> None:
         NodeInfo(name="gpu-2", state="IDLE", flags=["NOT_RESPONDING"]),
         NodeInfo(name="gpu-2", state="IDLE", flags=["DRAIN"], reason="admin: bad fan"),
     ):
-        plan = decide_recovery(printed, JOB, POLICY, charged_restarts=0, nodes=[node])
+        plan = decision_for(printed, JOB, POLICY, charged_restarts=0, nodes=[node])
         assert plan.drain_nodes == ["gpu-2"], node
     # a node drained by resurrect itself is no second opinion
     ours = NodeInfo(name="gpu-2", state="IDLE", flags=["DRAIN"], reason="resurrect: gpu job 1")
-    plan = decide_recovery(printed, JOB, POLICY, charged_restarts=0, nodes=[ours])
+    plan = decision_for(printed, JOB, POLICY, charged_restarts=0, nodes=[ours])
     assert plan.drain_nodes == []
 
 
@@ -141,7 +141,7 @@ def test_only_the_corroborated_culprit_is_drained() -> None:
             ]
         }
     )
-    plan = decide_recovery(agent, JOB, POLICY, charged_restarts=0)
+    plan = decision_for(agent, JOB, POLICY, charged_restarts=0)
     assert plan.drain_nodes == ["gpu-2"] and not plan.counts_against_budget
     assert any("not draining gpu-1" in r for r in plan.reasons)
 
@@ -196,7 +196,7 @@ def test_a_plan_charging_a_free_restart_within_budget_keeps_the_plan() -> None:
     choice = decide(bundle(), gpu, plans, charged_restarts=1)
     assert choice.plan is not None and choice.plan.name == "charged"
     assert choice.decision.counts_against_budget and choice.decision.drain_nodes == ["gpu-2"]
-    assert choice.decision == decide_recovery(
+    assert choice.decision == decision_for(
         gpu, JOB, POLICY, charged_restarts=1, counts_against_budget=True
     )
 

@@ -8,6 +8,8 @@ Slurm has hardware evidence about it.
 
 from __future__ import annotations
 
+from support.decisions import decision_for
+
 from resurrect.contracts import (
     Diagnosis,
     Evidence,
@@ -20,7 +22,7 @@ from resurrect.contracts import (
     SignalKind,
 )
 from resurrect.evidence_trust import HANG_HISTORY_RULE, hardware_evidence
-from resurrect.plans.decide import decide, decide_recovery
+from resurrect.plans.decide import decide
 from resurrect.plans.loader import load_plans
 from resurrect.testing.steps import make_step_input
 
@@ -82,7 +84,7 @@ THROTTLED = reading(
 
 
 def test_a_hang_without_hardware_evidence_restarts_in_place_and_is_charged() -> None:
-    decision = decide_recovery(hang(), JOB, POLICY, charged_restarts=0)
+    decision = decision_for(hang(), JOB, POLICY, charged_restarts=0)
     assert decision.action is RecoveryAction.RESTART and decision.requeue
     assert decision.drain_nodes == [] and decision.exclude_nodes == []
     assert decision.counts_against_budget
@@ -91,12 +93,12 @@ def test_a_hang_without_hardware_evidence_restarts_in_place_and_is_charged() -> 
 
 
 def test_repeated_hangs_without_hardware_evidence_run_into_the_budget() -> None:
-    decision = decide_recovery(hang(), JOB, POLICY, charged_restarts=2)
+    decision = decision_for(hang(), JOB, POLICY, charged_restarts=2)
     assert decision.action is RecoveryAction.STOP and not decision.requeue
 
 
 def test_a_hang_whose_culprit_node_has_an_xid_drains_it_and_is_free() -> None:
-    decision = decide_recovery(hang(XID), JOB, POLICY, charged_restarts=2)  # budget spent
+    decision = decision_for(hang(XID), JOB, POLICY, charged_restarts=2)  # budget spent
     assert decision.action is RecoveryAction.DRAIN_AND_RESTART
     assert decision.drain_nodes == ["gpu-2"] and decision.exclude_nodes == ["gpu-2"]
     assert decision.requeue and not decision.counts_against_budget
@@ -117,7 +119,7 @@ def test_every_kind_of_hardware_evidence_counts() -> None:
             kind=SignalKind.SCHEDULER_STATE,
         ),
     ):
-        decision = decide_recovery(hang(evidence), JOB, POLICY, charged_restarts=0)
+        decision = decision_for(hang(evidence), JOB, POLICY, charged_restarts=0)
         assert decision.drain_nodes == ["gpu-2"], evidence.rule
         assert not decision.counts_against_budget, evidence.rule
 
@@ -125,13 +127,13 @@ def test_every_kind_of_hardware_evidence_counts() -> None:
 def test_hardware_evidence_must_come_from_a_second_source() -> None:
     printed = reading("xid.48", FaultClass.GPU_HARDWARE, source=None, kind=SignalKind.JOB_LOG)
     assert hardware_evidence([printed], "gpu-2") == []
-    decision = decide_recovery(hang(printed), JOB, POLICY, charged_restarts=0)
+    decision = decision_for(hang(printed), JOB, POLICY, charged_restarts=0)
     assert decision.drain_nodes == [] and decision.counts_against_budget
 
 
 def test_hardware_evidence_about_another_node_does_not_drain_the_culprit() -> None:
     elsewhere = reading("xid.48", FaultClass.GPU_HARDWARE, host="gpu-1")
-    decision = decide_recovery(hang(elsewhere), JOB, POLICY, charged_restarts=0)
+    decision = decision_for(hang(elsewhere), JOB, POLICY, charged_restarts=0)
     assert decision.drain_nodes == [] and decision.counts_against_budget
 
 
@@ -143,7 +145,7 @@ def test_a_software_throttle_is_not_hardware_evidence() -> None:
 def test_hardware_evidence_sent_with_the_report_counts() -> None:
     """The node agent's readings of the culprit's GPUs travel with the hang report (they are
     diagnostic, so attribution does not list them in the diagnosis)."""
-    decision = decide_recovery(hang(), JOB, POLICY, charged_restarts=0, reported=[THROTTLED])
+    decision = decision_for(hang(), JOB, POLICY, charged_restarts=0, reported=[THROTTLED])
     assert decision.drain_nodes == ["gpu-2"] and not decision.counts_against_budget
 
 
@@ -154,7 +156,7 @@ def test_a_culprit_the_job_did_not_run_on_is_never_drained() -> None:
         confidence=0.9,
         evidence=[culprit_stack(host="login-1"), XID.model_copy(update={"host": "login-1"})],
     )
-    decision = decide_recovery(stray, JOB, POLICY, charged_restarts=0)
+    decision = decision_for(stray, JOB, POLICY, charged_restarts=0)
     assert decision.drain_nodes == [] and decision.counts_against_budget
     assert any("not draining hosts the job did not run on: login-1" in r for r in decision.reasons)
 
@@ -163,16 +165,16 @@ def test_a_hang_with_no_culprit_named_restarts_in_place() -> None:
     nobody = Diagnosis(
         fault_class=FaultClass.JOB_HANG, action=RecoveryAction.RESTART, confidence=0.5
     )
-    decision = decide_recovery(nobody, JOB, POLICY, charged_restarts=0)
+    decision = decision_for(nobody, JOB, POLICY, charged_restarts=0)
     assert decision.action is RecoveryAction.RESTART and decision.counts_against_budget
     assert any("no culprit node of this job named" in r for r in decision.reasons)
 
 
 def test_a_straggler_follows_the_same_rule() -> None:
     slow = hang(fault=FaultClass.JOB_STRAGGLER)
-    in_place = decide_recovery(slow, JOB, POLICY, charged_restarts=0)
+    in_place = decision_for(slow, JOB, POLICY, charged_restarts=0)
     assert in_place.drain_nodes == [] and in_place.counts_against_budget
-    throttled = decide_recovery(slow, JOB, POLICY, charged_restarts=0, reported=[THROTTLED])
+    throttled = decision_for(slow, JOB, POLICY, charged_restarts=0, reported=[THROTTLED])
     assert throttled.action is RecoveryAction.DRAIN_AND_RESTART
     assert throttled.drain_nodes == ["gpu-2"] and not throttled.counts_against_budget
 

@@ -22,9 +22,8 @@ from resurrect.contracts import (
     RestartHistory,
     SignalKind,
 )
-from resurrect.plans.decide import Choice, decide
+from resurrect.plans.decide import Choice, decide, made_progress, restart_loop
 from resurrect.plans.loader import load_plans
-from resurrect.plans.restart_loops import made_progress, restart_loop
 from resurrect.testing.steps import make_step_input
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

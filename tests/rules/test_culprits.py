@@ -3,6 +3,8 @@ the one diagnosis' culprit ranks and hosts; host names the job printed never dra
 
 from __future__ import annotations
 
+from support.decisions import decision_for
+
 from resurrect.contracts import (
     Diagnosis,
     Evidence,
@@ -14,7 +16,6 @@ from resurrect.contracts import (
     RecoveryAction,
     SignalKind,
 )
-from resurrect.plans.decide import decide_recovery
 from resurrect.rules import attribute, diagnose_lines, load_engine
 
 ENGINE = load_engine()
@@ -261,10 +262,10 @@ Root Cause (first observed failure):
 """)
     assert d.fault_class is FaultClass.GPU_HARDWARE
     assert d.culprit_hosts == ["node2"]
-    alone = decide_recovery(d, job(["node1", "node2"]), JobPolicy(), charged_restarts=0)
+    alone = decision_for(d, job(["node1", "node2"]), JobPolicy(), charged_restarts=0)
     assert alone.drain_nodes == []
     assert any("only the job's output names it" in r for r in alone.reasons)
-    slurm_agrees = decide_recovery(
+    slurm_agrees = decision_for(
         d,
         job(["node1", "node2"]),
         JobPolicy(),

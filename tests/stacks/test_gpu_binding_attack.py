@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.decisions import decision_for
 from support.step_daemon import step_daemon
 
 import resurrect.stacks.collect as collect
@@ -33,7 +34,6 @@ from resurrect.contracts import (
     RecoveryAction,
     SignalKind,
 )
-from resurrect.plans.decide import decide_recovery
 from resurrect.sensors.node_agent.fake_nvml import FakeNvml
 from resurrect.sensors.node_agent.gpu_activity import LocalGpus, slowdown_evidence
 from resurrect.sensors.node_agent.gpu_binding import job_gres_indices
@@ -127,7 +127,7 @@ def test_a_rank_pointing_at_another_jobs_gpu_gets_nothing_and_drains_nothing(
     evidence = slowdown_evidence(result.rank_gpus())
     assert evidence == []
     # the node is not drained, the restart is charged: with the budget spent, it stops
-    decision = decide_recovery(
+    decision = decision_for(
         hang_on_node(*evidence),
         JobInfo(job_id=JOB, state=JobState.RUNNING, nodes=[NODE]),
         JobPolicy(max_restarts=3),
@@ -154,7 +154,7 @@ def test_without_slurms_gres_the_jobs_own_binding_never_drains(
         result = probe_here(request, here=NODE)
     [reading] = slowdown_evidence(result.rank_gpus())
     assert reading.source == "job_output" and reading.fields["job_controlled"]
-    decision = decide_recovery(
+    decision = decision_for(
         hang_on_node(reading),
         JobInfo(job_id=JOB, state=JobState.RUNNING, nodes=[NODE]),
         JobPolicy(max_restarts=3),
@@ -163,7 +163,7 @@ def test_without_slurms_gres_the_jobs_own_binding_never_drains(
     assert decision.drain_nodes == [] and decision.action is RecoveryAction.STOP
     # even marked as the node agent's, a job-controlled reading is the job's word
     relabelled = reading.model_copy(update={"source": "node_agent"})
-    again = decide_recovery(
+    again = decision_for(
         hang_on_node(relabelled),
         JobInfo(job_id=JOB, state=JobState.RUNNING, nodes=[NODE]),
         JobPolicy(max_restarts=3),

@@ -17,8 +17,8 @@ from resurrect.contracts import (
     NodeInfo,
     SignalKind,
 )
+from resurrect.scheduler.base import active_only, census_of
 from resurrect.scheduler.validation import validate_job_id, validate_node_name
-from resurrect.scheduler.view import active_only, census_of
 from resurrect.testing.fake_scheduler import FakeScheduler
 
 # The sensors that report a node loss: the Slurm watcher (states only, no evidence of its

@@ -18,11 +18,11 @@ from temporalio.runtime import Runtime, TelemetryConfig
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import Interruption, JobInfo, JobState, RecoveryOutcome
+from resurrect.contracts.workflow_names import PHASE_QUERY
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 from resurrect.sensors.report import report_interruption
 from resurrect.testing import FakeScheduler
 from resurrect.workers.recovery_worker import build_operator_worker, build_worker
-from resurrect.workflows.names import PHASE_QUERY
 from support.builders import interruption
 
 OPT_IN = json.dumps({"resurrect": {"max_restarts": 2}})

@@ -3,10 +3,10 @@ workflows use (resurrect does not import the workflows package: the names are re
 
 from __future__ import annotations
 
+from resurrect.contracts.workflow_names import RECOVERY_WORKFLOW, REPORT_SIGNAL, Activity
 from resurrect.goodput import history
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 from resurrect.telemetry import interceptor, record
-from resurrect.workflows.names import RECOVERY_WORKFLOW, REPORT_SIGNAL, Activity
 
 
 def test_names_match_the_workflows() -> None:

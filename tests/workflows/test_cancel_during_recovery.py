@@ -27,11 +27,11 @@ from resurrect.activities.steps import requeue_job
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import FaultClass, JobState
 from resurrect.contracts.workflow_ids import recovery_workflow_id
+from resurrect.contracts.workflow_names import PHASE_QUERY
 from resurrect.scheduler.slurm_cli import SlurmCli
 from resurrect.sensors.report import report_interruption
 from resurrect.testing import FakeScheduler
 from resurrect.testing.steps import make_step_input, run_step
-from resurrect.workflows.names import PHASE_QUERY
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal]
 

@@ -30,12 +30,12 @@ from temporalio.worker import Replayer
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import NodeInfo
 from resurrect.contracts.recovery_status import RecoveryWorkflowStatus
+from resurrect.contracts.workflow_names import STATUS_QUERY, Activity
 from resurrect.errors import ResurrectError
 from resurrect.operator.budget import view
 from resurrect.operator.budget_client import budget_state
 from resurrect.operator.cli import decide_approval
 from resurrect.testing import FakeScheduler
-from resurrect.workflows.names import STATUS_QUERY, Activity
 from resurrect.workflows.recovery import RecoveryWorkflow
 
 pytestmark = pytest.mark.temporal

@@ -14,11 +14,11 @@ from temporalio.client import Client
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import JobInfo, JobState, RecoveryOutcome
+from resurrect.contracts.workflow_names import NODE_REPAIR_WORKFLOW
 from resurrect.operator.cli import lemons_json
 from resurrect.operator.models import NodeRepairState
 from resurrect.operator.repair_client import node_state
 from resurrect.testing import FakeScheduler
-from resurrect.workflows.names import NODE_REPAIR_WORKFLOW
 
 pytestmark = pytest.mark.temporal
 

@@ -20,10 +20,10 @@ from temporalio.worker import Worker
 from resurrect.activities.operator import OperatorActivities
 from resurrect.config import ResurrectConfig
 from resurrect.contracts.workflow_ids import node_repair_workflow_id
+from resurrect.contracts.workflow_names import NODE_DRAINED_SIGNAL, NODE_STATE_QUERY
 from resurrect.operator.models import NodeDrainReport, NodeRepairState
 from resurrect.operator.repair_client import repair_timings
 from resurrect.testing import FakeScheduler
-from resurrect.workflows.names import NODE_DRAINED_SIGNAL, NODE_STATE_QUERY
 from resurrect.workflows.node_repair import NodeRepairWorkflow
 
 TEST_SERVER = Path(sys.prefix) / "bin" / "temporal-test-server"

@@ -1,6 +1,6 @@
 """RecoveryWorkflow's decision ladder and outcomes, on the time-skipping test server.
 
-Every activity is a stand-in registered under its production name (workflows/names.py for
+Every activity is a stand-in registered under its production name (resurrect/contracts/workflow_names.py for
 the fixed ones, the plan files' ``recovery.*`` names for the steps), scripted by a
 :class:`Stage`: what the evidence is, how it is attributed, how many restarts were charged,
 what each step reports or raises. Retry backoffs and timeouts cost no wall time. The real
@@ -41,6 +41,12 @@ from resurrect.contracts import (
 )
 from resurrect.contracts.assessment import Assessment, AssessRequest
 from resurrect.contracts.recovery_status import RecoveryWorkflowStatus
+from resurrect.contracts.workflow_names import (
+    PHASE_QUERY,
+    REPORT_SIGNAL,
+    STATUS_QUERY,
+    Activity,
+)
 from resurrect.errors import JobNotFound, PermanentStepError, SchedulerUnavailable
 from resurrect.plans.loader import load_plans
 from resurrect.plans.models import ResolvedPlan
@@ -49,12 +55,6 @@ from resurrect.sensors.report import report_interruption
 from resurrect.temporal import search_attributes as sa
 from resurrect.testing.steps import make_step_input
 from resurrect.workers.recovery_worker import PASSTHROUGH_MODULES
-from resurrect.workflows.names import (
-    PHASE_QUERY,
-    REPORT_SIGNAL,
-    STATUS_QUERY,
-    Activity,
-)
 from resurrect.workflows.recovery import RecoveryWorkflow
 
 StepFn = Callable[[StepInput], StepResult]

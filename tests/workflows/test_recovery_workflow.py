@@ -27,10 +27,10 @@ from temporalio.worker import Replayer
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import FaultClass, Interruption, JobInfo, JobState, RecoveryOutcome
+from resurrect.contracts.workflow_names import PHASE_QUERY
 from resurrect.sensors.report import report_interruption
 from resurrect.temporal.history import activities_run
 from resurrect.testing import FakeScheduler
-from resurrect.workflows.names import PHASE_QUERY
 from resurrect.workflows.recovery import QUICK_S, RecoveryWorkflow
 
 pytestmark = pytest.mark.temporal

@@ -21,7 +21,7 @@ from temporalio.worker import Replayer
 from temporalio.workflow import NondeterminismError
 
 from resurrect.contracts import StepInput
-from resurrect.workflows.names import Activity
+from resurrect.contracts.workflow_names import Activity
 from resurrect.workflows.node_health import NodeHealthWorkflow
 from resurrect.workflows.node_repair import NodeRepairWorkflow
 from resurrect.workflows.recovery import RecoveryWorkflow

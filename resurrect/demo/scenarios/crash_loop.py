@@ -35,7 +35,7 @@ from resurrect.demo.verify import job_cost
 from resurrect.goodput.accounting import lost_by_part
 from resurrect.temporal import search_attributes as sa
 
-# What the recovery that stops a restart loop notes first (resurrect/plans/restart_loops.py).
+# What the recovery that stops a restart loop notes first (plans/decide.py: restart_loop).
 LOOP_NOTE_PREFIX = "restart loop:"
 
 

@@ -39,9 +39,6 @@ NODE_DRAINED_SIGNAL = "node_drained"
 # A recovery implicated the node: an incident of its lemon record.
 NODE_INCIDENT_SIGNAL = "node_incident"
 NODE_STATE_QUERY = "node_state"
-# Both: continue as new onto the task queue given (the operator task queue of the deployment
-# that found it on its recoveries' queue), carrying the whole state.
-MOVE_TO_TASK_QUEUE_SIGNAL = "move_to_task_queue"
 
 
 class OperatorActivity:

@@ -1,4 +1,4 @@
-"""resurrect.scheduler.view.cluster_shape: what drain budgets are fractions of, read at most
+"""resurrect.operator.budget_client.cluster_shape: what drain budgets are fractions of, read at most
 once a minute per scheduler (not once per drain)."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from resurrect.contracts import NodeInfo
-from resurrect.scheduler import view
-from resurrect.scheduler.view import ClusterShape, cluster_shape
+from resurrect.operator import budget_client
+from resurrect.operator.budget_client import ClusterShape, cluster_shape
 from resurrect.testing import FakeScheduler
 
 
@@ -36,11 +36,11 @@ async def test_the_shape_is_read_again_only_after_a_minute(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     now = [1000.0]
-    monkeypatch.setattr(view.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(budget_client.time, "monotonic", lambda: now[0])
     scheduler = partitioned(["gpu"], ["gpu"])
     await cluster_shape(scheduler)
     scheduler.nodes["n2"] = NodeInfo(name="n2", state="IDLE", partitions=["gpu"])
-    now[0] += view.SHAPE_MAX_AGE_S - 1
+    now[0] += budget_client.SHAPE_MAX_AGE_S - 1
     assert (await cluster_shape(scheduler)).nodes == 2 and scheduler.listed == 1
     now[0] += 2
     assert (await cluster_shape(scheduler)).nodes == 3 and scheduler.listed == 2

@@ -1,0 +1,45 @@
+"""The recovery decision for a diagnosis, taken the way the workflow takes it: by
+:func:`resurrect.plans.decide.decide` on an evidence bundle, with one plan that matches every
+action (and may override whether the restart is charged)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from resurrect.contracts import (
+    Diagnosis,
+    Evidence,
+    JobInfo,
+    JobPolicy,
+    NodeInfo,
+    RecoveryDecision,
+)
+from resurrect.plans.decide import decide
+from resurrect.plans.models import ResolvedPlan, WhenSpec
+from resurrect.testing.steps import make_step_input
+
+
+def decision_for(
+    diagnosis: Diagnosis,
+    job: JobInfo,
+    policy: JobPolicy,
+    *,
+    charged_restarts: int,
+    counts_against_budget: bool | None = None,
+    nodes: Sequence[NodeInfo] = (),
+    reported: Sequence[Evidence] = (),
+) -> RecoveryDecision:
+    """What :func:`decide` settles for ``diagnosis`` of ``job`` under ``policy``:
+    ``nodes`` is the scheduler's view of the job's nodes, ``reported`` the evidence the
+    sensors sent with their reports, ``counts_against_budget`` the plan's charge override."""
+    incident = make_step_input("recovery.requeue", job=job).bundle
+    bundle = incident.model_copy(update={"policy": policy, "nodes": list(nodes)})
+    every_action = ResolvedPlan(
+        name="any",
+        source="test",
+        when=WhenSpec(),
+        counts_against_budget=counts_against_budget,
+        steps=[],
+    )
+    choice = decide(bundle, diagnosis, [every_action], charged_restarts, reported=reported)
+    return choice.decision
