@@ -10,12 +10,12 @@ with the same token (``SLURM_JWT``, so no munge), when a Slurm client is configu
 the requeue of a running job is refused with that reason. The check-act-verify logic is
 :class:`~resurrect.scheduler.verified.VerifiedScheduler`'s, as for the CLI backend.
 
-The watcher's view costs what is running, not what is queued. slurmrestd filters jobs by
-nothing but id, and its ``update_time`` is one change time for all jobs (any change, and a
-busy queue always has one, gives every job again), so: ``GET jobs/state/`` (id and state of
-every job, ~80 B a job against ~9.7 KB in ``jobs/``), then ``GET job/<id>`` for the running,
-suspended and failed ones (a bounded number at once); a full ``jobs/`` read only where most
-jobs are in view anyway. Nodes (fleet-sized, not queue-sized) are a snapshot renewed by
+The watcher's view reads a full record only for the jobs it watches. slurmrestd filters
+jobs by nothing but id, and its ``update_time`` is one change time for all jobs (any change,
+and a busy queue always has one, gives every job again), so: ``GET jobs/state/`` (id and
+state of every job, ~80 B a job against ~9.7 KB in ``jobs/``), then ``GET job/<id>`` for the
+running, suspended and failed ones (a bounded number at once); a full ``jobs/`` read only
+where most jobs are in view anyway. Nodes (fleet-sized, not queue-sized) are a snapshot renewed by
 ``GET nodes/?update_time=T`` (HTTP 304 while no node changed; Slurm 26.05) and read whole
 at least every :data:`NODE_RESYNC_S`; named nodes are read one by one (``GET node/<name>``).
 """
