@@ -15,9 +15,10 @@ jobs by nothing but id, and its ``update_time`` is one change time for all jobs 
 and a busy queue always has one, gives every job again), so: ``GET jobs/state/`` (id and
 state of every job, ~80 B a job against ~9.7 KB in ``jobs/``), then ``GET job/<id>`` for the
 running, suspended and failed ones (a bounded number at once); a full ``jobs/`` read only
-where most jobs are in view anyway. Nodes (fleet-sized, not queue-sized) are a snapshot renewed by
-``GET nodes/?update_time=T`` (HTTP 304 while no node changed; Slurm 26.05) and read whole
-at least every :data:`NODE_RESYNC_S`; named nodes are read one by one (``GET node/<name>``).
+where most jobs are in view anyway. Nodes (fleet-sized, not queue-sized) are a snapshot
+renewed by ``GET nodes/?update_time=T`` (HTTP 304 while no node changed; Slurm 26.05) and
+read whole at least every :data:`NODE_RESYNC_S`; named nodes are read one by one
+(``GET node/<name>``).
 """
 
 from __future__ import annotations
