@@ -10,8 +10,9 @@ deciding. A poll is :meth:`sensors.slurm_watcher.SlurmWatcher.poll_once` (the fi
 left out of the steady state). The full-read view is :class:`~resurrect.scheduler.base.
 SchedulerBase`'s over the same backend.
 
-``growth`` is bytes per poll at ``--large`` over bytes per poll at ``--small``: the queue
-grows ``--large``/``--small`` times; what the watcher reads should not.
+``bytes_growth`` is bytes per poll at ``--large`` over bytes per poll at ``--small`` while the
+queue grows ``queue_growth`` times: only the states list (``jobs/state/``, ~80 B a job) grows
+with the queue; the full reads grow ~9.7 KB a job (``full_bytes_growth``).
 
     python benchmarks/rest_watcher_cost.py [--small 1000] [--large 20000] [--json]
 """
