@@ -22,6 +22,7 @@ BENCHMARKS=(
   "progress_parse | --lines 50000 | | progress rules vs the failure-rule scan of the same lines"
   "telemetry_overhead | --recoveries 10 --rounds 1 | --recoveries 30 --rounds 3 | a burst of recoveries, metrics+tracing on vs off"
   "watcher_cost | --jobs 10000 --nodes 2000 --running 400 | | 50,000 jobs / 10,000 nodes: filtered compact reads vs full JSON"
+  "rest_watcher_cost | --small 500 --large 5000 --full-polls 1 | | slurmrestd view at 1,000 and 20,000 jobs: job states + jobs in view by id, node snapshot vs full jobs/ + nodes/ reads"
   "liveness_cost | --nodes 2000 --duration 24 | | 10,000 agents heartbeating the collector vs a Temporal signal each"
   "follower_cost | --jobs 300 --duration 5 --flood-rounds 2 | | 1,000 followed jobs: adaptive looks on open files vs every file every 0.25 s; a good job beside flooding jobs, per-job shares vs the former per-line follower"
   "burst | --jobs 50 | --jobs 1000 | 1,000 simultaneous node losses, 3 reports each: the default vs signalled reports on one task queue"

@@ -105,10 +105,15 @@ class Scheduler(Protocol):
 _IDLE_STATES = frozenset({JobState.PENDING, JobState.COMPLETED, JobState.CANCELLED})
 
 
+def watched_state(state: JobState) -> bool:
+    """Whether a job in ``state`` is in the watcher's view (not pending, not normally ended)."""
+    return state not in _IDLE_STATES
+
+
 def active_only(jobs: Iterable[JobInfo], also: Collection[str] = ()) -> list[JobInfo]:
     """``jobs`` without pending and normally ended ones (except those ``also`` names)."""
     wanted = set(also)
-    return [job for job in jobs if job.state not in _IDLE_STATES or job.job_id in wanted]
+    return [job for job in jobs if watched_state(job.state) or job.job_id in wanted]
 
 
 def census_of(nodes: Collection[NodeInfo]) -> tuple[int, list[NodeInfo]]:

@@ -43,6 +43,8 @@ TOKEN_MAX_BYTES = 16 * 1024
 CONNECT_ATTEMPTS = 4
 RETRY_DELAY_S = 0.25
 _UNIX = "unix:"
+# slurmrestd's answer to ``GET nodes/?update_time=T`` when no node changed since T
+NOT_MODIFIED = 304
 # slurmctld's ESLURM_PROTOCOL_AUTHENTICATION_ERROR: the token was not accepted
 _AUTH_ERROR = 1007
 
@@ -216,6 +218,20 @@ class RestClient:
         ``jobs/``); raises the mapped SchedulerError on any failure."""
         version = await self.connect()
         return await self.raw_request(method, f"/slurm/{version}/{path}", body)
+
+    async def request_changed(self, path: str, since: int) -> dict[str, Any] | None:
+        """The JSON answer of ``GET path?update_time=since``, or None when slurmctld says
+        nothing changed since ``since`` (HTTP 304, as ``nodes/`` answers). slurmctld keeps
+        one change time per kind (all jobs, all nodes): any change gives the whole list."""
+        version = await self.connect()
+        full = f"/slurm/{version}/{path}?update_time={int(since)}"
+        answer = await self._send("GET", full, None)
+        if answer.status == NOT_MODIFIED:
+            return None
+        error = error_for(answer.status, answer.doc, f"slurmrestd GET {full}")
+        if error is not None:
+            raise error
+        return answer.doc
 
     async def raw_request(
         self, method: str, path: str, body: dict[str, Any] | None = None

@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+from support.slurm_rest_synthetic import SyntheticRestd
 
 from resurrect.config import ClusterSettings
 from resurrect.contracts import JobState
@@ -25,10 +26,12 @@ from resurrect.errors import (
     SchedulerRefused,
     SchedulerUnavailable,
 )
-from resurrect.scheduler import slurm_rest_client
+from resurrect.scheduler import slurm_rest, slurm_rest_client
+from resurrect.scheduler.base import SchedulerBase
 from resurrect.scheduler.factory import register_scheduler, scheduler_for, scheduler_names
 from resurrect.scheduler.slurm_exec import CommandRunner
-from resurrect.scheduler.slurm_rest import SlurmRest
+from resurrect.scheduler.slurm_json import SlurmParseError
+from resurrect.scheduler.slurm_rest import SlurmRest, parse_job_states
 from resurrect.scheduler.slurm_rest_client import CONNECT_ATTEMPTS, RestClient
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm-rest"
@@ -122,7 +125,7 @@ async def test_jobs_and_nodes_read_as_the_cli_backend_reads_them(
     assert sorted(nodes) == ["node1", "node2", "node3", "node4"]
     assert nodes["node4"].drained and nodes["node4"].reason == "resurrect: x"
     assert await sched.get_node("node4") == nodes["node4"]
-    # the watcher's view comes from the defaults over the full reads
+    # the watcher's view: job states, then the jobs in view
     active = [j.job_id for j in await sched.list_active_jobs()]
     assert active == ([job.job_id] if version == "24.11" else [])  # not a pending one
     total, drained = await sched.drain_census()
@@ -284,3 +287,186 @@ def test_an_installed_backend_is_found_by_its_entry_point(tmp_path: Path) -> Non
     assert "rest-by-plugin" in scheduler_names()
     with pytest.raises(ConfigError, match="failed to import"):
         scheduler_for(ClusterSettings(scheduler="broken-backend"), installed=[plugin, broken])
+
+
+# ---------------------------------------------------------------------- the watcher's view
+def paths(seen: list[httpx.Request]) -> list[str]:
+    """The requests after the data-parser choice, as ``path?query``."""
+    out = [str(r.url.raw_path.decode()) for r in seen]
+    return [p.split("/", 3)[3] for p in out if not p.endswith("/ping/")]
+
+
+def synthetic(tmp_path: Path, restd: SyntheticRestd) -> SlurmRest:
+    return backend(tmp_path, restd.handle)
+
+
+def dumps(items: list[Any]) -> list[dict[str, Any]]:
+    return [item.model_dump() for item in items]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+async def test_the_view_reads_job_states_then_the_jobs_in_view_by_id(
+    version: str, tmp_path: Path
+) -> None:
+    seen: list[httpx.Request] = []
+    sched = backend(tmp_path, replay(version, seen))
+    [job] = await sched.list_jobs()
+    seen.clear()
+    active = await sched.list_active_jobs()
+    if version == "24.11":  # running: read by id
+        assert paths(seen) == ["jobs/state/", f"job/{job.job_id}"] and active == [job]
+    else:  # pending (held after its requeue): only its state is read
+        assert paths(seen) == ["jobs/state/"] and active == []
+    seen.clear()
+    assert await sched.list_active_jobs(also=[job.job_id, "99999"]) == [job]
+    assert sorted(paths(seen)) == sorted(["job/99999", f"job/{job.job_id}", "jobs/state/"])
+    assert await SchedulerBase.list_active_jobs(sched, also=[job.job_id, "99999"]) == [job]
+
+
+async def test_a_queue_of_held_jobs_is_never_read_whole(tmp_path: Path) -> None:
+    restd = SyntheticRestd(jobs=3000, running=20, failed=3, nodes=100)
+    sched = synthetic(tmp_path, restd)
+    active = await sched.list_active_jobs()
+    assert {job.job_id for job in active} == {str(1000 + i) for i in range(23)}
+    assert restd.requests == {"ping/": 1, "jobs/state/": 1, "job/": 23}
+    assert dumps(active) == dumps(await SchedulerBase.list_active_jobs(sched))
+
+
+async def test_a_job_gone_between_the_two_reads_is_left_out(tmp_path: Path) -> None:
+    restd = SyntheticRestd(jobs=10, running=3, failed=0, nodes=10)
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        answer = restd.handle(request)
+        if request.url.path.endswith("/jobs/state/"):
+            del restd.jobs["1001"]  # ends and is forgotten (MinJobAge) meanwhile
+        return answer
+
+    active = await backend(tmp_path, handle).list_active_jobs()
+    assert sorted(job.job_id for job in active) == ["1000", "1002"]
+
+
+async def test_one_full_read_where_most_jobs_are_in_view(tmp_path: Path) -> None:
+    restd = SyntheticRestd(jobs=200, running=150, failed=0, nodes=200)
+    sched = synthetic(tmp_path, restd)
+    assert len(await sched.list_active_jobs()) == 150
+    assert restd.requests == {"ping/": 1, "jobs/state/": 1, "jobs/": 1}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+async def test_a_controller_that_does_not_answer_the_job_states_is_unavailable(
+    version: str, tmp_path: Path
+) -> None:
+    states = f"GET /slurm/{PARSER[version]}/jobs/state/"
+    sched = backend(tmp_path, replay(version, **{states: "jobs-state-controller-down"}))
+    with pytest.raises(SchedulerUnavailable, match="HTTP 500: Unable to query job states"):
+        await sched.list_active_jobs()
+
+
+def test_job_state_entries_without_a_job_id_are_left_out() -> None:
+    doc = {
+        "jobs": [
+            {"job_id": "7", "state": ["RUNNING"]},
+            {"state": ["FAILED"]},
+            "not an entry",
+            {"job_id": True, "state": ["FAILED"]},
+            {"job_id": "8_3", "state": ["PENDING", "REQUEUED"]},
+            {"job_id": 9, "state": "NO_SUCH_STATE"},
+            {"job_id": "10", "state": [{"odd": "part"}]},
+        ]
+    }
+    assert parse_job_states(doc) == [
+        ("7", JobState.RUNNING),
+        ("8_3", JobState.PENDING),
+        ("9", JobState.OTHER),
+        ("10", JobState.OTHER),
+    ]
+    with pytest.raises(SlurmParseError):
+        parse_job_states({"jobs": None})
+
+
+async def test_a_job_in_view_with_an_invalid_id_is_left_out_not_requested(
+    tmp_path: Path,
+) -> None:
+    seen: list[httpx.Request] = []
+    good = replay("24.11", seen)
+    states = {"jobs": [{"job_id": "7/../../nodes", "state": ["RUNNING"]}]}
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/jobs/state/"):
+            return httpx.Response(200, json=states)
+        return good(request)
+
+    assert await backend(tmp_path, handle).list_active_jobs() == []
+    assert paths(seen) == []
+
+
+async def test_nodes_are_read_again_only_when_slurmctld_says_they_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    restd = SyntheticRestd(jobs=10, running=2, nodes=50, down_every=20)
+    seen: list[httpx.Request] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return restd.handle(request)
+
+    sched = backend(tmp_path, handle)
+    unhealthy = await sched.list_unhealthy_nodes()
+    assert [node.name for node in unhealthy] == ["gpu00020", "gpu00040"]
+    total, drained = await sched.drain_census()
+    assert total == 50 and [node.name for node in drained] == ["gpu00050"]
+    full_total, full_drained = await SchedulerBase.drain_census(sched)
+    assert (total, dumps(drained)) == (full_total, dumps(full_drained))
+    seen.clear()
+    assert await sched.list_unhealthy_nodes() == unhealthy  # HTTP 304: the snapshot
+    [request] = seen
+    assert request.url.params.get("update_time") and restd.requests["nodes/"] == 4
+    restd.set_node("gpu00001", ["DOWN", "NOT_RESPONDING"], "Not responding")
+    again = await sched.list_unhealthy_nodes()  # changed: every node again
+    assert [node.name for node in again] == ["gpu00001", "gpu00020", "gpu00040"]
+    monkeypatch.setattr(slurm_rest, "NODE_RESYNC_S", 0.0)
+    seen.clear()
+    assert await sched.list_unhealthy_nodes() == again
+    assert "update_time" not in seen[0].url.params  # read whole, whatever changed
+
+
+async def test_the_recorded_304_keeps_the_node_snapshot(tmp_path: Path) -> None:
+    unchanged = recordings("26.05")["nodes-unchanged"]
+    assert unchanged["status"] == 304 and unchanged["body"] == ""
+    good = replay("26.05")
+    seen: list[httpx.Request] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if "update_time" in request.url.params:
+            return httpx.Response(unchanged["status"], content=unchanged["body"].encode())
+        return good(request)
+
+    sched = backend(tmp_path, handle)
+    first = await sched.drain_census()
+    assert await sched.drain_census() == first
+    assert "update_time" in seen[-1].url.params
+
+
+async def test_on_24_11_every_node_view_reads_every_node(tmp_path: Path) -> None:
+    """24.11's slurmrestd answers an unchanged ``update_time`` with HTTP 500."""
+    assert recordings("24.11")["nodes-unchanged"]["status"] == 500
+    seen: list[httpx.Request] = []
+    sched = backend(tmp_path, replay("24.11", seen))
+    await sched.list_unhealthy_nodes()
+    await sched.list_unhealthy_nodes()
+    assert paths(seen) == ["nodes/", "nodes/"]
+
+
+async def test_named_nodes_are_read_by_name(tmp_path: Path) -> None:
+    restd = SyntheticRestd(jobs=10, running=2, nodes=60, down_every=20)
+    sched = synthetic(tmp_path, restd)
+    named = await sched.list_nodes_named(["gpu00002", "gpu00020", "nosuch"])
+    assert [node.name for node in named] == ["gpu00002", "gpu00020"]
+    # the unknown name is looked up in the node snapshot (read once)
+    assert restd.requests == {"ping/": 1, "node/": 3, "nodes/": 1}
+    many = [f"gpu{i:05d}" for i in range(1, slurm_rest.NAMED_NODE_READS + 2)]
+    assert [node.name for node in await sched.list_nodes_named(many)] == many
+    assert restd.requests["node/"] == 3  # more than NAMED_NODE_READS: the snapshot
+    reference = await SchedulerBase.list_nodes_named(sched, many)
+    assert dumps(await sched.list_nodes_named(many)) == dumps(reference)

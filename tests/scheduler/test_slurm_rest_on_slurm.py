@@ -33,7 +33,9 @@ from scheduler.test_slurm_cluster import (  # the CLI backend's contract, run ag
 )
 from support.slurm import LocalSlurm, local_slurm_fixture, slurm_release
 
+from resurrect.contracts import JobInfo, NodeInfo
 from resurrect.errors import SchedulerUnavailable
+from resurrect.scheduler.base import SchedulerBase
 from resurrect.scheduler.hold_marker import has_marker
 from resurrect.scheduler.slurm_rest import SlurmRest
 
@@ -147,3 +149,72 @@ async def test_the_hold_mark_is_written_read_and_released_through_rest(
     released = await sched.get_job(job_id)
     assert not released.held and not has_marker(released.admin_comment)
     await sched.cancel_job(job_id)
+
+
+def by_id(jobs: list[JobInfo]) -> dict[str, dict[str, Any]]:
+    return {job.job_id: job.model_dump() for job in jobs}
+
+
+def by_name(nodes: list[NodeInfo]) -> dict[str, dict[str, Any]]:
+    return {node.name: node.model_dump() for node in nodes}
+
+
+async def test_the_watcher_view_is_the_full_reads_view(slurm: RestLocalSlurm) -> None:
+    """The REST view (job states, then the jobs in view one by one; the node snapshot and
+    nodes by name) gives what SchedulerBase's view of the full ``jobs/`` and ``nodes/``
+    reads gives, for running, pending, held, completed, failed, cancelled and requeued
+    jobs, and down and drained nodes."""
+    sched = slurm.scheduler()
+    running = slurm.submit(SLEEP_JOB, nodes=1, name="running")
+    lost = slurm.submit(SLEEP_JOB, nodes=1, name="lost")
+    await wait_running(slurm, running)
+    await wait_running(slurm, lost)
+    failed = slurm.submit(["false"], nodes=1, name="failed")
+    done = slurm.submit(["true"], nodes=1, name="done")
+    held = [slurm.submit(["true"], nodes=1, extra_args=["--hold"]) for _ in range(3)]
+    cancelled = slurm.submit(["true"], nodes=1, extra_args=["--hold"])
+    slurm.run(["scancel", cancelled])
+    await asyncio.to_thread(slurm.wait_job_state, failed, ["FAILED"], 60)
+    await asyncio.to_thread(slurm.wait_job_state, done, ["COMPLETED"], 60)
+    busy = {*(await sched.get_job(running)).nodes, *(await sched.get_job(lost)).nodes}
+    victim = (await sched.get_job(lost)).nodes[0]
+    drained = next(name for name in slurm.nodes if name not in busy)
+    assert (await sched.drain_node(drained, "view test")).changed
+    slurm.kill_node(victim)
+    await asyncio.to_thread(slurm.wait_node_state, victim, ["DOWN"], 60, 0.2)
+    await asyncio.to_thread(
+        slurm._wait,
+        lambda: slurm.job(lost),
+        lambda r: r.get("Restarts") == "1" and r.get("JobState") == "RUNNING",
+        90,
+        0.2,
+        "the lost job requeued by slurmctld and running again",
+    )
+    also = [held[0], done, "999999"]
+
+    async def views() -> tuple[Any, Any]:
+        rest = (
+            by_id(await sched.list_active_jobs(also)),
+            by_name(await sched.list_unhealthy_nodes()),
+            by_name(await sched.list_nodes_named([victim, drained, "nosuchnode9"])),
+            await sched.drain_census(),
+        )
+        full = (
+            by_id(await SchedulerBase.list_active_jobs(sched, also)),
+            by_name(await SchedulerBase.list_unhealthy_nodes(sched)),
+            by_name(await SchedulerBase.list_nodes_named(sched, [victim, drained, "nosuchnode9"])),
+            await SchedulerBase.drain_census(sched),
+        )
+        return rest, full
+
+    rest, full = await views()
+    for _ in range(3):  # a job or node may change between the two reads: read both again
+        if rest == full:
+            break
+        rest, full = await views()
+    assert rest == full
+    jobs, unhealthy, named, (total, drains) = rest
+    assert {running, lost, failed, held[0], done} == set(jobs)
+    assert jobs[lost]["restart_count"] == 1
+    assert set(unhealthy) == {victim} and set(named) == {victim, drained}
+    assert total == len(slurm.nodes) and [node.name for node in drains] == [drained]

@@ -6,7 +6,7 @@ Usage (as root, a cluster started with ``deploy/local-slurm/start.sh --restd``):
 
 Submits one sleeping job, holds it with an AdminComment, drains one node, then stores each
 answer as ``<name>.json``: ``{"method", "path", "status", "body"}`` (the body as sent).
-Stops and starts slurmctld once (the answer while it is down). Leaves the cluster as found,
+Stops and starts slurmctld once (the answers while it is down). Leaves the cluster as found,
 less the job (cancelled).
 """
 
@@ -83,8 +83,16 @@ def main(state_dir: Path, out: Path) -> None:
         )
     call("job", "GET", f"{base}/job/{job}")
     call("jobs", "GET", f"{base}/jobs/")
+    call("jobs-state", "GET", f"{base}/jobs/state/")
     call("job-unknown", "GET", f"{base}/job/99999")
-    call("nodes", "GET", f"{base}/nodes/")
+    nodes = call("nodes", "GET", f"{base}/nodes/")
+    since = json.loads(nodes.text)["last_update"]["number"]
+    for _ in range(150):  # until no node changed since: HTTP 304 (26.05) or 500 (24.11)
+        unchanged = call("nodes-unchanged", "GET", f"{base}/nodes/?update_time={since}")
+        if unchanged.status_code != 200:
+            break
+        since = json.loads(unchanged.text)["last_update"]["number"]
+        time.sleep(0.2)  # polling for the quiet second
     call("node", "GET", f"{base}/node/node4")
     call("node-unknown", "GET", f"{base}/node/nosuch")
     call("drain-unknown", "POST", f"{base}/node/nosuch", {"state": ["DRAIN"], "reason": "x"})
@@ -102,6 +110,7 @@ def main(state_dir: Path, out: Path) -> None:
             break
         time.sleep(0.1)
     call("jobs-controller-down", "GET", f"{base}/jobs/")
+    call("jobs-state-controller-down", "GET", f"{base}/jobs/state/")
     subprocess.run([f"{info['SBIN_DIR']}/slurmctld"], env=env, check=True)
 
 
