@@ -62,8 +62,17 @@ def _command(event: HistoryEvent) -> str | None:
 def commands(history: WorkflowHistory) -> list[str]:
     """The kinds of command a workflow issued (each once, sorted): a new, renamed or removed
     activity, timer, marker or patch shows; how often a loop issued each does not (it may
-    depend on timing: a node-health run's heartbeats)."""
-    return sorted({c for c in map(_command, history.events) if c is not None})
+    depend on timing: a node-health run's heartbeats), nor whether a local first attempt
+    gave way to an activity task of the same name (it depends on how fast the local attempt
+    ran: workflows/activity_calls.py)."""
+    issued = {c for c in map(_command, history.events) if c is not None}
+    return sorted(c for c in issued if not _is_fallback(c, issued))
+
+
+def _is_fallback(command: str, issued: set[str]) -> bool:
+    """``command`` is an activity task that a local first attempt of the same name gave
+    way to."""
+    return command.startswith("activity ") and f"local {command}" in issued
 
 
 def keep(name: str, history: WorkflowHistory) -> Path:
