@@ -3,6 +3,7 @@
 # (deploy/install.sh), then runs lint, type checks and pytest. The tests start their own
 # real daemons (a local Slurm cluster, the Temporal dev server) on free ports.
 # Extra arguments go to pytest, e.g. deploy/run-tests.sh -k workflow -x
+# (RESURRECT_TEST_PROCS=1: one process, e.g. to read a test's output in order)
 #   --slurm VER   run the live tests against Slurm VER (22.05: the host's on Debian 12;
 #                 24.11, 26.05: a Debian userland, built once by deploy/local-slurm/userland.sh)
 #                 e.g. deploy/run-tests.sh --slurm 26.05 -m slurm tests/scheduler
@@ -19,4 +20,9 @@ export RESURRECT_REQUIRE_SLURM=1   # the real-cluster tests fail (not skip) if S
 export PYTHONUNBUFFERED=1
 echo "== ruff"; .venv/bin/ruff check . && .venv/bin/ruff format --check .
 echo "== mypy"; .venv/bin/mypy resurrect  # resurrect/{workflows,activities,workers,sensors} link the top-level folders
-echo "== pytest"; exec .venv/bin/python -m pytest --durations=30 "$@"  # the slowest tests are listed at the end
+# Two processes (RESURRECT_TEST_PROCS), whole files to each: the real-daemon tests mostly wait
+# on daemons and timeouts, so two overlap well on 2 cores; each process starts its own cluster.
+PROCS=${RESURRECT_TEST_PROCS:-2}
+XDIST=()
+[ "$PROCS" -gt 1 ] && XDIST=(-n "$PROCS" --dist loadfile)
+echo "== pytest"; exec .venv/bin/python -m pytest "${XDIST[@]}" --durations=30 "$@"  # the slowest tests are listed at the end
