@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # slurm_matrix.sh - the whole live suite (every slurm-marked test) and every demo scenario on
 # each Slurm version, one version after the other, and the README table: version, live tests
-# passed/failed, and for each demo scenario whether it recovered with its times to detect
-# (fault -> recovery workflow started) and to recover (-> job running again).
+# passed/failed, and for each demo scenario whether it recovered (the demo's `recovered`) with
+# its times to detect (fault -> recovery workflow started) and to recover (-> job running
+# again).
 # Also one JSON line per version and scenario, its times as a ratio to the first version's
 # of the same run.
 # Run as root from a checkout with .venv (deploy/install.sh); long: ~20-30 min a version on
@@ -69,12 +70,11 @@ for v in $VERSIONS; do
     [ "$DEMO" = 1 ] || continue
     echo "== Slurm $v: resurrect demo --scenario $s" >&2
     log="$OUT/$v-demo-$s.log"
-    if resurrect demo --scenario "$s" --json --no-keep-ui \
-      --state-dir "/tmp/resurrect-matrix-demo-$v" >"$log" 2>&1; then
-      OK[$key]=yes
-    else
-      OK[$key]=NO
-    fi
+    # ok: the demo's own verdict `recovered` (its exit status also wants the job completed,
+    # which the straggler scenario never waits for: it cancels the long job once restarted)
+    resurrect demo --scenario "$s" --json --no-keep-ui \
+      --state-dir "/tmp/resurrect-matrix-demo-$v" >"$log" 2>&1 || true
+    [ "$(field recovered "$log")" = True ] && OK[$key]=yes || OK[$key]=NO
     DETECT[$key]=$(field time_to_detect_s "$log")
     RECOVER[$key]=$(field time_to_recover_s "$log")
     echo "   recovered: ${OK[$key]}, detect ${DETECT[$key]} s, recover ${RECOVER[$key]} s" >&2
