@@ -24,11 +24,17 @@ from resurrect.errors import JobNotFound, NodeNotFound, SchedulerError, Schedule
 from resurrect.scheduler import slurm_compact as compact
 from resurrect.scheduler.slurm_exec import CommandRunner, classify_text
 from resurrect.scheduler.slurm_json import (
+    JsonObj,
     SlurmParseError,
+    StepdNaming,
+    array_ids,
+    client_expanded_paths_unreliable,
     embedded_errors,
+    number,
     parse_job,
     parse_jobs,
     parse_nodes,
+    stepd_naming,
     unanswered,
 )
 from resurrect.scheduler.validation import validate_job_id, validate_node_name
@@ -95,6 +101,7 @@ class SlurmCli(VerifiedScheduler):
         self.slurm_conf = slurm_conf
         self.runner = CommandRunner(bin_dir=bin_dir, slurm_conf=slurm_conf, timeout=command_timeout)
         self._version: tuple[int, int, int] | None = None
+        self._naming: StepdNaming = stepd_naming(None)
         # owner-written fields per (job id, restart count), for the jobs in the active view
         self._owner_fields: dict[tuple[str, int], OwnerFields] = {}
         # the active view's last lines and what they gave, by job id
@@ -106,6 +113,7 @@ class SlurmCli(VerifiedScheduler):
         if self._version is None:
             result = await self.runner.check(["scontrol", "--version"])
             self._version = parse_slurm_version(result.stdout)
+            self._naming = stepd_naming(self._version)
         return self._version
 
     async def _json(self, argv: list[str]) -> dict[str, Any]:
@@ -154,6 +162,8 @@ class SlurmCli(VerifiedScheduler):
         major = (await self.version())[0]
         argv = before_23 if major < 23 else await self._show_json(kind)
         doc = await self._json(argv)
+        if major >= 23 and kind == "job":
+            await self._read_output_patterns(doc.get("jobs"))
         try:
             return parse(doc)
         except SlurmParseError as exc:
@@ -161,7 +171,9 @@ class SlurmCli(VerifiedScheduler):
 
     async def list_jobs(self) -> list[JobInfo]:
         """All jobs slurmctld knows, finished ones included until MinJobAge expires."""
-        return await self._parsed_json(["squeue", "--json"], "job", parse_jobs)
+        return await self._parsed_json(
+            ["squeue", "--json"], "job", lambda doc: parse_jobs(doc, self._naming)
+        )
 
     async def list_nodes(self) -> list[NodeInfo]:
         return await self._parsed_json(["sinfo", "--json"], "node", parse_nodes)
@@ -183,6 +195,7 @@ class SlurmCli(VerifiedScheduler):
             doc = await self._json(await self._show_json("job", row.query_id))
             for raw in doc.get("jobs") or []:
                 if isinstance(raw, dict) and str(raw.get("job_id")) == row.job_id:
+                    await self._read_output_patterns([raw])
                     return {key: raw.get(key) for key in (*compact.OWNER_FIELDS, "admin_comment")}
             raise JobNotFound(f"job {row.job_id} left slurmctld while being read")
         fields = list(compact.OWNER_FIELDS)
@@ -190,9 +203,17 @@ class SlurmCli(VerifiedScheduler):
             *(self.runner.check(compact.owner_field_argv(row.query_id, f)) for f in fields)
         )
         # AdminComment (resurrect's hold mark) is left out: read_admin_comment reads it
-        return {
+        owner = {
             f: compact.owner_field_value(f, r.stdout) for f, r in zip(fields, results, strict=True)
         }
+        for field in ("standard_output", "standard_error"):
+            owner[field] = compact.output_pattern(
+                owner[field],
+                job_id=row.job_id,
+                array_task=row.array_task,
+                work_dir=owner["current_working_directory"],
+            )
+        return owner
 
     async def read_admin_comment(self, job_id: str) -> str:
         """On 23.02+ it comes with :meth:`get_job`; on 22.05 (no squeue column for it, and
@@ -213,6 +234,8 @@ class SlurmCli(VerifiedScheduler):
         major = (await self.version())[0]
         argv = ["squeue", "--json"] if major < 23 else await self._show_json("job")
         doc = await self._json(argv)
+        if major >= 23:
+            await self._read_output_patterns(doc.get("jobs"))
         out: dict[str, OwnerFields] = {}
         for raw in doc.get("jobs") or []:
             if isinstance(raw, dict) and "job_id" in raw:
@@ -221,9 +244,43 @@ class SlurmCli(VerifiedScheduler):
                 }
         return out
 
+    async def _read_output_patterns(self, jobs: Any) -> None:
+        """Put the output patterns, read by ``squeue -O STDOUT:0`` / ``STDERR:0`` (which
+        print them as the owner wrote them on every version), in place of the paths
+        ``scontrol`` made of them in the 23.02+ job records that cannot be taken as they
+        are (:func:`~resurrect.scheduler.slurm_json.client_expanded_paths_unreliable`).
+        A job gone meanwhile keeps what the record had."""
+        todo = [
+            job
+            for job in (jobs if isinstance(jobs, list) else [])
+            if isinstance(job, dict)
+            and number(job.get("job_id")) is not None
+            and client_expanded_paths_unreliable(job)
+        ]
+        gate = asyncio.Semaphore(OWNER_READS_AT_ONCE)
+
+        async def read(job: JsonObj) -> None:
+            array_job, task = array_ids(job)
+            job_id = f"{array_job}_{task}" if task else str(number(job.get("job_id")))
+            fields = ("standard_output", "standard_error")
+            async with gate:
+                results = await asyncio.gather(
+                    *(self.runner.run(compact.owner_field_argv(job_id, f)) for f in fields)
+                )
+            if all(r.returncode == 0 and r.stdout for r in results):
+                for field, result in zip(fields, results, strict=True):
+                    job[field] = compact.output_pattern(
+                        compact.owner_field_value(field, result.stdout),
+                        job_id=str(number(job.get("job_id"))),
+                        array_task=task,
+                        work_dir=str(job.get("current_working_directory") or ""),
+                    )
+
+        await asyncio.gather(*(read(job) for job in todo))
+
     def _job_info(self, row: compact.JobRow, owner: OwnerFields) -> JobInfo:
         try:
-            return parse_job({**row.json_fields(), **owner})
+            return parse_job({**row.json_fields(), **owner}, self._naming)
         except (SlurmParseError, ValueError) as exc:
             raise SchedulerError(f"cannot read job {row.job_id}: {exc}") from exc
 

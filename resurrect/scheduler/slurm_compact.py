@@ -166,8 +166,11 @@ class JobRow:
     def json_fields(self) -> dict[str, Any]:
         """This row as the keys of a ``squeue --json`` job (22.05 shape), so that one
         parser (:func:`resurrect.scheduler.slurm_json.parse_job`) decides what it means."""
+        array_job, _, task = self.array_task.partition("_")
         return {
             "job_id": int(self.job_id),
+            "array_job_id": int(array_job) if array_job else 0,
+            "array_task_id": int(task) if task else None,
             "job_state": [self.state.value, *self.flags],
             "state_reason": self.reason,
             "restart_cnt": self.restart_count,
@@ -302,6 +305,17 @@ def owner_field_value(field: str, stdout: str) -> Any:
     if field == "excluded_nodes":
         value = value.strip()
     return "" if value == "(null)" else value
+
+
+def output_pattern(printed: str, *, job_id: str, array_task: str, work_dir: str) -> str:
+    """The output pattern of a job from what ``squeue -O STDOUT:0`` (or ``STDERR:0``)
+    printed for it (:func:`owner_field_value`): the pattern as its owner wrote it, except
+    that 22.05 prints, for a job that named no output, ``<work dir>/slurm-<job id>.out``,
+    which for an array task (``array_task``) is not its file (``slurm-%A_%a.out``): that
+    reads as no pattern. (No owner can name that path before the job has its id.)"""
+    if array_task and printed == f"{work_dir.rstrip('/')}/slurm-{job_id}.out":
+        return ""
+    return printed
 
 
 def parse_node_lines(text: str) -> list[NodeInfo]:

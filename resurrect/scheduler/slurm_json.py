@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -159,22 +160,129 @@ def parse_exit(value: Any) -> tuple[int | None, int | None]:
 # MAX_WIDTH); a wider request pads to 10. A path longer than PATH_MAX is no file at all.
 MAX_PATTERN_WIDTH = 10
 MAX_OUTPUT_PATH = 4096
-_PATTERN = re.compile(r"%(\d*)(.?)", re.DOTALL)
-_CODES = frozenset("%jJAxuNntsab")
+# What %a (and %b, modulo 10) of a job that is no array task gives: Slurm's NO_VAL.
+NO_ARRAY_TASK = 4294967294
+# Codes whose value is a number that a width pads with zeros; the others are text.
+_NUMERIC_CODES = frozenset("jJAabnt")
 
 
 class OutputPatternError(SlurmParseError):
     """A job's output pattern does not give a usable path (the job's note says why)."""
 
 
+@dataclass(frozen=True)
+class StepdNaming:
+    """How one Slurm release's slurmstepd turns an output pattern into a file name, where
+    releases differ (checked by running jobs on 22.05.8, 24.11.5 and 26.05.5; see
+    docs/slurm-versions.md). A release between two checked ones follows the older one.
+
+    Attributes:
+        array_modulo: ``%b`` is the array task id modulo 10 (24.11, 26.05); 22.05 leaves
+            ``%b`` as written and turns ``%2b`` into ``2b`` like any unknown code.
+        keeps_unknown: an unknown code keeps its ``%`` and width (``%5q`` stays ``%5q``, a
+            trailing ``%5`` stays ``%5``) and a lone trailing ``%`` is dropped (26.05); before,
+            the ``%`` of an unknown code with a width is dropped (``5q``, ``5``) and a lone
+            trailing ``%`` is kept.
+    """
+
+    array_modulo: bool
+    keeps_unknown: bool
+
+
+def stepd_naming(version: tuple[int, ...] | None) -> StepdNaming:
+    """The naming rules of the slurmstepd of ``version`` (None: the newest checked)."""
+    release = tuple(version[:2]) if version else (99, 0)
+    return StepdNaming(array_modulo=release >= (24, 11), keeps_unknown=release >= (26, 5))
+
+
+@dataclass(frozen=True)
+class PatternValues:
+    """What the codes of an output pattern stand for, for one job (its batch step).
+
+    ``array_job_id``/``array_task_id`` are empty for a job that is no array task.
+    ``first_node`` stands for ``%N``: 26.05's slurmstepd writes the node's name, 22.05's and
+    24.11's the host's short name, the same where slurmd finds its node by its hostname
+    (not with several slurmd on one host, as the local test cluster runs them).
+    """
+
+    job_id: str
+    name: str
+    user: str
+    first_node: str
+    work_dir: str
+    array_job_id: str = ""
+    array_task_id: str = ""
+
+    def code(self, code: str, naming: StepdNaming) -> str | None:
+        """The value of ``%<code>``, or None for a code this slurmstepd does not know."""
+        task = self.array_task_id or str(NO_ARRAY_TASK)
+        values = {
+            "j": self.job_id,
+            "J": self.job_id,  # the batch step: no ".<step>" suffix
+            "A": self.array_job_id or self.job_id,
+            "a": task,
+            "x": self.name,
+            "u": self.user,
+            "N": self.first_node,
+            "n": "0",
+            "t": "0",
+            "s": "batch",
+        }
+        if naming.array_modulo:
+            values["b"] = str(int(task) % 10) if task.isdigit() else task
+        return values.get(code)
+
+
+def _width(digits: str) -> int:
+    # more than a few digits is more than MAX_PATTERN_WIDTH: never int() a long run
+    return min(int(digits.lstrip("0")[:4] or "0"), MAX_PATTERN_WIDTH)
+
+
+def _expand_codes(pattern: str, values: PatternValues, naming: StepdNaming) -> str:
+    out: list[str] = []
+    i, end = 0, len(pattern)
+    while i < end:
+        percent = pattern.find("%", i)
+        if percent < 0:
+            out.append(pattern[i:])
+            break
+        out.append(pattern[i:percent])
+        j = percent + 1
+        while j < end and pattern[j].isdigit():
+            j += 1
+        digits, code = pattern[percent + 1 : j], pattern[j : j + 1]
+        i = j + len(code)
+        value = "%" if code == "%" and not digits else values.code(code, naming)
+        if value is None:  # an unknown code, a width on "%%", or a "%" at the end
+            if naming.keeps_unknown:
+                out.append(f"%{digits}{code}" if digits or code else "")
+            else:
+                out.append(f"{digits}{code}" if digits else f"%{code}")
+        elif code in _NUMERIC_CODES and value.isdigit():
+            out.append(value.zfill(_width(digits)))
+        else:
+            out.append(value)  # text: a width changes nothing
+    return "".join(out)
+
+
 def expand_output_pattern(
-    pattern: str, *, job_id: str, name: str, user: str, first_node: str, work_dir: str
+    pattern: str,
+    *,
+    job_id: str,
+    name: str,
+    user: str,
+    first_node: str,
+    work_dir: str,
+    array_job_id: str = "",
+    array_task_id: str = "",
+    naming: StepdNaming | None = None,
 ) -> str:
-    """Expand the filename patterns Slurm leaves unexpanded in squeue's JSON, as slurmstepd
-    does (checked against slurmstepd 22.05): ``%j %J %A %x %u %N %n %t %s %a %b %%``,
-    ``%<width>j`` zero padding capped at :data:`MAX_PATTERN_WIDTH` digits, an unknown
-    ``%q`` kept but ``%5q`` losing its ``%``, and no expansion at all in a pattern holding a
-    backslash (which Slurm then drops). A relative path is taken relative to the work dir.
+    """Expand a job's output pattern (``sbatch -o``) into the path its batch step writes,
+    as the slurmstepd of ``naming`` does (:func:`stepd_naming`; None: the newest checked):
+    ``%j %J %A %a %b %x %u %N %n %t %s %%``, ``%<width>`` zero padding of numbers capped at
+    :data:`MAX_PATTERN_WIDTH` digits, unknown codes as that release leaves them, and no
+    expansion at all in a pattern holding a backslash (which Slurm then drops). A relative
+    path is taken relative to the work dir.
 
     The pattern is the job owner's text: this never raises anything but
     :class:`OutputPatternError` (a result longer than ``PATH_MAX`` or holding a NUL).
@@ -182,29 +290,16 @@ def expand_output_pattern(
     if "\\" in pattern:
         out = pattern.replace("\\", "")
     else:
-
-        def repl(m: re.Match[str]) -> str:
-            digits, code = m.group(1), m.group(2)
-            if code not in _CODES or not code:
-                # slurmstepd keeps an unknown "%q" as it is, but drops the "%" of "%5q"
-                return digits + code if digits else m.group(0)
-            if code == "%":
-                return "%"
-            if code in {"j", "J", "A"}:
-                value = job_id
-            elif code == "x":
-                return name
-            elif code == "u":
-                return user
-            elif code == "N":
-                return first_node
-            else:  # n t s a b: node, task, step, array index: 0 for the batch step
-                value = "0"
-            # more than a few digits is more than MAX_PATTERN_WIDTH: never int() a long run
-            width = min(int(digits.lstrip("0")[:4] or "0"), MAX_PATTERN_WIDTH)
-            return value.zfill(width) if value.isdigit() else value
-
-        out = _PATTERN.sub(repl, pattern)
+        values = PatternValues(
+            job_id=job_id,
+            name=name,
+            user=user,
+            first_node=first_node,
+            work_dir=work_dir,
+            array_job_id=array_job_id,
+            array_task_id=array_task_id,
+        )
+        out = _expand_codes(pattern, values, naming or stepd_naming(None))
     if out and not out.startswith("/") and work_dir:
         out = work_dir.rstrip("/") + "/" + out
     if len(out) > MAX_OUTPUT_PATH:
@@ -214,24 +309,65 @@ def expand_output_pattern(
     return out
 
 
-def _outputs(job: JsonObj, info: dict[str, Any]) -> tuple[str | None, str | None, list[str]]:
+def default_output_pattern(array_job_id: str) -> str:
+    """The pattern of a batch job that named no output: ``slurm-%A_%a.out`` for an array
+    task, ``slurm-%j.out`` otherwise."""
+    return "slurm-%A_%a.out" if array_job_id else "slurm-%j.out"
+
+
+def array_ids(job: JsonObj) -> tuple[str, str]:
+    """``(array job id, array task id)`` of an array task; ``("", "")`` for any other job
+    (an array's record not yet split into tasks has the array id and no task id)."""
+    array_job = number(job.get("array_job_id"))
+    if not array_job:
+        return "", ""
+    task = number(job.get("array_task_id"))
+    return str(array_job), "" if task is None or task == NO_ARRAY_TASK else str(task)
+
+
+def client_expanded_paths_unreliable(job: JsonObj) -> bool:
+    """True when the output paths of a 23.02+ job record must be read as patterns elsewhere.
+
+    The v0.0.40-42 data parsers (all of 24.11's, 26.05's v0.0.42) print in
+    ``standard_output``/``standard_error`` the path ``scontrol`` itself made of the pattern,
+    which is not always the file slurmstepd writes: 24.11 leaves ``%N %t %n %s %J`` and a
+    width beyond 10 digits half-expanded and expands behind a backslash; 26.05 prints
+    ``(null)`` for ``%N`` before the job runs. A path holding none of ``%``, ``\\``,
+    ``(null)``, of a job that is no unsplit array record, is what slurmstepd writes (it is
+    its own pattern); v0.0.43+ print the pattern itself (next to ``stdout_expanded``)."""
+    if "stdout_expanded" in job:
+        return False
+    array_job, task = array_ids(job)
+    if array_job and not task:
+        return True
+    paths = (_str(job.get("standard_output")), _str(job.get("standard_error")))
+    return any("%" in p or "\\" in p or "(null)" in p for p in paths)
+
+
+def _outputs(
+    job: JsonObj, info: dict[str, Any], naming: StepdNaming
+) -> tuple[str | None, str | None, list[str]]:
     """stdout/stderr with patterns expanded (Slurm's defaults when the job set none), and
     notes on patterns that gave no usable path (that path is then unknown: None)."""
     work_dir = _str(job.get("current_working_directory"))
-    kw = {
-        "job_id": info["job_id"],
-        "name": info["name"],
-        "user": info["user"],
-        "first_node": info["nodes"][0] if info["nodes"] else "",
-        "work_dir": work_dir,
-    }
+    array_job_id, array_task_id = array_ids(job)
     notes: list[str] = []
 
     def expand(pattern: str, which: str) -> str | None:
         if not pattern:
             return None
         try:
-            return expand_output_pattern(pattern, **kw)
+            return expand_output_pattern(
+                pattern,
+                job_id=info["job_id"],
+                name=info["name"],
+                user=info["user"],
+                first_node=info["nodes"][0] if info["nodes"] else "",
+                work_dir=work_dir,
+                array_job_id=array_job_id,
+                array_task_id=array_task_id,
+                naming=naming,
+            )
         except OutputPatternError as exc:
             notes.append(f"{which} path unknown: {exc}")
             return None
@@ -241,14 +377,15 @@ def _outputs(job: JsonObj, info: dict[str, Any]) -> tuple[str | None, str | None
     if not job.get("batch_flag", True):
         return expand(stdout_pat, "stdout"), expand(stderr_pat, "stderr"), notes
     if not stdout_pat and work_dir:
-        stdout_pat = "slurm-%j.out"
+        stdout_pat = default_output_pattern(array_job_id)
     stdout = expand(stdout_pat, "stdout")
     stderr = expand(stderr_pat, "stderr") if stderr_pat else stdout
     return stdout, stderr, notes
 
 
-def parse_job(job: JsonObj) -> JobInfo:
-    """One job object of ``squeue --json`` (either shape) as a JobInfo."""
+def parse_job(job: JsonObj, naming: StepdNaming | None = None) -> JobInfo:
+    """One job object of ``squeue --json`` (either shape) as a JobInfo; its output patterns
+    expanded as the slurmstepd of ``naming`` does (None: the newest checked release)."""
     if not isinstance(job, dict) or "job_id" not in job:
         raise SlurmParseError("job entry without job_id")
     state, _flags = parse_job_state(job.get("job_state"))
@@ -270,7 +407,7 @@ def parse_job(job: JsonObj) -> JobInfo:
         "user": _str(job.get("user_name")),
         "nodes": nodes,
     }
-    stdout, stderr, notes = _outputs(job, info)
+    stdout, stderr, notes = _outputs(job, info, naming or stepd_naming(None))
     num_nodes = number(job.get("node_count"))
     if num_nodes is None:
         num_nodes = len(nodes)
@@ -305,7 +442,7 @@ def parse_job(job: JsonObj) -> JobInfo:
     )
 
 
-def parse_jobs(doc: JsonObj) -> list[JobInfo]:
+def parse_jobs(doc: JsonObj, naming: StepdNaming | None = None) -> list[JobInfo]:
     """All jobs of a ``squeue --json`` (or ``scontrol show job --json``) document.
 
     One job whose record cannot be read is left out (and logged, rate-limited), so that
@@ -319,7 +456,7 @@ def parse_jobs(doc: JsonObj) -> list[JobInfo]:
     first_error: Exception | None = None
     for entry in jobs:
         try:
-            parsed.append(parse_job(entry))
+            parsed.append(parse_job(entry, naming))
         except (SlurmParseError, ValidationError) as exc:
             first_error = first_error or exc
             job_id = entry.get("job_id") if isinstance(entry, dict) else None

@@ -19,10 +19,12 @@ from resurrect.scheduler.slurm_json import (
     OutputPatternError,
     expand_output_pattern,
     parse_jobs,
+    stepd_naming,
 )
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "slurm-json"
 SQUEUE = json.loads((FIXTURES / "squeue-22.05.json").read_text())
+SLURM_24_11 = stepd_naming((24, 11, 5))
 KW = {"job_id": "42", "name": "train", "user": "alice", "first_node": "gpu1", "work_dir": "/w"}
 
 
@@ -37,20 +39,20 @@ def with_hostile_output(pattern: str, field: str = "standard_output") -> dict[st
     [
         ("%99999999999999999999j.out", "/w/0000000042.out"),  # OverflowError before
         ("%400000000j.out", "/w/0000000042.out"),  # ~800 MiB per poll before
-        ("%4e8j.out", "/w/4e8j.out"),  # "%4e" is no code: Slurm drops the "%" only
+        ("%4e8j.out", "/w/4e8j.out"),  # "%4e" is no code: Slurm 22.05-24.11 drop the "%" only
         ("a%qb", "/w/a%qb"),  # an unknown code without width stays as it is
         ("%010j", "/w/0000000042"),
         ("%5x-%3u-%7N", "/w/train-alice-gpu1"),  # width ignored for text, as Slurm does
-        ("%A_%a_%b.log", "/w/42_0_0.log"),
+        ("%A_%a_%b.log", "/w/42_4294967294_4.log"),  # no array task: %a is NO_VAL
         ("100%%_%j", "/w/100%_42"),
         ("\\\\%j\\\\.out", "/w/%j.out"),  # a backslash turns expansion off, as in Slurm
-        ("/abs/%J.%s.%t.%n", "/abs/42.0.0.0"),
+        ("/abs/%J.%s.%t.%n", "/abs/42.batch.0.0"),
     ],
 )
 def test_hostile_patterns_expand_bounded_as_slurm_would(pattern: str, expected: str) -> None:
     tracemalloc.start()
     try:
-        assert expand_output_pattern(pattern, **KW) == expected
+        assert expand_output_pattern(pattern, **KW, naming=SLURM_24_11) == expected
         assert tracemalloc.get_traced_memory()[1] < 1 << 20
     finally:
         tracemalloc.stop()

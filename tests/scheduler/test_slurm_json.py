@@ -219,7 +219,10 @@ def test_expand_output_pattern() -> None:
     }
     assert expand_output_pattern("%x-%j.out", **kw) == "/w/train-42.out"
     assert expand_output_pattern("/l/%u/%N_%5j_%%.log", **kw) == "/l/alice/gpu1_00042_%.log"
-    assert expand_output_pattern("/l/%A_%a.log", **kw) == "/l/42_0.log"
+    # a job that is no array task: %A is its id, %a Slurm's NO_VAL (what slurmstepd writes)
+    assert expand_output_pattern("/l/%A_%a.log", **kw) == "/l/42_4294967294.log"
+    task = {"array_job_id": "40", "array_task_id": "2"}
+    assert expand_output_pattern("/l/%A_%a_%j.log", **kw, **task) == "/l/40_2_42.log"
     assert expand_output_pattern("/l/%q.log", **kw) == "/l/%q.log"
 
 
