@@ -28,6 +28,7 @@ BENCHMARKS=(
   "temporal_floor | --jobs 100 | | the ceiling of the embedded server + SDK: empty, local-activity and activity-task workflows, 3 signal-starts each"
   "drain_budget | --recoveries 50 | | burst of reserve_drains updates vs queries of the same workflow"
   "hang_culprit_record | --records 5000 --hangs 4 | | 40 hangs naming 256 invented nodes against a full record: appended lines vs the former whole-file rewrite"
+  "chaos_soak | --minutes 4 --seed 1 | --minutes 10 --seed 1 | live 6-node cluster, seeded overlapping faults in jobs, nodes and resurrect's processes: invariant violations, detect/recover p50/p95, goodput of faulted jobs vs fault-free ones (root, Slurm, Temporal, torch)"
 )
 
 for row in "${BENCHMARKS[@]}"; do
