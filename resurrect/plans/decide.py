@@ -66,6 +66,7 @@ from resurrect.evidence_trust import (
     match_job_nodes,
     probed_culprits,
     short_name,
+    silent_nodes,
 )
 from resurrect.plans.models import ResolvedPlan
 from resurrect.plans.restart_loops import free_restarts_used, restart_loop
@@ -207,25 +208,36 @@ def _restart(
         return None
     reasons: list[str] = []
     drain: list[str] = []
+    quiet: list[str] = []
     if diagnosis.fault_class in PROBED_CLASSES:
         drain, reasons = _probed_drain(diagnosis, job_nodes, [*diagnosis.evidence, *reported])
     elif diagnosis.action is RecoveryAction.DRAIN_AND_RESTART:
         drain, foreign = match_job_nodes(diagnosis.culprit_hosts, job_nodes)
         reasons.extend(_not_ours(foreign))
         drain, alone = corroborated_nodes(drain, diagnosis, nodes)
-        if alone:
+        silent = silent_nodes(diagnosis)
+        quiet = [n for n in alone if short_name(n) in silent]
+        printed = [n for n in alone if n not in quiet]
+        if printed:
             reasons.append(
                 "not draining "
-                + ", ".join(alone)
+                + ", ".join(printed)
                 + ": only the job's output names it; no node agent reading or Slurm node"
                 " state agrees"
+            )
+        if quiet:
+            reasons.append(
+                "not draining "
+                + ", ".join(quiet)
+                + ": only its node agent's silence says it is lost (Slurm still sees it);"
+                " left out of this job's restart"
             )
         if not drain and not alone:
             reasons.append("no implicated node of this job identified: restart without draining")
     return RecoveryDecision(
         action=RecoveryAction.DRAIN_AND_RESTART if drain else RecoveryAction.RESTART,
         drain_nodes=drain,
-        exclude_nodes=list(dict.fromkeys([*job_excluded, *drain])),
+        exclude_nodes=list(dict.fromkeys([*job_excluded, *drain, *quiet])),
         requeue=True,
         reasons=reasons,
     )
