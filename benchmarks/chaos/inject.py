@@ -44,6 +44,10 @@ APP_TRACEBACK = (
 )
 
 
+# A second fault waits at most this long for a recovery to be in flight.
+SECOND_FAULT_WAIT_S = 90.0
+
+
 class Skip(Exception):
     """The injection found nothing to hit; the message says why."""
 
@@ -198,10 +202,14 @@ async def crash_with_traceback(soak: Soak, job: JobInfo) -> str:
 
 
 async def second_fault(soak: Soak, injection: Injection, record: FaultRecord) -> None:
-    recovering = await soak.jobs_recovering()
-    chosen = injection.choose(recovering)
+    deadline = time.monotonic() + SECOND_FAULT_WAIT_S
+    chosen = injection.choose(await soak.jobs_recovering())
+    while chosen is None and time.monotonic() < deadline:  # the next recovery to start
+        await asyncio.sleep(1.0)
+        chosen = injection.choose(await soak.jobs_recovering())
     if chosen is None:
-        raise Skip("no recovery in flight")
+        raise Skip(f"no recovery in flight within {SECOND_FAULT_WAIT_S:.0f} s")
+    record.at = time.time()
     info = soak.job_info[chosen]
     nodes = [n for n in info.nodes if n not in soak.faulted_nodes]
     if not nodes:
@@ -235,6 +243,8 @@ async def agent_kill(soak: Soak, injection: Injection, record: FaultRecord) -> N
     if node is None:
         raise Skip("no healthy node")
     record.node = node
+    # its silence may look like a lost node: the jobs there may be requeued once for it
+    record.affected_jobs = jobs_on(soak, node)
     soak.agent_down.add(node)
     try:
         soak.agents[node].kill()
@@ -261,6 +271,10 @@ async def slurmctld_restart(soak: Soak, injection: Injection, record: FaultRecor
 
 
 async def liveness_drop(soak: Soak, injection: Injection, record: FaultRecord) -> None:
+    # every agent falls silent at once: any running job may be requeued once for it
+    record.affected_jobs = sorted(
+        jid for jid, info in soak.job_info.items() if info.state is JobState.RUNNING
+    )
     soak.relay.dropping = True
     try:
         await asyncio.sleep(BY_NAME["liveness_drop"].duration_s)

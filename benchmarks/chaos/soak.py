@@ -35,7 +35,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from resurrect.config import IsolationSettings, ResurrectConfig
-from resurrect.contracts import JobInfo, JobState, recovery_workflow_id
+from resurrect.contracts import JobInfo, JobState, RecoveryOutcome, recovery_workflow_id
 from resurrect.demo.local_cluster import LocalSlurm, start_local_slurm, stop_local_slurm
 from resurrect.demo.scenario import STRAGGLER_POLICY
 from resurrect.errors import ResurrectError
@@ -123,7 +123,7 @@ class Soak:
         self.stopped_pids: set[int] = set()
         self.history = History(
             seed=settings.seed, started_at=0.0, ended_at=0.0, drain_limit=0,
-            warmup_s=settings.warmup_s,
+            warmup_s=max(settings.warmup_s, settings.minutes * 60 / 3),
         )  # fmt: skip
         self._background: set[asyncio.Task[None]] = set()
         self._mounted = False
@@ -467,6 +467,12 @@ class Soak:
     async def _collect(self) -> None:
         records = await load_recoveries(self.client, cluster=self.label)
         for r in records:
+            notes = [r.summary] if r.summary else []
+            if r.closed_at is not None:
+                handle = self.client.get_workflow_handle(r.workflow_id, result_type=RecoveryOutcome)
+                with contextlib.suppress(Exception):
+                    outcome = await asyncio.wait_for(handle.result(), timeout=30)
+                    notes = [f"action {outcome.action.value}", *outcome.notes]
             self.history.recoveries.append(
                 Recovery(
                     workflow_id=r.workflow_id,
@@ -479,7 +485,7 @@ class Soak:
                     requeued=r.requeued_at is not None,
                     drained_nodes=list(r.drained_nodes),
                     running_again_at=r.running_again_at.timestamp() if r.running_again_at else None,
-                    notes=[r.summary] if r.summary else [],
+                    notes=notes,
                 )
             )
         now = datetime.now(UTC)
