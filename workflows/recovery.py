@@ -56,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
         RecoveryOutcomeKind as Kind,
     )
     from resurrect.errors import non_retryable_error_types
+    from resurrect.evidence_trust import silent_nodes
     from resurrect.operator.approvals import (
         approval_needed,
         plan_approval_needed,
@@ -88,6 +89,8 @@ with workflow.unsafe.imports_passed_through():
     )
     from resurrect.workflows.search_batch import SearchAttributeBatch
 
+# The patch (docs/versioning.md): a node agent's silence alone confirms no drain.
+SILENCE_DRAINS_NOTHING = "silence-alone-drains-nothing"
 # Retries of the evidence activities, which talk to the scheduler: a controller that is down
 # for minutes must not fail the recovery; errors that cannot get better do not retry.
 SCHEDULER_RETRY = RetryPolicy(
@@ -340,6 +343,17 @@ class RecoveryWorkflow:
             reported=self._reported_evidence,
             history=assessment.history,
         )
+        # 0.2 drained a node on its agent's silence alone: recoveries recorded before keep it
+        if silent_nodes(assessment.diagnosis) and not workflow.patched(SILENCE_DRAINS_NOTHING):
+            choice = decide(
+                bundle,
+                assessment.diagnosis,
+                assessment.plans,
+                assessment.charged_restarts,
+                reported=self._reported_evidence,
+                history=assessment.history,
+                silence_confirms=True,
+            )
         self._notes.extend(choice.notes)
         drain = choice.decision.drain_nodes
         nodes = sorted(set(interruption.nodes) | set(bundle.job.nodes) | set(drain))
