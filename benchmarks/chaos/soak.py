@@ -127,6 +127,7 @@ class Soak:
         )  # fmt: skip
         self._background: set[asyncio.Task[None]] = set()
         self._mounted = False
+        self.commit = _commit()  # the code the soak's processes start from
 
     # ------------------------------------------------------------------ the run
     async def run(self) -> dict[str, Any]:
@@ -519,7 +520,7 @@ class Soak:
         return {
             "benchmark": "chaos_soak",
             "seed": s.seed,
-            "commit": _commit(),
+            "commit": self.commit,
             "minutes": s.minutes,
             "wall_s": round(self.history.ended_at - self.history.started_at, 1),
             "machine": f"{platform.node()} {os.cpu_count()} cpus {platform.platform()}",
