@@ -13,9 +13,6 @@ from .faults import BY_NAME
 from .history import FaultRecord, History, Recovery
 from .invariants import NoFalseDrain, OptedInJobsEndWell
 
-# A recovery started this long before the injection was not caused by it (clock slack).
-SLACK_S = 1.0
-
 
 def percentile(values: Sequence[float], share: float) -> float | None:
     """The ``share`` percentile (nearest rank) of ``values``; None when empty."""
@@ -32,7 +29,7 @@ def answering_recovery(history: History, fault: FaultRecord) -> Recovery | None:
         r
         for job_id in fault.affected_jobs
         for r in history.recoveries_of(job_id)
-        if r.started_at >= fault.at - SLACK_S
+        if r.started_at >= fault.at
     ]
     return min(found, key=lambda r: r.started_at) if found else None
 

@@ -121,3 +121,30 @@ class History:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def load_history(data: dict[str, Any]) -> History:
+    """A :class:`History` from :meth:`History.to_json`'s dict (a saved soak's history.json):
+    the invariants and figures can be drawn again from it."""
+    samples = [
+        Sample(
+            at=s["at"],
+            jobs={jid: JobSample(**j) for jid, j in s["jobs"].items()},
+            drained=s["drained"],
+        )
+        for s in data["samples"]
+    ]
+    processes = [
+        ProcessLife(**{**p, "rss_kb": [(t, kb) for t, kb in p["rss_kb"]]})
+        for p in data["processes"]
+    ]
+    scalars = {k: v for k, v in data.items() if not isinstance(v, list)}
+    return History(
+        **scalars,
+        faults=[FaultRecord(**f) for f in data["faults"]],
+        jobs=[JobRun(**j) for j in data["jobs"]],
+        recoveries=[Recovery(**r) for r in data["recoveries"]],
+        samples=samples,
+        processes=processes,
+        goodput=[JobGoodputRecord(**g) for g in data["goodput"]],
+    )

@@ -261,3 +261,22 @@ def test_every_invariant_reports_one_verdict_each() -> None:
     assert [v.name for v in verdicts] == [i.name for i in INVARIANTS]
     assert all(v.violations == [] for v in verdicts)
     assert verdicts[0].as_line()["violations"] == 0
+
+
+def test_a_saved_history_loads_back_the_same() -> None:
+    import json
+
+    from benchmarks.chaos.history import load_history
+
+    original = history(
+        jobs=[job()],
+        faults=[fault("node_loss", 10.0, node="node2")],
+        recoveries=[recovery()],
+        samples=[
+            sample(20.0, {"node2": "resurrect: node.lost"}, j1=JobSample("RUNNING", 1, False))
+        ],
+        processes=[ProcessLife("worker", 10, 0.0, rss_kb=[(70.0, 100_000)])],
+        goodput=[JobGoodputRecord("1", 100.0, {"productive": 100.0})],
+    )
+    again = load_history(json.loads(json.dumps(original.to_json())))
+    assert again == original
