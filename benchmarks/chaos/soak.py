@@ -430,7 +430,12 @@ class Soak:
 
     async def _sample_once(self) -> None:
         scheduler = self.cluster.scheduler()
-        sample = Sample(at=time.time())
+        drained: dict[str, str] = {}
+        with contextlib.suppress(ResurrectError):
+            _, nodes = await scheduler.drain_census()
+            drained = {n.name: n.reason for n in nodes if n.reason.startswith(DRAIN_REASON_PREFIX)}
+        # stamped once the drains are read: a drain seen is no later than the sample's time
+        sample = Sample(at=time.time(), drained=drained)
         for jid in list(self.submitted):
             try:
                 info = await scheduler.get_job(jid)
@@ -442,11 +447,6 @@ class Soak:
                 hit = self.faulted_nodes[node].affected_jobs  # it landed on the faulted node
                 if jid not in hit and info.state is not JobState.PENDING:
                     hit.append(jid)
-        with contextlib.suppress(ResurrectError):
-            _, drained = await scheduler.drain_census()
-            sample.drained = {
-                n.name: n.reason for n in drained if n.reason.startswith(DRAIN_REASON_PREFIX)
-            }
         self.history.samples.append(sample)
         for part in self.parts.values():
             part.look()
