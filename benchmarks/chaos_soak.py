@@ -12,6 +12,7 @@ lost jobs, goodput of faulted jobs against fault-free ones). docs/chaos-soak.md 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from pathlib import Path
 
@@ -44,12 +45,19 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     if args.kinds:
         settings.kinds = kinds_named(args.kinds.split(","))
+    # the result alone on stdout: what the soak's parts log (the Temporal SDK's core writes
+    # its warnings to file descriptor 1) goes to stderr
+    sys.stdout.flush()
+    result_out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
     result = asyncio.run(run_soak(settings, lambda m: print(f"[chaos] {m}", file=sys.stderr)))
+    sys.stdout = result_out
     print_result(
         result,
         as_json=args.json,
         summary=f"{result['violations']} invariant violations over {result['minutes']} min",
     )
+    result_out.flush()
     return 0
 
 
