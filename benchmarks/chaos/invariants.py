@@ -17,6 +17,8 @@ from .history import History, Sample
 STOP_OUTCOMES = frozenset({"stopped", "stopped_no_checkpoint"})
 # The fault kinds whose stop is the right answer.
 STOP_KINDS = frozenset(name for name, k in BY_NAME.items() if k.expect == "stop")
+# The kinds that take a node down (slurmd killed): Slurm itself may requeue its jobs.
+NODE_LOSS_KINDS = frozenset({"node_loss", "torn_checkpoint", "second_fault"})
 # Slurm states of a job that has ended.
 ENDED = frozenset(
     {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
@@ -105,7 +107,10 @@ class NoJobLeftHeld(Invariant):
 
 class NotOptedInUntouched(Invariant):
     name = "not_opted_in_untouched"
-    what = "no job that was not opted in is requeued, held or drained for"
+    what = (
+        "no job that was not opted in is requeued (but by Slurm itself for a lost node it ran"
+        " on), held or drained for"
+    )
 
     def check(self, history: History) -> list[str]:
         found = []
@@ -113,7 +118,10 @@ class NotOptedInUntouched(Invariant):
             if job.opted_in:
                 continue
             seen = [s.jobs[job.job_id] for s in history.samples if job.job_id in s.jobs]
-            if job.restart_count > 0 or any(s.restarts > 0 for s in seen):
+            requeued = job.restart_count > 0 or any(s.restarts > 0 for s in seen)
+            # slurmctld requeues a batch job whose node it lost ("per user/system request")
+            lost_node = any(f.kind in NODE_LOSS_KINDS for f in history.faults_on(job.job_id))
+            if requeued and not lost_node:
                 found.append(f"job {job.job_id} (not opted in) was requeued")
             if any(s.held for s in seen):
                 found.append(f"job {job.job_id} (not opted in) was held")

@@ -280,3 +280,18 @@ def test_a_saved_history_loads_back_the_same() -> None:
     )
     again = load_history(json.loads(json.dumps(original.to_json())))
     assert again == original
+
+
+def test_slurm_requeueing_a_job_not_opted_in_off_a_lost_node_is_not_resurrect_touching_it() -> None:
+    """Seen in the seed-11 soak: slurmctld logged "requeue JobId=45 per user/system request"
+    two seconds after the job's node was killed; no recovery of the job existed."""
+    lost = history(
+        jobs=[job(opted_in=False, restart_count=1)],
+        faults=[fault("node_loss", 5.0, job_id="1", node="node6")],
+    )
+    assert NotOptedInUntouched().check(lost) == []
+    no_loss = history(
+        jobs=[job(opted_in=False, restart_count=1)],
+        faults=[fault("gpu_fatal", 5.0, job_id="1", node="node6")],
+    )
+    assert NotOptedInUntouched().check(no_loss) == ["job 1 (not opted in) was requeued"]
