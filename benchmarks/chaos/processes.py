@@ -48,6 +48,9 @@ class Supervised:
         return self.process.pid if self.process is not None else None
 
     def start(self) -> None:
+        """Start the part; a running process of it is stopped first (never two at once)."""
+        if self.process is not None and self.process.poll() is None:
+            self._end(signal.SIGTERM)
         self.held_down = False
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
