@@ -81,7 +81,12 @@ from resurrect.policy import resolve_job_policy
 from resurrect.progress.parser import shipped_parser
 from resurrect.rules import RuleEngine, load_engine
 from resurrect.rules import attribute as attribute_evidence
-from resurrect.rules.scheduler_evidence import combine, scheduler_diagnosis, scheduler_evidence
+from resurrect.rules.scheduler_evidence import (
+    cancel_claims_checked,
+    combine,
+    scheduler_diagnosis,
+    scheduler_evidence,
+)
 from resurrect.scheduler.base import Scheduler
 from resurrect.temporal import search_attributes as sa
 from resurrect.temporal.failures import failure_of
@@ -306,6 +311,7 @@ class RecoveryActivities:
         return found, watching
 
     def _diagnose(self, bundle: EvidenceBundle, found: list[Evidence]) -> Diagnosis:
+        found = cancel_claims_checked(found, bundle.interruption.job_state or bundle.job.state)
         log_diagnosis = attribute_evidence(found) if found else None
         sched = scheduler_diagnosis(
             scheduler_evidence(bundle.interruption, bundle.job, bundle.nodes)

@@ -30,6 +30,7 @@ BENCHMARKS=(
   "drain_budget | --recoveries 50 | | burst of reserve_drains updates vs queries of the same workflow"
   "hang_culprit_record | --records 5000 --hangs 4 | | 40 hangs naming 256 invented nodes against a full record: appended lines vs the former whole-file rewrite"
   "simulate_cost | --replications 1 | | what-if simulator: a month of 1,000 nodes (3 scenarios x 8 replications) vs a month of 100 nodes"
+  "chaos_soak | --minutes 4 --seed 1 | --minutes 10 --seed 1 | live 6-node cluster, seeded overlapping faults in jobs, nodes and resurrect's processes: invariant violations, detect/recover p50/p95, goodput of faulted jobs vs fault-free ones (root, Slurm, Temporal, torch)"
 )
 
 for row in "${BENCHMARKS[@]}"; do

@@ -67,20 +67,40 @@ def independent_evidence(diagnosis: Diagnosis) -> list[Evidence]:
     return [e for e in diagnosis.evidence if evidence_source(e) in INDEPENDENT_SOURCES]
 
 
+def silence_only(evidence: Evidence) -> bool:
+    """Evidence that only says a node's agent fell silent (its heartbeats stopped coming):
+    the agent may have died, or its datagrams been lost, on a node that is fine."""
+    return evidence.kind is SignalKind.HEARTBEAT and evidence_source(evidence) == "node_agent"
+
+
+def silent_nodes(diagnosis: Diagnosis) -> set[str]:
+    """Short names of the nodes whose agent's silence is evidence of the diagnosis."""
+    return {short_name(e.host) for e in diagnosis.evidence if e.host and silence_only(e)}
+
+
 def corroborated_nodes(
-    candidates: Iterable[str], diagnosis: Diagnosis, nodes: Sequence[NodeInfo]
+    candidates: Iterable[str],
+    diagnosis: Diagnosis,
+    nodes: Sequence[NodeInfo],
+    *,
+    silence_confirms: bool = False,
 ) -> tuple[list[str], list[str]]:
     """Split drain candidates into (confirmed by a second source, job output alone).
 
     A node is confirmed by root evidence from the node agent or the scheduler naming it, by
     Slurm showing it unavailable (DOWN, NOT_RESPONDING, FAIL) or drained by someone else,
-    or by the job ending NODE_FAIL when Slurm names no other node of the job.
+    or by the job ending NODE_FAIL when Slurm names no other node of the job. Its agent's
+    silence alone (:func:`silence_only`) confirms nothing: a killed agent, or heartbeats
+    lost on the way, look the same as a lost node until Slurm agrees (``silence_confirms``:
+    the 0.2 rule, for recoveries recorded before it changed).
     """
     independent = independent_evidence(diagnosis)
     named = {
         short_name(e.host)
         for e in independent
-        if e.host and (e.role == "root" or evidence_source(e) == "node_agent")
+        if e.host
+        and (silence_confirms or not silence_only(e))
+        and (e.role == "root" or evidence_source(e) == "node_agent")
     }
     by_name = {short_name(n.name): n for n in nodes}
     troubled = {

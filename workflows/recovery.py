@@ -65,6 +65,7 @@ with workflow.unsafe.imports_passed_through():
         Activity,
     )
     from resurrect.errors import non_retryable_error_types
+    from resurrect.evidence_trust import silent_nodes
     from resurrect.operator.approvals import (
         approval_needed,
         plan_approval_needed,
@@ -87,6 +88,8 @@ with workflow.unsafe.imports_passed_through():
     from resurrect.workflows.approval_gate import ApprovalGate, describe
     from resurrect.workflows.search_batch import SearchAttributeBatch
 
+# The patch (docs/versioning.md): a node agent's silence alone confirms no drain.
+SILENCE_DRAINS_NOTHING = "silence-alone-drains-nothing"
 # Retries of the evidence activities, which talk to the scheduler: a controller that is down
 # for minutes must not fail the recovery; errors that cannot get better do not retry.
 SCHEDULER_RETRY = RetryPolicy(
@@ -321,6 +324,10 @@ class RecoveryWorkflow:
     ) -> tuple[DecidedRecovery, ResolvedPlan | None]:
         """One decision (plans/decide.py) from the diagnosis, the restart budget used so far
         and the plans: what the plan's steps work on, and that plan (None: no plan matches)."""
+        # 0.2 drained a node on its agent's silence alone: recoveries recorded before keep it
+        silence_confirms = bool(silent_nodes(assessment.diagnosis)) and not workflow.patched(
+            SILENCE_DRAINS_NOTHING
+        )
         choice = decide(
             bundle,
             assessment.diagnosis,
@@ -329,6 +336,7 @@ class RecoveryWorkflow:
             reported=self._reported_evidence,
             history=assessment.history,
             lemons=assessment.lemons,
+            silence_confirms=silence_confirms,
         )
         self._notes.extend(choice.notes)
         drain = choice.decision.drain_nodes

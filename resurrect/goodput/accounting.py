@@ -91,14 +91,20 @@ def _clean_marks(
 
 
 class _Walk:
-    """The timeline cursor: each ``add`` covers from the cursor to ``until`` with one part."""
+    """The timeline cursor: each ``add`` covers from the cursor to ``until`` with one part,
+    never past the job's ``end`` (a recovery may start after the job ended: that time is not
+    the job's), so the parts add up to the wall time."""
 
-    def __init__(self, start: datetime) -> None:
+    def __init__(self, start: datetime, end: datetime) -> None:
         self.cursor = start
+        self.end = end
         self.segments: list[Segment] = []
 
     def add(self, part: PartName, until: datetime | None, basis: Basis, attempt: int) -> None:
-        if until is None or until <= self.cursor:
+        if until is None:
+            return
+        until = min(until, self.end)
+        if until <= self.cursor:
             return
         self.segments.append(
             Segment(part=part, start=self.cursor, end=until, basis=basis, attempt=attempt)
@@ -162,7 +168,7 @@ def account_job(record: JobRecord, now: datetime) -> JobGoodput:
     if first_start is None or end <= first_start:
         return _result(record, first_start, end, [], seconds_per_step, notes, measured=False)
 
-    walk = _Walk(first_start)
+    walk = _Walk(first_start, end)
     recomputed_steps: dict[int, int] = {}
     measured_any = False
     for position, index in enumerate(indexes):

@@ -72,6 +72,7 @@ from resurrect.evidence_trust import (
     match_job_nodes,
     probed_culprits,
     short_name,
+    silent_nodes,
 )
 from resurrect.lemons.models import LemonScore
 from resurrect.lemons.policy import apply_lemon_policy
@@ -140,6 +141,7 @@ def decide(
     reported: Sequence[Evidence] | None = None,
     history: RestartHistory | None = None,
     lemons: Sequence[LemonScore] = (),
+    silence_confirms: bool = False,
 ) -> Choice:
     """The decision for one interrupted job attempt and the first plan whose rule matches it.
 
@@ -148,6 +150,8 @@ def decide(
     much as those sent with it. ``history``: the job's earlier attempts as its recoveries
     recorded them (rules 9 and 10; none known when None). ``lemons``: the cluster's nodes
     with a lemon score, as the assessment read them (rule 11).
+    recorded them (rules 9 and 10; none known when None). ``silence_confirms``: a node
+    agent's silence alone confirms a drain (0.2; recoveries recorded before it changed).
 
     Computed once. What does not depend on the restart budget (stop or restart; which nodes
     are drained and excluded) is worked out first, by :func:`_restart`. The budget is
@@ -161,7 +165,9 @@ def decide(
     job, policy, mode = bundle.job, bundle.policy, bundle.mode
     if reported is None:
         reported = bundle.interruption.evidence
-    restart = _restart(diagnosis, job.nodes, job.excluded_nodes, bundle.nodes, reported)
+    restart = _restart(
+        diagnosis, job.nodes, job.excluded_nodes, bundle.nodes, reported, silence_confirms
+    )
     budget = _Budget(policy, charged_restarts, history or RestartHistory())
     attempt = bundle.interruption.restart_count
     decision = _lemons(_charge(diagnosis, restart, None, budget, attempt), lemons, policy, job)
@@ -194,6 +200,7 @@ def _restart(
     job_excluded: Sequence[str],
     nodes: Sequence[NodeInfo],
     reported: Sequence[Evidence],
+    silence_confirms: bool = False,
 ) -> RecoveryDecision | None:
     """The restart, before the budget (None when the diagnosis stops or does nothing):
     which nodes to drain (rules 3, 4, 7) and exclude (rule 5); ``reasons`` say why."""
@@ -201,25 +208,38 @@ def _restart(
         return None
     reasons: list[str] = []
     drain: list[str] = []
+    quiet: list[str] = []
     if diagnosis.fault_class in PROBED_CLASSES:
         drain, reasons = _probed_drain(diagnosis, job_nodes, [*diagnosis.evidence, *reported])
     elif diagnosis.action is RecoveryAction.DRAIN_AND_RESTART:
         drain, foreign = match_job_nodes(diagnosis.culprit_hosts, job_nodes)
         reasons.extend(_not_ours(foreign))
-        drain, alone = corroborated_nodes(drain, diagnosis, nodes)
-        if alone:
+        drain, alone = corroborated_nodes(
+            drain, diagnosis, nodes, silence_confirms=silence_confirms
+        )
+        silent = silent_nodes(diagnosis)
+        quiet = [n for n in alone if short_name(n) in silent]
+        printed = [n for n in alone if n not in quiet]
+        if printed:
             reasons.append(
                 "not draining "
-                + ", ".join(alone)
+                + ", ".join(printed)
                 + ": only the job's output names it; no node agent reading or Slurm node"
                 " state agrees"
+            )
+        if quiet:
+            reasons.append(
+                "not draining "
+                + ", ".join(quiet)
+                + ": only its node agent's silence says it is lost (Slurm still sees it);"
+                " left out of this job's restart"
             )
         if not drain and not alone:
             reasons.append("no implicated node of this job identified: restart without draining")
     return RecoveryDecision(
         action=RecoveryAction.DRAIN_AND_RESTART if drain else RecoveryAction.RESTART,
         drain_nodes=drain,
-        exclude_nodes=list(dict.fromkeys([*job_excluded, *drain])),
+        exclude_nodes=list(dict.fromkeys([*job_excluded, *drain, *quiet])),
         requeue=True,
         reasons=reasons,
     )

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from resurrect.contracts import (
     DEFAULT_ACTION,
+    FAILED_JOB_STATES,
     HARD_DOWN_NODE_STATES,
     Diagnosis,
     Evidence,
@@ -127,6 +128,26 @@ def scheduler_evidence(
             )
         )
     return found
+
+
+def cancel_claims_checked(found: Sequence[Evidence], state: JobState | None) -> list[Evidence]:
+    """``found``, with each root claim of a person's cancel read from output (not from Slurm)
+    demoted to a cascade when Slurm says the job ended otherwise (FAILED, NODE_FAIL, ...).
+
+    slurmstepd prints ``*** STEP n ON host CANCELLED AT ... ***`` too when srun takes a step
+    down after one task failed (``--kill-on-bad-exit``), and a launcher prints the SIGTERM it
+    got on the way down: only Slurm's own job state says a person cancelled the job.
+    """
+    if state not in FAILED_JOB_STATES:
+        return list(found)
+    return [
+        e.model_copy(update={"role": "cascade"})
+        if e.fault_class is FaultClass.JOB_CANCELLED
+        and e.role == "root"
+        and e.kind is not SignalKind.SCHEDULER_STATE
+        else e
+        for e in found
+    ]
 
 
 def scheduler_diagnosis(evidence: Sequence[Evidence]) -> Diagnosis | None:

@@ -205,3 +205,33 @@ def test_step_time_is_the_median_rate_and_steps_between_marks_are_interpolated()
     found = time_of_step(attempt.marks, 15, 1.0)
     assert found == (at(14), "estimated")
     assert time_of_step(attempt.marks, 10, 1.0) == (at(9), "measured")
+
+
+def test_a_recovery_that_starts_after_the_job_ended_adds_nothing_past_its_end() -> None:
+    """Found by the chaos soak (seed 1): a job failed, and its recovery (ended without a
+    requeue) started seconds later; the detection and recovery after the job's end were
+    counted too, and the parts added up to more than its wall time."""
+    record = one_interruption(
+        requeued_at=None, running_again_at=None, first_observed_at=at(47), started_at=at(50),
+        closed_at=at(58), outcome="nothing_to_do",
+    )  # fmt: skip
+    record.attempts = record.attempts[:1]
+    record.ended_at, record.state, record.current_attempt = at(46), "FAILED", 0
+    report = account_job(record, now=at(1000))
+    assert report.wall_s == 46
+    assert sum(part.seconds for part in report.parts.values()) == pytest.approx(46)
+    assert seconds(report, "recovery") == 0
+
+
+def test_a_job_without_progress_lines_whose_recovery_came_late_still_adds_up() -> None:
+    """Found by the chaos soak (seed 1): a job whose launch failed printed no step; its
+    recovery was first observed after the job had ended."""
+    record = one_interruption(
+        requeued_at=None, running_again_at=None, first_observed_at=at(20), started_at=at(22),
+        closed_at=at(25), outcome="nothing_to_do",
+    )  # fmt: skip
+    record.attempts = [Attempt(index=0, started_at=at(0), marks=[])]
+    record.ended_at, record.state, record.current_attempt = at(8), "FAILED", 0
+    report = account_job(record, now=at(1000))
+    assert report.wall_s == 8
+    assert sum(part.seconds for part in report.parts.values()) == pytest.approx(8)

@@ -217,3 +217,39 @@ def test_drain_or_restart_is_one_rule() -> None:
     assert restart_action(FaultClass.GPU_HARDWARE, ["n1"]) is RecoveryAction.DRAIN_AND_RESTART
     assert restart_action(FaultClass.GPU_HARDWARE, []) is RecoveryAction.RESTART
     assert restart_action(FaultClass.COLLECTIVE_TIMEOUT, ["n1"]) is RecoveryAction.RESTART
+
+
+def silence(host: str) -> Evidence:
+    """What the node-health workflow reports when the node's agent stops heartbeating."""
+    return Evidence(
+        kind=SignalKind.HEARTBEAT, text="node agent silent", rule="node_agent.heartbeat_silence",
+        role="root", fault_class=FaultClass.NODE_LOST, host=host, source="node_agent",
+    )  # fmt: skip
+
+
+def test_an_agent_falling_silent_on_a_node_slurm_still_sees_drains_nothing() -> None:
+    """Found by the chaos soak (seed 1): SIGKILL of one node's agent, and 12 s of dropped
+    liveness datagrams, each drained a healthy node. The node is only kept out of the
+    job's restart."""
+    quiet = Diagnosis(
+        fault_class=FaultClass.NODE_LOST, action=RecoveryAction.DRAIN_AND_RESTART,
+        confidence=0.9, culprit_hosts=["gpu-2"], evidence=[silence("gpu-2")],
+    )  # fmt: skip
+    up = NodeInfo(name="gpu-2", state="ALLOCATED")
+    plan = decision_for(quiet, JOB, POLICY, charged_restarts=0, nodes=[up])
+    assert plan.drain_nodes == []
+    assert plan.exclude_nodes == ["gpu-9", "gpu-2"] and plan.requeue
+    assert any("only its node agent's silence" in r for r in plan.reasons)
+
+
+def test_an_agent_falling_silent_on_a_node_slurm_lost_too_drains_it() -> None:
+    quiet = Diagnosis(
+        fault_class=FaultClass.NODE_LOST, action=RecoveryAction.DRAIN_AND_RESTART,
+        confidence=0.9, culprit_hosts=["gpu-2"], evidence=[silence("gpu-2")],
+    )  # fmt: skip
+    for node in (
+        NodeInfo(name="gpu-2", state="DOWN"),
+        NodeInfo(name="gpu-2", state="ALLOCATED", flags=["NOT_RESPONDING"]),
+    ):
+        plan = decision_for(quiet, JOB, POLICY, charged_restarts=0, nodes=[node])
+        assert plan.drain_nodes == ["gpu-2"], node

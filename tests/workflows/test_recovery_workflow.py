@@ -26,7 +26,15 @@ from temporalio.client import Client
 from temporalio.worker import Replayer
 
 from resurrect.config import ResurrectConfig
-from resurrect.contracts import FaultClass, Interruption, JobInfo, JobState, RecoveryOutcome
+from resurrect.contracts import (
+    Evidence,
+    FaultClass,
+    Interruption,
+    JobInfo,
+    JobState,
+    RecoveryOutcome,
+    SignalKind,
+)
 from resurrect.contracts.workflow_names import PHASE_QUERY
 from resurrect.sensors.report import report_interruption
 from resurrect.temporal.history import activities_run
@@ -219,18 +227,38 @@ async def test_histories_replay_without_nondeterminism(harness: Harness, tmp_pat
     s.jobs["109"] = job("109", state=JobState.FAILED, stdout=log)
     s.jobs["110"] = job("110", comment=opt_in(mode="observe"))
     s.jobs["113"] = job("113", comment="")
+    s.jobs["114"] = job("114", state=JobState.RUNNING, nodes=("node1", "node2"))
+    silent_agent: dict[str, object] = {  # node1's agent fell silent; Slurm still sees node1
+        "source": "node_agent",
+        "fault_hint": FaultClass.NODE_LOST,
+        "suspect_nodes": ["node1"],
+        "evidence": [
+            Evidence(
+                kind=SignalKind.HEARTBEAT,
+                text="node agent silent",
+                role="root",
+                rule="node_agent.heartbeat_silence",
+                fault_class=FaultClass.NODE_LOST,
+                host="node1",
+                source="node_agent",
+            )
+        ],
+    }
     replayer = Replayer(workflows=[RecoveryWorkflow], data_converter=harness.client.data_converter)
-    recorded = (
-        ("node-loss", "108"),
-        ("app-error-stop", "109"),
-        ("observe", "110"),
-        ("refused-not-opted-in", "113"),
+    recorded: tuple[tuple[str, str, dict[str, object]], ...] = (
+        ("node-loss", "108", {}),
+        ("app-error-stop", "109", {}),
+        ("observe", "110", {}),
+        ("refused-not-opted-in", "113", {}),
+        ("silence-drains-nothing", "114", silent_agent),
     )
-    for name, job_id in recorded:
-        outcome = await harness.recover(interruption(harness.config, s.jobs[job_id]))
+    for name, job_id, extra in recorded:
+        outcome = await harness.recover(interruption(harness.config, s.jobs[job_id], **extra))
         history = await harness.client.get_workflow_handle(outcome.workflow_id).fetch_history()
         await replayer.replay_workflow(history)
         keep(name, history)
+        if name == "silence-drains-nothing":
+            assert outcome.drained_nodes == [] and "node1" in outcome.excluded_nodes, outcome
 
 
 async def test_a_hung_running_job_is_ended_and_requeued(harness: Harness) -> None:

@@ -1,0 +1,110 @@
+"""The soak's figures, drawn from its :class:`History`: faults by kind; the shares detected,
+recovered and correctly left alone; time to detect and to recover (p50, p95) by kind; false
+drains; lost jobs; goodput of the jobs faults hit against the same shapes of job that no
+fault hit, in the same soak."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from .faults import BY_NAME
+from .history import FaultRecord, History, Recovery
+from .invariants import NoFalseDrain, OptedInJobsEndWell
+
+
+def percentile(values: Sequence[float], share: float) -> float | None:
+    """The ``share`` percentile (nearest rank) of ``values``; None when empty."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(0, min(len(ordered) - 1, round(share * len(ordered) + 0.5) - 1))
+    return round(ordered[rank], 2)
+
+
+def answering_recovery(history: History, fault: FaultRecord) -> Recovery | None:
+    """The first recovery of a job the fault hit that started after the fault."""
+    found = [
+        r
+        for job_id in fault.affected_jobs
+        for r in history.recoveries_of(job_id)
+        if r.started_at >= fault.at
+    ]
+    return min(found, key=lambda r: r.started_at) if found else None
+
+
+def figures(history: History) -> dict[str, Any]:
+    injected = [f for f in history.faults if f.skipped is None]
+    by_kind: Counter[str] = Counter(f.kind for f in injected)
+    skipped: Counter[str] = Counter(f.kind for f in history.faults if f.skipped is not None)
+    detect: dict[str, list[float]] = defaultdict(list)
+    recover: dict[str, list[float]] = defaultdict(list)
+    should_detect = detected = should_recover = recovered = alone_due = alone = 0
+    for fault in injected:
+        kind = BY_NAME[fault.kind]
+        answer = answering_recovery(history, fault)
+        if kind.expect in ("recover", "stop"):
+            should_detect += 1
+            if answer is not None:
+                detected += 1
+                detect[fault.kind].append(answer.started_at - fault.at)
+        if kind.expect == "recover":
+            should_recover += 1
+            if answer is not None and answer.outcome == "recovered":
+                recovered += 1
+                if answer.running_again_at is not None:
+                    recover[fault.kind].append(answer.running_again_at - answer.started_at)
+        if kind.expect == "left_alone":
+            alone_due += 1
+            job = history.job(fault.job_id or "")
+            touched = (
+                job is None
+                or job.restart_count > 0
+                or any(
+                    r.requeued or r.drained_nodes for r in history.recoveries_of(fault.job_id or "")
+                )
+            )
+            alone += 0 if touched else 1
+    lost = [v for v in OptedInJobsEndWell().check(history) if "lost job" in v or "not ended" in v]
+    return {
+        "faults_by_kind": dict(sorted(by_kind.items())),
+        "skipped_by_kind": dict(sorted(skipped.items())),
+        "detected_share": _share(detected, should_detect),
+        "recovered_share": _share(recovered, should_recover),
+        "left_alone_share": _share(alone, alone_due),
+        "detect_s": {k: _p50_p95(v) for k, v in sorted(detect.items())},
+        "recover_s": {k: _p50_p95(v) for k, v in sorted(recover.items())},
+        "false_drains": len(NoFalseDrain().check(history)),
+        "lost_jobs": len(lost),
+        **goodput_figures(history),
+    }
+
+
+def goodput_figures(history: History) -> dict[str, Any]:
+    """Productive share of wall time, summed over the opted-in jobs faults hit, and over the
+    opted-in jobs of the same shapes that no fault hit (the fault-free baseline)."""
+    hit = {f_job for f in history.faults if f.skipped is None for f_job in f.affected_jobs}
+    sums: dict[str, list[float]] = {"faulted": [0.0, 0.0], "fault_free": [0.0, 0.0]}
+    for g in history.goodput:
+        job = history.job(g.job_id)
+        if job is None or not job.opted_in:
+            continue
+        group = sums["faulted" if g.job_id in hit else "fault_free"]
+        group[0] += g.parts.get("productive", 0.0)
+        group[1] += g.wall_s
+    faulted = sums["faulted"][0] / sums["faulted"][1] if sums["faulted"][1] else None
+    free = sums["fault_free"][0] / sums["fault_free"][1] if sums["fault_free"][1] else None
+    return {
+        "goodput_faulted_jobs": round(faulted, 4) if faulted is not None else None,
+        "goodput_fault_free_jobs": round(free, 4) if free is not None else None,
+        "goodput_ratio": round(faulted / free, 4) if faulted is not None and free else None,
+    }
+
+
+def _share(part: int, whole: int) -> float | None:
+    return round(part / whole, 4) if whole else None
+
+
+def _p50_p95(values: list[float]) -> dict[str, float | int | None]:
+    return {"n": len(values), "p50": percentile(values, 0.5), "p95": percentile(values, 0.95)}
