@@ -187,6 +187,10 @@ async def test_the_running_follower_serves_a_good_job_beside_floods(tmp_path: Pa
         out.write(XID)
     written_in_round = follower.rounds  # (a round in flight may have looked at it already)
     await asyncio.wait_for(reported.wait(), 60)
+    deadline = time.monotonic() + 60
+    while "100" not in follower.notes.latest:  # the flood's own turn may come after the report
+        assert time.monotonic() < deadline, follower.notes.latest
+        await asyncio.sleep(0.05)
     stop.set()
     await asyncio.wait_for(loop, 10)
     # served at its next turn whatever the floods hold (before shares: a round read 4 MiB of
