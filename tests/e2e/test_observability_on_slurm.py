@@ -215,8 +215,8 @@ def _last_node(cluster: LocalSlurm, job_id: str) -> str:
     return nodes.split()[-1]
 
 
-def test_the_real_node_loss_is_accounted_part_by_part(node_loss: NodeLoss) -> None:
-    assert node_loss.outcome.recovered, node_loss.outcome.notes
+def goodput_now(node_loss: NodeLoss) -> GoodputReport:
+    """The goodput report of the node-loss job, as `resurrect goodput --job` makes it now."""
     assert node_loss.service.client is not None
     report: GoodputReport = node_loss.service.call(
         goodput_report(
@@ -227,6 +227,13 @@ def test_the_real_node_loss_is_accounted_part_by_part(node_loss: NodeLoss) -> No
             job_id=node_loss.job_id,
         )
     )
+    return report
+
+
+def test_the_real_node_loss_is_accounted_part_by_part(node_loss: NodeLoss) -> None:
+    assert node_loss.outcome.recovered, node_loss.outcome.notes
+    assert node_loss.service.client is not None
+    report = goodput_now(node_loss)
     (job,) = report.jobs
     print("\n" + json.dumps(job.model_dump(mode="json", exclude={"segments"}), indent=1))
     assert job.state == "COMPLETED"
@@ -427,15 +434,7 @@ def test_the_simulator_replays_the_real_node_loss_and_advice_says_it_needs_more(
     from resurrect.goodput.simulate.run import simulate
 
     assert node_loss.service.client is not None
-    report: GoodputReport = node_loss.service.call(
-        goodput_report(
-            node_loss.service.client,
-            node_loss.service.scheduler,
-            node_loss.cluster.cluster_name,
-            now=datetime.now(UTC),
-            job_id=node_loss.job_id,
-        )
-    )
+    report = goodput_now(node_loss)
     (job,) = report.jobs
     # the recovery's notes carry the job's checkpoint advice (or why there is none)
     assert any(n.startswith("checkpoint advice: ") for n in node_loss.outcome.notes), (
