@@ -18,6 +18,8 @@ from resurrect.contracts import (
     Evidence,
     EvidenceSource,
     FaultClass,
+    JobInfo,
+    JobState,
     NodeInfo,
     RecoveryAction,
     SignalKind,
@@ -76,6 +78,28 @@ def silence_only(evidence: Evidence) -> bool:
 def silent_nodes(diagnosis: Diagnosis) -> set[str]:
     """Short names of the nodes whose agent's silence is evidence of the diagnosis."""
     return {short_name(e.host) for e in diagnosis.evidence if e.host and silence_only(e)}
+
+
+def silence_awaiting_a_second_source(
+    reported: Sequence[Evidence], job: JobInfo, nodes: Sequence[NodeInfo]
+) -> list[str]:
+    """The silent nodes when node agents' silence is all that reports ``job``, the job still
+    runs and Slurm still sees each of those nodes; else ``[]``.
+
+    Such a report alone changes nothing: an agent that died, or heartbeats lost on the way
+    (to a whole cluster at once when the collector's network fails), look like a lost node
+    until a second source agrees: the job's attempt ending, Slurm marking the node, or a
+    report of another kind.
+    """
+    if not reported or not all(silence_only(e) for e in reported):
+        return []
+    if job.state is not JobState.RUNNING:
+        return []
+    silent = sorted({short_name(e.host) for e in reported if e.host})
+    unavailable = {short_name(n.name) for n in nodes if n.unavailable}
+    if not silent or unavailable.intersection(silent):
+        return []
+    return silent
 
 
 def corroborated_nodes(

@@ -1,7 +1,9 @@
 """RecoveryWorkflow: one per interrupted job attempt.
 
 Five phases, one method each, in the order ``run`` calls them: 1. gather evidence
-(``_gather_evidence``, then ``_refuse`` a job that is not opted in) -> 2. assess
+(``_gather_evidence``, then ``_refuse`` a job that is not opted in, then
+``_await_second_source`` while a node agent's silence alone reports a job Slurm still runs)
+-> 2. assess
 (``_assess``: the diagnosis and every other input of the decision) -> 3. decide
 (``_decide``: one call of ``resurrect/plans/decide.py``) -> 4. run the chosen recovery
 plan's steps (``_run_plan_steps``; by default: drain implicated nodes -> verify checkpoint
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from temporalio import workflow
@@ -43,6 +46,7 @@ with workflow.unsafe.imports_passed_through():
         Evidence,
         EvidenceBundle,
         Interruption,
+        JobState,
         RecoveryAction,
         RecoveryDecision,
         RecoveryOutcome,
@@ -65,7 +69,11 @@ with workflow.unsafe.imports_passed_through():
         Activity,
     )
     from resurrect.errors import non_retryable_error_types
-    from resurrect.evidence_trust import silent_nodes
+    from resurrect.evidence_trust import (
+        silence_awaiting_a_second_source,
+        silence_only,
+        silent_nodes,
+    )
     from resurrect.operator.approvals import (
         approval_needed,
         plan_approval_needed,
@@ -90,6 +98,15 @@ with workflow.unsafe.imports_passed_through():
 
 # The patch (docs/versioning.md): a node agent's silence alone confirms no drain.
 SILENCE_DRAINS_NOTHING = "silence-alone-drains-nothing"
+# The patch: a node agent's silence alone changes nothing while the job runs on nodes Slurm
+# sees; the recovery waits for a second source (``_await_second_source``).
+SILENCE_WAITS_FOR_A_SECOND_SOURCE = "silence-waits-for-a-second-source"
+# Its re-reads of the job: the first after this pause, then a quarter of the time waited so
+# far, at most this long (one scheduler read per waiting job per pause).
+SECOND_SOURCE_FIRST_PAUSE_S = 10.0
+SECOND_SOURCE_MAX_PAUSE_S = 600.0
+# History stays bounded: after this many re-reads the wait continues as new.
+SECOND_SOURCE_CHECKS_PER_RUN = 500
 # Retries of the evidence activities, which talk to the scheduler: a controller that is down
 # for minutes must not fail the recovery; errors that cannot get better do not retry.
 SCHEDULER_RETRY = RetryPolicy(
@@ -245,19 +262,30 @@ class RecoveryWorkflow:
             return self._outcome(Kind.JOB_UNKNOWN, interruption)
         if self._refuse(interruption, bundle):
             return self._outcome(Kind.REFUSED_NOT_OPTED_IN, interruption, bundle)
-        assessment = await self._assess(interruption, bundle)
-        recovery, plan = self._decide(interruption, bundle, assessment)
+        confirmed = await self._await_second_source(interruption, bundle)
+        if isinstance(confirmed, Kind):  # the attempt ended with nothing confirmed
+            return self._outcome(confirmed, interruption, bundle)
+        assessment = await self._assess(interruption, confirmed)
+        recovery, plan = self._decide(interruption, confirmed, assessment)
         if plan is None:
-            return self._outcome(Kind.NO_PLAN, interruption, bundle, recovery)
+            return self._outcome(Kind.NO_PLAN, interruption, confirmed, recovery)
         ended = await self._run_plan_steps(recovery, plan)
-        return self._outcome(ended or self._final_outcome(recovery), interruption, bundle, recovery)
+        final = ended or self._final_outcome(recovery)
+        return self._outcome(final, interruption, confirmed, recovery)
 
     # 1. gather evidence -------------------------------------------------------------------
     async def _gather_evidence(self, interruption: Interruption) -> EvidenceBundle | None:
         """The job, its nodes and policy as the scheduler shows them; None when unknown."""
         self._set_phase("gathering_evidence")
+        bundle = await self._read_evidence(interruption)
+        if bundle is not None:
+            self._notes.extend(bundle.policy_problems)
+        return bundle
+
+    async def _read_evidence(self, interruption: Interruption) -> EvidenceBundle | None:
+        """One reading of the job and its nodes (a local activity); None when it fails."""
         try:
-            bundle = await self._calls.run(
+            return await self._calls.run(
                 Activity.GATHER_EVIDENCE,
                 [interruption],
                 EvidenceBundle,
@@ -270,8 +298,6 @@ class RecoveryWorkflow:
         except ACTIVITY_FAILURES as err:
             self._notes.append(f"cannot gather evidence: {describe_failure(err)}")
             return None
-        self._notes.extend(bundle.policy_problems)
-        return bundle
 
     def _refuse(self, interruption: Interruption, bundle: EvidenceBundle) -> bool:
         """Whoever can start a workflow must not be able to have any job recovered: the
@@ -283,6 +309,62 @@ class RecoveryWorkflow:
             f" {bundle.policy_source}): recovery refused, nothing was changed"
         )
         return True
+
+    # 1b. a node agent's silence alone -----------------------------------------------------
+    async def _await_second_source(
+        self, interruption: Interruption, bundle: EvidenceBundle
+    ) -> EvidenceBundle | Kind:
+        """Change nothing while node agents' silence alone reports a job that Slurm still
+        runs on nodes it sees (:func:`silence_awaiting_a_second_source`): wait for another
+        report, re-reading the job after pauses that grow with the wait, until the attempt
+        ends or Slurm marks a silent node. The evidence to recover with, or the outcome when
+        the attempt completed (or could no longer be read) with nothing confirmed."""
+        reported = self._evidence_of_reports(interruption)
+        silent = silence_awaiting_a_second_source(reported, bundle.job, bundle.nodes)
+        if not silent or not workflow.patched(SILENCE_WAITS_FOR_A_SECOND_SOURCE):
+            return bundle
+        self._set_phase("awaiting_second_source")
+        job_id = interruption.job_id
+        self._notes.append(
+            f"only the silence of the node agent on {', '.join(silent)} reports job {job_id},"
+            " which Slurm still runs there: nothing is changed until a second source agrees"
+            " (the attempt ending, Slurm marking the node, another report)"
+        )
+        began = workflow.now()
+        checks = 0
+        while silent:
+            waited_s = (workflow.now() - began).total_seconds()
+            pause_s = min(SECOND_SOURCE_MAX_PAUSE_S, max(SECOND_SOURCE_FIRST_PAUSE_S, waited_s / 4))
+            try:
+                await workflow.wait_condition(
+                    partial(self._reported_more_than, len(self._reported)),
+                    timeout=timedelta(seconds=pause_s),
+                )
+            except TimeoutError:
+                pass
+            read = await self._read_evidence(interruption)
+            if read is None:
+                return Kind.JOB_UNKNOWN
+            bundle = read
+            reported = self._evidence_of_reports(interruption)
+            silent = silence_awaiting_a_second_source(reported, bundle.job, bundle.nodes)
+            checks += 1
+            if silent and checks >= SECOND_SOURCE_CHECKS_PER_RUN:
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(interruption.model_copy(update={"evidence": reported}))
+        waited = f"after {(workflow.now() - began).total_seconds():.0f} s"
+        state = bundle.job.state.value
+        if bundle.job.state is JobState.COMPLETED and all(silence_only(e) for e in reported):
+            self._notes.append(
+                f"job {job_id} completed {waited} while only its node agent's silence reported"
+                " it: nothing was changed"
+            )
+            return Kind.JOB_COMPLETED
+        self._notes.append(f"a second source {waited}: job {state}, {len(reported)} evidence")
+        return bundle
+
+    def _reported_more_than(self, count: int) -> bool:
+        return len(self._reported) > count
 
     # 2. assess ---------------------------------------------------------------------------
     async def _assess(self, interruption: Interruption, bundle: EvidenceBundle) -> Assessment:

@@ -175,6 +175,9 @@ def account_job(record: JobRecord, now: datetime) -> JobGoodput:
         start, start_basis = _attempt_start(record, index)
         recovery = _recovery_of(record, index)
         attempt = next((a for a in record.attempts if a.index == index), None)
+        if recovery is not None and _ran_on(recovery, attempt):
+            notes.append(f"{recovery.workflow_id}: requeued nothing while attempt {index} ran on")
+            recovery = None
         following = indexes[position + 1] if position + 1 < len(indexes) else None
         attempt_end = recovery.started_at if recovery else end
         # time before this attempt started that nothing else claimed (clock skew, a gap)
@@ -234,6 +237,16 @@ def account_job(record: JobRecord, now: datetime) -> JobGoodput:
         notes,
         measured=measured_any,
         recomputed_steps=recomputed_steps,
+    )
+
+
+def _ran_on(recovery: RecoveryRecord, attempt: Attempt | None) -> bool:
+    """A recovery that requeued nothing while its attempt kept making progress (one that
+    waited for a second source and saw the attempt complete) interrupted nothing."""
+    return (
+        recovery.requeued_at is None
+        and attempt is not None
+        and any(mark.at > recovery.started_at for mark in attempt.marks)
     )
 
 

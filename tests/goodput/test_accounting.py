@@ -235,3 +235,33 @@ def test_a_job_without_progress_lines_whose_recovery_came_late_still_adds_up() -
     report = account_job(record, now=at(1000))
     assert report.wall_s == 8
     assert sum(part.seconds for part in report.parts.values()) == pytest.approx(8)
+
+
+def test_a_recovery_that_requeued_nothing_while_the_attempt_ran_on_interrupts_nothing() -> None:
+    """A node agent's silence reported the job at 20 s; the recovery waited for a second
+    source and closed when the job completed: the attempt was productive throughout."""
+    record = JobRecord(
+        cluster="c",
+        job_id="8",
+        submitted_at=at(-10),
+        ended_at=at(50),
+        state="COMPLETED",
+        current_attempt=0,
+        attempts=[Attempt(index=0, started_at=at(0), marks=marks(1, 40, 5), resumed_step=0)],
+        recoveries=[
+            RecoveryRecord(
+                workflow_id="recover/c/8/0",
+                attempt=0,
+                fault_class="node.lost",
+                outcome="job_completed",
+                started_at=at(20),
+                first_observed_at=at(19),
+                closed_at=at(55),
+            )
+        ],
+    )
+    report = account_job(record, now=at(1000))
+    assert seconds(report, "productive") == 39  # step 1 (5 s) -> step 40 (44 s)
+    assert seconds(report, "detection") == seconds(report, "recovery") == 0
+    assert sum(part.seconds for part in report.parts.values()) == pytest.approx(report.wall_s)
+    assert any("requeued nothing while attempt 0 ran on" in note for note in report.notes)

@@ -10,6 +10,7 @@ and tests/e2e.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,7 @@ from resurrect.contracts import (
     Interruption,
     JobPolicy,
     JobState,
+    NodeInfo,
     RecoveryAction,
     RecoveryOutcome,
     SignalKind,
@@ -101,6 +103,8 @@ class Stage:
         }
     )
     gather_failures: list[BaseException] = field(default_factory=list)
+    # what later readings of the evidence find (in order; the last one stays)
+    readings: list[EvidenceBundle] = field(default_factory=list)
     # run as local activities (recovery.notify is a built-in quick step; drain_nodes stands in
     # for a quick step that can fail)
     quick_steps: list[str] = field(
@@ -119,6 +123,8 @@ class Stage:
             self._record(Activity.GATHER_EVIDENCE, report)
             if self.gather_failures:
                 raise self.gather_failures.pop(0)
+            if self.calls.count(Activity.GATHER_EVIDENCE) > 1 and self.readings:
+                self.bundle = self.readings.pop(0)
             return self.bundle
 
         @activity.defn(name=Activity.ASSESS)
@@ -480,3 +486,109 @@ async def test_a_node_that_hung_other_jobs_is_flagged_in_the_recovery(run: Run) 
     outcome = await recover(run, hang_stage(history))
     assert outcome.drained_nodes == []
     assert any("node node2 flagged as suspect" in n and "jobs 97" in n for n in outcome.notes)
+
+
+# ---------------------------------------------------------------------------------------
+# a node agent's silence alone: nothing changes until a second source agrees
+
+SILENCE = Evidence(
+    kind=SignalKind.HEARTBEAT,
+    text="node agent on node2 silent for 6.0s (threshold 6.0s)",
+    rule="node_agent.heartbeat_silence",
+    role="root",
+    fault_class=FaultClass.NODE_LOST,
+    host="node2",
+    source="node_agent",
+)
+
+
+def silence_stage() -> Stage:
+    """Job 100 runs on node1+node2; node2's agent fell silent (its heartbeats stopped
+    coming: a dead agent, lost datagrams or a lost node); Slurm still sees both nodes."""
+    scripted = stage(FaultClass.NODE_LOST, culprits=("node2",), state=JobState.RUNNING)
+    interruption = scripted.bundle.interruption.model_copy(
+        update={"source": "node_agent", "evidence": [SILENCE], "suspect_nodes": ["node2"]}
+    )
+    nodes = [NodeInfo(name=n, state="ALLOCATED") for n in ("node1", "node2", "node3")]
+    scripted.bundle = scripted.bundle.model_copy(
+        update={"interruption": interruption, "nodes": nodes}
+    )
+    scripted.diagnosis = scripted.diagnosis.model_copy(update={"evidence": [SILENCE]})
+    return scripted
+
+
+def later(scripted: Stage, state: JobState, **node_flags: list[str]) -> EvidenceBundle:
+    """A later reading of job 100: its state, and nodes with the flags given."""
+    bundle = scripted.bundle
+    nodes = [n.model_copy(update={"flags": node_flags.get(n.name, n.flags)}) for n in bundle.nodes]
+    job = bundle.job.model_copy(update={"state": state})
+    return bundle.model_copy(update={"job": job, "nodes": nodes})
+
+
+async def test_an_agents_silence_alone_changes_nothing_while_slurm_runs_the_job(run: Run) -> None:
+    """Heartbeats lost on the way (for every node at once when the collector's network
+    fails) must not requeue healthy jobs: the recovery waits, re-reading the job, and ends
+    with the attempt when nothing else agreed."""
+    scripted = silence_stage()
+    running = later(scripted, JobState.RUNNING)
+    scripted.readings = [running, running, later(scripted, JobState.COMPLETED)]
+    outcome = await recover(run, scripted)
+    assert scripted.calls == [Activity.GATHER_EVIDENCE] * 4  # no assessment, no step
+    assert (outcome.outcome, outcome.requeued, outcome.drained_nodes) == (
+        "job_completed",
+        False,
+        [],
+    )
+    assert outcome.excluded_nodes == []
+    assert any("nothing is changed until a second source agrees" in n for n in outcome.notes)
+    assert any("completed after" in n and "nothing was changed" in n for n in outcome.notes)
+
+
+async def test_a_silent_node_is_left_out_of_the_restart_once_the_attempt_fails(run: Run) -> None:
+    """A node really lost takes the job's attempt down: then the silence is confirmed enough
+    to keep the node out of the restart, not to drain it (Slurm still sees it)."""
+    scripted = silence_stage()
+    scripted.readings = [later(scripted, JobState.RUNNING), later(scripted, JobState.FAILED)]
+    outcome = await recover(run, scripted)
+    assert scripted.calls.count(Activity.GATHER_EVIDENCE) == 3
+    assert scripted.steps_run == RESTART_IN_PLACE
+    assert outcome.outcome == "recovered" and outcome.drained_nodes == []
+    [requeue] = scripted.inputs["recovery.requeue_job"]
+    assert requeue.decision.exclude_nodes == ["node2"]
+    assert any("a second source after" in n and "job FAILED" in n for n in outcome.notes)
+
+
+async def test_slurm_marking_the_silent_node_ends_the_wait(run: Run) -> None:
+    scripted = silence_stage()
+    scripted.readings = [later(scripted, JobState.RUNNING, node2=["NOT_RESPONDING"])]
+    outcome = await recover(run, scripted)
+    assert scripted.calls[:3] == [
+        Activity.GATHER_EVIDENCE,
+        Activity.GATHER_EVIDENCE,
+        Activity.ASSESS,
+    ]
+    assert outcome.outcome == "recovered" and outcome.drained_nodes == ["node2"]
+
+
+async def test_a_report_of_another_kind_ends_the_wait(run: Run) -> None:
+    """The follower's report of the same attempt (here: a hang) is the second source."""
+    scripted = silence_stage()
+    report = scripted.bundle.interruption
+    stalled = Evidence(
+        kind=SignalKind.JOB_LOG,
+        text="no output and no checkpoint activity for 600 s",
+        rule="progress.stalled",
+        role="root",
+        fault_class=FaultClass.JOB_HANG,
+    )
+    follower = report.model_copy(update={"source": "log_tail", "evidence": [stalled]})
+    async with worker(run, scripted):
+        handle = await run.start(report)
+        while await handle.query(PHASE_QUERY) != "awaiting_second_source":
+            await asyncio.sleep(0.05)
+        await handle.signal(REPORT_SIGNAL, follower)
+        async with skipping_time(run.env):
+            outcome = await handle.result()
+    [request] = scripted.inputs[Activity.ASSESS]
+    assert request.reported == [SILENCE, stalled]
+    assert outcome.outcome == "recovered"

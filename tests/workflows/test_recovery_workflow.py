@@ -73,6 +73,38 @@ class Harness:
         result: RecoveryOutcome = await asyncio.wait_for(handle.result(), timeout=60)
         return result
 
+    async def silent_agent_then_failed_attempt(
+        self, job_id: str, silent_agent: dict[str, object]
+    ) -> RecoveryOutcome:
+        """A node agent's silence reports the running job: the recovery waits for a second
+        source; then the attempt fails and the Slurm watcher reports it."""
+        report = interruption(self.config, self.scheduler.jobs[job_id], **silent_agent)
+        workflow_id = await report_interruption(
+            self.client, report, task_queue=self.config.temporal.task_queue
+        )
+        handle = self.client.get_workflow_handle(workflow_id, result_type=RecoveryOutcome)
+        while await handle.query(PHASE_QUERY) != "awaiting_second_source":
+            await asyncio.sleep(0.05)
+        failed = self.scheduler.jobs[job_id].model_copy(update={"state": JobState.FAILED})
+        self.scheduler.jobs[job_id] = failed
+        watcher = interruption(
+            self.config,
+            failed,
+            source="slurm_watcher",
+            reason="job FAILED",
+            evidence=[
+                Evidence(
+                    kind=SignalKind.SCHEDULER_STATE,
+                    text="job state FAILED",
+                    rule="scheduler.job_state",
+                    source="scheduler",
+                )
+            ],
+        )
+        await report_interruption(self.client, watcher, task_queue=self.config.temporal.task_queue)
+        result: RecoveryOutcome = await asyncio.wait_for(handle.result(), timeout=60)
+        return result
+
 
 @pytest_asyncio.fixture
 async def harness(temporal_client: Client, tmp_path: Path) -> AsyncIterator[Harness]:
@@ -250,15 +282,17 @@ async def test_histories_replay_without_nondeterminism(harness: Harness, tmp_pat
         ("app-error-stop", "109", {}),
         ("observe", "110", {}),
         ("refused-not-opted-in", "113", {}),
-        ("silence-drains-nothing", "114", silent_agent),
     )
     for name, job_id, extra in recorded:
         outcome = await harness.recover(interruption(harness.config, s.jobs[job_id], **extra))
         history = await harness.client.get_workflow_handle(outcome.workflow_id).fetch_history()
         await replayer.replay_workflow(history)
         keep(name, history)
-        if name == "silence-drains-nothing":
-            assert outcome.drained_nodes == [] and "node1" in outcome.excluded_nodes, outcome
+    outcome = await harness.silent_agent_then_failed_attempt("114", silent_agent)
+    history = await harness.client.get_workflow_handle(outcome.workflow_id).fetch_history()
+    await replayer.replay_workflow(history)
+    keep("silence-waits-for-a-second-source", history)
+    assert outcome.drained_nodes == [] and "node1" in outcome.excluded_nodes, outcome
 
 
 async def test_a_hung_running_job_is_ended_and_requeued(harness: Harness) -> None:
