@@ -113,7 +113,11 @@ async def test_a_node_returned_after_the_drain_is_not_drained_again_by_the_same_
         and e.workflow_task_failed_event_attributes.cause
         == WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND
     ]
-    assert refused, "the closing workflow task was not refused: the drain step did not run twice"
+    # under load the local attempt may be cut instead: the step then runs again as a task
+    cut = [
+        n for n in outcome.notes if n.startswith("recovery.drain_nodes: ") and "as an activity" in n
+    ]
+    assert refused or cut, "the drain step did not run twice: the test shows nothing"
     node: NodeInfo = scheduler.nodes["node2"]
     assert not node.drained, f"node2 drained again: {node.reason}"
     assert [c for c in scheduler.calls if c[0] == "drain"] == [("drain", "node2")]
