@@ -120,6 +120,13 @@ async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
             who = "resurrect" if before.reason.startswith(DRAIN_REASON_PREFIX) else "someone else"
             result.notes.append(f"{name} already drained by {who} ({before.reason}): left as is")
             continue
+        if before is not None and not before.drained and await _drained_before(ctx, name):
+            result.drained_nodes.append(name)
+            result.notes.append(
+                f"{name}: drained by this recovery before and returned to service since:"
+                " left in service (only a new fault drains it again)"
+            )
+            continue
         try:
             mutation = await ctx.scheduler.drain_node(name, reason)
         except NodeNotFound as exc:
@@ -141,6 +148,24 @@ async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
         await report_to_repair(ctx.client, ctx.config, name, report)  # once per recovery
     result.detail = f"drained {', '.join(result.drained_nodes) or 'nothing'}"
     return result
+
+
+async def _drained_before(ctx: StepContext, node: str) -> bool:
+    """Whether this recovery drained ``node`` already, as the node's repair workflow
+    recorded it (the drain step reports every drain there right after it).
+
+    The step can run again after it drained: a local attempt whose workflow task was lost
+    (the worker died, or the task failed because a report came in while the recovery
+    closed) runs again from a replay, an activity attempt whose completion was lost is
+    retried. A node it finds in service then was returned (by an operator, or its repair)
+    after this recovery's drain, and only a new fault may drain it again. Without a repair
+    record (``repair.enabled: false``, or no worker answers) nothing is known: False."""
+    from resurrect.operator.repair_client import node_state
+
+    if ctx.client is None or not ctx.config.repair.enabled:
+        return False
+    state = await node_state(ctx.client, ctx.config.cluster.name, node, ctx.config)
+    return state is not None and state.drained_by(ctx.workflow_id)
 
 
 # ---------------------------------------------------------------------------- checkpoint

@@ -85,10 +85,8 @@ class NodeRepairWorkflow:
             if self._state.exclusions.pop(report.job_id, None) is not None:
                 self._event("included", f"no longer excluded from job {report.job_id}", report)
             return
-        seen: set[str | None] = {p.incident for p in self._state.pending}
-        seen |= {e.incident for e in self._state.events if e.kind == "drained"}
-        if report.incident in seen:
-            return  # a retried drain step reports the same drain again
+        if self._state.drained_by(report.incident):
+            return  # a drain step run again reports the same drain again
         # the requeue that follows a drain excludes the drained nodes from the job
         self._state.exclusions.setdefault(report.job_id, workflow.now())
         self._state.pending.append(report)

@@ -431,10 +431,14 @@ class Soak:
 
     async def _sample_once(self) -> None:
         scheduler = self.cluster.scheduler()
-        drained: dict[str, str] = {}
-        with contextlib.suppress(ResurrectError):
+        try:
             _, nodes = await scheduler.drain_census()
-            drained = {n.name: n.reason for n in nodes if n.reason.startswith(DRAIN_REASON_PREFIX)}
+        except ResurrectError as exc:
+            # slurmctld not answering (restarting): no sample, since a census not read is
+            # not "nothing drained" (it would end every drain there and start a new one)
+            self.say(f"no sample: the drain census failed: {exc}")
+            return
+        drained = {n.name: n.reason for n in nodes if n.reason.startswith(DRAIN_REASON_PREFIX)}
         # stamped once the drains are read: a drain seen is no later than the sample's time
         sample = Sample(at=time.time(), drained=drained)
         for jid in list(self.submitted):

@@ -220,6 +220,13 @@ class NodeRepairState(Contract):
     incidents: list[NodeIncident] = Field(default_factory=list)
     lemon_rules: LemonRules | None = None
 
+    def drained_by(self, incident: str) -> bool:
+        """Whether the recovery ``incident`` drained this node: its drain report is waiting
+        (``pending``) or was taken up (a ``drained`` event)."""
+        return any(p.incident == incident for p in self.pending) or any(
+            e.kind == "drained" and e.incident == incident for e in self.events
+        )
+
 
 class NodeCheck(Contract):
     """What ``repair.check_node`` found."""
