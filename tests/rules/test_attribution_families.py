@@ -588,3 +588,28 @@ def test_open_mpis_signal_handler_names_the_crashing_host() -> None:
 """)
     assert d.fault_class is FaultClass.PROCESS_CRASH
     assert d.culprit_hosts == ["gpu-node-17"]
+
+
+def test_the_older_orte_report_names_the_lost_node_on_its_own_line() -> None:
+    d = diag("""
+--------------------------------------------------------------------------
+ORTE has lost communication with its daemon located on node:
+
+  hostname:  cn-0412
+
+This is usually due to either a failure of the TCP network
+connection to the node, or possibly an internal failure of
+the daemon itself.
+""")
+    assert d.fault_class is FaultClass.NODE_LOST
+    assert d.culprit_hosts == ["cn-0412"]
+
+
+def test_a_hostname_far_below_the_report_names_nothing() -> None:
+    d = diag(
+        "ORTE has lost communication with its daemon located on node:\n"
+        + "\n".join(f"progress line {i}" for i in range(8))
+        + "\n  hostname:  cn-0412"
+    )
+    assert d.fault_class is FaultClass.NODE_LOST
+    assert d.culprit_hosts == []
