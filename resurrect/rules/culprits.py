@@ -33,6 +33,10 @@ BEHIND_RULES = frozenset({"flight_recorder.behind", "nccl_ras.rank"})
 NO_CULPRIT_CLASSES = frozenset(
     {FaultClass.JOB_TIME_LIMIT, FaultClass.JOB_PREEMPTED, FaultClass.JOB_CANCELLED}
 )
+REPORT_HOST_RULE = "node.mpi_report_host"
+REPORT_HOST_LINES = 4
+"""Open MPI's help-message reports name the node on an indented line of their own, this close
+after the headline ("ORTE has lost communication with its daemon located on node:")."""
 _RANK_LIST = re.compile(r"\d+")
 
 
@@ -98,19 +102,45 @@ def fabric_culprits(roots: Sequence[Evidence]) -> list[str]:
     return sorted(local) if len(local) == 1 else []
 
 
-def lost_node_culprits(primary: Sequence[Evidence], hosts: Mapping[int, str]) -> list[str]:
-    """The lost node: named by the scheduler or kernel, else the one peer survivors lost."""
+def lost_node_culprits(
+    primary: Sequence[Evidence], hosts: Mapping[int, str], evidence: Sequence[Evidence]
+) -> list[str]:
+    """The lost node: named by the scheduler or kernel (on the line, or on the report's own host
+    line just after it), else the one peer survivors lost."""
     direct = [e for e in primary if not e.fields.get("peer")]
     if direct:
         return [
             h
             for h in ordered_unique(
-                [e.host or hosts.get(e.rank if e.rank is not None else -1) for e in direct]
+                [
+                    e.host
+                    or hosts.get(e.rank if e.rank is not None else -1)
+                    or reported_host(e, evidence)
+                    for e in direct
+                ]
             )
             if isinstance(h, str)
         ]
     peers = {e.fields["peer"] for e in primary if e.fields.get("peer")}
     return sorted(peers) if len(peers) == 1 else []
+
+
+def reported_host(line: Evidence, evidence: Sequence[Evidence]) -> str | None:
+    """The host a report prints on a line of its own just after ``line`` (Open MPI)."""
+    if line.line is None:
+        return None
+    return next(
+        (
+            e.host
+            for e in evidence
+            if e.rule == REPORT_HOST_RULE
+            and e.host
+            and e.file == line.file
+            and e.line is not None
+            and 0 < e.line - line.line <= REPORT_HOST_LINES
+        ),
+        None,
+    )
 
 
 def traceback_ranks(decisive: Sequence[Evidence], evidence: Sequence[Evidence]) -> list[int]:
@@ -208,7 +238,7 @@ def find_culprits(
         found.hosts = fabric_culprits(primary)
         found.ranks = ranks_named(ordered)
     elif fault_class is FaultClass.NODE_LOST:
-        found.hosts = lost_node_culprits(ordered, hosts)
+        found.hosts = lost_node_culprits(ordered, hosts, evidence)
         if all(e.fields.get("peer") for e in primary):
             found.confidence_cap = LOST_PEER_CONFIDENCE
             found.notes.append(

@@ -13,6 +13,7 @@ Everything a rule sees has passed through here:
   (NCCL), ``[rank: 0]`` (Lightning), dmesg ``[ 12.345]`` and syslog ``Mon DD HH:MM:SS host
   kernel:`` stamps (also ``dmesg -T`` and remote ``host: kern: level: [time]:`` forms), bare
   timestamps that log collectors prepend, ``[1,3]<stderr>:`` (mpirun ``--tag-output``),
+  ``[host:pid]`` (Open MPI's signal handler and runtime messages),
   ``(Worker pid=12, ip=10.0.0.3)`` and ``(pid=12, ip=...)`` (Ray; the ip names the host),
   ``worker-1: `` / ``10.0.0.5: `` (pdsh, as DeepSpeed's multi-node launcher runs it) and
   ``> `` quoting. :func:`split_prefixes` removes them and reports the rank/host (and NCCL's
@@ -60,6 +61,9 @@ _PREFIX = re.compile(
     r"(?P<host_c>[A-Za-z0-9][\w.-]{0,127}) kernel: "
     # remote syslog (Talos and similar): "10.0.0.9: kern: warning: [2026-04-22T21:30:51Z]: "
     r"|(?P<host_d>[A-Za-z0-9][\w.-]{0,127}): kern: \w{1,10}: \[[^\]\n]{1,40}\]: "
+    # Open MPI's signal handler and runtime: "[host:pid] " (a source file is no host: "[api.py:12]")
+    r"|\[(?![\w.-]{1,128}\.(?:py|pyx|cc|cpp|cxx|c|h|hpp|cu|cuh|rs|go|java|js|ts|lua|rb|sh):)"
+    r"(?P<host_g>[A-Za-z][\w.-]{1,127}):\d{1,10}\] "
     # dmesg -T: "[Wed Jan 27 23:04:35 2021] "
     r"|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\] ?"
     # a bare timestamp, as log collectors prepend: "2025-11-09 15:39:31.043 +08:00 ",
@@ -142,7 +146,13 @@ def split_prefixes(text: str) -> LinePrefix:
         if found_rank is not None and rank is None:
             rank = int(found_rank)
         found_host = (
-            m["host_a"] or m["host_b"] or m["host_c"] or m["host_d"] or m["host_e"] or m["host_f"]
+            m["host_a"]
+            or m["host_b"]
+            or m["host_c"]
+            or m["host_d"]
+            or m["host_e"]
+            or m["host_f"]
+            or m["host_g"]
         )
         if found_host is not None and host is None:
             host = found_host

@@ -527,3 +527,89 @@ def test_a_ranks_traceback_far_from_the_error_names_nothing() -> None:
         + "\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
     )
     assert d.culprit_ranks == []
+
+
+# -- pass 4: families validation-5 showed ----------------------------------------------------
+
+
+def test_ddp_unused_parameters_split_from_its_prefix_by_another_rank_is_an_app_error() -> None:
+    d = diag("""
+  File "train.py", line 201, in train_step
+    out = model(x)  # forward  File "/opt/conda/lib/python3.10/site-packages/torch/nn/modules/module.py", line 1501, in _call_impl
+RuntimeError    out = model(x)  # forward
+:
+Expected to have finished reduction in the prior iteration before starting a new one. This error indicates that your module has parameters that were not used in producing loss.
+""")
+    assert d.fault_class is FaultClass.APP_ERROR
+
+
+def test_nccl_rejecting_an_argument_of_the_launch_is_an_app_error_not_the_fabric() -> None:
+    d = diag("""
+RuntimeError: NCCL error in: /opt/pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1191, invalid argument, NCCL version 2.10.3
+srun: error: gpu-b07: tasks 4-7: Exited with exit code 1
+""")
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.fault_class not in {FaultClass.NETWORK_FABRIC, FaultClass.NODE_LOST}
+
+
+def test_a_short_write_of_lua_torchs_disk_file_is_a_storage_error() -> None:
+    d = diag("""
+[03/02/19 11:20:01 INFO] Saving checkpoint to 'model_epoch7.t7'...
+/opt/torch/bin/luajit: /opt/torch/share/lua/5.1/torch/File.lua:210: write error: wrote 1048576 blocks instead of 25165824 at /opt/torch7/lib/TH/THDiskFile.c:356
+""")
+    assert d.fault_class is FaultClass.STORAGE_ERROR
+
+
+def test_moabs_preemption_for_a_node_failure_is_a_lost_node_on_the_pbs_exec_host() -> None:
+    d = diag("""
+PBS Job Id: 77121.head.cluster
+Job Name:   train_lm
+Exec host:  gn-04/0
+job deleted
+job preempted (node failure)
+""")
+    assert d.fault_class is FaultClass.NODE_LOST
+    assert d.culprit_hosts == ["gn-04"]
+
+
+def test_a_preemption_for_priority_stays_a_preemption() -> None:
+    d = diag(
+        "slurmstepd: error: *** JOB 9 ON gn-04 CANCELLED AT 2024-03-01T10:00:00 DUE TO PREEMPTION ***"
+    )
+    assert d.fault_class is FaultClass.JOB_PREEMPTED
+
+
+def test_open_mpis_signal_handler_names_the_crashing_host() -> None:
+    d = diag("""
+[gpu-node-17:30211] *** Process received signal ***
+[gpu-node-17:30211] Signal: Segmentation fault (11)
+[gpu-node-17:30211] Signal code: Address not mapped (1)
+[gpu-node-17:30211] [ 0] /lib64/libpthread.so.0(+0xf630)[0x2b6f3e7c2630]
+""")
+    assert d.fault_class is FaultClass.PROCESS_CRASH
+    assert d.culprit_hosts == ["gpu-node-17"]
+
+
+def test_the_older_orte_report_names_the_lost_node_on_its_own_line() -> None:
+    d = diag("""
+--------------------------------------------------------------------------
+ORTE has lost communication with its daemon located on node:
+
+  hostname:  cn-0412
+
+This is usually due to either a failure of the TCP network
+connection to the node, or possibly an internal failure of
+the daemon itself.
+""")
+    assert d.fault_class is FaultClass.NODE_LOST
+    assert d.culprit_hosts == ["cn-0412"]
+
+
+def test_a_hostname_far_below_the_report_names_nothing() -> None:
+    d = diag(
+        "ORTE has lost communication with its daemon located on node:\n"
+        + "\n".join(f"progress line {i}" for i in range(8))
+        + "\n  hostname:  cn-0412"
+    )
+    assert d.fault_class is FaultClass.NODE_LOST
+    assert d.culprit_hosts == []

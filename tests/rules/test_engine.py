@@ -35,6 +35,13 @@ def test_launcher_prefixes_give_rank_and_host() -> None:
         assert (ev.rank, ev.host) == (rank, host), line
 
 
+def test_open_mpi_host_pid_prefix_names_the_host_but_a_source_file_does_not() -> None:
+    crash = split_prefixes("[gpu-node-17:30211] Signal: Segmentation fault (11)")
+    assert (crash.host, crash.body) == ("gpu-node-17", "Signal: Segmentation fault (11)")
+    for line in ("[train.py:88] loss=1.2", "[launch.py:315:sigkill_handler] Killing subprocess 9"):
+        assert split_prefixes(line).host is None, line
+
+
 def test_prefix_parser_leaves_body() -> None:
     p = split_prefixes("7: [rank7]:[E1206 18:44:12] boom")
     assert (p.rank, p.body) == (7, "[E1206 18:44:12] boom")
