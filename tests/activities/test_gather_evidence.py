@@ -12,7 +12,6 @@ from support.decisions import decision_for
 
 from resurrect.activities.recovery import RecoveryActivities
 from resurrect.config import ResurrectConfig
-from resurrect.rules.engine import default_engine
 from resurrect.contracts import (
     Diagnosis,
     Evidence,
@@ -22,6 +21,7 @@ from resurrect.contracts import (
     RecoveryAction,
     SignalKind,
 )
+from resurrect.rules.engine import default_engine
 from resurrect.testing import FakeScheduler
 
 INTERRUPTED = job("7", state=JobState.RUNNING, nodes=("node1", "node2"))

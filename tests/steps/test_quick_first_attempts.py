@@ -99,7 +99,9 @@ def assess_request(tmp_path: Path, quick_s: float | None) -> AssessRequest:
 async def test_assess_answers_within_its_seconds_as_it_would_with_all_its_time(
     tmp_path: Path,
 ) -> None:
-    activities = RecoveryActivities(FakeScheduler(cluster_name="test"), ResurrectConfig(), default_engine())
+    activities = RecoveryActivities(
+        FakeScheduler(cluster_name="test"), ResurrectConfig(), default_engine()
+    )
     quick = await activities.assess(assess_request(tmp_path, quick_s=10))
     full = await activities.assess(assess_request(tmp_path, quick_s=None))
     assert quick.history.read_at is not None and full.history.read_at is not None
@@ -113,7 +115,9 @@ async def test_assess_answers_within_its_seconds_as_it_would_with_all_its_time(
 async def test_assess_needs_more_time_when_it_cannot_answer_within_its_seconds(
     tmp_path: Path,
 ) -> None:
-    activities = RecoveryActivities(FakeScheduler(cluster_name="test"), ResurrectConfig(), default_engine())
+    activities = RecoveryActivities(
+        FakeScheduler(cluster_name="test"), ResurrectConfig(), default_engine()
+    )
     with pytest.raises(ApplicationError) as raised:
         await activities.assess(assess_request(tmp_path, quick_s=0))
     assert_needs_more_time(raised.value, "not assessed within 0 s")

@@ -25,4 +25,3 @@ async def test_a_broken_rule_pack_stops_start_up_naming_its_file(
     config = make_config(tmp_path, rules={"extra_packs": [str(pack)]})
     with pytest.raises(RuleError, match=re.escape(str(pack))):
         build_worker(temporal_client, config, FakeScheduler.with_nodes(1))
-
