@@ -8,10 +8,10 @@ wait (for the job's output files, a node agent, its confirmation), then as an ac
 
 They are methods of :class:`RecoveryActivities`, which holds their dependencies (the
 scheduler, the configuration, the rule engine, a Temporal client, the checked plans), so
-tests can build one with a fake scheduler and call the methods directly. None of them changes the cluster or
-the job (the plan steps that do live in :mod:`activities.steps`); ``assess`` records the
-recovery's incidents in the implicated nodes' lemon records (once per recovery and node,
-however often it runs: docs/lemon-nodes.md).
+tests can build one with a fake scheduler and call the methods directly. None of them
+changes the cluster or the job (the plan steps that do live in :mod:`activities.steps`);
+``assess`` records the recovery's incidents in the implicated nodes' lemon records (once
+per recovery and node, however often it runs: docs/lemon-nodes.md).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from resurrect.contracts.assessment import Assessment, AssessRequest
 from resurrect.contracts.node_health import HEALTH_QUERY, NodeHealth
 from resurrect.contracts.workflow_ids import node_health_workflow_id, recovery_workflow_id
 from resurrect.contracts.workflow_names import RECOVERY_WORKFLOW, Activity
-from resurrect.errors import JobNotFound, NeedsMoreTime
+from resurrect.errors import JobNotFound, NeedsMoreTime, failure_of
 from resurrect.evidence_trust import (
     INDEPENDENT_SOURCES,
     NODE_CLASSES,
@@ -89,7 +89,6 @@ from resurrect.rules.scheduler_evidence import (
 )
 from resurrect.scheduler.base import Scheduler
 from resurrect.temporal import search_attributes as sa
-from resurrect.temporal.failures import failure_of
 
 log = logging.getLogger(__name__)
 
