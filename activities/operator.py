@@ -17,7 +17,7 @@ from resurrect.config import ResurrectConfig
 from resurrect.contracts.workflow_names import (
     OperatorActivity,
 )
-from resurrect.errors import NodeNotFound, SchedulerRefused
+from resurrect.errors import NodeNotFound, SchedulerRefused, failure_of
 from resurrect.operator.health_check import run_health_check
 from resurrect.operator.models import (
     BudgetTripNotice,
@@ -25,7 +25,6 @@ from resurrect.operator.models import (
     NodeFlag,
 )
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX, Scheduler
-from resurrect.temporal.failures import failure_of
 
 log = logging.getLogger(__name__)
 

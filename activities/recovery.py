@@ -7,11 +7,11 @@ plans and the approval settings), tried first as a local activity of a few secon
 wait (for the job's output files, a node agent, its confirmation), then as an activity task.
 
 They are methods of :class:`RecoveryActivities`, which holds their dependencies (the
-scheduler, the configuration, a Temporal client, the checked plans), so tests can build one
-with a fake scheduler and call the methods directly. None of them changes the cluster or
-the job (the plan steps that do live in :mod:`activities.steps`); ``assess`` records the
-recovery's incidents in the implicated nodes' lemon records (once per recovery and node,
-however often it runs: docs/lemon-nodes.md).
+scheduler, the configuration, the rule engine, a Temporal client, the checked plans), so
+tests can build one with a fake scheduler and call the methods directly. None of them
+changes the cluster or the job (the plan steps that do live in :mod:`activities.steps`);
+``assess`` records the recovery's incidents in the implicated nodes' lemon records (once
+per recovery and node, however often it runs: docs/lemon-nodes.md).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from resurrect.contracts.assessment import Assessment, AssessRequest
 from resurrect.contracts.node_health import HEALTH_QUERY, NodeHealth
 from resurrect.contracts.workflow_ids import node_health_workflow_id, recovery_workflow_id
 from resurrect.contracts.workflow_names import RECOVERY_WORKFLOW, Activity
-from resurrect.errors import JobNotFound, NeedsMoreTime
+from resurrect.errors import JobNotFound, NeedsMoreTime, failure_of
 from resurrect.evidence_trust import (
     INDEPENDENT_SOURCES,
     NODE_CLASSES,
@@ -79,7 +79,7 @@ from resurrect.operator.models import NodeRepairState
 from resurrect.plans.models import ResolvedPlan
 from resurrect.policy import resolve_job_policy
 from resurrect.progress.parser import shipped_parser
-from resurrect.rules import RuleEngine, load_engine
+from resurrect.rules import RuleEngine
 from resurrect.rules import attribute as attribute_evidence
 from resurrect.rules.scheduler_evidence import (
     cancel_claims_checked,
@@ -89,7 +89,6 @@ from resurrect.rules.scheduler_evidence import (
 )
 from resurrect.scheduler.base import Scheduler
 from resurrect.temporal import search_attributes as sa
-from resurrect.temporal.failures import failure_of
 
 log = logging.getLogger(__name__)
 
@@ -124,12 +123,14 @@ class OutputReading:
 
 
 class RecoveryActivities:
-    """The recovery steps, bound to one scheduler and configuration."""
+    """The recovery steps, bound to one scheduler and configuration; ``engine`` holds the
+    rule packs the job's output is read with (loaded once, when the worker starts)."""
 
     def __init__(
         self,
         scheduler: Scheduler,
         config: ResurrectConfig,
+        engine: RuleEngine,
         client: Client | None = None,
         plans: Sequence[ResolvedPlan] = (),
         quick_steps: Sequence[str] = (),
@@ -139,7 +140,7 @@ class RecoveryActivities:
         self.client = client
         self.plans = list(plans)
         self.quick_steps = sorted(quick_steps)
-        self._engine: RuleEngine | None = None
+        self.engine = engine
         # the lemon records as last read (monotonic time), shared by concurrent recoveries
         self._lemon_read: tuple[float, asyncio.Task[dict[str, NodeRepairState]]] | None = None
 
@@ -173,11 +174,6 @@ class RecoveryActivities:
             checkpoint_level=self.config.recovery.checkpoint_level,
         )
 
-    def _rules_engine(self) -> RuleEngine:
-        if self._engine is None:
-            self._engine = load_engine(self.config.rules.extra_packs)
-        return self._engine
-
     def _log_evidence(
         self, job: JobInfo, budget: Budget, attempt: AttemptOutput | None = None
     ) -> OutputReading:
@@ -185,7 +181,6 @@ class RecoveryActivities:
         where ``attempt`` says it begins in each file), the last training step it printed,
         and notes on files that were not read (not regular files, not the owner's, out of
         time) or whose attempt start is not known."""
-        engine = self._rules_engine()
         progress = shipped_parser()
         attempt = attempt or AttemptOutput()
         reading = OutputReading(notes=list(attempt.notes))
@@ -203,7 +198,7 @@ class RecoveryActivities:
                 if budget.spent():
                     break
                 reading.found.extend(
-                    engine.scan_line(line, kind=SignalKind.JOB_LOG, file=path, line=number)
+                    self.engine.scan_line(line, kind=SignalKind.JOB_LOG, file=path, line=number)
                 )
                 event = progress.parse(line)
                 if event is not None and event.step is not None and event.rank in (None, 0):

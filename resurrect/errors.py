@@ -6,7 +6,9 @@ the subclasses below rather than at message text.
 
 Retrying cannot help an error that also derives from :class:`NonRetryable` (marked ``[NR]``
 below, subclasses included); :func:`non_retryable_error_types` lists their names for the
-workflows' ``RetryPolicy.non_retryable_error_types``. Everything else is retried.
+workflows' ``RetryPolicy.non_retryable_error_types``, and :func:`failure_of` is the Temporal
+failure an activity ends with (named by the error's class, non-retryable when it is
+:class:`NonRetryable`). Everything else is retried.
 
 ResurrectError
 ├── ConfigError [NR]       bad configuration (names the file and the field)
@@ -34,6 +36,11 @@ ResurrectError
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from temporalio.exceptions import ApplicationError
+
 
 class ResurrectError(Exception):
     """Base of every deliberate resurrect error."""
@@ -57,6 +64,27 @@ def non_retryable_error_types() -> list[str]:
         pending.extend(cls.__subclasses__())
     names.discard(NonRetryable.__name__)
     return sorted(names)
+
+
+def failure_of(exc: ResurrectError) -> ApplicationError:
+    """``exc`` as the failure its activity ends with (raise it ``from exc``): named by its
+    class, which the retry policies and the recovery workflow decide on; not retried when it
+    is :class:`NonRetryable`; of the ``BENIGN`` category when it is no failure at all
+    (:class:`NeedsMoreTime`: the SDK logs it at debug level, without a traceback, and counts
+    no failure metric)."""
+    # Imported here: the helpers that run as a job's owner import this tree, not Temporal.
+    from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
+
+    return ApplicationError(
+        str(exc),
+        type=type(exc).__name__,
+        non_retryable=isinstance(exc, NonRetryable),
+        category=(
+            ApplicationErrorCategory.BENIGN
+            if isinstance(exc, NeedsMoreTime)
+            else ApplicationErrorCategory.UNSPECIFIED
+        ),
+    )
 
 
 class ConfigError(NonRetryable):

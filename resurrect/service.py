@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from temporalio.client import Client
 
 from resurrect.config import ResurrectConfig
-from resurrect.contracts import Interruption
 from resurrect.scheduler.base import Scheduler
 from resurrect.telemetry.tracing import with_tracing
 from resurrect.temporal.client import connect
@@ -86,7 +85,7 @@ async def run_service(
 ) -> None:
     """Run the enabled parts until ``stop`` is set."""
     from resurrect.sensors.registry import SensorContext, SensorPart, start_sensors
-    from resurrect.sensors.report import report_interruption
+    from resurrect.sensors.report import reporter
     from resurrect.workers.recovery_worker import (
         build_operator_worker,
         build_worker,
@@ -98,13 +97,7 @@ async def run_service(
             client = await stack.enter_async_context(temporal_for(config))
         client = with_tracing(client, config.telemetry)
         scheduler = scheduler or scheduler_from_config(config)
-        active_client = client
-
-        async def report(interruption: Interruption) -> str:
-            return await report_interruption(
-                active_client, interruption, task_queue=config.temporal.task_queue
-            )
-
+        report = reporter(client, task_queue=config.temporal.task_queue)
         tasks: list[asyncio.Task[None]] = []
         if parts.worker:
             worker = build_worker(client, config, scheduler)

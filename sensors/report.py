@@ -61,6 +61,16 @@ async def report_interruption(
     return workflow_id
 
 
+def reporter(client: Client, *, task_queue: str) -> Callable[[Interruption], Awaitable[str]]:
+    """:func:`report_interruption` bound to ``client`` and the recoveries' ``task_queue``:
+    what the service hands every sensor."""
+
+    async def report(interruption: Interruption) -> str:
+        return await report_interruption(client, interruption, task_queue=task_queue)
+
+    return report
+
+
 async def _start_or_signal(
     client: Client,
     interruption: Interruption,

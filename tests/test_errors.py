@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
+from temporalio.exceptions import ApplicationErrorCategory
+
 from resurrect import errors
-from resurrect.errors import NonRetryable, ResurrectError, non_retryable_error_types
+from resurrect.errors import NonRetryable, ResurrectError, failure_of, non_retryable_error_types
 from resurrect.workflows.recovery import SCHEDULER_RETRY
 
 
@@ -40,3 +46,25 @@ def test_the_list_is_exactly_the_marked_part_of_the_tree() -> None:
 
 def test_the_workflow_uses_the_derived_list() -> None:
     assert SCHEDULER_RETRY.non_retryable_error_types == non_retryable_error_types()
+
+
+def test_an_activity_ends_with_a_failure_named_by_the_errors_class() -> None:
+    failure = failure_of(errors.JobNotFound("job 7 is not known"))
+    assert (failure.type, failure.message) == ("JobNotFound", "job 7 is not known")
+    assert failure.non_retryable
+    assert failure.category is ApplicationErrorCategory.UNSPECIFIED
+
+
+def test_a_failure_that_may_heal_is_retried_and_a_quick_attempt_out_of_time_is_benign() -> None:
+    assert not failure_of(errors.SchedulerUnavailable("slurmctld did not answer")).non_retryable
+    more_time = failure_of(errors.NeedsMoreTime("job output not read within 3 s"))
+    assert not more_time.non_retryable
+    assert more_time.category is ApplicationErrorCategory.BENIGN
+
+
+def test_the_tree_imports_without_temporal() -> None:
+    """The helpers that run as a job's owner import the tree, and must not pay for
+    Temporal's protobufs."""
+    code = "import sys, resurrect.errors; assert 'temporalio' not in sys.modules"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)

@@ -2,7 +2,8 @@
 
 Only wiring lives here: the built-in and plugin steps become activities, the recovery plans
 are loaded and checked against exactly those activities (a plan naming an activity that no
-worker registers stops start-up, instead of failing a recovery midway). ``run_worker`` runs
+worker registers stops start-up, instead of failing a recovery midway), and the rule packs
+the job's output is read with are loaded (a broken pack stops start-up too). ``run_worker`` runs
 until ``stop`` is set (SIGTERM/SIGINT in the CLI), then shuts down gracefully: it stops
 polling and lets running activities finish within ``graceful_shutdown_s``; Temporal hands
 anything unfinished to the next worker.
@@ -30,6 +31,7 @@ from resurrect.operator.approval_auth import ApprovalInterceptor, ApprovalVerifi
 from resurrect.operator.task_queues import operator_task_queue
 from resurrect.plans.loader import check_plans, load_plans
 from resurrect.plans.models import ResolvedPlan
+from resurrect.rules import load_engine
 from resurrect.scheduler.base import Scheduler
 from resurrect.steps.plugins import Plugin, discover, params_registry, step_registry
 from resurrect.steps.runtime import StepFn, StepRuntime, make_activity, step_meta
@@ -184,6 +186,7 @@ def build_worker(
     recovery = RecoveryActivities(
         scheduler=scheduler,
         config=config,
+        engine=load_engine(config.rules.extra_packs),
         client=client,
         plans=catalogue.plans,
         quick_steps=local_first_steps(catalogue.steps, config),

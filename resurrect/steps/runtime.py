@@ -39,9 +39,8 @@ from resurrect.contracts import (
     StepInput,
     StepResult,
 )
-from resurrect.errors import NeedsMoreTime, PermanentStepError, PluginError
+from resurrect.errors import NeedsMoreTime, PermanentStepError, PluginError, failure_of
 from resurrect.scheduler.base import Scheduler
-from resurrect.temporal.failures import failure_of
 
 StepFn = Callable[..., Awaitable[StepResult | str | None]]
 F = TypeVar("F", bound=StepFn)

@@ -21,6 +21,7 @@ from resurrect.contracts import (
     RecoveryAction,
     SignalKind,
 )
+from resurrect.rules.engine import default_engine
 from resurrect.testing import FakeScheduler
 
 INTERRUPTED = job("7", state=JobState.RUNNING, nodes=("node1", "node2"))
@@ -42,7 +43,7 @@ async def test_a_job_slurm_requeued_first_is_judged_on_the_nodes_it_lost(
     now: JobState, nodes: tuple[str, ...]
 ) -> None:
     scheduler = cluster_where_node2_died(now, nodes)
-    activities = RecoveryActivities(scheduler, ResurrectConfig())
+    activities = RecoveryActivities(scheduler, ResurrectConfig(), default_engine())
     bundle = await activities.gather_evidence(interruption("test", INTERRUPTED))
     assert bundle.job.nodes == ["node1", "node2"]  # the interrupted attempt's
     assert (bundle.job.state, bundle.job.restart_count) == (now, 1)  # the rest as read now
@@ -71,7 +72,7 @@ async def test_a_job_slurm_requeued_first_is_judged_on_the_nodes_it_lost(
 async def test_the_interrupted_attempt_still_read_is_taken_as_read() -> None:
     scheduler = FakeScheduler.with_nodes(4, cluster_name="test")
     scheduler.jobs["7"] = job("7", state=JobState.COMPLETING, nodes=("node1", "node2"))
-    activities = RecoveryActivities(scheduler, ResurrectConfig())
+    activities = RecoveryActivities(scheduler, ResurrectConfig(), default_engine())
     report = interruption("test", INTERRUPTED, nodes=["node1"])  # a sensor that saw one node
     bundle = await activities.gather_evidence(report)
     assert bundle.job == scheduler.jobs["7"]

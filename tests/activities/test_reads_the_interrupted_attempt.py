@@ -25,6 +25,7 @@ from resurrect.contracts import (
     OutputMark,
 )
 from resurrect.log_reading import output_mark
+from resurrect.rules.engine import default_engine
 from resurrect.testing import FakeScheduler
 
 ATTEMPT_0 = "step 45\nnode2: [rank1] RuntimeError: CUDA error: uncorrectable ECC error\n"
@@ -74,7 +75,9 @@ def attempt_1(out: Path, marks: list[OutputMark]) -> EvidenceBundle:
 
 async def test_the_recovery_of_attempt_1_names_attempt_1s_node_only(tmp_path: Path) -> None:
     out, began = appended_output(tmp_path)
-    activities = RecoveryActivities(FakeScheduler.with_nodes(4), ResurrectConfig())
+    activities = RecoveryActivities(
+        FakeScheduler.with_nodes(4), ResurrectConfig(), default_engine()
+    )
     bundle = attempt_1(out, [began])
     diagnosis, _ = await ActivityEnvironment().run(activities.read_and_attribute, bundle)
     assert diagnosis.fault_class is FaultClass.GPU_HARDWARE
@@ -86,7 +89,9 @@ async def test_the_recovery_of_attempt_1_names_attempt_1s_node_only(tmp_path: Pa
 
 async def test_without_any_mark_the_tail_is_read_as_it_is_with_a_note(tmp_path: Path) -> None:
     out, _ = appended_output(tmp_path)
-    activities = RecoveryActivities(FakeScheduler.with_nodes(4), ResurrectConfig())
+    activities = RecoveryActivities(
+        FakeScheduler.with_nodes(4), ResurrectConfig(), default_engine()
+    )
     diagnosis, _ = await ActivityEnvironment().run(
         activities.read_and_attribute, attempt_1(out, [])
     )

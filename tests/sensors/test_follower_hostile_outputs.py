@@ -190,7 +190,7 @@ def _bundle(job: JobInfo) -> EvidenceBundle:
 
 async def test_attribute_refuses_a_fifo_with_a_note(hostile: dict[str, Path]) -> None:
     job = JobInfo(job_id="5", state=JobState.FAILED, stdout_path=str(hostile["a FIFO"]))
-    activities = RecoveryActivities(FakeScheduler.with_nodes(1), CONFIG)
+    activities = RecoveryActivities(FakeScheduler.with_nodes(1), CONFIG, default_engine())
     started = time.monotonic()
     diagnosis, _ = await ActivityEnvironment().run(activities.read_and_attribute, _bundle(job))
     assert time.monotonic() - started < 5
@@ -218,7 +218,7 @@ async def test_attribute_heartbeats_while_reading_and_gives_up_cleanly(
     env = ActivityEnvironment()
     env.on_heartbeat = lambda *details: heartbeats.append(details)
     job = JobInfo(job_id="6", state=JobState.FAILED, stdout_path=str(tmp_path / "x.out"))
-    activities = RecoveryActivities(FakeScheduler.with_nodes(1), CONFIG)
+    activities = RecoveryActivities(FakeScheduler.with_nodes(1), CONFIG, default_engine())
     diagnosis, _ = await env.run(activities.read_and_attribute, _bundle(job))
     assert len(heartbeats) >= 3
     assert "job output not read within 0.5 s: skipped" in diagnosis.summary

@@ -19,6 +19,7 @@ from resurrect.config import ResurrectConfig
 from resurrect.contracts import JobPolicy, JobState, RecoveryState, StepInput
 from resurrect.contracts.assessment import AssessRequest
 from resurrect.errors import NeedsMoreTime
+from resurrect.rules.engine import default_engine
 from resurrect.testing import FakeScheduler
 from resurrect.testing.steps import make_step_input, run_step
 
@@ -98,7 +99,9 @@ def assess_request(tmp_path: Path, quick_s: float | None) -> AssessRequest:
 async def test_assess_answers_within_its_seconds_as_it_would_with_all_its_time(
     tmp_path: Path,
 ) -> None:
-    activities = RecoveryActivities(FakeScheduler(cluster_name="test"), ResurrectConfig())
+    activities = RecoveryActivities(
+        FakeScheduler(cluster_name="test"), ResurrectConfig(), default_engine()
+    )
     quick = await activities.assess(assess_request(tmp_path, quick_s=10))
     full = await activities.assess(assess_request(tmp_path, quick_s=None))
     assert quick.history.read_at is not None and full.history.read_at is not None
@@ -112,7 +115,9 @@ async def test_assess_answers_within_its_seconds_as_it_would_with_all_its_time(
 async def test_assess_needs_more_time_when_it_cannot_answer_within_its_seconds(
     tmp_path: Path,
 ) -> None:
-    activities = RecoveryActivities(FakeScheduler(cluster_name="test"), ResurrectConfig())
+    activities = RecoveryActivities(
+        FakeScheduler(cluster_name="test"), ResurrectConfig(), default_engine()
+    )
     with pytest.raises(ApplicationError) as raised:
         await activities.assess(assess_request(tmp_path, quick_s=0))
     assert_needs_more_time(raised.value, "not assessed within 0 s")

@@ -1,0 +1,212 @@
+"""The files a reader holds to follow one node loss from the Slurm watcher to scontrol.
+
+Runs the live end-to-end test of a node loss (``tests/e2e/test_recovery_on_slurm.py::
+test_node_loss_drains_that_node_requeues_and_completes``: the real local Slurm cluster and
+Temporal dev server, as root) with this file as a pytest plugin that traces every Python
+function entered from the moment the node is killed until the recovery's outcome is read,
+each with its nearest product caller. The path is what is reachable from its roots, the
+watcher's loop (``SlurmWatcher.run``), the recovery workflow (``RecoveryWorkflow.run`` and its
+``report`` signal) and the activities Temporal runs for it, cut where it calls into a side
+concern of its own (below: budget, repair, approvals, exclusions, lemons, telemetry, goodput,
+the log follower and progress: each a separate walk-through). A file counts when a function
+of it is entered on the path, unless it is mainly data (contracts, the search-attribute
+keys). Not in ``run_all.sh``: it measures structure, not speed, and needs the live cluster.
+
+Whether the job's output holds a line the rules match when it is read (srun's report of
+the lost node) varies from run to run, and with it whether log attribution is on the path:
+``--runs`` unites the paths of several runs.
+
+    python benchmarks/node_loss_path.py [--json] [--show-functions] [--runs N]
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from _common import benchmark_parser, print_result
+
+ROOT = Path(__file__).resolve().parents[1]
+NODE_LOSS_TEST = (
+    "tests/e2e/test_recovery_on_slurm.py::test_node_loss_drains_that_node_requeues_and_completes"
+)
+# Where the path hands over to a concern with a walk-through of its own (not followed).
+SIDE_CONCERNS = (
+    "resurrect/operator/",
+    "workflows/drain_budget.py",
+    "workflows/node_repair.py",
+    "workflows/approval_gate.py",
+    "resurrect/lemons/",
+    "resurrect/telemetry/",
+    "resurrect/goodput/",
+    "resurrect/progress/",
+    "sensors/log_follower.py",
+    "sensors/follower_share.py",
+    "sensors/open_file_budget.py",
+    "sensors/poll_schedule.py",
+    "resurrect/demo/",
+    "tests/",
+)
+# Entered on the path, but mainly data: not counted.
+DATA_FILES = ("resurrect/contracts/", "resurrect/temporal/search_attributes.py")
+ROOTS = (
+    "sensors/slurm_watcher.py::SlurmWatcher.run",
+    "workflows/recovery.py::RecoveryWorkflow.run",
+    "workflows/recovery.py::RecoveryWorkflow.report",
+)
+# Frames where a call chain begins anew (a task step, a thread's work item).
+CHAIN_STARTS = ("asyncio/events.py", "concurrent/futures/thread.py")
+ACTIVITY_CALLER = "EXT:temporalio/worker/_interceptor.py::ActivityInboundInterceptor"
+TELEMETRY_ACTIVITY = "resurrect/telemetry/interceptor.py::_ActivityInbound.execute_activity"
+
+
+# ---------------------------------------------------------------- the pytest plugin
+class _Trace:
+    """Call edges (nearest product caller -> product function) while ``active``."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.active = False
+        self.edges: collections.Counter[tuple[str, str]] = collections.Counter()
+        self._paths: dict[str, str | None] = {}
+
+    def _key(self, frame: FrameType) -> str | None:
+        filename = frame.f_code.co_filename
+        if filename not in self._paths:
+            real = os.path.realpath(filename)
+            inside = real.startswith(str(ROOT) + os.sep)
+            self._paths[filename] = os.path.relpath(real, ROOT) if inside else None
+        rel = self._paths[filename]
+        return None if rel is None else f"{rel}::{frame.f_code.co_qualname}"
+
+    def __call__(self, frame: FrameType, event: str, arg: object) -> None:
+        if not self.active or event != "call":
+            return
+        callee = self._key(frame)
+        if callee is None or callee.endswith("::<module>"):
+            return
+        caller, outside, back = None, None, frame.f_back
+        while back is not None:
+            caller = self._key(back)
+            if caller is not None or back.f_code.co_filename.endswith(CHAIN_STARTS):
+                break
+            if outside is None:
+                site = back.f_code.co_filename.rsplit("/site-packages/", 1)[-1]
+                outside = f"EXT:{site}::{back.f_code.co_qualname}"
+            back = back.f_back
+        self.edges[(caller or outside or "EXT:?", callee)] += 1
+
+    def start(self) -> None:
+        self.active = True
+
+    def stop(self) -> None:
+        self.active = False
+        edges = [[a, b, n] for (a, b), n in sorted(self.edges.items())]
+        self.out.write_text(json.dumps({"edges": edges}))
+
+
+_TRACE = _Trace(Path(os.environ.get("NODE_LOSS_TRACE_OUT", "node-loss-trace.json")))
+
+
+def pytest_configure(config: Any) -> None:
+    sys.settrace(_TRACE)  # type: ignore[arg-type]
+    threading.settrace(_TRACE)  # type: ignore[arg-type]
+
+
+def pytest_runtest_setup(item: Any) -> None:
+    """Start tracing when the node is killed; stop when the recovery's outcome is read."""
+    from resurrect.demo.local_cluster import LocalSlurm
+
+    kill = LocalSlurm.kill_node
+
+    def kill_node(self: LocalSlurm, *args: Any, **kwargs: Any) -> Any:
+        _TRACE.start()
+        return kill(self, *args, **kwargs)
+
+    LocalSlurm.kill_node = kill_node  # type: ignore[method-assign]
+    outcome_of = item.module.outcome_of
+
+    async def traced_outcome_of(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await outcome_of(*args, **kwargs)
+        finally:
+            _TRACE.stop()
+
+    item.module.outcome_of = traced_outcome_of
+
+
+# ---------------------------------------------------------------- the analysis
+def path_functions(edges: list[list[Any]]) -> dict[str, list[str]]:
+    """The path's functions by file: reachable from the roots, not into a side concern."""
+    calls: dict[str, set[str]] = collections.defaultdict(set)
+    for caller, callee, _ in edges:
+        calls[caller].add(callee)
+    roots = list(ROOTS)
+    roots += [f for f in calls[TELEMETRY_ACTIVITY] if not f.startswith(SIDE_CONCERNS)]
+    roots += [f for f in calls["EXT:?"] if f.startswith(("activities/", "resurrect/scheduler/"))]
+    roots += [f for c in calls if c.startswith(ACTIVITY_CALLER) for f in calls[c]]
+    seen: set[str] = set()
+    pending = roots
+    while pending:
+        function = pending.pop()
+        if function in seen or function.startswith((*SIDE_CONCERNS, "<")):
+            continue
+        seen.add(function)
+        pending.extend(calls[function])
+    by_file: dict[str, list[str]] = collections.defaultdict(list)
+    for function in seen:
+        path, name = function.split("::", 1)
+        if "<locals>.<" not in name:  # comprehensions and lambdas: their function is listed
+            by_file[path].append(name)
+    return {path: sorted(names) for path, names in sorted(by_file.items())}
+
+
+def run_traced_test(out: Path) -> None:
+    env = {
+        **os.environ,
+        "NODE_LOSS_TRACE_OUT": str(out),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(Path(__file__).parent)]),
+    }
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "node_loss_path", NODE_LOSS_TEST]
+    subprocess.run(argv, cwd=ROOT, env=env, check=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = benchmark_parser(__doc__)
+    parser.add_argument("--show-functions", action="store_true", help="list each function")
+    parser.add_argument("--runs", type=int, default=1, help="runs of the test, paths united")
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    edges: list[list[Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for run in range(args.runs):
+            out = Path(tmp) / f"trace-{run}.json"
+            run_traced_test(out)
+            edges.extend(json.loads(out.read_text())["edges"])
+    functions = path_functions(edges)
+    counted = [path for path in functions if not path.startswith(DATA_FILES)]
+    result: dict[str, Any] = {
+        "benchmark": "node_loss_path",
+        "runs": args.runs,
+        "files": len(counted),
+        "data_files": len(functions) - len(counted),
+        "counted": counted,
+        "seconds": round(time.monotonic() - started, 1),
+    }
+    if args.show_functions:
+        result["functions"] = functions
+    print_result(result, as_json=args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
