@@ -12,6 +12,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from support.clock import Clock
+
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import Interruption, JobInfo, JobState
 from resurrect.rules.engine import default_engine
@@ -30,14 +32,6 @@ CONFIG = ResurrectConfig.model_validate(
     {"cluster": {"name": "c1"}, "temporal": {"state_dir": STATE.name}}
 )
 XID = b"NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus on node2\n"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def make_save(root: Path, entries: int) -> Path:
