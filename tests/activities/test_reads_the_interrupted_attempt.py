@@ -11,6 +11,7 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
+from support.builders import evidence_bundle
 from temporalio.testing import ActivityEnvironment
 
 from resurrect.activities.recovery import RecoveryActivities
@@ -20,7 +21,6 @@ from resurrect.contracts import (
     FaultClass,
     Interruption,
     JobInfo,
-    JobPolicy,
     JobState,
     OutputMark,
 )
@@ -61,15 +61,7 @@ def attempt_1(out: Path, marks: list[OutputMark]) -> EvidenceBundle:
         nodes=["node3", "node4"],
         output_marks=marks,
     )
-    return EvidenceBundle(
-        interruption=report,
-        job=job,
-        policy=JobPolicy(),
-        policy_source="comment",
-        mode="act",
-        wait_running_timeout_s=60,
-        activity_timeout_s=60,
-    )
+    return evidence_bundle(report, job)
 
 
 async def test_the_recovery_of_attempt_1_names_attempt_1s_node_only(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from support.builders import evidence_bundle
 from temporalio.testing import ActivityEnvironment
 
 import resurrect.activities.recovery as recovery_module
@@ -25,7 +26,6 @@ from resurrect.contracts import (
     FaultClass,
     Interruption,
     JobInfo,
-    JobPolicy,
     JobState,
 )
 from resurrect.errors import JobFileRefused
@@ -177,15 +177,7 @@ def _bundle(job: JobInfo) -> EvidenceBundle:
         observed_at=datetime.now(UTC),
         job_state=JobState.FAILED,
     )
-    return EvidenceBundle(
-        interruption=interruption,
-        job=job,
-        policy=JobPolicy(),
-        policy_source="comment",
-        mode="act",
-        wait_running_timeout_s=60,
-        activity_timeout_s=60,
-    )
+    return evidence_bundle(interruption, job)
 
 
 async def test_attribute_refuses_a_fifo_with_a_note(hostile: dict[str, Path]) -> None:
