@@ -13,9 +13,10 @@ import time
 from pathlib import Path
 
 from support.clock import Clock
+from support.reports import Reports
 
 from resurrect.config import ResurrectConfig
-from resurrect.contracts import Interruption, JobInfo, JobState
+from resurrect.contracts import JobInfo, JobState
 from resurrect.rules.engine import default_engine
 from resurrect.sensors.checkpoint_progress import (
     ENTRIES_BURST,
@@ -163,12 +164,9 @@ async def test_the_follower_notes_a_foreign_checkpoint_dir_and_serves_the_others
             stdout_path=str(out),
             user_id=os.getuid(),
         )
-    reports: list[Interruption] = []
+    reports = Reports()
 
-    async def report(i: Interruption) -> None:
-        reports.append(i)
-
-    follower = JobLogFollower(scheduler, CONFIG, default_engine(), report)
+    follower = JobLogFollower(scheduler, CONFIG, default_engine(), reports)
     await follower.refresh_jobs()
     await follower.poll_once()
     with (tmp_path / "31.out").open("ab") as out:

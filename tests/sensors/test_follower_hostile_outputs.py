@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from support.builders import evidence_bundle
+from support.reports import Reports
 from temporalio.testing import ActivityEnvironment
 
 import resurrect.activities.recovery as recovery_module
@@ -143,12 +144,9 @@ async def test_follower_loop_serves_a_good_job_beside_hostile_ones(
         comment=OPT_IN,
         stdout_path=str(good_out),
     )
-    reports: list[Interruption] = []
+    reports = Reports()
 
-    async def report(i: Interruption) -> None:
-        reports.append(i)
-
-    follower = JobLogFollower(s, CONFIG, default_engine(), report)
+    follower = JobLogFollower(s, CONFIG, default_engine(), reports)
     stop = asyncio.Event()
     loop = asyncio.create_task(follower.run(stop))
     await asyncio.sleep(0.3)
