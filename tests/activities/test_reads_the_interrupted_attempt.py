@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from support.builders import evidence_bundle
+from support.job_output import appended_attempts
 from temporalio.testing import ActivityEnvironment
 
 from resurrect.activities.recovery import RecoveryActivities
@@ -24,21 +25,10 @@ from resurrect.contracts import (
     JobState,
     OutputMark,
 )
-from resurrect.log_reading import output_mark
 from resurrect.testing import FakeScheduler
 
 ATTEMPT_0 = "step 45\nnode2: [rank1] RuntimeError: CUDA error: uncorrectable ECC error\n"
 ATTEMPT_1 = "step 45\nnode4: [rank1] RuntimeError: CUDA error: uncorrectable ECC error\n"
-
-
-def appended_output(tmp_path: Path) -> tuple[Path, OutputMark]:
-    out = tmp_path / "slurm-7.out"
-    out.write_text(ATTEMPT_0)
-    mark = output_mark(out, os.getuid())
-    assert mark is not None
-    with out.open("a") as file:
-        file.write(ATTEMPT_1)
-    return out, mark
 
 
 def attempt_1(out: Path, marks: list[OutputMark]) -> EvidenceBundle:
@@ -65,7 +55,7 @@ def attempt_1(out: Path, marks: list[OutputMark]) -> EvidenceBundle:
 
 
 async def test_the_recovery_of_attempt_1_names_attempt_1s_node_only(tmp_path: Path) -> None:
-    out, began = appended_output(tmp_path)
+    out, began = appended_attempts(tmp_path, ATTEMPT_0, ATTEMPT_1)
     activities = RecoveryActivities(FakeScheduler.with_nodes(4), ResurrectConfig())
     bundle = attempt_1(out, [began])
     diagnosis, _ = await ActivityEnvironment().run(activities.read_and_attribute, bundle)
@@ -77,7 +67,7 @@ async def test_the_recovery_of_attempt_1_names_attempt_1s_node_only(tmp_path: Pa
 
 
 async def test_without_any_mark_the_tail_is_read_as_it_is_with_a_note(tmp_path: Path) -> None:
-    out, _ = appended_output(tmp_path)
+    out, _ = appended_attempts(tmp_path, ATTEMPT_0, ATTEMPT_1)
     activities = RecoveryActivities(FakeScheduler.with_nodes(4), ResurrectConfig())
     diagnosis, _ = await ActivityEnvironment().run(
         activities.read_and_attribute, attempt_1(out, [])
