@@ -21,7 +21,7 @@ from temporalio.client import Client
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import JobState
 from resurrect.contracts.workflow_ids import recovery_workflow_id
-from resurrect.demo.local_cluster import DEPLOY_DIR, LocalSlurm
+from resurrect.demo.local_cluster import LocalSlurm
 from resurrect.operator.repair_client import node_state
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal]
@@ -54,9 +54,8 @@ async def test_two_jobs_losing_one_node_make_it_a_listed_lemon_kept_out(
     temporal_client: Client,
     tmp_path: Path,
 ) -> None:
-    check = [str(DEPLOY_DIR / "check-node.sh"), "--state-dir", str(cluster.state_dir), "{node}"]
     config = cluster_config(
-        isolation={"max_drain_fraction": 0.5, "health_check_argv": check},
+        isolation={"max_drain_fraction": 0.5, "health_check_argv": cluster.health_check_argv},
         repair={"enabled": True, "cool_down_s": 2, "probation_s": 0},
         lemons={"lemon_score": 1.5, "drain_incidents": 2},
         policy={"default": {"enabled": False, "lemon_action": "drain"}},

@@ -28,7 +28,7 @@ from temporalio.client import Client
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import JobState
 from resurrect.contracts.workflow_ids import recovery_workflow_id
-from resurrect.demo.local_cluster import DEPLOY_DIR, LocalSlurm
+from resurrect.demo.local_cluster import LocalSlurm
 from resurrect.operator.repair_client import node_state
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 from resurrect.scheduler.hold_marker import has_marker
@@ -219,10 +219,9 @@ async def test_a_healthy_drained_node_returns_and_takes_jobs_an_unhealthy_one_st
     temporal_client: Client,
     tmp_path: Path,
 ) -> None:
-    check = [str(DEPLOY_DIR / "check-node.sh"), "--state-dir", str(cluster.state_dir), "{node}"]
     config = config_for(
         cluster_config,
-        isolation={"max_drain_fraction": 0.5, "health_check_argv": check},
+        isolation={"max_drain_fraction": 0.5, "health_check_argv": cluster.health_check_argv},
         repair={"enabled": True, "cool_down_s": 6, "recheck_interval_s": 600, "max_checks": 2},
     )
     scheduler = cluster.scheduler()
