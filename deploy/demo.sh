@@ -8,10 +8,6 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-if [ "${1:-}" = "--slurm" ]; then
-  [ $# -ge 2 ] || { echo "demo.sh: --slurm needs a version" >&2; exit 2; }
-  export RESURRECT_SLURM_VERSION=$2
-  shift 2
-fi
+. deploy/slurm-version-arg.sh  # a first --slurm VER
 deploy/install.sh
 exec .venv/bin/resurrect demo "$@"

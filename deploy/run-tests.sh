@@ -10,11 +10,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-if [ "${1:-}" = "--slurm" ]; then
-  [ $# -ge 2 ] || { echo "run-tests.sh: --slurm needs a version" >&2; exit 2; }
-  export RESURRECT_SLURM_VERSION=$2
-  shift 2
-fi
+. deploy/slurm-version-arg.sh  # a first --slurm VER
 deploy/install.sh
 export RESURRECT_REQUIRE_SLURM=1   # the real-cluster tests fail (not skip) if Slurm is missing
 export PYTHONUNBUFFERED=1

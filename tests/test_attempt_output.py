@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from support.job_output import appended_attempts
+
 from resurrect.attempt_output import attempt_output
 from resurrect.contracts import OutputMark
 from resurrect.log_reading import output_mark, read_tail
@@ -20,13 +22,7 @@ ATTEMPT_1 = "attempt 1\nnode4: [rank1] RuntimeError: CUDA error: uncorrectable E
 
 def appended(tmp_path: Path) -> tuple[Path, OutputMark]:
     """One output file holding attempt 0, then attempt 1; where attempt 1 began."""
-    out = tmp_path / "slurm-7.out"
-    out.write_text(ATTEMPT_0)
-    mark = output_mark(out, os.getuid())
-    assert mark is not None and mark.offset == len(ATTEMPT_0)
-    with out.open("a") as file:
-        file.write(ATTEMPT_1)
-    return out, mark
+    return appended_attempts(tmp_path, ATTEMPT_0, ATTEMPT_1)
 
 
 def texts(path: Path, begin: OutputMark | None) -> tuple[list[str], str | None]:

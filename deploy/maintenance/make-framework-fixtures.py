@@ -241,8 +241,11 @@ def make_megatron_torch_dist(root: Path) -> None:
 
 
 # --------------------------------------------------------------------------- torchtitan
-def make_torchtitan(root: Path) -> None:
-    """torchtitan's CheckpointManager (DCP, interval 1) saving steps 1..3 of a tiny model."""
+def _torchtitan_run(root: Path, **manager_config: Any) -> tuple[Any, Any, Any, Any]:
+    """In a 1-rank gloo group: a Linear(4, 2) model, torchtitan's own optimizer and
+    scheduler containers, and its CheckpointManager (DCP, interval 1) on ``root``
+    (``manager_config``: more of its settings). Returns (model, optimizers, schedulers,
+    manager)."""
     _single_process_env()
     import torch
     import torch.distributed as dist
@@ -251,7 +254,6 @@ def make_torchtitan(root: Path) -> None:
     from torchtitan.components.optimizer.optimizer import OptimizersContainer, ParamGroupConfig
 
     dist.init_process_group("gloo")
-    torch.manual_seed(0)
     model = torch.nn.Linear(4, 2)
     optimizers = OptimizersContainer(
         OptimizersContainer.Config(
@@ -265,7 +267,7 @@ def make_torchtitan(root: Path) -> None:
     )
     manager = CheckpointManager(
         CheckpointManager.Config(
-            enable=True, folder=".", interval=1, keep_latest_k=0, last_save_model_only=False
+            enable=True, folder=".", interval=1, keep_latest_k=0, **manager_config
         ),
         dataloader=None,
         model_parts=[model],
@@ -275,6 +277,16 @@ def make_torchtitan(root: Path) -> None:
         sd_adapter=None,
         base_folder=str(root),
     )
+    return model, optimizers, schedulers, manager
+
+
+def make_torchtitan(root: Path) -> None:
+    """torchtitan's CheckpointManager (DCP, interval 1) saving steps 1..3 of a tiny model."""
+    import torch
+    import torch.distributed as dist
+
+    torch.manual_seed(0)
+    model, optimizers, schedulers, manager = _torchtitan_run(root, last_save_model_only=False)
     for step in range(1, STEPS + 1):
         model(torch.randn(2, 4)).pow(2).mean().backward()
         optimizers.step()
@@ -384,35 +396,9 @@ def resume_hf_trainer(root: Path) -> str:
 
 
 def resume_torchtitan(root: Path) -> str:
-    _single_process_env()
-    import torch
     import torch.distributed as dist
-    from torchtitan.components.checkpointer.dcp import CheckpointManager
-    from torchtitan.components.optimizer.lr_scheduler import LRSchedulersContainer
-    from torchtitan.components.optimizer.optimizer import OptimizersContainer, ParamGroupConfig
 
-    dist.init_process_group("gloo")
-    model = torch.nn.Linear(4, 2)
-    optimizers = OptimizersContainer(
-        OptimizersContainer.Config(
-            param_groups=[ParamGroupConfig(pattern=".*", optimizer_name="AdamW")],
-            implementation="for-loop",
-        ),
-        model_parts=[model],
-    )
-    schedulers = LRSchedulersContainer.Config(warmup_steps=1).build(
-        optimizers=optimizers, training_steps=STEPS
-    )
-    manager = CheckpointManager(
-        CheckpointManager.Config(enable=True, folder=".", interval=1, keep_latest_k=0),
-        dataloader=None,
-        model_parts=[model],
-        optimizers=optimizers,
-        lr_schedulers=schedulers,
-        states={},
-        sd_adapter=None,
-        base_folder=str(root),
-    )
+    _, _, _, manager = _torchtitan_run(root)
     step = manager._find_load_step()  # what manager.load() loads
     manager.load()
     manager.close()

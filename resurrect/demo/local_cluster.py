@@ -195,6 +195,12 @@ class LocalSlurm:
         """Job output folder, writable by the demo user."""
         return self.state_dir / "out"
 
+    @property
+    def health_check_argv(self) -> list[str]:
+        """``isolation.health_check_argv`` for this cluster's nodes: check-node.sh, what
+        ``resurrect agent check`` is on a real GPU node (``{node}``: the node checked)."""
+        return [str(DEPLOY_DIR / "check-node.sh"), "--state-dir", str(self.state_dir), "{node}"]
+
     def scheduler(self, **kwargs: Any) -> SlurmCli:
         """A SlurmCli bound to this cluster and its version's clients (kwargs go to the
         constructor)."""

@@ -6,8 +6,6 @@ them each job's checkpoint figures and advice, and the cluster's interruption ra
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 from datetime import UTC, datetime, timedelta
 
 from temporalio.client import Client
@@ -21,8 +19,7 @@ from resurrect.goodput.report import GoodputReport, goodput_report
 from resurrect.policy import job_policy
 from resurrect.scheduler.base import Scheduler
 from resurrect.telemetry import metrics as m
-
-log = logging.getLogger(__name__)
+from resurrect.telemetry.republish import republish_until
 
 
 def publish(report: GoodputReport) -> None:
@@ -89,10 +86,4 @@ class GoodputPublisher:
 
     async def run(self, stop: asyncio.Event) -> None:
         interval = self.config.telemetry.goodput_interval_s
-        while not stop.is_set():
-            try:
-                await self.publish_once()
-            except Exception as exc:  # metrics must never stop the service
-                log.warning("goodput metrics not updated: %s", exc)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=interval)
+        await republish_until(stop, interval, self.publish_once, "goodput")

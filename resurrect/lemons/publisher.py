@@ -5,8 +5,6 @@ incidents, so they are recomputed, not only set when an incident arrives)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -16,8 +14,7 @@ from resurrect.config import ResurrectConfig
 from resurrect.lemons.models import LemonScore
 from resurrect.lemons.records import lemon_rules, read_records, score_records
 from resurrect.telemetry import metrics as m
-
-log = logging.getLogger(__name__)
+from resurrect.telemetry.republish import republish_until
 
 
 def publish(cluster: str, scores: Sequence[LemonScore]) -> None:
@@ -37,10 +34,5 @@ class LemonPublisher:
         return scores
 
     async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            try:
-                await self.publish_once()
-            except Exception as exc:  # metrics must never stop the service
-                log.warning("lemon score metrics not updated: %s", exc)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=self.config.lemons.metrics_interval_s)
+        interval = self.config.lemons.metrics_interval_s
+        await republish_until(stop, interval, self.publish_once, "lemon score")

@@ -32,7 +32,12 @@ from resurrect.stacks.flight_recorder_dump import (
     MAX_DUMP_BYTES,
     MAX_FIELD_CHARS,
 )
-from resurrect.stacks.processes import RankProcess, process_started_at, process_uid
+from resurrect.stacks.processes import (
+    RankProcess,
+    process_gid,
+    process_started_at,
+    process_uid,
+)
 from resurrect.untrusted.runner import ParseLimits, run_parse
 
 __all__ = ["MAX_COLLECTIVES_PER_RANK", "MAX_DUMP_BYTES", "LastCollective", "read_flight_record"]
@@ -207,19 +212,6 @@ def flight_recorder_evidence(
         )
         for b in behind[:64]
     ]
-
-
-def process_gid(pid: int, proc: Path = Path("/proc")) -> int | None:
-    """The real gid of a process (``/proc/PID/status``), None when gone or unreadable."""
-    try:
-        text = (proc / str(pid) / "status").read_bytes()[:8192].decode("ascii", "replace")
-    except OSError:
-        return None
-    for line in text.splitlines():
-        if line.startswith("Gid:"):
-            fields = line.split()
-            return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
-    return None
 
 
 @dataclass(frozen=True, slots=True)

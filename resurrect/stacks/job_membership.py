@@ -89,17 +89,28 @@ def read_stat(pid: int, proc: Path) -> ProcEntry | None:
     return ProcEntry(pid, int(fields[1]), comm, fields[0].decode("ascii", "replace"))
 
 
-def real_uid(pid: int, proc: Path) -> int | None:
-    """The real uid (``Uid:`` of ``/proc/PID/status``); None when gone."""
+def _real_id(pid: int, label: str, proc: Path) -> int | None:
+    """The real id on the ``label`` line (``Uid:``, ``Gid:``) of ``/proc/PID/status``;
+    None when gone or unreadable."""
     try:
         text = (proc / str(pid) / "status").read_bytes()[:8192].decode("ascii", "replace")
     except OSError:
         return None
     for line in text.splitlines():
-        if line.startswith("Uid:"):
+        if line.startswith(label):
             fields = line.split()
             return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
     return None
+
+
+def real_uid(pid: int, proc: Path) -> int | None:
+    """The real uid (``Uid:`` of ``/proc/PID/status``); None when gone."""
+    return _real_id(pid, "Uid:", proc)
+
+
+def real_gid(pid: int, proc: Path) -> int | None:
+    """The real gid (``Gid:`` of ``/proc/PID/status``); None when gone."""
+    return _real_id(pid, "Gid:", proc)
 
 
 def process_table(proc: Path) -> dict[int, ProcEntry]:

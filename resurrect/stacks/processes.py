@@ -25,6 +25,7 @@ from pathlib import Path
 from resurrect.stacks.job_membership import (
     membership,
     process_table,
+    real_gid,
     real_uid,
     step_daemons,
 )
@@ -103,6 +104,11 @@ def process_state(pid: int, proc: Path = Path("/proc")) -> str:
 def process_uid(pid: int, proc: Path = Path("/proc")) -> int | None:
     """The real uid of a process (``Uid:`` in ``/proc/PID/status``), None if gone."""
     return real_uid(pid, proc)
+
+
+def process_gid(pid: int, proc: Path = Path("/proc")) -> int | None:
+    """The real gid of a process (``Gid:`` in ``/proc/PID/status``), None if gone."""
+    return real_gid(pid, proc)
 
 
 def process_started_at(pid: int, proc: Path = Path("/proc")) -> float | None:

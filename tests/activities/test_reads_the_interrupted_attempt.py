@@ -11,6 +11,8 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
+from support.builders import evidence_bundle
+from support.job_output import appended_attempts
 from temporalio.testing import ActivityEnvironment
 
 from resurrect.activities.recovery import RecoveryActivities
@@ -20,26 +22,14 @@ from resurrect.contracts import (
     FaultClass,
     Interruption,
     JobInfo,
-    JobPolicy,
     JobState,
     OutputMark,
 )
-from resurrect.log_reading import output_mark
 from resurrect.rules.engine import default_engine
 from resurrect.testing import FakeScheduler
 
 ATTEMPT_0 = "step 45\nnode2: [rank1] RuntimeError: CUDA error: uncorrectable ECC error\n"
 ATTEMPT_1 = "step 45\nnode4: [rank1] RuntimeError: CUDA error: uncorrectable ECC error\n"
-
-
-def appended_output(tmp_path: Path) -> tuple[Path, OutputMark]:
-    out = tmp_path / "slurm-7.out"
-    out.write_text(ATTEMPT_0)
-    mark = output_mark(out, os.getuid())
-    assert mark is not None
-    with out.open("a") as file:
-        file.write(ATTEMPT_1)
-    return out, mark
 
 
 def attempt_1(out: Path, marks: list[OutputMark]) -> EvidenceBundle:
@@ -62,19 +52,11 @@ def attempt_1(out: Path, marks: list[OutputMark]) -> EvidenceBundle:
         nodes=["node3", "node4"],
         output_marks=marks,
     )
-    return EvidenceBundle(
-        interruption=report,
-        job=job,
-        policy=JobPolicy(),
-        policy_source="comment",
-        mode="act",
-        wait_running_timeout_s=60,
-        activity_timeout_s=60,
-    )
+    return evidence_bundle(report, job)
 
 
 async def test_the_recovery_of_attempt_1_names_attempt_1s_node_only(tmp_path: Path) -> None:
-    out, began = appended_output(tmp_path)
+    out, began = appended_attempts(tmp_path, ATTEMPT_0, ATTEMPT_1)
     activities = RecoveryActivities(
         FakeScheduler.with_nodes(4), ResurrectConfig(), default_engine()
     )
@@ -88,7 +70,7 @@ async def test_the_recovery_of_attempt_1_names_attempt_1s_node_only(tmp_path: Pa
 
 
 async def test_without_any_mark_the_tail_is_read_as_it_is_with_a_note(tmp_path: Path) -> None:
-    out, _ = appended_output(tmp_path)
+    out, _ = appended_attempts(tmp_path, ATTEMPT_0, ATTEMPT_1)
     activities = RecoveryActivities(
         FakeScheduler.with_nodes(4), ResurrectConfig(), default_engine()
     )

@@ -1,11 +1,15 @@
-"""Real checkpoints made by torch for the checkpoint tests, and ways to damage them."""
+"""Real checkpoints made by torch for the checkpoint tests, ways to damage them, and what
+their pickles import."""
 
 from __future__ import annotations
 
+import io
 import os
+import pickle
 import warnings
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch.distributed.checkpoint.filesystem import FileSystemWriter
@@ -88,3 +92,20 @@ def tree_snapshot(root: Path) -> dict[str, tuple[int, bytes]]:
 def contents(snapshot: dict[str, tuple[int, bytes]]) -> list[bytes]:
     """The file contents of a snapshot, sorted: equal lists mean no data lost (moves allowed)."""
     return sorted(data for _size, data in snapshot.values())
+
+
+def globals_named(
+    data: bytes, unpickler: type[pickle.Unpickler] = pickle.Unpickler
+) -> set[tuple[str, str]]:
+    """The (module, name) pairs the pickle ``data`` imports, each looked up by ``unpickler``
+    (plain ``pickle`` only for torch's own, trusted output; an allow-list unpickler fails on
+    a pair it lacks)."""
+    found: set[tuple[str, str]] = set()
+
+    class Recording(unpickler):  # type: ignore[misc, valid-type]
+        def find_class(self, module: str, name: str) -> Any:
+            found.add((module, name))
+            return super().find_class(module, name)
+
+    Recording(io.BytesIO(data)).load()
+    return found

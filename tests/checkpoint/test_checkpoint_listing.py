@@ -12,8 +12,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from support.clock import Clock
+from support.reports import Reports
+
 from resurrect.config import ResurrectConfig
-from resurrect.contracts import Interruption, JobInfo, JobState
+from resurrect.contracts import JobInfo, JobState
 from resurrect.rules.engine import default_engine
 from resurrect.sensors.checkpoint_progress import (
     ENTRIES_BURST,
@@ -30,14 +33,6 @@ CONFIG = ResurrectConfig.model_validate(
     {"cluster": {"name": "c1"}, "temporal": {"state_dir": STATE.name}}
 )
 XID = b"NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus on node2\n"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def make_save(root: Path, entries: int) -> Path:
@@ -169,12 +164,9 @@ async def test_the_follower_notes_a_foreign_checkpoint_dir_and_serves_the_others
             stdout_path=str(out),
             user_id=os.getuid(),
         )
-    reports: list[Interruption] = []
+    reports = Reports()
 
-    async def report(i: Interruption) -> None:
-        reports.append(i)
-
-    follower = JobLogFollower(scheduler, CONFIG, default_engine(), report)
+    follower = JobLogFollower(scheduler, CONFIG, default_engine(), reports)
     await follower.refresh_jobs()
     await follower.poll_once()
     with (tmp_path / "31.out").open("ab") as out:

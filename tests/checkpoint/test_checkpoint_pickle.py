@@ -6,14 +6,12 @@ The allow-list is checked against what the installed torch really pickles.
 from __future__ import annotations
 
 import asyncio
-import io
 import pickle
 import subprocess
 import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
@@ -21,7 +19,7 @@ from support.checkpoint_attacks import Victim, hostile_payloads, write_metadata
 from torch.distributed.checkpoint.filesystem import FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint.state_dict_saver import save
 
-from checkpoint.factory import make_dcp
+from checkpoint.factory import globals_named, make_dcp
 from resurrect.checkpoint import fsutil, prepare_resume, verify_root
 from resurrect.checkpoint.as_owner import run_helper
 from resurrect.checkpoint.dcp import (
@@ -34,19 +32,6 @@ from resurrect.checkpoint.dcp import (
 from resurrect.checkpoint.helper import HelperRequest
 
 pytestmark = pytest.mark.torch
-
-
-def _globals_named(data: bytes) -> set[tuple[str, str]]:
-    """The (module, name) pairs a pickle imports (only for torch's own, trusted output)."""
-    found: set[tuple[str, str]] = set()
-
-    class Recording(pickle.Unpickler):
-        def find_class(self, module: str, name: str) -> Any:
-            found.add((module, name))
-            return super().find_class(module, name)
-
-    Recording(io.BytesIO(data)).load()
-    return found
 
 
 def test_allow_list_accepts_what_the_installed_torch_writes(tmp_path: Path) -> None:
@@ -66,7 +51,7 @@ def test_allow_list_accepts_what_the_installed_torch_writes(tmp_path: Path) -> N
         warnings.simplefilter("ignore")
         save(state, storage_writer=FileSystemWriter(str(tmp_path), thread_count=2))
     data = (tmp_path / METADATA_NAME).read_bytes()
-    assert _globals_named(data) <= set(ALLOWED_GLOBALS), _globals_named(data) - set(ALLOWED_GLOBALS)
+    assert globals_named(data) <= set(ALLOWED_GLOBALS), globals_named(data) - set(ALLOWED_GLOBALS)
     ours = unpickle_metadata(data)
     theirs = FileSystemReader(str(tmp_path)).read_metadata()  # our own trusted checkpoint
     assert sorted((r.relative_path, r.offset, r.length) for r in storage_refs(ours)) == sorted(

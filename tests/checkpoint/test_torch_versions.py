@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from checkpoint.factory import flip_byte_at, truncate
+from checkpoint.factory import flip_byte_at, globals_named, truncate
 from checkpoint.test_damage import DCP_DAMAGE
 from resurrect.checkpoint import dcp, verify_root
 from resurrect.contracts import CheckpointVerdict
@@ -88,20 +88,6 @@ def _dirs(**kwargs: Any) -> Any:
     return pytest.mark.parametrize("version_dir", VERSION_DIRS, ids=lambda p: p.name, **kwargs)
 
 
-def _globals_named(data: bytes) -> set[tuple[str, str]]:
-    """The pairs a fixture's metadata names, each looked up in the allow-list (no plain
-    unpickler: a pair the allow-list lacks fails the test)."""
-    found: set[tuple[str, str]] = set()
-
-    class Recording(dcp._AllowListUnpickler):
-        def find_class(self, module: str, name: str) -> Any:
-            found.add((module, name))
-            return super().find_class(module, name)
-
-    Recording(io.BytesIO(data)).load()
-    return found
-
-
 def _root(version_dir: Path, tmp_path: Path) -> Path:
     root = tmp_path / version_dir.name
     shutil.copytree(version_dir, root)
@@ -127,7 +113,7 @@ def test_the_matrix_is_complete() -> None:
 @_dirs()
 def test_the_allow_list_takes_what_each_release_writes(version_dir: Path) -> None:
     data = (version_dir / DCP_NAME / dcp.METADATA_NAME).read_bytes()
-    named = _globals_named(data)
+    named = globals_named(data, dcp._AllowListUnpickler)
     assert named == RECORDED_GLOBALS[version_dir.name], named ^ RECORDED_GLOBALS[version_dir.name]
     meta = dcp.unpickle_metadata(data)
     dcp.check_structure(meta)

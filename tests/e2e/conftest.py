@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,14 +11,6 @@ from support.service import ServiceConfigFor, service_config
 from resurrect.config import ResurrectConfig
 from resurrect.demo.local_cluster import LocalSlurm
 from resurrect.temporal.server import EmbeddedTemporal
-
-
-@pytest.fixture
-def cluster(local_slurm: LocalSlurm) -> Iterator[LocalSlurm]:
-    """The real local Slurm cluster, every node up and undrained before and after."""
-    local_slurm.reset()
-    yield local_slurm
-    local_slurm.reset()
 
 
 @pytest.fixture

@@ -13,12 +13,11 @@ from pathlib import Path
 
 import pytest
 from support.recovery import LONG_THEN_SHORT, OPT_IN, completed, outcome_of, running_on_two_nodes
-from support.service import running_service, service_config
+from support.service import ServiceConfigFor, running_service
 from temporalio.client import Client
 
 from resurrect.contracts import FaultClass, JobState
 from resurrect.contracts.workflow_ids import recovery_workflow_id
-from resurrect.temporal.server import EmbeddedTemporal
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal]
 
@@ -26,24 +25,14 @@ pytestmark = [pytest.mark.slurm, pytest.mark.temporal]
 SLEEPER = "#!/bin/bash\necho started; sleep 30\n"
 
 
-@pytest.fixture
-def cluster(local_slurm):  # type: ignore[no-untyped-def]
-    local_slurm.reset()
-    yield local_slurm
-    local_slurm.reset()
-
-
 async def test_good_job_recovered_beside_hostile_jobs(
     cluster,
-    temporal_server: EmbeddedTemporal,
+    cluster_config: ServiceConfigFor,
     temporal_client: Client,
-    tmp_path: Path,
     caplog: pytest.LogCaptureFixture,  # type: ignore[no-untyped-def]
 ) -> None:
     caplog.set_level(logging.INFO)
-    config = service_config(
-        tmp_path, cluster.cluster_name, cluster.slurm_conf, temporal_server.address
-    )
+    config = cluster_config()
     scheduler = cluster.scheduler()
     owner = pwd.getpwnam(cluster.demo_user)
     zero_link = cluster.out_dir / "zero-link.out"
@@ -102,16 +91,14 @@ async def test_good_job_recovered_beside_hostile_jobs(
 
 async def test_hang_is_declared_only_after_checkpoints_went_still(
     cluster,
-    temporal_server: EmbeddedTemporal,
+    cluster_config: ServiceConfigFor,
     temporal_client: Client,
     tmp_path: Path,  # type: ignore[no-untyped-def]
 ) -> None:
     """The cheap checkpoint look on real files: saves keep a silent job alive; once output
     and checkpoints both stay still past hang_after_s, the job is reported hung, cancelled
     and restarted."""
-    config = service_config(
-        tmp_path, cluster.cluster_name, cluster.slurm_conf, temporal_server.address
-    )
+    config = cluster_config()
     scheduler = cluster.scheduler()
     owner = pwd.getpwnam(cluster.demo_user)
     ckpt = cluster.out_dir / f"ckpt-{tmp_path.name}"

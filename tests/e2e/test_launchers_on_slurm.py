@@ -26,13 +26,12 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support.agents import node_agents, workflow_started
 from support.requirements import missing
-from support.service import running_service, service_config
+from support.service import ServiceConfigFor, running_service
 from temporalio.client import Client
 
 from resurrect.contracts import Interruption, SignalKind
@@ -42,7 +41,6 @@ from resurrect.stacks.classify import RankStack, judge
 from resurrect.stacks.probe import StackProbeRequest, probe_here
 from resurrect.stacks.processes import job_rank_processes
 from resurrect.stacks.pyspy import pyspy_binary
-from resurrect.temporal.server import EmbeddedTemporal
 
 pytestmark = [pytest.mark.slurm, pytest.mark.torch]
 
@@ -130,13 +128,6 @@ def probe_every_node(job_id: str, owner: int, nodes: list[str], conf: str) -> li
     return stacks
 
 
-@pytest.fixture
-def cluster(local_slurm: LocalSlurm) -> Iterator[LocalSlurm]:
-    local_slurm.reset()
-    yield local_slurm
-    local_slurm.reset()
-
-
 @pytest.mark.parametrize("shape", ["srun", "pmi2", "torchrun", "python-launcher"])
 def test_a_stopped_rank_is_named_whatever_launched_it(
     cluster: LocalSlurm, programs: Path, shape: str
@@ -172,9 +163,8 @@ def test_a_stopped_rank_is_named_whatever_launched_it(
 @pytest.mark.temporal
 async def test_a_stalled_rank_of_a_job_launched_by_srun_is_named_by_the_service(
     cluster: LocalSlurm,
-    temporal_server: EmbeddedTemporal,
+    cluster_config: ServiceConfigFor,
     temporal_client: Client,
-    tmp_path: Path,
 ) -> None:
     """The whole path for ``srun python train.py`` (examples/train/train-srun.sbatch, no
     torchrun, no RANK): the service follows the job (``stack_probes: agents``), a rank is
@@ -182,13 +172,7 @@ async def test_a_stalled_rank_of_a_job_launched_by_srun_is_named_by_the_service(
     and the recovery starts with the stopped rank named as the culprit."""
     if importlib.util.find_spec("torch") is None:
         missing("torch is not installed")
-    config = service_config(
-        tmp_path,
-        cluster.cluster_name,
-        cluster.slurm_conf,
-        temporal_server.address,
-        watcher={"stack_probes": "agents"},
-    )
+    config = cluster_config(watcher={"stack_probes": "agents"})
     scheduler = cluster.scheduler()
     root = repo_root()
     ckpt = cluster.out_dir / f"ckpt-srun-{int(time.time() * 1000)}"

@@ -15,15 +15,14 @@ from typing import Any
 import pytest
 import yaml
 from support.recovery import LONG_THEN_SHORT, OPT_IN, eventually, outcome_of
-from support.service import running_service, service_config
+from support.service import ServiceConfigFor, running_service
 from temporalio.client import Client
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import JobState
 from resurrect.contracts.workflow_ids import recovery_workflow_id
-from resurrect.demo.local_cluster import DEPLOY_DIR, LocalSlurm
+from resurrect.demo.local_cluster import LocalSlurm
 from resurrect.operator.repair_client import node_state
-from resurrect.temporal.server import EmbeddedTemporal
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal]
 
@@ -51,17 +50,12 @@ async def lemons_cli(config: ResurrectConfig, tmp_path: Path) -> list[dict[str, 
 
 async def test_two_jobs_losing_one_node_make_it_a_listed_lemon_kept_out(
     cluster: LocalSlurm,
-    temporal_server: EmbeddedTemporal,
+    cluster_config: ServiceConfigFor,
     temporal_client: Client,
     tmp_path: Path,
 ) -> None:
-    check = [str(DEPLOY_DIR / "check-node.sh"), "--state-dir", str(cluster.state_dir), "{node}"]
-    config = service_config(
-        tmp_path,
-        cluster.cluster_name,
-        cluster.slurm_conf,
-        temporal_server.address,
-        isolation={"max_drain_fraction": 0.5, "health_check_argv": check},
+    config = cluster_config(
+        isolation={"max_drain_fraction": 0.5, "health_check_argv": cluster.health_check_argv},
         repair={"enabled": True, "cool_down_s": 2, "probation_s": 0},
         lemons={"lemon_score": 1.5, "drain_incidents": 2},
         policy={"default": {"enabled": False, "lemon_action": "drain"}},

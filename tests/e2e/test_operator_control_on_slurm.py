@@ -22,17 +22,16 @@ import pytest
 import yaml
 from support.operator_control import operator_keys
 from support.recovery import LONG_THEN_SHORT, OPT_IN, completed, eventually, outcome_of
-from support.service import running_service, service_config
+from support.service import ServiceConfigFor, running_service
 from temporalio.client import Client
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import JobState
 from resurrect.contracts.workflow_ids import recovery_workflow_id
-from resurrect.demo.local_cluster import DEPLOY_DIR, LocalSlurm
+from resurrect.demo.local_cluster import LocalSlurm
 from resurrect.operator.repair_client import node_state
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 from resurrect.scheduler.hold_marker import has_marker
-from resurrect.temporal.server import EmbeddedTemporal
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal]
 
@@ -45,20 +44,11 @@ echo "attempt ${SLURM_RESTART_COUNT} fine"; sleep 1
 """
 
 
-@pytest.fixture
-def cluster(local_slurm):  # type: ignore[no-untyped-def]
-    local_slurm.reset()
-    yield local_slurm
-    local_slurm.reset()
-
-
-def config_for(
-    cluster: LocalSlurm, temporal_server: EmbeddedTemporal, tmp_path: Path, **overrides: Any
-) -> ResurrectConfig:
+def config_for(cluster_config: ServiceConfigFor, **overrides: Any) -> ResurrectConfig:
+    """The service's configuration for these tests: node repair off unless a test turns it
+    on (``overrides`` merged in per section)."""
     overrides.setdefault("repair", {"enabled": False})
-    return service_config(
-        tmp_path, cluster.cluster_name, cluster.slurm_conf, temporal_server.address, **overrides
-    )
+    return cluster_config(**overrides)
 
 
 async def cli(
@@ -122,15 +112,13 @@ async def one_node_jobs_running(
 
 async def test_a_burst_of_node_faults_never_drains_above_the_cap_and_jobs_restart(
     cluster: LocalSlurm,
-    temporal_server: EmbeddedTemporal,
+    cluster_config: ServiceConfigFor,
     temporal_client: Client,
     tmp_path: Path,
 ) -> None:
     """Three jobs lose their node at once; the budget is one drain per hour."""
     config = config_for(
-        cluster,
-        temporal_server,
-        tmp_path,
+        cluster_config,
         isolation={"max_drain_nodes": 1, "max_drain_fraction": 1.0, "min_drain_budget": 0},
         # report a node as soon as it stops responding, before slurmctld declares it DOWN
         # and requeues its job itself (the recovery would then name no node to drain)
@@ -174,7 +162,7 @@ async def test_a_burst_of_node_faults_never_drains_above_the_cap_and_jobs_restar
 
 async def test_an_approval_gated_plan_waits_is_approved_from_the_cli_and_completes(
     cluster: LocalSlurm,
-    temporal_server: EmbeddedTemporal,
+    cluster_config: ServiceConfigFor,
     temporal_client: Client,
     tmp_path: Path,
 ) -> None:
@@ -194,9 +182,7 @@ async def test_an_approval_gated_plan_waits_is_approved_from_the_cli_and_complet
     )
     keys_dir, keys = operator_keys(tmp_path, "ops-alice")  # the worker's and alice's copy
     config = config_for(
-        cluster,
-        temporal_server,
-        tmp_path,
+        cluster_config,
         plans={"paths": [str(plans)]},
         approvals={
             "operator_keys_dir": str(keys_dir),
@@ -229,16 +215,13 @@ async def test_an_approval_gated_plan_waits_is_approved_from_the_cli_and_complet
 
 async def test_a_healthy_drained_node_returns_and_takes_jobs_an_unhealthy_one_stays_drained(
     cluster: LocalSlurm,
-    temporal_server: EmbeddedTemporal,
+    cluster_config: ServiceConfigFor,
     temporal_client: Client,
     tmp_path: Path,
 ) -> None:
-    check = [str(DEPLOY_DIR / "check-node.sh"), "--state-dir", str(cluster.state_dir), "{node}"]
     config = config_for(
-        cluster,
-        temporal_server,
-        tmp_path,
-        isolation={"max_drain_fraction": 0.5, "health_check_argv": check},
+        cluster_config,
+        isolation={"max_drain_fraction": 0.5, "health_check_argv": cluster.health_check_argv},
         repair={"enabled": True, "cool_down_s": 6, "recheck_interval_s": 600, "max_checks": 2},
     )
     scheduler = cluster.scheduler()
@@ -300,10 +283,10 @@ asyncio.run(main())
 
 async def test_a_job_held_by_a_resurrect_that_died_is_released_by_the_watchdog(
     cluster: LocalSlurm,
-    temporal_server: EmbeddedTemporal,
+    cluster_config: ServiceConfigFor,
     tmp_path: Path,
 ) -> None:
-    config = config_for(cluster, temporal_server, tmp_path)
+    config = config_for(cluster_config)
     scheduler = cluster.scheduler()
     (job,) = await one_node_jobs_running(cluster, LONG_THEN_SHORT, 1)
     admin = cluster.submit(["sleep", "1"], nodes=1, extra_args=["--hold"])

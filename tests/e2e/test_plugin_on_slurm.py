@@ -16,12 +16,12 @@ from support.recovery import (
     outcome_of,
     running_on_two_nodes,
 )
-from support.service import running_service, service_config
+from support.service import ServiceConfigFor, running_service
 from temporalio.client import Client
 
 from resurrect.contracts.workflow_ids import recovery_workflow_id
+from resurrect.demo.local_cluster import LocalSlurm
 from resurrect.steps.plugins import discover
-from resurrect.temporal.server import EmbeddedTemporal
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal]
 
@@ -51,15 +51,13 @@ def test_example_plugin_is_installed_and_discovered() -> None:
 
 
 async def test_plugin_steps_run_inside_a_real_recovery(
-    local_slurm,
-    temporal_server: EmbeddedTemporal,
+    cluster: LocalSlurm,
+    cluster_config: ServiceConfigFor,
     temporal_client: Client,
     tmp_path: Path,
     webhook,  # type: ignore[no-untyped-def]
 ) -> None:
     received, url = webhook
-    cluster = local_slurm
-    cluster.reset()
     plans = tmp_path / "site-plans.yaml"
     plans.write_text(
         f"""
@@ -74,34 +72,24 @@ plans:
         retry: {{max_attempts: 3, initial_interval_s: 1}}
 """
     )
-    config = service_config(
-        tmp_path,
-        cluster.cluster_name,
-        cluster.slurm_conf,
-        temporal_server.address,
-        plugins={"enabled": ["example"]},
-        plans={"paths": [str(plans)]},
-    )
+    config = cluster_config(plugins={"enabled": ["example"]}, plans={"paths": [str(plans)]})
     scheduler = cluster.scheduler()
-    try:
-        async with running_service(config, temporal_client, scheduler):
-            job_id = cluster.submit(LONG_THEN_SHORT, comment=OPT_IN, nodes=2)
-            before = await running_on_two_nodes(scheduler, job_id)
-            victim = before.nodes[0]
-            cluster.kill_node(victim)
-            workflow_id = recovery_workflow_id(cluster.cluster_name, job_id, 0)
-            outcome = await outcome_of(temporal_client, workflow_id)
-        assert outcome.recovered and outcome.drained_nodes == [victim], outcome.notes
-        history = await temporal_client.get_workflow_handle(workflow_id).fetch_history()
-        scheduled = [
-            e.activity_task_scheduled_event_attributes.activity_type.name
-            for e in history.events
-            if e.HasField("activity_task_scheduled_event_attributes")
-        ]
-        assert scheduled[-1] == "example.webhook", scheduled
-        deadline = time.monotonic() + 10
-        while not received and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert received[0]["job_id"] == job_id and received[0]["drained_nodes"] == [victim]
-    finally:
-        cluster.reset()
+    async with running_service(config, temporal_client, scheduler):
+        job_id = cluster.submit(LONG_THEN_SHORT, comment=OPT_IN, nodes=2)
+        before = await running_on_two_nodes(scheduler, job_id)
+        victim = before.nodes[0]
+        cluster.kill_node(victim)
+        workflow_id = recovery_workflow_id(cluster.cluster_name, job_id, 0)
+        outcome = await outcome_of(temporal_client, workflow_id)
+    assert outcome.recovered and outcome.drained_nodes == [victim], outcome.notes
+    history = await temporal_client.get_workflow_handle(workflow_id).fetch_history()
+    scheduled = [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+    ]
+    assert scheduled[-1] == "example.webhook", scheduled
+    deadline = time.monotonic() + 10
+    while not received and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert received[0]["job_id"] == job_id and received[0]["drained_nodes"] == [victim]

@@ -14,13 +14,12 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support.agents import node_agents, workflow_started
 from support.recovery import completed
-from support.service import running_service, service_config
+from support.service import ServiceConfigFor, running_service
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
@@ -29,19 +28,11 @@ from resurrect.contracts.workflow_ids import recovery_workflow_id
 from resurrect.demo.local_cluster import LocalSlurm, repo_root
 from resurrect.stacks.probe import STACK_PROBE_WORKFLOW
 from resurrect.stacks.processes import job_rank_processes
-from resurrect.temporal.server import EmbeddedTemporal
 
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal, pytest.mark.torch]
 
 STEP_S = 0.1  # the job's step time (its sleep; the model's compute is negligible)
 SAVE_DELAY_S = 8.0  # 80 steps' time, past the 5 s floor and 3 x the progress interval
-
-
-@pytest.fixture
-def cluster(local_slurm: LocalSlurm) -> Iterator[LocalSlurm]:
-    local_slurm.reset()
-    yield local_slurm
-    local_slurm.reset()
 
 
 def submit_training(cluster: LocalSlurm, name: str, settings: str) -> tuple[str, Path]:
@@ -66,13 +57,10 @@ def submit_training(cluster: LocalSlurm, name: str, settings: str) -> tuple[str,
 
 async def test_a_save_far_longer_than_a_step_raises_no_false_hang(
     cluster: LocalSlurm,
-    temporal_server: EmbeddedTemporal,
+    cluster_config: ServiceConfigFor,
     temporal_client: Client,
-    tmp_path: Path,
 ) -> None:
-    config = service_config(
-        tmp_path, cluster.cluster_name, cluster.slurm_conf, temporal_server.address
-    )
+    config = cluster_config()
     scheduler = cluster.scheduler()
     async with running_service(config, temporal_client, scheduler):
         job_id, ckpt = submit_training(
@@ -115,9 +103,8 @@ async def first_checkpoint(ckpt: Path, settle_s: float, timeout: float = 180) ->
 
 async def test_a_rank_stalled_in_a_save_is_named_from_its_nodes_agent_stack(
     cluster: LocalSlurm,
-    temporal_server: EmbeddedTemporal,
+    cluster_config: ServiceConfigFor,
     temporal_client: Client,
-    tmp_path: Path,
 ) -> None:
     """A stalled rank's stack comes from its node's agent: the service runs with
     ``watcher.stack_probes: agents``; on suspicion the follower asks each node's agent (a
@@ -129,13 +116,7 @@ async def test_a_rank_stalled_in_a_save_is_named_from_its_nodes_agent_stack(
     The rank is stopped during a checkpoint save (rank 0 pauses 2 s in each save): a save
     may take ``checkpoint_s`` (900 s), but the early look after the train allowance sees
     the stopped rank its peer waits for, so the hang is named within seconds."""
-    config = service_config(
-        tmp_path,
-        cluster.cluster_name,
-        cluster.slurm_conf,
-        temporal_server.address,
-        watcher={"stack_probes": "agents"},
-    )
+    config = cluster_config(watcher={"stack_probes": "agents"})
     scheduler = cluster.scheduler()
     async with (
         node_agents(temporal_client, cluster.cluster_name, cluster.nodes),

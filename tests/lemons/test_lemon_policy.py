@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+from support.builders import evidence_bundle
+
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import (
     DEFAULT_ACTION,
@@ -109,23 +111,10 @@ def test_a_comment_may_lower_the_lemon_action_never_raise_it() -> None:
 
 
 def bundle(action: LemonAction) -> EvidenceBundle:
-    return EvidenceBundle(
-        interruption=Interruption(
-            cluster="c",
-            job_id="9",
-            restart_count=0,
-            source="test",
-            reason="crash",
-            observed_at=NOW,
-        ),
-        job=JOB,
-        policy=JobPolicy(lemon_action=action),
-        policy_source="comment",
-        opted_in=True,
-        mode="act",
-        wait_running_timeout_s=30,
-        activity_timeout_s=30,
+    crash = Interruption(
+        cluster="c", job_id="9", restart_count=0, source="test", reason="crash", observed_at=NOW
     )
+    return evidence_bundle(crash, JOB, policy=JobPolicy(lemon_action=action), opted_in=True)
 
 
 def test_decide_picks_the_drain_plan_when_the_lemon_policy_drains() -> None:

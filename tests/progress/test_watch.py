@@ -4,7 +4,7 @@ straggler decision, out. Stacks come from the real py-spy fixtures."""
 from __future__ import annotations
 
 import re
-import time
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import replace
@@ -201,34 +201,43 @@ def test_a_straggler_decision_becomes_root_evidence_naming_rank_and_node() -> No
     assert evidence.rule == "progress.straggler.step_times"
 
 
-def test_the_stacks_are_read_in_the_background_and_judged_at_the_next_check() -> None:
+def silent_while_its_stacks_are_read(released: threading.Event) -> ProgressWatch:
+    """A hung DDP job's watch after five steps and a silence, at the check (t=20) that
+    starts reading its ranks' stacks in the background; the read ends once ``released``."""
+
     def slow() -> list[RankStack]:
-        time.sleep(0.3)
+        released.wait(10)
         return hung_ddp_job()
 
     watch = ProgressWatch(ProgressPolicy(), ProgressTracker(0.0), FakeRanks(slow))
     for n in range(1, 6):
         watch.observe_line(f"[rank0] step {n}/100 loss 1.0", float(n))
     assert watch.check(20.0) is None  # started reading, did not wait
-    deadline = time.monotonic() + 10
-    report = None
-    while report is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-        report = watch.check(20.5)
+    return watch
+
+
+def read_to_the_end(watch: ProgressWatch) -> None:
+    """Wait until the background read of the stacks is over."""
+    assert watch._probe is not None
+    watch._probe.result(timeout=10)
+
+
+def test_the_stacks_are_read_in_the_background_and_judged_at_the_next_check() -> None:
+    released = threading.Event()
+    watch = silent_while_its_stacks_are_read(released)
+    assert watch.check(20.2) is None  # still reading
+    released.set()
+    read_to_the_end(watch)
+    report = watch.check(20.5)
     assert report is not None and report.culprit_ranks == [1]
 
 
 def test_progress_that_resumes_while_the_stacks_are_read_discards_them() -> None:
-    def slow() -> list[RankStack]:
-        time.sleep(0.2)
-        return hung_ddp_job()
-
-    watch = ProgressWatch(ProgressPolicy(), ProgressTracker(0.0), FakeRanks(slow))
-    for n in range(1, 6):
-        watch.observe_line(f"[rank0] step {n}/100 loss 1.0", float(n))
-    assert watch.check(20.0) is None
+    released = threading.Event()
+    watch = silent_while_its_stacks_are_read(released)
     watch.observe_line("[rank0] step 6/100 loss 1.0", 20.1)
-    time.sleep(0.4)
+    released.set()
+    read_to_the_end(watch)
     assert watch.check(20.6) is None and watch.check(20.7) is None
 
 

@@ -36,12 +36,6 @@ _OLD_READ = re.compile(r"(?:^|\s)AdminComment=(.*?)(?:  |\n|$)")
 _OLD_MARK = re.compile(r"\s*resurrect-hold:(\d{1,12})")
 
 
-@pytest.fixture
-def cluster(local_slurm: LocalSlurm) -> LocalSlurm:
-    local_slurm.reset()
-    return local_slurm
-
-
 def scheduler(cluster: LocalSlurm) -> SlurmCli:
     slurm = cluster.scheduler()
     slurm.hold_mark_key = KEY

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from importlib.metadata import EntryPoint
 from pathlib import Path
 from typing import Any
@@ -147,14 +147,39 @@ async def test_unknown_job_and_node_raise_the_cli_backends_errors(
         await sched._act_cancel("99999")  # HTTP 200, the error in the job's status
 
 
+#: (the read, its recorded answer while slurmctld is down, what the error says, the call)
+CONTROLLER_DOWN: list[tuple[str, str, str, Callable[[Any], Awaitable[object]]]] = [
+    (
+        "jobs/",
+        "jobs-controller-down",
+        "Unable to contact slurm controller",
+        lambda s: s.list_jobs(),
+    ),
+    (
+        "jobs/state/",
+        "jobs-state-controller-down",
+        "HTTP 500: Unable to query job states",
+        lambda s: s.list_active_jobs(),
+    ),
+]
+
+
 @pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize(
+    ("path", "answer", "says", "call"), CONTROLLER_DOWN, ids=[d[0] for d in CONTROLLER_DOWN]
+)
 async def test_a_controller_that_does_not_answer_is_unavailable(
-    version: str, tmp_path: Path
+    version: str,
+    tmp_path: Path,
+    path: str,
+    answer: str,
+    says: str,
+    call: Callable[[Any], Awaitable[object]],
 ) -> None:
-    jobs = f"GET /slurm/{PARSER[version]}/jobs/"
-    sched = backend(tmp_path, replay(version, **{jobs: "jobs-controller-down"}))
-    with pytest.raises(SchedulerUnavailable, match="Unable to contact slurm controller"):
-        await sched.list_jobs()
+    read = f"GET /slurm/{PARSER[version]}/{path}"
+    sched = backend(tmp_path, replay(version, **{read: answer}))
+    with pytest.raises(SchedulerUnavailable, match=says):
+        await call(sched)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -350,16 +375,6 @@ async def test_one_full_read_where_most_jobs_are_in_view(tmp_path: Path) -> None
     sched = synthetic(tmp_path, restd)
     assert len(await sched.list_active_jobs()) == 150
     assert restd.requests == {"ping/": 1, "jobs/state/": 1, "jobs/": 1}
-
-
-@pytest.mark.parametrize("version", VERSIONS)
-async def test_a_controller_that_does_not_answer_the_job_states_is_unavailable(
-    version: str, tmp_path: Path
-) -> None:
-    states = f"GET /slurm/{PARSER[version]}/jobs/state/"
-    sched = backend(tmp_path, replay(version, **{states: "jobs-state-controller-down"}))
-    with pytest.raises(SchedulerUnavailable, match="HTTP 500: Unable to query job states"):
-        await sched.list_active_jobs()
 
 
 def test_job_state_entries_without_a_job_id_are_left_out() -> None:

@@ -10,6 +10,7 @@ import time
 from collections.abc import Sequence
 
 import pytest
+from support.reports import Reports
 from support.slurm import LocalSlurm, local_slurm_fixture
 
 from resurrect.config import ResurrectConfig
@@ -54,15 +55,12 @@ async def test_the_watcher_reads_only_what_runs_and_catches_a_lost_node(
     sched = slurm.scheduler()
     runner = RecordingRunner(slurm.slurm_conf)
     sched.runner = runner
-    reports: list[Interruption] = []
-
-    async def report(interruption: Interruption) -> None:
-        reports.append(interruption)
+    reports = Reports()
 
     config = ResurrectConfig.model_validate(
         {"cluster": {"name": slurm.cluster_name}, "watcher": {"not_responding_grace_s": 0}}
     )
-    watcher = SlurmWatcher(sched, config, report)
+    watcher = SlurmWatcher(sched, config, reports)
     await watcher.poll_once()
     seen = [j.job_id for j in watcher._last_jobs.values()]
     # the running job is read, none of the 40 held ones is

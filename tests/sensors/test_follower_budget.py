@@ -12,6 +12,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from support.reports import Reports
+
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import FaultClass, Interruption, JobInfo, JobState
 from resurrect.rules.engine import default_engine
@@ -71,12 +73,9 @@ async def test_a_good_jobs_fault_is_reported_in_the_round_the_floods_arrive(
     tmp_path: Path,
 ) -> None:
     scheduler, paths = make_jobs(tmp_path)
-    reports: list[Interruption] = []
+    reports = Reports()
 
-    async def report(i: Interruption) -> None:
-        reports.append(i)
-
-    follower = JobLogFollower(scheduler, CONFIG, default_engine(), report)
+    follower = JobLogFollower(scheduler, CONFIG, default_engine(), reports)
     await follower.refresh_jobs()
     await follower.poll_once()
     attack(paths)  # the hostile jobs come first in the round
@@ -110,13 +109,10 @@ async def test_what_a_flooding_job_prints_after_its_flood_is_still_found(tmp_pat
     scheduler.jobs["9"] = JobInfo(
         job_id="9", state=JobState.RUNNING, nodes=["node2"], comment=OPT_IN, stdout_path=str(out)
     )
-    reports: list[Interruption] = []
-
-    async def report(i: Interruption) -> None:
-        reports.append(i)
+    reports = Reports()
 
     share = FollowerShare(bytes=64 << 10, lines=500)
-    follower = JobLogFollower(scheduler, CONFIG, default_engine(), report, share=share)
+    follower = JobLogFollower(scheduler, CONFIG, default_engine(), reports, share=share)
     await follower.refresh_jobs()
     out.write_bytes(b"".join(b"%d\n" % n for n in range(20_000)) + b"\n" * 100_000 + XID)
     looks = 0
@@ -142,12 +138,9 @@ async def test_a_flooded_stdout_does_not_hide_stderr(tmp_path: Path) -> None:
         stdout_path=str(stdout),
         stderr_path=str(stderr),
     )
-    reports: list[Interruption] = []
+    reports = Reports()
 
-    async def report(i: Interruption) -> None:
-        reports.append(i)
-
-    follower = JobLogFollower(scheduler, CONFIG, default_engine(), report)
+    follower = JobLogFollower(scheduler, CONFIG, default_engine(), reports)
     await follower.refresh_jobs()
     stdout.write_bytes(b"".join(b"%d\n" % n for n in range(2_000_000)))
     stderr.write_bytes(XID)

@@ -12,7 +12,6 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,13 +30,6 @@ FLOODS = {
     "repeated": ("yes '[rank0] loss 1.0000' | head -c 32M", 32 << 20),
     "distinct": ("seq 1 3000000", 22_888_896),
 }
-
-
-@pytest.fixture
-def cluster(local_slurm: LocalSlurm) -> Iterator[LocalSlurm]:
-    local_slurm.reset()
-    yield local_slurm
-    local_slurm.reset()
 
 
 async def until(what: str, condition: object, timeout: float = 90) -> None:

@@ -7,16 +7,10 @@ import os
 import time
 from pathlib import Path
 
+from support.clock import Clock
+
 from resurrect.sensors.checkpoint_progress import NEWEST_KEPT, CheckpointProgress
 from resurrect.sensors.log_follower import hang_check_interval
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def make_tree(root: Path, entries: int) -> None:

@@ -15,6 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from support.builders import evidence_bundle
+from support.reports import Reports
 from temporalio.testing import ActivityEnvironment
 
 import resurrect.activities.recovery as recovery_module
@@ -25,7 +27,6 @@ from resurrect.contracts import (
     FaultClass,
     Interruption,
     JobInfo,
-    JobPolicy,
     JobState,
 )
 from resurrect.errors import JobFileRefused
@@ -143,12 +144,9 @@ async def test_follower_loop_serves_a_good_job_beside_hostile_ones(
         comment=OPT_IN,
         stdout_path=str(good_out),
     )
-    reports: list[Interruption] = []
+    reports = Reports()
 
-    async def report(i: Interruption) -> None:
-        reports.append(i)
-
-    follower = JobLogFollower(s, CONFIG, default_engine(), report)
+    follower = JobLogFollower(s, CONFIG, default_engine(), reports)
     stop = asyncio.Event()
     loop = asyncio.create_task(follower.run(stop))
     await asyncio.sleep(0.3)
@@ -177,15 +175,7 @@ def _bundle(job: JobInfo) -> EvidenceBundle:
         observed_at=datetime.now(UTC),
         job_state=JobState.FAILED,
     )
-    return EvidenceBundle(
-        interruption=interruption,
-        job=job,
-        policy=JobPolicy(),
-        policy_source="comment",
-        mode="act",
-        wait_running_timeout_s=60,
-        activity_timeout_s=60,
-    )
+    return evidence_bundle(interruption, job)
 
 
 async def test_attribute_refuses_a_fifo_with_a_note(hostile: dict[str, Path]) -> None:

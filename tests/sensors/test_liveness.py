@@ -12,6 +12,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from support.clock import Clock
+from support.liveness import NOW, beat
 
 from resurrect.cli import main
 from resurrect.contracts.node_health import (
@@ -38,7 +40,6 @@ from resurrect.sensors.liveness.wire import (
 from resurrect.sensors.node_agent.collector_reporter import CollectorReporter, parse_address
 
 KEY = b"k" * 32  # the collector's master key
-NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
 def key_of(node: str) -> bytes:
@@ -49,27 +50,6 @@ def key_of(node: str) -> bytes:
 def sealed(message: Beat) -> bytes:
     """``message`` sealed as its node's agent does: under that node's key."""
     return seal(node_key(KEY, "c", message.node), message)
-
-
-def beat(node: str = "n1", seq: int = 0, *, instance: str = "a", **extra: object) -> Beat:
-    values: dict[str, object] = {
-        "cluster": "c",
-        "node": node,
-        "instance": instance,
-        "seq": seq,
-        "sent_at": NOW,
-        "silence_threshold_s": 6.0,
-    }
-    values.update(extra)
-    return Beat.model_validate(values)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def collector(clock: Clock, **kwargs: object) -> tuple[LivenessCollector, list[LivenessChange]]:
@@ -180,18 +160,18 @@ def test_only_changes_are_handed_on() -> None:
     made, _ = collector(clock)
     assert made.receive(sealed(beat(seq=0))) is not None
     for seq in range(1, 30):
-        clock.t += 2.0
+        clock.now += 2.0
         assert made.receive(sealed(beat(seq=seq))) is not None
         made.check()
     assert [c.kind for c in drain(made)] == ["heard"]
-    clock.t += 5.9
+    clock.now += 5.9
     made.check()
     assert drain(made) == []
-    clock.t += 0.2
+    clock.now += 0.2
     made.check()
     [silent] = drain(made)
     assert silent.kind == "silent" and silent.beat.seq == 29 and silent.silent_for_s >= 6.0
-    clock.t += 60
+    clock.now += 60
     made.check()
     assert drain(made) == []  # once per silent spell
     made.receive(sealed(beat(seq=30)))
@@ -203,13 +183,13 @@ def test_forged_replayed_and_foreign_heartbeats_change_nothing() -> None:
     made, _ = collector(clock)
     made.receive(sealed(beat(seq=5)))
     drain(made)
-    clock.t += 5.0
+    clock.now += 5.0
     assert made.receive(sealed(beat(seq=5))) is None  # a replay
     assert made.receive(sealed(beat(seq=4))) is None
     assert made.receive(seal(b"z" * 32, beat(seq=9))) is None  # forged
     assert made.receive(sealed(beat(seq=9, cluster="other"))) is None
     assert made.receive(sealed(beat("n9", seq=1)).replace(b"n9", b"n8")) is None
-    clock.t += 1.5
+    clock.now += 1.5
     made.check()
     assert [c.kind for c in drain(made)] == ["silent"]  # none of them kept n1 alive
     assert made.stats.refused == 5 and "n8" not in made.nodes
@@ -221,7 +201,7 @@ def test_a_new_agent_process_and_the_hourly_refresh_are_handed_on() -> None:
     made.receive(sealed(beat(seq=100)))
     made.receive(sealed(beat(seq=0, instance="b")))  # restarted agent: seq starts over
     for seq in range(1, 1801):
-        clock.t += 2.0
+        clock.now += 2.0
         made.receive(sealed(beat(seq=seq, instance="b")))
     assert [c.kind for c in drain(made)] == ["heard", "heard", "heard"]
 
@@ -231,7 +211,7 @@ def test_a_deliberate_stop_is_not_silence() -> None:
     made, _ = collector(clock)
     made.receive(sealed(beat(seq=0)))
     made.receive(sealed(beat(seq=1, stopping=True)))
-    clock.t += 100
+    clock.now += 100
     made.check()
     assert [c.kind for c in drain(made)] == ["heard"]
 
@@ -241,12 +221,12 @@ def test_a_restarted_collector_declares_no_node_it_has_not_heard() -> None:
     first, _ = collector(clock)
     for node in ("n1", "n2", "n3"):
         first.receive(sealed(beat(node)))
-    clock.t += 30  # the collector was down for 30 s; a new one starts
+    clock.now += 30  # the collector was down for 30 s; a new one starts
     second, _ = collector(clock)
-    clock.t += 60
+    clock.now += 60
     assert second.check() is None and drain(second) == []
     second.receive(sealed(beat("n2", seq=7)))
-    clock.t += 7
+    clock.now += 7
     second.check()
     assert [(c.kind, c.beat.node) for c in drain(second)] == [("heard", "n2"), ("silent", "n2")]
 
@@ -256,12 +236,12 @@ def test_a_stalled_collector_gives_every_node_a_fresh_threshold() -> None:
     made, _ = collector(clock)
     made.receive(sealed(beat()))
     drain(made)
-    planned = clock.t
-    clock.t += 6.0 + STALL_SLACK_S + 1  # the process did not run for a while
+    planned = clock.now
+    clock.now += 6.0 + STALL_SLACK_S + 1  # the process did not run for a while
     made.check(planned)
     assert drain(made) == []
-    clock.t += 6.1
-    made.check(clock.t)
+    clock.now += 6.1
+    made.check(clock.now)
     assert [c.kind for c in drain(made)] == ["silent"]
 
 
@@ -277,7 +257,7 @@ async def test_a_failed_delivery_is_retried_in_order() -> None:
     clock = Clock()
     made = LivenessCollector(KEY, "c", flaky, clock=clock, now=lambda: NOW)
     made.receive(sealed(beat()))
-    clock.t += 7
+    clock.now += 7
     made.check()
     stop = asyncio.Event()
     task = asyncio.create_task(made.forward(stop, retry_s=0.01))

@@ -15,10 +15,11 @@ refusal is counted with its reason.
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from support.clock import Clock
+from support.liveness import CLUSTER, NOW, beat
 
 from resurrect.errors import ConfigError
 from resurrect.sensors.liveness.collector import (
@@ -26,19 +27,9 @@ from resurrect.sensors.liveness.collector import (
     LivenessChange,
     LivenessCollector,
 )
-from resurrect.sensors.liveness.wire import Beat, load_key, node_key, seal
+from resurrect.sensors.liveness.wire import load_key, node_key, seal
 
 MASTER = os.urandom(32).hex().encode()
-NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
-CLUSTER = "c"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 async def _ignore(change: LivenessChange) -> None:
@@ -47,19 +38,6 @@ async def _ignore(change: LivenessChange) -> None:
 
 def live_collector(clock: Clock) -> LivenessCollector:
     return LivenessCollector(MASTER, CLUSTER, _ignore, clock=clock, now=lambda: NOW)
-
-
-def beat(node: str, seq: int, *, instance: str = "live", **extra: object) -> Beat:
-    values: dict[str, object] = {
-        "cluster": CLUSTER,
-        "node": node,
-        "instance": instance,
-        "seq": seq,
-        "sent_at": NOW,
-        "silence_threshold_s": 6.0,
-    }
-    values.update(extra)
-    return Beat.model_validate(values)
 
 
 def agent_key_file(tmp_path: Path, node: str) -> Path:
@@ -88,18 +66,24 @@ class LiveAgent:
         acknowledged."""
         acked = 0
         for _ in range(count):
-            self.clock.t += 2.0
+            self.clock.now += 2.0
             self.made.check()
             self.seq += 1
             acked += self.made.receive(seal(self.key, beat("n1", self.seq))) is not None
         return acked
 
 
-def test_root_on_another_node_cannot_speak_for_this_one(tmp_path: Path) -> None:
+@pytest.fixture
+def agent(tmp_path: Path) -> LiveAgent:
+    """n1's agent under n1's own key, heard three times by a fresh collector."""
     clock = Clock()
-    made = live_collector(clock)
-    agent = LiveAgent(made, clock, load_key(agent_key_file(tmp_path, "n1")))
-    agent.beats(3)
+    live = LiveAgent(live_collector(clock), clock, load_key(agent_key_file(tmp_path, "n1")))
+    live.beats(3)
+    return live
+
+
+def test_root_on_another_node_cannot_speak_for_this_one(agent: LiveAgent, tmp_path: Path) -> None:
+    made = agent.made
     stolen = load_key(agent_key_file(tmp_path, "n2"))  # root on n2 reads n2's key
     # the attack: n1's instance id with a huge seq, a tiny threshold, a stop
     for forged in (
@@ -113,36 +97,28 @@ def test_root_on_another_node_cannot_speak_for_this_one(tmp_path: Path) -> None:
     assert kinds(made) == ["heard"]  # and n1 was never silent
 
 
-def test_a_replayed_instance_id_with_a_huge_seq_is_refused(tmp_path: Path) -> None:
+def test_a_replayed_instance_id_with_a_huge_seq_is_refused(agent: LiveAgent) -> None:
     """Even under n1's own key (root on n1), a huge jump is refused and blocks nothing."""
-    clock = Clock()
-    made = live_collector(clock)
-    key = load_key(agent_key_file(tmp_path, "n1"))
-    agent = LiveAgent(made, clock, key)
-    agent.beats(3)
-    assert made.receive(seal(key, beat("n1", 10**15))) is None
+    made = agent.made
+    assert made.receive(seal(agent.key, beat("n1", 10**15))) is None
     assert made.stats.refused_reasons == {"seq jump": 1}
     assert agent.beats(10) == 10
     assert kinds(made) == ["heard"]
 
 
-def test_a_new_instance_with_a_tiny_threshold_shortens_no_deadline(tmp_path: Path) -> None:
-    clock = Clock()
-    made = live_collector(clock)
-    key = load_key(agent_key_file(tmp_path, "n1"))
-    agent = LiveAgent(made, clock, key)
-    agent.beats(3)
+def test_a_new_instance_with_a_tiny_threshold_shortens_no_deadline(agent: LiveAgent) -> None:
+    made, clock, key = agent.made, agent.clock, agent.key
     forged = beat("n1", 0, instance="evil", silence_threshold_s=0.001)
     assert made.receive(seal(key, forged)) is not None  # n1's own key: heard, as a claim
-    clock.t += MIN_SILENCE_THRESHOLD_S - 0.5  # past the forged threshold, not the floor
+    clock.now += MIN_SILENCE_THRESHOLD_S - 0.5  # past the forged threshold, not the floor
     made.check()
-    clock.t += 1.0  # past the floor: the forged instance is silent, the live one is not
+    clock.now += 1.0  # past the floor: the forged instance is silent, the live one is not
     made.check()
     assert "silent" not in kinds(made)
     made.receive(seal(key, beat("n1", 1, instance="evil", stopping=True)))
     assert agent.beats(5) == 5  # a stop of another instance leaves n1 watched and alive
     assert "n1" in made.nodes and "silent" not in kinds(made)
-    clock.t += 6.1  # the live agent really stops: now n1 is silent
+    clock.now += 6.1  # the live agent really stops: now n1 is silent
     made.check()
     assert kinds(made) == ["silent"]
 

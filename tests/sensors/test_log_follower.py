@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from support.builders import job, opt_in
+from support.reports import Reports
 from support.rules import engine_of
 
 from resurrect.config import ResurrectConfig
@@ -91,12 +92,9 @@ async def test_root_cause_in_a_running_jobs_output_is_reported_once(tmp_path: Pa
     s.jobs["10"] = JobInfo(
         job_id="10", state=JobState.RUNNING, nodes=["node3"], stdout_path=str(out)
     )
-    reports: list[Interruption] = []
+    reports = Reports()
 
-    async def report(i: Interruption) -> None:
-        reports.append(i)
-
-    follower = JobLogFollower(s, CONFIG, keyword_engine(), report)
+    follower = JobLogFollower(s, CONFIG, keyword_engine(), reports)
     await follower.refresh_jobs()
     assert list(follower.jobs) == [("9", 0)]  # job 10 did not opt in
     assert await follower.poll_once() == []
@@ -129,12 +127,9 @@ async def test_a_job_silent_past_its_hang_threshold_is_reported_as_hung(tmp_path
         comment=opt_in(hang_after_s=60, checkpoint_dir=str(ckpt)),
         stdout=out,
     )
-    reports: list[Interruption] = []
+    reports = Reports()
 
-    async def report(i: Interruption) -> None:
-        reports.append(i)
-
-    follower = JobLogFollower(s, CONFIG, keyword_engine(), report)
+    follower = JobLogFollower(s, CONFIG, keyword_engine(), reports)
     await follower.refresh_jobs()
     followed = follower.jobs[("11", 0)]
     assert await follower.poll_once() == []  # printing: progress
@@ -203,13 +198,10 @@ async def test_progress_that_stops_is_a_hang_naming_the_culprit_from_the_stacks(
     s.jobs["13"] = job(
         "13", state=JobState.RUNNING, nodes=("node1", "node2"), comment=opt_in(), stdout=out
     )  # no hang_after_s: adaptive detection
-    reports: list[Interruption] = []
-
-    async def report(i: Interruption) -> None:
-        reports.append(i)
+    reports = Reports()
 
     follower = JobLogFollower(
-        s, CONFIG, keyword_engine(), report, rank_access=lambda job: StoppedRankOne()
+        s, CONFIG, keyword_engine(), reports, rank_access=lambda job: StoppedRankOne()
     )
     await follower.refresh_jobs()
     followed = follower.jobs[("13", 0)]
@@ -357,12 +349,9 @@ async def test_a_requeued_jobs_report_says_where_following_its_attempt_began(
         stdout=out,
         restart_count=1,
     )
-    reports: list[Interruption] = []
+    reports = Reports()
 
-    async def report(i: Interruption) -> None:
-        reports.append(i)
-
-    follower = JobLogFollower(s, CONFIG, keyword_engine(), report)
+    follower = JobLogFollower(s, CONFIG, keyword_engine(), reports)
     await follower.refresh_jobs()
     assert await follower.poll_once() == []  # attempt 0's line was judged by its recovery
     began = out.stat().st_size
@@ -379,12 +368,9 @@ async def test_a_first_attempts_report_needs_no_mark(tmp_path: Path) -> None:
     out.write_text("[rank1] fatal: XID79 on node2\n")
     s = FakeScheduler.with_nodes(4)
     s.jobs["9"] = job("9", state=JobState.RUNNING, comment=opt_in(), stdout=out)
-    reports: list[Interruption] = []
+    reports = Reports()
 
-    async def report(i: Interruption) -> None:
-        reports.append(i)
-
-    follower = JobLogFollower(s, CONFIG, keyword_engine(), report)
+    follower = JobLogFollower(s, CONFIG, keyword_engine(), reports)
     await follower.refresh_jobs()
     [found] = await follower.poll_once()
     assert found.output_marks == []  # the file is all attempt 0's

@@ -8,6 +8,7 @@ import json
 from datetime import UTC, datetime
 
 import pytest
+from support.reports import Reports
 from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
@@ -42,12 +43,9 @@ async def test_watcher_loop_reports_the_good_job_beside_hostile_comments() -> No
     for number, comment in enumerate(HOSTILE_COMMENTS):
         s.jobs[str(100 + number)] = failed_job(str(100 + number), comment)
     s.jobs["7"] = failed_job("7", OPT_IN, "node2")
-    reports: list[Interruption] = []
+    reports = Reports()
 
-    async def report(i: Interruption) -> None:
-        reports.append(i)
-
-    watcher = SlurmWatcher(s, CONFIG, report)
+    watcher = SlurmWatcher(s, CONFIG, reports)
     stop = asyncio.Event()
     loop = asyncio.create_task(watcher.run(stop))
     for _ in range(100):
@@ -84,12 +82,9 @@ async def test_a_job_whose_handling_fails_is_noted_and_the_others_served(
     s = FakeScheduler.with_nodes(2)
     s.jobs["13"] = failed_job("13", OPT_IN)
     s.jobs["14"] = failed_job("14", OPT_IN)
-    reported: list[Interruption] = []
+    reported = Reports()
 
-    async def report(i: Interruption) -> None:
-        reported.append(i)
-
-    watcher = SlurmWatcher(s, CONFIG, report)
+    watcher = SlurmWatcher(s, CONFIG, reported)
     await watcher.poll_once()
     await watcher.poll_once()
     assert [r.job_id for r in reported] == ["14"]

@@ -7,8 +7,9 @@ import time
 from pathlib import Path
 
 from support.builders import OPT_IN, make_config
+from support.reports import Reports
 
-from resurrect.contracts import Interruption, JobInfo, JobState
+from resurrect.contracts import JobInfo, JobState
 from resurrect.sensors.slurm_watcher import SlurmWatcher
 from resurrect.sensors.watcher_kick import KickListener, send_kick
 from resurrect.testing import FakeScheduler
@@ -24,12 +25,9 @@ async def test_a_kick_from_the_slurm_hook_makes_the_watcher_poll_at_once() -> No
     scheduler.jobs["5"] = JobInfo(
         job_id="5", state=JobState.RUNNING, nodes=["node1"], comment=OPT_IN
     )
-    reports: list[Interruption] = []
+    reports = Reports()
 
-    async def report(interruption: Interruption) -> None:
-        reports.append(interruption)
-
-    watcher = SlurmWatcher(scheduler, config, report)
+    watcher = SlurmWatcher(scheduler, config, reports)
     listener = KickListener(sock, lambda reason: watcher.kick())
     await listener.start()
     stop = asyncio.Event()

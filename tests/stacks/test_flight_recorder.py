@@ -256,12 +256,14 @@ def test_a_real_rank_process_dump_is_found_through_proc(tmp_path: Path) -> None:
         assert record.note == "" and [c.seq for c in record.collectives] == [4]
 
 
-def test_real_pytorch_pickle_dumps_name_the_rank_behind() -> None:
-    """REAL dumps of PyTorch 2.13's Flight Recorder (see the fixtures' README)."""
+@pytest.mark.parametrize("form", ["pkl", "json"])
+def test_real_pytorch_dumps_name_the_rank_behind(form: str) -> None:
+    """REAL dumps of PyTorch 2.13's Flight Recorder of a 2-rank gloo job, as the pickle it
+    writes on a timeout and as ``_dump_fr_trace_json`` writes it (see the fixtures' README)."""
     records = [
         c
         for rank in (0, 1)
-        for c in read_flight_record(FIXTURES / f"real-gloo-rank{rank}.pkl", rank)
+        for c in read_flight_record(FIXTURES / f"real-gloo-rank{rank}.{form}", rank)
     ]
     assert [(c.rank, c.pg_id, c.seq, c.name) for c in records] == [
         (0, "0", 4, "gloo:all_reduce"),

@@ -17,7 +17,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,13 +33,6 @@ from resurrect.stacks.slurm_job import job_gpus, job_owner_uid
 pytestmark = [pytest.mark.slurm]
 
 LOOP = "import time\nprint('up', flush=True)\nwhile True:\n    time.sleep(0.05)\n"
-
-
-@pytest.fixture
-def cluster(local_slurm: LocalSlurm) -> Iterator[LocalSlurm]:
-    local_slurm.reset()
-    yield local_slurm
-    local_slurm.reset()
 
 
 def impostor(user: str, victim: str, script: Path) -> subprocess.Popen[bytes]:

@@ -2,7 +2,7 @@
 
 Use in a conftest::
 
-    from support.slurm import local_slurm  # noqa: F401  (session-scoped, 4 nodes)
+    from support.slurm import cluster, local_slurm  # (session-scoped, 4 nodes; per test)
 
 or build another one with :func:`local_slurm_fixture` (different size/scope/name). The
 fixture starts the cluster in a fresh ``/tmp/resurrect-slurm-*`` state dir on free ports,
@@ -44,6 +44,7 @@ from support.requirements import missing, required
 __all__ = [
     "DEPLOY_DIR",
     "LocalSlurm",
+    "cluster",
     "free_port_block",
     "local_slurm",
     "local_slurm_fixture",
@@ -100,3 +101,12 @@ def slurm_release(cluster: LocalSlurm) -> tuple[int, int]:
 
 
 local_slurm = local_slurm_fixture()
+
+
+@pytest.fixture
+def cluster(local_slurm: LocalSlurm) -> Iterator[LocalSlurm]:
+    """The session's local Slurm cluster, every node up and undrained and no job left,
+    before and after the test."""
+    local_slurm.reset()
+    yield local_slurm
+    local_slurm.reset()

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from support.builders import evidence_bundle
+
 from resurrect.contracts import (
     CheckpointVerdict,
     Diagnosis,
-    EvidenceBundle,
     FaultClass,
     Interruption,
     JobInfo,
@@ -85,15 +86,7 @@ def test_the_static_summary_names_fault_job_nodes_and_sensor() -> None:
 
 def test_each_step_gets_its_own_summary() -> None:
     job = JobInfo(job_id="12", state=JobState.NODE_FAIL, nodes=["node1", "node2"])
-    bundle = EvidenceBundle(
-        interruption=REPORT,
-        job=job,
-        policy=JobPolicy(checkpoint_dir="/ckpt/run7"),
-        policy_source="comment",
-        mode="act",
-        wait_running_timeout_s=60,
-        activity_timeout_s=30,
-    )
+    bundle = evidence_bundle(REPORT, job, policy=JobPolicy(checkpoint_dir="/ckpt/run7"))
     step = StepInput(
         workflow_id="w",
         activity="recovery.drain_nodes",

@@ -179,16 +179,3 @@ def test_the_helper_reads_as_the_dumps_owner(shared: Path) -> None:
     assert (last.rank, last.seq) == (0, 5)
     with pytest.raises(PermissionError):
         read_flight_record(unreadable, 1, owner.uid, owner_gid=owner.gid)
-
-
-def test_pytorchs_json_dumps_are_read() -> None:
-    """REAL ``_dump_fr_trace_json`` output of a 2-rank gloo job (fixtures' README)."""
-    records = [
-        c
-        for rank in (0, 1)
-        for c in read_flight_record(FIXTURES / f"real-gloo-rank{rank}.json", rank)
-    ]
-    assert [(c.rank, c.pg_id, c.seq, c.name) for c in records] == [
-        (0, "0", 4, "gloo:all_reduce"),
-        (1, "0", 3, "gloo:all_reduce"),
-    ]

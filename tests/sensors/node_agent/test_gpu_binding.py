@@ -14,6 +14,9 @@ from resurrect.sensors.node_agent.gpu_binding import (
 from resurrect.stacks.processes import RankProcess
 
 FIXTURE = Path(__file__).parent.parent.parent / "fixtures" / "slurm"
+DETAIL = (FIXTURE / "show-job-detail-gpus.txt").read_text()
+# The GPU indices ``scontrol -d show job`` gives each node of the job in DETAIL.
+DETAIL_GPUS = {"gpu07": list(range(8)), "gpu08": list(range(8)), "gpu11": [2, 3, 6, 7]}
 
 
 def rank(local: int | None, visible: str = "", slurm: str = "", node: str = "gpu07") -> RankProcess:
@@ -36,12 +39,7 @@ def test_index_lists() -> None:
 
 
 def test_scontrol_show_job_detail_gives_each_nodes_gpu_indices() -> None:
-    text = (FIXTURE / "show-job-detail-gpus.txt").read_text()
-    assert gres_indices(text) == {
-        "gpu07": list(range(8)),
-        "gpu08": list(range(8)),
-        "gpu11": [2, 3, 6, 7],
-    }
+    assert gres_indices(DETAIL) == DETAIL_GPUS
     # Slurm 22.05 spells it without the type and count
     assert gres_indices("     Nodes=n1 CPU_IDs=0-3 Mem=0 GRES=gpu(IDX:1)") == {"n1": [1]}
     assert gres_indices("     Nodes=n1 CPU_IDs=0-3 Mem=0 GRES=") == {}
@@ -82,12 +80,8 @@ def test_no_binding_or_an_ordinal_out_of_range_names_nothing() -> None:
 
 
 def test_a_jobs_gpus_come_only_from_slurms_own_detail_lines() -> None:
-    text = (FIXTURE / "show-job-detail-gpus.txt").read_text()
-    assert job_gres_indices(text) == {
-        "gpu07": list(range(8)),
-        "gpu08": list(range(8)),
-        "gpu11": [2, 3, 6, 7],
-    }
+    text = DETAIL
+    assert job_gres_indices(text) == DETAIL_GPUS
     forged = "     Nodes=gpu07 CPU_IDs=0 Mem=0 GRES=gpu(IDX:0-7)"
     # job text printed before or after Slurm's lines, imitating them: not known
     named = text.replace("JobName=llm-pretrain", f"JobName=x\n   NodeList=gpu07\n{forged}", 1)

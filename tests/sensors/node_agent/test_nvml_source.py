@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
+from support.clock import Clock
+
 from resurrect.contracts import SignalKind
 from resurrect.sensors.node_agent import nvml_api as api
 from resurrect.sensors.node_agent.fake_nvml import FakeGpu, FakeNvml
 from resurrect.sensors.node_agent.nvml_source import NvmlSource
 from resurrect.sensors.node_agent.render import kernel_pci
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def opened(nvml: FakeNvml, **kwargs: object) -> NvmlSource:
@@ -78,7 +72,7 @@ def test_nvlink_transition_and_error_deltas_over_the_window(nvml: FakeNvml) -> N
     first = by_metric(source.poll(), "1")
     assert "nvlink_errors" not in first and "nvlink_state" not in first
 
-    clock.t += 5
+    clock.now += 5
     gpu.nvlink_up[7] = False
     gpu.nvlink_errors[(4, api.NVLINK_COUNTERS["crc_flit"])] = 1250
     gpu.nvlink_errors[(4, api.NVLINK_COUNTERS["recovery"])] = 2
@@ -91,9 +85,9 @@ def test_nvlink_transition_and_error_deltas_over_the_window(nvml: FakeNvml) -> N
     ) in texts
     assert "nvml gpu=1 pci=0000:28:00 nvlink links=18 active=17 inactive=1" in texts
 
-    clock.t += 5  # still inside the window: the delta is still there
+    clock.now += 5  # still inside the window: the delta is still there
     assert "nvlink_errors" in [r.metric for r in source.poll_gpu(source.gpus[1])]
-    clock.t += 61  # the window passed with no new errors: no delta any more
+    clock.now += 61  # the window passed with no new errors: no delta any more
     third = [r.metric for r in source.poll_gpu(source.gpus[1])]
     assert "nvlink_errors" not in third
     assert "nvlink_state" not in third  # a link that stays down is not a new transition
