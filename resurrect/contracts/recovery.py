@@ -125,7 +125,7 @@ class RecoveryOutcomeKind(StrEnum):
     JOB_UNKNOWN = "job_unknown"  # the evidence could not be gathered (no such job, ...)
     REFUSED_NOT_OPTED_IN = "refused_not_opted_in"  # the job's policy does not opt it in
     STOPPED_NO_CHECKPOINT = "stopped_no_checkpoint"  # no checkpoint verified (the policy asks)
-    JOB_COMPLETED = "job_completed"  # the job had finished by the time of the requeue
+    JOB_COMPLETED = "job_completed"  # finished by the requeue, or while silence alone reported it
     CANCELLED_DURING_RECOVERY = "cancelled_during_recovery"  # cancelled while recovering
     DENIED = "denied"  # a person (or the approval timeout's default) denied the plan
 
