@@ -81,10 +81,10 @@ def silent_nodes(diagnosis: Diagnosis) -> set[str]:
 
 
 def silence_awaiting_a_second_source(
-    reported: Sequence[Evidence], job: JobInfo, nodes: Sequence[NodeInfo]
+    reported: Sequence[Evidence], job: JobInfo, nodes: Sequence[NodeInfo], attempt: int
 ) -> list[str]:
-    """The silent nodes when node agents' silence is all that reports ``job``, the job still
-    runs and Slurm still sees each of those nodes; else ``[]``.
+    """The silent nodes when node agents' silence is all that reports ``job``'s ``attempt``,
+    that attempt still runs and Slurm still sees each of those nodes; else ``[]``.
 
     Such a report alone changes nothing: an agent that died, or heartbeats lost on the way
     (to a whole cluster at once when the collector's network fails), look like a lost node
@@ -93,7 +93,7 @@ def silence_awaiting_a_second_source(
     """
     if not reported or not all(silence_only(e) for e in reported):
         return []
-    if job.state is not JobState.RUNNING:
+    if job.state is not JobState.RUNNING or job.restart_count != attempt:
         return []
     silent = sorted({short_name(e.host) for e in reported if e.host})
     unavailable = {short_name(n.name) for n in nodes if n.unavailable}

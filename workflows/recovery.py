@@ -320,7 +320,9 @@ class RecoveryWorkflow:
         ends or Slurm marks a silent node. The evidence to recover with, or the outcome when
         the attempt completed (or could no longer be read) with nothing confirmed."""
         reported = self._evidence_of_reports(interruption)
-        silent = silence_awaiting_a_second_source(reported, bundle.job, bundle.nodes)
+        silent = silence_awaiting_a_second_source(
+            reported, bundle.job, bundle.nodes, interruption.restart_count
+        )
         if not silent or not workflow.patched(SILENCE_WAITS_FOR_A_SECOND_SOURCE):
             return bundle
         self._set_phase("awaiting_second_source")
@@ -347,7 +349,9 @@ class RecoveryWorkflow:
                 return Kind.JOB_UNKNOWN
             bundle = read
             reported = self._evidence_of_reports(interruption)
-            silent = silence_awaiting_a_second_source(reported, bundle.job, bundle.nodes)
+            silent = silence_awaiting_a_second_source(
+                reported, bundle.job, bundle.nodes, interruption.restart_count
+            )
             checks += 1
             if silent and checks >= SECOND_SOURCE_CHECKS_PER_RUN:
                 await workflow.wait_condition(workflow.all_handlers_finished)

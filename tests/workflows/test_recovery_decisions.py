@@ -517,11 +517,13 @@ def silence_stage() -> Stage:
     return scripted
 
 
-def later(scripted: Stage, state: JobState, **node_flags: list[str]) -> EvidenceBundle:
-    """A later reading of job 100: its state, and nodes with the flags given."""
+def later(
+    scripted: Stage, state: JobState, restart_count: int = 0, **node_flags: list[str]
+) -> EvidenceBundle:
+    """A later reading of job 100: its state and attempt, and nodes with the flags given."""
     bundle = scripted.bundle
     nodes = [n.model_copy(update={"flags": node_flags.get(n.name, n.flags)}) for n in bundle.nodes]
-    job = bundle.job.model_copy(update={"state": state})
+    job = bundle.job.model_copy(update={"state": state, "restart_count": restart_count})
     return bundle.model_copy(update={"job": job, "nodes": nodes})
 
 
@@ -568,6 +570,21 @@ async def test_slurm_marking_the_silent_node_ends_the_wait(run: Run) -> None:
         Activity.ASSESS,
     ]
     assert outcome.outcome == "recovered" and outcome.drained_nodes == ["node2"]
+
+
+async def test_an_attempt_slurm_requeued_itself_ends_the_wait(run: Run) -> None:
+    """Slurm requeued the job on its own (the node failed) and the next attempt runs: the
+    waiting recovery of the earlier attempt goes on with what it found, never waits on the
+    next attempt's life."""
+    scripted = silence_stage()
+    scripted.readings = [later(scripted, JobState.RUNNING, restart_count=1)]
+    outcome = await recover(run, scripted)
+    assert scripted.calls[:3] == [
+        Activity.GATHER_EVIDENCE,
+        Activity.GATHER_EVIDENCE,
+        Activity.ASSESS,
+    ]
+    assert any("a second source after" in n for n in outcome.notes), outcome.notes
 
 
 async def test_a_report_of_another_kind_ends_the_wait(run: Run) -> None:
