@@ -5,7 +5,8 @@ A job's owner controls every line the job prints, so where a piece of evidence c
 (:func:`evidence_source`) decides what it may do: only a source the job does not control
 (the node agent, Slurm) confirms a node for draining (:func:`corroborated_nodes`,
 :func:`hardware_evidence`), and only nodes the job ran on are ever named
-(:func:`match_job_nodes`). Drain or restart is one rule (:func:`restart_action`).
+(:func:`match_job_nodes`). Drain or restart is one rule (:func:`restart_action`), and the
+action a diagnosis proposes another (:func:`proposed_action`).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ PROBED_CLASSES = frozenset({FaultClass.JOB_HANG, FaultClass.JOB_STRAGGLER})
 # Node agent readings of the hardware slowing a GPU down (thermal, power brake): hardware
 # evidence for a hang or a straggler although they are only diagnostic on their own.
 HARDWARE_SLOWDOWN_RULE_PREFIXES = ("gpu.clocks.",)
+# Evidence weaker than this never stops a job (:func:`proposed_action`).
+LOW_CONFIDENCE = 0.5
 # The follower's memory of the jobs a node was the hang culprit of (rule 8).
 HANG_HISTORY_RULE = "progress.hang_history"
 # A field marking evidence that rests on what the job says about itself (e.g. a GPU paired
@@ -204,3 +207,22 @@ def restart_action(fault_class: FaultClass, culprit_hosts: Sequence[str]) -> Rec
     if DEFAULT_ACTION[fault_class] is RecoveryAction.DRAIN_AND_RESTART and culprit_hosts:
         return RecoveryAction.DRAIN_AND_RESTART
     return RecoveryAction.RESTART
+
+
+def proposed_action(
+    fault_class: FaultClass, culprit_hosts: Sequence[str], confidence: float
+) -> tuple[RecoveryAction, str | None]:
+    """The action a diagnosis proposes, with a note when it is not the class' default.
+
+    Drain or restart is :func:`restart_action`'s rule (the recovery's
+    ``decide()`` settles the drain again against the job's nodes and a second source);
+    evidence weaker than ``LOW_CONFIDENCE`` never stops a job.
+    """
+    action = DEFAULT_ACTION[fault_class]
+    if action is RecoveryAction.DRAIN_AND_RESTART:
+        action = restart_action(fault_class, culprit_hosts)
+        if action is RecoveryAction.RESTART:
+            return action, "no culprit host identified, so nothing to drain"
+    if confidence < LOW_CONFIDENCE and action is RecoveryAction.STOP:
+        return RecoveryAction.RESTART, "evidence too weak to stop the job"
+    return action, None

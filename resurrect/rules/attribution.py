@@ -46,7 +46,7 @@ from resurrect.contracts import (
     FaultClass,
     RecoveryAction,
 )
-from resurrect.evidence_trust import restart_action
+from resurrect.evidence_trust import proposed_action
 from resurrect.records import carry_over
 from resurrect.rules.culprits import MAX_LISTED, find_culprits
 from resurrect.rules.engine import known_confidences
@@ -59,7 +59,7 @@ from resurrect.rules.launcher_records import (
     process_hosts,
     record_evidence,
 )
-from resurrect.rules.refinements import BLOCKING_FRAME_RULE, LOW_CONFIDENCE, Refinement, refine
+from resurrect.rules.refinements import BLOCKING_FRAME_RULE, Refinement, refine
 
 CASCADE_CONFIDENCE_CAP = 0.7
 """A class chosen from cascade evidence alone is never surer than this."""
@@ -244,25 +244,6 @@ def _corroborated(score: float, primary: Sequence[Evidence]) -> float:
     """Step 5: independent rules agreeing on the class raise its confidence a little."""
     distinct_rules = {e.rule for e in primary}
     return min(0.99, score + CORROBORATION_STEP * (len(distinct_rules) - 1))
-
-
-def proposed_action(
-    fault_class: FaultClass, culprit_hosts: Sequence[str], confidence: float
-) -> tuple[RecoveryAction, str | None]:
-    """The action a diagnosis proposes, with a note when it is not the class' default.
-
-    Drain or restart is :func:`~resurrect.evidence_trust.restart_action`'s rule (the recovery's
-    ``decide()`` settles the drain again against the job's nodes and a second source);
-    evidence weaker than ``LOW_CONFIDENCE`` never stops a job.
-    """
-    action = DEFAULT_ACTION[fault_class]
-    if action is RecoveryAction.DRAIN_AND_RESTART:
-        action = restart_action(fault_class, culprit_hosts)
-        if action is RecoveryAction.RESTART:
-            return action, "no culprit host identified, so nothing to drain"
-    if confidence < LOW_CONFIDENCE and action is RecoveryAction.STOP:
-        return RecoveryAction.RESTART, "evidence too weak to stop the job"
-    return action, None
 
 
 def weigh(

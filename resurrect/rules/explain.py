@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from resurrect.contracts import Evidence, FaultClass, RecoveryAction
-from resurrect.evidence_trust import NODE_CLASSES
+from resurrect.evidence_trust import LOW_CONFIDENCE, NODE_CLASSES
 from resurrect.rules.attribution import Attribution, Candidate, weigh
 from resurrect.rules.engine import RuleEngine, default_engine
-from resurrect.rules.refinements import HANG_SILENCE_S, LOW_CONFIDENCE, WRAPPER_TIMEOUT_RULES
+from resurrect.rules.refinements import HANG_SILENCE_S, WRAPPER_TIMEOUT_RULES
 
 
 @dataclass(frozen=True)

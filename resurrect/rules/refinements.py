@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from resurrect.contracts import Evidence, FaultClass
+from resurrect.evidence_trust import LOW_CONFIDENCE
 from resurrect.rules.text import split_prefixes
 from resurrect.rules.timeline import silence_before
 
@@ -27,7 +28,6 @@ ECHOED_TRACEBACK_LINES = 40
 """After an echoed "^C", blocking frames this close belong to the interrupted traceback."""
 EARLY_TIMEOUT_FRACTION = 0.9
 """A wrapper's "timed out" before this fraction of the requested time is a preemption."""
-LOW_CONFIDENCE = 0.5
 INTERRUPT_RULES = frozenset(
     {"python.keyboard_interrupt", "torchelastic.interrupt_signal", "slurm.cancelled_by_user"}
 )

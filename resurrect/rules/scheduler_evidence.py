@@ -25,8 +25,7 @@ from resurrect.contracts import (
     RecoveryAction,
     SignalKind,
 )
-from resurrect.evidence_trust import restart_action
-from resurrect.rules.attribution import proposed_action
+from resurrect.evidence_trust import proposed_action, restart_action
 
 STATE_CLASS: dict[JobState, FaultClass] = {
     JobState.NODE_FAIL: FaultClass.NODE_LOST,
