@@ -56,6 +56,9 @@ SIDE_CONCERNS = (
     "resurrect/demo/",
     "tests/",
 )
+# The product's folders: a file elsewhere (a virtual environment below the root, a library)
+# is never counted.
+PRODUCT_DIRS = ("resurrect/", "activities/", "workers/", "sensors/", "workflows/")
 # Entered on the path, but mainly data: not counted.
 DATA_FILES = ("resurrect/contracts/", "resurrect/temporal/search_attributes.py")
 ROOTS = (
@@ -83,8 +86,9 @@ class _Trace:
         filename = frame.f_code.co_filename
         if filename not in self._paths:
             real = os.path.realpath(filename)
-            inside = real.startswith(str(ROOT) + os.sep)
-            self._paths[filename] = os.path.relpath(real, ROOT) if inside else None
+            rel = os.path.relpath(real, ROOT)
+            inside = rel.startswith(PRODUCT_DIRS)  # not a venv or a library below the root
+            self._paths[filename] = rel if inside else None
         rel = self._paths[filename]
         return None if rel is None else f"{rel}::{frame.f_code.co_qualname}"
 
