@@ -101,9 +101,13 @@ SILENCE_DRAINS_NOTHING = "silence-alone-drains-nothing"
 # The patch: a node agent's silence alone changes nothing while the job runs on nodes Slurm
 # sees; the recovery waits for a second source (``_await_second_source``).
 SILENCE_WAITS_FOR_A_SECOND_SOURCE = "silence-waits-for-a-second-source"
-# Its re-reads of the job: the first after this pause, then a quarter of the time waited so
-# far, at most this long (one scheduler read per waiting job per pause).
-SECOND_SOURCE_FIRST_PAUSE_S = 10.0
+# Its re-reads of the job, a safety net: the second sources arrive as reports (the watcher
+# reports a failed attempt or a node Slurm marks, and wakes the wait at once), so a re-read
+# only finds an attempt that completed, or what a sensor that was down missed. The first
+# after this pause, then a quarter of the time waited so far, at most the maximum: one
+# scheduler read per waiting job per pause (after heartbeats lost for a whole fleet, every
+# running job waits).
+SECOND_SOURCE_FIRST_PAUSE_S = 60.0
 SECOND_SOURCE_MAX_PAUSE_S = 600.0
 # History stays bounded: after this many re-reads the wait continues as new.
 SECOND_SOURCE_CHECKS_PER_RUN = 500
@@ -181,6 +185,7 @@ def _fold(state: RecoveryState, result: StepResult) -> RecoveryState:
 class RecoveryWorkflow:
     def __init__(self) -> None:
         self._phase = "reported"
+        self._silence_waits = False  # a report of silence alone waits for a second source
         self._reported: list[Interruption] = []
         # the evidence of every report, as the assessment read it; the decision reads the same
         self._reported_evidence: list[Evidence] = []
@@ -257,6 +262,7 @@ class RecoveryWorkflow:
     async def run(self, interruption: Interruption) -> RecoveryOutcome:
         self._search.begin()
         self._notes.append(f"reported by {interruption.source}: {interruption.reason}")
+        self._silence_waits = self._waits_on_silence(interruption)
         bundle = await self._gather_evidence(interruption)
         if bundle is None:
             return self._outcome(Kind.JOB_UNKNOWN, interruption)
@@ -323,7 +329,7 @@ class RecoveryWorkflow:
         silent = silence_awaiting_a_second_source(
             reported, bundle.job, bundle.nodes, interruption.restart_count
         )
-        if not silent or not workflow.patched(SILENCE_WAITS_FOR_A_SECOND_SOURCE):
+        if not silent or not self._silence_waits:
             return bundle
         self._set_phase("awaiting_second_source")
         job_id = interruption.job_id
@@ -366,6 +372,17 @@ class RecoveryWorkflow:
             return Kind.JOB_COMPLETED
         self._notes.append(f"a second source {waited}: job {state}, {len(reported)} evidence")
         return bundle
+
+    def _waits_on_silence(self, interruption: Interruption) -> bool:
+        """Whether a report of node agents' silence alone may wait for a second source (the
+        patch, asked before any activity: a patch marker recorded after a local activity's
+        result can land in a later workflow task than its replay looks for it)."""
+        evidence = interruption.evidence
+        return (
+            bool(evidence)
+            and all(silence_only(e) for e in evidence)
+            and workflow.patched(SILENCE_WAITS_FOR_A_SECOND_SOURCE)
+        )
 
     def _reported_more_than(self, count: int) -> bool:
         return len(self._reported) > count
