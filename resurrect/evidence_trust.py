@@ -15,12 +15,12 @@ from collections.abc import Iterable, Sequence
 
 from resurrect.contracts import (
     DEFAULT_ACTION,
+    RUNNING_JOB_STATES,
     Diagnosis,
     Evidence,
     EvidenceSource,
     FaultClass,
     JobInfo,
-    JobState,
     NodeInfo,
     RecoveryAction,
     SignalKind,
@@ -87,7 +87,8 @@ def silence_awaiting_a_second_source(
     reported: Sequence[Evidence], job: JobInfo, nodes: Sequence[NodeInfo], attempt: int
 ) -> list[str]:
     """The silent nodes when node agents' silence is all that reports ``job``'s ``attempt``,
-    that attempt still runs and Slurm still sees each of those nodes; else ``[]``.
+    that attempt still runs (or is being torn down: its end is not known yet) and Slurm still
+    sees each of those nodes; else ``[]``.
 
     Such a report alone changes nothing: an agent that died, or heartbeats lost on the way
     (to a whole cluster at once when the collector's network fails), look like a lost node
@@ -96,8 +97,8 @@ def silence_awaiting_a_second_source(
     """
     if not reported or not all(silence_only(e) for e in reported):
         return []
-    if job.state is not JobState.RUNNING or job.restart_count != attempt:
-        return []
+    if job.state not in RUNNING_JOB_STATES or job.restart_count != attempt:
+        return []  # COMPLETING waits too: how the attempt ended is not known yet
     silent = sorted({short_name(e.host) for e in reported if e.host})
     unavailable = {short_name(n.name) for n in nodes if n.unavailable}
     if not silent or unavailable.intersection(silent):

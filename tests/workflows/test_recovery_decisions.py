@@ -560,6 +560,20 @@ async def test_a_silent_node_is_left_out_of_the_restart_once_the_attempt_fails(r
     assert any("a second source after" in n and "job FAILED" in n for n in outcome.notes)
 
 
+async def test_an_attempt_being_torn_down_is_waited_for_until_it_ended(run: Run) -> None:
+    """COMPLETING says the attempt is ending, not how: its output may hold slurmstepd's
+    "CANCELLED" of a step taken down with a lost node, which only the final state (FAILED,
+    not CANCELLED) tells from a person's cancel. Found by the 60-minute soak: job 133 was
+    read COMPLETING, taken for cancelled and lost."""
+    scripted = silence_stage()
+    scripted.readings = [later(scripted, JobState.COMPLETING), later(scripted, JobState.FAILED)]
+    outcome = await recover(run, scripted)
+    assert scripted.calls.count(Activity.GATHER_EVIDENCE) == 3
+    [request] = scripted.inputs[Activity.ASSESS]
+    assert request.bundle.job.state is JobState.FAILED
+    assert outcome.outcome == "recovered"
+
+
 async def test_slurm_marking_the_silent_node_ends_the_wait(run: Run) -> None:
     scripted = silence_stage()
     scripted.readings = [later(scripted, JobState.RUNNING, node2=["NOT_RESPONDING"])]
