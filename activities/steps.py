@@ -71,7 +71,12 @@ async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
     nodes this recovery drained are reported as drained (a node someone else drained is
     noted, never claimed), and each gets a repair workflow that returns it to service.
     """
-    from resurrect.operator.budget_client import cluster_shape, reservation_for, reserve_drains
+    from resurrect.operator.budget_client import (
+        cluster_shape,
+        held_now,
+        reservation_for,
+        reserve_drains,
+    )
     from resurrect.operator.models import APPROVAL_NEEDED_KEY, NodeDrainReport
     from resurrect.operator.repair_client import report_to_repair
 
@@ -94,6 +99,7 @@ async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
         wanted=wanted,
         nodes=nodes,
         shape=await cluster_shape(ctx.scheduler),
+        held=await held_now(ctx.scheduler),
         approved_by=ctx.input.approved_by,
     )
     grant = await reserve_drains(

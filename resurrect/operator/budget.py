@@ -4,7 +4,10 @@ One place decides whether a recovery may drain a node: :func:`decide`, called by
 per-cluster budget workflow (``workflows/drain_budget.py``) inside a synchronous Temporal
 Update handler, so reservations from concurrent recoveries on several workers are applied
 one at a time against one durable record. A node counts once per window however many
-recoveries name it; a recovery asking again (a retried activity) gets the same answer.
+recoveries name it; a recovery asking again (a retried activity) gets the same answer. A
+node resurrect drained that is still out (kept out for its lemon record or a failing health
+check) counts as long as it is out: the budget bounds the nodes out of service at once, not
+only the drains of a window.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from resurrect.operator.models import (
     BudgetState,
     BudgetUse,
     BudgetView,
+    DrainCandidate,
     DrainGrant,
     DrainRecord,
     DrainReservation,
@@ -55,8 +59,14 @@ def in_window(records: Iterable[DrainRecord], now: datetime, window_s: float) ->
     return [r for r in records if r.at > start]
 
 
-def _used(records: Sequence[DrainRecord], partition: str | None) -> set[str]:
-    return {r.node for r in records if partition is None or partition in r.partitions}
+def _used(
+    records: Sequence[DrainRecord],
+    partition: str | None,
+    held: Sequence[DrainCandidate] = (),
+) -> set[str]:
+    charged = {r.node for r in records if partition is None or partition in r.partitions}
+    out = {h.name for h in held if partition is None or partition in h.partitions}
+    return charged | out
 
 
 def has_room(records: Sequence[DrainRecord], limits: BudgetLimits) -> bool:
@@ -74,20 +84,22 @@ def grant_drains(
     records = in_window(state.records, now, limits.window_s)
     tripped = state.tripped and not has_room(records, limits)
     grant = DrainGrant()
+    held = request.held
     for candidate in request.nodes:
         node = candidate.name
-        if any(r.node == node for r in records):
-            # this recovery's earlier answer, or a node already charged in this window
+        if any(r.node == node for r in records) or any(h.name == node for h in held):
+            # this recovery's earlier answer, a node already charged in this window, or one
+            # resurrect keeps out already
             grant.granted.append(node)
             continue
         over = []
-        if len(_used(records, None)) + 1 > limits.cluster:
+        if len(_used(records, None, held)) + 1 > limits.cluster:
             over.append(
                 f"cluster's blast-radius budget of {limits.cluster} per {_window(limits.window_s)}"
             )
         for partition in candidate.partitions:
             cap = limits.partitions.get(partition)
-            if cap is not None and len(_used(records, partition)) + 1 > cap:
+            if cap is not None and len(_used(records, partition, held)) + 1 > cap:
                 over.append(
                     f"partition {partition}'s blast-radius budget of {cap}"
                     f" per {_window(limits.window_s)}"

@@ -86,6 +86,26 @@ async def cluster_shape(scheduler: Scheduler) -> ClusterShape:
     return shape
 
 
+# Which nodes resurrect keeps out changes with drains and returns; the budget's own records
+# cover the drains of its window, so a census a few seconds old only errs on the safe side
+# (a node just returned still counts).
+HELD_MAX_AGE_S = 10.0
+_HELD: weakref.WeakKeyDictionary[Scheduler, tuple[float, list[DrainCandidate]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def held_now(scheduler: Scheduler) -> list[DrainCandidate]:
+    """The nodes resurrect keeps out now, read at most every ``HELD_MAX_AGE_S`` seconds."""
+    cached = _HELD.get(scheduler)
+    if cached is not None and time.monotonic() - cached[0] < HELD_MAX_AGE_S:
+        return cached[1]
+    _, drained = await scheduler.drain_census()
+    held = held_by_resurrect(drained)
+    _HELD[scheduler] = (time.monotonic(), held)
+    return held
+
+
 def shape_of(nodes: Collection[NodeInfo]) -> ClusterShape:
     """The shape of a cluster of ``nodes``."""
     partitions: dict[str, int] = {}
@@ -93,6 +113,15 @@ def shape_of(nodes: Collection[NodeInfo]) -> ClusterShape:
         for partition in node.partitions:
             partitions[partition] = partitions.get(partition, 0) + 1
     return ClusterShape(nodes=len(nodes), partitions=partitions)
+
+
+def held_by_resurrect(nodes: Collection[NodeInfo]) -> list[DrainCandidate]:
+    """The nodes of ``nodes`` that resurrect drained and that are still out of service."""
+    return [
+        DrainCandidate(name=n.name, partitions=list(n.partitions))
+        for n in nodes
+        if n.drained and n.reason.startswith(DRAIN_REASON_PREFIX)
+    ]
 
 
 def reservation_for(
@@ -103,12 +132,15 @@ def reservation_for(
     wanted: Sequence[str],
     nodes: Sequence[NodeInfo],
     shape: ClusterShape,
+    held: Sequence[DrainCandidate] = (),
     approved_by: str | None = None,
 ) -> DrainReservation:
     """The reservation of ``wanted`` nodes (``nodes``: how the scheduler shows them, for
-    their partitions), with the limits of a cluster of ``shape``."""
+    their partitions), with the limits of a cluster of ``shape``; ``held``: the nodes
+    resurrect keeps out now (:func:`held_by_resurrect`), which count against the budget."""
     by_name = {n.name: n for n in nodes}
     return DrainReservation(
+        held=list(held),
         workflow_id=workflow_id,
         job_id=job_id,
         nodes=[

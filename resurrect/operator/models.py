@@ -37,6 +37,9 @@ class DrainReservation(Contract):
     limits: BudgetLimits
     # Set when a person approved draining over the budget (``resurrect approve``).
     approved_by: str | None = None
+    # Nodes resurrect drained that are still out of service (from Slurm, whenever drained):
+    # each counts against the budget until it returns, whatever the window.
+    held: list[DrainCandidate] = Field(default_factory=list)
 
 
 class DrainRecord(Contract):

@@ -95,3 +95,31 @@ def test_an_approved_drain_goes_over_the_budget_and_says_who() -> None:
     assert cluster.uses[-1].approved_by == "alice"
     assert cluster.next_free_at == T0 + timedelta(hours=1)
     assert view(state, T0 + timedelta(hours=2)).scopes[0].used == 0
+
+
+def test_a_node_resurrect_still_keeps_out_counts_after_its_window() -> None:
+    """Found by the 60-minute soak: node3, kept out for its lemon record long after its drain
+    left the window, plus two fresh drains made three nodes out against a budget of two."""
+    later = T0 + timedelta(hours=2)  # node3's drain is long out of the window
+    held = [DrainCandidate(name="node3")]
+    request = ask("r/2", "node6").model_copy(update={"held": held})
+    state, first = grant_drains(BudgetState(cluster="c"), request, later)
+    request = ask("r/3", "node2").model_copy(update={"held": held})
+    state, second = grant_drains(state, request, later + timedelta(seconds=4))
+    assert first.granted == ["node6"]
+    assert second.denied == ["node2"] and second.tripped
+    assert "cluster's blast-radius budget of 2" in second.reasons[0]
+
+
+def test_a_node_already_kept_out_is_granted_without_a_second_charge() -> None:
+    request = ask("r/4", "node3").model_copy(update={"held": [DrainCandidate(name="node3")]})
+    state, grant = grant_drains(BudgetState(cluster="c"), request, T0)
+    assert grant.granted == ["node3"] and state.records == []
+
+
+def test_a_held_node_counts_only_in_its_own_partition() -> None:
+    limits = BudgetLimits(window_s=3600, cluster=10, partitions={"gpu": 1, "cpu": 1})
+    request = ask("r/5", "g2", limits=limits, partition="gpu")
+    held = [DrainCandidate(name="c1", partitions=["cpu"])]
+    _, grant = grant_drains(BudgetState(cluster="c"), request.model_copy(update={"held": held}), T0)
+    assert grant.granted == ["g2"]
