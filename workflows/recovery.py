@@ -101,13 +101,14 @@ SILENCE_DRAINS_NOTHING = "silence-alone-drains-nothing"
 # The patch: a node agent's silence alone changes nothing while the job runs on nodes Slurm
 # sees; the recovery waits for a second source (``_await_second_source``).
 SILENCE_WAITS_FOR_A_SECOND_SOURCE = "silence-waits-for-a-second-source"
-# Its re-reads of the job, a safety net: the second sources arrive as reports (the watcher
-# reports a failed attempt or a node Slurm marks, and wakes the wait at once), so a re-read
-# only finds an attempt that completed, or what a sensor that was down missed. The first
-# after this pause, then a quarter of the time waited so far, at most the maximum: one
-# scheduler read per waiting job per pause (after heartbeats lost for a whole fleet, every
-# running job waits).
-SECOND_SOURCE_FIRST_PAUSE_S = 60.0
+# Its re-reads of the job: a report with evidence of its own (the follower's, the agent's)
+# wakes the wait at once, but the Slurm watcher's reports carry none (the job's state is
+# read here), so the re-reads are how the wait sees the attempt end or Slurm mark a node.
+# The first after this pause, then a quarter of the time waited so far, at most the
+# maximum: one scheduler read per waiting job per pause (after heartbeats lost for a whole
+# fleet, every running job waits: 10,000 jobs cost 1,000 reads a second for the first
+# half minute, then fewer as the pauses grow).
+SECOND_SOURCE_FIRST_PAUSE_S = 10.0
 SECOND_SOURCE_MAX_PAUSE_S = 600.0
 # History stays bounded: after this many re-reads the wait continues as new.
 SECOND_SOURCE_CHECKS_PER_RUN = 500
@@ -364,7 +365,12 @@ class RecoveryWorkflow:
                 workflow.continue_as_new(interruption.model_copy(update={"evidence": reported}))
         waited = f"after {(workflow.now() - began).total_seconds():.0f} s"
         state = bundle.job.state.value
-        if bundle.job.state is JobState.COMPLETED and all(silence_only(e) for e in reported):
+        job = bundle.job
+        if (
+            job.state is JobState.COMPLETED
+            and job.restart_count == interruption.restart_count
+            and all(silence_only(e) for e in reported)
+        ):
             self._notes.append(
                 f"job {job_id} completed {waited} while only its node agent's silence reported"
                 " it: nothing was changed"

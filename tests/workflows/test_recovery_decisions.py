@@ -601,6 +601,17 @@ async def test_an_attempt_slurm_requeued_itself_ends_the_wait(run: Run) -> None:
     assert any("a second source after" in n for n in outcome.notes), outcome.notes
 
 
+async def test_an_attempt_slurm_requeued_that_then_completed_is_still_recovered(run: Run) -> None:
+    """The silent node was lost with the batch host: Slurm requeued the job itself and its
+    short next attempt completed before the wait looked again. The attempt the silence
+    reported did not complete: the recovery goes on (found by the live silent-agent test)."""
+    scripted = silence_stage()
+    scripted.readings = [later(scripted, JobState.COMPLETED, restart_count=1)]
+    outcome = await recover(run, scripted)
+    assert Activity.ASSESS in scripted.calls and scripted.steps_run, outcome.notes
+    assert not any("nothing was changed" in n for n in outcome.notes)
+
+
 async def test_a_report_of_another_kind_ends_the_wait(run: Run) -> None:
     """The follower's report of the same attempt (here: a hang) is the second source."""
     scripted = silence_stage()
