@@ -14,10 +14,11 @@ from resurrect.demo.local_cluster import slurm_unavailable_reason
 pytestmark = [pytest.mark.slurm, pytest.mark.temporal, pytest.mark.torch]
 
 # The suite's soak: its length (the whole suite must stay within its 20 minutes) and seed.
-# Seed 4 injects 7 faults in 3 minutes, a burst among them: the watcher killed, a fake Xid,
+# Seed 4 injects 11 faults in 5 minutes, a burst among them: the watcher killed, a fake Xid,
 # the Temporal server killed, the worker killed, heartbeats dropped and a straggler within
-# 16 s of each other, then a node lost.
-SOAK_MINUTES = 3.0
+# 16 s of each other, then a node lost, slurmctld restarted, a rank stopped and the state
+# disk filled (334 s alone on 2 cores, 0 violations).
+SOAK_MINUTES = 5.0
 SOAK_SEED = 4
 
 
@@ -31,8 +32,8 @@ async def test_a_seeded_soak_breaks_no_invariant() -> None:
     )
     broken = [line for line in result["invariants"] if line["violations"]]
     assert broken == [], broken
-    assert result["scheduled"] == 7
-    assert sum(result["faults_by_kind"].values()) >= 5, result["skipped_by_kind"]
+    assert result["scheduled"] == 11
+    assert sum(result["faults_by_kind"].values()) >= 8, result["skipped_by_kind"]
     print(
         f"\nchaos soak seed {SOAK_SEED}: {result['faults_by_kind']},"
         f" detected {result['detected_share']}, recovered {result['recovered_share']}"
