@@ -364,7 +364,6 @@ class RecoveryWorkflow:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(interruption.model_copy(update={"evidence": reported}))
         waited = f"after {(workflow.now() - began).total_seconds():.0f} s"
-        state = bundle.job.state.value
         job = bundle.job
         if (
             job.state is JobState.COMPLETED
@@ -376,7 +375,9 @@ class RecoveryWorkflow:
                 " it: nothing was changed"
             )
             return Kind.JOB_COMPLETED
-        self._notes.append(f"a second source {waited}: job {state}, {len(reported)} evidence")
+        self._notes.append(
+            f"a second source {waited}: job {job.state.value}, {len(reported)} evidence"
+        )
         return bundle
 
     def _waits_on_silence(self, interruption: Interruption) -> bool:

@@ -10,10 +10,10 @@ import logging
 import random
 import time
 import weakref
-from collections.abc import Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from temporalio.client import (
     Client,
@@ -67,43 +67,57 @@ class ClusterShape:
     partitions: dict[str, int]
 
 
+_T = TypeVar("_T")
+
+
+class _PerScheduler(Generic[_T]):
+    """One value per scheduler, read again once it is older than ``max_age_s``."""
+
+    def __init__(self, max_age_s: float, read: Callable[[Scheduler], Awaitable[_T]]) -> None:
+        self.max_age_s = max_age_s
+        self._read = read
+        self._values: weakref.WeakKeyDictionary[Scheduler, tuple[float, _T]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    async def get(self, scheduler: Scheduler) -> _T:
+        cached = self._values.get(scheduler)
+        if cached is not None and time.monotonic() - cached[0] < self.max_age_s:
+            return cached[1]
+        value = await self._read(scheduler)
+        self._values[scheduler] = (time.monotonic(), value)
+        return value
+
+
+async def _read_shape(scheduler: Scheduler) -> ClusterShape:
+    return shape_of(await scheduler.list_nodes())
+
+
+async def _read_held(scheduler: Scheduler) -> list[DrainCandidate]:
+    _, drained = await scheduler.drain_census()
+    return held_by_resurrect(drained)
+
+
 # A cluster's shape changes when nodes are added or partitions redrawn, not per recovery: one
 # full read per process per minute instead of one per drain (every node of a 10,000-node
 # cluster for each recovery of a burst).
 SHAPE_MAX_AGE_S = 60.0
-_SHAPES: weakref.WeakKeyDictionary[Scheduler, tuple[float, ClusterShape]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-async def cluster_shape(scheduler: Scheduler) -> ClusterShape:
-    """The cluster's node counts, read at most once a minute (``SHAPE_MAX_AGE_S``)."""
-    cached = _SHAPES.get(scheduler)
-    if cached is not None and time.monotonic() - cached[0] < SHAPE_MAX_AGE_S:
-        return cached[1]
-    shape = shape_of(await scheduler.list_nodes())
-    _SHAPES[scheduler] = (time.monotonic(), shape)
-    return shape
-
-
+_SHAPES = _PerScheduler(SHAPE_MAX_AGE_S, _read_shape)
 # Which nodes resurrect keeps out changes with drains and returns; the budget's own records
 # cover the drains of its window, so a census a few seconds old only errs on the safe side
 # (a node just returned still counts).
 HELD_MAX_AGE_S = 10.0
-_HELD: weakref.WeakKeyDictionary[Scheduler, tuple[float, list[DrainCandidate]]] = (
-    weakref.WeakKeyDictionary()
-)
+_HELD = _PerScheduler(HELD_MAX_AGE_S, _read_held)
+
+
+async def cluster_shape(scheduler: Scheduler) -> ClusterShape:
+    """The cluster's node counts, read at most once a minute (``SHAPE_MAX_AGE_S``)."""
+    return await _SHAPES.get(scheduler)
 
 
 async def held_now(scheduler: Scheduler) -> list[DrainCandidate]:
     """The nodes resurrect keeps out now, read at most every ``HELD_MAX_AGE_S`` seconds."""
-    cached = _HELD.get(scheduler)
-    if cached is not None and time.monotonic() - cached[0] < HELD_MAX_AGE_S:
-        return cached[1]
-    _, drained = await scheduler.drain_census()
-    held = held_by_resurrect(drained)
-    _HELD[scheduler] = (time.monotonic(), held)
-    return held
+    return await _HELD.get(scheduler)
 
 
 def shape_of(nodes: Collection[NodeInfo]) -> ClusterShape:
@@ -173,8 +187,7 @@ async def reserve_drains(
             cluster=cluster,
             records=[
                 DrainRecord(node=n.name, partitions=n.partitions, workflow_id="", job_id="", at=now)
-                for n in nodes
-                if n.drained and n.reason.startswith(DRAIN_REASON_PREFIX)
+                for n in held_by_resurrect(nodes)
             ],
         )
         return grant_drains(snapshot, request, now)[1]
