@@ -1,7 +1,7 @@
 """Attribution accuracy on the labelled real-log corpus, against a baseline from the same run.
 
 Diagnoses every case under ``tests/fixtures/real-logs`` (the shared corpus, the development
-corpus ``dev/`` and the validation sets ``validation/``, ``validation-2/`` .. ``validation-5/``)
+corpus ``dev/`` and the validation sets ``validation/``, ``validation-2/`` .. ``validation-6/``)
 with the shipped packs and (``--json``) prints one JSON line::
 
     {"cases": ..., "accuracy": ..., "culprit_rank_accuracy": ..., "culprit_host_accuracy": ...,
@@ -33,7 +33,15 @@ from resurrect.rules.engine import load_engine
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "fixtures" / "real-logs"
-PARTS = ("dev", "validation", "validation-2", "validation-3", "validation-4", "validation-5")
+PARTS = (
+    "dev",
+    "validation",
+    "validation-2",
+    "validation-3",
+    "validation-4",
+    "validation-5",
+    "validation-6",
+)
 
 
 def main(argv: list[str] | None = None) -> int:
