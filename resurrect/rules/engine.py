@@ -153,7 +153,7 @@ class _KindIndex:
         needles = {next((g for g in SEARCH_GATES if g in lit), lit) for lit in gates}
         search = [n for n in needles if not any(o != n and o in n for o in needles)]
         self.cover = {
-            n.encode("ascii"): tuple(lit for lit in gates if n in lit) for n in sorted(search)
+            n.encode("utf-8"): tuple(lit for lit in gates if n in lit) for n in sorted(search)
         }
         self.search_bytes = tuple(self.cover)
 

@@ -22,9 +22,11 @@ A pack is a YAML mapping::
           no_match: ["NCCL INFO NET/IB : Using [0]mlx5_0:1/IB"]
 
 Unknown keys are rejected everywhere. ``literal`` strings are matched case-insensitively
-against the cleaned line; they must be ASCII and should be specific (every healthy line that
-contains one costs a regex run). ``pattern`` is a Python regex searched (not matched) in the
-line body after launcher prefixes are removed; it must be free of nested unbounded repeats.
+against the cleaned line; they must be ASCII, or caseless non-ASCII characters (a shell's
+localized message: CJK, kana), so that the line's and the chunk's lower-casing agree, and they
+should be specific (every healthy line that contains one costs a regex run). ``pattern`` is a
+Python regex searched (not matched) in the line body after launcher prefixes are removed; it
+must be free of nested unbounded repeats.
 Well-known fields (``rank``, ``host``, ``gpu``/``pci``) also fill the Evidence's own
 attributes; a ``pid`` field is also filled from NCCL's ``host:pid:tid`` prefix. ``sets_host``
 marks a rule whose ``host`` applies to the following lines of the same file (a shell prompt);
@@ -42,6 +44,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from resurrect.contracts import EvidenceRole, FaultClass, SignalKind
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9_.-]{1,99}$")
+
+
+def _caseless_or_ascii(ch: str) -> bool:
+    """ASCII, or a character that has no case (a chunk is lower-cased as bytes, where only ASCII
+    changes; a caseless character reads the same either way)."""
+    return ch.isascii() or (ch.isprintable() and ch.lower() == ch == ch.upper() and ch.isalpha())
 
 
 class Strict(BaseModel):
@@ -105,10 +113,12 @@ class LineRule(Strict):
 
     @field_validator("literal")
     @classmethod
-    def _literal_ascii(cls, value: list[str]) -> list[str]:
+    def _literal_caseless(cls, value: list[str]) -> list[str]:
         for lit in value:
-            if not lit or not lit.isascii():
-                raise ValueError(f"literal {lit!r} must be non-empty ASCII")
+            if not lit or not all(_caseless_or_ascii(ch) for ch in lit):
+                raise ValueError(
+                    f"literal {lit!r} must be non-empty ASCII or caseless characters (CJK, kana)"
+                )
         return [lit.lower() for lit in value]
 
     @field_validator("pattern")

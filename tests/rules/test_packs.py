@@ -129,6 +129,7 @@ def test_user_pack_extends_engine(tmp_path: Path) -> None:
         (("fields: [code]", "fields: [nope]"), "nope"),
         (("fault_class: app.error", "fault_class: app.oops"), "fault_class"),
         (('literal: ["boom"]', "literal: []"), "literal"),
+        (('literal: ["boom"]', 'literal: ["getötet"]'), "literal"),
     ],
 )
 def test_invalid_rule_is_named(tmp_path: Path, mutation: tuple[str, str], needle: str) -> None:
@@ -137,6 +138,21 @@ def test_invalid_rule_is_named(tmp_path: Path, mutation: tuple[str, str], needle
         load_engine([path])
     message = str(info.value)
     assert str(path) in message and "my.rule" in message and needle in message
+
+
+def test_a_caseless_non_ascii_literal_gates_its_rule_on_lines_and_chunks(tmp_path: Path) -> None:
+    rule = GOOD_RULE.replace('literal: ["boom"]', 'literal: ["已杀死"]').replace(
+        "'boom (?P<code>\\d+)'", "'已杀死 (?P<code>\\d+)'"
+    )
+    rule = rule.replace('"boom 7"', '"已杀死 7"')
+    path = _write(tmp_path, "pack: mine\nrules:" + rule)
+    engine = load_engine([path])
+    assert check_packs([path]) == []
+    (hit,) = [e for e in engine.scan_line("x 已杀死 42") if e.rule == "my.rule"]
+    assert hit.fields == {"code": "42"}
+    state = engine.new_state()
+    found = engine.scan_chunk("a\nx 已杀死 42\n".encode(), state)
+    assert [e.fields for e in found if e.rule == "my.rule"] == [{"code": "42"}]
 
 
 def test_duplicate_rule_id_is_rejected(tmp_path: Path) -> None:
