@@ -13,7 +13,8 @@ Everything a rule sees has passed through here:
   (NCCL), ``[rank: 0]`` (Lightning), dmesg ``[ 12.345]`` and syslog ``Mon DD HH:MM:SS host
   kernel:`` stamps (also ``dmesg -T`` and remote ``host: kern: level: [time]:`` forms), bare
   timestamps that log collectors prepend, ``[1,3]<stderr>:`` (mpirun ``--tag-output``),
-  ``[host:pid]`` (Open MPI's signal handler and runtime messages),
+  ``[host:pid]`` (Open MPI's signal handler and runtime messages), ``[host:pid:thread:tid]``
+  (UCX's signal handler),
   ``(Worker pid=12, ip=10.0.0.3)`` and ``(pid=12, ip=...)`` (Ray; the ip names the host),
   ``worker-1: `` / ``10.0.0.5: `` (pdsh, as DeepSpeed's multi-node launcher runs it) and
   ``> `` quoting. :func:`split_prefixes` removes them and reports the rank/host (and NCCL's
@@ -64,6 +65,10 @@ _PREFIX = re.compile(
     # Open MPI's signal handler and runtime: "[host:pid] " (a source file is no host: "[api.py:12]")
     r"|\[(?![\w.-]{1,128}\.(?:py|pyx|cc|cpp|cxx|c|h|hpp|cu|cuh|rs|go|java|js|ts|lua|rb|sh):)"
     r"(?P<host_g>[A-Za-z][\w.-]{1,127}):\d{1,10}\] "
+    # UCX's signal handler: "[host:pid:thread:tid] ", also "[host:pid :0:tid] "; the host has a
+    # letter (a clock such as "[12:30:45:123]" is none)
+    r"|\[(?P<host_h>(?=[\w.-]{0,127}[A-Za-z])[A-Za-z0-9][\w.-]{0,127})"
+    r":\d{1,10} ?:\d{1,4}:\d{1,10}\] "
     # dmesg -T: "[Wed Jan 27 23:04:35 2021] "
     r"|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\] ?"
     # a bare timestamp, as log collectors prepend: "2025-11-09 15:39:31.043 +08:00 ",
@@ -153,6 +158,7 @@ def split_prefixes(text: str) -> LinePrefix:
             or m["host_e"]
             or m["host_f"]
             or m["host_g"]
+            or m["host_h"]
         )
         if found_host is not None and host is None:
             host = found_host

@@ -613,3 +613,77 @@ def test_a_hostname_far_below_the_report_names_nothing() -> None:
     )
     assert d.fault_class is FaultClass.NODE_LOST
     assert d.culprit_hosts == []
+
+
+# -- pass 5: families validation-6 showed -----------------------------------------------------
+
+
+def test_an_ib_plugins_completion_error_is_the_fabric() -> None:
+    for line in (
+        "NET/IBP:Got completion from peer 10.9.8.7<4000> with status=12 opcode=0 len=0 vendor err 129 (Recv)",
+        "gn2:11:22 [3] NCCL WARN NET/IBext : Got completion from peer 10.9.8.6<4001> with error 12, opcode 1, len 0, vendor err 129",
+    ):
+        d = diag(line)
+        assert d.fault_class is FaultClass.NETWORK_FABRIC, line
+        assert d.culprit_hosts == [], line
+
+
+def test_an_ib_plugins_device_listing_is_no_failure() -> None:
+    d = diag("gn2:11:11 [0] NCCL INFO NET/IBext : Using [0]mlx5_0:1/RoCE ; OOB eth0:10.9.8.5<0>")
+    assert d.fault_class is FaultClass.UNKNOWN
+
+
+def test_open_mpis_signal_backtrace_without_its_header_is_a_crash() -> None:
+    d = diag("""
+[1,3]<stderr>:[cn-12:4410] [ 4] /usr/bin/python(_PyEval_EvalFrameDefault+0x4a1)[0x55d0c1]
+[1,3]<stderr>:[cn-12:4410] [ 5] /lib/x86_64-linux-gnu/libc.so.6(__libc_start_main+0xf3)[0x7f00]
+[1,3]<stderr>:[cn-12:4410] *** End of error message ***
+""")
+    assert d.fault_class is FaultClass.PROCESS_CRASH
+    assert d.culprit_ranks == [3]
+    assert d.culprit_hosts == ["cn-12"]
+
+
+def test_open_mpis_backtrace_of_an_abort_after_a_timeout_stays_the_timeout() -> None:
+    d = diag("""
+[E ProcessGroupNCCL.cpp:475] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600431 milliseconds before timing out.
+[cn-12:4410] *** Process received signal ***
+[cn-12:4410] Signal: Aborted (6)
+[cn-12:4410] *** End of error message ***
+""")
+    assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT
+
+
+def test_mpiruns_report_with_an_empty_node_name_still_names_the_rank() -> None:
+    d = diag(
+        "mpirun noticed that process rank 3 with PID 0 on node exited on signal 11 "
+        "(Segmentation fault)."
+    )
+    assert d.fault_class is FaultClass.PROCESS_CRASH
+    assert d.culprit_ranks == [3]
+    assert d.culprit_hosts == []
+
+
+def test_a_ucx_signal_handler_prefix_names_the_crashing_host() -> None:
+    d = diag(
+        "[gpu-a-7:91824:0:91901] Caught signal 11 (Segmentation fault: address not mapped "
+        "to object at address 0x8)"
+    )
+    assert d.fault_class is FaultClass.PROCESS_CRASH
+    assert d.culprit_hosts == ["gpu-a-7"]
+
+
+def test_a_localized_shell_kill_message_is_a_weak_host_oom() -> None:
+    for text in (
+        "step 400 loss 1.92\n已杀死",
+        "/var/spool/slurmd/job77/slurm_script: 行 9: 31337 已杀死      python train.py",
+        "epoch 3 done\n強制終了",
+    ):
+        d = diag(text)
+        assert d.fault_class is FaultClass.MEMORY_HOST_OOM, text
+        assert d.action is not RecoveryAction.STOP, text
+
+
+def test_a_localized_kill_word_inside_a_sentence_is_nothing() -> None:
+    d = diag("训练进程已杀死后自动重启")
+    assert d.fault_class is FaultClass.UNKNOWN

@@ -28,6 +28,15 @@ def test_pdsh_host_prefixes_name_the_host() -> None:
     assert split_prefixes("node017: [rank3]: ValueError: x").rank == 3
 
 
+def test_ucx_signal_handler_prefixes_name_the_host() -> None:
+    for line, host in (
+        ("[gpu-a-7:91824:0:91901] Caught signal 11 (Segmentation fault)", "gpu-a-7"),
+        ("[09677202c889:5283 :0:5704] Caught signal 7 (Bus error)", "09677202c889"),
+    ):
+        assert split_prefixes(line).host == host, line
+    assert split_prefixes("[12:30:45:123] Caught signal 11").host is None
+
+
 def test_words_with_numbers_are_no_host_prefix() -> None:
     for line in (
         "epoch3: loss 1.2",
