@@ -20,5 +20,6 @@ echo "== mypy"; .venv/bin/mypy resurrect  # resurrect/{workflows,activities,work
 # on daemons and timeouts, so two overlap well on 2 cores; each process starts its own cluster.
 PROCS=${RESURRECT_TEST_PROCS:-2}
 XDIST=()
-[ "$PROCS" -gt 1 ] && XDIST=(-n "$PROCS" --dist loadfile)
+# the files in the order tests/conftest.py puts them (the longest first), not xdist's own
+[ "$PROCS" -gt 1 ] && XDIST=(-n "$PROCS" --dist loadfile --no-loadscope-reorder)
 echo "== pytest"; exec .venv/bin/python -m pytest "${XDIST[@]}" --durations=30 "$@"  # the slowest tests are listed at the end

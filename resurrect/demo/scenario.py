@@ -216,7 +216,8 @@ class Demo:
             current = await stage.job()
             if current.state is not JobState.RUNNING:
                 raise DemoError(
-                    f"job {stage.job_id} stopped before the fault: {current.state.value}"
+                    f"job {stage.job_id} stopped before the fault: {current.state.value};"
+                    f" its output ends:\n{await stage.output_tail()}"
                 )
             await asyncio.sleep(0.5)
         self.say(f"checkpoints so far: steps {checkpoint_steps(stage.ckpt_dir)}")

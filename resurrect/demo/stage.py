@@ -24,6 +24,7 @@ from temporalio.service import RPCError
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import JobInfo
 from resurrect.demo.local_cluster import LocalSlurm
+from resurrect.errors import SchedulerError
 from resurrect.stacks.processes import job_rank_processes
 
 if TYPE_CHECKING:
@@ -115,6 +116,15 @@ class Stage:
     async def output_path(self) -> Path:
         """The job's output file."""
         return Path((await self.job()).stdout_path or "")
+
+    async def output_tail(self, lines: int = 15) -> str:
+        """The last ``lines`` lines the job printed ("" when its output cannot be read): what
+        an error about the job shows."""
+        try:
+            tail = (await self.output_path()).read_bytes()[-OUTPUT_TAIL_BYTES:]
+        except (OSError, SchedulerError):
+            return ""
+        return "\n".join(tail.decode(errors="replace").splitlines()[-lines:])
 
     async def wait_step_line_after(self, step: int) -> None:
         """Wait until the job printed a step line past ``step`` (training, not saving)."""

@@ -11,7 +11,7 @@ from support.requirements import missing
 from benchmarks.chaos.soak import SoakSettings, run_soak
 from resurrect.demo.local_cluster import slurm_unavailable_reason
 
-pytestmark = [pytest.mark.slurm, pytest.mark.temporal, pytest.mark.torch]
+pytestmark = [pytest.mark.slurm, pytest.mark.temporal, pytest.mark.torch, pytest.mark.long_running]
 
 # The suite's soak: its length (the whole suite must stay within its 20 minutes) and seed.
 # Seed 4 injects 11 faults in 5 minutes, a burst among them: the watcher killed, a fake Xid,

@@ -17,7 +17,7 @@ from resurrect.demo.local_cluster import slurm_unavailable_reason
 from resurrect.demo.scenario import Demo, DemoSettings
 from resurrect.temporal.server import free_port
 
-pytestmark = [pytest.mark.slurm, pytest.mark.temporal, pytest.mark.torch]
+pytestmark = [pytest.mark.slurm, pytest.mark.temporal, pytest.mark.torch, pytest.mark.long_running]
 
 
 @pytest.fixture
