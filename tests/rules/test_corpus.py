@@ -11,8 +11,7 @@ names its source. Specification, as regression floors:
   first two; for ``validation-4/`` .. ``validation-7/`` what they scored untouched);
 * no case whose true class is a workload fault or a scheduler outcome is diagnosed as a class
   that drains a node (zero false drains), except the one ``validation-4/`` case it had untouched
-  (a gloo peer that simply returned, read as a lost node: the log cannot tell them apart) and the
-  one ``validation-7/`` case it had untouched (a remote rank's segfault seen as a closed socket);
+  (a gloo peer that simply returned, read as a lost node: the log cannot tell them apart);
 * every in-sample case labelled easy or medium is diagnosed as labelled, one test each (the
   held-out sets' misses are documented in docs/attribution.md, not hidden).
 """
@@ -52,11 +51,12 @@ HELD_OUT = {
     "validation-4": Floor(22 / 32, false_drains=1),
     "validation-5": Floor(27 / 32),
     "validation-6": Floor(29 / 32),
-    "validation-7": Floor(28 / 36, false_drains=1),
+    "validation-7": Floor(28 / 36),
 }
 """Sets scored untouched: their misses are documented, not tuned away; validation-4's to
-validation-7's floors are their untouched scores (22 of 32 classes with one false drain; 27 of 32
-and 29 of 32 with none; 28 of 36 with one)."""
+validation-7's floors are their untouched scores (22 of 32 classes with one false drain; 27 of 32,
+29 of 32 and 28 of 36 with none - validation-7's one untouched false drain, a peer on the
+reporting host read as a lost node, is fixed and may not come back)."""
 ENGINE = load_engine()
 CASES = find_cases(CORPUS)
 IN_SAMPLE = [case for case in CASES if case.parent.name not in HELD_OUT]
