@@ -184,4 +184,5 @@ def first_failure(
     ]
     if len({ev.host for ev in reports}) > 1 and len({exit_code_of(ev) for ev in reports}) == 1:
         return None  # ranks on several hosts failing alike: the job failed, no rank first
-    return (reports[0].rank, reports[0].host) if reports else None
+    first = next(iter(reports), None)
+    return (first.rank, first.host) if first is not None and first.rank is not None else None
