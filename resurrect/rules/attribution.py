@@ -15,7 +15,9 @@ The rules say what each line means on its own; attribution weighs them together:
    desync report names - unless that is every rank, which identifies nobody.
 4. **Fabric errors** name both ends of a link; a host is blamed only when it recurs across
    more pairs than any other, or when one host alone reports a failure of its own adapter or
-   NVLink. **A lost peer** (survivors see their connection closed by one peer) blames that peer.
+   NVLink. **A lost peer** (survivors see their connection closed by one peer) blames that peer;
+   a "peer" that is the reporting host itself (by name or as its ``-ib`` interface) is a process
+   on that host, never a lost node, like a loopback peer.
 5. **Time and context.** A time-limit kill after training reported it had finished, or after a
    long silence, is a hang. An interrupt (Ctrl-C, SIGINT/SIGTERM to the launcher, scancel) is a
    cancellation - unless the traceback it produced stops in a blocking call (a queue ``get``, a
@@ -60,6 +62,7 @@ from resurrect.rules.launcher_records import (
     record_evidence,
 )
 from resurrect.rules.refinements import BLOCKING_FRAME_RULE, Refinement, refine
+from resurrect.rules.text import same_host
 
 CASCADE_CONFIDENCE_CAP = 0.7
 """A class chosen from cascade evidence alone is never surer than this."""
@@ -145,7 +148,7 @@ def _gather(evidence: Sequence[Evidence], rank_to_host: Mapping[int, str] | None
     hosts: dict[int, str] = dict(rank_to_host or {})
     records = launcher_records(evidence)
     pid_hosts, comm_hosts = process_hosts(evidence)
-    all_ev = list(evidence)
+    all_ev = [ev for ev in evidence if not _local_lost_peer(ev)]
     for rec in records:
         if rec.host is None and rec.pid is not None:
             rec.host = pid_hosts.get(rec.pid)
@@ -164,6 +167,18 @@ def _gather(evidence: Sequence[Evidence], rank_to_host: Mapping[int, str] | None
     for rank, host in comm_hosts.items():
         hosts.setdefault(rank, host)
     return _Gathered(all_ev, records, hosts)
+
+
+def _local_lost_peer(ev: Evidence) -> bool:
+    """A lost-peer line whose peer is the reporting host itself: a process on that host closed
+    the connection, which says nothing about a node."""
+    peer = ev.fields.get("peer")
+    return (
+        ev.fault_class is FaultClass.NODE_LOST
+        and peer is not None
+        and ev.host is not None
+        and same_host(ev.host, peer)
+    )
 
 
 def _candidates(

@@ -168,7 +168,8 @@ def first_failure(
     local_rank: N``, a worker command line's ``--local_rank=N ... exits with return code``,
     srun's ``task N``, Ray Train's ``Worker N has failed``). A process taken down by a
     teardown signal names nobody, unless that teardown is itself what was diagnosed
-    (``teardown``)."""
+    (``teardown``); exit reports of ranks on several hosts, all with one exit code, are the
+    job failing alike and name nobody first."""
     for rec in records:
         if (
             rec.root
@@ -176,8 +177,12 @@ def first_failure(
             and (teardown or rec.exit_code not in TEARDOWN_EXIT_CODES)
         ):
             return rec.rank, rec.host
-    for ev in print_order([e for e in evidence if e.rule in EXIT_REPORT_RULES]):
-        code = exit_code_of(ev)
-        if ev.rank is not None and code not in TEARDOWN_EXIT_CODES and code != 0:
-            return ev.rank, ev.host
-    return None
+    reports = [
+        ev
+        for ev in print_order([e for e in evidence if e.rule in EXIT_REPORT_RULES])
+        if ev.rank is not None and exit_code_of(ev) not in TEARDOWN_EXIT_CODES | {0}
+    ]
+    if len({ev.host for ev in reports}) > 1 and len({exit_code_of(ev) for ev in reports}) == 1:
+        return None  # ranks on several hosts failing alike: the job failed, no rank first
+    first = next(iter(reports), None)
+    return (first.rank, first.host) if first is not None and first.rank is not None else None

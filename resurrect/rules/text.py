@@ -75,6 +75,8 @@ _PREFIX = re.compile(
     # "2019-06-02T16:13:44.884Z: ", "[2025-11-09 07:39:30] "
     r"|\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:[.,]\d{1,9})?)?"
     r"(?:Z| ?[+-]\d\d:?\d\d)?\]?:? "
+    # slurmstepd naming its node in its own tag: "slurmstepd-gpu07: error: ..."
+    r"|slurmstepd-(?P<host_i>[A-Za-z0-9][\w.-]{0,127}): "
     # pdsh (DeepSpeed's multi-node launcher) and clush: "worker-1: ", "10.0.0.5: ", "node017: ".
     # A host here has a digit; a dotted name ends in a letter label (not "libcuda.so.1",
     # "python3.10"); a plain word+number is no counter, tool or device ("epoch3", "python3",
@@ -159,6 +161,7 @@ def split_prefixes(text: str) -> LinePrefix:
             or m["host_f"]
             or m["host_g"]
             or m["host_h"]
+            or m["host_i"]
         )
         if found_host is not None and host is None:
             host = found_host
@@ -175,6 +178,23 @@ def is_placeholder_host(name: str) -> bool:
     """Whether ``name`` is a host name the reporter masked ("xxxxxxxx", "***", "HOSTNAME",
     "<node>", "your_hostname"): it names no host."""
     return _PLACEHOLDER_HOST.fullmatch(name) is not None
+
+
+_INTERFACE_SUFFIX = re.compile(r"-ib\d{0,2}$")
+"""A host's name for one of its own network interfaces (``node7-ib``, ``node7-ib0``)."""
+
+
+def same_host(name: str, other: str) -> bool:
+    """Whether two host names name one machine: the same first DNS label, case aside, once an
+    interface suffix (``-ib``, ``-ib0``) is set aside (``ng3`` and ``ng3-ib.cluster.org``; an
+    address never equals a name)."""
+
+    def short(n: str) -> str:
+        return _INTERFACE_SUFFIX.sub("", n.lower().split(".", 1)[0])
+
+    if not name or not other or name.replace(".", "").isdigit() or other.replace(".", "").isdigit():
+        return False
+    return short(name) == short(other)
 
 
 def truncate(text: str, limit: int = MAX_EVIDENCE_CHARS) -> str:

@@ -687,3 +687,59 @@ def test_a_localized_shell_kill_message_is_a_weak_host_oom() -> None:
 def test_a_localized_kill_word_inside_a_sentence_is_nothing() -> None:
     d = diag("训练进程已杀死后自动重启")
     assert d.fault_class is FaultClass.UNKNOWN
+
+
+# -- pass 6: families validation-7 showed -----------------------------------------------------
+
+
+def test_a_peer_on_the_reporting_host_is_a_local_process_not_a_lost_node() -> None:
+    for peer in ("dgx-4.cluster.internal<40001>", "dgx-4-ib<40001>", "DGX-4<40001>"):
+        d = diag(f"dgx-4:501:620 [2] NCCL WARN Net : Connection closed by remote peer {peer}")
+        assert d.fault_class is not FaultClass.NODE_LOST, peer
+        assert d.culprit_hosts == [], peer
+
+
+def test_a_peer_on_another_host_closing_still_reads_as_that_node_lost() -> None:
+    d = diag("dgx-4:501:620 [2] NCCL WARN Net : Connection closed by remote peer dgx-41<40001>")
+    assert d.fault_class is FaultClass.NODE_LOST
+    assert d.culprit_hosts == ["dgx-41"]
+
+
+def test_coordination_service_heartbeat_timeout_is_a_collective_timeout() -> None:
+    d = diag(
+        "E0301 02:11:09.512 coordination_service.cc:1170] /job:jax_worker/replica:0/task:5 has"
+        " been set to ERROR in coordination service: UNAVAILABLE: Task"
+        " /job:jax_worker/replica:0/task:5 heartbeat timeout. This indicates that the remote"
+        " task has failed, got preempted, or crashed unexpectedly."
+    )
+    assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT
+
+
+def test_heartbeat_timeout_with_the_task_s_own_oom_is_the_oom() -> None:
+    d = diag("""
+E0301 02:11:09.512 coordination_service.cc:1170] Task /job:jax_worker/replica:0/task:5 heartbeat timeout.
+jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 25769803776 bytes.
+""")
+    assert d.fault_class is FaultClass.MEMORY_DEVICE_OOM
+
+
+def test_a_lost_spooled_batch_script_is_the_node_s_storage_not_the_job() -> None:
+    d = diag(
+        "slurmstepd-gpu07: error: execve(): /var/spool/slurmd/job311/slurm_script: Stale file handle"
+    )
+    assert d.fault_class is FaultClass.STORAGE_ERROR
+    assert d.culprit_hosts == ["gpu07"]
+
+
+def test_a_program_the_srun_line_names_but_the_node_lacks_is_the_job_s_error() -> None:
+    d = diag("slurmstepd: error: execve(): torchrun: No such file or directory")
+    assert d.fault_class is FaultClass.APP_ERROR
+
+
+def test_an_openmmlab_runner_line_names_the_host_of_a_later_crash() -> None:
+    d = diag("""
+2023-05-02 09:00:01,002 - mmseg - INFO - Start running, host: bob@a100-node-3, work_dir: /w/run1
+ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -11) local_rank: 1 (pid: 4242) of binary: /usr/bin/python
+""")
+    assert d.fault_class is FaultClass.PROCESS_CRASH
+    assert (d.culprit_ranks, d.culprit_hosts) == ([1], ["a100-node-3"])

@@ -350,3 +350,32 @@ def test_an_ib_peer_with_an_ipv6_zone_is_a_fabric_failure() -> None:
         " err 81 (Send)"
     )
     assert d.fault_class is FaultClass.NETWORK_FABRIC
+
+
+def test_tasks_on_several_nodes_failing_alike_name_no_first_failure() -> None:
+    d = diag("""
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB (GPU 0; 15.78 GiB total capacity)
+srun: error: node-b: task 5: Exited with exit code 1
+srun: error: node-a: tasks 0-2: Exited with exit code 1
+srun: error: node-b: task 4: Exited with exit code 1
+""")
+    assert d.fault_class is FaultClass.MEMORY_DEVICE_OOM
+    assert (d.culprit_ranks, d.culprit_hosts) == ([], [])
+
+
+def test_one_node_s_tasks_failing_still_name_the_first_of_them() -> None:
+    d = diag("""
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB (GPU 1; 15.78 GiB total capacity)
+srun: error: node-b: task 5: Exited with exit code 1
+srun: error: node-b: task 4: Exited with exit code 1
+""")
+    assert (d.culprit_ranks, d.culprit_hosts) == ([5], ["node-b"])
+
+
+def test_tasks_failing_differently_name_the_first_failure() -> None:
+    d = diag("""
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB (GPU 1; 15.78 GiB total capacity)
+srun: error: node-b: task 5: Exited with exit code 1
+srun: error: node-a: task 0: Exited with exit code 2
+""")
+    assert (d.culprit_ranks, d.culprit_hosts) == ([5], ["node-b"])

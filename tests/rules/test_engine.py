@@ -42,6 +42,13 @@ def test_open_mpi_host_pid_prefix_names_the_host_but_a_source_file_does_not() ->
         assert split_prefixes(line).host is None, line
 
 
+def test_slurmstepd_tag_names_its_node_not_itself() -> None:
+    line = "slurmstepd-gpu07: error: execve(): /tmp/slurmd/job89/slurm_script: Input/output error"
+    tagged = split_prefixes(line)
+    assert (tagged.host, tagged.body) == ("gpu07", line.removeprefix("slurmstepd-gpu07: "))
+    assert split_prefixes("slurmstepd: error: Detected 1 oom_kill event in StepId=9.0").host is None
+
+
 def test_prefix_parser_leaves_body() -> None:
     p = split_prefixes("7: [rank7]:[E1206 18:44:12] boom")
     assert (p.rank, p.body) == (7, "[E1206 18:44:12] boom")
