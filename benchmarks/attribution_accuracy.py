@@ -1,7 +1,7 @@
 """Attribution accuracy on the labelled real-log corpus, against a baseline from the same run.
 
 Diagnoses every case under ``tests/fixtures/real-logs`` (the shared corpus, the development
-corpus ``dev/`` and the validation sets ``validation/``, ``validation-2/`` .. ``validation-7/``)
+corpus ``dev/`` and the validation sets ``validation/``, ``validation-2/`` .. ``validation-8/``)
 with the shipped packs and (``--json``) prints one JSON line::
 
     {"cases": ..., "accuracy": ..., "culprit_rank_accuracy": ..., "culprit_host_accuracy": ...,
@@ -42,6 +42,7 @@ PARTS = (
     "validation-5",
     "validation-6",
     "validation-7",
+    "validation-8",
 )
 
 

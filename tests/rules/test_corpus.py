@@ -5,10 +5,10 @@ development corpus mined from public issue threads (``dev/``) and validation set
 the rules were written (``validation*/``, each measured before any change for it); each case
 names its source. Specification, as regression floors:
 
-* over the corpus without the held-out sets (``validation/``, ``validation-3/`` .. ``validation-7/``:
+* over the corpus without the held-out sets (``validation/``, ``validation-3/`` .. ``validation-8/``:
   scored untouched, their misses documented in docs/attribution.md), at least 95 % of the
   diagnoses name the labelled class; a held-out set keeps at least its floor (85 % for the
-  first two; for ``validation-4/`` .. ``validation-7/`` what they scored untouched);
+  first two; for ``validation-4/`` .. ``validation-8/`` what they scored untouched);
 * no case whose true class is a workload fault or a scheduler outcome is diagnosed as a class
   that drains a node (zero false drains), except the one ``validation-4/`` case it had untouched
   (a gloo peer that simply returned, read as a lost node: the log cannot tell them apart);
@@ -52,10 +52,11 @@ HELD_OUT = {
     "validation-5": Floor(27 / 32),
     "validation-6": Floor(29 / 32),
     "validation-7": Floor(28 / 36),
+    "validation-8": Floor(25 / 30),
 }
 """Sets scored untouched: their misses are documented, not tuned away; validation-4's to
-validation-7's floors are their untouched scores (22 of 32 classes with one false drain; 27 of 32,
-29 of 32 and 28 of 36 with none - validation-7's one untouched false drain, a peer on the
+validation-8's floors are their untouched scores (22 of 32 classes with one false drain; 27 of 32,
+29 of 32, 28 of 36 and 25 of 30 with none - validation-7's one untouched false drain, a peer on the
 reporting host read as a lost node, is fixed and may not come back)."""
 ENGINE = load_engine()
 CASES = find_cases(CORPUS)
@@ -75,6 +76,7 @@ def test_corpus_is_whole() -> None:
     assert len([c for c in CASES if c.parent.name == "validation-5"]) >= 30
     assert len([c for c in CASES if c.parent.name == "validation-6"]) >= 30
     assert len([c for c in CASES if c.parent.name == "validation-7"]) >= 30
+    assert len([c for c in CASES if c.parent.name == "validation-8"]) >= 30
     for case in CASES:
         expected = json.loads((case / "expected.json").read_text())
         assert expected["source"].startswith("https://github.com/"), case
