@@ -379,3 +379,12 @@ srun: error: node-b: task 5: Exited with exit code 1
 srun: error: node-a: task 0: Exited with exit code 2
 """)
     assert (d.culprit_ranks, d.culprit_hosts) == ([5], ["node-b"])
+
+
+def test_a_node_ray_marked_dead_is_named_by_its_ip() -> None:
+    d = diag("""
+(BaseWorkerMixin pid=5137, ip=10.128.0.103) loss: 2.019226  [ 6400/30000]
+2022-02-15 16:53:52,096	WARNING worker.py:1462 -- The node with node id: 8f205b12 and ip: 10.128.0.103 has been marked dead because the detector has missed too many heartbeats from it.
+""")
+    assert d.fault_class is FaultClass.NODE_LOST
+    assert d.culprit_hosts == ["10.128.0.103"]
