@@ -743,3 +743,21 @@ ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -11) local
 """)
     assert d.fault_class is FaultClass.PROCESS_CRASH
     assert (d.culprit_ranks, d.culprit_hosts) == ([1], ["a100-node-3"])
+
+
+# -- preemption announced by the cloud, outside any scheduler -------------------------------
+
+
+def test_a_cloud_termination_notice_for_a_spot_machine_is_a_preemption() -> None:
+    d = diag("""
+Epoch 3: 41%|████      | 812/1980 [12:01<17:18, 1.12it/s, loss=2.31]
+2024/12/17 16:03:58 GCP Metadata Service says termination is imminent
+systemd-logind Power key pressed.
+""")
+    assert d.fault_class is FaultClass.JOB_PREEMPTED
+    assert (d.culprit_ranks, d.culprit_hosts) == ([], [])
+
+
+def test_the_training_loop_announcing_its_own_end_is_no_preemption() -> None:
+    d = diag("INFO trainer: termination is imminent, max_steps reached; saving final model")
+    assert d.fault_class is not FaultClass.JOB_PREEMPTED
