@@ -761,3 +761,32 @@ systemd-logind Power key pressed.
 def test_the_training_loop_announcing_its_own_end_is_no_preemption() -> None:
     d = diag("INFO trainer: termination is imminent, max_steps reached; saving final model")
     assert d.fault_class is not FaultClass.JOB_PREEMPTED
+
+
+# -- other batch schedulers' word for how the job ended ------------------------------------
+
+
+def test_pbs_killing_a_job_at_its_walltime_is_a_time_limit() -> None:
+    d = diag("""
+iter 81200: loss 1.9812, time 402.13ms
+=>> PBS: job killed: walltime 86415 exceeded limit 86400
+mpiexec: Warning: task 0 died with signal 15 (Terminated)
+""")
+    assert d.fault_class is FaultClass.JOB_TIME_LIMIT
+
+
+def test_lsf_s_termination_reason_names_the_outcome() -> None:
+    assert diag("TERM_MEMLIMIT: job killed after reaching LSF memory usage limit.").fault_class is (
+        FaultClass.MEMORY_HOST_OOM
+    )
+    assert diag("TERM_PREEMPT: job killed after preemption.").fault_class is (
+        FaultClass.JOB_PREEMPTED
+    )
+    assert diag("TERM_OWNER: job killed by owner.").fault_class is FaultClass.JOB_CANCELLED
+
+
+def test_grid_engine_s_hard_wallclock_is_a_time_limit_its_soft_one_is_not() -> None:
+    hard = diag("job 4412871.1 exceeded hard wallclock time - initiate terminate method")
+    assert hard.fault_class is FaultClass.JOB_TIME_LIMIT
+    soft = diag("job 4412871.1 exceeded soft wallclock time - initiate soft notify method")
+    assert soft.fault_class is not FaultClass.JOB_TIME_LIMIT
