@@ -388,3 +388,13 @@ def test_a_node_ray_marked_dead_is_named_by_its_ip() -> None:
 """)
     assert d.fault_class is FaultClass.NODE_LOST
     assert d.culprit_hosts == ["10.128.0.103"]
+
+
+def test_deepspeed_launcher_reporting_a_fatal_signal_names_the_crashed_local_rank() -> None:
+    d = diag("""
+[2023-07-20 15:45:13,980] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 3966
+[2023-07-20 15:45:13,981] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 3967
+[2023-07-20 15:45:13,982] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python3', '-u', 'main.py', '--local_rank=1', '--deepspeed', 'deepspeed.json'] exits with return code = -7
+""")
+    assert d.fault_class is FaultClass.PROCESS_CRASH
+    assert d.culprit_ranks == [1]
