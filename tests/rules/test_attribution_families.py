@@ -790,3 +790,22 @@ def test_grid_engine_s_hard_wallclock_is_a_time_limit_its_soft_one_is_not() -> N
     assert hard.fault_class is FaultClass.JOB_TIME_LIMIT
     soft = diag("job 4412871.1 exceeded soft wallclock time - initiate soft notify method")
     assert soft.fault_class is not FaultClass.JOB_TIME_LIMIT
+
+
+# -- a DataLoader worker that exited with a status of its own was not killed ----------------
+
+
+def test_a_worker_exiting_with_its_own_status_is_its_exception_not_a_host_oom() -> None:
+    d = diag("""
+Traceback (most recent call last):
+  File "/work/data.py", line 88, in __getitem__
+    label = record["labels"]
+KeyError: 'labels'
+RuntimeError: DataLoader worker (pid(s) 4444) exited unexpectedly with exit code 1. Details are lost due to multiprocessing. Rerunning with num_workers=0 may give better error trace.
+""")
+    assert d.fault_class is FaultClass.APP_ERROR
+
+
+def test_a_worker_that_vanished_is_still_read_as_killed() -> None:
+    d = diag("RuntimeError: DataLoader worker (pid(s) 1234, 1235) exited unexpectedly")
+    assert d.fault_class is FaultClass.MEMORY_HOST_OOM
