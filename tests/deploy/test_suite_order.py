@@ -1,5 +1,5 @@
 """The suite hands its longest files out first (tests/support/scheduling.py), so that
-deploy/run-tests.sh's two processes end together."""
+deploy/run-tests.sh's test processes end together."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 """The order in which the test processes take test files: the longest first.
 
-``deploy/run-tests.sh`` hands whole files to two processes, each taking the next file when it
-runs low. Files taken in collection order leave a multi-minute file to whichever process
-reaches it last, and the suite then waits for that one file alone. Taking the longest files
-first (longest-processing-time-first) lets the short ones fill both processes' tails so the
-two end together:
+``deploy/run-tests.sh`` hands whole files to its test processes, each taking the next file
+when it runs low. Files taken in collection order leave a multi-minute file to whichever
+process reaches it last, and the suite then waits for that one file alone. Taking the longest
+files first (longest-processing-time-first) lets the short ones fill every process's tail, so
+the processes end together:
 
 1. files marked ``long_running`` (each runs for minutes);
 2. files of real-daemon tests (``slurm``);
