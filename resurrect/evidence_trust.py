@@ -110,8 +110,6 @@ def corroborated_nodes(
     candidates: Iterable[str],
     diagnosis: Diagnosis,
     nodes: Sequence[NodeInfo],
-    *,
-    silence_confirms: bool = False,
 ) -> tuple[list[str], list[str]]:
     """Split drain candidates into (confirmed by a second source, job output alone).
 
@@ -119,15 +117,14 @@ def corroborated_nodes(
     Slurm showing it unavailable (DOWN, NOT_RESPONDING, FAIL) or drained by someone else,
     or by the job ending NODE_FAIL when Slurm names no other node of the job. Its agent's
     silence alone (:func:`silence_only`) confirms nothing: a killed agent, or heartbeats
-    lost on the way, look the same as a lost node until Slurm agrees (``silence_confirms``:
-    the 0.2 rule, for recoveries recorded before it changed).
+    lost on the way, look the same as a lost node until Slurm agrees.
     """
     independent = independent_evidence(diagnosis)
     named = {
         short_name(e.host)
         for e in independent
         if e.host
-        and (silence_confirms or not silence_only(e))
+        and not silence_only(e)
         and (e.role == "root" or evidence_source(e) == "node_agent")
     }
     by_name = {short_name(n.name): n for n in nodes}

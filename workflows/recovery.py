@@ -72,7 +72,6 @@ with workflow.unsafe.imports_passed_through():
     from resurrect.evidence_trust import (
         silence_awaiting_a_second_source,
         silence_only,
-        silent_nodes,
     )
     from resurrect.operator.approvals import (
         approval_needed,
@@ -96,18 +95,14 @@ with workflow.unsafe.imports_passed_through():
     from resurrect.workflows.approval_gate import ApprovalGate, describe
     from resurrect.workflows.search_batch import SearchAttributeBatch
 
-# The patch (docs/versioning.md): a node agent's silence alone confirms no drain.
-SILENCE_DRAINS_NOTHING = "silence-alone-drains-nothing"
-# The patch: a node agent's silence alone changes nothing while the job runs on nodes Slurm
-# sees; the recovery waits for a second source (``_await_second_source``).
-SILENCE_WAITS_FOR_A_SECOND_SOURCE = "silence-waits-for-a-second-source"
-# Its re-reads of the job: a report with evidence of its own (the follower's, the agent's)
-# wakes the wait at once, but the Slurm watcher's reports carry none (the job's state is
-# read here), so the re-reads are how the wait sees the attempt end or Slurm mark a node.
-# The first after this pause, then a quarter of the time waited so far, at most the
-# maximum: one scheduler read per waiting job per pause (after heartbeats lost for a whole
-# fleet, every running job waits: 10,000 jobs cost 1,000 reads a second for the first
-# half minute, then fewer as the pauses grow).
+# A node agent's silence alone changes nothing while the job runs on nodes Slurm sees: the
+# recovery waits for a second source (``_await_second_source``). Its re-reads of the job: a
+# report with evidence of its own (the follower's, the agent's) wakes the wait at once, but
+# the Slurm watcher's reports carry none (the job's state is read here), so the re-reads are
+# how the wait sees the attempt end or Slurm mark a node. The first after this pause, then a
+# quarter of the time waited so far, at most the maximum: one scheduler read per waiting job
+# per pause (after heartbeats lost for a whole fleet, every running job waits: 10,000 jobs
+# cost 1,000 reads a second for the first half minute, then fewer as the pauses grow).
 SECOND_SOURCE_FIRST_PAUSE_S = 10.0
 SECOND_SOURCE_MAX_PAUSE_S = 600.0
 # History stays bounded: after this many re-reads the wait continues as new.
@@ -186,7 +181,6 @@ def _fold(state: RecoveryState, result: StepResult) -> RecoveryState:
 class RecoveryWorkflow:
     def __init__(self) -> None:
         self._phase = "reported"
-        self._silence_waits = False  # a report of silence alone waits for a second source
         self._reported: list[Interruption] = []
         # the evidence of every report, as the assessment read it; the decision reads the same
         self._reported_evidence: list[Evidence] = []
@@ -263,7 +257,6 @@ class RecoveryWorkflow:
     async def run(self, interruption: Interruption) -> RecoveryOutcome:
         self._search.begin()
         self._notes.append(f"reported by {interruption.source}: {interruption.reason}")
-        self._silence_waits = self._waits_on_silence(interruption)
         bundle = await self._gather_evidence(interruption)
         if bundle is None:
             return self._outcome(Kind.JOB_UNKNOWN, interruption)
@@ -330,7 +323,7 @@ class RecoveryWorkflow:
         silent = silence_awaiting_a_second_source(
             reported, bundle.job, bundle.nodes, interruption.restart_count
         )
-        if not silent or not self._silence_waits:
+        if not silent:
             return bundle
         self._set_phase("awaiting_second_source")
         job_id = interruption.job_id
@@ -380,17 +373,6 @@ class RecoveryWorkflow:
         )
         return bundle
 
-    def _waits_on_silence(self, interruption: Interruption) -> bool:
-        """Whether a report of node agents' silence alone may wait for a second source (the
-        patch, asked before any activity: a patch marker recorded after a local activity's
-        result can land in a later workflow task than its replay looks for it)."""
-        evidence = interruption.evidence
-        return (
-            bool(evidence)
-            and all(silence_only(e) for e in evidence)
-            and workflow.patched(SILENCE_WAITS_FOR_A_SECOND_SOURCE)
-        )
-
     def _reported_more_than(self, count: int) -> bool:
         return len(self._reported) > count
 
@@ -434,10 +416,6 @@ class RecoveryWorkflow:
     ) -> tuple[DecidedRecovery, ResolvedPlan | None]:
         """One decision (plans/decide.py) from the diagnosis, the restart budget used so far
         and the plans: what the plan's steps work on, and that plan (None: no plan matches)."""
-        # 0.2 drained a node on its agent's silence alone: recoveries recorded before keep it
-        silence_confirms = bool(silent_nodes(assessment.diagnosis)) and not workflow.patched(
-            SILENCE_DRAINS_NOTHING
-        )
         choice = decide(
             bundle,
             assessment.diagnosis,
@@ -446,7 +424,6 @@ class RecoveryWorkflow:
             reported=self._reported_evidence,
             history=assessment.history,
             lemons=assessment.lemons,
-            silence_confirms=silence_confirms,
         )
         self._notes.extend(choice.notes)
         drain = choice.decision.drain_nodes

@@ -141,7 +141,6 @@ def decide(
     reported: Sequence[Evidence] | None = None,
     history: RestartHistory | None = None,
     lemons: Sequence[LemonScore] = (),
-    silence_confirms: bool = False,
 ) -> Choice:
     """The decision for one interrupted job attempt and the first plan whose rule matches it.
 
@@ -150,8 +149,6 @@ def decide(
     much as those sent with it. ``history``: the job's earlier attempts as its recoveries
     recorded them (rules 9 and 10; none known when None). ``lemons``: the cluster's nodes
     with a lemon score, as the assessment read them (rule 11).
-    recorded them (rules 9 and 10; none known when None). ``silence_confirms``: a node
-    agent's silence alone confirms a drain (0.2; recoveries recorded before it changed).
 
     Computed once. What does not depend on the restart budget (stop or restart; which nodes
     are drained and excluded) is worked out first, by :func:`_restart`. The budget is
@@ -165,9 +162,7 @@ def decide(
     job, policy, mode = bundle.job, bundle.policy, bundle.mode
     if reported is None:
         reported = bundle.interruption.evidence
-    restart = _restart(
-        diagnosis, job.nodes, job.excluded_nodes, bundle.nodes, reported, silence_confirms
-    )
+    restart = _restart(diagnosis, job.nodes, job.excluded_nodes, bundle.nodes, reported)
     budget = _Budget(policy, charged_restarts, history or RestartHistory())
     attempt = bundle.interruption.restart_count
     decision = _lemons(_charge(diagnosis, restart, None, budget, attempt), lemons, policy, job)
@@ -200,7 +195,6 @@ def _restart(
     job_excluded: Sequence[str],
     nodes: Sequence[NodeInfo],
     reported: Sequence[Evidence],
-    silence_confirms: bool = False,
 ) -> RecoveryDecision | None:
     """The restart, before the budget (None when the diagnosis stops or does nothing):
     which nodes to drain (rules 3, 4, 7) and exclude (rule 5); ``reasons`` say why."""
@@ -214,9 +208,7 @@ def _restart(
     elif diagnosis.action is RecoveryAction.DRAIN_AND_RESTART:
         drain, foreign = match_job_nodes(diagnosis.culprit_hosts, job_nodes)
         reasons.extend(_not_ours(foreign))
-        drain, alone = corroborated_nodes(
-            drain, diagnosis, nodes, silence_confirms=silence_confirms
-        )
+        drain, alone = corroborated_nodes(drain, diagnosis, nodes)
         silent = silent_nodes(diagnosis)
         quiet = [n for n in alone if short_name(n) in silent]
         printed = [n for n in alone if n not in quiet]
