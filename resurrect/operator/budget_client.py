@@ -71,7 +71,9 @@ _T = TypeVar("_T")
 
 
 class _PerScheduler(Generic[_T]):
-    """One value per scheduler, read again once it is older than ``max_age_s``."""
+    """One value per scheduler, read again once it is older than ``max_age_s``. Callers that
+    ask while a read is under way share it: a burst of recoveries, each drain step asking at
+    once with the value stale, costs one read, not one per recovery."""
 
     def __init__(self, max_age_s: float, read: Callable[[Scheduler], Awaitable[_T]]) -> None:
         self.max_age_s = max_age_s
@@ -79,14 +81,28 @@ class _PerScheduler(Generic[_T]):
         self._values: weakref.WeakKeyDictionary[Scheduler, tuple[float, _T]] = (
             weakref.WeakKeyDictionary()
         )
+        self._reading: weakref.WeakKeyDictionary[Scheduler, asyncio.Future[_T]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     async def get(self, scheduler: Scheduler) -> _T:
         cached = self._values.get(scheduler)
         if cached is not None and time.monotonic() - cached[0] < self.max_age_s:
             return cached[1]
-        value = await self._read(scheduler)
-        self._values[scheduler] = (time.monotonic(), value)
-        return value
+        reading = self._reading.get(scheduler)
+        if reading is None or reading.get_loop() is not asyncio.get_running_loop():
+            reading = asyncio.ensure_future(self._read_and_keep(scheduler))
+            self._reading[scheduler] = reading
+        # a caller cancelled (its activity timed out) leaves the read to the others
+        return await asyncio.shield(reading)
+
+    async def _read_and_keep(self, scheduler: Scheduler) -> _T:
+        try:
+            value = await self._read(scheduler)
+            self._values[scheduler] = (time.monotonic(), value)
+            return value
+        finally:
+            self._reading.pop(scheduler, None)
 
 
 async def _read_shape(scheduler: Scheduler) -> ClusterShape:
