@@ -37,7 +37,12 @@ from temporalio.service import RPCError
 from resurrect.config import IsolationSettings, ResurrectConfig
 from resurrect.contracts import JobInfo, JobState, RecoveryOutcome
 from resurrect.contracts.workflow_ids import recovery_workflow_id
-from resurrect.demo.local_cluster import LocalSlurm, start_local_slurm, stop_local_slurm
+from resurrect.demo.local_cluster import (
+    LocalSlurm,
+    rendezvous_port_base,
+    start_local_slurm,
+    stop_local_slurm,
+)
 from resurrect.demo.scenarios.straggler import STRAGGLER_POLICY
 from resurrect.errors import ResurrectError
 from resurrect.goodput.history import load_recoveries
@@ -291,7 +296,7 @@ class Soak:
     # ------------------------------------------------------------------ jobs
     async def _keep_slots(self, done: asyncio.Event) -> None:
         """One job of each shape running or waiting, until ``done``."""
-        port_base = 20000 + (self.settings.seed * 7919) % 15000
+        port_base = rendezvous_port_base(self.settings.seed)
         live: dict[str, str] = {}
         while not done.is_set():
             for shape in self.settings.shapes:

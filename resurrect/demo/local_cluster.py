@@ -78,7 +78,13 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def free_port_block(count: int, low: int = 20000, high: int = 60000) -> int:
+# Ports the local clusters' daemons take (slurmctld, slurmd, slurmrestd).
+DAEMON_PORTS = range(20000, 60000)
+
+
+def free_port_block(
+    count: int, low: int = DAEMON_PORTS.start, high: int = DAEMON_PORTS.stop
+) -> int:
     """First port of ``count`` consecutive free TCP ports on 127.0.0.1 (random start)."""
     rng = random.SystemRandom()
     for _ in range(200):
@@ -86,6 +92,21 @@ def free_port_block(count: int, low: int = 20000, high: int = 60000) -> int:
         if all(_port_free(base + i) for i in range(count)):
             return base
     raise RuntimeError(f"no block of {count} free ports found")
+
+
+# Rendezvous ports of the jobs local clusters run (RESURRECT_MASTER_PORT_BASE: the example job
+# listens on base + job id * 7 + restart): below the ports the clusters' daemons take
+# (DAEMON_PORTS) and below the kernel's ephemeral range (32768 and up on
+# Linux), so neither another cluster's daemon nor an outgoing connection holds a job's port.
+RENDEZVOUS_BASES = range(10000, 18000)
+
+
+def rendezvous_port_base(seed: int | None = None) -> int:
+    """A RESURRECT_MASTER_PORT_BASE for a job of a local cluster: random, or fixed by ``seed``
+    (a soak replays its runs)."""
+    if seed is None:
+        return random.SystemRandom().choice(RENDEZVOUS_BASES)
+    return RENDEZVOUS_BASES[(seed * 7919) % len(RENDEZVOUS_BASES)]
 
 
 def requested_slurm_version() -> str | None:

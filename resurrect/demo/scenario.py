@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import random
 import shutil
 import subprocess
 import time
@@ -31,7 +30,13 @@ from temporalio.client import Client
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import JobState
-from resurrect.demo.local_cluster import LocalSlurm, repo_root, start_local_slurm, stop_local_slurm
+from resurrect.demo.local_cluster import (
+    LocalSlurm,
+    rendezvous_port_base,
+    repo_root,
+    start_local_slurm,
+    stop_local_slurm,
+)
 from resurrect.demo.scenarios import SCENARIOS, Scenario, scenario_named
 from resurrect.demo.stage import (
     DemoError,
@@ -173,7 +178,7 @@ class Demo:
             "RESURRECT_TRAIN_CKPT_EVERY": str(s.ckpt_every),
             "RESURRECT_TRAIN_SLEEP": str(s.step_sleep_s),
             # local clusters on one host all number jobs from 1: each its own rendezvous ports
-            "RESURRECT_MASTER_PORT_BASE": str(random.SystemRandom().randrange(20000, 40000)),
+            "RESURRECT_MASTER_PORT_BASE": str(rendezvous_port_base()),
             **self.scenario.job_env(s),
         }
         exports = ",".join(["ALL", *(f"{k}={v}" for k, v in env.items())])

@@ -36,7 +36,12 @@ from temporalio.client import Client
 
 from resurrect.contracts import Interruption, SignalKind
 from resurrect.contracts.workflow_ids import recovery_workflow_id
-from resurrect.demo.local_cluster import LocalSlurm, free_port_block, repo_root
+from resurrect.demo.local_cluster import (
+    LocalSlurm,
+    free_port_block,
+    rendezvous_port_base,
+    repo_root,
+)
 from resurrect.stacks.classify import RankStack, judge
 from resurrect.stacks.probe import StackProbeRequest, probe_here
 from resurrect.stacks.processes import job_rank_processes
@@ -191,7 +196,7 @@ async def test_a_stalled_rank_of_a_job_launched_by_srun_is_named_by_the_service(
             extra_args=[
                 f"--export=ALL,RESURRECT_PYTHON={sys.executable},"
                 f"RESURRECT_TRAIN_DIR={root / 'examples' / 'train'},CKPT_DIR={ckpt},"
-                f"RESURRECT_MASTER_PORT_BASE={free_port_block(1)},RESURRECT_TRAIN_STEPS=3000,"
+                f"RESURRECT_MASTER_PORT_BASE={rendezvous_port_base()},RESURRECT_TRAIN_STEPS=3000,"
                 "RESURRECT_TRAIN_CKPT_EVERY=50,RESURRECT_TRAIN_SLEEP=0.1"
             ],
         )
