@@ -128,10 +128,12 @@ def unbounded_answer(request: StackProbeRequest) -> StackProbeResult:
     return StackProbeResult(node=request.node, ranks=ranks)
 
 
-def asking(client: Client, job_id: str) -> AgentRanks:
+def asking(client: Client, job_id: str, answer_within_s: float = 8) -> AgentRanks:
+    """The stacks of job ``job_id``'s ranks on node1, waiting ``answer_within_s`` for them (an
+    answer that arrives ends the wait)."""
     return AgentRanks(client, asyncio.get_running_loop(), cluster="c1", job_id=job_id,
-                      restart_count=0, nodes=["node1"], timeout_s=1, answer_within_s=8,
-                      gpu_every_s=0)  # fmt: skip
+                      restart_count=0, nodes=["node1"], timeout_s=1,
+                      answer_within_s=answer_within_s, gpu_every_s=0)  # fmt: skip
 
 
 @pytest.mark.temporal
@@ -144,7 +146,7 @@ async def test_an_oversized_answer_never_arrives_and_a_bounded_one_does(
     monkeypatch.setattr(probe, "collect_job_stacks", lambda *a, **k: hostile_stacks(256 << 10))
     monkeypatch.setattr(probe, "job_owner_uid", lambda job_id: 1000)  # Slurm's answer
     async with answering(stack_dumper("node1"))(temporal_client):
-        ranks = asking(temporal_client, "62")
+        ranks = asking(temporal_client, "62", answer_within_s=60)  # it arrives: no wait
         stacks = await asyncio.to_thread(ranks.stacks)
     assert len(stacks) == RANKS and {s.rank for s in stacks} == set(range(RANKS))
     assert judge(stacks).missing == []  # every rank arrived: the stacks can be judged
