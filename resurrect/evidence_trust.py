@@ -11,6 +11,7 @@ action a diagnosis proposes another (:func:`proposed_action`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 from resurrect.contracts import (
@@ -51,6 +52,21 @@ JOB_CONTROLLED_FIELD = "job_controlled"
 def short_name(host: str) -> str:
     """A host's short name, lower case: ``GPU-17.cluster`` -> ``gpu-17``."""
     return host.split(".")[0].lower()
+
+
+_INTERFACE_SUFFIX = re.compile(r"-ib\d{0,2}$")
+"""A host's name for one of its own network interfaces (``node7-ib``, ``node7-ib0``)."""
+
+
+def same_host(name: str, other: str) -> bool:
+    """Whether two host names name one machine: the same :func:`short_name` once an interface
+    suffix (``-ib``, ``-ib0``) is set aside (``ng3`` and ``ng3-ib.cluster.org``; an address
+    never equals a name)."""
+    if not name or not other or name.replace(".", "").isdigit() or other.replace(".", "").isdigit():
+        return False
+    return _INTERFACE_SUFFIX.sub("", short_name(name)) == _INTERFACE_SUFFIX.sub(
+        "", short_name(other)
+    )
 
 
 def evidence_source(evidence: Evidence) -> EvidenceSource:

@@ -48,7 +48,7 @@ from resurrect.contracts import (
     FaultClass,
     RecoveryAction,
 )
-from resurrect.evidence_trust import proposed_action
+from resurrect.evidence_trust import proposed_action, same_host
 from resurrect.records import carry_over
 from resurrect.rules.culprits import MAX_LISTED, find_culprits
 from resurrect.rules.engine import known_confidences
@@ -62,7 +62,6 @@ from resurrect.rules.launcher_records import (
     record_evidence,
 )
 from resurrect.rules.refinements import BLOCKING_FRAME_RULE, Refinement, refine
-from resurrect.rules.text import same_host
 
 CASCADE_CONFIDENCE_CAP = 0.7
 """A class chosen from cascade evidence alone is never surer than this."""

@@ -180,23 +180,6 @@ def is_placeholder_host(name: str) -> bool:
     return _PLACEHOLDER_HOST.fullmatch(name) is not None
 
 
-_INTERFACE_SUFFIX = re.compile(r"-ib\d{0,2}$")
-"""A host's name for one of its own network interfaces (``node7-ib``, ``node7-ib0``)."""
-
-
-def same_host(name: str, other: str) -> bool:
-    """Whether two host names name one machine: the same first DNS label, case aside, once an
-    interface suffix (``-ib``, ``-ib0``) is set aside (``ng3`` and ``ng3-ib.cluster.org``; an
-    address never equals a name)."""
-
-    def short(n: str) -> str:
-        return _INTERFACE_SUFFIX.sub("", n.lower().split(".", 1)[0])
-
-    if not name or not other or name.replace(".", "").isdigit() or other.replace(".", "").isdigit():
-        return False
-    return short(name) == short(other)
-
-
 def truncate(text: str, limit: int = MAX_EVIDENCE_CHARS) -> str:
     """Evidence text: at most ``limit`` characters, marked when cut."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
