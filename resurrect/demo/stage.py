@@ -25,6 +25,7 @@ from resurrect.config import ResurrectConfig
 from resurrect.contracts import JobInfo
 from resurrect.demo.local_cluster import LocalSlurm
 from resurrect.errors import SchedulerError
+from resurrect.log_reading import read_tail
 from resurrect.stacks.processes import job_rank_processes
 
 if TYPE_CHECKING:
@@ -118,13 +119,17 @@ class Stage:
         return Path((await self.job()).stdout_path or "")
 
     async def output_tail(self, lines: int = 15) -> str:
-        """The last ``lines`` lines the job printed ("" when its output cannot be read): what
-        an error about the job shows."""
+        """The last ``lines`` lines the job printed, read as job output is (bounded, a regular
+        file of the job's user, no link followed), or why they cannot be: what an error about
+        the job shows."""
         try:
-            tail = (await self.output_path()).read_bytes()[-OUTPUT_TAIL_BYTES:]
-        except (OSError, SchedulerError):
-            return ""
-        return "\n".join(tail.decode(errors="replace").splitlines()[-lines:])
+            path = await self.output_path()
+        except SchedulerError as exc:
+            return f"(its output file is unknown: {exc})"
+        owner = pwd.getpwnam(self.cluster.demo_user).pw_uid
+        tail = read_tail(path, OUTPUT_TAIL_BYTES, owner_uid=owner)
+        shown = [text for _, text in tail.lines[-lines:]]
+        return "\n".join([*shown, *([f"({tail.note})"] if tail.note else [])])
 
     async def wait_step_line_after(self, step: int) -> None:
         """Wait until the job printed a step line past ``step`` (training, not saving)."""
