@@ -365,11 +365,13 @@ class AgentSettings(Section):
     # De-duplication: one finding per (GPU, rule) per window; a global cap per minute.
     dedup_window_s: float = Field(default=300.0, ge=0)
     max_findings_per_minute: int = Field(default=30, ge=1)
-    # Kernel log: /dev/kmsg when readable, else this journald command (kernel messages only).
+    # Kernel log: /dev/kmsg when readable, else this journald command (kernel messages only,
+    # one JSON entry a line: a record's transport and facility are checked, and a message
+    # holding a line break stays one record).
     kernel_log: bool = True
     kmsg_path: Path = Path("/dev/kmsg")
     journal_argv: list[str] = Field(
-        default_factory=lambda: ["journalctl", "-k", "-f", "-n", "0", "-o", "cat"]
+        default_factory=lambda: ["journalctl", "-k", "-f", "-n", "0", "-o", "json"]
     )
     # Liveness collector ("host:port"; see the config's ``liveness`` section): heartbeats go
     # there, authenticated with collector_key_file; with no acknowledgement for
