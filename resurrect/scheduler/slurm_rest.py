@@ -325,7 +325,10 @@ class SlurmRest(VerifiedScheduler):
             timeout=self.requeue_runner.timeout,
             extra_env={**self.requeue_runner.env, "SLURM_JWT": token},
         )
-        await runner.check(["scontrol", "requeuehold", job_id])
+        try:
+            await runner.check(["scontrol", "requeuehold", job_id])
+        except SchedulerError as exc:
+            raise self.client.redacted(exc) from None
 
 
 def _unique(jobs: Iterable[JobInfo]) -> list[JobInfo]:
