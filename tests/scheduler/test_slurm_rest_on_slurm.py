@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from scheduler.test_slurm_cluster import (  # the CLI backend's contract, run again here
     SLEEP_JOB,
+    test_a_non_ascii_pad_width_costs_no_other_job,
     test_controller_down_is_unavailable_then_recovers,
     test_drain_resume_with_prefix_idempotent,
     test_hostile_reason_is_stored_as_plain_text,
@@ -44,6 +45,7 @@ from resurrect.scheduler.slurm_rest import SlurmRest
 pytestmark = pytest.mark.slurm
 
 __all__ = [
+    "test_a_non_ascii_pad_width_costs_no_other_job",
     "test_controller_down_is_unavailable_then_recovers",
     "test_drain_resume_with_prefix_idempotent",
     "test_hostile_reason_is_stored_as_plain_text",
