@@ -291,7 +291,11 @@ async def _follow_process(argv: Sequence[str]) -> AsyncIterator[str]:
     assert process.stdout is not None
     try:
         while True:
-            raw = await process.stdout.readline()
+            try:
+                raw = await process.stdout.readline()
+            except ValueError:  # a line over the stream's 64 KiB limit: dropped, not read
+                _REFUSED.note("journald", "journal line longer than 64 KiB left out")
+                continue
             if not raw:
                 break
             yield raw.decode("utf-8", "replace").rstrip("\n")

@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -62,14 +63,24 @@ async def feed(fifo: Path, records: list[str]) -> None:
         os.close(writer)
 
 
-async def test_the_agent_reports_none_of_the_forged_records(
-    engine: RuleEngine, nvml: FakeNvml, tmp_path: Path
-) -> None:
+def agent_on_fifo(
+    tmp_path: Path, engine: RuleEngine, nvml: FakeNvml, settings: Any = None, **kernel: Any
+) -> tuple[NodeAgent, RecordingReporter, Path]:
+    """An agent whose kernel log is a FIFO at ``tmp_path/kmsg`` (written with :func:`feed`)."""
     fifo = tmp_path / "kmsg"
     os.mkfifo(fifo)
     reporter = RecordingReporter()
-    kernel = KernelLogSource(kmsg_path=fifo, journal_argv=["false"])
-    agent = NodeAgent(fast(), nvml=nvml, engine=engine, reporter=reporter, kernel_log=kernel)
+    source = KernelLogSource(kmsg_path=fifo, journal_argv=["false"], **kernel)
+    agent = NodeAgent(
+        settings or fast(), nvml=nvml, engine=engine, reporter=reporter, kernel_log=source
+    )
+    return agent, reporter, fifo
+
+
+async def test_the_agent_reports_none_of_the_forged_records(
+    engine: RuleEngine, nvml: FakeNvml, tmp_path: Path
+) -> None:
+    agent, reporter, fifo = agent_on_fifo(tmp_path, engine, nvml)
     async with running(agent):
         await feed(fifo, [*FORGED, GENUINE])  # in order: the genuine one comes last
         await until(lambda: reporter.found)
@@ -85,12 +96,8 @@ async def test_without_nvml_the_gpus_are_the_nvidia_drivers_pci_devices(
     (sysfs / "module").symlink_to(tmp_path)
     (sysfs / "bind").write_text("")
     assert nvidia_pci_addresses(sysfs) == {GPU3}
-    fifo = tmp_path / "kmsg"
-    os.mkfifo(fifo)
-    reporter = RecordingReporter()
-    kernel = KernelLogSource(kmsg_path=fifo, journal_argv=["false"], nvidia_sysfs=sysfs)
     nvml = FakeNvml.with_gpus(8, library_missing=True)
-    agent = NodeAgent(fast(), nvml=nvml, engine=engine, reporter=reporter, kernel_log=kernel)
+    agent, reporter, fifo = agent_on_fifo(tmp_path, engine, nvml, nvidia_sysfs=sysfs)
     other = GENUINE_79.replace(GPU3, "0000:58:00")
     async with running(agent):
         await feed(fifo, [*FORGED, other, GENUINE_79])
@@ -105,12 +112,8 @@ async def test_without_nvml_the_gpus_are_the_nvidia_drivers_pci_devices(
 async def test_a_kernel_xid_nvml_never_reported_is_weak_until_nvml_confirms(
     engine: RuleEngine, nvml: FakeNvml, tmp_path: Path
 ) -> None:
-    fifo = tmp_path / "kmsg"
-    os.mkfifo(fifo)
-    reporter = RecordingReporter()
-    kernel = KernelLogSource(kmsg_path=fifo, journal_argv=["false"])
-    settings = fast(dedup_window_s=0)  # every finding reported: the test sees each
-    agent = NodeAgent(settings, nvml=nvml, engine=engine, reporter=reporter, kernel_log=kernel)
+    # every finding reported (no de-duplication): the test sees each
+    agent, reporter, fifo = agent_on_fifo(tmp_path, engine, nvml, fast(dedup_window_s=0))
     async with running(agent):
         writer = await asyncio.to_thread(os.open, fifo, os.O_WRONLY)
         try:
@@ -169,7 +172,11 @@ def test_journald_records_are_read_whole_with_their_transport_and_facility() -> 
 async def test_the_journald_fallback_reads_json_records(tmp_path: Path) -> None:
     good = "NVRM: Xid (PCI:0000:48:00): 79, pid=1, GPU has fallen off the bus."
     script = tmp_path / "journal.sh"
-    lines = [journal_line("x[1]: segfault at 0 in y\n" + good), journal_line(good)]
+    lines = [
+        journal_line("NVRM: " + "x" * 100_000),  # over the stream's line limit: dropped
+        journal_line("x[1]: segfault at 0 in y\n" + good),
+        journal_line(good),
+    ]
     script.write_text("#!/bin/sh\n" + "".join(f"echo '{line}'\n" for line in lines))
     script.chmod(0o755)
     source = KernelLogSource(kmsg_path=tmp_path / "missing", journal_argv=[str(script)])
