@@ -34,6 +34,12 @@ whole watcher polls of both backends (slurmrestd's view over a synthetic server,
 compact view over rendered squeue text): ``crashes`` counts polls that raised,
 ``other_missed`` polls that did not report the other user's failed job.
 
+``kernel_record`` (issue 33): kernel log records a local user can make the kernel write
+(its segfault, trap, OOM-killer, hung-task and bridge formats quoting driver-like names,
+escaped as /dev/kmsg escapes them) and driver text written to /dev/kmsg, through the node
+agent's :func:`~resurrect.sensors.node_agent.kernel_log.driver_message`: ``forged_accepted``
+counts records taken as the driver's (must be 0), ``crashes`` any exception.
+
 Then the parsers of issue 20, each with ``--parser-inputs`` seeded, generated inputs
 (mutations of real dumps and datagrams, random structures, templates of known attacks),
 one JSON line each: ``flight_recorder_json`` and ``flight_recorder_pickle``
@@ -325,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         print_result(result, as_json=args.json)
     for result in run_job_records(args.parser_inputs, seed=args.seed):
         print_result(result, as_json=args.json)
+    print_result(run_kernel_records(args.parser_inputs, seed=args.seed), as_json=args.json)
     return 0
 
 
@@ -856,6 +863,32 @@ async def _cli_poll(rng: random.Random, token: Path) -> bool:
 
 
 CONFIG_OPT_IN = ResurrectConfig.model_validate({"cluster": {"name": "c1"}})
+
+
+def run_kernel_records(inputs: int, *, seed: int = 20) -> dict[str, Any]:
+    """``kernel_record`` on ``inputs`` seeded records (half forged formats, half writes
+    of driver text to /dev/kmsg)."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from support.kernel_records import forged_kmsg_record, written_to_kmsg
+
+    from resurrect.sensors.node_agent.kernel_log import driver_message, kmsg_record
+
+    rng = random.Random(seed)
+    gpus = {"0000:48:00"}
+    tally = ParserTally("kernel_record")
+    accepted = 0
+
+    def read(record: str) -> None:
+        nonlocal accepted
+        parsed = kmsg_record(record)
+        accepted += parsed is not None and driver_message(parsed, gpus) is not None
+
+    for number in range(inputs):
+        make = forged_kmsg_record if number % 2 else written_to_kmsg
+        tally.call(read, make(rng, "0000:48:00"), ())
+    return tally.result(forged_accepted=accepted)
 
 
 if __name__ == "__main__":

@@ -11,11 +11,13 @@ the driver's only when (:func:`driver_message`):
 
 * it is of the kernel facility (a write to /dev/kmsg, or a journald entry of another
   transport, is of another: user, daemon, syslog);
-* its message *starts* with the driver's ``NVRM: `` (every message quoting a user's name
-  starts with the kernel's own words, or with a name of at most 15 characters: task and
-  interface names are cut there), is one line, and holds no escaped control character;
-* an Xid message has the driver's exact header, ``NVRM: Xid (PCI:DDDD:BB:DD): CODE, ``
-  (32 characters and more: longer than any name the kernel puts at a message's start);
+* its message *starts* with one of the driver's exact headers naming a GPU:
+  ``NVRM: Xid (PCI:DDDD:BB:DD): CODE,``, ``NVRM: GPU DDDD:BB:DD.F: `` or
+  ``NVRM: GPU at PCI:DDDD:BB:DD: `` (:data:`DRIVER_HEADER`). A message quoting a user's
+  name starts with the kernel's own words, or with a name of at most 15 characters (task,
+  bridge and interface names are cut there) followed by the kernel's text: ``NVRM: `` alone
+  is forgeable (a task named ``NVRM: GPU is lo``), these headers, 20 characters and more
+  with the GPU's address, are not. It is one line and holds no escaped control character;
 * every PCI address it names is one of this node's GPUs (:meth:`KernelLogSource.bind_inventory`:
   NVML's, or the devices the ``nvidia`` driver is bound to in sysfs);
 * it is none of the kernel's formats that quote user-chosen names (checked although the
@@ -48,7 +50,14 @@ _REFUSED = JobNotes(log)
 _KMSG_HEADER = re.compile(r"^(?P<prio>[0-9]{1,4}),[0-9]{1,20},[0-9]{1,20},[^;]{0,64};")
 KERNEL_FACILITY = 0
 DRIVER_PREFIX = "NVRM: "
-# The driver's Xid header, anchored: "NVRM: Xid (PCI:0000:3b:00): 79, "
+# The driver's headers naming a GPU, anchored (the only driver messages taken):
+# "NVRM: Xid (PCI:0000:3b:00): 79,", "NVRM: GPU 0000:3b:00.0: ", "NVRM: GPU at PCI:0000:3b:00: "
+DRIVER_HEADER = re.compile(
+    r"NVRM: (?:Xid \(PCI:[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\): [0-9]{1,4},"
+    r"|GPU [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]: "
+    r"|GPU at PCI:[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}: )"
+)
+# The driver's Xid header: "NVRM: Xid (PCI:0000:3b:00): 79,"
 _XID_HEADER = re.compile(
     r"NVRM: Xid \(PCI:(?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})\): (?P<xid>[0-9]{1,4}),"
 )
@@ -120,7 +129,7 @@ def driver_message(record: KernelRecord, gpu_pcis: Collection[str]) -> str | Non
         return None  # one line of printable text (kmsg escapes control characters \xNN)
     if _QUOTING_FORMATS.search(message):
         return None
-    if message.startswith("NVRM: Xid") and not _XID_HEADER.match(message):
+    if not DRIVER_HEADER.match(message):
         return None
     named = {pci.lower() for pci in _ANY_PCI.findall(message)}
     if not named <= set(gpu_pcis):

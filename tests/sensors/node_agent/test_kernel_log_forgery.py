@@ -12,10 +12,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support.kernel_records import forged_kmsg_record, written_to_kmsg
 
 from resurrect.contracts import Evidence
 from resurrect.evidence_trust import UNCONFIRMED_FIELD, evidence_source
@@ -183,3 +187,21 @@ async def test_the_journald_fallback_reads_json_records(tmp_path: Path) -> None:
     source.bind_inventory(lambda: {GPU3})
     readings = [reading async for reading in source.readings()]
     assert [(r.source, r.pci, r.text) for r in readings] == [("journald", GPU3, good)]
+
+
+# ------------------------------------------------------------------ fuzzing
+@settings(max_examples=2000, deadline=None)
+@given(st.randoms(use_true_random=False))
+def test_no_record_a_user_can_make_the_kernel_write_is_the_drivers(rng: random.Random) -> None:
+    for record in (forged_kmsg_record(rng, GPU3), written_to_kmsg(rng, GPU3)):
+        parsed = kmsg_record(record)
+        assert parsed is None or driver_message(parsed, {GPU3}) is None, record
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.text(max_size=400), st.integers(0, 200))
+def test_any_record_text_is_read_without_error(text: str, prio: int) -> None:
+    for line in (f"{prio},1,2,-;{text}", text, journal_line(text, SYSLOG_FACILITY=str(prio))):
+        for record in (kmsg_record(line), journal_record(line)):
+            message = None if record is None else driver_message(record, {GPU3})
+            assert message is None or message.startswith("NVRM: ")
