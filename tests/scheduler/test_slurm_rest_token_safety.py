@@ -6,11 +6,13 @@ exception, log record, note, metric, span or repr, whatever fails."""
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import logging
 import os
 import ssl
 import subprocess
+import tempfile
 import threading
 import traceback
 from collections.abc import Iterator
@@ -20,17 +22,20 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 from support.telemetry import shared_telemetry
 
 from resurrect.config import ClusterSettings, ResurrectConfig
 from resurrect.errors import ConfigError, SchedulerError
 from resurrect.job_notes import JobNotes
+from resurrect.loopback import cleartext_refusal
 from resurrect.scheduler import slurm_json, slurm_rest
 from resurrect.scheduler.factory import scheduler_for
 from resurrect.scheduler.slurm_exec import CommandRunner
 from resurrect.scheduler.slurm_rest import SlurmRest
-from resurrect.scheduler.slurm_rest_client import RestClient, tls_context
+from resurrect.scheduler.slurm_rest_client import REDACTED, RestClient, tls_context
 
 TOKEN = "eyJhbGciOiJIUzI1NiJ9.eyJzdW4iOiJyb290In0.SeCrEtSiGnAtUrE-4f2a9c"
 
@@ -325,3 +330,37 @@ async def test_no_failure_shows_the_token(
     leaks = [text for text in shown if TOKEN in text]
     assert leaks == []
     assert any("<slurmrestd token>" in text for text in shown)  # it was quoted, and replaced
+
+
+# ------------------------------------------------------------------ fuzzing
+ipv4 = st.ip_addresses(v=4).map(str)
+ipv6 = st.ip_addresses(v=6).map(lambda a: f"[{a}]")
+names = st.from_regex(r"[a-z][a-z0-9.-]{0,30}", fullmatch=True)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.one_of(ipv4, ipv6, names), st.one_of(st.none(), st.integers(1, 65535)))
+def test_clear_text_goes_only_to_loopback(host: str, port: int | None) -> None:
+    url = f"http://{host}" + (f":{port}" if port else "")
+    bare = host.strip("[]")
+    loopback = bare == "localhost" or (
+        (bare[0].isdigit() or ":" in bare) and ipaddress.ip_address(bare).is_loopback
+    )
+    refusal = cleartext_refusal(url, what="t", allow_setting="s")
+    assert (refusal is None) is loopback, url
+    assert cleartext_refusal("https" + url[4:], what="t", allow_setting="s") is None
+    assert cleartext_refusal(url, what="t", allow_setting="s", allow_plaintext=True) is None
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), min_size=8,
+               max_size=200), st.text(max_size=100), st.text(max_size=100))  # fmt: skip
+def test_any_text_quoting_the_token_has_it_replaced(token: str, before: str, after: str) -> None:
+    path = Path(tempfile.mkdtemp()) / "token"
+    path.write_text(token)
+    path.chmod(0o600)
+    client = RestClient("unix:/nonexistent", path)
+    secret = client.token.get()
+    assume(secret not in REDACTED)  # the marker itself is no leak
+    shown = client.redacted(SchedulerError(before + secret + after))
+    assert secret not in str(shown) and REDACTED in str(shown)
