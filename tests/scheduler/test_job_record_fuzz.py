@@ -101,7 +101,7 @@ def beside_another(record: dict[str, Any], hostile_record: dict[str, Any]) -> di
     return {"jobs": [hostile_record, other]}
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.integers(0, len(RECORDS) - 1),
     st.lists(st.integers(0, 10_000), min_size=1, max_size=3),
@@ -117,7 +117,7 @@ def test_any_field_of_any_versions_record_costs_that_record_alone(
     assert str(OTHER) in {job.job_id for job in jobs}
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(st.integers(0, len(RECORDS) - 1), st.sampled_from(sorted({"standard_output",
        "standard_error", "current_working_directory", "name", "user_name", "array_job_id",
        "array_task_id", "job_id"})), patterns)  # fmt: skip
@@ -138,7 +138,7 @@ def rest_backend(restd: SyntheticRestd, token: Path) -> SlurmRest:
     return SlurmRest("c1", client, verify_timeout=1.0, poll_interval=0.01)
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.integers(0, 10_000), min_size=1, max_size=3), hostile)
 def test_a_rest_poll_survives_any_field_of_one_job(
     tmp_path_factory: Any, choices: list[int], value: Any
@@ -162,7 +162,7 @@ def test_a_rest_poll_survives_any_field_of_one_job(
 OWNER_KEYS = ["name", "comment", "standard_output", "standard_error", "current_working_directory"]
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.sampled_from(sorted(running(5, "").keys())),
     st.one_of(hostile, patterns),

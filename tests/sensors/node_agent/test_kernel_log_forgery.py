@@ -190,7 +190,7 @@ async def test_the_journald_fallback_reads_json_records(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------ fuzzing
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(st.randoms(use_true_random=False))
 def test_no_record_a_user_can_make_the_kernel_write_is_the_drivers(rng: random.Random) -> None:
     for record in (forged_kmsg_record(rng, GPU3), written_to_kmsg(rng, GPU3)):
