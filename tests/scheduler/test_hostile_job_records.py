@@ -86,7 +86,11 @@ def two_jobs(doc: dict[str, Any], hostile: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-JOB_DOCS = sorted(FIXTURES.glob("*/s*-job*.json")) + sorted(FIXTURES.glob("*/squeue.json"))
+JOB_DOCS = [
+    path
+    for path in sorted(FIXTURES.glob("*/s*-job*.json")) + sorted(FIXTURES.glob("*/squeue.json"))
+    if json.loads(path.read_text()).get("jobs")  # a controller-down recording has none
+]
 
 
 @pytest.mark.parametrize("path", JOB_DOCS, ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -95,8 +99,6 @@ def test_a_hostile_pattern_in_any_versions_json_costs_no_other_job(
     path: Path, pattern: str
 ) -> None:
     doc = json.loads(path.read_text())
-    if not doc.get("jobs"):
-        pytest.skip("no job in this recording")
     jobs = parse_jobs(two_jobs(doc, {"standard_output": pattern, "standard_error": pattern}))
     assert "424242" in {job.job_id for job in jobs}
 
