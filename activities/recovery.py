@@ -75,6 +75,7 @@ from resurrect.lemons.records import (
     score_records,
 )
 from resurrect.log_reading import Budget, read_tail
+from resurrect.numbers import is_ascii_digits
 from resurrect.operator.models import NodeRepairState
 from resurrect.plans.models import ResolvedPlan
 from resurrect.policy import resolve_job_policy
@@ -502,7 +503,7 @@ REQUEUED_OUTCOMES = frozenset({"recovered", "requeued_not_running"})
 def attempt_record(execution: WorkflowExecution) -> AttemptRecord | None:
     """What one earlier recovery recorded of its attempt; None for an id not of a recovery."""
     _, _, tail = execution.id.rpartition("/")
-    if not tail.isdigit():
+    if not is_ascii_digits(tail):
         return None
     attributes = execution.typed_search_attributes
     outcome = attributes.get(sa.OUTCOME)

@@ -38,10 +38,10 @@ MAX_TRAINER_STATE_BYTES = 32 << 20
 MAX_WEIGHT_INDEX_BYTES = 32 << 20
 
 _DS_ZERO = re.compile(
-    r"^(?:bf16_)?zero_pp_rank_(?P<dp>\d+)_mp_rank_(?P<mp>\d+)_(?P<what>optim|model)_states\.pt$"
+    r"^(?:bf16_)?zero_pp_rank_(?P<dp>[0-9]+)_mp_rank_(?P<mp>[0-9]+)_(?P<what>optim|model)_states\.pt$"
 )
-_DS_MP_MODEL = re.compile(r"^mp_rank_(?P<mp>\d+)_model_states\.pt$")
-_MEGATRON_RANK_DIR = re.compile(r"^mp_rank_\d+(?:_\d+)?$")
+_DS_MP_MODEL = re.compile(r"^mp_rank_(?P<mp>[0-9]+)_model_states\.pt$")
+_MEGATRON_RANK_DIR = re.compile(r"^mp_rank_[0-9]+(?:_[0-9]+)?$")
 HF_WEIGHTS = (
     "model.safetensors",
     "pytorch_model.bin",

@@ -14,6 +14,7 @@ from resurrect.goodput.accounting import account_job, cluster_total
 from resurrect.goodput.collect import build_record, output_progress
 from resurrect.goodput.history import load_recoveries
 from resurrect.goodput.model import ClusterGoodput, JobGoodput, Model, RecoveryRecord
+from resurrect.numbers import is_ascii_digits
 from resurrect.scheduler.base import Scheduler
 
 
@@ -97,4 +98,4 @@ def _ran_in_window(job: JobInfo, since: datetime | None) -> bool:
 
 def _numeric(job_id: str) -> tuple[int, str]:
     head = job_id.split("_", 1)[0]
-    return (int(head) if head.isdigit() else 0, job_id)
+    return (int(head) if is_ascii_digits(head) else 0, job_id)

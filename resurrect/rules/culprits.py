@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from resurrect.contracts import Evidence, FaultClass, SignalKind
+from resurrect.numbers import is_ascii_digits
 from resurrect.rules.launcher_records import LauncherRecord, first_failure
 from resurrect.rules.timeline import print_order
 
@@ -37,7 +38,7 @@ REPORT_HOST_RULE = "node.mpi_report_host"
 REPORT_HOST_LINES = 4
 """Open MPI's help-message reports name the node on an indented line of their own, this close
 after the headline ("ORTE has lost communication with its daemon located on node:")."""
-_RANK_LIST = re.compile(r"\d+")
+_RANK_LIST = re.compile(r"[0-9]+")
 
 
 def collective_culprits(evidence: Sequence[Evidence], cascades: Sequence[Evidence]) -> list[int]:
@@ -59,7 +60,7 @@ def collective_culprits(evidence: Sequence[Evidence], cascades: Sequence[Evidenc
     groups: set[str] = set()
     for e in timeouts:
         value = e.fields.get("last_completed") or e.fields.get("last_completed2")
-        if e.rank is not None and value is not None and value.lstrip("-").isdigit():
+        if e.rank is not None and value is not None and is_ascii_digits(value.lstrip("-")):
             last[e.rank] = min(int(value), last.get(e.rank, int(value)))
             groups.add(e.fields.get("pg_guid") or e.fields.get("pg") or "")
     if len(last) >= 2 and len(groups) == 1:
@@ -71,7 +72,7 @@ def collective_culprits(evidence: Sequence[Evidence], cascades: Sequence[Evidenc
     world = 0
     for e in evidence:
         size = e.fields.get("world_size")
-        if size and size.isdigit():
+        if size and is_ascii_digits(size):
             world = max(world, int(size))
     known = set(range(world)) if world else {e.rank for e in evidence if e.rank is not None}
     missing = known - reporters
@@ -169,7 +170,7 @@ def ranks_named(evidence: Sequence[Evidence]) -> list[int]:
     for e in evidence:
         named.append(e.rank)
         last = e.fields.get("rank_last", "")
-        if e.rank is not None and last.isdigit():
+        if e.rank is not None and is_ascii_digits(last):
             named.extend(range(e.rank + 1, min(int(last), e.rank + MAX_LISTED) + 1))
     return [r for r in ordered_unique(named) if isinstance(r, int)]
 
