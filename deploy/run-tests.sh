@@ -14,8 +14,7 @@ cd "$ROOT"
 deploy/install.sh
 export RESURRECT_REQUIRE_SLURM=1   # the real-cluster tests fail (not skip) if Slurm is missing
 export PYTHONUNBUFFERED=1
-echo "== ruff"; .venv/bin/ruff check . && .venv/bin/ruff format --check .
-echo "== mypy"; .venv/bin/mypy resurrect  # resurrect/{workflows,activities,workers,sensors} link the top-level folders
+deploy/check-code.sh  # ruff, mypy
 # Three processes (RESURRECT_TEST_PROCS), whole files to each, each starting its own cluster.
 # The real-daemon tests mostly wait on daemons and timeouts: with two processes the 2 cores
 # were 55-70 % busy (17 min of pytest); with three, 12 min, every test passing.
