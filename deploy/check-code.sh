@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# check-code.sh - the static checks: ruff (lint and format) and mypy (strict). Needs the
-# venv deploy/install.sh makes (.venv); run by deploy/run-tests.sh before the tests.
-# mypy reads the package as it installs: workflows/, activities/, workers/ and sensors/
-# are resurrect.<name> only in an installed tree (setup.py), so the wheel's files are put
-# into build/check-tree first, and mypy's paths are given back as the repository's.
+# check-code.sh - the static checks: ruff (lint and format), mypy (strict) and lint-imports
+# (the layers, [tool.importlinter] in pyproject.toml). Needs the venv deploy/install.sh
+# makes (.venv); run by deploy/run-tests.sh before the tests.
+# mypy and lint-imports read the package as it installs: workflows/, activities/, workers/
+# and sensors/ are resurrect.<name> only in an installed tree (setup.py), so the wheel's
+# files are put into build/check-tree first, and mypy's paths are given back as the
+# repository's.
 # Exits non-zero when a check fails.
 #   --help   this text
 set -euo pipefail
@@ -23,4 +25,6 @@ echo "== mypy"
 status=0
 (cd "$TREE" && "$PY" -m mypy --config-file "$ROOT/pyproject.toml" --cache-dir "$ROOT/.mypy_cache" resurrect) \
   | sed -E 's#^resurrect/(workflows|activities|workers|sensors)/#\1/#' || status=$?
-exit "$status"
+[ "$status" -eq 0 ] || exit "$status"
+echo "== lint-imports"
+cd "$TREE" && PYTHONPATH=$TREE exec "$(dirname "$PY")/lint-imports" --no-cache "$ROOT/pyproject.toml"
