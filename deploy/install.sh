@@ -12,7 +12,9 @@
 # it must be executable by everyone: Debian's /usr/bin/python3 is preferred over a Python
 # installed under a private home (pyenv in /root), and a venv that other users cannot run
 # is rebuilt.
+#   --help   this text
 set -euo pipefail
+case ${1:-} in -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;; esac
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 say() { printf '[install] %s\n' "$*" >&2; }

@@ -7,10 +7,12 @@
 #   --slurm VER   run the live tests against Slurm VER (22.05: the host's on Debian 12;
 #                 24.11, 26.05: a Debian userland, built once by deploy/local-slurm/userland.sh)
 #                 e.g. deploy/run-tests.sh --slurm 26.05 -m slurm tests/scheduler
+#   --help        (first, or after --slurm VER) this text; pytest's own: --help later on
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 . deploy/slurm-version-arg.sh  # a first --slurm VER
+case ${1:-} in -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;; esac
 deploy/install.sh
 export RESURRECT_REQUIRE_SLURM=1   # the real-cluster tests fail (not skip) if Slurm is missing
 export PYTHONUNBUFFERED=1
