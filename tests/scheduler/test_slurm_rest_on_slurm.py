@@ -39,7 +39,7 @@ from resurrect.scheduler.base import SchedulerBase
 from resurrect.scheduler.hold_marker import has_marker
 from resurrect.scheduler.slurm_rest import SlurmRest
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.slurm_versions]
 
 __all__ = [
     "test_controller_down_is_unavailable_then_recovers",
