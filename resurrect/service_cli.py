@@ -7,7 +7,7 @@ import asyncio
 import json
 from typing import Any
 
-from resurrect.cli import add_config_arg, exit_now
+from resurrect.command_line import add_config_arg, exit_now
 from resurrect.config import load_config
 from resurrect.numbers import is_ascii_digits
 from resurrect.service import ServiceParts, run_service, stop_on_signals, temporal_for

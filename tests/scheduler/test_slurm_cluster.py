@@ -15,7 +15,7 @@ from resurrect.contracts import JobState
 from resurrect.errors import JobNotFound, NodeNotFound, SchedulerRefused, SchedulerUnavailable
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.slurm_versions]
 
 SLEEP_JOB = ["bash", "-c", "srun sleep 600 & sleep 600; wait"]
 

@@ -42,7 +42,7 @@ from resurrect.scheduler.base import SchedulerBase
 from resurrect.scheduler.hold_marker import has_marker
 from resurrect.scheduler.slurm_rest import SlurmRest
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.slurm_versions]
 
 __all__ = [
     "test_a_non_ascii_pad_width_costs_no_other_job",
