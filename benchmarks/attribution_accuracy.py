@@ -43,6 +43,10 @@ PARTS = (
     "validation-6",
     "validation-7",
     "validation-8",
+    "validation-jax",
+    "validation-tf",
+    "validation-horovod",
+    "validation-other",
 )
 
 

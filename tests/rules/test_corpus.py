@@ -53,10 +53,15 @@ HELD_OUT = {
     "validation-6": Floor(29 / 32),
     "validation-7": Floor(28 / 36),
     "validation-8": Floor(25 / 30),
+    "validation-jax": Floor(8 / 15),
+    "validation-tf": Floor(5 / 15),
+    "validation-horovod": Floor(8 / 14),
+    "validation-other": Floor(0 / 11),
 }
 """Sets scored untouched: their misses are documented, not tuned away; validation-4's to
 validation-8's floors are their untouched scores (22 of 32 classes with one false drain; 27 of 32,
-29 of 32, 28 of 36 and 25 of 30 with none - validation-7's one untouched false drain, a peer on the
+29 of 32, 28 of 36 and 25 of 30 with none; the per-framework sets of issue 36 likewise: JAX 8 of 15,
+TensorFlow 5 of 15, Horovod 8 of 14, other stacks 0 of 11 - validation-7's one untouched false drain, a peer on the
 reporting host read as a lost node, is fixed and may not come back)."""
 ENGINE = load_engine()
 CASES = find_cases(CORPUS)
@@ -77,6 +82,9 @@ def test_corpus_is_whole() -> None:
     assert len([c for c in CASES if c.parent.name == "validation-6"]) >= 30
     assert len([c for c in CASES if c.parent.name == "validation-7"]) >= 30
     assert len([c for c in CASES if c.parent.name == "validation-8"]) >= 30
+    for framework_set in ("validation-jax", "validation-tf", "validation-horovod"):
+        assert len([c for c in CASES if c.parent.name == framework_set]) >= 14
+    assert len([c for c in CASES if c.parent.name == "validation-other"]) >= 10
     for case in CASES:
         expected = json.loads((case / "expected.json").read_text())
         assert expected["source"].startswith("https://github.com/"), case
