@@ -40,9 +40,27 @@ after the headline ("ORTE has lost communication with its daemon located on node
 _RANK_LIST = re.compile(r"\d+")
 
 
+def horovod_stalled_ranks(timeouts: Sequence[Evidence]) -> list[int]:
+    """The ranks Horovod's stall report says never submitted a pending tensor: the ranks of its
+    ``N: [...]`` lines, else the ranks still missing at its last ``[missing ranks: ...]`` line
+    (a rank that submitted later was slow, not stalled), else the ranks below the highest
+    ``[ready ranks: ...]`` rank that are never ready."""
+    stalled = {int(e.fields["stalled"]) for e in timeouts if e.fields.get("stalled", "").isdigit()}
+    if stalled:
+        return sorted(stalled)
+    missing = [e for e in print_order(timeouts) if e.fields.get("missing")]
+    if missing:
+        return sorted({int(x) for x in _RANK_LIST.findall(missing[-1].fields["missing"])})
+    ready = {int(x) for e in timeouts for x in _RANK_LIST.findall(e.fields.get("ready", ""))}
+    return [r for r in range(max(ready)) if r not in ready] if ready else []
+
+
 def collective_culprits(evidence: Sequence[Evidence], cascades: Sequence[Evidence]) -> list[int]:
     """The rank(s) that stopped participating in a timed-out collective, when identifiable."""
     timeouts = [e for e in cascades if e.fault_class is FaultClass.COLLECTIVE_TIMEOUT]
+    stalled = horovod_stalled_ranks(timeouts)
+    if stalled:
+        return stalled
     # The desync report names the lagging ranks directly.
     named: set[int] = set()
     for e in timeouts:
