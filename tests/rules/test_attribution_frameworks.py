@@ -275,3 +275,26 @@ def test_an_orbax_process_tag_names_the_jax_process_index() -> None:
     )
     assert d.fault_class is FaultClass.STORAGE_ERROR
     assert d.culprit_ranks == [3]
+
+
+def test_mpiruns_first_failed_process_names_the_rank_behind_a_horovod_shutdown() -> None:
+    d = diag("""
+[1,3]<stderr>:RuntimeError: Horovod has been shut down. This was caused by an exception on one of the ranks or an attempt to allreduce, allgather or broadcast a tensor after one of the ranks finished execution.
+--------------------------------------------------------------------------
+mpirun detected that one or more processes exited with non-zero status, thus causing
+the job to be terminated. The first process to do so was:
+
+  Process name: [[4242,1],2]
+  Exit code:    1
+""")
+    assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT
+    assert d.culprit_ranks == [2]
+
+
+def test_the_first_failure_in_time_wins_when_two_ranks_fail() -> None:
+    d = diag("""
+[2024-05-01 10:00:05] [1,5]<stderr>:ValueError: bad shard 17
+[2024-05-01 10:00:02] [1,1]<stderr>:ValueError: bad shard 3
+""")
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.culprit_ranks[0] == 1
