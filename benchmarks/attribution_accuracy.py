@@ -47,6 +47,7 @@ PARTS = (
     "validation-tf",
     "validation-horovod",
     "validation-other",
+    "validation-frameworks-2",
 )
 
 
