@@ -37,6 +37,8 @@ REPORT_HOST_RULE = "node.mpi_report_host"
 REPORT_HOST_LINES = 4
 """Open MPI's help-message reports name the node on an indented line of their own, this close
 after the headline ("ORTE has lost communication with its daemon located on node:")."""
+ABORTED_LIST_RULES = frozenset({"launcher.paddle_trainers_aborted"})
+"""Launcher reports that list every rank that failed."""
 SHUTDOWN_RULES = frozenset({"horovod.shut_down"})
 """Collective symptoms that say a rank failed (not that a collective waited too long)."""
 _RANK_LIST = re.compile(r"\d+")
@@ -169,6 +171,18 @@ def reported_host(line: Evidence, evidence: Sequence[Evidence]) -> str | None:
         ),
         None,
     )
+
+
+def aborted_ranks(evidence: Sequence[Evidence]) -> list[int]:
+    """The ranks a launcher lists as aborted (paddle.distributed.launch's "the trainer process
+    with rank=[0, 2] was aborted"), from its last such report; none when it lists every rank of
+    the job (they failed alike)."""
+    reports = [e for e in print_order(evidence) if e.rule in ABORTED_LIST_RULES]
+    if not reports:
+        return []
+    listed = sorted({int(x) for x in _RANK_LIST.findall(reports[-1].fields.get("ranks", ""))})
+    world = reports[-1].fields.get("world_size", "")
+    return listed if world.isdigit() and len(listed) < int(world) else []
 
 
 def traceback_ranks(decisive: Sequence[Evidence], evidence: Sequence[Evidence]) -> list[int]:
@@ -320,6 +334,7 @@ def _decisive_culprits(
         ranks = [first[0]]
         if first[1]:
             hosts.setdefault(first[0], first[1])
+    ranks = ranks or aborted_ranks(evidence)
     culprit_hosts = (
         hosts_named(decisive, hosts)
         or hosts_named(ordered, hosts)

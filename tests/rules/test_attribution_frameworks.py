@@ -298,3 +298,60 @@ def test_the_first_failure_in_time_wins_when_two_ranks_fail() -> None:
 """)
     assert d.fault_class is FaultClass.APP_ERROR
     assert d.culprit_ranks[0] == 1
+
+
+# -- the program refused by the framework, aborts, Paddle's launcher -----------------------
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "tensorflow.python.framework.errors_impl.InvalidArgumentError: Graph execution error:"
+        " indices[3,1] = 50001 is not in [0, 50000)",
+        "jax.errors.JaxRuntimeError: INVALID_ARGUMENT: Executable expected parameter 0 of size"
+        " 4096 but got buffer with incompatible size 2048",
+        "tensorflow.python.framework.errors_impl.UnimplementedError: DNN library is not found.",
+        "No OpKernel was registered to support Op 'CollectiveReduceV2' used by"
+        " {{node CollectiveReduceV2}} with these attrs: [T=DT_HALF]",
+        "XlaRuntimeError: INTERNAL: during context [Pre-optimization]: RET_CHECK failure",
+    ],
+)
+def test_a_framework_refusing_the_program_is_an_app_error(line: str) -> None:
+    d = diag(line)
+    assert d.fault_class is FaultClass.APP_ERROR, d.summary
+    assert d.action is RecoveryAction.STOP
+
+
+def test_a_failed_glog_check_is_a_crash_unless_a_cause_is_printed() -> None:
+    crash = diag(
+        "F0301 08:00:00.000001  777 gpu_executable.cc:451] Check failed: buffer != nullptr"
+    )
+    assert crash.fault_class is FaultClass.PROCESS_CRASH
+    with_cause = diag("""
+F0301 08:00:00.000001  777 stream.cc:88] Check failed: ok CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered
+Abort trap: 6
+""")
+    assert with_cause.fault_class is FaultClass.CUDA_ERROR
+
+
+def test_a_paddle_dataloader_process_killed_is_a_host_oom() -> None:
+    d = diag("SystemError: (Fatal) DataLoader process (pid 88) exited is killed by signal: Killed.")
+    assert d.fault_class is FaultClass.MEMORY_HOST_OOM
+
+
+def test_paddles_launcher_names_the_trainers_that_aborted() -> None:
+    d = diag("""
+W0101 00:00:00.000000 10 init.cc:205] *** SIGSEGV (@0x0) received by PID 10 (TID 0x7f) from PID 0; stack trace: ***
+ERROR 2024-01-01 00:00:05,000 launch_utils.py:604] ABORT!!! Out of all 8 trainers, the trainer process with rank=[3, 5] was aborted. Please check its log.
+""")
+    assert d.fault_class is FaultClass.PROCESS_CRASH
+    assert d.culprit_ranks == [3, 5]
+
+
+def test_every_paddle_trainer_aborting_names_no_rank() -> None:
+    d = diag("""
+KeyError: 'image'
+ERROR 2024-01-01 00:00:05,000 launch_utils.py:604] ABORT!!! Out of all 2 trainers, the trainer process with rank=[0, 1] was aborted. Please check its log.
+""")
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.culprit_ranks == []
