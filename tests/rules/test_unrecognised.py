@@ -66,7 +66,7 @@ def test_explain_shows_the_decisive_looking_line_and_what_would_teach_it() -> No
 def test_a_fatal_line_beats_an_earlier_error_level_log_line() -> None:
     d = diag("""
 E0101 10:00:00.000001 12 client.cc:40] Connection attempt 1 failed, retrying
-F0101 10:00:09.000001 12 plugin.cc:77] Check failed: handle != nullptr
+F0101 10:00:09.000001 12 plugin.cc:77] Failed to load the device plugin
 """)
     assert unknown_shape(d) == "fatal-log:plugin.cc"
 
