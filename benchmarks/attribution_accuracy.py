@@ -48,6 +48,7 @@ PARTS = (
     "validation-horovod",
     "validation-other",
     "validation-frameworks-2",
+    "validation-frameworks-3",
 )
 
 
