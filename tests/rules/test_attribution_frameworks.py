@@ -355,3 +355,28 @@ ERROR 2024-01-01 00:00:05,000 launch_utils.py:604] ABORT!!! Out of all 2 trainer
 """)
     assert d.fault_class is FaultClass.APP_ERROR
     assert d.culprit_ranks == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "tensorflow.python.framework.errors_impl.UnknownError:  Failed to get convolution"
+        " algorithm. This is probably because cuDNN failed to initialize, so try looking to see"
+        " if a warning log message was printed above. [Op:Conv2D]",
+        "2021-05-01 10:00:00.000000: E tensorflow/stream_executor/cuda/cuda_dnn.cc:336] Loaded"
+        " runtime CuDNN library: 8.0.5 but source was compiled with: 8.1.0.",
+        "jax.errors.JaxRuntimeError: INTERNAL: the library was not initialized",
+        "E0302 11:00:00.000000 9 pjrt_stream_executor_client.cc:2985] Execution of replica 1"
+        " failed: INVALID_ARGUMENT: Argument does not match host shape or layout",
+    ],
+)
+def test_a_gpu_library_or_argument_the_job_set_up_wrong_is_an_app_error(line: str) -> None:
+    assert diag(line).fault_class is FaultClass.APP_ERROR
+
+
+def test_an_oom_printed_with_a_cudnn_init_failure_is_the_oom() -> None:
+    d = diag("""
+2021-05-01 10:00:00.000000: W tensorflow/core/common_runtime/bfc_allocator.cc:275] Ran out of memory trying to allocate 1.02GiB.  See logs for memory state.
+tensorflow.python.framework.errors_impl.UnknownError: Failed to get convolution algorithm. This is probably because cuDNN failed to initialize
+""")
+    assert d.fault_class is FaultClass.MEMORY_DEVICE_OOM
