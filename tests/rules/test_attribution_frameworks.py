@@ -380,3 +380,11 @@ def test_an_oom_printed_with_a_cudnn_init_failure_is_the_oom() -> None:
 tensorflow.python.framework.errors_impl.UnknownError: Failed to get convolution algorithm. This is probably because cuDNN failed to initialize
 """)
     assert d.fault_class is FaultClass.MEMORY_DEVICE_OOM
+
+
+def test_nccl_looking_for_an_optional_network_plugin_decides_nothing() -> None:
+    d = diag(
+        "gpu-1:3183:3183 [0] NCCL INFO NET/Plugin : Plugin load (libnccl-net.so) returned 2 :"
+        " libnccl-net.so: cannot open shared object file: No such file or directory"
+    )
+    assert d.fault_class is FaultClass.UNKNOWN
