@@ -388,3 +388,14 @@ def test_nccl_looking_for_an_optional_network_plugin_decides_nothing() -> None:
         " libnccl-net.so: cannot open shared object file: No such file or directory"
     )
     assert d.fault_class is FaultClass.UNKNOWN
+
+
+def test_paddles_newer_launcher_names_the_container_that_failed() -> None:
+    d = diag("""
+KeyError: 'im_shape'
+LAUNCH INFO 2022-11-21 02:35:54,384 Pod failed
+LAUNCH ERROR 2022-11-21 02:35:54,385 Container failed !!!
+Container rank 2 status failed cmd ['/usr/bin/python3', '-u', 'tools/train.py', '--eval'] code 1 log log/workerlog.2
+""")
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.culprit_ranks == [2]
