@@ -49,6 +49,7 @@ PARTS = (
     "validation-other",
     "validation-frameworks-2",
     "validation-frameworks-3",
+    "validation-frameworks-4",
 )
 
 

@@ -59,12 +59,14 @@ HELD_OUT = {
     "validation-other": Floor(0 / 11),
     "validation-frameworks-2": Floor(2 / 8),
     "validation-frameworks-3": Floor(1 / 7),
+    "validation-frameworks-4": Floor(5 / 5),
 }
 """Sets scored untouched: their misses are documented, not tuned away; validation-4's to
 validation-8's floors are their untouched scores (22 of 32 classes with one false drain; 27 of 32,
 29 of 32, 28 of 36 and 25 of 30 with none; the per-framework sets of issue 36 likewise: JAX 8 of 15,
 TensorFlow 5 of 15, Horovod 8 of 14, other stacks 0 of 11, and the 8 logs mined after issue 36's
-first rule changes 2 of 8, the 7 mined after its second 1 of 7 - validation-7's one untouched false drain, a peer on the
+first rule changes 2 of 8, the 7 mined after its second 1 of 7, the 5
+mined after its last 5 of 5 - validation-7's one untouched false drain, a peer on the
 reporting host read as a lost node, is fixed and may not come back)."""
 ENGINE = load_engine()
 CASES = find_cases(CORPUS)
@@ -90,6 +92,7 @@ def test_corpus_is_whole() -> None:
     assert len([c for c in CASES if c.parent.name == "validation-other"]) >= 10
     assert len([c for c in CASES if c.parent.name == "validation-frameworks-2"]) >= 8
     assert len([c for c in CASES if c.parent.name == "validation-frameworks-3"]) >= 7
+    assert len([c for c in CASES if c.parent.name == "validation-frameworks-4"]) >= 5
     for case in CASES:
         expected = json.loads((case / "expected.json").read_text())
         assert expected["source"].startswith("https://github.com/"), case
@@ -116,7 +119,7 @@ def test_accuracy_floor_and_no_false_drains() -> None:
 @pytest.mark.parametrize("held_out", sorted(HELD_OUT))
 def test_held_out_sets_keep_their_floor_and_never_drain(held_out: str) -> None:
     cases = [case for case in CASES if case.parent.name == held_out]
-    assert len(cases) >= 7
+    assert len(cases) >= 5
     accuracy, false_drains, text = _report_text(cases)
     floor = HELD_OUT[held_out]
     assert accuracy >= floor.accuracy, text
