@@ -399,3 +399,13 @@ Container rank 2 status failed cmd ['/usr/bin/python3', '-u', 'tools/train.py', 
 """)
     assert d.fault_class is FaultClass.APP_ERROR
     assert d.culprit_ranks == [2]
+
+
+def test_a_rank_prefixed_segfault_banner_is_a_crash_of_that_rank() -> None:
+    d = diag("""
+12: step 400 loss 1.93
+41: !!!!!!! Segfault encountered !!!!!!!
+41:   File "<unknown>", line 0, in ncclNetPluginInit
+""")
+    assert d.fault_class is FaultClass.PROCESS_CRASH
+    assert d.culprit_ranks == [41]
