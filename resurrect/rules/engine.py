@@ -241,7 +241,7 @@ class RuleEngine:
         found: list[Evidence] = []
         for i in candidates:
             compiled = self._rules[i]
-            m = compiled.regex.search(prefix.body)
+            m = compiled.regex.search(text if compiled.rule.whole_line else prefix.body)
             if m is None:
                 continue
             rule = compiled.rule

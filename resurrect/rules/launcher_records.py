@@ -23,6 +23,7 @@ EXIT_REPORT_RULES = frozenset(
         "launcher.ray_train_worker_failed",
         "launcher.mpirun_signal_crash",
         "launcher.mpirun_first_failure",
+        "launcher.paddle_container_failed",
         "slurm.task_exit",
         "slurm.task_signal",
         "slurm.task_killed",
