@@ -442,6 +442,7 @@ class RecoveryActivities:
             job_nodes=bundle.job.nodes,
             nodes=bundle.nodes,
             reported=request.reported,
+            owner=None if bundle.job.user_id is None else str(bundle.job.user_id),
         )
         try:
             await report_incidents(self.client, self.config, incidents)
