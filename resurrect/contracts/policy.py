@@ -79,6 +79,9 @@ class JobPolicy(Contract):
     # beyond, they are charged to the job's budget.
     free_restarts_per_window: int = Field(default=10, ge=0, le=1000)
     free_restart_window_s: float = Field(default=24 * 3600.0, gt=0, le=365 * 24 * 3600.0)
+    # Free restarts over the job's whole life; beyond, each restart is charged (a job that
+    # spaces its interruptions past the window still cannot restart free for ever).
+    max_free_restarts: int = Field(default=30, ge=0, le=10000)
     checkpoint_dir: str | None = Field(
         default=None, min_length=1, max_length=4096, pattern=r"^/[^\x00]*$"
     )
