@@ -54,6 +54,7 @@ class JobPolicy(Contract):
     max_restarts                lower it, never raise it above the operator's value
     no_progress_restarts        lower it (stop a restart loop sooner), never raise it
     free_restarts_per_window    lower it, never raise it
+    max_free_restarts           lower it, never raise it
     free_restart_window_s       lengthen it, never shorten it
     allow_restart_from_scratch  turn it off, never on
     hang_after_s                turn hang detection on for its own job, or lengthen it;
