@@ -4,7 +4,6 @@ job alone, and the advice note is a note whatever goes wrong."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from temporalio.contrib.pydantic import pydantic_data_converter
+from support.no_recoveries import NoRecoveries
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import JobInfo, JobState
@@ -24,25 +23,12 @@ from resurrect.goodput.collect import build_record
 from resurrect.goodput.model import RecoveryRecord
 from resurrect.goodput.progress import parse_progress
 from resurrect.goodput.rates import cluster_rates
-from resurrect.goodput.report import goodput_report
+from resurrect.goodput.report import GoodputReport, goodput_report
 from resurrect.testing import FakeScheduler
 
 NOW = datetime(2026, 11, 30, 7, 0, tzinfo=UTC)
 START = NOW - timedelta(seconds=100)
 HUGE = 99_999_999_999  # eleven digits
-
-
-class NoRecoveries:
-    """A Temporal client whose visibility lists nothing."""
-
-    data_converter = pydantic_data_converter
-
-    def list_workflows(self, query: str, limit: int) -> AsyncIterator[Any]:
-        async def nothing() -> AsyncIterator[Any]:
-            for item in ():
-                yield item
-
-        return nothing()
 
 
 def stamp(seconds: float) -> str:
@@ -79,6 +65,17 @@ def opted_in_scheduler(tmp_path: Path) -> FakeScheduler:
     return scheduler
 
 
+async def report_of(scheduler: FakeScheduler) -> GoodputReport:
+    return await goodput_report(
+        NoRecoveries(),  # type: ignore[arg-type]
+        scheduler,
+        "c",
+        now=NOW,
+        since=NOW - timedelta(hours=1),
+        opted_in=lambda job: True,
+    )
+
+
 def test_eleven_digit_steps_stay_inside_the_attempt_window() -> None:
     job = JobInfo(job_id="5", state=JobState.RUNNING, nodes=["node1"], start_time=START)
     record = build_record("c", "5", job, [], parse_progress(overflowing_output().splitlines()))
@@ -89,14 +86,7 @@ def test_eleven_digit_steps_stay_inside_the_attempt_window() -> None:
 
 
 async def test_one_jobs_numbers_do_not_break_the_cluster_report(tmp_path: Path) -> None:
-    report = await goodput_report(
-        NoRecoveries(),  # type: ignore[arg-type]
-        opted_in_scheduler(tmp_path),
-        "c",
-        now=NOW,
-        since=NOW - timedelta(hours=1),
-        opted_in=lambda job: True,
-    )
+    report = await report_of(opted_in_scheduler(tmp_path))
     by_id = {job.job_id: job for job in report.jobs}
     assert by_id["6"].goodput == 0.89
     assert by_id["5"].wall_s == 100
@@ -113,14 +103,7 @@ async def test_any_failure_of_one_job_costs_that_job_alone(
         return real(record, now)
 
     monkeypatch.setattr(report_module, "account_job", fails_for_five)
-    report = await goodput_report(
-        NoRecoveries(),  # type: ignore[arg-type]
-        opted_in_scheduler(tmp_path),
-        "c",
-        now=NOW,
-        since=NOW - timedelta(hours=1),
-        opted_in=lambda job: True,
-    )
+    report = await report_of(opted_in_scheduler(tmp_path))
     by_id = {job.job_id: job for job in report.jobs}
     assert by_id["6"].goodput == 0.89
     assert by_id["5"].goodput is None
@@ -233,14 +216,7 @@ async def test_one_jobs_advice_failing_leaves_the_others_gauges(
 ) -> None:
     from resurrect.goodput import publisher
 
-    report = await goodput_report(
-        NoRecoveries(),  # type: ignore[arg-type]
-        opted_in_scheduler(tmp_path),
-        "c",
-        now=NOW,
-        since=NOW - timedelta(hours=1),
-        opted_in=lambda job: True,
-    )
+    report = await report_of(opted_in_scheduler(tmp_path))
     advised: list[str] = []
 
     def fails_for_five(job: Any, rates: Any) -> Any:
