@@ -133,6 +133,13 @@ def silence_awaiting_a_second_source(
     return silent
 
 
+def slurm_troubled(node: NodeInfo) -> bool:
+    """Slurm itself shows ``node`` unavailable (DOWN, NOT_RESPONDING, FAIL) or drained by
+    someone else (a drain of resurrect's own is no second opinion: it may rest on job
+    output itself)."""
+    return node.unavailable or (node.drained and not node.reason.startswith(DRAIN_REASON_PREFIX))
+
+
 def corroborated_nodes(
     candidates: Iterable[str],
     diagnosis: Diagnosis,
@@ -155,12 +162,7 @@ def corroborated_nodes(
         and (e.role == "root" or evidence_source(e) == "node_agent")
     }
     by_name = {short_name(n.name): n for n in nodes}
-    troubled = {
-        short
-        for short, node in by_name.items()
-        # a drain of resurrect's own is no second opinion: it may rest on job output itself
-        if node.unavailable or (node.drained and not node.reason.startswith(DRAIN_REASON_PREFIX))
-    }
+    troubled = {short for short, node in by_name.items() if slurm_troubled(node)}
     job_node_fail = any(
         e.rule == _JOB_NODE_FAIL_RULE and e.fault_class is FaultClass.NODE_LOST for e in independent
     )
