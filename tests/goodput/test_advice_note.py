@@ -71,35 +71,25 @@ async def test_the_cluster_rates_are_computed_once_per_refresh_and_shared() -> N
     assert (await cache.rates("c", compute)).min_incidents == 2
 
 
+async def no_rates() -> ClusterRates:
+    return cluster_rates([])
+
+
 async def test_recoveries_in_a_burst_never_make_the_rates_computed_again() -> None:
     cache = RatesCache(refresh_s=600)
-    computed = 0
-
-    async def compute() -> ClusterRates:
-        nonlocal computed
-        computed += 1
-        return cluster_rates([])
-
-    await cache.rates("c", compute)
+    await cache.rates("c", no_rates)
     for _ in range(200):  # each a recovery that started after the rates were computed
-        await cache.rates("c", compute)
-    assert computed == 1
+        await cache.rates("c", no_rates)
+    assert cache.computations == 1
 
 
 async def test_the_publisher_waits_for_rates_covering_the_newest_recovery_it_saw() -> None:
     cache = RatesCache(refresh_s=600)
-    computed = 0
-
-    async def compute() -> ClusterRates:
-        nonlocal computed
-        computed += 1
-        return cluster_rates([])
-
-    await cache.rates("c", compute)
-    await cache.rates("c", compute, covering=datetime.now(UTC) - timedelta(minutes=1))
-    assert computed == 1
-    await cache.rates("c", compute, covering=datetime.now(UTC) + timedelta(seconds=1))
-    assert computed == 2
+    await cache.rates("c", no_rates)
+    await cache.rates("c", no_rates, covering=datetime.now(UTC) - timedelta(minutes=1))
+    assert cache.computations == 1
+    await cache.rates("c", no_rates, covering=datetime.now(UTC) + timedelta(seconds=1))
+    assert cache.computations == 2
 
 
 async def test_with_no_recoveries_the_note_says_there_are_too_few_incidents() -> None:
