@@ -20,7 +20,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -63,6 +63,7 @@ from resurrect.evidence_trust import (
     independent_evidence,
     match_job_nodes,
 )
+from resurrect.lemons.board import board_for
 from resurrect.lemons.incidents import node_incidents
 from resurrect.lemons.models import LemonScore
 from resurrect.lemons.records import (
@@ -70,7 +71,6 @@ from resurrect.lemons.records import (
     known_to_slurm,
     lemon_rules,
     lemons_enabled,
-    read_records,
     report_incidents,
     score_records,
 )
@@ -108,8 +108,10 @@ AGENT_QUERY_TIMEOUT_S = 5.0
 # is waited for: it ends once the requeued job runs, about when this attempt starts.
 EARLIER_OUTCOME_WAIT_S = 10.0
 CORROBORATION_POLL_S = 0.5
-# The lemon records read for one recovery serve those assessed within this many seconds.
-LEMON_READ_REUSE_S = 1.0
+# Before this process's first read of the lemon records has ended (the worker starts it), a
+# recovery waits for it this long at most (its quick attempt: as long as that may take), then
+# goes on without them; afterwards it reads the kept copy at once.
+LEMON_FIRST_READ_WAIT_S = 20.0
 # Agent states in which it is watching its node (a finding would reach us).
 WATCHING_STATUSES = frozenset({"healthy", "degraded", "faulty"})
 
@@ -143,8 +145,6 @@ class RecoveryActivities:
         self.plans = list(plans)
         self.quick_steps = sorted(quick_steps)
         self.engine = engine
-        # the lemon records as last read (monotonic time), shared by concurrent recoveries
-        self._lemon_read: tuple[float, asyncio.Task[dict[str, NodeRepairState]]] | None = None
 
     def all(self) -> list[Callable[..., Any]]:
         """Every activity of this object, for Worker(activities=...)."""
@@ -374,7 +374,7 @@ class RecoveryActivities:
     async def _assess(self, request: AssessRequest) -> Assessment:
         bundle = request.bundle
         report = bundle.interruption
-        lemon_records = self._lemon_records()
+        lemon_records = self._lemon_records(request.quick_s)
         # never requeued (restart count 0): no earlier recovery, none charged
         requeued_before = max(report.restart_count, bundle.job.restart_count) > 0
         charged = (
@@ -416,29 +416,25 @@ class RecoveryActivities:
             lemons=lemons,
         )
 
-    async def _lemon_records(self) -> dict[str, NodeRepairState]:
-        """The lemon records of the cluster's scored nodes (none when they are not kept, or
-        cannot be read: the recovery goes on without them). One read serves the recoveries
-        of ``LEMON_READ_REUSE_S`` (a burst of a thousand recoveries reads them once); this
-        recovery's own incidents are merged in by :meth:`_lemons`."""
+    async def _lemon_records(self, quick_s: float | None) -> Mapping[str, NodeRepairState]:
+        """The lemon records of the cluster's scored nodes, as this process keeps them
+        (:class:`~resurrect.lemons.board.LemonBoard`: no read of its own, so a recovery's
+        cost does not grow with the scored nodes or the recoveries in flight). None when
+        they are not kept, or not read yet: the recovery goes on without them, and says
+        so. This recovery's own incidents are merged in by :meth:`_lemons`."""
         if self.client is None or not lemons_enabled(self.config):
             return {}
-        now = time.monotonic()
-        if self._lemon_read is None or now - self._lemon_read[0] > LEMON_READ_REUSE_S:
-            read = asyncio.ensure_future(read_records(self.client, self.config))
-            self._lemon_read = (now, read)
-        read = self._lemon_read[1]
-        try:
-            return await asyncio.shield(read)
-        except (RPCError, WorkflowQueryFailedError, TimeoutError) as exc:
-            log.warning("lemon records not read (recovering without them): %s", exc)
-            return {}
+        wait_s = LEMON_FIRST_READ_WAIT_S if quick_s is None else quick_s
+        read = await board_for(self.client, self.config).records(wait_s)
+        if read.note:
+            log.warning("%s", read.note)
+        return read.records
 
     async def _lemons(
         self,
         request: AssessRequest,
         diagnosis: Diagnosis,
-        records: dict[str, NodeRepairState],
+        records: Mapping[str, NodeRepairState],
     ) -> list[LemonScore]:
         """Record this recovery's incidents in the nodes' lemon records; the scores of the
         cluster's lemons and of the nodes implicated now, as the decision weighs them."""
@@ -455,9 +451,12 @@ class RecoveryActivities:
             owner=None if bundle.job.user_id is None else str(bundle.job.user_id),
         )
         try:
-            await report_incidents(self.client, self.config, incidents)
+            recorded = await report_incidents(self.client, self.config, incidents)
         except RPCError as exc:  # the record misses one incident; the recovery goes on
             log.warning("incidents of %s not recorded: %s", request.workflow_id, exc)
+        else:
+            if recorded and self.client is not None:
+                board_for(self.client, self.config).note({n: incidents[n] for n in recorded})
         scores = score_records(
             records, lemon_rules(self.config), datetime.now(UTC), adding=incidents
         )

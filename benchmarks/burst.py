@@ -26,10 +26,15 @@ Each variant starts its own dev server and worker and is measured in the same ru
   levers asked for.
 
 Checked for each: every job requeued exactly once, no node drained twice. Reported: the
-recoveries per second (first report to last workflow closed), the history events of a
-recovery (mean over a sample, and by type for one), and the CPU seconds per recovery of the
-dev server and of this process (worker, reports, in-memory scheduler): on 2 cores their sum
-bounds the throughput.
+recoveries per second (first report to last workflow closed), beside the same server's rate
+for an empty workflow reported the same way (``temporal_floor``'s ``empty``, measured right
+after: the ceiling, and on a machine shared with others the measure of its load; ``vs_empty``
+is their ratio), the history events of a
+recovery (mean over all, and by type for one), the CPU seconds per recovery of the dev
+server and of this process (worker, reports, in-memory scheduler): on 2 cores their sum
+bounds the throughput; what the worker asked per recovery of Temporal (RPCs by kind, its
+own client: not the reports) and of the scheduler (calls, and rows its list reads returned);
+the figures not read in time (``records not read`` notes) and the activities cancelled.
 
     python benchmarks/burst.py [--jobs 200] [--levers] [--lever NAME] [--skip-baseline] [--json]
 """
@@ -39,6 +44,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import os
 import statistics
 import sys
@@ -55,6 +61,7 @@ from _common import benchmark_parser, print_result
 from support.burst_processes import next_line, spawn_worker
 from support.node_loss import SOURCES, lost_node_cluster, node_loss_reports
 from support.shared_scheduler import serving
+from temporal_floor import measure as measure_floor
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
@@ -62,14 +69,17 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from resurrect.config import ResurrectConfig, TemporalSettings
 from resurrect.contracts import Interruption
 from resurrect.contracts.workflow_names import RECOVERY_WORKFLOW, REPORT_SIGNAL
+from resurrect.goodput.advice_note import PREFIX as ADVICE_PREFIX
 from resurrect.sensors.report import report_interruption
 from resurrect.temporal import search_attributes as sa
 from resurrect.temporal.client import connect
 from resurrect.temporal.server import EmbeddedTemporal, free_port
 from resurrect.testing import FakeScheduler
+from resurrect.testing.counting import RPC_KINDS, count_scheduler_calls, count_temporal_calls
 from resurrect.workers.recovery_worker import (
     build_operator_worker,
     build_worker,
+    read_kept_figures,
     workflow_classes,
 )
 
@@ -188,7 +198,47 @@ async def workers(
         await stack.enter_async_context(worker)
         if operator is not None:
             await stack.enter_async_context(operator)
+        # as a running worker has them (read once as it starts): not the burst's cost
+        await read_kept_figures(client, config, scheduler)
         yield lambda: 0.0  # the workers are this process
+
+
+class Tally(logging.Filter):
+    """Counts the worker's notes of figures not read in time (a recovery going on without
+    them) and of activities completed as cancelled; lets every other record through."""
+
+    LOGGERS = ("temporalio.activity", "resurrect.activities.recovery", "activities.recovery")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts: Counter[str] = Counter()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "not read (recovering without them)" in message:
+            self.counts["records_not_read"] += 1
+        if message.startswith("Completing as cancelled"):
+            activity = getattr(record, "temporal_activity", {}) or {}
+            self.counts[f"cancelled {activity.get('activity_type', 'activity')}"] += 1
+        return record.levelno >= logging.WARNING
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[Counter[str]]:
+        loggers = [logging.getLogger(name) for name in self.LOGGERS]
+        levels = [logger.level for logger in loggers]
+        for logger in loggers:
+            logger.addFilter(self)
+            logger.setLevel(logging.DEBUG)
+        try:
+            yield self.counts
+        finally:
+            for logger, level in zip(loggers, levels, strict=True):
+                logger.removeFilter(self)
+                logger.setLevel(level)
+
+
+ADVICE_MISSING = (f"{ADVICE_PREFIX}not computed", f"{ADVICE_PREFIX}unavailable")
+CANCELLED_EVENTS = ("ACTIVITY_TASK_CANCEL_REQUESTED", "ACTIVITY_TASK_TIMED_OUT")
 
 
 async def burst(jobs: int, variant: Variant, state: Path) -> dict[str, Any]:
@@ -206,23 +256,45 @@ async def burst(jobs: int, variant: Variant, state: Path) -> dict[str, Any]:
         scheduler = lost_node_cluster(jobs, config.cluster.name)
         batch = [r for source in SOURCES for r in node_loss_reports(scheduler, source)]
         report = report_interruption if variant.lean_reports else signal_report
-        async with workers(variant, client, config, scheduler, server) as worker_cpu_s:
+        # the workers' own client, counted (the reports and the waits for results are not
+        # the recoveries' cost); worker processes (--lever processes*) are not counted
+        worker_client = await connect(TemporalSettings(), address=server.address, attempts=20)
+        temporal_calls = count_temporal_calls(worker_client)
+        scheduler_calls = count_scheduler_calls(scheduler)
+        tally = Tally()
+        async with workers(variant, worker_client, config, scheduler, server) as worker_cpu_s:
+            temporal_calls.clear()
+            scheduler_calls.clear()
             assert server.process is not None
             cpu0, own0 = process_cpu_s(server.process.pid), time.process_time() + worker_cpu_s()
             started = time.monotonic()
             queue = config.temporal.task_queue
-            ids = await asyncio.gather(*(report(client, r, task_queue=queue) for r in batch))
-            unique = sorted(set(ids))
-            await asyncio.gather(*(client.get_workflow_handle(i).result() for i in unique))
+            with tally.installed() as notes:
+                ids = await asyncio.gather(*(report(client, r, task_queue=queue) for r in batch))
+                unique = sorted(set(ids))
+                outcomes = await asyncio.gather(
+                    *(client.get_workflow_handle(i).result() for i in unique)
+                )
             seconds = time.monotonic() - started
             cpu = process_cpu_s(server.process.pid) - cpu0
             own = time.process_time() + worker_cpu_s() - own0
-            sample = unique[:: max(1, len(unique) // 10)]
-            histories = [await client.get_workflow_handle(i).fetch_history() for i in sample]
+            temporal_each = temporal_calls.per(len(unique), RPC_KINDS)
+            scheduler_each = scheduler_calls.per(len(unique))
+            histories = [await client.get_workflow_handle(i).fetch_history() for i in unique]
             events = [len(h.events) for h in histories]
+            every_kind = Counter(
+                EventType.Name(e.event_type).removeprefix("EVENT_TYPE_")
+                for h in histories
+                for e in h.events
+            )
             kinds = Counter(
                 EventType.Name(e.event_type).removeprefix("EVENT_TYPE_")
                 for e in histories[0].events
+            )
+            # the same server's ceiling, measured right after: an empty workflow reported the
+            # same way (what a recovery cannot beat; on a shared machine, the load's measure)
+            empty = await measure_floor(
+                client, server.process.pid, jobs, 0, local=True, sandboxed=False
             )
         requeues = Counter(j for op, j in scheduler.calls if op == "requeuehold")
         drains = Counter(n for op, n in scheduler.calls if op == "drain")
@@ -230,6 +302,8 @@ async def burst(jobs: int, variant: Variant, state: Path) -> dict[str, Any]:
             "recoveries": len(unique),
             "seconds": round(seconds, 2),
             "recoveries_per_s": round(len(unique) / seconds, 2),
+            "empty_workflows_per_s": empty["workflows_per_s"],
+            "vs_empty": round(len(unique) / seconds / empty["workflows_per_s"], 3),
             "events_per_recovery": round(statistics.mean(events), 1),
             "events_by_type": dict(kinds.most_common()),
             "server_cpu_s_per_recovery": round(cpu / len(unique), 4),
@@ -238,9 +312,24 @@ async def burst(jobs: int, variant: Variant, state: Path) -> dict[str, Any]:
             "requeued_exactly_once": len(requeues) == jobs
             and all(count == 1 for count in requeues.values()),
             "drained_twice": sum(1 for count in drains.values() if count > 1),
+            "records_not_read": notes["records_not_read"],
+            # recoveries whose checkpoint advice note says its figures were not had in time
+            "advice_not_computed": sum(
+                any(n.startswith(ADVICE_MISSING) for n in outcome.get("notes", []))
+                for outcome in outcomes
+            ),
+            "cancelled_activities": {k: v for k, v in notes.items() if k.startswith("cancelled")},
+            "cancelled_activity_events": sum(every_kind[k] for k in CANCELLED_EVENTS),
+            # what each recovery asked of Temporal (by kind) and of the scheduler (by call)
+            "temporal_calls_per_recovery": _rounded(temporal_each),
+            "scheduler_calls_per_recovery": _rounded(scheduler_each),
         }
     finally:
         server.stop()
+
+
+def _rounded(figures: dict[str, float]) -> dict[str, float]:
+    return {name: round(value, 2) for name, value in sorted(figures.items())}
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:

@@ -89,6 +89,7 @@ async def run_service(
     from resurrect.workers.recovery_worker import (
         build_operator_worker,
         build_worker,
+        read_kept_figures,
         run_worker,
     )
 
@@ -102,6 +103,8 @@ async def run_service(
         if parts.worker:
             worker = build_worker(client, config, scheduler)
             tasks.append(asyncio.create_task(run_worker(worker, stop), name="worker"))
+            kept = asyncio.create_task(read_kept_figures(client, config, scheduler))
+            stack.callback(kept.cancel)  # a read still under way at the end is dropped
             operator = build_operator_worker(client, config, scheduler)
             if operator is not None:
                 tasks.append(asyncio.create_task(run_worker(operator, stop), name="operator"))

@@ -14,9 +14,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio.client import Client
@@ -27,6 +27,9 @@ from resurrect.activities.operator import OperatorActivities
 from resurrect.activities.recovery import RecoveryActivities
 from resurrect.activities.steps import builtin_steps
 from resurrect.config import ResurrectConfig
+from resurrect.goodput.advice_note import RATES, cluster_rates_now
+from resurrect.lemons.board import board_for
+from resurrect.lemons.records import lemons_enabled
 from resurrect.operator.approval_auth import ApprovalInterceptor, ApprovalVerifier
 from resurrect.operator.task_queues import operator_task_queue
 from resurrect.plans.loader import check_plans, load_plans
@@ -244,6 +247,24 @@ def build_operator_worker(
         graceful_shutdown_timeout=timedelta(seconds=graceful_shutdown_s),
         interceptors=[TelemetryInterceptor()],
     )
+
+
+async def read_kept_figures(client: Client, config: ResurrectConfig, scheduler: Scheduler) -> None:
+    """Read once, as the worker starts, the figures the process keeps for its recoveries
+    (the lemon board, the checkpoint advice's cluster rates), so that the first recoveries,
+    a burst among them, find them kept instead of each waiting for the first read. A
+    failure is logged; the recoveries read them later (or go on without them, noting it)."""
+    reads: list[Awaitable[object]] = [
+        RATES.rates(
+            config.cluster.name,
+            lambda: cluster_rates_now(client, scheduler, config, datetime.now(UTC)),
+        )
+    ]
+    if lemons_enabled(config):
+        reads.append(board_for(client, config).refresh())
+    for result in await asyncio.gather(*reads, return_exceptions=True):
+        if isinstance(result, Exception):
+            log.warning("kept figures not read at start: %s", result)
 
 
 async def run_worker(worker: Worker, stop: asyncio.Event) -> None:

@@ -3,11 +3,13 @@
 The job's own figures (its save time, from its output) are read for this job only. The
 cluster's figures (interruption rate, recovery time) need every accounted job of the last
 :data:`RATES_WINDOW_S` (at most :data:`RATES_RECOVERIES_READ` recoveries): a
-:class:`RatesCache` computes them per cluster and process, one computation at a time, and
-shares them until they are :data:`RATES_REFRESH_S` old or a recovery started or ended after
-them (a burst of recoveries reads the histories about once, not once each). The note waits
-at most :data:`ADVICE_DEADLINE_S`; a failure of any kind or a timeout gives a note saying
-so, never a failed step.
+:class:`RatesCache` keeps them per cluster and process, computed again in the background
+(one computation at a time) once they are :data:`RATES_REFRESH_S` old. A recovery reads the
+kept rates at once, whatever the recoveries in flight: a 30-day rate moves little with one
+more recovery, and a burst of recoveries that each recomputed them would read hundreds of
+histories apiece. Only a process that has none yet waits for the first computation. The
+note waits at most :data:`ADVICE_DEADLINE_S`; a failure or a timeout of any kind gives a note
+saying so, never a failed step.
 """
 
 from __future__ import annotations
@@ -37,10 +39,10 @@ PREFIX = "checkpoint advice: "
 
 
 class RatesCache:
-    """The cluster's rates, recomputed when older than ``refresh_s`` or when they were
-    computed before a recovery they must count. One computation at a time per cluster, in
-    its own task: a caller that stops waiting (its deadline) does not cancel it, and the
-    next caller gets its result."""
+    """The cluster's rates, kept and computed again in the background once older than
+    ``refresh_s`` (callers get the kept ones meanwhile). One computation at a time per
+    cluster, in its own task: a caller that stops waiting for the first one (its deadline)
+    does not cancel it, and the next caller gets its result."""
 
     def __init__(
         self, refresh_s: float = RATES_REFRESH_S, clock: Callable[[], float] = time.monotonic
@@ -49,6 +51,7 @@ class RatesCache:
         self._clock = clock
         self._kept: dict[str, tuple[float, datetime, ClusterRates]] = {}
         self._running: dict[str, asyncio.Task[ClusterRates]] = {}
+        self.computations = 0
 
     async def rates(
         self,
@@ -57,19 +60,21 @@ class RatesCache:
         *,
         covering: datetime | None = None,
     ) -> ClusterRates:
-        """The kept rates of ``cluster`` unless stale or computed before ``covering``."""
+        """The kept rates of ``cluster`` (a computation started when they are stale); the
+        first computation's result when none are kept yet. With ``covering`` (the metrics
+        publisher, once per interval; never a recovery), rates computed before it are
+        computed again and waited for."""
         kept = self._kept.get(cluster)
-        if (
-            kept is not None
-            and self._clock() - kept[0] < self.refresh_s
-            and (covering is None or covering <= kept[1])
-        ):
+        behind = kept is not None and covering is not None and covering > kept[1]
+        if kept is not None and not behind and self._clock() - kept[0] < self.refresh_s:
             return kept[2]
         task = self._running.get(cluster)
         if task is None:
             task = asyncio.create_task(self._compute(cluster, compute))
             task.add_done_callback(_retrieve)  # a failure nobody waited for is not logged
             self._running[cluster] = task
+        if kept is not None and not behind:
+            return kept[2]  # stale: the computation under way replaces them
         return await asyncio.shield(task)
 
     def cancel(self) -> None:
@@ -81,6 +86,7 @@ class RatesCache:
         self, cluster: str, compute: Callable[[], Awaitable[ClusterRates]]
     ) -> ClusterRates:
         started, computed_at = self._clock(), datetime.now(UTC)
+        self.computations += 1
         try:
             fresh = await compute()
         finally:
@@ -137,9 +143,7 @@ async def advice_note(
             recoveries = await load_recoveries(client, job_id=job.job_id, cluster=cluster)
             mine = await job_goodput(scheduler, cluster, job.job_id, recoveries, now, job=job)
             rates = await cache.rates(
-                cluster,
-                lambda: cluster_rates_now(client, scheduler, config, now),
-                covering=newest_recovery(mine.recoveries),
+                cluster, lambda: cluster_rates_now(client, scheduler, config, now)
             )
         return PREFIX + advise(mine, rates).note
     except TimeoutError:

@@ -10,7 +10,7 @@ import logging
 import random
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
@@ -54,8 +54,13 @@ RESERVE_ATTEMPTS = 200
 RESERVE_AGAIN = frozenset(
     {RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.ABORTED, RPCStatusCode.UNAVAILABLE}
 )
-# At most this many reservations in one ``reserve_drains`` update.
+# At most this many reservations in one ``reserve_drains`` update, and about this many bytes:
+# the workflow's acceptance of an update carries its input back, and Temporal refuses a
+# workflow task whose payloads pass 2 MiB (the budget workflow would be stuck). Each
+# reservation carries the nodes resurrect keeps out (``held``), so a burst that drained
+# hundreds of nodes makes each reservation tens of KB.
 RESERVATIONS_PER_UPDATE = 200
+UPDATE_BYTES = 512 * 1024
 
 
 @dataclass(frozen=True)
@@ -240,7 +245,7 @@ class _ReservationBatch:
 
     async def _send_all(self) -> None:
         while self.waiting:
-            batch = self.waiting[:RESERVATIONS_PER_UPDATE]
+            batch = self.waiting[: _fitting(r for r, _ in self.waiting[:RESERVATIONS_PER_UPDATE])]
             del self.waiting[: len(batch)]
             try:
                 grants = await _send(self.client, self.config, [r for r, _ in batch])
@@ -252,6 +257,17 @@ class _ReservationBatch:
             for (_, answer), grant in zip(batch, grants, strict=True):
                 if not answer.done():
                     answer.set_result(grant)
+
+
+def _fitting(requests: Iterable[DrainReservation]) -> int:
+    """How many of ``requests`` (at least one) fit in one update of ``UPDATE_BYTES``."""
+    count, size = 0, 0
+    for request in requests:
+        size += len(request.model_dump_json())
+        if count and size > UPDATE_BYTES:
+            break
+        count += 1
+    return max(count, 1)
 
 
 # One batch per client and cluster (the activities of one worker share its event loop).

@@ -59,18 +59,37 @@ async def test_the_cluster_rates_are_computed_once_per_refresh_and_shared() -> N
         nonlocal computed
         computed += 1
         await asyncio.sleep(0)
-        return cluster_rates([])
+        return cluster_rates([], min_incidents=computed)
 
-    await asyncio.gather(*(cache.rates("c", compute) for _ in range(20)))
-    assert computed == 1
+    first = await asyncio.gather(*(cache.rates("c", compute) for _ in range(20)))
+    assert computed == 1 and {r.min_incidents for r in first} == {1}
+    # stale: the kept rates at once, the next computation in the background
     clock[0] = 601
-    await cache.rates("c", compute)
+    assert (await cache.rates("c", compute)).min_incidents == 1
+    await asyncio.sleep(0.01)
     assert computed == 2
-    # a recovery older than the kept rates is counted in them; a newer one is not
-    await cache.rates("c", compute, covering=datetime.now(UTC) - timedelta(minutes=1))
-    assert computed == 2
-    await cache.rates("c", compute, covering=datetime.now(UTC) + timedelta(seconds=1))
-    assert computed == 3
+    assert (await cache.rates("c", compute)).min_incidents == 2
+
+
+async def no_rates() -> ClusterRates:
+    return cluster_rates([])
+
+
+async def test_recoveries_in_a_burst_never_make_the_rates_computed_again() -> None:
+    cache = RatesCache(refresh_s=600)
+    await cache.rates("c", no_rates)
+    for _ in range(200):  # each a recovery that started after the rates were computed
+        await cache.rates("c", no_rates)
+    assert cache.computations == 1
+
+
+async def test_the_publisher_waits_for_rates_covering_the_newest_recovery_it_saw() -> None:
+    cache = RatesCache(refresh_s=600)
+    await cache.rates("c", no_rates)
+    await cache.rates("c", no_rates, covering=datetime.now(UTC) - timedelta(minutes=1))
+    assert cache.computations == 1
+    await cache.rates("c", no_rates, covering=datetime.now(UTC) + timedelta(seconds=1))
+    assert cache.computations == 2
 
 
 async def test_with_no_recoveries_the_note_says_there_are_too_few_incidents() -> None:

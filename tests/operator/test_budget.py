@@ -123,3 +123,21 @@ def test_a_held_node_counts_only_in_its_own_partition() -> None:
     held = [DrainCandidate(name="c1", partitions=["cpu"])]
     _, grant = grant_drains(BudgetState(cluster="c"), request.model_copy(update={"held": held}), T0)
     assert grant.granted == ["g2"]
+
+
+def test_a_burst_of_reservations_is_sent_in_updates_that_stay_under_temporals_limit() -> None:
+    from resurrect.operator.budget_client import UPDATE_BYTES, _fitting
+    from resurrect.operator.models import BudgetLimits, DrainCandidate, DrainReservation
+
+    held = [DrainCandidate(name=f"b{i:05d}", partitions=["gpu"]) for i in range(500)]
+    reservation = DrainReservation(
+        workflow_id="recover/c/1/0",
+        job_id="1",
+        nodes=[DrainCandidate(name="b99999", partitions=["gpu"])],
+        limits=BudgetLimits(cluster=1000, partitions={}, window_s=3600),
+        held=held,
+    )
+    count = _fitting([reservation] * 200)
+    assert 1 <= count < 200
+    assert count * len(reservation.model_dump_json()) <= UPDATE_BYTES
+    assert _fitting([reservation.model_copy(update={"held": held * 100})]) == 1  # never none

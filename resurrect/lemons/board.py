@@ -1,0 +1,151 @@
+"""The lemon records as a worker process keeps them for its recoveries: read in O(1).
+
+The record itself lives in each node's repair workflow (:mod:`resurrect.lemons.records`);
+reading it all costs a visibility list and a query to every scored node's workflow, up to
+a thousand. A recovery must not pay that (a burst of recoveries would pay it once each, and
+every query needs a workflow task on a worker busy with the burst). So a
+:class:`LemonBoard` per process and cluster keeps the records:
+
+* updated at once by the event that changes them here: the incidents this process's
+  recoveries report (:meth:`LemonBoard.note`);
+* read again from the repair workflows in the background, one read at a time, once the
+  copy is older than :data:`BOARD_MAX_AGE_S` (what other processes recorded, and what the
+  repair workflows did with their records: bounds, returns to service);
+* read by a recovery without waiting (:meth:`LemonBoard.records`); only before the first
+  read has ended does a recovery wait, at most ``wait_s``, then go on without the records
+  and say so.
+
+The board's cost is one full read per process per :data:`BOARD_MAX_AGE_S`, whatever the
+number of recoveries; a recovery's is none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import weakref
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+
+from temporalio.client import Client
+
+from resurrect.config import ResurrectConfig
+from resurrect.lemons.models import NodeIncident
+from resurrect.lemons.records import read_records
+from resurrect.operator.models import NodeRepairState, RepairTimings
+from resurrect.operator.repair_client import repair_timings
+
+log = logging.getLogger(__name__)
+
+# The kept records are read again (in the background) once they are this old.
+BOARD_MAX_AGE_S = 60.0
+# A full read that takes longer than this is given up (the kept records stay).
+READ_TIMEOUT_S = 120.0
+
+Records = dict[str, NodeRepairState]
+
+
+@dataclass(frozen=True)
+class BoardRead:
+    """What a recovery gets: the records, and why there are none when they are missing."""
+
+    records: Mapping[str, NodeRepairState]
+    note: str = ""
+
+
+class LemonBoard:
+    """One cluster's lemon records as this process knows them (see the module)."""
+
+    def __init__(
+        self,
+        read: Callable[[], Awaitable[Records]],
+        timings: RepairTimings,
+        cluster: str,
+        *,
+        max_age_s: float = BOARD_MAX_AGE_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._read = read
+        self._timings = timings
+        self._cluster = cluster
+        self.max_age_s = max_age_s
+        self._clock = clock
+        self._records: Records | None = None
+        self._read_at = float("-inf")
+        self._reading: asyncio.Task[None] | None = None
+        self._failure = ""
+        # incidents noted since the read under way began (it may not hold them yet)
+        self._noted_while_reading: dict[str, list[NodeIncident]] = {}
+        self.reads = 0
+
+    async def records(self, wait_s: float) -> BoardRead:
+        """The kept records at once (a read started in the background when they are stale);
+        before the first read has ended, waits for it at most ``wait_s``."""
+        if self._clock() - self._read_at >= self.max_age_s:
+            self.refresh()
+        if self._records is None and self._reading is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._reading), wait_s)
+        if self._records is None:
+            why = self._failure or f"first read not done within {wait_s:g} s"
+            return BoardRead({}, f"lemon records not read (recovering without them): {why}")
+        return BoardRead(self._records)
+
+    def refresh(self) -> asyncio.Task[None]:
+        """Start a full read unless one is under way; the task that reads."""
+        if self._reading is None:
+            self._noted_while_reading = {}
+            self._reading = asyncio.create_task(self._read_and_keep())
+        return self._reading
+
+    def note(self, incidents: Mapping[str, NodeIncident]) -> None:
+        """Merge incidents just reported (node -> incident) into the kept records."""
+        for node, incident in incidents.items():
+            if self._reading is not None:
+                self._noted_while_reading.setdefault(node, []).append(incident)
+            if self._records is not None:
+                self._records[node] = self._with(self._records.get(node), node, incident)
+
+    def _with(
+        self, state: NodeRepairState | None, node: str, incident: NodeIncident
+    ) -> NodeRepairState:
+        if state is None:
+            state = NodeRepairState(cluster=self._cluster, node=node, timings=self._timings)
+        if any(i.incident == incident.incident for i in state.incidents):
+            return state
+        return state.model_copy(update={"incidents": [*state.incidents, incident]})
+
+    async def _read_and_keep(self) -> None:
+        started = self._clock()
+        try:
+            fresh = await asyncio.wait_for(self._read(), READ_TIMEOUT_S)
+        except Exception as exc:  # the kept records stay; the next recovery asks again
+            self._failure = f"{exc.__class__.__name__}: {str(exc)[:200]}"
+            log.warning("lemon records not read (recovering without them): %s", self._failure)
+            self._read_at = started - self.max_age_s / 2  # try again sooner than a full age
+            return
+        finally:
+            self._reading = None
+        self.reads += 1
+        self._failure = ""
+        for node, noted in self._noted_while_reading.items():
+            for incident in noted:
+                fresh[node] = self._with(fresh.get(node), node, incident)
+        self._noted_while_reading = {}
+        self._records, self._read_at = fresh, started
+
+
+_BOARDS: weakref.WeakKeyDictionary[Client, dict[str, LemonBoard]] = weakref.WeakKeyDictionary()
+
+
+def board_for(client: Client, config: ResurrectConfig) -> LemonBoard:
+    """This process's board of ``config``'s cluster (one per client and cluster)."""
+    boards = _BOARDS.setdefault(client, {})
+    cluster = config.cluster.name
+    if cluster not in boards:
+        boards[cluster] = LemonBoard(
+            lambda: read_records(client, config), repair_timings(config), cluster
+        )
+    return boards[cluster]

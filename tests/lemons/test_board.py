@@ -1,0 +1,114 @@
+"""The lemon board: a recovery reads the kept records without a read of its own; the
+records are read again in the background once stale, noted incidents show at once, and
+before the first read a recovery waits a bounded time, then goes on without them."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+from resurrect.config import ResurrectConfig
+from resurrect.lemons.board import LemonBoard, Records
+from resurrect.lemons.models import NodeIncident
+from resurrect.operator.models import NodeRepairState
+from resurrect.operator.repair_client import repair_timings
+
+TIMINGS = repair_timings(ResurrectConfig())
+
+
+def incident(name: str) -> NodeIncident:
+    return NodeIncident(
+        incident=name,
+        job_id="7",
+        at=datetime.now(UTC),
+        fault_class="gpu.hardware",
+        kind="xid",
+        tier="independent",
+    )
+
+
+class Repairs:
+    """The repair workflows' records, counting full reads; ``gate`` holds a read open."""
+
+    def __init__(self) -> None:
+        self.records: Records = {}
+        self.reads = 0
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.fail: Exception | None = None
+
+    async def read(self) -> Records:
+        self.reads += 1
+        await self.gate.wait()
+        if self.fail is not None:
+            raise self.fail
+        return dict(self.records)
+
+
+def board(repairs: Repairs, clock: list[float]) -> LemonBoard:
+    return LemonBoard(repairs.read, TIMINGS, "c", max_age_s=60, clock=lambda: clock[0])
+
+
+def state(node: str, *names: str) -> NodeRepairState:
+    return NodeRepairState(
+        cluster="c", node=node, timings=TIMINGS, incidents=[incident(n) for n in names]
+    )
+
+
+async def test_a_burst_of_recoveries_costs_one_read_and_sees_each_others_incidents() -> None:
+    repairs, clock = Repairs(), [0.0]
+    repairs.records = {"n1": state("n1", "old")}
+    kept = board(repairs, clock)
+    await kept.refresh()
+    reads = await asyncio.gather(*(kept.records(wait_s=1) for _ in range(500)))
+    assert repairs.reads == 1 and all(set(r.records) == {"n1"} and not r.note for r in reads)
+    kept.note({"n2": incident("now"), "n1": incident("again")})
+    seen = (await kept.records(wait_s=1)).records
+    assert [i.incident for i in seen["n1"].incidents] == ["old", "again"]
+    assert [i.incident for i in seen["n2"].incidents] == ["now"]
+    assert repairs.reads == 1
+
+
+async def test_stale_records_are_served_while_one_read_runs_in_the_background() -> None:
+    repairs, clock = Repairs(), [0.0]
+    kept = board(repairs, clock)
+    await kept.refresh()
+    repairs.records = {"n3": state("n3", "elsewhere")}  # another process recorded it
+    repairs.gate.clear()
+    clock[0] = 61
+    stale = await asyncio.gather(*(kept.records(wait_s=1) for _ in range(50)))
+    assert all(dict(r.records) == {} for r in stale) and repairs.reads == 2
+    kept.note({"n4": incident("during the read")})
+    repairs.gate.set()
+    await asyncio.sleep(0.01)
+    fresh = (await kept.records(wait_s=1)).records
+    assert set(fresh) == {"n3", "n4"}  # the read's records, and what was noted meanwhile
+
+
+async def test_before_the_first_read_a_recovery_waits_bounded_then_goes_on_with_a_note() -> None:
+    repairs, clock = Repairs(), [0.0]
+    repairs.gate.clear()
+    kept = board(repairs, clock)
+    missing = await kept.records(wait_s=0.05)
+    assert dict(missing.records) == {} and "first read not done within 0.05 s" in missing.note
+    repairs.gate.set()
+    assert not (await kept.records(wait_s=1)).note
+    assert repairs.reads == 1
+
+
+async def test_a_failed_read_keeps_what_was_kept_and_says_why_when_nothing_was() -> None:
+    repairs, clock = Repairs(), [0.0]
+    repairs.fail = TimeoutError("query timed out")
+    kept = board(repairs, clock)
+    failed = await kept.records(wait_s=1)
+    assert dict(failed.records) == {} and "TimeoutError: query timed out" in failed.note
+    repairs.fail = None
+    repairs.records = {"n1": state("n1", "a")}
+    clock[0] = 31  # a failed read is tried again after half the age
+    await kept.records(wait_s=1)
+    assert set((await kept.records(wait_s=1)).records) == {"n1"}
+    repairs.fail = RuntimeError("visibility down")
+    clock[0] = 200
+    await kept.records(wait_s=1)
+    await asyncio.sleep(0.01)
+    assert set((await kept.records(wait_s=1)).records) == {"n1"}  # kept through a failure
