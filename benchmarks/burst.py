@@ -65,6 +65,7 @@ from temporal_floor import measure as measure_floor
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.service import RPCError, RPCStatusCode
 
 from resurrect.config import ResurrectConfig, TemporalSettings
 from resurrect.contracts import Interruption
@@ -239,6 +240,30 @@ class Tally(logging.Filter):
 
 ADVICE_MISSING = (f"{ADVICE_PREFIX}not computed", f"{ADVICE_PREFIX}unavailable")
 CANCELLED_EVENTS = ("ACTIVITY_TASK_CANCEL_REQUESTED", "ACTIVITY_TASK_TIMED_OUT")
+# A report the server refuses as overloaded (RESOURCE_EXHAUSTED: "workflow is busy") is sent
+# again after this pause, as the Slurm watcher sends an unreported interruption again at its
+# next poll (``watcher.poll_interval_s``); the retries are counted.
+REPORT_RETRY_PAUSE_S = 2.0
+REPORT_TRIES = 30
+
+
+@dataclass
+class ReportRetries:
+    count: int = 0
+
+    def sending(self, report: Callable[..., Any]) -> Callable[..., Any]:
+        async def send(client: Client, interruption: Interruption, *, task_queue: str) -> str:
+            for _ in range(REPORT_TRIES - 1):
+                try:
+                    return str(await report(client, interruption, task_queue=task_queue))
+                except RPCError as exc:
+                    if exc.status is not RPCStatusCode.RESOURCE_EXHAUSTED:
+                        raise
+                    self.count += 1
+                    await asyncio.sleep(REPORT_RETRY_PAUSE_S)
+            return str(await report(client, interruption, task_queue=task_queue))
+
+        return send
 
 
 async def burst(jobs: int, variant: Variant, state: Path) -> dict[str, Any]:
@@ -255,7 +280,8 @@ async def burst(jobs: int, variant: Variant, state: Path) -> dict[str, Any]:
         config = _config(state, variant)
         scheduler = lost_node_cluster(jobs, config.cluster.name)
         batch = [r for source in SOURCES for r in node_loss_reports(scheduler, source)]
-        report = report_interruption if variant.lean_reports else signal_report
+        retries = ReportRetries()
+        report = retries.sending(report_interruption if variant.lean_reports else signal_report)
         # the workers' own client, counted (the reports and the waits for results are not
         # the recoveries' cost); worker processes (--lever processes*) are not counted
         worker_client = await connect(TemporalSettings(), address=server.address, attempts=20)
@@ -312,6 +338,7 @@ async def burst(jobs: int, variant: Variant, state: Path) -> dict[str, Any]:
             "requeued_exactly_once": len(requeues) == jobs
             and all(count == 1 for count in requeues.values()),
             "drained_twice": sum(1 for count in drains.values() if count > 1),
+            "reports_retried": retries.count,
             "records_not_read": notes["records_not_read"],
             # recoveries whose checkpoint advice note says its figures were not had in time
             "advice_not_computed": sum(
