@@ -28,7 +28,7 @@ from pydantic import (
     model_validator,
 )
 
-from resurrect.contracts import JobPolicy, RecoveryMode
+from resurrect.contracts import NOT_RESPONDING_GRACE_S, JobPolicy, RecoveryMode
 from resurrect.errors import ConfigError
 from resurrect.goodput.rates import MIN_INCIDENTS_TO_ADVISE
 from resurrect.lemons.models import LemonRules
@@ -220,7 +220,7 @@ class WatcherSettings(Section):
     poll_interval_s: float = Field(default=2.0, gt=0)
     # A node only NOT_RESPONDING (not DOWN) counts as lost once it stays so this long, and
     # not at all this long after the controller was unreachable (nodes re-register then).
-    not_responding_grace_s: float = Field(default=4.0, ge=0)
+    not_responding_grace_s: float = Field(default=NOT_RESPONDING_GRACE_S, ge=0)
     controller_grace_s: float = Field(default=30.0, ge=0)
     # Slurm hooks (deploy/hooks/kick-watcher.sh) make the watcher poll at once through this
     # socket; its directory must belong to the watcher's user and be writable by no one else.

@@ -11,7 +11,7 @@ nodes the job ran on are ever named. Other faults implicate no node.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 
 from resurrect.contracts import Diagnosis, Evidence, FaultClass, NodeInfo
@@ -82,10 +82,12 @@ def node_incidents(
     diagnosis: Diagnosis,
     job_nodes: Sequence[str],
     nodes: Sequence[NodeInfo],
+    lasting: Collection[str] | None = None,
     reported: Sequence[Evidence] = (),
 ) -> dict[str, NodeIncident]:
     """The incidents recovery ``incident`` of job ``job_id`` records, by node: one per node
-    of the job that the diagnosis implicates, with the tier of the evidence naming it."""
+    of the job that the diagnosis implicates, with the tier of the evidence naming it.
+    ``lasting``: as :func:`corroborated_nodes` takes it."""
     fault = diagnosis.fault_class
     tiers: dict[str, tuple[EvidenceTier, list[Evidence]]] = {}
     if fault in PROBED_CLASSES:
@@ -105,7 +107,7 @@ def node_incidents(
             ),
         ]
         candidates, _ = match_job_nodes(named, job_nodes)
-        confirmed, alone = corroborated_nodes(candidates, diagnosis, nodes)
+        confirmed, alone = corroborated_nodes(candidates, diagnosis, nodes, lasting)
         for node in confirmed:
             tiers[node] = ("independent", _about(node, independent))
         for node in alone:
