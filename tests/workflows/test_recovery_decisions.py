@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from support.builders import job, make_config
+from support.histories import keep
 from support.temporal import skipping_time
 from temporalio import activity
 from temporalio.client import WorkflowHandle
@@ -624,6 +625,8 @@ async def test_a_slurmctld_restart_after_an_agent_was_killed_drains_nothing(run:
         [],
     )
     assert any("node1, node2, node3 unavailable but not DOWN" in n for n in outcome.notes)
+    history = await run.env.client.get_workflow_handle(outcome.workflow_id).fetch_history()
+    keep("slurmctld-restart-blip-nr-read-twice", history)  # replayed by test_replay.py
 
 
 async def test_a_node_not_responding_once_beside_job_output_is_read_again_before_deciding(
