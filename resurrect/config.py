@@ -66,6 +66,11 @@ class TemporalSettings(Section):
     # the same name as ``task_queue`` shares one queue and worker (no local drains). Those
     # workflows still running on ``task_queue`` move over by themselves (continue as new).
     operator_task_queue: str | None = None
+    # A worker does not start while a worker of another release polls its task queues
+    # (resurrect.temporal.releases): one seen polling within this many seconds is watched
+    # until it polls again (refused) or its last poll is this old (it stopped). Longer than
+    # the server's long poll (60 s by default); 0: no check.
+    other_release_window_s: float = Field(default=75.0, ge=0)
     ui_port: int = Field(default=8233, ge=1, le=65535)
     ui_host: str = "127.0.0.1"
     tls: TlsSettings | None = None

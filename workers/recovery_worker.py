@@ -36,6 +36,7 @@ from resurrect.scheduler.base import Scheduler
 from resurrect.steps.plugins import Plugin, discover, params_registry, step_registry
 from resurrect.steps.runtime import StepFn, StepRuntime, make_activity, step_meta
 from resurrect.telemetry.interceptor import TelemetryInterceptor
+from resurrect.temporal.releases import worker_identity
 from resurrect.workflows.drain_budget import DrainBudgetWorkflow
 from resurrect.workflows.node_repair import NodeRepairWorkflow
 from resurrect.workflows.recovery import RecoveryWorkflow
@@ -205,6 +206,7 @@ def build_worker(
     return Worker(
         client,
         task_queue=config.temporal.task_queue,
+        identity=worker_identity(),
         workflows=list(workflows) if workflows is not None else workflow_classes(),
         activities=activities,
         activity_executor=concurrent.futures.ThreadPoolExecutor(max_workers=16),
@@ -237,6 +239,7 @@ def build_operator_worker(
     return Worker(
         client,
         task_queue=queue,
+        identity=worker_identity(),
         workflows=[DrainBudgetWorkflow, NodeRepairWorkflow],
         activities=OperatorActivities(scheduler, config).all(),
         activity_executor=concurrent.futures.ThreadPoolExecutor(max_workers=4),
@@ -244,6 +247,12 @@ def build_operator_worker(
         graceful_shutdown_timeout=timedelta(seconds=graceful_shutdown_s),
         interceptors=[TelemetryInterceptor()],
     )
+
+
+def served_task_queues(config: ResurrectConfig) -> list[str]:
+    """The task queues the workers of ``build_worker`` and ``build_operator_worker`` poll."""
+    queue = own_operator_queue(config)
+    return [config.temporal.task_queue, *([queue] if queue else [])]
 
 
 async def run_worker(worker: Worker, stop: asyncio.Event) -> None:
