@@ -324,14 +324,14 @@ async def test_recoveries_in_flight_survive_the_upgrade_and_a_rollback_refuses_n
     cluster.set_nodes(["node9", "node10"], flags=[])
     await until(lambda: in_phase(r4, "awaiting_second_source"), "r4 waiting")
     r4_first_run = (await r4.describe()).run_id
-    for count in range(500):  # every report wakes the wait for one more read
-        before = cluster.reads("204")
-        await r4.signal(
-            "report",
-            interruption(CLUSTER, running("204", "node7", "node8"), **silence_report("node8")),
-        )
-        await cluster.next_read("204", before, timeout=20)
-        if count > 450 and (await r4.describe()).run_id != r4_first_run:
+    # each report wakes the wait for one more read (the query returns once the workflow task
+    # that took it is done); after 500 reads the wait continues as new (0.2.0's
+    # SECOND_SOURCE_CHECKS_PER_RUN)
+    silent = running("204", "node7", "node8")
+    for sent in range(600):
+        await r4.signal("report", interruption(CLUSTER, silent, **silence_report("node8")))
+        await r4.query(PHASE_QUERY)
+        if sent >= 480 and sent % 10 == 0 and await _continued(r4, r4_first_run):
             break
     r4_second_run = await until(lambda: _continued(r4, r4_first_run), "r4 continued as new", 30)
     await until(lambda: in_phase(r1, "awaiting_second_source"), "r1 waiting")
