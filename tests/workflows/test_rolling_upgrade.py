@@ -19,6 +19,7 @@ that 0.2.1 started (its workflow task fails; nothing is changed) until 0.2.1 is 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import os
@@ -64,6 +65,10 @@ pytestmark = [pytest.mark.temporal, pytest.mark.long_running]
 
 RELEASE_0_2_0 = "e74f95a"  # docs/versioning.md
 REPO = Path(__file__).resolve().parents[2]
+HISTORIES = REPO / "tests" / "fixtures" / "histories" / "RecoveryWorkflow"
+PATCHED_SUFFIX = "-nr-read-twice"  # the histories of the not-responding-read-twice patch
+NEW_BUNDLE_FIELDS = frozenset({"not_responding_grace_s", "lasting_unavailable"})  # 0.2.1
+REPLAY_SCRIPT = REPO / "tests" / "fixtures" / "upgrade" / "replay_stored.py"
 CLUSTER = "upgrade"
 QUEUE = "resurrect-upgrade"
 LONG_POLL = "3s"
@@ -420,3 +425,72 @@ async def _continued(handle: WorkflowHandle[Any, Any], first_run: str) -> str | 
 async def _backing_off(handle: WorkflowHandle[Any, Any], activity: str) -> bool:
     pending = (await handle.describe()).raw_description.pending_activities
     return any(p.activity_type.name == activity and p.attempt >= 2 for p in pending)
+
+
+def test_0_2_0_refuses_every_stored_history_of_0_2_1(tmp_path: Path) -> None:
+    """A rollback never replays a recovery that 0.2.1 started as if 0.2.0 had: 0.2.0's code
+    refuses each stored history of the patched shape, and still replays its own. Two
+    things refuse: its evidence has fields 0.2.0 does not know (the workflow task fails
+    decoding it), and, were they gone, its patch marker has no command in 0.2.0 (a
+    non-determinism error naming the patch)."""
+    stored = sorted(HISTORIES.glob("*.json"))
+    patched = [p for p in stored if p.stem.endswith(PATCHED_SUFFIX)]
+    assert len(patched) >= 10
+    failures = _replayed_by_0_2_0(stored)
+    assert set(failures) == {p.stem for p in stored}
+    for path in stored:
+        if path in patched:
+            assert failures[path.stem] is not None, f"0.2.0 replayed {path.stem} silently"
+        else:
+            assert failures[path.stem] is None, failures[path.stem]
+    without_new_fields = [_without_fields(p, tmp_path, NEW_BUNDLE_FIELDS) for p in patched]
+    for name, failure in _replayed_by_0_2_0(without_new_fields).items():
+        assert failure is not None and "NondeterminismError" in failure, (name, failure)
+        assert "patch marker encountered for change not-responding-read-twice" in failure
+
+
+def _replayed_by_0_2_0(paths: list[Path]) -> dict[str, str | None]:
+    """History name -> how 0.2.0's code failed to replay it (None: it replayed)."""
+    answer = subprocess.run(
+        [str(release_python(RELEASE_0_2_0, "0.2.0")), str(REPLAY_SCRIPT), *map(str, paths)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPLAY_SCRIPT.parent,
+        env={**os.environ, "PYTHONPATH": ""},
+    )
+    return {
+        line["history"]: line["failure"]
+        for line in map(json.loads, _lines_of(answer.stdout, '{"history"'))
+    }
+
+
+def _without_fields(path: Path, directory: Path, fields: frozenset[str]) -> Path:
+    """A copy of a stored history whose payloads lack ``fields`` (at any depth)."""
+
+    def drop(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: drop(v) for k, v in value.items() if k not in fields}
+        if isinstance(value, list):
+            return [drop(v) for v in value]
+        return value
+
+    def payloads(value: Any) -> Any:
+        if isinstance(value, dict):
+            if "metadata" in value and isinstance(value.get("data"), str):
+                decoded = json.loads(base64.b64decode(value["data"]))
+                data = base64.b64encode(json.dumps(drop(decoded)).encode()).decode()
+                return {**value, "data": data}
+            return {k: payloads(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [payloads(v) for v in value]
+        return value
+
+    copy = directory / path.name
+    copy.write_text(json.dumps(payloads(json.loads(path.read_text()))))
+    return copy
+
+
+def _lines_of(output: str, start: str) -> list[str]:
+    """The lines of ``output`` that begin with ``start`` (the SDK logs to it too)."""
+    return [line for line in output.splitlines() if line.startswith(start)]
