@@ -39,7 +39,7 @@ import yaml
 from support.builders import interruption, job
 from support.file_scheduler import BACKEND, STATE_ENV, FileScheduler, install_backend
 from support.release_venv import release_python
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.worker import Replayer
 
@@ -199,6 +199,19 @@ class Cluster:
             info = s.jobs[job_id]
         return await self.report(info, **silence_report(node))
 
+    async def not_responding_for_one_read(
+        self, handle: WorkflowHandle[Any, Any], job_id: str, nodes: list[str]
+    ) -> int:
+        """A slurmctld restart while ``handle`` waits for a second source: ``nodes`` not
+        responding (not DOWN) for the wait's next read of job ``job_id`` only; that read's
+        count."""
+        await until(lambda: in_phase(handle, "awaiting_second_source"), f"{handle.id} waiting")
+        before = self.reads(job_id)
+        self.set_nodes(nodes, flags=["NOT_RESPONDING"])
+        seen = await self.next_read(job_id, before)
+        self.set_nodes(nodes, flags=[])
+        return seen
+
     async def next_read(self, job_id: str, after: int, timeout: float = 40) -> int:
         """Wait until job ``job_id`` was read more than ``after`` times; the count."""
         deadline = time.monotonic() + timeout
@@ -249,7 +262,7 @@ async def failed_tasks(client: Client, workflow_id: str, run_id: str | None = No
     """The causes and messages of the workflow tasks that failed in one run's history."""
     history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
     return [
-        f"{e.workflow_task_failed_event_attributes.cause}:"
+        f"{WorkflowTaskFailedCause.Name(e.workflow_task_failed_event_attributes.cause)}:"
         f" {e.workflow_task_failed_event_attributes.failure.message}"
         for e in history.events
         if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
@@ -320,34 +333,20 @@ async def test_recoveries_in_flight_survive_the_upgrade_and_a_rollback_refuses_n
     r3 = await cluster.report(job("203", nodes=("node5", "node6")))
     r4 = await cluster.silence("204", "node8")
     r5 = await cluster.silence("205", "node10")
-    await until(lambda: in_phase(r5, "awaiting_second_source"), "r5 waiting", 90)
-    # the soak's sequence under 0.2.0: slurmctld restarts, node9/node10 not responding for
-    # the wait's next read only
-    before = cluster.reads("205")
-    cluster.set_nodes(["node9", "node10"], flags=["NOT_RESPONDING"])
-    await cluster.next_read("205", before)
-    cluster.set_nodes(["node9", "node10"], flags=[])
-    await until(lambda: in_phase(r4, "awaiting_second_source"), "r4 waiting")
-    r4_first_run = (await r4.describe()).run_id
-    # each report wakes the wait for one more read (the query returns once the workflow task
-    # that took it is done); after 500 reads the wait continues as new (0.2.0's
-    # SECOND_SOURCE_CHECKS_PER_RUN)
-    silent = running("204", "node7", "node8")
-    for sent in range(600):
-        await r4.signal("report", interruption(CLUSTER, silent, **silence_report("node8")))
-        await r4.query(PHASE_QUERY)
-        if sent >= 480 and sent % 10 == 0 and await _continued(r4, r4_first_run):
-            break
-    r4_second_run = await until(lambda: _continued(r4, r4_first_run), "r4 continued as new", 30)
-    await until(lambda: in_phase(r1, "awaiting_second_source"), "r1 waiting")
+    await until(lambda: in_phase(r1, "awaiting_second_source"), "r1 waiting", 90)
+    # 0.2.1 refuses to start beside a live 0.2.0 worker (it exits; checked below)
+    beside = cluster.start_worker(new)
+    # the soak's sequence under 0.2.0 (r5), while r4's wait is driven to continue as new
+    _, r4_runs = await asyncio.gather(
+        cluster.not_responding_for_one_read(r5, "205", ["node9", "node10"]),
+        continued_as_new(r4, running("204", "node7", "node8"), "node8"),
+    )
     await until(lambda: in_phase(r2, "awaiting_approval"), "r2 awaiting approval")
     await until(lambda: _backing_off(r3, "recovery.requeue_job"), "r3 in its requeue back-off")
+    assert await in_phase(r1, "awaiting_second_source")
     assert await in_phase(r4, "awaiting_second_source")
     before_patch = await r5.result()
-
-    # ---- 0.2.1 refuses to start beside a live 0.2.0 worker
-    beside = cluster.start_worker(new)
-    assert beside.wait(timeout=60) != 0
+    assert await asyncio.to_thread(beside.wait, 60) != 0
     refusal = (cluster.tmp / "worker-0.2.1-1.log").read_text()
     assert "does not start beside it" in refusal and "docs/upgrading.md" in refusal, refusal
 
@@ -360,18 +359,15 @@ async def test_recoveries_in_flight_survive_the_upgrade_and_a_rollback_refuses_n
     cluster.set_job("204", state=JobState.FAILED)
     with cluster.slurm() as s:
         s.unreachable_requeue = []
+    # the soak's sequence under 0.2.1 (r6): the read after the blip finds the nodes back,
+    # and the job completes
+    blip = asyncio.create_task(cluster.not_responding_for_one_read(r6, "206", ["node11", "node12"]))
     approver = load_config(new.config)
     await until(
         lambda: decide_approval(approver, r2.id, approved=True, reason="rolling upgrade test"),
         "r2 approved",
     )
-    # the soak's sequence under 0.2.1
-    await until(lambda: in_phase(r6, "awaiting_second_source"), "r6 waiting")
-    before = cluster.reads("206")
-    cluster.set_nodes(["node11", "node12"], flags=["NOT_RESPONDING"])
-    blip = await cluster.next_read("206", before)
-    cluster.set_nodes(["node11", "node12"], flags=[])
-    await cluster.next_read("206", blip)
+    await cluster.next_read("206", await blip)
     cluster.set_job("206", state=JobState.COMPLETED)
     outcomes = {
         name: await handle.result()
@@ -392,8 +388,8 @@ async def test_recoveries_in_flight_survive_the_upgrade_and_a_rollback_refuses_n
     assert (outcomes["r4"].outcome, outcomes["r4"].drained_nodes) == ("recovered", [])
     for handle in (r1, r2, r3, r5, r6):
         assert await failed_tasks(cluster.client, handle.id) == [], handle.id
-    assert await failed_tasks(cluster.client, r4.id, r4_first_run) == []
-    assert await failed_tasks(cluster.client, r4.id, r4_second_run) == []
+    for run_id in r4_runs:
+        assert await failed_tasks(cluster.client, r4.id, run_id) == []
     replayer = Replayer(workflows=[RecoveryWorkflow], data_converter=cluster.client.data_converter)
     for handle in (r1, r2, r3, r4, r5, r6):
         await replayer.replay_workflow(await handle.fetch_history())
@@ -415,6 +411,26 @@ async def test_recoveries_in_flight_survive_the_upgrade_and_a_rollback_refuses_n
             {"rollback refusal": refused[0], "after rolling forward": rolled_forward.outcome}
         )
     )
+
+
+async def continued_as_new(
+    handle: WorkflowHandle[Any, Any], silent: JobInfo, node: str
+) -> tuple[str, str]:
+    """Drive the recovery of ``silent``, waiting for a second source since ``node``'s agent
+    fell silent, until its wait continues as new: each
+    report wakes the wait for one more read (the query returns once the workflow task that
+    took it is done), and after 500 reads (0.2.0's SECOND_SOURCE_CHECKS_PER_RUN) it goes
+    on in a new run. (first run id, second run id)."""
+    await until(lambda: in_phase(handle, "awaiting_second_source"), f"{handle.id} waiting")
+    first_run = (await handle.describe()).run_id
+    assert first_run is not None
+    for sent in range(600):
+        await handle.signal("report", interruption(CLUSTER, silent, **silence_report(node)))
+        await handle.query(PHASE_QUERY)
+        if sent >= 480 and sent % 10 == 0 and await _continued(handle, first_run):
+            break
+    second_run = await until(lambda: _continued(handle, first_run), "continued as new", 30)
+    return first_run, second_run
 
 
 async def _continued(handle: WorkflowHandle[Any, Any], first_run: str) -> str | None:
