@@ -24,9 +24,10 @@ as a local activity of ``QUICK_S`` seconds, without retries; one that needs long
 raises ``NeedsMoreTime``: the job is not running yet, a checkpoint takes time to read, a
 node agent must confirm) or fails in a way that may pass runs again as an activity task
 with its whole timeouts and retry policy. The search attributes are upserted once per
-workflow task, only those that changed. A node loss is one workflow task (16 history
-events). What happened stays readable: the ``status`` query, the result's notes and the
-markers show every step. docs/versioning.md says how a change to these commands lands.
+workflow task, only those that changed. A node loss is one workflow task (14 history
+events, two of them the patch's marker and the SDK's upsert of ``TemporalChangeVersion``
+that names it). What happened stays readable: the ``status`` query, the result's notes and
+the markers show every step. docs/versioning.md says how a change to these commands lands.
 """
 
 from __future__ import annotations
