@@ -437,8 +437,10 @@ class RecoveryWorkflow:
     ) -> EvidenceBundle | Kind:
         """With the NOT_RESPONDING_READ_TWICE patch: while the last read shows nodes
         unavailable without being DOWN that have not lasted the grace, wait out the grace
-        and read again (at most NOT_RESPONDING_REREADS times). The bundle to assess, with the
-        nodes that lasted (``lasting_unavailable``); JOB_UNKNOWN when a read fails."""
+        and read again (at most NOT_RESPONDING_REREADS times). The bundle to assess: the
+        job as ``bundle`` has it (a job being torn down may list fewer nodes a moment later),
+        the nodes as the last read shows them, and those that lasted
+        (``lasting_unavailable``); JOB_UNKNOWN when a read fails."""
         reads = self._unavailability
         if reads is None:
             return bundle
@@ -453,7 +455,7 @@ class RecoveryWorkflow:
             read = await self._read_evidence(interruption)
             if read is None:
                 return Kind.JOB_UNKNOWN
-            bundle = read
+            bundle = bundle.model_copy(update={"nodes": read.nodes})
         return bundle.model_copy(update={"lasting_unavailable": sorted(reads.lasting)})
 
     # 2. assess ---------------------------------------------------------------------------

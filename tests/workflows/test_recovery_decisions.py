@@ -718,3 +718,28 @@ async def test_a_report_of_another_kind_ends_the_wait(run: Run) -> None:
     [request] = scripted.inputs[Activity.ASSESS]
     assert request.reported == [SILENCE, stalled]
     assert outcome.outcome == "recovered"
+
+
+async def test_a_lost_node_still_not_responding_after_the_grace_is_drained(run: Run) -> None:
+    """The watcher reports node2 not responding (after its own grace); the recovery's read
+    after the grace still shows it, while Slurm tears the job down and lists only the node
+    still completing: node2 is drained, judged against the job as the report found it
+    (found by tests/e2e/test_recovery_on_slurm.py's observe-mode node loss)."""
+    scripted = stage(FaultClass.NODE_LOST, culprits=("node2",), state=JobState.RUNNING)
+    watcher = scripted.bundle.interruption.model_copy(
+        update={"source": "slurm_watcher", "suspect_nodes": ["node2"]}
+    )
+    lost = [
+        NodeInfo(name="node1", state="ALLOCATED"),
+        NodeInfo(name="node2", state="ALLOCATED", flags=["NOT_RESPONDING"]),
+    ]
+    scripted.bundle = scripted.bundle.model_copy(update={"interruption": watcher, "nodes": lost})
+    completing = scripted.bundle.job.model_copy(
+        update={"state": JobState.COMPLETING, "nodes": ["node1"]}
+    )
+    scripted.readings = [scripted.bundle.model_copy(update={"job": completing})]
+    outcome = await recover(run, scripted)
+    [request] = scripted.inputs[Activity.ASSESS]
+    assert request.bundle.job.nodes == ["node1", "node2"]
+    assert request.bundle.lasting_unavailable == ["node2"]
+    assert outcome.drained_nodes == ["node2"], outcome.notes
