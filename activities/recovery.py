@@ -75,7 +75,9 @@ from resurrect.lemons.records import (
     score_records,
 )
 from resurrect.log_reading import Budget, read_tail
+from resurrect.numbers import is_ascii_digits
 from resurrect.operator.models import NodeRepairState
+from resurrect.plans.decide import restart_loop
 from resurrect.plans.models import ResolvedPlan
 from resurrect.policy import resolve_job_policy
 from resurrect.progress.parser import shipped_parser
@@ -397,15 +399,23 @@ class RecoveryActivities:
                 lemons = await self._lemons(request, diagnosis, records)
         except TimeoutError as exc:
             raise NeedsMoreTime(f"not assessed within {request.quick_s:g} s") from exc
+        history = RestartHistory(
+            last_step=last_step,
+            earlier=attempts,
+            read_at=datetime.now(UTC),
+            progress_from_checkpoints=True,
+            free_restarts=free_restarts(attempts),
+        )
+        if restart_loop(history, report.restart_count, bundle.policy) is not None:
+            # only a newer checkpoint of this attempt that verifies can show progress now
+            history.verified_step = await newest_verified_step(bundle, request.quick_s)
         return Assessment(
             diagnosis=diagnosis,
             charged_restarts=charged_count,
             plans=list(self.plans),
             approvals=self.config.approvals,
             quick_steps=self.quick_steps,
-            history=RestartHistory(
-                last_step=last_step, earlier=attempts, read_at=datetime.now(UTC)
-            ),
+            history=history,
             lemons=lemons,
         )
 
@@ -446,6 +456,7 @@ class RecoveryActivities:
             nodes=bundle.nodes,
             lasting=bundle.lasting_unavailable,
             reported=request.reported,
+            owner=None if bundle.job.user_id is None else str(bundle.job.user_id),
         )
         try:
             await report_incidents(self.client, self.config, incidents)
@@ -501,12 +512,40 @@ def earlier_recoveries(cluster: str, job_id: str, current_workflow_id: str) -> s
 
 
 REQUEUED_OUTCOMES = frozenset({"recovered", "requeued_not_running"})
+#: How long looking up the interrupted attempt's newest intact checkpoint may take.
+VERIFIED_STEP_TIMEOUT_S = 120.0
+
+
+def free_restarts(attempts: Sequence[AttemptRecord]) -> int:
+    """The free restarts among the job's earlier recoveries (requeued, not charged)."""
+    return sum(1 for a in attempts if a.requeued and not a.charged)
+
+
+async def newest_verified_step(bundle: EvidenceBundle, quick_s: float | None) -> int | None:
+    """The step of the newest checkpoint in the job's ``checkpoint_dir`` that verifies
+    (quick level, in the checkpoint helper as the job's owner); None when there is none,
+    no directory, or it cannot be verified now (no progress is then shown)."""
+    root = bundle.policy.checkpoint_dir
+    if not root:
+        return None
+    from resurrect.checkpoint.as_owner import run_helper
+    from resurrect.checkpoint.helper import HelperRequest
+
+    request = HelperRequest(
+        op="verify",
+        root=root,
+        level="quick",
+        owner_uid=bundle.job.user_id,
+        owner_gid=bundle.job.group_id,
+    )
+    verdict = await run_helper(request, timeout_s=VERIFIED_STEP_TIMEOUT_S, quick_s=quick_s)
+    return verdict.resume_step if verdict.verified and verdict.latest_valid else None
 
 
 def attempt_record(execution: WorkflowExecution) -> AttemptRecord | None:
     """What one earlier recovery recorded of its attempt; None for an id not of a recovery."""
     _, _, tail = execution.id.rpartition("/")
-    if not tail.isdigit():
+    if not is_ascii_digits(tail):
         return None
     attributes = execution.typed_search_attributes
     outcome = attributes.get(sa.OUTCOME)

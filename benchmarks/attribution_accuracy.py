@@ -43,6 +43,13 @@ PARTS = (
     "validation-6",
     "validation-7",
     "validation-8",
+    "validation-jax",
+    "validation-tf",
+    "validation-horovod",
+    "validation-other",
+    "validation-frameworks-2",
+    "validation-frameworks-3",
+    "validation-frameworks-4",
 )
 
 

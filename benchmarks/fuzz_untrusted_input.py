@@ -23,6 +23,23 @@ reaped children's: a loaded machine does not stretch it) or 10 s of wall clock (
 blocks). All must be 0. The baseline is
 the same inputs' count, and the rate is inputs per second.
 
+``job_record`` (issue 33): every recorded job record of both backends and every Slurm
+version (``tests/fixtures/slurm-json``, ``tests/fixtures/slurm-rest``) with one field, or a
+field below one, set to a hostile value (number syntax of any script, output patterns with
+hostile widths, huge and non-finite numbers, Slurm's number objects half-filled, nested
+junk), read by :func:`~resurrect.scheduler.slurm_json.parse_jobs` beside another user's
+intact record under each release's naming rules: ``crashes`` counts exceptions, ``other_lost``
+documents where the intact record was not returned. ``job_record_poll`` runs a sample through
+whole watcher polls of both backends (slurmrestd's view over a synthetic server, the CLI's
+compact view over rendered squeue text): ``crashes`` counts polls that raised,
+``other_missed`` polls that did not report the other user's failed job.
+
+``kernel_record`` (issue 33): kernel log records a local user can make the kernel write
+(its segfault, trap, OOM-killer, hung-task and bridge formats quoting driver-like names,
+escaped as /dev/kmsg escapes them) and driver text written to /dev/kmsg, through the node
+agent's :func:`~resurrect.sensors.node_agent.kernel_log.driver_message`: ``forged_accepted``
+counts records taken as the driver's (must be 0), ``crashes`` any exception.
+
 Then the parsers of issue 20, each with ``--parser-inputs`` seeded, generated inputs
 (mutations of real dumps and datagrams, random structures, templates of known attacks),
 one JSON line each: ``flight_recorder_json`` and ``flight_recorder_pickle``
@@ -138,10 +155,19 @@ comments = st.one_of(
     ),
     st.builds(_templated, st.integers(0, 4), st.integers(1, 20_000)),
 )
+# Characters str.isdigit()/isdecimal() accept that are no ASCII digit (issue 33, item 1)
+NON_ASCII_DIGITS = ["²", "¹⁰", "٣", "\uff11", "\U0001d7d9", "①", "߁", "⑽", "½", "\u216b"]
 patterns = st.one_of(
     st.text(alphabet=st.sampled_from([*"%jJAaxuNntsb%\\/.-_e", "\x00", "é"]), max_size=200),
     st.builds(
         lambda w, c: f"/out/%{w}{c}.log", st.integers(0, 10**30), st.sampled_from("jJAaxuNntsbqe%")
+    ),
+    st.builds(
+        lambda w, c: f"/out/%{w}{c}.log",
+        st.lists(st.sampled_from([*NON_ASCII_DIGITS, "0", "9"]), min_size=1, max_size=4).map(
+            "".join
+        ),
+        st.sampled_from("jJAaxuNntsbqe%"),
     ),
     st.text(max_size=300),
 )
@@ -303,6 +329,9 @@ def main(argv: list[str] | None = None) -> int:
     print_result(run(args.inputs), as_json=args.json)
     for result in run_parsers(args.parser_inputs, seed=args.seed):
         print_result(result, as_json=args.json)
+    for result in run_job_records(args.parser_inputs, seed=args.seed):
+        print_result(result, as_json=args.json)
+    print_result(run_kernel_records(args.parser_inputs, seed=args.seed), as_json=args.json)
     return 0
 
 
@@ -651,6 +680,215 @@ def run_parsers(
         )
     results.append(tally.result())
     return results
+
+
+# -------------------------------------------------------------------- job records (issue 33)
+JOB_FIXTURES = REPO / "tests" / "fixtures"
+_HOSTILE: list[Any] = [
+    *NON_ASCII_DIGITS, *(f"-{d}" for d in NON_ASCII_DIGITS), " 12", "1_0", "+3", "0x10", "",
+    None, True, 0, -1, 2**64, -(2**70), 10**400, float("nan"), float("inf"), 1e308, "(null)",
+    "%²j", "%0²A_%٣a", "%99999999999999999999j", "%", "\\%j", "\x00", "\ud800", "a\nb",
+    {"set": True, "number": "²"}, {"set": True, "number": float("nan")}, {"infinite": True},
+    {"number": None}, {"set": "yes", "number": 10**30}, [], [None, "²"], {"x": {}},
+]  # fmt: skip
+
+
+def recorded_job_records() -> list[dict[str, Any]]:
+    """Every job record of the recorded CLI JSON and slurmrestd answers, every version."""
+    found: list[Any] = []
+    for path in sorted((JOB_FIXTURES / "slurm-json").rglob("*.json")):
+        found += json.loads(path.read_text()).get("jobs") or []
+    for path in sorted((JOB_FIXTURES / "slurm-rest").rglob("job*.json")):
+        found += json.loads(json.loads(path.read_text())["body"]).get("jobs") or []
+    return [job for job in found if isinstance(job, dict) and "job_id" in job]
+
+
+def _hostile_value(rng: random.Random) -> Any:
+    kind = rng.random()
+    if kind < 0.5:
+        return rng.choice(_HOSTILE)
+    if kind < 0.8:  # an output pattern built of codes, widths of any script and text
+        pieces = ["%", "%%", "\\", "/", "j", "A", "a", "b", "x", "N", *NON_ASCII_DIGITS, "7"]
+        return "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+    return _value(rng)
+
+
+def with_hostile_field(rng: random.Random, record: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy of ``record`` with one field, or one below it, set to a hostile value."""
+    import copy
+
+    record = copy.deepcopy(record)
+    node: Any = record
+    for _ in range(rng.randint(1, 3)):
+        keys = list(node) if isinstance(node, dict) else list(range(len(node)))
+        if not keys:
+            break
+        key = rng.choice(keys)
+        if not isinstance(node[key], dict | list) or not node[key] or rng.random() < 0.5:
+            node[key] = _hostile_value(rng)
+            break
+        node = node[key]
+    return record
+
+
+def run_job_records(
+    inputs: int, *, seed: int = 20, poll_sample: int | None = None
+) -> list[dict[str, Any]]:
+    """``job_record`` on ``inputs`` seeded records and ``job_record_poll`` on a sample."""
+    import asyncio
+
+    from resurrect.scheduler.slurm_json import stepd_naming
+
+    rng = random.Random(seed)
+    records = recorded_job_records()
+    namings = [stepd_naming(v) for v in (None, (22, 5), (24, 11), (26, 5))]
+    tally = ParserTally("job_record")
+    lost = 0
+
+    def read(doc: dict[str, Any]) -> None:
+        nonlocal lost
+        jobs = parse_jobs(doc, rng.choice(namings))
+        lost += "424242" not in {job.job_id for job in jobs}
+
+    for _ in range(inputs):
+        record = rng.choice(records)
+        other = dict(record, job_id=424242)
+        tally.call(read, {"jobs": [with_hostile_field(rng, record), other]}, ())
+    tally.worst = repr(tally.worst)[:2000]
+    results = [tally.result(records=len(records), other_lost=lost)]
+
+    polls = ParserTally("job_record_poll")
+    missed = 0
+
+    def poll(make: Any) -> None:
+        nonlocal missed
+        found = asyncio.run(make())
+        missed += not found
+
+    with tempfile.TemporaryDirectory(prefix="fuzz-jobs-") as tmp:
+        token = Path(tmp) / "token"
+        token.write_text("SLURM_JWT=header.payload.signature\n")
+        token.chmod(0o600)
+        for number in range(poll_sample if poll_sample is not None else max(40, inputs // 100)):
+            make = _rest_poll if number % 2 else _cli_poll
+            polls.call(poll, _bound_poll(make, rng, token), ())
+    polls.worst = ""  # a coroutine factory: its input is the seeded record, not shown
+    results.append(polls.result(other_missed=missed))
+    return results
+
+
+def _bound_poll(make: Any, rng: random.Random, token: Path) -> Any:
+    """A coroutine factory: one watcher poll with one hostile job, True when the other
+    user's failed job was reported."""
+    value_rng = random.Random(rng.random())
+    return lambda: make(value_rng, token)
+
+
+async def _reported(scheduler: Any) -> list[str]:
+    reported: list[str] = []
+
+    async def report(interruption: Any) -> str:
+        reported.append(interruption.job_id)
+        return str(interruption.workflow_id)
+
+    await SlurmWatcher(scheduler, CONFIG_OPT_IN, report).poll_once()
+    return reported
+
+
+async def _rest_poll(rng: random.Random, token: Path) -> bool:
+    import sys
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from support.slurm_rest_synthetic import SyntheticRestd
+
+    from resurrect.scheduler.slurm_rest import SlurmRest
+    from resurrect.scheduler.slurm_rest_client import RestClient
+
+    restd = SyntheticRestd(jobs=4, running=2, failed=1, nodes=4)
+    for job in restd.jobs.values():
+        job["comment"] = '{"resurrect": {}}'
+    restd.jobs["1000"] = with_hostile_field(rng, restd.jobs["1000"])
+    import httpx
+
+    try:  # what the synthetic server cannot render as JSON, no slurmrestd would send
+        restd.handle(httpx.Request("GET", "http://x/slurm/v0.0.45/job/1000"))
+    except (ValueError, TypeError):
+        return True
+    client = RestClient("unix:/nonexistent", token, transport=restd.transport())
+    return "1002" in await _reported(SlurmRest("c1", client, verify_timeout=1.0))
+
+
+async def _cli_poll(rng: random.Random, token: Path) -> bool:
+    import sys
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from support.slurm_text import SlurmText
+
+    from resurrect.scheduler.slurm_cli import SlurmCli
+    from resurrect.scheduler.slurm_exec import CommandResult, CommandRunner
+
+    def running(job_id: int, state: str) -> dict[str, Any]:
+        return {
+            "job_id": job_id, "job_state": state, "name": "train", "user_name": "alice",
+            "user_id": 1001, "group_id": 1001, "partition": "gpu", "nodes": "gpu[001-002]",
+            "node_count": 2, "restart_cnt": 0, "priority": 100,
+            "comment": '{"resurrect": {}}', "standard_output": "/home/alice/out-%j.log",
+            "current_working_directory": "/home/alice", "start_time": 1795981300,
+        }  # fmt: skip
+
+    hostile = running(5, "RUNNING")
+    key = rng.choice(sorted(hostile))
+    hostile[key] = _hostile_value(rng)
+    text = SlurmText([hostile, running(6, "NODE_FAIL")], [], major=rng.choice([22, 24]))
+    version = "slurm 22.05.8" if text.major == 22 else "slurm 24.11.5"
+
+    class Runner(CommandRunner):
+        async def run(self, argv: Any, *, timeout: float | None = None) -> CommandResult:
+            if tuple(argv) == ("scontrol", "--version"):
+                return CommandResult(tuple(argv), 0, version, "")
+            try:
+                answer = text.answer(argv)
+            except (ValueError, TypeError, OverflowError, OSError, KeyError):
+                answer = (1, "", "the stand-in cannot print this value")
+            return CommandResult(tuple(argv), *(answer or (0, "", "")))
+
+    sched = SlurmCli("c1", "/nonexistent/slurm.conf")
+    sched.runner = Runner()
+    try:
+        return "6" in await _reported(sched)
+    except Exception as exc:  # the one squeue of the view failed: the stand-in's limit
+        if "stand-in" in str(exc):
+            return True
+        raise
+
+
+CONFIG_OPT_IN = ResurrectConfig.model_validate({"cluster": {"name": "c1"}})
+
+
+def run_kernel_records(inputs: int, *, seed: int = 20) -> dict[str, Any]:
+    """``kernel_record`` on ``inputs`` seeded records (half forged formats, half writes
+    of driver text to /dev/kmsg)."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from support.kernel_records import forged_kmsg_record, written_to_kmsg
+
+    from resurrect.sensors.node_agent.kernel_log import driver_message, kmsg_record
+
+    rng = random.Random(seed)
+    gpus = {"0000:48:00"}
+    tally = ParserTally("kernel_record")
+    accepted = 0
+
+    def read(record: str) -> None:
+        nonlocal accepted
+        parsed = kmsg_record(record)
+        accepted += parsed is not None and driver_message(parsed, gpus) is not None
+
+    for number in range(inputs):
+        make = forged_kmsg_record if number % 2 else written_to_kmsg
+        tally.call(read, make(rng, "0000:48:00"), ())
+    return tally.result(forged_accepted=accepted)
 
 
 if __name__ == "__main__":

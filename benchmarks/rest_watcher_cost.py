@@ -55,7 +55,7 @@ async def _nothing(_: Interruption) -> None:
 async def measure(
     cls: type[SlurmRest], restd: SyntheticRestd, token: Path, polls: int
 ) -> dict[str, float]:
-    client = RestClient("http://synthetic", token, transport=restd.transport())
+    client = RestClient("http://127.0.0.1", token, transport=restd.transport())
     sched = cls("bench", client)
     config = ResurrectConfig.model_validate({"cluster": {"name": "bench"}})
     watcher = SlurmWatcher(sched, config, _nothing)
@@ -98,6 +98,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         token = Path(tmp) / "token"
         token.write_text("header.payload.signature")
+        token.chmod(0o600)
         small = await one_size(args, args.small, token)
         large = await one_size(args, args.large, token)
     return {

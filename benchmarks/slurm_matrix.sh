@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # slurm_matrix.sh - the whole live suite (every slurm-marked test) and every demo scenario on
-# each Slurm version, one version after the other, and the README table: version, live tests
-# passed/failed, and for each demo scenario whether it recovered (the demo's `recovered`) with
-# its times to detect (fault -> recovery workflow started) and to recover (-> job running
-# again).
+# each Slurm version, one version after the other, and the table of docs/performance.md:
+# version, live tests passed/failed, and for each demo scenario whether it recovered (the
+# demo's `recovered`) with its times to detect (fault -> recovery workflow started) and to
+# recover (-> job running again).
 # Also one JSON line per version and scenario, its times as a ratio to the first version's
 # of the same run.
 # Run as root from a checkout with .venv (deploy/install.sh); long: ~20-30 min a version on

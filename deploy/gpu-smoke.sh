@@ -10,7 +10,9 @@
 # Python: $RESURRECT_PYTHON if set, else the repo's .venv if it has what is needed, else a
 # venv in .venv-smoke with only nvidia-ml-py, pydantic, pyyaml and temporalio (no torch, no
 # Temporal server). Nothing is written outside the repository; nothing talks to Temporal.
+#   --help   this text
 set -euo pipefail
+case ${1:-} in -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;; esac
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 WATCH_S="${WATCH_S:-10}"

@@ -12,7 +12,9 @@
 # it must be executable by everyone: Debian's /usr/bin/python3 is preferred over a Python
 # installed under a private home (pyenv in /root), and a venv that other users cannot run
 # is rebuilt.
+#   --help   this text
 set -euo pipefail
+case ${1:-} in -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;; esac
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 say() { printf '[install] %s\n' "$*" >&2; }
@@ -58,9 +60,25 @@ if ! .venv/bin/python -c 'import torch' 2>/dev/null; then
   say "pip install ${RESURRECT_TORCH_SPEC:-torch}"
   .venv/bin/python -m pip install -q "${RESURRECT_TORCH_SPEC:-torch}"
 fi
+pip_install_editable() {
+  .venv/bin/python -m pip install -q -e ".[dev]" -e examples/plugins/resurrect-example-plugin 2>&1 | grep -v -e '^WARNING: Location' -e 'is ignored' >&2 || true
+}
+# Does the venv import this checkout, resurrect.workflows from workflows/ (setup.py's mapping)?
+# Run from / so that the working directory is not on sys.path.
+imports_this_checkout() {
+  (cd / && "$ROOT/.venv/bin/python" -c 'import sys, resurrect.workflows.recovery as m, temporalio, torch
+sys.exit(m.__file__ != sys.argv[1])' "$ROOT/workflows/recovery.py") 2>/dev/null
+}
 say "pip install -e .[dev]"
-.venv/bin/python -m pip install -q -e ".[dev]" -e examples/plugins/resurrect-example-plugin 2>&1 | grep -v -e '^WARNING: Location' -e 'is ignored' >&2 || true
-.venv/bin/python -c 'import resurrect, temporalio, torch' || { say "install failed"; exit 1; }
+pip_install_editable
+if ! imports_this_checkout; then
+  # an install of another layout (resurrect/workflows as a link or a copy in site-packages,
+  # an older editable finder) or of another checkout: remove it and install this one again
+  say "resurrect was installed from another layout or checkout: reinstalling"
+  .venv/bin/python -m pip uninstall -q -y resurrect >&2 || true
+  pip_install_editable
+  imports_this_checkout || { say "install failed: resurrect.workflows is not $ROOT/workflows"; exit 1; }
+fi
 case ${RESURRECT_SLURM_VERSION:-} in
   24.11|26.05)
     if [ "$(id -u)" -eq 0 ]; then

@@ -7,15 +7,16 @@
 #   --slurm VER   run the live tests against Slurm VER (22.05: the host's on Debian 12;
 #                 24.11, 26.05: a Debian userland, built once by deploy/local-slurm/userland.sh)
 #                 e.g. deploy/run-tests.sh --slurm 26.05 -m slurm tests/scheduler
+#   --help        (first, or after --slurm VER) this text; pytest's own: --help later on
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 . deploy/slurm-version-arg.sh  # a first --slurm VER
+case ${1:-} in -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;; esac
 deploy/install.sh
 export RESURRECT_REQUIRE_SLURM=1   # the real-cluster tests fail (not skip) if Slurm is missing
 export PYTHONUNBUFFERED=1
-echo "== ruff"; .venv/bin/ruff check . && .venv/bin/ruff format --check .
-echo "== mypy"; .venv/bin/mypy resurrect  # resurrect/{workflows,activities,workers,sensors} link the top-level folders
+deploy/check-code.sh  # ruff, mypy
 # Three processes (RESURRECT_TEST_PROCS), whole files to each, each starting its own cluster.
 # The real-daemon tests mostly wait on daemons and timeouts: with two processes the 2 cores
 # were 55-70 % busy (17 min of pytest); with three, 12 min, every test passing.

@@ -10,11 +10,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
-import os
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import NoReturn
 
 from resurrect import __version__
 from resurrect.errors import ResurrectError
@@ -35,25 +32,6 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
 )
 
 Handler = Callable[[argparse.Namespace], int]
-
-
-def add_config_arg(parser: argparse.ArgumentParser) -> None:
-    """``-c/--config FILE``, the configuration option every command that reads it takes."""
-    parser.add_argument(
-        "-c",
-        "--config",
-        type=Path,
-        default=None,
-        help="YAML configuration (default: $RESURRECT_CONFIG, else built-in defaults)",
-    )
-
-
-def exit_now(code: int) -> NoReturn:
-    """Leave the process with ``code``, output flushed, skipping interpreter teardown:
-    temporalio can crash at interpreter exit after a clean run (sdk-python#300)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
 
 
 def build_parser(

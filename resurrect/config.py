@@ -32,6 +32,7 @@ from resurrect.contracts import NOT_RESPONDING_GRACE_S, JobPolicy, RecoveryMode
 from resurrect.errors import ConfigError
 from resurrect.goodput.rates import MIN_INCIDENTS_TO_ADVISE
 from resurrect.lemons.models import LemonRules
+from resurrect.loopback import cleartext_refusal
 
 ENV_PREFIX = "RESURRECT_"
 CONFIG_ENV = "RESURRECT_CONFIG"
@@ -112,9 +113,16 @@ class ClusterSettings(Section):
     # scheduler slurmrestd: its URL (http://host:port or unix:/path/to/socket), the file
     # holding the JWT (``scontrol token username=U lifespan=S``; read again when it changes)
     # and the user sent with it (None: the token's own).
+    # The token file must be private (root's or the service user's, mode 0600). The token
+    # goes in clear text (http://) only to this host's loopback interface (or a unix:
+    # socket) unless slurmrestd_allow_plaintext says the network is trusted: anyone on the
+    # path could read it and act as resurrect. https:// verifies the server with the
+    # system's CAs, or slurmrestd_tls.server_ca, and presents slurmrestd_tls.client_cert.
     slurmrestd_url: str | None = Field(default=None, pattern=r"^(https?://\S+|unix:/\S+)$")
     slurmrestd_token_file: Path | None = None
     slurmrestd_user: str | None = Field(default=None, pattern=r"^[a-z_][a-z0-9_.-]{0,31}$")
+    slurmrestd_allow_plaintext: bool = False
+    slurmrestd_tls: TlsSettings | None = None
 
     @model_validator(mode="after")
     def _rest_settings(self) -> ClusterSettings:
@@ -122,6 +130,19 @@ class ClusterSettings(Section):
             self.slurmrestd_url is None or self.slurmrestd_token_file is None
         ):
             raise ValueError("scheduler slurmrestd needs slurmrestd_url and slurmrestd_token_file")
+        url = self.slurmrestd_url or ""
+        refusal = cleartext_refusal(
+            url,
+            what="the slurmrestd token",
+            allow_setting="cluster.slurmrestd_allow_plaintext",
+            allow_plaintext=self.slurmrestd_allow_plaintext,
+        )
+        if refusal is not None:
+            raise ValueError(refusal)
+        if self.slurmrestd_tls is not None and not url.startswith("https://"):
+            raise ValueError("slurmrestd_tls needs an https:// slurmrestd_url")
+        if self.slurmrestd_tls is not None and self.slurmrestd_tls.server_name is not None:
+            raise ValueError("slurmrestd_tls.server_name: the host of slurmrestd_url is verified")
         return self
 
 
@@ -370,11 +391,13 @@ class AgentSettings(Section):
     # De-duplication: one finding per (GPU, rule) per window; a global cap per minute.
     dedup_window_s: float = Field(default=300.0, ge=0)
     max_findings_per_minute: int = Field(default=30, ge=1)
-    # Kernel log: /dev/kmsg when readable, else this journald command (kernel messages only).
+    # Kernel log: /dev/kmsg when readable, else this journald command (kernel messages only,
+    # one JSON entry a line: a record's transport and facility are checked, and a message
+    # holding a line break stays one record).
     kernel_log: bool = True
     kmsg_path: Path = Path("/dev/kmsg")
     journal_argv: list[str] = Field(
-        default_factory=lambda: ["journalctl", "-k", "-f", "-n", "0", "-o", "cat"]
+        default_factory=lambda: ["journalctl", "-k", "-f", "-n", "0", "-o", "json"]
     )
     # Liveness collector ("host:port"; see the config's ``liveness`` section): heartbeats go
     # there, authenticated with collector_key_file; with no acknowledgement for

@@ -31,6 +31,7 @@ from resurrect.contracts import (
     RecoveryAction,
     SignalKind,
 )
+from resurrect.numbers import is_ascii_digits
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 
 # Classes that name failing node hardware: their default action drains the culprit node,
@@ -53,6 +54,9 @@ HANG_HISTORY_RULE = "progress.hang_history"
 # A field marking evidence that rests on what the job says about itself (e.g. a GPU paired
 # with a rank by the rank's environment): the job's word whoever reported it.
 JOB_CONTROLLED_FIELD = "job_controlled"
+# A field marking a node agent's finding that no second source on the node confirms yet
+# (a kernel-log Xid NVML has not reported): a sensor's word, no second opinion.
+UNCONFIRMED_FIELD = "unconfirmed"
 
 
 def short_name(host: str) -> str:
@@ -60,7 +64,7 @@ def short_name(host: str) -> str:
     return host.split(".")[0].lower()
 
 
-_INTERFACE_SUFFIX = re.compile(r"-ib\d{0,2}$")
+_INTERFACE_SUFFIX = re.compile(r"-ib[0-9]{0,2}$")
 """A host's name for one of its own network interfaces (``node7-ib``, ``node7-ib0``)."""
 
 
@@ -68,7 +72,12 @@ def same_host(name: str, other: str) -> bool:
     """Whether two host names name one machine: the same :func:`short_name` once an interface
     suffix (``-ib``, ``-ib0``) is set aside (``ng3`` and ``ng3-ib.cluster.org``; an address
     never equals a name)."""
-    if not name or not other or name.replace(".", "").isdigit() or other.replace(".", "").isdigit():
+    if (
+        not name
+        or not other
+        or is_ascii_digits(name.replace(".", ""))
+        or is_ascii_digits(other.replace(".", ""))
+    ):
         return False
     return _INTERFACE_SUFFIX.sub("", short_name(name)) == _INTERFACE_SUFFIX.sub(
         "", short_name(other)
@@ -76,10 +85,12 @@ def same_host(name: str, other: str) -> bool:
 
 
 def evidence_source(evidence: Evidence) -> EvidenceSource:
-    """Who vouches for ``evidence``: the job when it is marked job-controlled, else its
-    ``source``, else what its kind implies."""
+    """Who vouches for ``evidence``: the job when it is marked job-controlled, a sensor
+    alone when it is marked unconfirmed, else its ``source``, else what its kind implies."""
     if JOB_CONTROLLED_FIELD in evidence.fields:
         return "job_output"
+    if UNCONFIRMED_FIELD in evidence.fields:
+        return "sensor"
     if evidence.source is not None:
         return evidence.source
     if evidence.kind is SignalKind.JOB_LOG:
@@ -190,6 +201,15 @@ def silence_awaiting_a_second_source(
     return silent
 
 
+def slurm_troubled(node: NodeInfo, lasting: Collection[str] | None) -> bool:
+    """Slurm itself marks ``node`` lost (:func:`slurm_marked` with ``lasting``: DOWN, FAIL,
+    or NOT_RESPONDING in reads a grace apart) or shows it drained by someone else (a drain
+    of resurrect's own is no second opinion: it may rest on job output itself)."""
+    if slurm_marked([node], lasting):
+        return True
+    return node.drained and not node.reason.startswith(DRAIN_REASON_PREFIX)
+
+
 def corroborated_nodes(
     candidates: Iterable[str],
     diagnosis: Diagnosis,
@@ -215,12 +235,7 @@ def corroborated_nodes(
         and (e.role == "root" or evidence_source(e) == "node_agent")
         and (e.rule != NODE_STATE_RULE or short_name(e.host) in marked)
     }
-    troubled = marked | {
-        short_name(node.name)
-        for node in nodes
-        # a drain of resurrect's own is no second opinion: it may rest on job output itself
-        if node.drained and not node.reason.startswith(DRAIN_REASON_PREFIX)
-    }
+    troubled = {short_name(n.name) for n in nodes if slurm_troubled(n, lasting)}
     job_node_fail = any(
         e.rule == _JOB_NODE_FAIL_RULE and e.fault_class is FaultClass.NODE_LOST for e in independent
     )

@@ -136,7 +136,9 @@ def _requested(section: Mapping[str, Any]) -> JobPolicy:
 
 
 # Settings a comment may only lower, or only raise: either way, fewer or later restarts.
-_AT_MOST = frozenset({"max_restarts", "no_progress_restarts", "free_restarts_per_window"})
+_AT_MOST = frozenset(
+    {"max_restarts", "no_progress_restarts", "free_restarts_per_window", "max_free_restarts"}
+)
 _AT_LEAST = frozenset({"free_restart_window_s"})
 
 

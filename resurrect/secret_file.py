@@ -1,10 +1,11 @@
 """Key files: read only when nobody but their owner could have read or changed them.
 
-A key file (the liveness master or node key, an operator's approval key, the hold-mark key)
-is accepted only if it is a regular file (no symlink is followed), owned by the user running
-resurrect or by root, with no permission bits for group or others (0600 or 0400), and holds
-at least :data:`MIN_KEY_BYTES` bytes. Anything else is a :class:`ConfigError` that says what
-to change; a key someone else could read lets them forge what it authenticates.
+A key file (the liveness master or node key, an operator's approval key, the hold-mark key,
+the slurmrestd token) is accepted only if it is a regular file (no symlink is followed),
+owned by the user running resurrect or by root, with no permission bits for group or others
+(0600 or 0400), and holds at least :data:`MIN_KEY_BYTES` bytes (or what its reader asks).
+Anything else is a :class:`ConfigError` that says what to change; a key someone else could
+read lets them forge what it authenticates.
 """
 
 from __future__ import annotations
@@ -34,22 +35,25 @@ def _check(st: os.stat_result, path: Path, what: str) -> None:
         )
 
 
-def read_key(path: Path, what: str) -> bytes:
+def read_key(
+    path: Path, what: str, *, min_bytes: int = MIN_KEY_BYTES, max_bytes: int = MAX_KEY_BYTES
+) -> bytes:
     """The key in ``path`` (surrounding white space removed); ConfigError unless the file is
-    private to its owner, owned by this user or root, and long enough."""
+    private to its owner, owned by this user or root, and ``min_bytes`` to ``max_bytes``
+    long. The error never holds any of the file's content."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as exc:
         raise ConfigError(f"{what} {path}: {exc.strerror}") from exc
     try:
         _check(os.fstat(fd), path, what)
-        key = os.read(fd, MAX_KEY_BYTES + 1).strip()
+        key = os.read(fd, max_bytes + 1).strip()
     finally:
         os.close(fd)
-    if len(key) < MIN_KEY_BYTES:
-        raise ConfigError(f"{what} {path}: shorter than {MIN_KEY_BYTES} bytes")
-    if len(key) > MAX_KEY_BYTES:
-        raise ConfigError(f"{what} {path}: longer than {MAX_KEY_BYTES} bytes")
+    if len(key) < min_bytes:
+        raise ConfigError(f"{what} {path}: shorter than {min_bytes} bytes")
+    if len(key) > max_bytes:
+        raise ConfigError(f"{what} {path}: longer than {max_bytes} bytes")
     return key
 
 

@@ -7,8 +7,9 @@ import asyncio
 import json
 from typing import Any
 
-from resurrect.cli import add_config_arg, exit_now
+from resurrect.command_line import add_config_arg, exit_now
 from resurrect.config import load_config
+from resurrect.numbers import is_ascii_digits
 from resurrect.service import ServiceParts, run_service, stop_on_signals, temporal_for
 from resurrect.telemetry.setup import start_telemetry
 
@@ -52,7 +53,7 @@ def _recoveries(args: argparse.Namespace) -> int:
         async with temporal_for(config) as client:
             query = "WorkflowType = 'RecoveryWorkflow'"
             if args.job:
-                if not args.job.isdigit():
+                if not is_ascii_digits(args.job):
                     raise SystemExit("--job takes a numeric job id")
                 query += f" AND ResurrectJobId = '{args.job}'"
             rows = []

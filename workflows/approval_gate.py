@@ -15,7 +15,8 @@ from typing import Literal
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from resurrect.operator.models import ApprovalDecision, ApprovalInput
+    from resurrect.contracts.recovery_status import ApprovalDecision
+    from resurrect.operator.models import ApprovalInput
 
 
 class ApprovalGate:

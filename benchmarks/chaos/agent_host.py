@@ -15,7 +15,7 @@ import asyncio
 import signal
 import sys
 
-from resurrect.cli import exit_now
+from resurrect.command_line import exit_now
 from resurrect.sensors.node_agent import FakeNvml
 from resurrect.sensors.node_agent import cli as agent_cli
 

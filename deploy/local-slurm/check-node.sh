@@ -4,8 +4,9 @@
 # GPUs). Exit 0 when the node's slurmd runs and is not stopped, 1 otherwise, with a line
 # saying why. Used as isolation.health_check_argv by the return-to-service tests:
 #   [deploy/local-slurm/check-node.sh, --state-dir, DIR, "{node}"]
-# Usage: check-node.sh [--state-dir DIR] NODE
+# Usage: check-node.sh [--state-dir DIR] NODE     (--help: this text)
 set -euo pipefail
+case ${1:-} in -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;; esac
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$HERE/lib.sh"

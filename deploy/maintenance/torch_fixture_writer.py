@@ -129,6 +129,9 @@ def write_torch_save(path: Path) -> None:
 
 
 def main() -> int:
+    if len(sys.argv) != 2 or sys.argv[1] in ("-h", "--help"):
+        print(f"usage: {Path(sys.argv[0]).name} OUT_DIR\n\n{__doc__}")
+        return 0 if sys.argv[1:] in (["-h"], ["--help"]) else 2
     out = Path(sys.argv[1]).resolve()
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,5 +1,10 @@
 """Run checkpoint verification in the helper process, as the job's owner, with a deadline.
 
+Every read and write in a job's checkpoint tree goes through here: the service's recovery
+step with the owner Slurm names, the CLI (:func:`run_as_tree_owner`) with the owner of the
+tree itself, so an operator running ``resurrect checkpoint prepare-resume`` as root leaves
+no file the job cannot replace.
+
 :func:`run_helper` starts ``python -m resurrect.checkpoint.helper`` (argv list, its own
 session, cwd ``/``, a minimal environment), sends it the request, relays its progress
 lines (Temporal heartbeats), and kills its whole process group when the deadline passes
@@ -14,9 +19,12 @@ import asyncio
 import contextlib
 import json
 import os
+import pwd
 import signal
 import sys
 from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
 
 from resurrect.checkpoint.helper import HelperRequest
 from resurrect.contracts import CheckpointVerdict
@@ -96,6 +104,46 @@ async def run_helper(
     why = str(reply.get("error") or f"exited with status {proc.returncode}")
     detail = stderr_text.strip().splitlines()[-1:] if stderr_text.strip() else []
     return _failed(request, f"checkpoint helper failed: {why}" + "".join(f" ({d})" for d in detail))
+
+
+#: How long a CLI run may take when the operator gives no limit.
+CLI_TIMEOUT_S = 3600.0
+
+
+def tree_owner(root: Path) -> tuple[int, int] | None:
+    """The uid and primary gid of the owner of ``root`` (the entry itself, no link
+    followed); None when it cannot be looked at (the helper then says why)."""
+    try:
+        st = os.lstat(root)
+    except OSError:
+        return None
+    try:
+        gid = pwd.getpwuid(st.st_uid).pw_gid
+    except KeyError:
+        gid = st.st_gid
+    return st.st_uid, gid
+
+
+def run_as_tree_owner(
+    op: Literal["verify", "prepare"],
+    root: Path,
+    *,
+    level: Literal["quick", "full"] = "quick",
+    act: bool = False,
+    progress: Callable[[str], None] | None = None,
+    timeout_s: float = CLI_TIMEOUT_S,
+) -> CheckpointVerdict:
+    """Verify (or prepare) ``root`` in the helper as the tree's owner: the CLI's way in."""
+    owner = tree_owner(root)
+    request = HelperRequest(
+        op=op,
+        root=str(root.absolute()),
+        level=level,
+        act=act,
+        owner_uid=None if owner is None else owner[0],
+        owner_gid=None if owner is None else owner[1],
+    )
+    return asyncio.run(run_helper(request, timeout_s=timeout_s, progress=progress))
 
 
 async def _read_reply(

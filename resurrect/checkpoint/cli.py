@@ -1,4 +1,8 @@
-"""``resurrect checkpoint verify|prepare-resume``: the checkpoint commands of the CLI."""
+"""``resurrect checkpoint verify|prepare-resume``: the checkpoint commands of the CLI.
+
+Both run in the checkpoint helper as the owner of the tree (as the service's recovery step
+does), whoever runs them: nothing in the job's tree is read or written as root.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from resurrect.checkpoint.prepare import prepare_resume
-from resurrect.checkpoint.verify import verify_root
+from resurrect.checkpoint.as_owner import CLI_TIMEOUT_S, run_as_tree_owner
 from resurrect.contracts import CheckpointVerdict
 from resurrect.text_safety import printable
 
@@ -42,6 +45,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
     parser.add_argument("--level", choices=("quick", "full"), default="quick")
     parser.add_argument("--progress", action="store_true", help="progress lines on stderr")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=CLI_TIMEOUT_S,
+        help="stop after this many seconds (default %(default)g)",
+    )
 
 
 def _progress(args: argparse.Namespace) -> Any:
@@ -51,13 +60,20 @@ def _progress(args: argparse.Namespace) -> Any:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    verdict = verify_root(args.root, args.level, progress=_progress(args))
+    verdict = run_as_tree_owner(
+        "verify", args.root, level=args.level, progress=_progress(args), timeout_s=args.timeout
+    )
     return _emit(verdict, as_json=args.json)
 
 
 def _prepare(args: argparse.Namespace) -> int:
-    verdict = prepare_resume(
-        args.root, level=args.level, act=not args.observe, progress=_progress(args)
+    verdict = run_as_tree_owner(
+        "prepare",
+        args.root,
+        level=args.level,
+        act=not args.observe,
+        progress=_progress(args),
+        timeout_s=args.timeout,
     )
     return _emit(verdict, as_json=args.json)
 

@@ -4,16 +4,20 @@ A DCP directory holds ``.metadata`` (a pickled ``torch.distributed.checkpoint.me
 and the storage files it references (``storage_data``: index -> ``_StorageInfo(relative_path,
 offset, length)``).
 
-The metadata is hostile input, so it is never handed to torch or to a plain unpickler. It
-is read once (``O_NOFOLLOW``, regular file, size-capped) and the bytes are unpickled by
-:class:`_AllowListUnpickler`: every global must be one exact ``(module, name)`` pair of
+The metadata is hostile input, so it is never handed to torch or to Python's unpickler. It
+is read once (``O_NOFOLLOW``, regular file, size-capped) and the bytes are read by the
+linear pickle machine of :mod:`resurrect.untrusted.plain_pickle` under
+:class:`AllowListRules`: every global must be one exact ``(module, name)`` pair of
 :data:`ALLOWED_GLOBALS` (no prefixes, no dotted names), and each pair builds an inert
 stand-in (:class:`Record`, :class:`TorchName`, ...) instead of torch's own class, so
 unpickling runs no torch code, needs no torch installed, and cannot reach anything else.
 The only ``getattr`` a pickle may make names a member of DCP's memory-format enum, which
-may also be called with a member's value.
+may also be called with a member's value. Dict keys and set members are strings or
+stand-ins (the format has no others), so no file can make building them quadratic, and a
+parse stops after :data:`METADATA_CPU_S` CPU seconds: metadata too costly to read is not
+judged (:class:`UnsupportedMetadata` without storage references), in seconds.
 
-Metadata that the allow-list refuses is read a second time by :class:`_InertUnpickler`, in
+Metadata that the allow-list refuses is read a second time under :class:`InertRules`, in
 which every global of a ``torch`` module becomes an inert record that accepts any
 arguments (still nothing runs). If that yields a DCP Metadata, the file is intact as a
 pickle and was written by a PyTorch that resurrect does not know: :class:`UnsupportedMetadata`
@@ -23,7 +27,6 @@ checks). Otherwise the file is garbled or hostile: :class:`MetadataError`.
 
 from __future__ import annotations
 
-import io
 import os
 import pickle
 import reprlib
@@ -35,6 +38,7 @@ from typing import Any
 
 from resurrect.checkpoint.fsutil import describe_oserror, read_capped
 from resurrect.checkpoint.limits import DEFAULT_LIMITS, VerifyLimits
+from resurrect.untrusted.plain_pickle import PickleTooCostly, PlainPickleError, Rules, load_with
 
 METADATA_NAME = ".metadata"
 SHARD_SUFFIX = ".distcp"
@@ -243,19 +247,58 @@ def _allowed_globals() -> dict[tuple[str, str], Any]:
 ALLOWED_GLOBALS: dict[tuple[str, str], Any] = _allowed_globals()
 
 
-class _AllowListUnpickler(pickle.Unpickler):
-    """Unpickles only the exact pairs of :data:`ALLOWED_GLOBALS`, into inert stand-ins."""
+#: CPU seconds one parse of ``.metadata`` may take: about 55 MB of metadata (some 275,000
+#: tensor entries) at the machine's measured 1.1 us a byte; past it the checkpoint is not
+#: judged (still loadable), never held up.
+METADATA_CPU_S = 60.0
 
-    def find_class(self, module: str, name: str) -> Any:
+
+class AllowListRules(Rules):
+    """The DCP reader's rules for the linear pickle machine: only the exact pairs of
+    :data:`ALLOWED_GLOBALS`, built into inert stand-ins; dict keys and set members are
+    strings or stand-ins (hashed by identity), never numbers or tuples a file could make
+    collide."""
+
+    sets = True
+
+    def find_global(self, module: str, name: str) -> object:
         if "." in name:
-            raise pickle.UnpicklingError(f"disallowed dotted global {module[:80]} {name[:80]}")
+            raise PlainPickleError(f"disallowed dotted global {module[:80]} {name[:80]}")
         try:
-            return ALLOWED_GLOBALS[(module, name)]
+            found: object = ALLOWED_GLOBALS[(module, name)]
         except KeyError:
-            raise pickle.UnpicklingError(f"disallowed global {module[:80]} {name[:80]}") from None
+            raise PlainPickleError(f"disallowed global {module[:80]} {name[:80]}") from None
+        return found
 
-    def persistent_load(self, pid: Any) -> Any:
-        raise pickle.UnpicklingError("persistent ids are not allowed in .metadata")
+    def call(self, function: object, args: tuple[object, ...]) -> object:
+        if function in (set, frozenset, OrderedDict):
+            members = args[0] if len(args) == 1 else ()
+            if len(args) > 1 or not isinstance(members, list | tuple):
+                raise PlainPickleError(f"{_brief(function)} of {_brief(args)}")
+            if function is OrderedDict:
+                if members:
+                    raise PlainPickleError("OrderedDict built from pairs (the format has none)")
+                return OrderedDict()
+            for member in members:
+                if not self.key_allowed(member):
+                    raise PickleTooCostly(f"a set member of type {type(member).__name__}: refused")
+            return set(members) if function is set else frozenset(members)
+        if not callable(function) or (isinstance(function, type) and issubclass(function, Record)):
+            raise PlainPickleError(f"REDUCE of {_brief(function)}")
+        return function(*args)
+
+    def new_object(self, cls: object, args: tuple[object, ...]) -> object:
+        if not (isinstance(cls, type) and issubclass(cls, Record)):
+            raise PlainPickleError(f"NEWOBJ of {_brief(cls)}")
+        return cls.__new__(cls, *args)
+
+    def build(self, target: object, state: object) -> None:
+        if not isinstance(target, Record):
+            raise PlainPickleError(f"BUILD of a {type(target).__name__}")
+        target.__setstate__(state)
+
+    def key_allowed(self, key: object) -> bool:
+        return isinstance(key, str | Record)
 
 
 #: The most distinct unknown globals one inert parse makes stand-ins for.
@@ -263,7 +306,7 @@ MAX_UNKNOWN_GLOBALS = 64
 
 
 class InertGlobal(Record):
-    """What :class:`_InertUnpickler` makes of a global of a torch module: called with any
+    """What :class:`InertRules` makes of a global of a torch module: called with any
     arguments (kept in ``args``), it builds an inert record of the same kind."""
 
     origin: tuple[str, str] = ("", "")  # the (module, name) the pickle asked for
@@ -287,28 +330,32 @@ def _inert_getattr(owner: object, name: object) -> Any:
     return _enum_member(owner, name)
 
 
-class _InertUnpickler(_AllowListUnpickler):
+class InertRules(AllowListRules):
     """Like the allow-list, but every global of a torch module (known or not) becomes an
     :class:`InertGlobal` class; records which of them the allow-list does not know."""
 
-    def __init__(self, data: bytes) -> None:
-        super().__init__(io.BytesIO(data))
+    def __init__(self) -> None:
         self.classes: dict[tuple[str, str], type[InertGlobal]] = {}
         self.unknown: list[str] = []
 
-    def find_class(self, module: str, name: str) -> Any:
+    def find_global(self, module: str, name: str) -> object:
         if "." in name or not _from_torch(module):
             if (module, name) == ("builtins", "getattr"):
                 return _inert_getattr
-            return super().find_class(module, name)
+            return super().find_global(module, name)
         pair = (module, name)
         if pair not in self.classes:
             if len(self.classes) >= MAX_UNKNOWN_GLOBALS:
-                raise pickle.UnpicklingError("too many distinct torch globals")
+                raise PlainPickleError("too many distinct torch globals")
             self.classes[pair] = type(name, (InertGlobal,), {"kind": name, "origin": pair})
             if pair not in ALLOWED_GLOBALS:
                 self.unknown.append(f"{module[:80]}.{name[:80]}")
         return self.classes[pair]
+
+    def call(self, function: object, args: tuple[object, ...]) -> object:
+        if isinstance(function, type) and issubclass(function, InertGlobal):
+            return function(*args)
+        return super().call(function, args)
 
 
 def _kind(obj: object) -> str:
@@ -316,13 +363,18 @@ def _kind(obj: object) -> str:
 
 
 def unpickle_metadata(data: bytes) -> Any:
-    """Unpickle ``.metadata`` bytes with the allow-list.
+    """Unpickle ``.metadata`` bytes with the allow-list, in time linear in their size and
+    within :data:`METADATA_CPU_S`.
 
     Raises :class:`UnsupportedMetadata` for an intact Metadata of a PyTorch the allow-list
-    does not know, :class:`MetadataError` for anything else it refuses.
+    does not know, and for metadata too costly to read (keys whose hash it chose, or past
+    the CPU budget: not judged, no storage references); :class:`MetadataError` for
+    anything else it refuses.
     """
     try:
-        meta = _AllowListUnpickler(io.BytesIO(data)).load()
+        meta = load_with(data, AllowListRules(), cpu_budget_s=METADATA_CPU_S)
+    except PickleTooCostly as exc:
+        raise _too_costly(exc) from exc
     except Exception as exc:  # any unpickling failure means a garbled, hostile or unknown file
         raise _unsupported_or_garbled(exc, data) from exc
     if _kind(meta) != "Metadata" or not hasattr(meta, "storage_data"):
@@ -330,14 +382,20 @@ def unpickle_metadata(data: bytes) -> Any:
     return meta
 
 
+def _too_costly(exc: PickleTooCostly) -> UnsupportedMetadata:
+    return UnsupportedMetadata(f".metadata not read: {str(exc)[:200]}", None)
+
+
 def _unsupported_or_garbled(refused: Exception, data: bytes) -> MetadataError:
     """What to make of ``data`` that the allow-list refused with ``refused``:
     UnsupportedMetadata if an inert parse yields a DCP Metadata, else garbled."""
     why = f"{type(refused).__name__}: {str(refused)[:200]}"
     garbled = MetadataError(f".metadata garbled ({why})")
-    inert = _InertUnpickler(data)
+    inert = InertRules()
     try:
-        meta = inert.load()
+        meta = load_with(data, inert, cpu_budget_s=METADATA_CPU_S)
+    except PickleTooCostly as exc:
+        return _too_costly(exc)
     except Exception:  # not even an inert parse: garbled or hostile
         return garbled
     if not isinstance(meta, InertGlobal) or meta.origin != (_METADATA_MODULE, "Metadata"):

@@ -17,6 +17,12 @@ what a folder must have for its framework to load it:
 * torchtitan ``step-N/``: a DCP folder; the generic checks already call one without
   ``.metadata`` unfinished (torchtitan itself skips a step without it).
 
+A folder is judged by its contents, not its name: one holding DCP's ``.metadata`` (which
+the generic checks judged) is a DCP checkpoint whatever it is called. When its contents fit
+both DCP and the framework's layout, it is intact if it is intact under either, and the
+reason says under which; only a layout built on DCP (Megatron's torch_dist) keeps its own
+requirements on top.
+
 Only names, sizes and small JSON files (capped) are read; nothing is unpickled.
 """
 
@@ -25,8 +31,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from dataclasses import replace
 
 from resurrect.checkpoint import dcp
+from resurrect.checkpoint.findings import Findings
 from resurrect.checkpoint.frameworks import HF_TRAINER_STATE
 from resurrect.checkpoint.fsutil import describe_oserror, list_files, read_capped
 from resurrect.checkpoint.layout import Layout
@@ -38,10 +46,10 @@ MAX_TRAINER_STATE_BYTES = 32 << 20
 MAX_WEIGHT_INDEX_BYTES = 32 << 20
 
 _DS_ZERO = re.compile(
-    r"^(?:bf16_)?zero_pp_rank_(?P<dp>\d+)_mp_rank_(?P<mp>\d+)_(?P<what>optim|model)_states\.pt$"
+    r"^(?:bf16_)?zero_pp_rank_(?P<dp>[0-9]+)_mp_rank_(?P<mp>[0-9]+)_(?P<what>optim|model)_states\.pt$"
 )
-_DS_MP_MODEL = re.compile(r"^mp_rank_(?P<mp>\d+)_model_states\.pt$")
-_MEGATRON_RANK_DIR = re.compile(r"^mp_rank_\d+(?:_\d+)?$")
+_DS_MP_MODEL = re.compile(r"^mp_rank_(?P<mp>[0-9]+)_model_states\.pt$")
+_MEGATRON_RANK_DIR = re.compile(r"^mp_rank_[0-9]+(?:_[0-9]+)?$")
 HF_WEIGHTS = (
     "model.safetensors",
     "pytorch_model.bin",
@@ -63,10 +71,38 @@ def check_frameworks(layout: Layout, plans: list[Plan]) -> None:
     if layout.framework == "hf_trainer" and not any(HF_TRAINER_STATE in f for _p, f in listed):
         check = _check_hf_weights_only  # folders of weights only: not Trainer's own saves
     for plan, files in listed:
+        trial = replace(plan, findings=Findings())
         try:
-            check(plan, files)
+            check(trial, files)
         except Exception as exc:
-            plan.findings.damage(f"{layout.framework} check failed ({type(exc).__name__}: {exc})")
+            trial.findings.damage(f"{layout.framework} check failed ({type(exc).__name__}: {exc})")
+        if trial.findings.problems and dcp.METADATA_NAME in files and not _builds_on_dcp(files):
+            # the generic checks found it an intact DCP checkpoint: that layout fits
+            plan.findings.note(
+                f"intact as PyTorch DCP (its .metadata); not as {layout.framework}:"
+                f" {trial.findings.problems[0]}"
+            )
+            continue
+        _merge(plan.findings, trial.findings)
+
+
+def _builds_on_dcp(files: dict[str, int]) -> bool:
+    """Whether the folder is a layout that holds a DCP checkpoint and more (Megatron's
+    torch_dist: its ``metadata.json`` and ``common.pt`` beside DCP's files), whose
+    requirements stand even though its DCP part is intact."""
+    return "metadata.json" in files or "common.pt" in files
+
+
+def _merge(into: Findings, found: Findings) -> None:
+    """Add what one framework check found to a checkpoint's findings."""
+    into.problems.extend(found.problems)
+    into.in_progress = into.in_progress or found.in_progress
+    for what in found.checked:
+        into.note(what)
+    for detail in found.limited:
+        into.limit(detail)
+    for detail in found.unjudged:
+        into.cannot_judge(detail)
 
 
 def _files_of(plan: Plan) -> dict[str, int]:

@@ -34,16 +34,16 @@ LIGHTNING_LAST = "last.ckpt"
 #: Trainer writes it last into ``checkpoint-N/``: with it, the save ended.
 HF_TRAINER_STATE = "trainer_state.json"
 
-_MEGATRON_DIR = re.compile(r"^iter_\d+$")
-_DEEPSPEED_DIR = re.compile(r"^global_step\d+$")
+_MEGATRON_DIR = re.compile(r"^iter_[0-9]+$")
+_DEEPSPEED_DIR = re.compile(r"^global_step[0-9]+$")
 #: transformers' own test for a checkpoint folder (trainer_utils.get_last_checkpoint).
-_HF_DIR = re.compile(r"^checkpoint-\d+$")
-_TORCHTITAN_DIR = re.compile(r"^step-\d+$")
+_HF_DIR = re.compile(r"^checkpoint-[0-9]+$")
+_TORCHTITAN_DIR = re.compile(r"^step-[0-9]+$")
 #: What ModelCheckpoint._find_last_checkpoints takes for a "last" file: a ``.ckpt`` whose
 #: name starts with ``last`` (``last.ckpt``, versioned ``last-v1.ckpt``).
 _LIGHTNING_LAST = re.compile(r"^last.*\.ckpt$")
-_LIGHTNING_STEP = re.compile(r"(?:^|[-_])step=(\d+)")
-_LIGHTNING_EPOCH = re.compile(r"(?:^|[-_])epoch=(\d+)")
+_LIGHTNING_STEP = re.compile(r"(?:^|[-_])step=([0-9]+)")
+_LIGHTNING_EPOCH = re.compile(r"(?:^|[-_])epoch=([0-9]+)")
 
 
 def detect(entries: Iterable[tuple[str, int]]) -> Framework:

@@ -4,7 +4,8 @@ The service starts this process (argv list, cwd ``/``, minimal environment) for 
 verification of a job's checkpoint directory. It reads one JSON request
 (:class:`HelperRequest`) from stdin, then, before it opens anything in the directory,
 drops to the job owner's uid, gid and groups (``setgroups``/``setgid``/``setuid``) when it
-runs as root, so the kernel allows exactly what the owner could do. It then verifies (and
+runs as root, so the kernel allows exactly what the owner could do, and caps its address
+space and CPU time (:func:`cpu_limit_s`). It then verifies (and
 in ``prepare`` mode quarantines, marks, rewrites the tracker, writes the hint) with the
 same rules as in-process use: no symlink followed, regular files only, bounded reads. It
 writes JSON lines to stdout: ``{"progress": "..."}`` while it works, then one
@@ -14,6 +15,7 @@ writes JSON lines to stdout: ``{"progress": "..."}`` while it works, then one
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -31,6 +33,8 @@ from resurrect.untrusted.privileges import DropFailed, drop_to, limit_resources
 MAX_REQUEST_BYTES = 64 << 10
 #: Address-space cap of the helper: unpickling a capped .metadata stays far below it.
 MEMORY_LIMIT_BYTES = 8 << 30
+#: The helper's CPU seconds when the request names no time budget (a CLI run).
+DEFAULT_CPU_S = 3600
 
 
 class HelperRequest(BaseModel):
@@ -65,6 +69,18 @@ class HelperRequest(BaseModel):
             max_compression_ratio=self.max_compression_ratio,
             time_budget_s=self.time_budget_s,
         )
+
+
+def cpu_limit_s(request: HelperRequest) -> int:
+    """The helper's CPU seconds: its time budget on every worker thread (hashing and CRC
+    run in parallel), plus one metadata parse; past it the kernel stops it."""
+    from resurrect.checkpoint.dcp import METADATA_CPU_S
+    from resurrect.checkpoint.manifest import default_workers
+
+    if request.time_budget_s is None:
+        return DEFAULT_CPU_S
+    workers = request.workers or default_workers()
+    return math.ceil(request.time_budget_s * workers + METADATA_CPU_S)
 
 
 def _emit(doc: dict[str, object]) -> None:
@@ -119,7 +135,7 @@ def main() -> int:
         _emit({"error": f"not run: {exc}"})
         return 3
     os.umask(0o022)
-    limit_resources(memory_bytes=MEMORY_LIMIT_BYTES)
+    limit_resources(memory_bytes=MEMORY_LIMIT_BYTES, cpu_s=cpu_limit_s(request))
     _emit({"progress": f"checkpoint helper running as {as_who}"})
     _emit(run(request))
     return 0

@@ -45,7 +45,7 @@ DAMAGE_MARKER_SUFFIX = ".resurrect-damaged"
 MAX_TRACKER_BYTES = 4096
 
 _NAME_RE = re.compile(
-    r"^(?:global[_-]?step|step|iter(?:ation)?|checkpoint|ckpt|epoch|save)[_-]?(?P<step>\d+)"
+    r"^(?:global[_-]?step|step|iter(?:ation)?|checkpoint|ckpt|epoch|save)[_-]?(?P<step>[0-9]+)"
     r"(?P<ext>\.(?:pt|pth|ckpt|bin|safetensors|distcp))?"
     r"(?P<partial>\.(?:tmp|partial|incomplete|inprogress))?$",
     re.IGNORECASE,
@@ -178,7 +178,7 @@ def read_latest_tag(root: Path) -> Tracker | None:
     if raw is None:
         return None
     tag = raw.strip()
-    match = re.fullmatch(r"global_step(\d+)", tag)
+    match = re.fullmatch(r"global_step([0-9]+)", tag)
     step = int(match[1]) if match else None
     return Tracker(path, step, False, raw, kind="deepspeed", family="global_step", tag=tag)
 

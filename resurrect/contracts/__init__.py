@@ -2,7 +2,7 @@
 
 Everything that crosses a boundary (sensor -> workflow, workflow -> activity, activity ->
 scheduler, CLI -> JSON) is one of these pydantic models, strict at the edges (unknown fields
-are rejected). The package imports nothing else of resurrect (except the two modules named
+are rejected). The package imports nothing else of resurrect (except the module named
 below), so every other module can depend on it without cycles, and workflow code can pass it
 through the Temporal sandbox.
 
@@ -17,11 +17,11 @@ through the Temporal sandbox.
 * :mod:`~resurrect.contracts.node_health`: the node health workflow's names, signals, query
   and activity models.
 
-Two modules also carry models of other packages, and this ``__init__`` does not import them:
+One module also carries models of other packages, and this ``__init__`` does not import it:
 :mod:`~resurrect.contracts.assessment` (what ``recovery.assess`` takes and returns: the
-config's approval settings, the checked plans) and
-:mod:`~resurrect.contracts.recovery_status` (the recovery's ``status`` query: the approvals
-people gave).
+config's approval settings, the checked plans, the lemon scores; ``[tool.importlinter]`` in
+pyproject.toml lists these imports). Nor does it import
+:mod:`~resurrect.contracts.recovery_status` (the recovery's ``status`` query).
 """
 
 from __future__ import annotations

@@ -80,7 +80,7 @@ EvidenceRole = Literal["root", "cascade", "diagnostic"]
 # Who vouches for a piece of evidence. ``job_output``: lines the job printed (its owner
 # controls every byte); ``node_agent``: the node's kernel log, NVML, heartbeats;
 # ``scheduler``: Slurm's job and node states; ``sensor``: a report whose origin is neither.
-# Unset: derived from the kind (see resurrect.plans.decide.evidence_source).
+# Unset: derived from the kind (see resurrect.evidence_trust.evidence_source).
 EvidenceSource = Literal["job_output", "node_agent", "scheduler", "sensor"]
 
 

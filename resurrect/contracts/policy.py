@@ -54,6 +54,7 @@ class JobPolicy(Contract):
     max_restarts                lower it, never raise it above the operator's value
     no_progress_restarts        lower it (stop a restart loop sooner), never raise it
     free_restarts_per_window    lower it, never raise it
+    max_free_restarts           lower it, never raise it
     free_restart_window_s       lengthen it, never shorten it
     allow_restart_from_scratch  turn it off, never on
     hang_after_s                turn hang detection on for its own job, or lengthen it;
@@ -79,6 +80,9 @@ class JobPolicy(Contract):
     # beyond, they are charged to the job's budget.
     free_restarts_per_window: int = Field(default=10, ge=0, le=1000)
     free_restart_window_s: float = Field(default=24 * 3600.0, gt=0, le=365 * 24 * 3600.0)
+    # Free restarts over the job's whole life; beyond, each restart is charged (a job that
+    # spaces its interruptions past the window still cannot restart free for ever).
+    max_free_restarts: int = Field(default=30, ge=0, le=10000)
     checkpoint_dir: str | None = Field(
         default=None, min_length=1, max_length=4096, pattern=r"^/[^\x00]*$"
     )

@@ -108,6 +108,15 @@ class RestartHistory(Contract):
     last_step: int | None = None
     earlier: list[AttemptRecord] = Field(default_factory=list)
     read_at: datetime | None = None  # when the records were read (rule 10's window ends)
+    # Rule 9 counts progress only from checkpoints that verified: each earlier attempt's
+    # ``resume_step`` (the checkpoint helper's verdict) and, for the attempt interrupted
+    # now, ``verified_step`` (its newest intact checkpoint, looked up only when a loop is in
+    # question; None: none newer verified). False (histories recorded before): the printed
+    # steps count too.
+    progress_from_checkpoints: bool = False
+    verified_step: int | None = None
+    # The job's free restarts over its whole life (None: not counted; no lifetime cap).
+    free_restarts: int | None = None
 
 
 class RecoveryOutcomeKind(StrEnum):

@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from resurrect.contracts import Contract, RecoveryState
-from resurrect.operator.models import ApprovalDecision
+
+
+class ApprovalDecision(Contract):
+    """A person's answer to a plan or step that waited for approval (``resurrect
+    approve|deny``, or the timeout's default), as the recovery recorded it."""
+
+    approved: bool
+    by: str
+    reason: str = ""
+    at: datetime
+    what: str = ""  # what was asked
 
 
 class RecoveryWorkflowStatus(Contract):

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from resurrect.numbers import is_ascii_digits
 from resurrect.scheduler.slurm_cli import SlurmCli
 from resurrect.scheduler.slurm_exec import CommandRunner
 from resurrect.scheduler.slurm_json import parse_scontrol_record
@@ -325,7 +326,7 @@ class LocalSlurm:
         sbatch = str(self.bin_dir / "sbatch")
         argv = ["runuser", "-u", who, "--", "env", f"SLURM_CONF={self.slurm_conf}", sbatch, *args]
         job_id = self.run(argv).strip().split(";")[0]
-        if not job_id.isdigit():
+        if not is_ascii_digits(job_id):
             raise RuntimeError(f"sbatch gave no job id: {job_id!r}")
         self._submitted.append(job_id)
         return job_id

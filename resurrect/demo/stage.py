@@ -25,7 +25,7 @@ from resurrect.config import ResurrectConfig
 from resurrect.contracts import JobInfo
 from resurrect.demo.local_cluster import LocalSlurm
 from resurrect.errors import SchedulerError
-from resurrect.log_reading import read_tail
+from resurrect.log_reading import TailRead, read_tail
 from resurrect.stacks.processes import job_rank_processes
 
 if TYPE_CHECKING:
@@ -126,8 +126,7 @@ class Stage:
             path = await self.output_path()
         except SchedulerError as exc:
             return f"(its output file is unknown: {exc})"
-        owner = pwd.getpwnam(self.cluster.demo_user).pw_uid
-        tail = read_tail(path, OUTPUT_TAIL_BYTES, owner_uid=owner)
+        tail = self._read_output(path)
         shown = [text for _, text in tail.lines[-lines:]]
         return "\n".join([*shown, *([f"({tail.note})"] if tail.note else [])])
 
@@ -136,10 +135,9 @@ class Stage:
         path = await self.output_path()
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            with contextlib.suppress(OSError):
-                tail = path.read_bytes()[-OUTPUT_TAIL_BYTES:]
-                if any(int(n) > step for n in _STEP_LINE.findall(tail)):
-                    return
+            tail = _joined(self._read_output(path))
+            if any(int(n) > step for n in _STEP_LINE.findall(tail)):
+                return
             await asyncio.sleep(0.05)
         raise DemoError(f"the job printed no step past {step}")
 
@@ -149,12 +147,18 @@ class Stage:
         path = await self.output_path()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            with contextlib.suppress(OSError):
-                hosts = gpu_error_hosts(path.read_bytes())
-                if len(hosts) >= count:
-                    return path.stat().st_mtime, hosts[count - 1]
+            hosts = gpu_error_hosts(_joined(self._read_output(path)))
+            if len(hosts) >= count:
+                with contextlib.suppress(OSError):
+                    return path.lstat().st_mtime, hosts[count - 1]
             await asyncio.sleep(0.05)
         raise DemoError(f"the job did not print GPU error number {count} within {timeout:.0f} s")
+
+    def _read_output(self, path: Path) -> TailRead:
+        """The tail of the job's output as job output is read (bounded, a regular file of
+        the demo user, no link followed)."""
+        owner = pwd.getpwnam(self.cluster.demo_user).pw_uid
+        return read_tail(path, OUTPUT_TAIL_BYTES, owner_uid=owner)
 
     def rank_on(self, node: str) -> tuple[int, int]:
         """(rank, pid) of the job's rank process on ``node`` (as root, from /proc): the
@@ -180,6 +184,10 @@ def checkpoint_steps(ckpt_dir: Path) -> list[int]:
             with contextlib.suppress(ValueError):
                 steps.append(int(entry.name.split("_", 1)[1]))
     return sorted(steps)
+
+
+def _joined(tail: TailRead) -> bytes:
+    return "\n".join(text for _, text in tail.lines).encode()
 
 
 def gpu_error_hosts(output: bytes) -> list[str]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import statistics
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from resurrect.goodput.model import (
     LOST_PARTS,
@@ -37,6 +37,7 @@ from resurrect.goodput.model import (
     Segment,
 )
 from resurrect.goodput.saves import save_times
+from resurrect.goodput.window import shifted_within
 from resurrect.records import carry_over
 
 _INTERRUPTION_PARTS = frozenset({"detection", "recovery", "queue", "recompute"})
@@ -56,9 +57,14 @@ def step_time(attempts: Sequence[Attempt]) -> float | None:
 
 
 def time_of_step(
-    marks: Sequence[ProgressMark], step: int, seconds_per_step: float | None
+    marks: Sequence[ProgressMark],
+    step: int,
+    seconds_per_step: float | None,
+    *,
+    within: tuple[datetime, datetime],
 ) -> tuple[datetime, Basis] | None:
-    """When ``step`` was done: a mark naming it (measured), else interpolated (estimated)."""
+    """When ``step`` was done: a mark naming it (measured), else interpolated (estimated),
+    never outside ``within`` (the attempt's window: the step is the job's word)."""
     if not marks:
         return None
     for mark in marks:
@@ -71,7 +77,9 @@ def time_of_step(
     if seconds_per_step is None:
         return None
     anchor = marks[0] if step < marks[0].step else marks[-1]
-    return anchor.at + timedelta(seconds=(step - anchor.step) * seconds_per_step), "estimated"
+    low, high = within
+    moved = shifted_within(anchor.at, (step - anchor.step) * seconds_per_step, low, high)
+    return moved, "estimated"
 
 
 def _clean_marks(
@@ -190,8 +198,9 @@ def account_job(record: JobRecord, now: datetime) -> JobGoodput:
             if base is not None and first.step == base + 1:
                 walk.add("startup", first.at, "measured", index)
             elif base is not None and seconds_per_step is not None:
-                earlier = timedelta(seconds=(first.step - base - 1) * seconds_per_step)
-                walk.add("startup", first.at - earlier, "estimated", index)
+                earlier = (first.step - base - 1) * seconds_per_step
+                began = shifted_within(first.at, -earlier, walk.cursor, first.at)
+                walk.add("startup", began, "estimated", index)
             else:
                 walk.add("startup", first.at, "estimated", index)
             last = marks[-1]
@@ -207,7 +216,11 @@ def account_job(record: JobRecord, now: datetime) -> JobGoodput:
                     " recomputed work not counted"
                 )
             else:
-                found = time_of_step(marks, resumed, seconds_per_step) if resumed > 0 else None
+                found = (
+                    time_of_step(marks, resumed, seconds_per_step, within=(walk.cursor, last.at))
+                    if resumed > 0
+                    else None
+                )
                 basis: Basis
                 if resumed <= (base or 0):
                     resumed_at, basis = walk.cursor, "measured"  # nothing of this attempt kept

@@ -6,8 +6,8 @@ cluster's figures (interruption rate, recovery time) need every accounted job of
 :class:`RatesCache` computes them per cluster and process, one computation at a time, and
 shares them until they are :data:`RATES_REFRESH_S` old or a recovery started or ended after
 them (a burst of recoveries reads the histories about once, not once each). The note waits
-at most :data:`ADVICE_DEADLINE_S`; a failure or a timeout gives a note saying so, never a
-failed step.
+at most :data:`ADVICE_DEADLINE_S`; a failure of any kind or a timeout gives a note saying
+so, never a failed step.
 """
 
 from __future__ import annotations
@@ -18,12 +18,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 from temporalio.client import Client
-from temporalio.exceptions import TemporalError
-from temporalio.service import RPCError
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import JobInfo
-from resurrect.errors import ResurrectError
 from resurrect.goodput.advice import advise
 from resurrect.goodput.history import load_recoveries
 from resurrect.goodput.model import RecoveryCost
@@ -144,8 +141,8 @@ async def advice_note(
                 lambda: cluster_rates_now(client, scheduler, config, now),
                 covering=newest_recovery(mine.recoveries),
             )
+        return PREFIX + advise(mine, rates).note
     except TimeoutError:
         return f"{PREFIX}not computed within {deadline_s:g} s"
-    except (ResurrectError, TemporalError, RPCError, OSError, ValueError) as exc:
+    except Exception as exc:  # any failure (the job's own data included) is a note
         return f"{PREFIX}unavailable ({exc.__class__.__name__}: {str(exc)[:200]})"
-    return PREFIX + advise(mine, rates).note

@@ -8,11 +8,12 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from resurrect.cli import add_config_arg
+from resurrect.command_line import add_config_arg
 from resurrect.config import load_config
 from resurrect.errors import ConfigError
 from resurrect.goodput.render import notes, parse_duration, table
 from resurrect.goodput.report import GoodputReport, goodput_report
+from resurrect.numbers import is_ascii_digits
 from resurrect.policy import job_policy
 from resurrect.text_safety import printable, printable_lines
 
@@ -24,7 +25,7 @@ def _report(args: argparse.Namespace) -> GoodputReport:
 
     config = load_config(args.config)
     config.temporal.embedded = False  # inspect a running service, never start one
-    if args.job is not None and not args.job.replace("_", "").isdigit():
+    if args.job is not None and not is_ascii_digits(args.job.replace("_", "")):
         raise ConfigError("--job takes a Slurm job id (digits, or ARRAY_TASK)")
     now = datetime.now(UTC)
     window = args.since or (ADVICE_WINDOW if args.advise else None)

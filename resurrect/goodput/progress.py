@@ -38,20 +38,25 @@ log = logging.getLogger(__name__)
 MAX_OUTPUT_BYTES = 16 * 1024 * 1024
 MAX_LINE_CHARS = 4096
 READ_DEADLINE_S = 10.0  # a slow file system cannot hold a report longer than this
-_RANK = re.compile(r"\[rank(\d{1,6})\]")
-_RESUMED = re.compile(r"\bresumed from \S{1,4096} at step (\d{1,12})\b")
-_STEP = re.compile(r"\bstep[ =:]{0,2}(\d{1,12})\b", re.IGNORECASE)
+_RANK = re.compile(r"\[rank([0-9]{1,6})\]")
+_RESUMED = re.compile(r"\bresumed from \S{1,4096} at step ([0-9]{1,12})\b")
+_STEP = re.compile(r"\bstep[ =:]{0,2}([0-9]{1,12})\b", re.IGNORECASE)
 _SAVE_DONE = re.compile(
     r"\b(?:successfully saved checkpoint|saved checkpoint|checkpoint saved|finished saving)\b"
-    r"|^(?:\[rank\d{1,6}\]:?\s{0,4})?checkpoint\s{1,4}\S",
+    r"|^(?:\[rank[0-9]{1,6}\]:?\s{0,4})?checkpoint\s{1,4}\S",
     re.IGNORECASE,
 )
 _SAVE_START = re.compile(r"\bsaving (?:the |model )?checkpoint\b", re.IGNORECASE)
 _SAVE_STEP = re.compile(
-    r"(?:\bstep_|\biteration\s{1,20}|\bcheckpoint-|\bglobal_step)(\d{1,12})\b", re.IGNORECASE
+    r"(?:\bstep_|\biteration\s{1,20}|\bcheckpoint-|\bglobal_step)([0-9]{1,12})\b", re.IGNORECASE
 )
-_STATED_SECONDS = re.compile(r"\bin (\d{1,9}(?:\.\d{1,9})?) ?(?:s|sec|seconds)\b", re.IGNORECASE)
-_STAMP = re.compile(r"(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?)(Z|[+-]\d{2}:?\d{2})")
+_STATED_SECONDS = re.compile(
+    r"\bin ([0-9]{1,9}(?:\.[0-9]{1,9})?) ?(?:s|sec|seconds)\b", re.IGNORECASE
+)
+_STAMP = re.compile(
+    r"([0-9]{4}-[0-9]{2}-[0-9]{2})[T ]([0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?)"
+    r"(Z|[+-][0-9]{2}:?[0-9]{2})"
+)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ them each job's checkpoint figures and advice, and the cluster's interruption ra
 from __future__ import annotations
 
 import asyncio
+import logging
 from datetime import UTC, datetime, timedelta
 
 from temporalio.client import Client
@@ -20,6 +21,8 @@ from resurrect.policy import job_policy
 from resurrect.scheduler.base import Scheduler
 from resurrect.telemetry import metrics as m
 from resurrect.telemetry.republish import republish_until
+
+log = logging.getLogger(__name__)
 
 
 def publish(report: GoodputReport) -> None:
@@ -41,7 +44,11 @@ def publish_advice(report: GoodputReport, cluster: str, rates: ClusterRates) -> 
     m.CLUSTER_INTERRUPTION_INCIDENTS.set(rate.incidents, {"cluster": cluster})
     for job in report.jobs:
         labels = {"cluster": job.cluster, "job_id": job.job_id}
-        advice = advise(job, rates)
+        try:
+            advice = advise(job, rates)
+        except Exception:  # one job's figures cost that job's gauges alone
+            log.warning("no checkpoint advice for job %s", job.job_id, exc_info=True)
+            continue
         for gauge, value in (
             (m.JOB_SAVE, advice.save_s),
             (m.JOB_CHECKPOINT_INTERVAL, advice.current_interval_s),

@@ -8,7 +8,7 @@ from datetime import timedelta
 from resurrect.errors import ConfigError
 from resurrect.goodput.model import PART_NAMES, ClusterGoodput, JobGoodput, Part
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+_DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)([smhdw])")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import datetime
@@ -13,8 +14,11 @@ from resurrect.errors import JobNotFound, SchedulerError
 from resurrect.goodput.accounting import account_job, cluster_total
 from resurrect.goodput.collect import build_record, output_progress
 from resurrect.goodput.history import load_recoveries
-from resurrect.goodput.model import ClusterGoodput, JobGoodput, Model, RecoveryRecord
+from resurrect.goodput.model import ClusterGoodput, JobGoodput, JobRecord, Model, RecoveryRecord
+from resurrect.numbers import is_ascii_digits
 from resurrect.scheduler.base import Scheduler
+
+log = logging.getLogger(__name__)
 
 
 class GoodputReport(Model):
@@ -33,7 +37,8 @@ async def job_goodput(
     *,
     job: JobInfo | None = None,
 ) -> JobGoodput:
-    """One job: its scheduler record (when still known), its recoveries, its output."""
+    """One job: its scheduler record (when still known), its recoveries, its output. Any
+    failure of its accounting gives a record with no figures and a note saying why."""
     notes: list[str] = []
     if job is None and scheduler is not None:
         try:
@@ -42,9 +47,16 @@ async def job_goodput(
             notes.append(f"job {job_id} is no longer known to the scheduler")
         except SchedulerError as exc:
             notes.append(f"scheduler unavailable: {exc}")
-    record = build_record(cluster, job_id, job, recoveries, output_progress(job))
-    record.notes.extend(notes)
-    return account_job(record, now)
+    try:
+        record = build_record(cluster, job_id, job, recoveries, output_progress(job))
+        record.notes.extend(notes)
+        return account_job(record, now)
+    except Exception as exc:  # one job's data (its output is hostile) costs that job alone
+        log.warning("goodput of job %s not accounted", job_id, exc_info=True)
+        notes.append(f"not accounted ({exc.__class__.__name__}: {str(exc)[:200]})")
+        state = job.state.value if job is not None else None
+        bare = JobRecord(cluster=cluster, job_id=job_id, state=state, notes=notes)
+        return account_job(bare, now)
 
 
 async def goodput_report(
@@ -97,4 +109,4 @@ def _ran_in_window(job: JobInfo, since: datetime | None) -> bool:
 
 def _numeric(job_id: str) -> tuple[int, str]:
     head = job_id.split("_", 1)[0]
-    return (int(head) if head.isdigit() else 0, job_id)
+    return (int(head) if is_ascii_digits(head) else 0, job_id)

@@ -5,7 +5,9 @@ saving the checkpoint ... in 3.00 seconds``); the done line's time minus the sta
 before it (``saving checkpoint at iteration 100``); the done line's time minus the progress
 mark of the step it saved (the example job prints ``step 40/120`` then saves then prints
 ``checkpoint .../step_40``), moved forward by the measured step time when the last mark was
-of an earlier step. Each is bounded below by zero; the median of all is the job's save time.
+of an earlier step. Each is bounded by the save's window (no longer than the time since its
+attempt started, the earliest thing known of it, however many seconds or steps the job
+printed); the median of all is the job's save time.
 
 The spacing between saves is the median time between consecutive done lines, with no
 resume between them (a restart is not a checkpoint interval).
@@ -17,9 +19,10 @@ import itertools
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from resurrect.goodput.model import ProgressMark, SaveMark
+from resurrect.goodput.window import seconds_within, shifted_within
 
 
 @dataclass(frozen=True)
@@ -33,24 +36,33 @@ def save_durations(
     saves: Sequence[SaveMark],
     marks: Sequence[ProgressMark],
     seconds_per_step: float | None,
+    attempt_starts: Sequence[datetime] = (),
 ) -> list[float]:
-    """The duration of each completed save (seconds), in the order they ended."""
+    """The duration of each completed save (seconds), in the order they ended, each within
+    its window: from the start of its attempt (or the earliest line read) to its end."""
     ordered_marks = sorted(marks, key=lambda m: m.at)
+    ordered_saves = sorted(saves, key=lambda s: s.at)
+    known = [*attempt_starts, *(m.at for m in ordered_marks), *(s.at for s in ordered_saves)]
     durations: list[float] = []
     opened: datetime | None = None
-    for save in sorted(saves, key=lambda s: s.at):
+    for save in ordered_saves:
         if not save.done:
             opened = save.at
             continue
         started = opened
         opened = None
+        window_start = max(
+            (t for t in attempt_starts if t <= save.at), default=min(known, default=save.at)
+        )
         if save.stated_s is not None:
-            durations.append(save.stated_s)
+            durations.append(seconds_within(save.stated_s, window_start, save.at))
             continue
         if started is None:
             started = _mark_time(ordered_marks, save, seconds_per_step)
         if started is not None:
-            durations.append(max(0.0, (save.at - started).total_seconds()))
+            durations.append(
+                seconds_within((save.at - started).total_seconds(), window_start, save.at)
+            )
     return durations
 
 
@@ -67,8 +79,7 @@ def _mark_time(
         return last.at
     if seconds_per_step is None:
         return None
-    moved = last.at + timedelta(seconds=(save.step - last.step) * seconds_per_step)
-    return min(moved, save.at)
+    return shifted_within(last.at, (save.step - last.step) * seconds_per_step, last.at, save.at)
 
 
 def save_spacing(saves: Sequence[SaveMark], resumes_at: Sequence[datetime]) -> list[float]:
@@ -91,7 +102,7 @@ def save_times(
     seconds_per_step: float | None,
 ) -> SaveTimes:
     """The job's median save time and median spacing between saves (None: not measured)."""
-    durations = save_durations(saves, marks, seconds_per_step)
+    durations = save_durations(saves, marks, seconds_per_step, resumes_at)
     spacing = save_spacing(saves, resumes_at)
     return SaveTimes(
         save_s=round(statistics.median(durations), 3) if durations else None,

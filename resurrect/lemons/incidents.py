@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from datetime import datetime
 
-from resurrect.contracts import Diagnosis, Evidence, FaultClass, NodeInfo
+from resurrect.contracts import Diagnosis, Evidence, FaultClass, NodeInfo, SignalKind
 from resurrect.evidence_trust import (
     NODE_CLASSES,
     PROBED_CLASSES,
@@ -25,6 +25,7 @@ from resurrect.evidence_trust import (
     match_job_nodes,
     probed_culprits,
     short_name,
+    slurm_troubled,
 )
 from resurrect.lemons.models import EvidenceTier, IncidentKind, NodeIncident
 from resurrect.text_safety import printable
@@ -74,6 +75,26 @@ def _detail(evidence: Sequence[Evidence], fallback: str) -> str:
     return printable(f"{source}: {first.rule or first.kind.value}: {first.text}")[:DETAIL_CHARS]
 
 
+#: Evidence kinds no job can write: NVML's events and readings, Slurm's own states.
+_HARDWARE_KINDS = frozenset(
+    {SignalKind.GPU_EVENT, SignalKind.GPU_METRIC, SignalKind.SCHEDULER_STATE}
+)
+
+
+def _hardware(
+    node: str,
+    found: Sequence[Evidence],
+    nodes: Sequence[NodeInfo],
+    lasting: Collection[str] | None,
+) -> bool:
+    """Whether evidence no job can write vouches for ``node``'s incident: NVML or Slurm
+    evidence naming it, or Slurm marking it lost (``lasting``: :func:`slurm_troubled`) or
+    drained by someone else."""
+    if any(e.kind in _HARDWARE_KINDS and evidence_source(e) != "job_output" for e in found):
+        return True
+    return any(short_name(n.name) == short_name(node) and slurm_troubled(n, lasting) for n in nodes)
+
+
 def node_incidents(
     *,
     incident: str,
@@ -84,9 +105,11 @@ def node_incidents(
     nodes: Sequence[NodeInfo],
     lasting: Collection[str] | None = None,
     reported: Sequence[Evidence] = (),
+    owner: str | None = None,
 ) -> dict[str, NodeIncident]:
-    """The incidents recovery ``incident`` of job ``job_id`` records, by node: one per node
-    of the job that the diagnosis implicates, with the tier of the evidence naming it.
+    """The incidents recovery ``incident`` of job ``job_id`` (of ``owner``, Slurm's uid)
+    records, by node: one per node of the job that the diagnosis implicates, with the tier
+    of the evidence naming it and whether hardware evidence no job can write vouches.
     ``lasting``: as :func:`corroborated_nodes` takes it."""
     fault = diagnosis.fault_class
     tiers: dict[str, tuple[EvidenceTier, list[Evidence]]] = {}
@@ -121,6 +144,8 @@ def node_incidents(
             kind=incident_kind(fault, found) if tier == "independent" else _CLASS_KINDS[fault],
             tier=tier,
             detail=_detail(found, diagnosis.summary or fault.value),
+            owner=owner,
+            hardware=tier == "independent" and _hardware(node, found, nodes, lasting),
         )
         for node, (tier, found) in tiers.items()
     }

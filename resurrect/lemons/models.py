@@ -31,6 +31,12 @@ class NodeIncident(Contract):
     kind: IncidentKind
     tier: EvidenceTier
     detail: str = Field(default="", max_length=300)  # the evidence, printable, bounded
+    # The job's owner (Slurm's uid): one owner's incidents count together. None: recorded
+    # before owners were (each such job counts as its own owner).
+    owner: str | None = Field(default=None, max_length=64)
+    # Whether evidence no job can write vouches for it: NVML's events or readings, Slurm's
+    # own node state. (The kernel log is not such evidence: any user can put text in it.)
+    hardware: bool = False
 
 
 class LemonRules(Contract):
@@ -48,6 +54,9 @@ class LemonRules(Contract):
     # The most one job adds to one node's score (times its heaviest incident's weight),
     # however often it fails there.
     per_job_cap: float = Field(default=1.0, gt=0, le=10)
+    # The most one job owner's jobs add together (times their heaviest incident's weight),
+    # however many jobs the owner runs there.
+    per_owner_cap: float = Field(default=1.0, gt=0, le=10)
     # The in-service fraction below which a node's score is no longer scaled up.
     min_in_service: float = Field(default=0.1, gt=0, le=1)
     keep_incidents: int = Field(default=64, ge=1, le=1000)  # per node, newest kept
@@ -64,8 +73,11 @@ class LemonScore(Contract):
 
     node: str
     score: float
-    lemon: bool  # score >= lemon_score
-    drain_due: bool  # drain_incidents distinct jobs with independent evidence in the window
+    lemon: bool  # score >= lemon_score, from two owners or with hardware evidence
+    drain_due: bool  # drain_incidents distinct jobs with independent evidence in the window,
+    # from two owners or with hardware evidence
     in_service: float  # decayed fraction of time in service the score is scaled by
     window_jobs: list[str] = Field(default_factory=list)  # those distinct jobs
+    owners: int = 0  # distinct job owners whose incidents count
+    hardware: bool = False  # an incident that counts has hardware evidence no job can write
     incidents: list[ScoredIncident] = Field(default_factory=list)  # newest first

@@ -1,6 +1,8 @@
 """A node's lemon score from its incident record: a pure function.
 
-    score = sum over jobs of min(per_job_cap x heaviest weight, sum of weight x 2^(-age / h))
+    score = sum over owners of min(per_owner_cap x heaviest weight,
+                sum over the owner's jobs of min(per_job_cap x heaviest weight,
+                                                 sum of weight x 2^(-age / h)))
             / max(in_service, min_in_service)
 
 * **weight** by who vouches for the incident (:data:`TIER_WEIGHTS`): the node agent or Slurm
@@ -10,6 +12,14 @@
 * **per job**: one job adds at most ``per_job_cap`` times the weight of its heaviest
   incident, however often it fails on the node (a job whose own code breaks its nodes is a
   restart loop, not a lemon; hangs a job provokes count as one probe incident).
+* **per owner**: one job owner's jobs together add at most ``per_owner_cap`` times the
+  weight of their heaviest incident, however many jobs the owner starts on the node; a
+  job with an incident that hardware evidence vouches for (below) counts on its own,
+  as no job can provoke that evidence.
+* **corroborated**: a node is a lemon (and due for draining) only with incidents from at
+  least two owners, or with one incident that evidence no job can write vouches for
+  (``hardware``: NVML, Slurm's node state). One user alone never makes a healthy node a
+  lemon, whatever their jobs provoke.
 * **normalised by node-hours in service**: ``in_service`` is the decayed fraction of time
   the node was not drained by resurrect (from the same record's drains and returns), so a
   node that was out half the time and failed as often scores twice as high. Node-hours, not
@@ -92,26 +102,54 @@ def lemon_score(
     ]
     per_job: dict[str, float] = {}
     heaviest: dict[str, float] = {}
+    owner_of: dict[str, str] = {}
     for item in scored:
         job = item.incident.job_id
         per_job[job] = per_job.get(job, 0.0) + item.contribution
         heaviest[job] = max(heaviest.get(job, 0.0), item.weight)
-    raw = sum(min(rules.per_job_cap * heaviest[job], value) for job, value in per_job.items())
+        if item.incident.hardware:  # no job provoked it: counts as the job's own
+            owner_of[job] = f"job {job} (hardware evidence)"
+        else:
+            owner_of.setdefault(job, owner_key(item.incident))
+    per_owner: dict[str, float] = {}
+    owner_heaviest: dict[str, float] = {}
+    for job, value in per_job.items():
+        owner = owner_of[job]
+        per_owner[owner] = per_owner.get(owner, 0.0) + min(rules.per_job_cap * heaviest[job], value)
+        owner_heaviest[owner] = max(owner_heaviest.get(owner, 0.0), heaviest[job])
+    raw = sum(
+        min(rules.per_owner_cap * owner_heaviest[owner], value)
+        for owner, value in per_owner.items()
+    )
     in_service = in_service_fraction(spells, now, rules.half_life_s)
     score = raw / max(in_service, rules.min_in_service)
+    counted = [i.incident for i in scored if i.weight > 0]
+    owners = {owner_key(i) for i in counted}
+    hardware = any(i.hardware for i in counted)
+    corroborated = len(owners) >= 2 or hardware
     since = now - timedelta(seconds=rules.drain_window_s)
-    window_jobs = sorted(
-        {i.job_id for i in incidents if i.tier == "independent" and since <= i.at <= now}
+    in_window = [i for i in incidents if i.tier == "independent" and since <= i.at <= now]
+    window_jobs = sorted({i.job_id for i in in_window})
+    window_corroborated = len({owner_key(i) for i in in_window}) >= 2 or any(
+        i.hardware for i in in_window
     )
     return LemonScore(
         node=node,
         score=round(score, 6),
-        lemon=score >= rules.lemon_score,
-        drain_due=len(window_jobs) >= rules.drain_incidents,
+        lemon=score >= rules.lemon_score and corroborated,
+        drain_due=len(window_jobs) >= rules.drain_incidents and window_corroborated,
         in_service=round(in_service, 6),
         window_jobs=window_jobs,
+        owners=len(owners),
+        hardware=hardware,
         incidents=scored,
     )
+
+
+def owner_key(incident: NodeIncident) -> str:
+    """Whose incident it is: the job's owner, or the job itself when the record predates
+    owners."""
+    return f"uid {incident.owner}" if incident.owner is not None else f"job {incident.job_id}"
 
 
 def out_of_service(events: Sequence[NodeEvent]) -> list[OutOfService]:

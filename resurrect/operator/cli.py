@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from resurrect.cli import add_config_arg, exit_now
+from resurrect.command_line import add_config_arg, exit_now
 from resurrect.config import ResurrectConfig, load_config
 from resurrect.errors import ResurrectError
 from resurrect.text_safety import printable
@@ -27,7 +27,8 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def _with_temporal(handler: Callable[[argparse.Namespace], int]) -> Handler:
-    """Run a command that talks to Temporal, then leave with :func:`~resurrect.cli.exit_now`."""
+    """Run a command that talks to Temporal, then leave with
+    :func:`~resurrect.command_line.exit_now`."""
 
     def run(args: argparse.Namespace) -> int:
         try:

@@ -141,14 +141,6 @@ class ApprovalInput(Contract):
     proof: ApprovalProof | None = None
 
 
-class ApprovalDecision(Contract):
-    approved: bool
-    by: str
-    reason: str = ""
-    at: datetime
-    what: str = ""  # what was asked
-
-
 # ---------------------------------------------------------------------------- repair
 
 NodeEventKind = Literal[

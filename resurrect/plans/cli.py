@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from resurrect.cli import add_config_arg
+from resurrect.command_line import add_config_arg
 from resurrect.config import load_config
 from resurrect.errors import PluginError
 

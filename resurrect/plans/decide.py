@@ -36,8 +36,9 @@ Rules, in order:
    at, never drained on that alone.
 9. A job whose last ``no_progress_restarts`` restarts made no progress is in a restart loop
    and is stopped, whatever the fault (:func:`restart_loop`).
-10. Free restarts are capped per job and window (``free_restarts_per_window``); beyond the
-    cap a restart is charged to the job's budget.
+10. Free restarts are capped per job and window (``free_restarts_per_window``) and over the
+    job's life (``max_free_restarts``); beyond either cap a restart is charged to the job's
+    budget.
 11. Lemon nodes (nodes whose incidents recur across jobs and time) are flagged, or also
     excluded from the requeue, or also drained when due, as the job's ``lemon_action``
     says (:mod:`resurrect.lemons.policy`).
@@ -325,6 +326,14 @@ def _charge(
         return RecoveryDecision(
             action=RecoveryAction.STOP, requeue=False, counts_against_budget=False, reasons=reasons
         )
+    if not counts and (
+        history.free_restarts is not None and history.free_restarts >= policy.max_free_restarts
+    ):
+        counts = True
+        reasons.append(
+            f"{history.free_restarts} free restarts in the job's life (at most"
+            f" {policy.max_free_restarts}): this restart is charged to the job's budget"
+        )
     if not counts and history.read_at is not None:
         used = free_restarts_used(history, policy, history.read_at)
         if used >= policy.free_restarts_per_window:
@@ -355,16 +364,25 @@ def _charge(
 # training step its attempt printed (``last_step``) and the checkpoint step it set the next
 # attempt to resume from (``resume_step``). An attempt made progress when it printed a step
 # past everything the attempts before it reached, or left a newer checkpoint than the one it
-# started from; nothing known about an attempt is not taken as no progress. Steps come from
-# the job's own output, so a job can claim progress it did not make: that only costs its own
-# restarts, and rule 10 still bounds what it gets for free.
+# started from; nothing known about an attempt is not taken as no progress. Printed steps are
+# the job's own word, so the assessment asks for progress from verified checkpoints only
+# (``RestartHistory.progress_from_checkpoints``): printing a step more per attempt then
+# clears nothing, and rule 10 bounds what it gets for free over its whole life.
 
 
 def attempt_chain(history: RestartHistory, restart_count: int) -> list[AttemptRecord]:
     """The attempts the records know without a gap, oldest first, ending with the one
-    interrupted now (attempt ``restart_count``, with the step it printed last)."""
-    by_count = {record.restart_count: record for record in history.earlier}
-    chain = [AttemptRecord(restart_count=restart_count, last_step=history.last_step)]
+    interrupted now (attempt ``restart_count``, with the step it printed last, or with
+    ``progress_from_checkpoints`` the steps of the checkpoints that verified only)."""
+    records = history.earlier
+    last_step = history.last_step
+    if history.progress_from_checkpoints:
+        # a step counts only as a checkpoint that verified; none verified: step 0
+        records = [r.model_copy(update={"last_step": r.resume_step or 0}) for r in records]
+        reached = max((r.resume_step or 0 for r in records), default=0)
+        last_step = max(reached, history.verified_step or 0)
+    by_count = {record.restart_count: record for record in records}
+    chain = [AttemptRecord(restart_count=restart_count, last_step=last_step)]
     while (earlier := by_count.get(chain[0].restart_count - 1)) is not None:
         chain.insert(0, earlier)
     return chain
@@ -395,6 +413,15 @@ def restart_loop(history: RestartHistory, restart_count: int, policy: JobPolicy)
     if any(made_progress(chain[i], chain[:i]) is not False for i in range(first, len(chain))):
         return None
     window = chain[first - 1 :]
+    if history.progress_from_checkpoints:
+        steps = "; ".join(
+            f"attempt {a.restart_count}: newest verified checkpoint step {a.last_step}"
+            for a in window
+        )
+        return (
+            f"restart loop: the last {restarts} restarts made no progress (no newer checkpoint"
+            f" that verified; printed steps do not count): {steps}; stop and notify"
+        )
     steps = "; ".join(
         f"attempt {a.restart_count}: last step {_step(a.last_step)},"
         f" checkpoint {_step(a.resume_step) if a is not chain[-1] else 'not yet read'}"

@@ -40,7 +40,7 @@ MAX_RECORDS = 50_000
 MAX_NAME = 64
 COMPACT_SLACK = 1_000  # lines beyond the live records before the file is rewritten
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-_JOB = re.compile(r"^\d{1,12}(?:_\d{1,12})?$")
+_JOB = re.compile(r"^[0-9]{1,12}(?:_[0-9]{1,12})?$")
 
 
 class HangCulprits:

@@ -62,7 +62,9 @@ from resurrect.rules.launcher_records import (
     record_evidence,
 )
 from resurrect.rules.refinements import BLOCKING_FRAME_RULE, Refinement, refine
+from resurrect.rules.unrecognised import fatal_shape, first_unrecognised
 
+NOTHING_MATCHED = "no rule matched a failure"
 CASCADE_CONFIDENCE_CAP = 0.7
 """A class chosen from cascade evidence alone is never surer than this."""
 CORROBORATION_STEP = 0.03
@@ -104,6 +106,8 @@ class Attribution:
     culprit_gpus: list[str] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
     """Everything considered, launcher-record evidence included."""
+    unrecognised: Evidence | None = None
+    """When nothing decided: the first fatal-looking line, whose wording no rule has a class for."""
 
 
 @dataclass
@@ -238,6 +242,7 @@ def _undecided(gathered: _Gathered, cascades: list[Evidence]) -> Attribution:
         )
     first = first_failure(gathered.records, gathered.evidence)
     host = (first[1] or gathered.hosts.get(first[0])) if first else None
+    decisive = first_unrecognised(gathered.evidence)
     return Attribution(
         fault_class=FaultClass.UNKNOWN,
         confidence=0.0,
@@ -247,7 +252,12 @@ def _undecided(gathered: _Gathered, cascades: list[Evidence]) -> Attribution:
         primary=[],
         cascades=cascades,
         roots=[],
-        notes=["no rule matched a failure"],
+        notes=[
+            f"no rule for this wording ({fatal_shape(decisive)}): {decisive.text[:200].strip()}"
+            if decisive is not None
+            else NOTHING_MATCHED
+        ],
+        unrecognised=decisive,
         culprit_ranks=[first[0]] if first else [],
         culprit_hosts=[host] if host else [],
         evidence=gathered.evidence,
@@ -338,14 +348,21 @@ def attribute(
 def diagnosis_of(attribution: Attribution) -> Diagnosis:
     """The :class:`Diagnosis` an attribution amounts to."""
     if attribution.decided_by == "none":
+        decisive = attribution.unrecognised
+        diagnostics = [e for e in attribution.evidence if e.role == "diagnostic" and e != decisive]
         return Diagnosis(
             fault_class=FaultClass.UNKNOWN,
             action=attribution.action,
             confidence=0.0,
             culprit_ranks=attribution.culprit_ranks,
             culprit_hosts=attribution.culprit_hosts,
-            evidence=[e for e in attribution.evidence if e.role == "diagnostic"][:MAX_LISTED],
-            summary="unknown: no rule matched a failure"
+            evidence=([decisive] if decisive else []) + diagnostics[: MAX_LISTED - 1],
+            summary="unknown: "
+            + (
+                f"no rule for this wording: {_located(decisive)}: {decisive.text[:200].strip()}"
+                if decisive is not None
+                else NOTHING_MATCHED
+            )
             + (
                 f"; the launcher reports rank {attribution.culprit_ranks[0]} failed first"
                 + (f" on {attribution.culprit_hosts[0]}" if attribution.culprit_hosts else "")
@@ -368,6 +385,10 @@ def diagnosis_of(attribution: Attribution) -> Diagnosis:
     )
 
 
+def _located(ev: Evidence) -> str:
+    return f"{ev.file}:{ev.line}" if ev.file and ev.line else (ev.file or "input")
+
+
 def _summary(attribution: Attribution) -> str:
     parts = [f"{attribution.fault_class.value} (confidence {attribution.confidence:.2f})"]
     where = []
@@ -380,8 +401,7 @@ def _summary(attribution: Attribution) -> str:
     if where:
         parts.append("on " + "; ".join(where))
     first = attribution.primary[0]
-    loc = f"{first.file}:{first.line}" if first.file and first.line else (first.file or "input")
-    parts.append(f"- {first.rule} at {loc}: {first.text[:200].strip()}")
+    parts.append(f"- {first.rule} at {_located(first)}: {first.text[:200].strip()}")
     text = " ".join(parts)
     if attribution.cascades:
         counts = Counter(e.rule for e in attribution.cascades)

@@ -16,8 +16,9 @@ whose labelled ``culprit_ranks`` are not empty and whose diagnosis names exactly
 whose hosts and ranks are exactly as labelled (an empty label included).
 
 ``python -m resurrect.rules.corpus_report DIR... [--json] [--markdown FILE | --update FILE]``
-prints the per-class accuracy, the confusion matrix, the misses and the false drains of each
-corpus (``--json``: one JSON line each); ``--update`` rewrites the generated block of a document
+prints the per-class accuracy (and per framework, where labels name a ``framework``), the
+confusion matrix, the misses, the false drains and the ``unknown`` diagnoses of each corpus
+(``--json``: one JSON line each); ``--update`` rewrites the generated block of a document
 (docs/attribution.md) in place.
 
 A *false drain* is a diagnosis whose class drains a node (``gpu.hardware``, ``network.fabric``,
@@ -71,6 +72,8 @@ class CaseResult:
     culprits_diagnosed: tuple[tuple[str, ...], tuple[int, ...]]
     source: str
     summary: str
+    framework: str = ""
+    """The stack the log comes from, where its label names one (``jax``, ``horovod`` ...)."""
 
     @property
     def correct(self) -> bool:
@@ -155,6 +158,19 @@ class CorpusReport:
             out[r.expected] = (ok + r.correct, n + 1)
         return dict(sorted(out.items(), key=lambda kv: kv[0].value))
 
+    @property
+    def unknowns(self) -> int:
+        """Cases diagnosed ``unknown``."""
+        return sum(r.diagnosed is FaultClass.UNKNOWN for r in self.results)
+
+    def per_framework(self) -> dict[str, CorpusReport]:
+        """The results of each framework the labels name, by framework name."""
+        names = sorted({r.framework for r in self.results if r.framework})
+        return {
+            name: CorpusReport(tuple(r for r in self.results if r.framework == name))
+            for name in names
+        }
+
     def summary_json(self, name: str) -> dict[str, object]:
         return {
             "corpus": name,
@@ -169,6 +185,7 @@ class CorpusReport:
             "culprit_host_right": self.hosts_right,
             "culprit_host_accuracy": _ratio(self.hosts_right, len(self.host_cases)),
             "false_drains": len(self.false_drains),
+            "unknown_diagnoses": self.unknowns,
         }
 
 
@@ -197,6 +214,7 @@ def evaluate_case(case: Path, engine: RuleEngine | None = None) -> CaseResult:
         culprits_diagnosed=(tuple(diagnosis.culprit_hosts), tuple(diagnosis.culprit_ranks)),
         source=str(expected.get("source", "")),
         summary=diagnosis.summary,
+        framework=str(expected.get("framework", "")),
     )
 
 
@@ -230,6 +248,21 @@ def per_class_markdown(report: CorpusReport) -> str:
     rows = ["| class | correct | cases | accuracy |", "|---|---:|---:|---:|"]
     for fault_class, (ok, n) in report.per_class().items():
         rows.append(f"| `{fault_class.value}` | {ok} | {n} | {ok / n:.0%} |")
+    return "\n".join(rows)
+
+
+def per_framework_markdown(report: CorpusReport) -> str:
+    """Class, culprit rank and host accuracy by the framework the labels name."""
+    rows = [
+        "| framework | correct | cases | accuracy | culprit rank right | culprit host right |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, part in report.per_framework().items():
+        rank = f"{part.ranks_right} / {len(part.rank_cases)}" if part.rank_cases else "-"
+        host = f"{part.hosts_right} / {len(part.host_cases)}" if part.host_cases else "-"
+        rows.append(
+            f"| {name} | {part.correct} | {part.total} | {part.accuracy:.0%} | {rank} | {host} |"
+        )
     return "\n".join(rows)
 
 
@@ -282,13 +315,16 @@ def section_markdown(title: str, report: CorpusReport) -> str:
         if not drains
         else ", ".join(f"{r.name} ({r.expected.value} named {r.diagnosed.value})" for r in drains)
     )
+    by_framework = [per_framework_markdown(report)] if report.per_framework() else []
     return "\n\n".join(
         [
             f"### {title}",
             f"{report.correct} of {report.total} cases right: **{report.accuracy:.1%}**. "
             f"Culprit hosts and ranks exactly as labelled on {report.culprits_exact} of "
-            f"{report.total}. False drains: **{len(drains)}** ({drain_text}).",
+            f"{report.total}. False drains: **{len(drains)}** ({drain_text}). "
+            f"Diagnosed `unknown`: {report.unknowns} of {report.total}.",
             culprits_markdown(report),
+            *by_framework,
             per_class_markdown(report),
             confusion_markdown(report.results),
             "Misses:\n\n" + misses_markdown(report),

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from resurrect.contracts import Evidence, FaultClass, SignalKind
+from resurrect.numbers import is_ascii_digits
 from resurrect.rules.launcher_records import LauncherRecord, first_failure
 from resurrect.rules.timeline import print_order
 
@@ -37,12 +38,44 @@ REPORT_HOST_RULE = "node.mpi_report_host"
 REPORT_HOST_LINES = 4
 """Open MPI's help-message reports name the node on an indented line of their own, this close
 after the headline ("ORTE has lost communication with its daemon located on node:")."""
-_RANK_LIST = re.compile(r"\d+")
+ABORTED_LIST_RULES = frozenset({"launcher.paddle_trainers_aborted"})
+"""Launcher reports that list every rank that failed."""
+SHUTDOWN_RULES = frozenset({"horovod.shut_down"})
+"""Collective symptoms that say a rank failed (not that a collective waited too long)."""
+_RANK_LIST = re.compile(r"[0-9]+")
+
+
+def horovod_stalled_ranks(timeouts: Sequence[Evidence]) -> list[int]:
+    """The ranks Horovod's stall report says never submitted a pending tensor: the ranks of its
+    ``N: [...]`` lines, else the ranks still missing at its last ``[missing ranks: ...]`` line
+    (a rank that submitted later was slow, not stalled), else the ranks below the highest
+    ``[ready ranks: ...]`` rank that are never ready."""
+    stalled = {
+        int(e.fields["stalled"]) for e in timeouts if is_ascii_digits(e.fields.get("stalled", ""))
+    }
+    if stalled:
+        return sorted(stalled)
+    missing = [e for e in print_order(timeouts) if e.fields.get("missing")]
+    if missing:
+        return sorted({int(x) for x in _RANK_LIST.findall(missing[-1].fields["missing"])})
+    ready = {int(x) for e in timeouts for x in _RANK_LIST.findall(e.fields.get("ready", ""))}
+    return [r for r in range(max(ready)) if r not in ready] if ready else []
+
+
+def shut_down_by_another_rank(cascades: Sequence[Evidence]) -> bool:
+    """Whether every collective symptom is a library shutting down because some rank failed
+    (Horovod's "Horovod has been shut down"): the launcher's first failed process is then the
+    rank that failed, not a rank that merely waited."""
+    symptoms = [e for e in cascades if e.fault_class is FaultClass.COLLECTIVE_TIMEOUT]
+    return bool(symptoms) and all(e.rule in SHUTDOWN_RULES for e in symptoms)
 
 
 def collective_culprits(evidence: Sequence[Evidence], cascades: Sequence[Evidence]) -> list[int]:
     """The rank(s) that stopped participating in a timed-out collective, when identifiable."""
     timeouts = [e for e in cascades if e.fault_class is FaultClass.COLLECTIVE_TIMEOUT]
+    stalled = horovod_stalled_ranks(timeouts)
+    if stalled:
+        return stalled
     # The desync report names the lagging ranks directly.
     named: set[int] = set()
     for e in timeouts:
@@ -59,7 +92,7 @@ def collective_culprits(evidence: Sequence[Evidence], cascades: Sequence[Evidenc
     groups: set[str] = set()
     for e in timeouts:
         value = e.fields.get("last_completed") or e.fields.get("last_completed2")
-        if e.rank is not None and value is not None and value.lstrip("-").isdigit():
+        if e.rank is not None and value is not None and is_ascii_digits(value.lstrip("-")):
             last[e.rank] = min(int(value), last.get(e.rank, int(value)))
             groups.add(e.fields.get("pg_guid") or e.fields.get("pg") or "")
     if len(last) >= 2 and len(groups) == 1:
@@ -71,7 +104,7 @@ def collective_culprits(evidence: Sequence[Evidence], cascades: Sequence[Evidenc
     world = 0
     for e in evidence:
         size = e.fields.get("world_size")
-        if size and size.isdigit():
+        if size and is_ascii_digits(size):
             world = max(world, int(size))
     known = set(range(world)) if world else {e.rank for e in evidence if e.rank is not None}
     missing = known - reporters
@@ -143,6 +176,18 @@ def reported_host(line: Evidence, evidence: Sequence[Evidence]) -> str | None:
     )
 
 
+def aborted_ranks(evidence: Sequence[Evidence]) -> list[int]:
+    """The ranks a launcher lists as aborted (paddle.distributed.launch's "the trainer process
+    with rank=[0, 2] was aborted"), from its last such report; none when it lists every rank of
+    the job (they failed alike)."""
+    reports = [e for e in print_order(evidence) if e.rule in ABORTED_LIST_RULES]
+    if not reports:
+        return []
+    listed = sorted({int(x) for x in _RANK_LIST.findall(reports[-1].fields.get("ranks", ""))})
+    world = reports[-1].fields.get("world_size", "")
+    return listed if is_ascii_digits(world) and len(listed) < int(world) else []
+
+
 def traceback_ranks(decisive: Sequence[Evidence], evidence: Sequence[Evidence]) -> list[int]:
     """The rank whose ``[rankN]:`` traceback was printed around the decisive lines (within
     :data:`TRACEBACK_NEIGHBOUR_LINES`, same file), when exactly one rank's was."""
@@ -169,7 +214,7 @@ def ranks_named(evidence: Sequence[Evidence]) -> list[int]:
     for e in evidence:
         named.append(e.rank)
         last = e.fields.get("rank_last", "")
-        if e.rank is not None and last.isdigit():
+        if e.rank is not None and is_ascii_digits(last):
             named.extend(range(e.rank + 1, min(int(last), e.rank + MAX_LISTED) + 1))
     return [r for r in ordered_unique(named) if isinstance(r, int)]
 
@@ -233,6 +278,11 @@ def find_culprits(
     behind = [e for e in evidence if e.rule in BEHIND_RULES and e.rank is not None]
     if fault_class is FaultClass.COLLECTIVE_TIMEOUT and not has_roots:
         found.ranks = ranks_named(behind) or collective_culprits(evidence, cascades)
+        first = first_failure(records, evidence) if shut_down_by_another_rank(cascades) else None
+        if not found.ranks and first is not None:
+            found.ranks = [first[0]]
+            if first[1]:
+                hosts.setdefault(first[0], first[1])
         found.hosts = hosts_of(found.ranks, [*behind, *cascades], hosts)
     elif fault_class is FaultClass.NETWORK_FABRIC:
         found.hosts = fabric_culprits(primary)
@@ -287,6 +337,7 @@ def _decisive_culprits(
         ranks = [first[0]]
         if first[1]:
             hosts.setdefault(first[0], first[1])
+    ranks = ranks or aborted_ranks(evidence)
     culprit_hosts = (
         hosts_named(decisive, hosts)
         or hosts_named(ordered, hosts)

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Protocol
 
 from resurrect.contracts import Evidence, SignalKind
+from resurrect.numbers import is_ascii_digits
 from resurrect.rules.loader import expand_paths, load_packs, shipped_pack_paths
 from resurrect.rules.models import Rule
 from resurrect.rules.text import (
@@ -240,7 +241,7 @@ class RuleEngine:
         found: list[Evidence] = []
         for i in candidates:
             compiled = self._rules[i]
-            m = compiled.regex.search(prefix.body)
+            m = compiled.regex.search(text if compiled.rule.whole_line else prefix.body)
             if m is None:
                 continue
             rule = compiled.rule
@@ -254,7 +255,11 @@ class RuleEngine:
                 if key in fields and is_placeholder_host(fields[key]):
                     del fields[key]
             rank_text = fields.get("rank")
-            rank = int(rank_text) if rank_text is not None and rank_text.isdigit() else prefix.rank
+            rank = (
+                int(rank_text)
+                if rank_text is not None and is_ascii_digits(rank_text)
+                else prefix.rank
+            )
             named = prefix.host if prefix.host and not is_placeholder_host(prefix.host) else None
             host = fields.get("host") or named or state.host or state.context_host
             if rule.sets_host and fields.get("host"):

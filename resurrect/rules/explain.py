@@ -23,6 +23,7 @@ from resurrect.evidence_trust import LOW_CONFIDENCE, NODE_CLASSES
 from resurrect.rules.attribution import Attribution, Candidate, weigh
 from resurrect.rules.engine import RuleEngine, default_engine
 from resurrect.rules.refinements import HANG_SILENCE_S, WRAPPER_TIMEOUT_RULES
+from resurrect.rules.unrecognised import fatal_shape
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,9 @@ class Explanation:
     alternatives: list[Alternative] = field(default_factory=list)
     would_change: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    unrecognised: RuleRef | None = None
+    """When nothing decided: the line that looked decisive, whose wording no rule knows."""
+    unrecognised_shape: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -99,6 +103,11 @@ class Explanation:
             "alternatives": [a.as_json() for a in self.alternatives],
             "would_change": self.would_change,
             "notes": self.notes,
+            "unrecognised": (
+                {**self.unrecognised.as_json(), "shape": self.unrecognised_shape}
+                if self.unrecognised
+                else None
+            ),
         }
 
     def lines(self) -> list[str]:
@@ -111,6 +120,11 @@ class Explanation:
             out.append(
                 f"  fired: rule {self.fired.rule} (pack {self.fired.pack}) at {self.fired.where}: "
                 f"{self.fired.text[:160].strip()}"
+            )
+        if self.unrecognised:
+            out.append(
+                f"  decisive-looking line at {self.unrecognised.where} - no rule for this wording"
+                f" ({self.unrecognised_shape}): {self.unrecognised.text[:160].strip()}"
             )
         out.extend(f"  refined: {r}" for r in self.refinements)
         for alt in self.alternatives:
@@ -164,7 +178,16 @@ def _would_change(attribution: Attribution) -> list[str]:
     cls = attribution.fault_class
     winner = attribution.candidates[0] if attribution.candidates else None
     if attribution.decided_by == "none":
+        taught = (
+            [
+                f"a rule for the wording of {fatal_shape(attribution.unrecognised)} (a pack of "
+                "your own with --rules, or a shipped one) would give it a class"
+            ]
+            if attribution.unrecognised
+            else []
+        )
         return [
+            *taught,
             "any line a rule recognises as a failure (see `resurrect rules check` for the packs)",
             "a traceback that stops in a blocking call would point at a hang",
         ]
@@ -275,6 +298,9 @@ def explanation_of(attribution: Attribution, packs: Mapping[str, str]) -> Explan
         for r in attribution.refinements
     ]
     notes = [n for n in attribution.notes if n not in {r.reason for r in attribution.refinements}]
+    decisive = attribution.unrecognised
+    if decisive is not None:  # shown as the decisive-looking line, not again as a note
+        notes = [n for n in notes if not n.startswith("no rule for this wording")]
     return Explanation(
         fault_class=attribution.fault_class,
         confidence=attribution.confidence,
@@ -285,6 +311,8 @@ def explanation_of(attribution: Attribution, packs: Mapping[str, str]) -> Explan
         alternatives=alternatives,
         would_change=_would_change(attribution),
         notes=notes,
+        unrecognised=_ref(decisive, packs) if decisive else None,
+        unrecognised_shape=fatal_shape(decisive) if decisive else None,
     )
 
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from resurrect.contracts import Evidence, FaultClass
+from resurrect.numbers import is_ascii_digits
 from resurrect.rules.timeline import print_order
 
 EXIT_REPORT_RULES = frozenset(
@@ -22,6 +23,7 @@ EXIT_REPORT_RULES = frozenset(
         "launcher.ray_train_worker_failed",
         "launcher.mpirun_signal_crash",
         "launcher.mpirun_first_failure",
+        "launcher.paddle_container_failed",
         "slurm.task_exit",
         "slurm.task_signal",
         "slurm.task_killed",
@@ -140,7 +142,7 @@ def process_hosts(evidence: Sequence[Evidence]) -> tuple[dict[str, str], dict[in
         if pid := ev.fields.get("pid"):
             by_pid.setdefault(pid, ev.host)
         rank, size = ev.fields.get("comm_rank", ""), ev.fields.get("nranks", "")
-        if rank.isdigit() and size.isdigit() and int(size) >= largest:
+        if is_ascii_digits(rank) and is_ascii_digits(size) and int(size) >= largest:
             if int(size) > largest:
                 largest, by_rank = int(size), {}
             by_rank.setdefault(int(rank), ev.host)
@@ -150,14 +152,14 @@ def process_hosts(evidence: Sequence[Evidence]) -> tuple[dict[str, str], dict[in
 def exit_code_of(ev: Evidence) -> int | None:
     """The exit code an exit report states (a signal as its negative number, -9 for SIGKILL)."""
     text = ev.fields.get("exit_code") or ev.fields.get("exit_status") or ""
-    if text.lstrip("-").isdigit():
+    if is_ascii_digits(text.lstrip("-")):
         return int(text)
-    if ev.fields.get("signum", "").isdigit():
+    if is_ascii_digits(ev.fields.get("signum", "")):
         return -int(ev.fields["signum"])
     if ev.rule == "memory.sigkill_worker" or ev.fields.get("signal") == "SIGKILL":
         return -9
     signal = ev.fields.get("signal", "")
-    return -int(signal) if signal.isdigit() else None
+    return -int(signal) if is_ascii_digits(signal) else None
 
 
 def first_failure(

@@ -152,6 +152,9 @@ class Rule(LineRule):
     fields: list[str] = Field(default_factory=list)
     sets_host: bool = False
     capture_previous: bool = False
+    whole_line: bool = False
+    """The pattern reads the whole cleaned line, launcher prefixes included, for reports whose
+    own text looks like a prefix (Horovod's ``6: [...]`` stalled-rank lines)."""
     examples: Examples
 
     @field_validator("literal", mode="before")

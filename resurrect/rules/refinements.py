@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from resurrect.contracts import Evidence, FaultClass
 from resurrect.evidence_trust import LOW_CONFIDENCE
+from resurrect.numbers import is_ascii_digits
 from resurrect.rules.text import split_prefixes
 from resurrect.rules.timeline import silence_before
 
@@ -43,14 +44,14 @@ STALLED_PROGRESS_CONFIDENCE = 0.55
 INTERRUPTED_LAUNCHER_CONFIDENCE = 0.5
 """A person's SIGINT to the launcher with no failure and no progress report just before it."""
 _PROGRESS_LINE = re.compile(
-    r"\d{1,3}%\|"  # a tqdm bar
-    r"|\b\d{1,12}/\d{1,12} \[\d"  # "450/1000 [10:23<..."
-    r"|(?i:\b(?:epoch|step|iter(?:ation)?|batch|it)\b\s{0,3}[:=#]?\s{0,3}\[?\d{1,12})"
-    r"|(?i:\b(?:loss|lr)\s{0,3}[:=]\s{0,3}-?\d)"
+    r"[0-9]{1,3}%\|"  # a tqdm bar
+    r"|\b[0-9]{1,12}/[0-9]{1,12} \[[0-9]"  # "450/1000 [10:23<..."
+    r"|(?i:\b(?:epoch|step|iter(?:ation)?|batch|it)\b\s{0,3}[:=#]?\s{0,3}\[?[0-9]{1,12})"
+    r"|(?i:\b(?:loss|lr)\s{0,3}[:=]\s{0,3}-?[0-9])"
 )
 """A line reporting training progress (a progress bar, a step counter, a loss)."""
 _LAUNCHER_WAIT = re.compile(
-    r"(?:subprocess|popen_\w+)\.py\", line \d+,? in _?(?:wait|communicate)\b"
+    r"(?:subprocess|popen_\w+)\.py\", line [0-9]+,? in _?(?:wait|communicate)\b"
 )
 _UNIT_BYTES = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
@@ -162,7 +163,7 @@ def early_timeout(primary: Sequence[Evidence]) -> tuple[str, Evidence] | None:
         return None  # a scheduler's own TIMEOUT / "DUE TO TIME LIMIT" decides
     for ev in primary:
         ran, requested = ev.fields.get("ran", ""), ev.fields.get("requested", "")
-        if not (ran.isdigit() and requested.isdigit()):
+        if not (is_ascii_digits(ran) and is_ascii_digits(requested)):
             continue
         r, q = int(ran), int(requested)
         if r < EARLY_TIMEOUT_FRACTION * q and q - r >= 1:

@@ -19,7 +19,8 @@ Everything a rule sees has passed through here:
   ``worker-1: `` / ``10.0.0.5: `` (pdsh, as DeepSpeed's multi-node launcher runs it) and
   ``> `` quoting. :func:`split_prefixes` removes them and reports the rank/host (and NCCL's
   pid) they name, so rule patterns match the message body and need not know every launcher.
-  Without a rank prefix, ProcessGroupNCCL's own ``[Rank 3]`` tag (default group) names the rank.
+  Without a rank prefix, ProcessGroupNCCL's own ``[Rank 3]`` tag (default group), a formatter's
+  ``[rank=3]`` or JAX/Orbax's ``[process=3]`` (the process index) names the rank.
 
 :class:`LineSplitter` is the streaming half: feed it arbitrary byte chunks (as read from a
 growing file) and it yields complete, bounded lines, keeping a partial last line for the next
@@ -46,46 +47,57 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 # One anchored, bounded alternation of every launcher prefix, applied repeatedly (a line can
 # carry several: "3: [rank3]:[E1206 ...]" from srun -l around torchrun).
 _PREFIX = re.compile(
-    r"(?:(?P<rank_a>\d{1,6}): "  # srun -l
-    r"|\[\d{1,6},(?P<rank_c>\d{1,6})\]<std(?:out|err)>: ?"  # mpirun --tag-output
-    r"|\((?:[\w.-]{1,64} )?pid=\d{1,10}(?:, ip=(?P<host_e>[\d.]{7,15}))?\) "  # Ray worker
+    r"(?:(?P<rank_a>[0-9]{1,6}): "  # srun -l
+    # mpirun --tag-output "[1,3]<stderr>:", horovodrun's gloo launcher "[3]<stderr>:"
+    r"|\[(?:[0-9]{1,6},)?(?P<rank_c>[0-9]{1,6})\]<std(?:out|err)>: ?"
+    # a ctime stamp glued to such a tag (mpirun --timestamp-output, horovodrun):
+    # "Thu Aug 29 16:41:02 2019[3]<stderr>:"
+    r"|[A-Z][a-z]{2} [A-Z][a-z]{2} [ 0-9][0-9] [0-9]{2}:[0-9]{2}:[0-9]{2} [0-9]{4}"
+    r"(?=\[[0-9,]{1,13}\]<std)"
+    # docker compose's service column: "trainer_1  | " (a container, not a host)
+    r"|[A-Za-z][\w.-]{0,62}[-_][0-9]{1,3}\s{1,32}\| "
+    r"|\((?:[\w.-]{1,64} )?pid=[0-9]{1,10}(?:, ip=(?P<host_e>[0-9.]{7,15}))?\) "  # Ray worker
     r"|> ?"  # quoted (e-mail, markdown)
-    r"|\[(?:rank|default|Rank |rank: ?)(?P<rank_b>\d{1,6})\]:? ?"  # torchrun, lightning
+    r"|\[(?:rank|default|Rank |rank: ?)(?P<rank_b>[0-9]{1,6})\]:? ?"  # torchrun, lightning
     # NCCL: "host:pid:tid [dev] "
-    r"|(?P<host_a>[A-Za-z0-9][\w.-]{0,127}):(?P<pid_a>\d{1,10}):\d{1,10} \[\d{1,3}\] "
-    r"|\[ {0,12}[+]?\d{1,10}\.\d{1,9}\] ?"  # dmesg, also "dmesg -H" deltas
+    r"|(?P<host_a>[A-Za-z0-9][\w.-]{0,127}):(?P<pid_a>[0-9]{1,10}):[0-9]{1,10} \[[0-9]{1,3}\] "
+    r"|\[ {0,12}[+]?[0-9]{1,10}\.[0-9]{1,9}\] ?"  # dmesg, also "dmesg -H" deltas
     # syslog: "Nov 29 19:00:00 host kernel: "
-    r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d (?P<host_b>[A-Za-z0-9][\w.-]{0,127}) "
-    r"(?:kernel|[\w.-]{1,64}(?:\[\d{1,10}\])?): "
+    r"|[A-Z][a-z]{2} [ 0-9][0-9] [0-9]{2}:[0-9]{2}:[0-9]{2} "
+    r"(?P<host_b>[A-Za-z0-9][\w.-]{0,127}) "
+    r"(?:kernel|[\w.-]{1,64}(?:\[[0-9]{1,10}\])?): "
     # journald short-iso: "2025-01-01T10:00:00+0000 host kernel: "
-    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:?\d\d)? "
+    r"|[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?"
+    r"(?:Z|[+-][0-9]{2}:?[0-9]{2})? "
     r"(?P<host_c>[A-Za-z0-9][\w.-]{0,127}) kernel: "
     # remote syslog (Talos and similar): "10.0.0.9: kern: warning: [2026-04-22T21:30:51Z]: "
     r"|(?P<host_d>[A-Za-z0-9][\w.-]{0,127}): kern: \w{1,10}: \[[^\]\n]{1,40}\]: "
-    # Open MPI's signal handler and runtime: "[host:pid] " (a source file is no host: "[api.py:12]")
-    r"|\[(?![\w.-]{1,128}\.(?:py|pyx|cc|cpp|cxx|c|h|hpp|cu|cuh|rs|go|java|js|ts|lua|rb|sh):)"
-    r"(?P<host_g>[A-Za-z][\w.-]{1,127}):\d{1,10}\] "
+    # Open MPI's signal handler and runtime: "[host:pid] ", also indented by a reporter (a source
+    # file is no host: "[api.py:12]")
+    r"|[ \t]{0,8}\["
+    r"(?![\w.-]{1,128}\.(?:py|pyx|cc|cpp|cxx|c|h|hpp|cu|cuh|rs|go|java|js|ts|lua|rb|sh):)"
+    r"(?P<host_g>[A-Za-z][\w.-]{1,127}):[0-9]{1,10}\] "
     # UCX's signal handler: "[host:pid:thread:tid] ", also "[host:pid :0:tid] "; the host has a
     # letter (a clock such as "[12:30:45:123]" is none)
     r"|\[(?P<host_h>(?=[\w.-]{0,127}[A-Za-z])[A-Za-z0-9][\w.-]{0,127})"
-    r":\d{1,10} ?:\d{1,4}:\d{1,10}\] "
+    r":[0-9]{1,10} ?:[0-9]{1,4}(?::[0-9]{1,10})?\] "
     # dmesg -T: "[Wed Jan 27 23:04:35 2021] "
-    r"|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\] ?"
+    r"|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ 0-9][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9] [0-9]{4}\] ?"
     # a bare timestamp, as log collectors prepend: "2025-11-09 15:39:31.043 +08:00 ",
     # "2019-06-02T16:13:44.884Z: ", "[2025-11-09 07:39:30] "
-    r"|\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:[.,]\d{1,9})?)?"
-    r"(?:Z| ?[+-]\d\d:?\d\d)?\]?:? "
+    r"|\[?[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:[.,][0-9]{1,9})?)?"
+    r"(?:Z| ?[+-][0-9]{2}:?[0-9]{2})?\]?:? "
     # slurmstepd naming its node in its own tag: "slurmstepd-gpu07: error: ..."
     r"|slurmstepd-(?P<host_i>[A-Za-z0-9][\w.-]{0,127}): "
     # pdsh (DeepSpeed's multi-node launcher) and clush: "worker-1: ", "10.0.0.5: ", "node017: ".
     # A host here has a digit; a dotted name ends in a letter label (not "libcuda.so.1",
     # "python3.10"); a plain word+number is no counter, tool or device ("epoch3", "python3",
     # "mlx5", "eth0", "enp94s0").
-    r"|(?P<host_f>(?:\d{1,3}\.){3}\d{1,3}"
-    r"|(?=[A-Za-z][\w-]{0,62}\d)(?!(?i:rank|epoch|step|iter|layer|batch|stage|block|round|phase"
+    r"|(?P<host_f>(?:[0-9]{1,3}\.){3}[0-9]{1,3}"
+    r"|(?=[A-Za-z][\w-]{0,62}[0-9])(?!(?i:rank|epoch|step|iter|layer|batch|stage|block|round|phase"
     r"|part|test|cuda|device|gpu|python|line|task|process|utf"
-    r"|eth|ib|mlx|nvme|sd|bond|hsn|hfi|cxi|md|dm|veth|docker)[-_]?\d{1,9}: "
-    r"|(?i:en[ops]|ib[ps])\d\w{0,20}: )"
+    r"|eth|ib|mlx|nvme|sd|bond|hsn|hfi|cxi|md|dm|veth|docker)[-_]?[0-9]{1,9}: "
+    r"|(?i:en[ops]|ib[ps])[0-9]\w{0,20}: )"
     r"[A-Za-z][A-Za-z0-9]{0,62}(?:-[A-Za-z0-9]{1,62}){0,8}"
     r"(?:\.[A-Za-z0-9-]{0,62}[A-Za-z][A-Za-z0-9-]{0,62}){0,8}): )"
 )
@@ -95,8 +107,9 @@ _PREFIX = re.compile(
 # "[PG ID 0 PG GUID 0(default_pg) Rank 3]" in the default group (another group's rank is not
 # the global rank, so it names nobody).
 _PG_RANK = re.compile(
-    r"\[(?:PG (?:ID )?0 (?:PG GUID 0(?:\(default_pg\))? )?)?Rank (?P<rank>\d{1,6})\]"
-    r"|\[rank[=:] ?(?P<rank_kv>\d{1,6})\]"  # a log formatter's "[rank=0]" / "[rank: 0]" field
+    r"\[(?:PG (?:ID )?0 (?:PG GUID 0(?:\(default_pg\))? )?)?Rank (?P<rank>[0-9]{1,6})\]"
+    # a log formatter's "[rank=0]" / "[rank: 0]" field; JAX/Orbax's "[process=1]" (process_index)
+    r"|\[(?:rank|process)[=:] ?(?P<rank_kv>[0-9]{1,6})\]"
 )
 PG_RANK_WINDOW = 200
 _PLACEHOLDER_HOST = re.compile(
@@ -167,7 +180,8 @@ def split_prefixes(text: str) -> LinePrefix:
             host = found_host
             pid = m["pid_a"]
         body = body[m.end() :]
-    if rank is None and ("Rank " in body[:PG_RANK_WINDOW] or "[rank" in body[:PG_RANK_WINDOW]):
+    window = body[:PG_RANK_WINDOW]
+    if rank is None and ("Rank " in window or "[rank" in window or "[process" in window):
         tag = _PG_RANK.search(body, 0, PG_RANK_WINDOW)
         if tag is not None:
             rank = int(tag["rank"] or tag["rank_kv"])

@@ -14,9 +14,11 @@ from datetime import date
 from resurrect.contracts import Evidence
 from resurrect.rules.text import split_prefixes
 
-_ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)")
-_GLOG = re.compile(r"(?:^|[\s\[])[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\b")
-_CLOCK = re.compile(r"^\[?(\d\d):(\d\d):(\d\d)\b(?![<:])")
+_ISO = re.compile(r"([0-9]{4})-([0-9][0-9])-([0-9][0-9])[ T]([0-9][0-9]):([0-9][0-9]):([0-9][0-9])")
+_GLOG = re.compile(
+    r"(?:^|[\s\[])[IWEF]([0-9][0-9])([0-9][0-9]) ([0-9][0-9]):([0-9][0-9]):([0-9][0-9])\b"
+)
+_CLOCK = re.compile(r"^\[?([0-9][0-9]):([0-9][0-9]):([0-9][0-9])\b(?![<:])")
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from resurrect.scheduler.pyslurm_backend import PyslurmScheduler, import_pyslurm
 from resurrect.scheduler.slurm_cli import SlurmCli, parse_slurm_version
 from resurrect.scheduler.slurm_exec import CommandRunner
 from resurrect.scheduler.slurm_rest import SlurmRest
-from resurrect.scheduler.slurm_rest_client import RestClient
+from resurrect.scheduler.slurm_rest_client import RestClient, tls_context
 
 if TYPE_CHECKING:
     from resurrect.config import ClusterSettings
@@ -183,11 +183,18 @@ def make_rest_scheduler(cluster: ClusterSettings, hold_mark_key: HoldMarkKey) ->
     ``cluster.slurm_bin_dir`` / PATH and ``cluster.slurm_conf``."""
     if cluster.slurmrestd_url is None or cluster.slurmrestd_token_file is None:
         raise ConfigError("scheduler slurmrestd needs slurmrestd_url and slurmrestd_token_file")
+    tls = cluster.slurmrestd_tls
     client = RestClient(
         cluster.slurmrestd_url,
         cluster.slurmrestd_token_file,
         user=cluster.slurmrestd_user,
         timeout=cluster.command_timeout_s,
+        allow_plaintext=cluster.slurmrestd_allow_plaintext,
+        tls=None
+        if tls is None
+        else tls_context(
+            ca_file=tls.server_ca, client_cert=tls.client_cert, client_key=tls.client_key
+        ),
     )
     runner = CommandRunner(
         bin_dir=str(cluster.slurm_bin_dir) if cluster.slurm_bin_dir else None,

@@ -35,7 +35,7 @@ HOLD_MARKER = "resurrect-hold:"
 MAX_MARK_AGE_S = 7 * 24 * 3600.0
 MAX_CLOCK_AHEAD_S = 300.0
 _TAG_HEX = 32
-_VALID = re.compile(rf"(?:^|\s)resurrect-hold:(\d{{1,12}}):([0-9a-f]{{{_TAG_HEX}}})\Z")
+_VALID = re.compile(rf"(?:^|\s)resurrect-hold:([0-9]{{1,12}}):([0-9a-f]{{{_TAG_HEX}}})\Z")
 # what may follow the marker inside one mark: digits, the tag's hex, separators
 _MARK_TAIL = frozenset("0123456789abcdef:")
 

@@ -47,7 +47,7 @@ def _expand_range_set(body: str, expr: str) -> list[str]:
     out: list[str] = []
     for item in body.split(","):
         item = item.strip()
-        m = re.fullmatch(r"(\d+)(?:-(\d+))?", item)
+        m = re.fullmatch(r"([0-9]+)(?:-([0-9]+))?", item)
         if not m:
             raise HostlistError(f"bad range {item!r} in hostlist {expr!r}")
         lo_s, hi_s = m.group(1), m.group(2)

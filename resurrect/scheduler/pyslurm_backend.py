@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import logging
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from types import ModuleType
@@ -18,10 +19,18 @@ from typing import Any, TypeVar
 
 from resurrect.contracts import JobInfo, NodeInfo
 from resurrect.errors import SchedulerError
+from resurrect.job_notes import JobNotes
 from resurrect.scheduler.hostlist import expand_hostlist
 from resurrect.scheduler.slurm_exec import classify_text
-from resurrect.scheduler.slurm_json import HELD_REASONS, parse_job_state, parse_node_state
+from resurrect.scheduler.slurm_json import (
+    HELD_REASONS,
+    parse_job_state,
+    parse_node_state,
+    why_unreadable,
+)
 from resurrect.scheduler.verified import VerifiedScheduler
+
+_UNREADABLE = JobNotes(logging.getLogger(__name__))
 
 T = TypeVar("T")
 
@@ -113,6 +122,17 @@ def job_from_pyslurm(job: Any) -> JobInfo:
     )
 
 
+def _readable_job(job: Any) -> JobInfo | None:
+    """``job`` as a JobInfo, or None (noted) when its record cannot be read: one job's
+    data costs that job alone."""
+    try:
+        return job_from_pyslurm(job)
+    except Exception as exc:
+        job_id = str(_attr(job, "id", "job_id", default="?"))[:20]
+        _UNREADABLE.note(job_id, f"job record left out: {why_unreadable(exc)}")
+        return None
+
+
 def node_from_pyslurm(node: Any) -> NodeInfo:
     """A pyslurm ``Node`` as a NodeInfo (state like ``"IDLE+DRAIN"`` or a list)."""
     raw_state = _attr(node, "state", default="UNKNOWN")
@@ -161,7 +181,7 @@ class PyslurmScheduler(VerifiedScheduler):
     async def list_jobs(self) -> list[JobInfo]:
         jobs = await self._call(lambda: self.pyslurm.Jobs.load())
         values = jobs.values() if isinstance(jobs, dict) or hasattr(jobs, "values") else jobs
-        return [job_from_pyslurm(j) for j in values]
+        return [info for info in map(_readable_job, values) if info is not None]
 
     async def list_nodes(self) -> list[NodeInfo]:
         nodes = await self._call(lambda: self.pyslurm.Nodes.load())

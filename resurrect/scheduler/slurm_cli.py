@@ -36,6 +36,7 @@ from resurrect.scheduler.slurm_json import (
     parse_nodes,
     stepd_naming,
     unanswered,
+    why_unreadable,
 )
 from resurrect.scheduler.validation import validate_job_id, validate_node_name
 from resurrect.scheduler.verified import VerifiedScheduler
@@ -50,7 +51,7 @@ Parsed = TypeVar("Parsed")
 OWNER_READS_AT_ONCE = 4
 OwnerFields = dict[str, Any]
 
-_VERSION_RE = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
+_VERSION_RE = re.compile(r"([0-9]+)\.([0-9]+)(?:\.([0-9]+))?")
 
 # The data parser (JSON shape) resurrect.scheduler.slurm_json was written and checked for, and
 # the first and last releases known to have it (each release adds one and drops the oldest:
@@ -260,6 +261,15 @@ class SlurmCli(VerifiedScheduler):
         gate = asyncio.Semaphore(OWNER_READS_AT_ONCE)
 
         async def read(job: JsonObj) -> None:
+            try:
+                await read_one(job)
+            except Exception as exc:  # that job's data: its record stays as it was
+                compact.note_unreadable(
+                    str(number(job.get("job_id"))),
+                    f"output pattern not read: {why_unreadable(exc)}",
+                )
+
+        async def read_one(job: JsonObj) -> None:
             array_job, task = array_ids(job)
             job_id = f"{array_job}_{task}" if task else str(number(job.get("job_id")))
             fields = ("standard_output", "standard_error")
@@ -281,8 +291,8 @@ class SlurmCli(VerifiedScheduler):
     def _job_info(self, row: compact.JobRow, owner: OwnerFields) -> JobInfo:
         try:
             return parse_job({**row.json_fields(), **owner}, self._naming)
-        except (SlurmParseError, ValueError) as exc:
-            raise SchedulerError(f"cannot read job {row.job_id}: {exc}") from exc
+        except Exception as exc:  # the job's own data: the caller leaves it out
+            raise SchedulerError(f"cannot read job {row.job_id}: {why_unreadable(exc)}") from exc
 
     async def list_active_jobs(self, also: Collection[str] = ()) -> list[JobInfo]:
         """Running, suspended and recently failed jobs, and the jobs ``also`` names in any
@@ -336,7 +346,9 @@ class SlurmCli(VerifiedScheduler):
         return jobs
 
     async def _learn_owner_fields(self, rows: list[compact.JobRow]) -> None:
-        """Read the owner-written fields of the rows whose attempt is not known yet."""
+        """Read the owner-written fields of the rows whose attempt is not known yet. A job
+        whose fields cannot be read is left out of this view (noted) and read again at the
+        next call; only an unreachable controller fails the whole read."""
         unknown = [row for row in rows if (row.job_id, row.restart_count) not in self._owner_fields]
         if len(unknown) > BULK_OWNER_READ:
             bulk = await self._bulk_owner_fields()
@@ -354,8 +366,13 @@ class SlurmCli(VerifiedScheduler):
         for row, result in zip(unknown, fetched, strict=True):
             if isinstance(result, JobNotFound):
                 continue  # ended and forgotten between the two reads
-            if isinstance(result, BaseException):
+            if isinstance(result, SchedulerUnavailable) or (
+                isinstance(result, BaseException) and not isinstance(result, Exception)
+            ):
                 raise result
+            if isinstance(result, Exception):  # that job's data: it costs that job alone
+                compact.note_unreadable(row.job_id, f"fields not read: {why_unreadable(result)}")
+                continue
             self._owner_fields[(row.job_id, row.restart_count)] = result
 
     async def list_unhealthy_nodes(self) -> list[NodeInfo]:

@@ -25,7 +25,7 @@ from typing import Any
 from resurrect.contracts import JobState, NodeInfo
 from resurrect.job_notes import JobNotes
 from resurrect.scheduler.hostlist import HostlistError, expand_hostlist
-from resurrect.scheduler.slurm_json import parse_node_state
+from resurrect.scheduler.slurm_json import SlurmParseError, parse_node_state, why_unreadable
 
 log = logging.getLogger(__name__)
 _UNREADABLE = JobNotes(log)
@@ -99,7 +99,7 @@ _NAME = re.compile(r"^[A-Za-z0-9_.@\-]*$")
 _STATE_VALUES = {s.value for s in JobState}
 
 
-class CompactParseError(ValueError):
+class CompactParseError(SlurmParseError):
     """A compact line did not have the shape of a record."""
 
 
@@ -194,7 +194,7 @@ def _wait_status(text: str) -> int | None:
     """squeue's exit_code as a raw wait(2) status, like 22.05 JSON: 22.05 prints the raw
     status (``768`` for exit 3, ``9`` for SIGKILL); ``code:signal`` is read too."""
     parts = text.split(":")
-    if not text or len(parts) > 2 or not all(_NUMBER.match(p) for p in parts):
+    if not text or len(parts) > 2 or not all(_NUMBER.fullmatch(p) for p in parts):
         return None
     if len(parts) == 1:
         return int(parts[0]) & 0xFFFF
@@ -214,7 +214,7 @@ def _time(text: str) -> int | None:
 
 
 def _optional_int(text: str) -> int | None:
-    return int(text) if _NUMBER.match(text) else None
+    return int(text) if _NUMBER.fullmatch(text) else None
 
 
 def _job_state(text: str) -> tuple[JobState, tuple[str, ...]]:
@@ -231,12 +231,12 @@ def parse_job_row(line: str) -> JobRow:
     if len(parts) != len(JOB_FIELDS) + 1 or parts[-1] != "":
         raise CompactParseError(f"{len(parts) - 1} fields, expected {len(JOB_FIELDS)}")
     f = dict(zip(JOB_FIELDS, (p.strip() for p in parts), strict=False))
-    if not _JOB_ID.match(f["JobID"]):
+    if not _JOB_ID.fullmatch(f["JobID"]):
         raise CompactParseError(f"bad job id {f['JobID'][:40]!r}")
     for key, shape in (("Reason", _TEXT), ("Partition", _TEXT), ("exit_code", _EXIT)):
-        if not shape.match(f[key]):
+        if not shape.fullmatch(f[key]):
             raise CompactParseError(f"bad {key} {f[key][:40]!r}")
-    if not _NAME.match(f["UserName"]) or not _NODES.match(f["NodeList"]):
+    if not _NAME.fullmatch(f["UserName"]) or not _NODES.fullmatch(f["NodeList"]):
         raise CompactParseError("bad user name or node list")
     state, flags = _job_state(f["State"])
     try:
@@ -245,7 +245,7 @@ def parse_job_row(line: str) -> JobRow:
         raise CompactParseError(str(exc)) from exc
     reason = "" if f["Reason"] == "None" else f["Reason"]
     array_task = ""
-    if _JOB_ID.match(f["ArrayJobID"]) and _JOB_ID.match(f["ArrayTaskID"]):
+    if _JOB_ID.fullmatch(f["ArrayJobID"]) and _JOB_ID.fullmatch(f["ArrayTaskID"]):
         array_task = f"{f['ArrayJobID']}_{f['ArrayTaskID']}"
     return JobRow(
         job_id=f["JobID"],
@@ -271,9 +271,10 @@ def parse_job_row(line: str) -> JobRow:
 
 
 def parse_job_rows(text: str) -> list[JobRow]:
-    """Every well-formed line of :func:`job_rows_argv` output. A malformed line is left out
-    and noted (rate-limited): it cannot be owner text (the query holds none), so it is an
-    unexpected Slurm format, and one odd record must not hide the others."""
+    """Every well-formed line of :func:`job_rows_argv` output. A malformed line (whatever
+    fails in reading it) is left out and noted (rate-limited): it cannot be owner text (the
+    query holds none), so it is an unexpected Slurm format, and one odd record must not hide
+    the others."""
     rows: list[JobRow] = []
     seen: set[str] = set()
     for line in text.splitlines():
@@ -281,8 +282,9 @@ def parse_job_rows(text: str) -> list[JobRow]:
             continue
         try:
             row = parse_job_row(line)
-        except CompactParseError as exc:
-            _UNREADABLE.note(line.split(DELIMITER, 1)[0][:20], f"squeue line left out: {exc}")
+        except Exception as exc:  # that line's own data: it costs that line alone
+            note = f"squeue line left out: {why_unreadable(exc)}"
+            _UNREADABLE.note(line.split(DELIMITER, 1)[0][:20], note)
             continue
         if row.job_id in seen:  # only possible if Slurm's format changed: trust neither
             rows = [r for r in rows if r.job_id != row.job_id]
@@ -323,7 +325,7 @@ def parse_node_lines(text: str) -> list[NodeInfo]:
     nodes: dict[str, NodeInfo] = {}
     for line in text.splitlines():
         parts = line.split(DELIMITER, 3)
-        if len(parts) != 4 or not _NAME.match(parts[0]) or not parts[0]:
+        if len(parts) != 4 or not _NAME.fullmatch(parts[0]) or not parts[0]:
             _UNREADABLE.note(line[:20], "sinfo line left out: not NAME|STATE|PARTITION|REASON")
             continue
         name, state_text, partition, reason = parts

@@ -14,6 +14,7 @@ Two shapes exist and both are accepted:
 from __future__ import annotations
 
 import logging
+import math
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,6 +24,7 @@ from pydantic import ValidationError
 
 from resurrect.contracts import FINISHED_JOB_STATES, JobInfo, JobState, NodeInfo
 from resurrect.job_notes import JobNotes
+from resurrect.numbers import ascii_int, is_ascii_digits
 from resurrect.scheduler.hostlist import HostlistError, expand_hostlist
 
 JsonObj = dict[str, Any]
@@ -64,25 +66,26 @@ class SlurmParseError(ValueError):
 
 
 def number(value: Any) -> int | None:
-    """A Slurm number in either shape: ``5`` or ``{"set": true, "number": 5}``.
+    """A Slurm number in either shape: ``5`` or ``{"set": true, "number": 5}``; a string
+    counts only as ASCII digits (``"12"``, ``"-1"``).
 
-    Unset or infinite values give ``None``.
+    Unset or infinite values, and anything else, give ``None``; never raises.
     """
     if value is None or isinstance(value, bool):
         return None
     if isinstance(value, int):
         return value
     if isinstance(value, float):
-        return int(value)
+        return int(value) if math.isfinite(value) else None
     if isinstance(value, dict):
         if value.get("infinite") or not value.get("set", True):
             return None
         inner = value.get("number")
         if isinstance(inner, bool) or not isinstance(inner, int | float):
             return None
-        return int(inner)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
+        return number(inner)
+    if isinstance(value, str):
+        return ascii_int(value, signed=True)
     return None
 
 
@@ -229,12 +232,16 @@ class PatternValues:
             "s": "batch",
         }
         if naming.array_modulo:
-            values["b"] = str(int(task) % 10) if task.isdigit() else task
+            values["b"] = str(int(task) % 10) if is_ascii_digits(task) else task
         return values.get(code)
 
 
+_ASCII_DIGITS = frozenset("0123456789")
+
+
 def _width(digits: str) -> int:
-    # more than a few digits is more than MAX_PATTERN_WIDTH: never int() a long run
+    # ASCII digits only (slurmstepd reads bytes with C's isdigit); more than a few digits
+    # is more than MAX_PATTERN_WIDTH: never int() a long run
     return min(int(digits.lstrip("0")[:4] or "0"), MAX_PATTERN_WIDTH)
 
 
@@ -248,7 +255,7 @@ def _expand_codes(pattern: str, values: PatternValues, naming: StepdNaming) -> s
             break
         out.append(pattern[i:percent])
         j = percent + 1
-        while j < end and pattern[j].isdigit():
+        while j < end and pattern[j] in _ASCII_DIGITS:
             j += 1
         digits, code = pattern[percent + 1 : j], pattern[j : j + 1]
         i = j + len(code)
@@ -258,7 +265,7 @@ def _expand_codes(pattern: str, values: PatternValues, naming: StepdNaming) -> s
                 out.append(f"%{digits}{code}" if digits or code else "")
             else:
                 out.append(f"{digits}{code}" if digits else f"%{code}")
-        elif code in _NUMERIC_CODES and value.isdigit():
+        elif code in _NUMERIC_CODES and is_ascii_digits(value):
             out.append(value.zfill(_width(digits)))
         else:
             out.append(value)  # text: a width changes nothing
@@ -386,8 +393,8 @@ def _outputs(
 def parse_job(job: JsonObj, naming: StepdNaming | None = None) -> JobInfo:
     """One job object of ``squeue --json`` (either shape) as a JobInfo; its output patterns
     expanded as the slurmstepd of ``naming`` does (None: the newest checked release)."""
-    if not isinstance(job, dict) or "job_id" not in job:
-        raise SlurmParseError("job entry without job_id")
+    if not isinstance(job, dict) or number(job.get("job_id")) is None:
+        raise SlurmParseError("job entry without a numeric job_id")
     state, _flags = parse_job_state(job.get("job_state"))
     reason = _str(job.get("state_reason"))
     if reason == "None":
@@ -445,9 +452,9 @@ def parse_job(job: JsonObj, naming: StepdNaming | None = None) -> JobInfo:
 def parse_jobs(doc: JsonObj, naming: StepdNaming | None = None) -> list[JobInfo]:
     """All jobs of a ``squeue --json`` (or ``scontrol show job --json``) document.
 
-    One job whose record cannot be read is left out (and logged, rate-limited), so that
-    one job's odd data never hides the others; only a document none of whose jobs can be
-    read is an error."""
+    One job whose record cannot be read, whatever the failure, is left out (and noted,
+    rate-limited), so that one job's odd data never hides the others; only a document none
+    of whose jobs can be read is an error."""
     _raise_embedded_errors(doc)
     jobs = doc.get("jobs")
     if not isinstance(jobs, list):
@@ -457,13 +464,22 @@ def parse_jobs(doc: JsonObj, naming: StepdNaming | None = None) -> list[JobInfo]
     for entry in jobs:
         try:
             parsed.append(parse_job(entry, naming))
-        except (SlurmParseError, ValidationError) as exc:
+        except Exception as exc:  # the job's own data: it costs that record alone
             first_error = first_error or exc
             job_id = entry.get("job_id") if isinstance(entry, dict) else None
-            _UNREADABLE.note(str(number(job_id)), f"job record left out: {str(exc)[:200]}")
+            _UNREADABLE.note(str(number(job_id)), f"job record left out: {why_unreadable(exc)}")
     if first_error is not None and not parsed:
         raise SlurmParseError(f"no job record could be read: {first_error}") from first_error
     return parsed
+
+
+def why_unreadable(exc: BaseException) -> str:
+    """A short note text for a failure reading one record (type names of errors that are
+    no SlurmParseError: a bug shows as what it is)."""
+    text = str(exc)[:200]
+    if isinstance(exc, SlurmParseError | ValidationError):
+        return text
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def parse_node_state(state: Any, state_flags: Any = None) -> tuple[str, list[str]]:

@@ -47,6 +47,7 @@ from resurrect.scheduler.slurm_json import (
     parse_jobs,
     parse_nodes,
     unanswered,
+    why_unreadable,
 )
 from resurrect.scheduler.slurm_rest_client import RestClient
 from resurrect.scheduler.validation import validate_job_id, validate_node_name
@@ -99,18 +100,25 @@ def parse_job_states(doc: dict[str, Any]) -> list[tuple[str, JobState]]:
         if not isinstance(raw_id, str | int) or isinstance(raw_id, bool):
             _UNREADABLE.note(str(raw_id)[:40], "jobs/state/ entry without a job id left out")
             continue
-        raw = entry.get("state")
-        key = tuple(raw) if isinstance(raw, list) else raw
         try:
-            state = known.get(key)
-        except TypeError:  # unhashable parts: parsed, not remembered
-            key, state = None, None
-        if state is None:
-            state = parse_job_state(raw)[0]
-            if key is not None:
-                known[key] = state
-        states.append((str(raw_id), state))
+            states.append((str(raw_id), _entry_state(entry.get("state"), known)))
+        except Exception as exc:  # that entry's data: it costs that entry alone
+            _UNREADABLE.note(str(raw_id)[:40], f"jobs/state/ entry left out: {why_unreadable(exc)}")
     return states
+
+
+def _entry_state(raw: Any, known: dict[Any, JobState]) -> JobState:
+    """The base state of one ``jobs/state/`` entry's state list, parsed once per list."""
+    key = tuple(raw) if isinstance(raw, list) else raw
+    try:
+        state = known.get(key)
+    except TypeError:  # unhashable parts: parsed, not remembered
+        key, state = None, None
+    if state is None:
+        state = parse_job_state(raw)[0]
+        if key is not None:
+            known[key] = state
+    return state
 
 
 def _valid_job_ids(job_ids: Iterable[str]) -> list[str]:
@@ -213,11 +221,18 @@ class SlurmRest(VerifiedScheduler):
         gate = asyncio.Semaphore(DETAIL_READS_AT_ONCE)
 
         async def read(job_id: str) -> list[JobInfo]:
+            """One job's record; a record that cannot be read is that job's alone: left
+            out (noted). Only an unreachable slurmrestd or slurmctld fails the view."""
             async with gate:
                 try:
                     return await self._parsed(f"job/{job_id}", parse_jobs)
                 except JobNotFound:
                     return []  # ended and forgotten between the two reads
+                except SchedulerUnavailable:
+                    raise
+                except Exception as exc:
+                    _UNREADABLE.note(job_id, f"job record left out: {why_unreadable(exc)}")
+                    return []
 
         read_jobs = await asyncio.gather(*(read(job_id) for job_id in to_read))
         return active_only(_unique(job for jobs in read_jobs for job in jobs), also)
@@ -310,7 +325,10 @@ class SlurmRest(VerifiedScheduler):
             timeout=self.requeue_runner.timeout,
             extra_env={**self.requeue_runner.env, "SLURM_JWT": token},
         )
-        await runner.check(["scontrol", "requeuehold", job_id])
+        try:
+            await runner.check(["scontrol", "requeuehold", job_id])
+        except SchedulerError as exc:
+            raise self.client.redacted(exc) from None
 
 
 def _unique(jobs: Iterable[JobInfo]) -> list[JobInfo]:

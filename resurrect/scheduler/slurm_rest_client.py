@@ -17,22 +17,41 @@ the answer, and turns every failure into the same :mod:`resurrect.errors` types 
 
 :meth:`RestClient.connect` chooses the data-parser version: the newest of
 :data:`KNOWN_DATA_PARSERS` the server answers ``/slurm/<version>/ping/`` for.
+
+The token is slurmctld's trust in resurrect (often root's): whoever holds it may drain,
+cancel and requeue anything. So it goes in clear text only to this host's loopback interface
+or a unix socket, unless ``allow_plaintext`` says the network is trusted
+(:func:`~resurrect.loopback.cleartext_refusal`); ``https://`` verifies the server with the
+system's CAs or a private CA and may present a client certificate (:func:`tls_context`).
+The token file is read only when private (a regular file, no link followed, owned by root
+or this user, mode 0600/0400: :mod:`resurrect.secret_file`), and the token is never part of
+an error, a log record or a repr: an error text that would hold it (slurmrestd quoting a
+request) has it replaced.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import os
+import ssl
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
+from pydantic import SecretStr
 
 from resurrect.errors import ConfigError, SchedulerError, SchedulerUnavailable
+from resurrect.loopback import cleartext_refusal, is_loopback_host
 from resurrect.scheduler.slurm_exec import classify_text
+from resurrect.secret_file import read_key
 from resurrect.telemetry.record import record_command
+
+log = logging.getLogger(__name__)
 
 # Data parsers whose answers resurrect.scheduler.slurm_json reads, newest first (Slurm 24.11
 # serves v0.0.40-42, 26.05 v0.0.42-45).
@@ -58,32 +77,72 @@ class RestAnswer:
     size: int = 0
 
 
+REDACTED = "<slurmrestd token>"
+
+
 class TokenFile:
     """The JWT in a file (``scontrol token`` output, with or without ``SLURM_JWT=``), read
-    again whenever the file changes."""
+    again whenever the file changes, and only while the file is private
+    (:func:`resurrect.secret_file.read_key`: else ConfigError). A missing file (being
+    renewed) is SchedulerUnavailable."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._stamp: tuple[int, int] | None = None
-        self._token = ""
+        self._stamp: tuple[int, int, int] | None = None
+        self._token = SecretStr("")
+
+    def __repr__(self) -> str:
+        return f"TokenFile({str(self.path)!r})"
 
     def get(self, *, fresh: bool = False) -> str:
-        """The token; re-read when the file's mtime or size changed (or ``fresh``)."""
+        """The token; re-read when the file's inode, mtime or size changed (or ``fresh``)."""
         try:
-            st = self.path.stat()
-            stamp = (st.st_mtime_ns, st.st_size)
-            if fresh or stamp != self._stamp:
-                if st.st_size > TOKEN_MAX_BYTES:
-                    raise ConfigError(f"slurmrestd token file {self.path} is too large")
-                text = self.path.read_text(encoding="ascii", errors="replace").strip()
-                self._token = text.removeprefix("SLURM_JWT=").strip()
-                self._stamp = stamp
+            st = os.lstat(self.path)
         except OSError as exc:
-            raise SchedulerUnavailable(f"cannot read slurmrestd token {self.path}: {exc}") from exc
-        token = self._token
+            raise SchedulerUnavailable(
+                f"cannot read slurmrestd token {self.path}: {exc.strerror}"
+            ) from None
+        stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if fresh or stamp != self._stamp:
+            raw = read_key(
+                self.path, "slurmrestd token file", min_bytes=0, max_bytes=TOKEN_MAX_BYTES
+            )
+            text = raw.decode("ascii", "replace").removeprefix("SLURM_JWT=").strip()
+            self._token = SecretStr(text)
+            self._stamp = stamp
+        token = self._token.get_secret_value()
         if not token or not token.isascii() or not token.isprintable() or " " in token:
             raise SchedulerUnavailable(f"slurmrestd token file {self.path} holds no token")
-        return self._token
+        return token
+
+    def safe_cause(self, exc: BaseException) -> BaseException | None:
+        """``exc`` to chain to an error, or None when its text quotes the token."""
+        token = self._token.get_secret_value()
+        return None if token and token in str(exc) else exc
+
+    def redact(self, text: str) -> str:
+        """``text`` with the token (if it holds it) replaced by :data:`REDACTED`."""
+        token = self._token.get_secret_value()
+        return text.replace(token, REDACTED) if token and token in text else text
+
+
+def tls_context(
+    *,
+    ca_file: Path | None = None,
+    client_cert: Path | None = None,
+    client_key: Path | None = None,
+) -> ssl.SSLContext:
+    """The TLS settings of an ``https://`` slurmrestd: its server verified with the
+    system's CAs or ``ca_file``, and a client certificate (with its key) when given."""
+    if (client_cert is None) != (client_key is None):
+        raise ConfigError("slurmrestd tls: client_cert and client_key must be given together")
+    try:
+        context = ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
+        if client_cert is not None and client_key is not None:
+            context.load_cert_chain(str(client_cert), str(client_key))
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"slurmrestd tls: {exc}") from None
+    return context
 
 
 def slurm_errors(doc: dict[str, Any]) -> list[str]:
@@ -136,6 +195,11 @@ class RestClient:
         timeout: seconds one request may take, retries included.
         max_body_bytes: answers longer than this are refused (SchedulerError).
         transport: the HTTP transport (None: TCP or the unix socket of ``url``).
+        allow_plaintext: send the token over ``http://`` to another host (a trusted network).
+        tls: the server's CA and a client certificate for ``https://`` (None: system CAs).
+
+    Raises:
+        ConfigError: ``url`` is ``http://`` to another host and ``allow_plaintext`` is off.
     """
 
     def __init__(
@@ -147,8 +211,25 @@ class RestClient:
         timeout: float = 30.0,
         max_body_bytes: int = 256 * 1024 * 1024,
         transport: httpx.AsyncBaseTransport | None = None,
+        allow_plaintext: bool = False,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
+        refusal = cleartext_refusal(
+            url,
+            what="the slurmrestd token",
+            allow_setting="cluster.slurmrestd_allow_plaintext",
+            allow_plaintext=allow_plaintext,
+        )
+        if refusal is not None:
+            raise ConfigError(refusal)
+        if (
+            url.startswith("http://")
+            and allow_plaintext
+            and not is_loopback_host(urlsplit(url).hostname or "")
+        ):
+            log.warning("slurmrestd token sent in clear text to %s (allow_plaintext is set)", url)
         self.url = url
+        self._tls = tls
         self.token = TokenFile(token_file)
         self.user = user
         self.timeout = timeout
@@ -164,7 +245,10 @@ class RestClient:
             if self.url.startswith(_UNIX):
                 transport = transport or httpx.AsyncHTTPTransport(uds=self.url[len(_UNIX) :])
                 base = "http://slurmrestd"
-            elif self.url.startswith(("http://", "https://")):
+            elif self.url.startswith("https://"):
+                transport = transport or httpx.AsyncHTTPTransport(verify=self._tls or True)
+                base = self.url.rstrip("/")
+            elif self.url.startswith("http://"):
                 transport = transport or httpx.AsyncHTTPTransport()
                 base = self.url.rstrip("/")
             else:
@@ -230,7 +314,7 @@ class RestClient:
             return None
         error = error_for(answer.status, answer.doc, f"slurmrestd GET {full}")
         if error is not None:
-            raise error
+            raise self.redacted(error)
         return answer.doc
 
     async def raw_request(
@@ -240,7 +324,7 @@ class RestClient:
         answer = await self._send(method, path, body)
         error = error_for(answer.status, answer.doc, f"slurmrestd {method} {path}")
         if error is not None:
-            raise error
+            raise self.redacted(error)
         return answer.doc
 
     async def _send(self, method: str, path: str, body: dict[str, Any] | None) -> RestAnswer:
@@ -261,18 +345,22 @@ class RestClient:
                 await self.aclose()
                 if attempt >= CONNECT_ATTEMPTS or time.monotonic() + RETRY_DELAY_S > deadline:
                     raise SchedulerUnavailable(
-                        f"slurmrestd {self.url} {method} {path}: {type(exc).__name__}: {exc}"
-                    ) from exc
+                        self.token.redact(
+                            f"slurmrestd {self.url} {method} {path}: {type(exc).__name__}: {exc}"
+                        )
+                    ) from self.token.safe_cause(exc)
                 await asyncio.sleep(RETRY_DELAY_S * attempt)
                 continue
             except (TimeoutError, httpx.TimeoutException) as exc:
                 raise SchedulerUnavailable(
                     f"slurmrestd {self.url} {method} {path}: no answer within {self.timeout} s"
-                ) from exc
+                ) from self.token.safe_cause(exc)
             except httpx.HTTPError as exc:
                 raise SchedulerUnavailable(
-                    f"slurmrestd {self.url} {method} {path}: {type(exc).__name__}: {exc}"
-                ) from exc
+                    self.token.redact(
+                        f"slurmrestd {self.url} {method} {path}: {type(exc).__name__}: {exc}"
+                    )
+                ) from self.token.safe_cause(exc)
             rejected = token_rejected(answer)
             if rejected and not renewed:
                 renewed = True  # the token may have been renewed in its file meanwhile
@@ -284,6 +372,12 @@ class RestClient:
                     f"or not signed with the cluster's jwt key): renew {self.token.path}"
                 )
             return answer
+
+    def redacted(self, error: SchedulerError) -> SchedulerError:
+        """``error``, or one of its type without the token where its text quotes it."""
+        text = str(error)
+        clean = self.token.redact(text)
+        return error if clean == text else type(error)(clean)
 
     async def connect(self) -> str:
         """The data parser to use: the newest of KNOWN_DATA_PARSERS this slurmrestd serves
@@ -304,7 +398,7 @@ class RestClient:
                 continue  # this slurmrestd does not serve that version
             error = error_for(answer.status, answer.doc, f"slurmrestd ping {version}")
             if error is not None:
-                raise error
+                raise self.redacted(error)
             return version
         raise SchedulerError(
             f"slurmrestd {self.url} serves none of the data parsers {', '.join(KNOWN_DATA_PARSERS)}"

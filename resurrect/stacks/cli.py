@@ -59,7 +59,7 @@ def register(subparsers: Any) -> None:
 
 
 def run_dump(args: argparse.Namespace) -> int:
-    if not re.fullmatch(r"\d{1,12}(?:_\d{1,12})?", args.job):
+    if not re.fullmatch(r"[0-9]{1,12}(?:_[0-9]{1,12})?", args.job):
         print(f"resurrect: not a job id: {args.job!r}")
         return 2
     stacks = collect_job_stacks(args.job, restart_count=args.restart, timeout_s=args.timeout)
@@ -117,7 +117,7 @@ def run_dump(args: argparse.Namespace) -> int:
 def run_flight_recorder(args: argparse.Namespace) -> int:
     records = []
     for path in args.files:
-        m = re.search(r"(\d+)(?:\.json)?$", path.name)
+        m = re.search(r"([0-9]+)(?:\.json)?$", path.name)
         if m is None:
             print(printable(f"{path}: no rank number at the end of the file name; skipped"))
             continue

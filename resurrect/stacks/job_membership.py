@@ -30,16 +30,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from resurrect.numbers import is_ascii_digits
+
 MAX_ANCESTRY = 64
 MAX_CGROUP_BYTES = 64 << 10
 MAX_UNIX_TABLE_BYTES = 16 << 20
 MAX_STEPD_FDS = 512
 STEPD_COMM = "slurmstepd"
 _TITLE = re.compile(
-    rb"^slurmstepd: \[(?P<job>\d{1,12})(?:\+\d{1,6})?\.(?P<step>[A-Za-z0-9_]{1,32})\]"
+    rb"^slurmstepd: \[(?P<job>[0-9]{1,12})(?:\+[0-9]{1,6})?\.(?P<step>[A-Za-z0-9_]{1,32})\]"
 )
-_CGROUP_STEP = re.compile(r"/job_(?P<job>\d{1,12})/step_(?P<step>[A-Za-z0-9_]{1,32})(?:/|$)")
-_SOCKET_NAME = re.compile(r"^(?P<node>[A-Za-z0-9._-]{1,200})_(?P<job>\d{1,12})\.\d{1,10}$")
+_CGROUP_STEP = re.compile(r"/job_(?P<job>[0-9]{1,12})/step_(?P<step>[A-Za-z0-9_]{1,32})(?:/|$)")
+_SOCKET_NAME = re.compile(r"^(?P<node>[A-Za-z0-9._-]{1,200})_(?P<job>[0-9]{1,12})\.[0-9]{1,10}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +85,7 @@ def read_stat(pid: int, proc: Path) -> ProcEntry | None:
         return None
     head, sep, tail = raw.rpartition(b")")
     fields = tail.split()
-    if not sep or len(fields) < 2 or not fields[1].isdigit():
+    if not sep or len(fields) < 2 or not fields[1].isdigit():  # bytes: only ASCII digits
         return None
     comm = head.partition(b"(")[2].decode("utf-8", "replace")
     return ProcEntry(pid, int(fields[1]), comm, fields[0].decode("ascii", "replace"))
@@ -99,7 +101,7 @@ def _real_id(pid: int, label: str, proc: Path) -> int | None:
     for line in text.splitlines():
         if line.startswith(label):
             fields = line.split()
-            return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
+            return int(fields[1]) if len(fields) > 1 and is_ascii_digits(fields[1]) else None
     return None
 
 
@@ -121,7 +123,7 @@ def process_table(proc: Path) -> dict[int, ProcEntry]:
     except OSError:
         return table
     for name in names:
-        if name.isdigit():
+        if is_ascii_digits(name):
             entry = read_stat(int(name), proc)
             if entry is not None:
                 table[entry.pid] = entry
@@ -138,7 +140,7 @@ def _unix_sockets(proc: Path) -> dict[str, str]:
     out: dict[str, str] = {}
     for line in raw.decode("utf-8", "replace").splitlines()[1:]:
         fields = line.split(None, 7)
-        if len(fields) == 8 and fields[6].isdigit():
+        if len(fields) == 8 and is_ascii_digits(fields[6]):
             out[fields[6]] = fields[7]
     return out
 

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from resurrect.numbers import is_ascii_digits
 from resurrect.stacks.job_membership import MAX_ANCESTRY, Membership, ProcEntry
 
 # (rank variable, world size variables), in the order that decides which names the ranks
@@ -72,7 +73,7 @@ class Member:
 
 def _label(member: Member, allowed: Sequence[str]) -> tuple[str, str] | None:
     for name in allowed:
-        if name in _STEP_ONLY_LABELS and not member.where.step.isdigit():
+        if name in _STEP_ONLY_LABELS and not is_ascii_digits(member.where.step):
             continue
         value = member.env.get(name)
         if value is not None:

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from resurrect.contracts import Evidence, SignalKind
+from resurrect.numbers import is_ascii_digits
 from resurrect.rules.text import truncate
 
 MAX_OUTPUT = 4 << 20
@@ -181,8 +182,8 @@ def port_listeners(port: int, proc: Path = Path("/proc")) -> dict[int, int]:
                     fields = line.split()
                     if len(fields) < 10 or fields[3] != _LISTEN or ":" not in fields[1]:
                         continue
-                    if int(fields[1].rpartition(":")[2], 16) == port and fields[9].isdigit():
-                        found[int(fields[9])] = int(fields[7]) if fields[7].isdigit() else -1
+                    if int(fields[1].rpartition(":")[2], 16) == port and is_ascii_digits(fields[9]):
+                        found[int(fields[9])] = int(fields[7]) if is_ascii_digits(fields[7]) else -1
         except (OSError, ValueError):
             continue
     return found
@@ -201,7 +202,7 @@ def socket_inodes(pid: int, proc: Path = Path("/proc")) -> set[int]:
             target = os.readlink(fd_dir / name)
         except OSError:
             continue
-        if target.startswith("socket:[") and target.endswith("]") and target[8:-1].isdigit():
+        if target.startswith("socket:[") and target.endswith("]") and is_ascii_digits(target[8:-1]):
             inodes.add(int(target[8:-1]))
     return inodes
 

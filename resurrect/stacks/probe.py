@@ -48,7 +48,7 @@ def agent_task_queue(cluster: str, node: str) -> str:
 class StackProbeRequest(Contract):
     cluster: str = Field(min_length=1, max_length=200)
     node: str = Field(min_length=1, max_length=200)
-    job_id: str = Field(pattern=r"^\d{1,12}(?:_\d{1,12})?$")
+    job_id: str = Field(pattern=r"^[0-9]{1,12}(?:_[0-9]{1,12})?$")
     # the job owner's uid (Slurm's, sent by the follower); None: the agent asks Slurm
     owner_uid: int | None = Field(default=None, ge=0)
     # the cluster's SLURM_CONF (the follower's), for machines running several clusters

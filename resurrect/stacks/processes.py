@@ -22,6 +22,7 @@ import socket
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from resurrect.numbers import is_ascii_digits
 from resurrect.stacks.job_membership import (
     membership,
     process_table,
@@ -121,7 +122,7 @@ def process_started_at(pid: int, proc: Path = Path("/proc")) -> float | None:
         return None
     tail = text.rpartition(")")[2].split()  # from field 3 (the state) on
     boot = next((line.split()[1:2] for line in system.splitlines() if line.startswith("btime")), [])
-    if len(tail) < 20 or not tail[19].isdigit() or not boot or not boot[0].isdigit():
+    if len(tail) < 20 or not is_ascii_digits(tail[19]) or not boot or not is_ascii_digits(boot[0]):
         return None
     return int(boot[0]) + int(tail[19]) / os.sysconf("SC_CLK_TCK")
 
@@ -141,7 +142,7 @@ class JobRank:
 
 
 def _number(text: str) -> int | None:
-    return int(text) if text.isdigit() and len(text) <= 9 else None
+    return int(text) if is_ascii_digits(text) and len(text) <= 9 else None
 
 
 def _rank_process(member: Member, proc: Path) -> RankProcess:

@@ -25,12 +25,12 @@ import re
 from dataclasses import dataclass, field
 
 _THREAD = re.compile(
-    r"^Thread (?P<tid>0x[0-9a-fA-F]{1,16}|\d{1,12})"
+    r"^Thread (?P<tid>0x[0-9a-fA-F]{1,16}|[0-9]{1,12})"
     r"(?: \((?P<status>[a-z ,]{1,40})\))?"
     r'(?: ?: ?"(?P<name>[^"]{0,200})")?'
 )
 MAX_FIELD_CHARS = 1000
-_PROCESS = re.compile(r"^Process (?P<pid>\d{1,12}): (?P<cmd>.{0,2000})$")
+_PROCESS = re.compile(r"^Process (?P<pid>[0-9]{1,12}): (?P<cmd>.{0,2000})$")
 
 
 def parse_frame(line: str) -> tuple[str, str] | None:
@@ -64,7 +64,7 @@ class Frame:
 
     @property
     def native(self) -> bool:
-        return not re.search(r"\.pyx?:\d+$|\.py$", self.where)
+        return not re.search(r"\.pyx?:[0-9]+$|\.py$", self.where)
 
     def __str__(self) -> str:
         return f"{self.function} ({self.where})"

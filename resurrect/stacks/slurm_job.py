@@ -16,6 +16,7 @@ import time
 from collections import OrderedDict
 from typing import TypeVar
 
+from resurrect.numbers import is_ascii_digits
 from resurrect.sensors.node_agent.gpu_binding import job_gres_indices
 
 TIMEOUT_S = 10.0
@@ -56,7 +57,7 @@ def job_owner_uid(job_id: str) -> int | None:
             return kept[1]
     text = _run(["squeue", "-h", "-j", job_id, "-o", "%U"])
     first = (text or "").strip().splitlines()[:1]
-    uid = int(first[0]) if first and first[0].isdigit() else None
+    uid = int(first[0]) if first and is_ascii_digits(first[0]) else None
     if uid is not None:
         with _lock:
             _remember(_owners, job_id, uid)

@@ -3,8 +3,9 @@
 Workflow code may not emit metrics (it is replayed, and the sandbox forbids side effects),
 so this interceptor records them from the worker's side:
 
-* activities (not sandboxed): the duration and result of every recovery activity, and the
-  restarts already charged to the job's budget;
+* activities (not sandboxed): the duration and result of every recovery activity, the
+  restarts already charged to the job's budget, and a diagnosis of ``unknown`` by the shape of
+  its first fatal-looking line;
 * the recovery workflow's end, once, never during replay: the recovery by fault class and
   outcome, time to detect, time to recover, nodes drained. The outcome it reads is the
   workflow's own result, so metrics and history agree.
@@ -36,8 +37,9 @@ from temporalio.worker import (
 
 from resurrect.contracts import Interruption, RecoveryOutcome
 from resurrect.contracts.assessment import Assessment, AssessRequest
+from resurrect.rules.unrecognised import unknown_shape
 from resurrect.telemetry import metrics as m
-from resurrect.telemetry.record import earliest_evidence
+from resurrect.telemetry.record import earliest_evidence, record_unknown_diagnosis
 from resurrect.telemetry.summary import activity_summary, outcome_sentence
 
 RECOVERY_WORKFLOW = "RecoveryWorkflow"
@@ -107,6 +109,9 @@ class _ActivityInbound(ActivityInboundInterceptor):
                 m.RESTARTS_CHARGED.set(
                     result.charged_restarts, {"cluster": report.cluster, "job_id": report.job_id}
                 )
+                shape = unknown_shape(result.diagnosis)
+                if shape is not None:
+                    record_unknown_diagnosis(report.cluster, shape)
         return result
 
 

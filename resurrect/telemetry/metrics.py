@@ -2,9 +2,10 @@
 
 Instruments come from the OpenTelemetry API's global meter provider: until a process calls
 :func:`resurrect.telemetry.setup.start_telemetry` they record nothing and cost next to
-nothing. Label values are bounded sets (fault classes, outcomes, sources, activity names)
-except ``job_id`` on the per-job gauges and ``node`` on the lemon score (nodes with an
-incident on record).
+nothing. Label values are bounded sets (fault classes, outcomes, sources, activity names, the first
+:data:`~resurrect.telemetry.record.MAX_UNKNOWN_SHAPES` shapes of unknown diagnoses) except
+``job_id`` on the per-job gauges and ``node`` on the lemon score (nodes with an incident on
+record).
 """
 
 from __future__ import annotations
@@ -47,6 +48,11 @@ TIME_TO_RECOVER = _seconds(
     "resurrect_time_to_recover_seconds",
     "Recovery started until it ended (for a recovered job: running again)",
     RECOVERY_BUCKETS,
+)
+UNKNOWN_DIAGNOSES = _counter(
+    "resurrect_unknown_diagnoses",
+    "Diagnoses of unknown, by cluster and the shape of their first fatal-looking line (an"
+    " exception's name, a FATAL log line's source file, check-failed, panic; none: no such line)",
 )
 NODES_DRAINED = _counter("resurrect_nodes_drained", "Nodes drained by recoveries")
 NODES_DRAINED_NOW = _gauge("resurrect_nodes_drained_now", "Nodes drained by resurrect right now")

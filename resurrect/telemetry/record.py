@@ -44,6 +44,24 @@ def record_report(source: str, lag_s: float) -> None:
     m.SENSOR_LAG.record(max(0.0, lag_s), {"source": source})
 
 
+MAX_UNKNOWN_SHAPES = 100
+"""Distinct shapes the unknown metric labels per process; later new ones count as ``other``
+(the wording comes from job output, so its label values must stay a bounded set)."""
+_UNKNOWN_SHAPES: set[str] = set()
+
+
+def record_unknown_diagnosis(cluster: str, shape: str) -> None:
+    """A diagnosis of ``unknown``, counted by the shape of its first fatal-looking line
+    (:func:`resurrect.rules.unrecognised.unknown_shape`), so operators see which wordings to
+    teach next."""
+    if shape not in _UNKNOWN_SHAPES:
+        if len(_UNKNOWN_SHAPES) >= MAX_UNKNOWN_SHAPES:
+            shape = "other"
+        else:
+            _UNKNOWN_SHAPES.add(shape)
+    m.UNKNOWN_DIAGNOSES.add(1, {"cluster": cluster, "shape": shape})
+
+
 def record_node_returned(cluster: str) -> None:
     m.NODES_RETURNED.add(1, {"cluster": cluster})
 

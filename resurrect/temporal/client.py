@@ -11,7 +11,6 @@ explains the server side.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 
 from temporalio.client import Client, TLSConfig
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -19,6 +18,7 @@ from temporalio.service import RPCError
 
 from resurrect.config import TemporalSettings
 from resurrect.errors import ConfigError, ResurrectError
+from resurrect.loopback import is_loopback_target
 
 
 def _tls_config(settings: TemporalSettings) -> TLSConfig | bool:
@@ -47,21 +47,10 @@ def _tls_config(settings: TemporalSettings) -> TLSConfig | bool:
     )
 
 
-def _is_loopback(target: str) -> bool:
-    host = target.rsplit(":", 1)[0] if ":" in target else target
-    host = host.strip("[]")
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def _check_authenticated(settings: TemporalSettings, target: str) -> None:
     if settings.tls is not None or settings.api_key or settings.allow_plaintext:
         return
-    if not _is_loopback(target):
+    if not is_loopback_target(target):
         raise ConfigError(
             f"refusing a plaintext, unauthenticated connection to Temporal at {target}:"
             " configure temporal.tls (mTLS) or temporal.api_key, or set"

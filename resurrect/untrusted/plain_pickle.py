@@ -11,16 +11,29 @@ floats and tuples of them hash the same everywhere, so a dict of crafted integer
 all hash alike costs quadratic time to build (and the standard unpickler builds it in one C
 call that holds the GIL). Every opcode consumes at least one byte of input and does a
 bounded amount of work, so the cost is linear in the input's size.
+
+The same machine reads richer formats through :class:`Rules`: a reader of one format (the
+DCP ``.metadata`` reader) says which globals exist, what calling one (REDUCE), making one
+(NEWOBJ) and filling one (BUILD) builds, and which dict keys and set members are allowed
+besides strings (objects hashed by identity, never values whose hash a file can choose).
+:func:`load_with` also stops a parse past a CPU-time budget
+(:class:`PickleTooCostly`), so a file can cost its reader seconds at most.
 """
 
 from __future__ import annotations
 
 import struct
+import time
 from dataclasses import dataclass
 
 
 class PlainPickleError(ValueError):
     """The pickle holds something other than plain data, or is malformed."""
+
+
+class PickleTooCostly(PlainPickleError):
+    """The pickle is refused for what reading it would cost, not for its shape: a dict key
+    or set member whose hash the file could choose, or a parse past its CPU-time budget."""
 
 
 # PyTorch's pickler tags containers with these; each returns its first argument
@@ -45,6 +58,41 @@ class _Mark:
 
 
 _MARK = _Mark()
+
+#: Opcodes between two looks at the CPU clock (a few milliseconds of work).
+_CLOCK_EVERY = 4096
+
+
+class Rules:
+    """What a parse may build besides plain data. These defaults are the plain-data reader's:
+    PyTorch's type tags only, no objects, no sets, string keys only."""
+
+    #: Whether EMPTY_SET, ADDITEMS and FROZENSET may build sets (members as dict keys).
+    sets = False
+
+    def find_global(self, module: str, name: str) -> object:
+        """What GLOBAL/STACK_GLOBAL ``module.name`` pushes; refuse with PlainPickleError."""
+        if (module, name) not in _TYPE_TAGS:
+            raise PlainPickleError(f"global {module[:80]}.{name[:80]} refused")
+        return _TypeTag(name)
+
+    def call(self, function: object, args: tuple[object, ...]) -> object:
+        """What REDUCE of ``function`` on ``args`` pushes."""
+        if not isinstance(function, _TypeTag) or not args:
+            raise PlainPickleError("REDUCE of something other than a PyTorch type tag")
+        return args[0]
+
+    def new_object(self, cls: object, args: tuple[object, ...]) -> object:
+        """What NEWOBJ of ``cls`` on ``args`` pushes."""
+        raise PlainPickleError("pickle opcode NEWOBJ refused (not plain data)")
+
+    def build(self, target: object, state: object) -> None:
+        """BUILD: fill ``target`` with ``state``."""
+        raise PlainPickleError("pickle opcode BUILD refused (not plain data)")
+
+    def key_allowed(self, key: object) -> bool:
+        """Whether ``key`` may be a dict key or a set member (its hash cost is bounded)."""
+        return isinstance(key, str)
 
 
 class _Reader:
@@ -77,13 +125,16 @@ def _text(raw: bytes) -> str:
 
 
 class _Machine:
-    """The pickle stack machine, with only the plain-data opcodes."""
+    """The pickle stack machine: the plain-data opcodes, and objects as ``rules`` allow."""
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, rules: Rules, cpu_budget_s: float | None = None) -> None:
         self.reader = _Reader(data)
+        self.rules = rules
         self.stack: list[object] = []
         self.marks: list[int] = []
         self.memo: dict[int, object] = {}
+        self.cpu_budget_s = cpu_budget_s
+        self.cpu_deadline = None if cpu_budget_s is None else time.process_time() + cpu_budget_s
 
     def pop(self) -> object:
         if not self.stack or (self.marks and len(self.stack) <= self.marks[-1]):
@@ -107,10 +158,17 @@ class _Machine:
         if not isinstance(target, dict) or len(items) % 2:
             raise PlainPickleError("SETITEMS on something other than a dict")
         for index in range(0, len(items), 2):
-            key = items[index]
-            if not isinstance(key, str):
-                raise PlainPickleError(f"a dict key of type {type(key).__name__}: refused")
-            target[key] = _plain(items[index + 1])
+            target[self.key(items[index])] = _plain(items[index + 1])
+
+    def key(self, key: object, what: str = "dict key") -> object:
+        if not self.rules.key_allowed(key):
+            raise PickleTooCostly(f"a {what} of type {type(key).__name__}: refused")
+        return key
+
+    def add_items(self, target: object, items: list[object]) -> None:
+        if not self.rules.sets or not isinstance(target, set):
+            raise PlainPickleError("ADDITEMS on something other than a set")
+        target.update(self.key(_plain(item), "set member") for item in items)
 
     def append_items(self, target: object, items: list[object]) -> None:
         if not isinstance(target, list):
@@ -126,21 +184,45 @@ class _Machine:
         self.memo[index] = self.top()
 
     def global_(self, module: str, name: str) -> None:
-        if (module, name) not in _TYPE_TAGS:
-            raise PlainPickleError(f"global {module[:80]}.{name[:80]} refused")
-        self.stack.append(_TypeTag(name))
+        self.stack.append(self.rules.find_global(module, name))
 
     def reduce(self) -> None:
         args = self.pop()
         function = self.pop()
-        if not isinstance(function, _TypeTag) or not isinstance(args, tuple) or not args:
-            raise PlainPickleError("REDUCE of something other than a PyTorch type tag")
-        self.stack.append(args[0])
+        if not isinstance(args, tuple):
+            raise PlainPickleError("REDUCE with arguments that are not a tuple")
+        self.stack.append(self.rules.call(function, args))
+
+    def new_object(self) -> None:
+        args = self.pop()
+        cls = self.pop()
+        if not isinstance(args, tuple):
+            raise PlainPickleError("NEWOBJ with arguments that are not a tuple")
+        self.stack.append(self.rules.new_object(cls, args))
+
+    def build(self) -> None:
+        state = self.pop()
+        self.rules.build(self.top(), state)
+
+    def frozen_set(self) -> None:
+        if not self.rules.sets:
+            raise PlainPickleError("pickle opcode FROZENSET refused (not plain data)")
+        self.stack.append(
+            frozenset(self.key(_plain(item), "set member") for item in self.pop_mark())
+        )
+
+    def check_clock(self) -> None:
+        if self.cpu_deadline is not None and time.process_time() > self.cpu_deadline:
+            raise PickleTooCostly(f"reading it took more than {self.cpu_budget_s:g} CPU seconds")
 
     def run(self) -> object:  # one branch per opcode
         read = self.reader
         push = self.stack.append
+        count = 0
         while True:
+            count += 1
+            if count % _CLOCK_EVERY == 0:
+                self.check_clock()
             code = read.take(1)
             if code == b".":  # STOP
                 if len(self.stack) != 1 or self.marks:
@@ -250,6 +332,17 @@ class _Machine:
                 self.global_(within, named)
             elif code == b"R":
                 self.reduce()
+            elif code == b"\x81":  # NEWOBJ
+                self.new_object()
+            elif code == b"b":  # BUILD
+                self.build()
+            elif code == b"\x8f" and self.rules.sets:  # EMPTY_SET
+                push(set())
+            elif code == b"\x90":  # ADDITEMS
+                items = self.pop_mark()
+                self.add_items(self.top(), items)
+            elif code == b"\x91":  # FROZENSET
+                self.frozen_set()
             else:
                 raise PlainPickleError(f"pickle opcode {code!r} refused (not plain data)")
 
@@ -277,4 +370,11 @@ def _text_int(raw: bytes) -> int:
 
 def load_plain(data: bytes) -> object:
     """The plain data a pickle holds; :class:`PlainPickleError` for anything else."""
-    return _Machine(data).run()
+    return _Machine(data, Rules()).run()
+
+
+def load_with(data: bytes, rules: Rules, *, cpu_budget_s: float | None = None) -> object:
+    """What a pickle holds as ``rules`` allow, read in time linear in its size and within
+    ``cpu_budget_s`` CPU seconds; :class:`PlainPickleError` for anything else (what
+    ``rules`` raise passes through)."""
+    return _Machine(data, rules, cpu_budget_s).run()

@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from resurrect.cli import add_config_arg
+from resurrect.command_line import add_config_arg
 from resurrect.config import load_config
 from resurrect.errors import ConfigError
 from resurrect.sensors.liveness.wire import load_key, node_key

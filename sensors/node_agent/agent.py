@@ -6,7 +6,12 @@ Four concurrent loops share one asyncio loop:
   (NVML calls run in worker threads, so a hung GPU cannot stop the heartbeat);
 * poll: every ``interval_s`` all NVML counters and states of every GPU;
 * events: NVML critical-Xid events, waited on in a worker thread, reported at once;
-* kernel log: ``NVRM`` lines from /dev/kmsg or journald, reported at once.
+* kernel log: the NVIDIA driver's records from /dev/kmsg or journald (about this node's
+  GPUs: NVML's inventory, else the driver's sysfs devices), reported at once. Where NVML
+  is present, a kernel-log root finding about a GPU that NVML has not reported a root
+  finding for in the last :data:`NVML_CONFIRMS_S` is sent as weak evidence (diagnostic,
+  marked :data:`~resurrect.evidence_trust.UNCONFIRMED_FIELD`): it recovers no job, drains
+  no node and makes no lemon until NVML's own finding (or a health check) confirms it.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from datetime import datetime
 from resurrect.config import AgentSettings
 from resurrect.contracts import Evidence
 from resurrect.contracts.node_health import AgentStopped, NodeFindings, NodeHeartbeat
+from resurrect.evidence_trust import UNCONFIRMED_FIELD
 from resurrect.rules.engine import LineScanner
 from resurrect.sensors.node_agent.classify import classify
 from resurrect.sensors.node_agent.kernel_log import KernelLogSource
@@ -34,6 +40,8 @@ from resurrect.telemetry.record import record_heartbeat, record_readings
 log = logging.getLogger(__name__)
 
 MAX_BACKLOG = 256
+# How long NVML's root finding about a GPU confirms the kernel log's about the same GPU.
+NVML_CONFIRMS_S = 600.0
 
 
 class NodeAgent:
@@ -58,6 +66,10 @@ class NodeAgent:
             nvml, nvlink_window_s=settings.nvlink_window_s, clock=clock, now=now
         )
         self.kernel_log = kernel_log
+        if kernel_log is not None and nvml is not None:
+            kernel_log.bind_inventory(self._gpu_pcis(kernel_log))
+        self._clock = clock
+        self._nvml_found: dict[str, float] = {}  # GPU (PCI) -> when NVML last found a root
         self.limiter = FindingLimiter(
             window_s=settings.dedup_window_s,
             max_per_minute=settings.max_findings_per_minute,
@@ -121,7 +133,7 @@ class NodeAgent:
         """Read every GPU once (in a worker thread), classify, report; the admitted findings."""
         readings = await asyncio.to_thread(self.source.poll)
         self.polls += 1
-        return await self.report(self.classify(readings))
+        return await self.report(self._from_nvml(self.classify(readings)))
 
     async def send_heartbeat(self) -> NodeHeartbeat:
         status = self.source.status
@@ -209,7 +221,7 @@ class NodeAgent:
             try:
                 readings = await asyncio.to_thread(self.source.wait_event, wait_ms)
                 if readings:
-                    await self.report(self.classify(readings))
+                    await self.report(self._from_nvml(self.classify(readings)))
             except Exception:
                 log.exception("Xid event handling failed")
                 await _sleep_until(stop, wait_ms / 1000)
@@ -218,9 +230,52 @@ class NodeAgent:
         assert self.kernel_log is not None
         try:
             async for reading in self.kernel_log.readings():
-                await self.report(self.classify([self._with_gpu(reading)]))
+                try:
+                    found = self.classify([self._with_gpu(reading)])
+                    await self.report(self._weighed_kernel_findings(found))
+                except Exception:  # one record must never stop the kernel log
+                    log.exception("kernel log: record not handled")
         except OSError as exc:
             log.warning("kernel log: stopped following: %s", exc)
+
+    def _gpu_pcis(self, kernel_log: KernelLogSource) -> Callable[[], set[str]]:
+        """This node's GPUs for the kernel log: NVML's inventory while NVML is open, else
+        what the kernel log source finds (the ``nvidia`` driver's sysfs devices)."""
+        from_sysfs = kernel_log.inventory
+
+        def gpu_pcis() -> set[str]:
+            if self.source.status.available:
+                return {gpu.pci for gpu in self.source.gpus if gpu.pci}
+            return set(from_sysfs())
+
+        return gpu_pcis
+
+    def _from_nvml(self, found: list[Evidence]) -> list[Evidence]:
+        """``found`` (NVML's findings), remembering the GPUs it found a root cause on."""
+        now = self._clock()
+        for item in found:
+            pci = item.fields.get("pci")
+            if item.role == "root" and pci:
+                self._nvml_found[pci] = now
+        return found
+
+    def _weighed_kernel_findings(self, found: list[Evidence]) -> list[Evidence]:
+        """Kernel-log findings; where NVML is open, a root finding about a GPU NVML found
+        no root cause on lately is weak (diagnostic, marked unconfirmed)."""
+        if not self.source.status.available:
+            return found
+        now = self._clock()
+        weighed: list[Evidence] = []
+        for item in found:
+            pci = item.fields.get("pci")
+            seen = self._nvml_found.get(pci or "")
+            if item.role != "root" or (seen is not None and now - seen <= NVML_CONFIRMS_S):
+                weighed.append(item)
+                continue
+            note = "kernel log only: NVML has not reported a fault of this GPU"
+            fields = {**item.fields, UNCONFIRMED_FIELD: note}
+            weighed.append(item.model_copy(update={"role": "diagnostic", "fields": fields}))
+        return weighed
 
     def _with_gpu(self, reading: Reading) -> Reading:
         """Name the GPU of a kernel line by its PCI address, when NVML knows it."""

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from resurrect.cli import exit_now
+from resurrect.command_line import exit_now
 from resurrect.config import AgentSettings
 from resurrect.errors import ConfigError
 from resurrect.rules.engine import LineScanner

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from resurrect.config import AgentSettings
 from resurrect.contracts.node_health import AgentStopped, NodeFindings, NodeHeartbeat
 from resurrect.errors import ConfigError
+from resurrect.numbers import is_ascii_digits
 from resurrect.records import carry_over
 from resurrect.sensors.liveness.wire import Beat, WireError, load_key, open_ack, seal
 from resurrect.sensors.node_agent.reporters import AgentReporter
@@ -121,7 +122,7 @@ class CollectorReporter:
 def parse_address(text: str) -> tuple[str, int]:
     """``"host:port"`` -> ``(IPv4 address, port)``; ConfigError if it is not one."""
     host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not host or not is_ascii_digits(port) or not 0 < int(port) < 65536:
         raise ConfigError(f"agent.collector must be host:port, got {text!r}")
     try:
         address = socket.gethostbyname(host)

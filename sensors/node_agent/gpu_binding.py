@@ -24,14 +24,15 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from resurrect.numbers import is_ascii_digits
 from resurrect.scheduler.hostlist import expand_hostlist
 from resurrect.stacks.processes import RankProcess
 
-_INDEX_LIST = re.compile(r"^\d{1,4}(?:-\d{1,4})?(?:,\d{1,4}(?:-\d{1,4})?)*$")
+_INDEX_LIST = re.compile(r"^[0-9]{1,4}(?:-[0-9]{1,4})?(?:,[0-9]{1,4}(?:-[0-9]{1,4})?)*$")
 # One node line of `scontrol show job -d`:
 #   Nodes=gpu[1-2] CPU_IDs=0-7 Mem=0 GRES=gpu:h100:4(IDX:0-3)
 _NODE_GRES = re.compile(r"\bNodes=(?P<nodes>\S{1,4096})\s.{0,2000}?\bGRES=(?P<gres>\S{0,4096})")
-_GPU_IDX = re.compile(r"\bgpu(?::[^:(,\s]{1,64})?(?::\d{1,4})?\(IDX:(?P<idx>[0-9,\-]{1,512})\)")
+_GPU_IDX = re.compile(r"\bgpu(?::[^:(,\s]{1,64})?(?::[0-9]{1,4})?\(IDX:(?P<idx>[0-9,\-]{1,512})\)")
 MAX_GPUS = 4096
 # the lines of `scontrol show job -d` that frame the per-node detail lines
 _NODE_LIST_LINE = "   NodeList="
@@ -120,7 +121,7 @@ def bound_gpu(
         return None
     if visible:
         token = visible[ordinal]
-        if not token.isdigit():  # a UUID (GPU-..., MIG-...): the device itself
+        if not is_ascii_digits(token):  # a UUID (GPU-..., MIG-...): the device itself
             return GpuRef(uuid=token)
         if len(step) == len(visible):  # renumbered by the cgroup, or the same numbers
             return GpuRef(index=step[ordinal])

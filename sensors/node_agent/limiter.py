@@ -7,13 +7,16 @@ from collections import deque
 from collections.abc import Callable
 
 from resurrect.contracts import Evidence
+from resurrect.evidence_trust import UNCONFIRMED_FIELD
 from resurrect.throttle import OncePerWindow
 
 
 def finding_key(evidence: Evidence) -> tuple[str, str]:
-    """What counts as "the same finding": the same rule on the same GPU (or node)."""
+    """What counts as "the same finding": the same rule on the same GPU (or node), and as
+    confirmed (an unconfirmed finding never holds back its confirmation)."""
     where = evidence.gpu or evidence.fields.get("pci") or evidence.host or "node"
-    return where, evidence.rule or evidence.text
+    what = evidence.rule or evidence.text
+    return where, f"{what} (unconfirmed)" if UNCONFIRMED_FIELD in evidence.fields else what
 
 
 class FindingLimiter:

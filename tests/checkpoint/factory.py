@@ -15,6 +15,8 @@ import torch
 from torch.distributed.checkpoint.filesystem import FileSystemWriter
 from torch.distributed.checkpoint.state_dict_saver import save
 
+from resurrect.untrusted.plain_pickle import Rules, load_with
+
 
 def state(seed: int) -> dict[str, object]:
     """A small state dict: several tensors and a non-tensor value."""
@@ -94,18 +96,25 @@ def contents(snapshot: dict[str, tuple[int, bytes]]) -> list[bytes]:
     return sorted(data for _size, data in snapshot.values())
 
 
-def globals_named(
-    data: bytes, unpickler: type[pickle.Unpickler] = pickle.Unpickler
-) -> set[tuple[str, str]]:
-    """The (module, name) pairs the pickle ``data`` imports, each looked up by ``unpickler``
-    (plain ``pickle`` only for torch's own, trusted output; an allow-list unpickler fails on
-    a pair it lacks)."""
+def globals_named(data: bytes, rules: type[Rules] | None = None) -> set[tuple[str, str]]:
+    """The (module, name) pairs the pickle ``data`` imports: each looked up by ``rules`` in
+    the linear pickle machine (which fails on a pair they lack), or without ``rules`` by
+    Python's unpickler (only for torch's own, trusted output)."""
     found: set[tuple[str, str]] = set()
+    if rules is None:
 
-    class Recording(unpickler):  # type: ignore[misc, valid-type]
-        def find_class(self, module: str, name: str) -> Any:
+        class Recording(pickle.Unpickler):
+            def find_class(self, module: str, name: str) -> Any:
+                found.add((module, name))
+                return super().find_class(module, name)
+
+        Recording(io.BytesIO(data)).load()
+        return found
+
+    class RecordingRules(rules):  # type: ignore[misc, valid-type]
+        def find_global(self, module: str, name: str) -> object:
             found.add((module, name))
-            return super().find_class(module, name)
+            return super().find_global(module, name)
 
-    Recording(io.BytesIO(data)).load()
+    load_with(data, RecordingRules())
     return found

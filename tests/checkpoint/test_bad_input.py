@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -194,7 +195,8 @@ def test_metadata_enum_members_pickled_by_getattr_are_allowed_but_nothing_else()
 
     from torch.distributed.checkpoint.metadata import _MEM_FORMAT_ENCODING, MetadataIndex
 
-    from resurrect.checkpoint.dcp import TorchName, _AllowListUnpickler
+    from resurrect.checkpoint.dcp import AllowListRules, TorchName
+    from resurrect.untrusted.plain_pickle import PlainPickleError, load_with
 
     class EnumByGetattr(pickle.Pickler):
         def reducer_override(self, obj: object) -> object:
@@ -208,11 +210,11 @@ def test_metadata_enum_members_pickled_by_getattr_are_allowed_but_nothing_else()
     EnumByGetattr(buffer).dump(
         {"fmt": _MEM_FORMAT_ENCODING.TORCH_CONTIGUOUS_FORMAT, "i": MetadataIndex("x")}
     )
-    loaded = _AllowListUnpickler(io.BytesIO(buffer.getvalue())).load()
+    loaded: Any = load_with(buffer.getvalue(), AllowListRules())
     assert loaded["fmt"] == "TORCH_CONTIGUOUS_FORMAT" and isinstance(loaded["fmt"], TorchName)
     assert loaded["i"].kind == "MetadataIndex" and loaded["i"].fqn == "x"
 
     # getattr on an allowed class, for something that is not an enum member
     evil = b"cbuiltins\ngetattr\n(ctorch.distributed.checkpoint.metadata\nMetadataIndex\nS'__init__'\ntR."
-    with pytest.raises(pickle.UnpicklingError):
-        _AllowListUnpickler(io.BytesIO(evil)).load()
+    with pytest.raises((pickle.UnpicklingError, PlainPickleError)):
+        load_with(evil, AllowListRules())

@@ -180,3 +180,25 @@ def test_a_non_root_service_with_setuid_capabilities_drops_them_all(owner: Owner
     assert str((owner.uid,) * 3) in out
     for name in ("CapInh", "CapPrm", "CapEff", "CapAmb"):
         assert f"'{name}:\\t0000000000000000\\n'" in out, out
+
+
+@pytest.mark.parametrize("command", ["prepare-resume", "verify"])
+def test_the_cli_run_by_root_works_in_the_tree_as_its_owner(
+    base: Path, owner: Owner, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An operator's ``resurrect checkpoint prepare-resume`` as root leaves no root-owned
+    file in the job's tree: the same helper, as the tree's owner, does the work."""
+    from resurrect.checkpoint.__main__ import main
+
+    root = _megatron_root(base, owner)
+    assert main([command, str(root), "--json", "--level", "full", "--progress"]) == 0
+    assert f"checkpoint helper running as uid {owner.uid} gid {owner.gid}" in (
+        capsys.readouterr().err
+    )
+    made = [root, *root.rglob("*")]
+    assert [p for p in made if p.lstat().st_uid != owner.uid] == []
+    if command == "prepare-resume":
+        assert (root / TRACKER_NAME).read_text() == "1\n"
+        assert (root / HINT_NAME).lstat().st_uid == owner.uid
+    else:
+        assert (root / TRACKER_NAME).read_text() == "2\n"  # verify changes nothing

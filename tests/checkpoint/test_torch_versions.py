@@ -113,7 +113,7 @@ def test_the_matrix_is_complete() -> None:
 @_dirs()
 def test_the_allow_list_takes_what_each_release_writes(version_dir: Path) -> None:
     data = (version_dir / DCP_NAME / dcp.METADATA_NAME).read_bytes()
-    named = globals_named(data, dcp._AllowListUnpickler)
+    named = globals_named(data, dcp.AllowListRules)
     assert named == RECORDED_GLOBALS[version_dir.name], named ^ RECORDED_GLOBALS[version_dir.name]
     meta = dcp.unpickle_metadata(data)
     dcp.check_structure(meta)

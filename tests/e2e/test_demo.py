@@ -105,7 +105,7 @@ async def test_a_stopped_rank_is_named_and_the_job_restarts_in_place(state_dir: 
     assert result["culprit_rank"] == result["stopped_rank"]
     assert result["culprit_node"] == result["injected_node"]
     # the demo calls a stall a hang after 10 s of silence, not after NCCL's 10-minute timeout;
-    # its target (3 x step time + 10 s) is measured by the demo itself (README), not asserted
+    # its target (3 x step time + 10 s) is measured by the demo itself (docs/performance.md), not asserted
     # under the suite's load
     assert float(str(result["time_to_detect_s"])) < 10 + 30
     assert result["params_equal_uninterrupted"] is True

@@ -28,7 +28,7 @@ from resurrect.demo.local_cluster import LocalSlurm, start_local_slurm, stop_loc
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 from resurrect.temporal.server import EmbeddedTemporal
 
-pytestmark = [pytest.mark.slurm, pytest.mark.temporal]
+pytestmark = [pytest.mark.slurm, pytest.mark.temporal, pytest.mark.slurm_versions]
 
 
 def _has_expedited_requeue(version: str | None) -> bool:

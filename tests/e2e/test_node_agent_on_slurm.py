@@ -200,7 +200,7 @@ async def test_silent_agent_and_dead_slurmd_are_detected_before_slurm_marks_the_
     print(
         f"\nsilent node detected {detect_s:.1f} s after the kill; Slurm marked it DOWN after {slurm_s:.1f} s"
     )
-    # how much sooner is the README's to measure (5.9 s median against Slurm's 14.6 s); under
+    # how much sooner is docs/performance.md's to measure (5.9 s median against Slurm's 14.6 s); under
     # the suite's load the claim is the order
     assert started_at < down_at[0], (detect_s, slurm_s)
     assert outcome.notes[0].startswith("reported by node_agent"), outcome.notes

@@ -202,9 +202,13 @@ def test_two_interruptions_and_the_cluster_total() -> None:
 def test_step_time_is_the_median_rate_and_steps_between_marks_are_interpolated() -> None:
     attempt = Attempt(index=0, marks=marks(1, 20, 0, every=10))  # steps 1, 10, 20
     assert step_time([attempt]) == pytest.approx(1.0)
-    found = time_of_step(attempt.marks, 15, 1.0)
+    window = (at(0), at(30))
+    found = time_of_step(attempt.marks, 15, 1.0, within=window)
     assert found == (at(14), "estimated")
-    assert time_of_step(attempt.marks, 10, 1.0) == (at(9), "measured")
+    assert time_of_step(attempt.marks, 10, 1.0, within=window) == (at(9), "measured")
+    # beyond the marks it is extrapolated, never past the window (a step is the job's word)
+    assert time_of_step(attempt.marks, 25, 1.0, within=window) == (at(24), "estimated")
+    assert time_of_step(attempt.marks, 10**11, 1.0, within=window) == (at(30), "estimated")
 
 
 def test_a_recovery_that_starts_after_the_job_ended_adds_nothing_past_its_end() -> None:

@@ -2,31 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
-from temporalio.contrib.pydantic import pydantic_data_converter
+from support.no_recoveries import NoRecoveries
 
 from resurrect.contracts import JobInfo, JobState
 from resurrect.goodput.report import goodput_report
 from resurrect.testing import FakeScheduler
 
 NOW = datetime(2026, 11, 30, 7, 0, tzinfo=UTC)
-
-
-class NoRecoveries:
-    """A Temporal client whose visibility lists nothing."""
-
-    data_converter = pydantic_data_converter
-
-    def list_workflows(self, query: str, limit: int) -> AsyncIterator[Any]:
-        async def nothing() -> AsyncIterator[Any]:
-            for item in ():
-                yield item
-
-        return nothing()
 
 
 def stamp(seconds: float) -> str:

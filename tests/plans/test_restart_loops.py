@@ -125,3 +125,59 @@ def test_free_restarts_beyond_the_cap_are_charged() -> None:
     assert not recover(history(*charged, last=2000)).decision.counts_against_budget
     old = [a.model_copy(update={"closed_at": NOW - timedelta(days=2)}) for a in free]
     assert not recover(history(*old, last=2000)).decision.counts_against_budget
+
+
+def verified(*earlier: AttemptRecord, last: int | None, step: int | None = None) -> RestartHistory:
+    """What the assessment records: progress from verified checkpoints only, the job's
+    free restarts over its life."""
+    return RestartHistory(
+        last_step=last,
+        earlier=list(earlier),
+        read_at=NOW,
+        progress_from_checkpoints=True,
+        verified_step=step,
+        free_restarts=sum(1 for a in earlier if a.requeued and not a.charged),
+    )
+
+
+def test_printing_one_more_fake_step_per_attempt_does_not_escape_the_loop() -> None:
+    # each attempt prints a step past the last, but never saves a newer checkpoint than 50
+    faking = [attempt(n, 100 + n, resumed=50) for n in range(3)]
+    assert recover(history(*faking, last=103)).decision.requeue  # printed steps: "progress"
+    stop = recover(verified(*faking, last=103))
+    assert stop.decision.action is RecoveryAction.STOP
+
+
+def test_a_newer_checkpoint_that_verified_is_progress() -> None:
+    saving = [attempt(0, 100, resumed=50), attempt(1, 101, resumed=50), attempt(2, 102, 50)]
+    assert recover(verified(*saving, last=103, step=60)).decision.requeue  # this attempt saved
+    moving = [attempt(0, 0, 100), attempt(1, 0, 200), attempt(2, 0, 300), attempt(3, 0, 400)]
+    assert recover(verified(*moving, last=None)).decision.requeue
+
+
+def test_free_restarts_spaced_past_the_window_are_capped_over_the_jobs_life() -> None:
+    # a free restart every 2.4 h never fills the daily window; the lifetime cap charges
+    spaced = [
+        attempt(n, 0, 10 * (n + 1), closed_at=NOW - timedelta(hours=2.4 * (60 - n)))
+        for n in range(60)
+    ]
+    capped = recover(verified(*spaced, last=None), JobPolicy(max_free_restarts=30))
+    assert capped.decision.requeue and capped.decision.counts_against_budget
+    assert any("60 free restarts in the job's life" in r for r in capped.decision.reasons)
+    under = recover(verified(*spaced[:5], last=None), JobPolicy(max_free_restarts=30))
+    assert not under.decision.counts_against_budget
+
+
+def test_a_comment_may_lower_the_lifetime_cap_but_not_raise_it() -> None:
+    from resurrect.config import ResurrectConfig
+    from resurrect.policy import job_policy
+
+    config = ResurrectConfig.model_validate({"cluster": {"name": "c"}})
+    for asked, granted in ((5, 5), (10**4, JobPolicy().max_free_restarts)):
+        job = JobInfo(
+            job_id="7",
+            state=JobState.RUNNING,
+            comment=f'{{"resurrect": {{"max_free_restarts": {asked}}}}}',
+        )
+        policy = job_policy(job, config)
+        assert policy is not None and policy.max_free_restarts == granted

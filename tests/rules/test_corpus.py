@@ -5,10 +5,10 @@ development corpus mined from public issue threads (``dev/``) and validation set
 the rules were written (``validation*/``, each measured before any change for it); each case
 names its source. Specification, as regression floors:
 
-* over the corpus without the held-out sets (``validation/``, ``validation-3/`` .. ``validation-8/``:
-  scored untouched, their misses documented in docs/attribution.md), at least 95 % of the
-  diagnoses name the labelled class; a held-out set keeps at least its floor (85 % for the
-  first two; for ``validation-4/`` .. ``validation-8/`` what they scored untouched);
+* over the corpus without the held-out sets (``validation/``, ``validation-3/`` .. ``validation-8/``
+  and issue 36's per-framework sets: scored untouched, their misses documented in
+  docs/attribution.md), at least 95 % of the diagnoses name the labelled class; a held-out set
+  keeps at least its floor (85 % for the first two; for the others what they scored untouched);
 * no case whose true class is a workload fault or a scheduler outcome is diagnosed as a class
   that drains a node (zero false drains), except the one ``validation-4/`` case it had untouched
   (a gloo peer that simply returned, read as a lost node: the log cannot tell them apart);
@@ -53,10 +53,20 @@ HELD_OUT = {
     "validation-6": Floor(29 / 32),
     "validation-7": Floor(28 / 36),
     "validation-8": Floor(25 / 30),
+    "validation-jax": Floor(8 / 15),
+    "validation-tf": Floor(5 / 15),
+    "validation-horovod": Floor(8 / 14),
+    "validation-other": Floor(0 / 11),
+    "validation-frameworks-2": Floor(2 / 8),
+    "validation-frameworks-3": Floor(1 / 7),
+    "validation-frameworks-4": Floor(5 / 5),
 }
 """Sets scored untouched: their misses are documented, not tuned away; validation-4's to
 validation-8's floors are their untouched scores (22 of 32 classes with one false drain; 27 of 32,
-29 of 32, 28 of 36 and 25 of 30 with none - validation-7's one untouched false drain, a peer on the
+29 of 32, 28 of 36 and 25 of 30 with none; the per-framework sets of issue 36 likewise: JAX 8 of 15,
+TensorFlow 5 of 15, Horovod 8 of 14, other stacks 0 of 11, and the 8 logs mined after issue 36's
+first rule changes 2 of 8, the 7 mined after its second 1 of 7, the 5
+mined after its last 5 of 5 - validation-7's one untouched false drain, a peer on the
 reporting host read as a lost node, is fixed and may not come back)."""
 ENGINE = load_engine()
 CASES = find_cases(CORPUS)
@@ -77,6 +87,12 @@ def test_corpus_is_whole() -> None:
     assert len([c for c in CASES if c.parent.name == "validation-6"]) >= 30
     assert len([c for c in CASES if c.parent.name == "validation-7"]) >= 30
     assert len([c for c in CASES if c.parent.name == "validation-8"]) >= 30
+    for framework_set in ("validation-jax", "validation-tf", "validation-horovod"):
+        assert len([c for c in CASES if c.parent.name == framework_set]) >= 14
+    assert len([c for c in CASES if c.parent.name == "validation-other"]) >= 10
+    assert len([c for c in CASES if c.parent.name == "validation-frameworks-2"]) >= 8
+    assert len([c for c in CASES if c.parent.name == "validation-frameworks-3"]) >= 7
+    assert len([c for c in CASES if c.parent.name == "validation-frameworks-4"]) >= 5
     for case in CASES:
         expected = json.loads((case / "expected.json").read_text())
         assert expected["source"].startswith("https://github.com/"), case
@@ -103,7 +119,7 @@ def test_accuracy_floor_and_no_false_drains() -> None:
 @pytest.mark.parametrize("held_out", sorted(HELD_OUT))
 def test_held_out_sets_keep_their_floor_and_never_drain(held_out: str) -> None:
     cases = [case for case in CASES if case.parent.name == held_out]
-    assert len(cases) >= 10
+    assert len(cases) >= 5
     accuracy, false_drains, text = _report_text(cases)
     floor = HELD_OUT[held_out]
     assert accuracy >= floor.accuracy, text

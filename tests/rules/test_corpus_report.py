@@ -88,3 +88,24 @@ def test_update_needs_the_markers() -> None:
 def test_empty_corpus_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main([str(tmp_path)]) == 2
     assert "no cases" in capsys.readouterr().err
+
+
+def test_results_are_split_by_the_framework_labels_name_and_unknowns_counted(
+    tmp_path: Path,
+) -> None:
+    _case(
+        tmp_path, "a", "ResourceExhaustedError: OOM when allocating tensor", "memory.device_oom", []
+    )
+    _case(tmp_path, "b", "step 1 loss 2.0", "app.error", [])
+    _case(tmp_path, "c", "KeyError: 'x'", "app.error", [])
+    for name, framework in (("a", "tensorflow"), ("b", "jax"), ("c", "jax")):
+        path = tmp_path / name / "expected.json"
+        label = json.loads(path.read_text())
+        path.write_text(json.dumps({**label, "framework": framework}))
+    report = evaluate(find_cases(tmp_path))
+    parts = report.per_framework()
+    assert sorted(parts) == ["jax", "tensorflow"]
+    assert (parts["jax"].correct, parts["jax"].total) == (1, 2)
+    assert (parts["tensorflow"].correct, parts["tensorflow"].total) == (1, 1)
+    assert report.unknowns == 1
+    assert report.summary_json("t")["unknown_diagnoses"] == 1

@@ -17,7 +17,7 @@ from support.slurm import LocalSlurm, slurm_release
 
 from resurrect.contracts import JobState
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.slurm_versions]
 
 # Each attempt appends its restart count to its output, then waits to be killed.
 ATTEMPT_SCRIPT = """#!/bin/bash

@@ -125,6 +125,23 @@ async def test_reads() -> None:
         await sched.get_job("8")
 
 
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        {"allocated_nodes": "n[1-"},
+        {"start_time": float("nan")},
+        {"start_time": 10**30},
+        {"name": object()},
+        {"num_nodes": "²"},
+    ],
+)
+async def test_one_unreadable_job_costs_that_job_alone(hostile: dict[str, Any]) -> None:
+    sched, state = backend()
+    bad = SimpleNamespace(**{**vars(state["jobs"][7]), "id": 8, **hostile})
+    state["jobs"][8] = bad
+    assert "7" in {job.job_id for job in await sched.list_jobs()}
+
+
 async def test_drain_resume_roundtrip_and_operator_guard() -> None:
     sched, state = backend()
     result = await sched.drain_node("n3", "gpu xid")

@@ -15,7 +15,7 @@ from resurrect.contracts import JobState
 from resurrect.errors import JobNotFound, NodeNotFound, SchedulerRefused, SchedulerUnavailable
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.slurm_versions]
 
 SLEEP_JOB = ["bash", "-c", "srun sleep 600 & sleep 600; wait"]
 
@@ -278,3 +278,25 @@ async def test_requeue_right_after_node_kill_before_slurm_notices(slurm: LocalSl
     await wait_running(slurm, job_id)
     final = await sched.get_job(job_id)
     assert victim not in final.nodes and final.restart_count == 1 and not final.held
+
+
+async def test_a_non_ascii_pad_width_costs_no_other_job(slurm: LocalSlurm) -> None:
+    """A job whose output pattern has a width str.isdigit() accepts (a superscript two)
+    beside another job: the watcher's view and the full list read both, on every backend,
+    and the path is the file slurmstepd writes (issue 33, item 1)."""
+    sched = slurm.scheduler()
+    hostile = slurm.submit(
+        SLEEP_JOB, nodes=1, name="width", output=str(slurm.out_dir / "w-%\u00b2j.out")
+    )
+    other = slurm.submit(SLEEP_JOB, nodes=1, name="other")
+    await wait_running(slurm, hostile)
+    await wait_running(slurm, other)
+    for jobs in (await sched.list_active_jobs(), await sched.list_jobs()):
+        listed = {job.job_id: job for job in jobs}
+        assert {hostile, other} <= set(listed)
+        assert "\u00b2" in str(listed[hostile].stdout_path)  # no width: the code kept
+    path = Path(str(listed[hostile].stdout_path))
+    deadline = time.monotonic() + 30
+    while not path.is_file():  # slurmstepd opens it as the batch step starts
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        await asyncio.sleep(0.2)

@@ -79,6 +79,7 @@ def replay(version: str, seen: list[httpx.Request] | None = None, **named: str) 
 def token_file(tmp_path: Path, token: str = "header.payload.signature") -> Path:
     path = tmp_path / "token"
     path.write_text(f"SLURM_JWT={token}\n")
+    path.chmod(0o600)
     return path
 
 

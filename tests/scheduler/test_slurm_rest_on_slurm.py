@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
 import time
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from typing import Any
 import pytest
 from scheduler.test_slurm_cluster import (  # the CLI backend's contract, run again here
     SLEEP_JOB,
+    test_a_non_ascii_pad_width_costs_no_other_job,
     test_controller_down_is_unavailable_then_recovers,
     test_drain_resume_with_prefix_idempotent,
     test_hostile_reason_is_stored_as_plain_text,
@@ -39,9 +42,10 @@ from resurrect.scheduler.base import SchedulerBase
 from resurrect.scheduler.hold_marker import has_marker
 from resurrect.scheduler.slurm_rest import SlurmRest
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.slurm_versions]
 
 __all__ = [
+    "test_a_non_ascii_pad_width_costs_no_other_job",
     "test_controller_down_is_unavailable_then_recovers",
     "test_drain_resume_with_prefix_idempotent",
     "test_hostile_reason_is_stored_as_plain_text",
@@ -72,6 +76,13 @@ def slurm(rest_cluster: LocalSlurm) -> Iterator[RestLocalSlurm]:
     yield RestLocalSlurm(**fields)
 
 
+def private_file(path: Path, text: str) -> Path:
+    """``text`` in ``path``, mode 0600 (a token file others may read is refused)."""
+    path.write_text(text)
+    path.chmod(0o600)
+    return path
+
+
 def mint_token(slurm: LocalSlurm, lifespan_s: int) -> str:
     out = slurm.run(["scontrol", "token", "username=root", f"lifespan={lifespan_s}"])
     return out.strip().removeprefix("SLURM_JWT=")
@@ -86,8 +97,7 @@ async def test_an_expired_token_is_unavailable_until_the_file_is_renewed(
     slurm: RestLocalSlurm, tmp_path: Path
 ) -> None:
     sched = slurm.scheduler(command_timeout=20.0)
-    token_file = tmp_path / "token"
-    token_file.write_text(mint_token(slurm, 2))
+    token_file = private_file(tmp_path / "token", mint_token(slurm, 2))
     sched.client.token.path = token_file
     assert len(await sched.list_nodes()) == len(slurm.nodes)
     deadline = time.monotonic() + 30
@@ -107,11 +117,55 @@ async def test_a_token_of_another_key_is_rejected(slurm: RestLocalSlurm, tmp_pat
     sched = slurm.scheduler()
     real = mint_token(slurm, 600)
     header, payload, _ = real.split(".")
-    token_file = tmp_path / "token"
-    token_file.write_text(f"{header}.{payload}.{'A' * 43}")
+    token_file = private_file(tmp_path / "token", f"{header}.{payload}.{'A' * 43}")
     sched.client.token.path = token_file
     with pytest.raises(SchedulerUnavailable, match="token rejected"):
         await sched.list_jobs()
+
+
+async def test_no_failure_against_slurmrestd_shows_the_token(
+    slurm: RestLocalSlurm, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A rejected token, unknown jobs and nodes, a stopped slurmrestd: none of the errors,
+    log records or reprs holds the token (real or rejected)."""
+    sched = slurm.scheduler(command_timeout=5.0, verify_timeout=2.0)
+    real = mint_token(slurm, 600)
+    header, payload, _ = real.split(".")
+    rejected = f"{header}.{payload}.{'A' * 43}"
+    token_file = private_file(tmp_path / "token", f"SLURM_JWT={rejected}\n")
+    sched.client.token.path = token_file
+    failures: list[BaseException] = []
+
+    async def fails(operation: Any) -> None:
+        try:
+            await operation
+        except Exception as exc:  # each one fails: that is the point
+            failures.append(exc)
+        else:
+            raise AssertionError("expected a failure")
+
+    with caplog.at_level(logging.DEBUG):
+        await fails(sched.list_jobs())
+        await fails(sched.drain_node(slurm.nodes[0], "resurrect: test"))
+        private_file(token_file, f"SLURM_JWT={real}\n")
+        await fails(sched.get_job("999999"))
+        await fails(sched.cancel_job("999999"))
+        await fails(sched.get_node("nosuchnode"))
+        slurm.stop_restd()
+        try:
+            await fails(sched.list_nodes())
+        finally:
+            slurm.start_restd()
+    shown = [
+        *("".join(traceback.format_exception(exc)) for exc in failures),
+        *(repr(exc) for exc in failures),
+        *(record.getMessage() for record in caplog.records),
+        repr(vars(sched)),
+        repr(vars(sched.client)),
+        repr(vars(sched.client.token)),
+    ]
+    assert len(failures) == 6
+    assert [text for text in shown if real in text or rejected in text] == []
 
 
 async def test_a_restarted_slurmrestd_is_unavailable_then_answers(slurm: RestLocalSlurm) -> None:

@@ -125,7 +125,7 @@ def test_an_unprivileged_watcher_binds_in_its_runtime_directory(short_dir: Path)
     runtime.mkdir(mode=0o755)
     os.chown(runtime, 65534, 65534)
     code = (
-        "import sys; from pathlib import Path; from sensors.watcher_kick import bind_kick_socket;"
+        "import sys; from pathlib import Path; from resurrect.sensors.watcher_kick import bind_kick_socket;"
         "s = bind_kick_socket(Path(sys.argv[1])); print('bound')"
     )
     proc = subprocess.run(

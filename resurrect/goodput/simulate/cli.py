@@ -8,7 +8,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from resurrect.cli import add_config_arg
+from resurrect.command_line import add_config_arg
 from resurrect.config import load_config
 from resurrect.errors import ConfigError, SchedulerError
 from resurrect.goodput.render import parse_duration

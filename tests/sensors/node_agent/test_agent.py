@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 from collections.abc import AsyncIterator, Callable
@@ -225,12 +226,15 @@ async def test_kernel_log_xid_is_reported_with_its_gpu(
 
 async def test_kernel_log_falls_back_to_journald_command(tmp_path: Path) -> None:
     script = tmp_path / "journal.sh"
-    script.write_text(
-        "#!/bin/sh\necho 'NVRM: Xid (PCI:0000:18:00): 79, pid=1, GPU has fallen off the bus.'\n"
-        "echo 'eth0: link up'\n"
-    )
+    entries = [
+        {"MESSAGE": "NVRM: Xid (PCI:0000:18:00): 79, pid=1, GPU has fallen off the bus."},
+        {"MESSAGE": "eth0: link up"},
+    ]
+    lines = [json.dumps({**e, "_TRANSPORT": "kernel", "SYSLOG_FACILITY": "0"}) for e in entries]
+    script.write_text("#!/bin/sh\n" + "".join(f"echo '{line}'\n" for line in lines))
     script.chmod(0o755)
     source = KernelLogSource(kmsg_path=tmp_path / "missing", journal_argv=[str(script)])
+    source.bind_inventory(lambda: {"0000:18:00"})
     readings = [reading async for reading in source.readings()]
     assert source.origin == "journald"
     assert [(r.source, r.pci) for r in readings] == [("journald", "0000:18:00")]

@@ -19,7 +19,7 @@ from resurrect.rules.pack_check import check_packs
 from resurrect.sensors.node_agent import nvml_api as api
 from resurrect.sensors.node_agent.classify import classify
 from resurrect.sensors.node_agent.fake_nvml import FakeGpu, FakeNvml
-from resurrect.sensors.node_agent.kernel_log import KernelLogSource, kmsg_message
+from resurrect.sensors.node_agent.kernel_log import KernelLogSource, KernelRecord, kmsg_record
 from resurrect.sensors.node_agent.nvml_source import NvmlSource
 
 PACK = Path(__file__).parents[3] / "resurrect" / "rules" / "packs" / "gpu-metrics.yaml"
@@ -172,10 +172,11 @@ def test_kernel_xid_line_is_classified_like_the_nvml_event(
     engine: RuleEngine, xid: int, rule: str, fault_class: FaultClass, role: str
 ) -> None:
     record = f"3,1234,98765432,-;NVRM: Xid (PCI:0000:38:00): {xid}, pid=4242, name=python, Ch 0"
-    message = kmsg_message(record)
-    assert message is not None
+    parsed = kmsg_record(record)
+    assert parsed is not None
     source = KernelLogSource(gpu_of_pci=lambda pci: "2" if pci == "0000:38:00" else None)
-    reading = source.reading(message, "kmsg")
+    source.bind_inventory(lambda: {"0000:38:00"})
+    reading = source.reading(parsed, "kmsg")
     assert reading is not None and reading.kind is SignalKind.KERNEL_LOG
     evidence = classify(engine, reading, node="n7")
     assert [(e.rule, e.fault_class, e.role, e.gpu) for e in evidence] == [
@@ -185,16 +186,24 @@ def test_kernel_xid_line_is_classified_like_the_nvml_event(
 
 def test_kernel_non_driver_lines_are_not_readings() -> None:
     source = KernelLogSource()
-    assert source.reading("usb 1-1: new high-speed USB device", "kmsg") is None
-    assert kmsg_message(" SUBSYSTEM=pci") is None
-    fallen = source.reading("NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.", "journald")
-    assert fallen is not None and fallen.pci is None
+    source.bind_inventory(lambda: {"0000:3b:00"})
+    assert source.reading(kernel("usb 1-1: new high-speed USB device"), "kmsg") is None
+    assert kmsg_record(" SUBSYSTEM=pci") is None
+    fallen = source.reading(
+        kernel("NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus."), "journald"
+    )
+    assert fallen is not None and fallen.pci == "0000:3b:00"
+
+
+def kernel(message: str) -> KernelRecord:
+    """A record of the kernel facility."""
+    return KernelRecord(0, message)
 
 
 def test_kernel_fallen_off_bus_line(engine: RuleEngine) -> None:
-    reading = KernelLogSource().reading(
-        "NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.", "journald"
-    )
+    source = KernelLogSource()
+    source.bind_inventory(lambda: {"0000:3b:00"})
+    reading = source.reading(kernel("NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus."), "kmsg")
     assert reading is not None
     [found] = classify(engine, reading, node="n1")
     assert (found.rule, found.fault_class, found.role) == ("gpu.fallen_off_bus", HW, "root")

@@ -1,0 +1,411 @@
+"""Failure families as stacks other than PyTorch word them (issue 36), in variants the
+per-framework validation sets do not contain: each class in the words of TensorFlow, JAX/XLA,
+PaddlePaddle, MindSpore, ROCm, Horovod, FUSE mounts and object-store clients, and the launchers'
+tags that name the rank or host."""
+
+from __future__ import annotations
+
+import pytest
+
+from resurrect.contracts import Diagnosis, FaultClass, RecoveryAction
+from resurrect.rules import diagnose_lines, load_engine
+
+ENGINE = load_engine()
+
+
+def diag(text: str) -> Diagnosis:
+    return diagnose_lines(text.strip("\n").splitlines(), file="job.log", engine=ENGINE)
+
+
+# -- device OOM in every stack's words -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # TensorFlow's op kernel, then the Python exception of TF 2
+        "2023-05-02 10:11:12.000001: W tensorflow/core/framework/op_kernel.cc:1830] OP_REQUIRES"
+        " failed at conv_ops.cc:684 : RESOURCE_EXHAUSTED: OOM when allocating tensor with"
+        " shape[64,256,56,56] and type float on /job:localhost/replica:0/task:0/device:GPU:3"
+        " by allocator GPU_3_bfc",
+        "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating"
+        " tensor with shape[32,1024,1024] and type half",
+        # XLA on GPU (jaxlib) and on TPU
+        "jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate"
+        " 17179869184 bytes.",
+        "E0101 00:00:00.000 1 pjrt_stream_executor_client.cc:2985] Execution of replica 3 failed:"
+        " RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in memory space"
+        " hbm. Used 35.83G of 31.25G hbm. Exceeded hbm capacity by 4.59G.",
+        "RuntimeError: Bad StatusOr access: RESOURCE_EXHAUSTED: Attempting to reserve 2.10G at"
+        " the bottom of memory. That was not possible. There are 1.02G free, 0B reserved, and"
+        " 1.02G reservable.",
+        # PaddlePaddle (newer place wording), MindSpore, ROCm
+        "ResourceExhaustedError: Out of memory error on gpu:1. Cannot allocate 3.0GB memory on"
+        " gpu:1, available memory is only 120.5MB.",
+        "RuntimeError: Device(id:2) memory isn't enough and alloc failed, kernel name:"
+        " Default/network/MatMul-op12, alloc size: 1073741824B.",
+        "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total"
+        " capacity of 191.98 GiB",
+        "RuntimeError: HIP error: hipErrorOutOfMemory",
+    ],
+)
+def test_device_oom_in_each_frameworks_words_stops_the_job(line: str) -> None:
+    d = diag(line)
+    assert d.fault_class is FaultClass.MEMORY_DEVICE_OOM, d.summary
+    assert d.action is RecoveryAction.STOP
+
+
+def test_paddle_names_the_gpu_that_ran_out() -> None:
+    d = diag(
+        "Out of memory error on GPU 3. Cannot allocate 1.5GB memory on GPU 3, 30GB memory"
+        " has been allocated and available memory is only 12MB."
+    )
+    assert d.fault_class is FaultClass.MEMORY_DEVICE_OOM
+    assert d.culprit_gpus == ["3"]
+
+
+def test_a_tensorflow_tensor_on_the_host_cpu_is_a_host_oom() -> None:
+    d = diag(
+        "Resource exhausted: OOM when allocating tensor with shape[6040,32] and type float"
+        " on /job:localhost/replica:0/task:0/device:CPU:0 by allocator cpu"
+    )
+    assert d.fault_class is FaultClass.MEMORY_HOST_OOM
+
+
+def test_a_bfc_allocator_that_says_it_is_not_a_failure_decides_nothing() -> None:
+    d = diag(
+        "W bfc_allocator.cc:243] Allocator (GPU_0_bfc) ran out of memory trying to allocate"
+        " 2.26GiB with freed_by_count=0. The caller indicates that this is not a failure,"
+        " but may mean that there could be performance gains if more memory were available."
+    )
+    assert d.fault_class is FaultClass.UNKNOWN
+
+
+def test_a_scoped_vmem_overflow_on_tpu_is_no_device_oom() -> None:
+    d = diag(
+        "jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: Ran out of memory in memory space"
+        " vmem while allocating on stack for %fusion.18"
+    )
+    assert d.fault_class is not FaultClass.MEMORY_DEVICE_OOM
+
+
+# -- storage under a checkpoint ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "OSError: [Errno 107] Transport endpoint is not connected: '/gcs/ckpt/step_4000/model.pt'",
+        "[rank0]: OSError: [Errno 103] Software caused connection abort: '/mnt/s3/run7/optim.pt'",
+        "OSError: [Errno 121] Remote I/O error: '/lustre/project/ckpt/latest'",
+        "mkdir: cannot create directory '/mnt/blob/ckpt': Transport endpoint is not connected",
+        "botocore.exceptions.EndpointConnectionError: Could not connect to the endpoint URL:"
+        ' "https://s3.us-east-1.amazonaws.com/bucket/ckpt/step_100/shard_3.distcp"',
+        "botocore.exceptions.ClientError: An error occurred (ServiceUnavailable) when calling the"
+        " UploadPart operation (reached max retries: 4): Service Unavailable",
+        "tensorflow.python.framework.errors_impl.UnavailableError: Error executing an HTTP"
+        " request: HTTP response code 503 with body 'Backend Error' when resuming upload"
+        " gs://bucket/train/model.ckpt-2000.data-00000-of-00001",
+        "google.api_core.exceptions.TooManyRequests: 429 POST https://storage.googleapis.com/"
+        "upload/storage/v1/b/bkt/o?uploadType=resumable: The rate of change requests to the"
+        " object is too high",
+        "azure.core.exceptions.HttpResponseError: The server is busy. ErrorCode:ServerBusy",
+    ],
+)
+def test_a_mount_or_object_store_failing_under_the_job_is_a_storage_error(line: str) -> None:
+    d = diag(line)
+    assert d.fault_class is FaultClass.STORAGE_ERROR, d.summary
+    assert d.action is RecoveryAction.RESTART
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "botocore.exceptions.ClientError: An error occurred (AccessDenied) when calling the"
+        " PutObject operation: Access Denied",
+        "zmq.error.ZMQError: Transport endpoint is not connected",
+    ],
+)
+def test_a_refused_credential_or_a_socket_is_no_storage_failure(line: str) -> None:
+    assert diag(line).fault_class is not FaultClass.STORAGE_ERROR
+
+
+# -- the job's own setup -------------------------------------------------------------------
+
+
+def test_a_library_the_job_cannot_load_is_an_app_error() -> None:
+    d = diag(
+        "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: external/xla/xla/service/gpu/"
+        "nccl_utils.cc:134: NCCL operation ncclGetUniqueId(&id) failed: Unable to load NCCL"
+        " library. Multi-GPU collectives will not work."
+    )
+    assert d.fault_class is FaultClass.APP_ERROR
+
+
+def test_a_tensorflow_warning_about_an_optional_library_decides_nothing() -> None:
+    d = diag(
+        "W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not load"
+        " dynamic library 'libcudnn.so.8'; dlerror: libcudnn.so.8: cannot open shared object"
+        " file: No such file or directory"
+    )
+    assert d.fault_class is FaultClass.UNKNOWN
+
+
+def test_a_keras_checkpoint_into_a_missing_directory_is_an_app_error() -> None:
+    d = diag(
+        "OSError: Unable to create file (unable to open file: name = 'out/ckpt/best.h5',"
+        " errno = 2, error message = 'No such file or directory', flags = 13, o_flags = 242)"
+    )
+    assert d.fault_class is FaultClass.APP_ERROR
+
+
+# -- a shell's job-control words -----------------------------------------------------------
+
+
+def test_a_shell_job_table_killed_line_is_a_weak_host_oom() -> None:
+    d = diag("[2]+  Killed                  python -m trainer --config big.yaml")
+    assert d.fault_class is FaultClass.MEMORY_HOST_OOM
+    assert d.action is RecoveryAction.RESTART
+
+
+def test_killed_in_a_docker_compose_column_is_a_weak_host_oom() -> None:
+    d = diag(
+        "trainer_1  | epoch 3 step 1200 loss 2.1\ntrainer_1  | Killed\n"
+        "trainer_1 exited with code 137"
+    )
+    assert d.fault_class is FaultClass.MEMORY_HOST_OOM
+    assert d.culprit_hosts == []  # a container name is no node
+
+
+def test_a_shell_abort_padded_to_its_status_column_is_a_crash() -> None:
+    d = diag("./run_pod.sh: line 12: 40111 Aborted                 (core dumped) python3 train.py")
+    assert d.fault_class is FaultClass.PROCESS_CRASH
+
+
+# -- Horovod's stall report and launchers --------------------------------------------------
+
+
+def test_horovod_missing_ranks_without_the_header_name_the_stalled_rank() -> None:
+    d = diag("""
+[1,0]<stderr>:[2021-03-01 10:00:00.000000: W horovod/common/stall_inspector.cc:107] HorovodAllreduce_grad_0 [missing ranks: 3]
+[1,0]<stderr>:[2021-03-01 10:00:00.000010: W horovod/common/stall_inspector.cc:107] HorovodAllreduce_grad_1 [missing ranks: 3]
+""")
+    assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT
+    assert d.culprit_ranks == [3]
+
+
+def test_horovod_ranks_that_caught_up_are_not_culprits() -> None:
+    d = diag("""
+HorovodAllreduce_loss_0 [missing ranks: 2, 5]
+HorovodAllreduce_loss_0 [missing ranks: 5]
+""")
+    assert d.culprit_ranks == [5]
+
+
+def test_horovod_ready_ranks_imply_the_lower_rank_that_never_got_ready() -> None:
+    d = diag("""
+HorovodAllreduce_a_0 [ready ranks: 0, 2, 3]
+HorovodAllreduce_b_0 [ready ranks: 0, 2, 3]
+""")
+    assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT
+    assert d.culprit_ranks == [1]
+
+
+def test_horovod_stalled_rank_lines_under_mpirun_tags_name_the_stalled_rank() -> None:
+    d = diag("""
+[1,0]<stderr>:Stalled ranks:
+[1,0]<stderr>:4: [horovod_allreduce.7, horovod_allreduce.8]
+""")
+    assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT
+    assert d.culprit_ranks == [4]
+
+
+def test_a_root_cause_on_the_stalled_rank_wins_over_the_stall() -> None:
+    d = diag("""
+[1,2]<stderr>:tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with shape[8192,4096]
+[1,0]<stderr>:HorovodAllreduce_grads_0 [missing ranks: 2]
+""")
+    assert d.fault_class is FaultClass.MEMORY_DEVICE_OOM
+    assert d.culprit_ranks == [2]
+
+
+def test_horovodrun_gloo_tags_name_the_failing_rank() -> None:
+    d = diag("""
+[0]<stdout>:step 10
+[3]<stderr>:Traceback (most recent call last):
+[3]<stderr>:  File "train.py", line 9, in <module>
+[3]<stderr>:KeyError: 'labels'
+Process 3 exit with status code 1.
+""")
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.culprit_ranks == [3]
+
+
+def test_a_timestamp_glued_to_an_mpirun_tag_still_names_the_rank() -> None:
+    d = diag(
+        "Tue Mar  7 10:00:00 2023[1,7]<stderr>:RuntimeError: CUDA error: an illegal memory"
+        " access was encountered"
+    )
+    assert d.fault_class is FaultClass.CUDA_ERROR
+    assert d.culprit_ranks == [7]
+
+
+def test_an_indented_open_mpi_signal_report_names_its_host() -> None:
+    d = diag("""
+    [gpu-a17:04211] *** Process received signal ***
+    [gpu-a17:04211] Signal: Segmentation fault (11)
+""")
+    assert d.fault_class is FaultClass.PROCESS_CRASH
+    assert d.culprit_hosts == ["gpu-a17"]
+
+
+def test_a_two_field_ucx_signal_prefix_names_its_host() -> None:
+    d = diag(
+        "[trn-node-4:18812:0] Caught signal 11 (Segmentation fault: address not mapped to"
+        " object at address 0x10)"
+    )
+    assert d.fault_class is FaultClass.PROCESS_CRASH
+    assert d.culprit_hosts == ["trn-node-4"]
+
+
+def test_an_orbax_process_tag_names_the_jax_process_index() -> None:
+    d = diag(
+        "00:28:21.238 [E] [process=3][thread=async_save] OSError: [Errno 107] Transport"
+        " endpoint is not connected: '/gcs/run/ckpt/30000.orbax-checkpoint-tmp-0'"
+    )
+    assert d.fault_class is FaultClass.STORAGE_ERROR
+    assert d.culprit_ranks == [3]
+
+
+def test_mpiruns_first_failed_process_names_the_rank_behind_a_horovod_shutdown() -> None:
+    d = diag("""
+[1,3]<stderr>:RuntimeError: Horovod has been shut down. This was caused by an exception on one of the ranks or an attempt to allreduce, allgather or broadcast a tensor after one of the ranks finished execution.
+--------------------------------------------------------------------------
+mpirun detected that one or more processes exited with non-zero status, thus causing
+the job to be terminated. The first process to do so was:
+
+  Process name: [[4242,1],2]
+  Exit code:    1
+""")
+    assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT
+    assert d.culprit_ranks == [2]
+
+
+def test_the_first_failure_in_time_wins_when_two_ranks_fail() -> None:
+    d = diag("""
+[2024-05-01 10:00:05] [1,5]<stderr>:ValueError: bad shard 17
+[2024-05-01 10:00:02] [1,1]<stderr>:ValueError: bad shard 3
+""")
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.culprit_ranks[0] == 1
+
+
+# -- the program refused by the framework, aborts, Paddle's launcher -----------------------
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "tensorflow.python.framework.errors_impl.InvalidArgumentError: Graph execution error:"
+        " indices[3,1] = 50001 is not in [0, 50000)",
+        "jax.errors.JaxRuntimeError: INVALID_ARGUMENT: Executable expected parameter 0 of size"
+        " 4096 but got buffer with incompatible size 2048",
+        "tensorflow.python.framework.errors_impl.UnimplementedError: DNN library is not found.",
+        "No OpKernel was registered to support Op 'CollectiveReduceV2' used by"
+        " {{node CollectiveReduceV2}} with these attrs: [T=DT_HALF]",
+        "XlaRuntimeError: INTERNAL: during context [Pre-optimization]: RET_CHECK failure",
+    ],
+)
+def test_a_framework_refusing_the_program_is_an_app_error(line: str) -> None:
+    d = diag(line)
+    assert d.fault_class is FaultClass.APP_ERROR, d.summary
+    assert d.action is RecoveryAction.STOP
+
+
+def test_a_failed_glog_check_is_a_crash_unless_a_cause_is_printed() -> None:
+    crash = diag(
+        "F0301 08:00:00.000001  777 gpu_executable.cc:451] Check failed: buffer != nullptr"
+    )
+    assert crash.fault_class is FaultClass.PROCESS_CRASH
+    with_cause = diag("""
+F0301 08:00:00.000001  777 stream.cc:88] Check failed: ok CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered
+Abort trap: 6
+""")
+    assert with_cause.fault_class is FaultClass.CUDA_ERROR
+
+
+def test_a_paddle_dataloader_process_killed_is_a_host_oom() -> None:
+    d = diag("SystemError: (Fatal) DataLoader process (pid 88) exited is killed by signal: Killed.")
+    assert d.fault_class is FaultClass.MEMORY_HOST_OOM
+
+
+def test_paddles_launcher_names_the_trainers_that_aborted() -> None:
+    d = diag("""
+W0101 00:00:00.000000 10 init.cc:205] *** SIGSEGV (@0x0) received by PID 10 (TID 0x7f) from PID 0; stack trace: ***
+ERROR 2024-01-01 00:00:05,000 launch_utils.py:604] ABORT!!! Out of all 8 trainers, the trainer process with rank=[3, 5] was aborted. Please check its log.
+""")
+    assert d.fault_class is FaultClass.PROCESS_CRASH
+    assert d.culprit_ranks == [3, 5]
+
+
+def test_every_paddle_trainer_aborting_names_no_rank() -> None:
+    d = diag("""
+KeyError: 'image'
+ERROR 2024-01-01 00:00:05,000 launch_utils.py:604] ABORT!!! Out of all 2 trainers, the trainer process with rank=[0, 1] was aborted. Please check its log.
+""")
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.culprit_ranks == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "tensorflow.python.framework.errors_impl.UnknownError:  Failed to get convolution"
+        " algorithm. This is probably because cuDNN failed to initialize, so try looking to see"
+        " if a warning log message was printed above. [Op:Conv2D]",
+        "2021-05-01 10:00:00.000000: E tensorflow/stream_executor/cuda/cuda_dnn.cc:336] Loaded"
+        " runtime CuDNN library: 8.0.5 but source was compiled with: 8.1.0.",
+        "jax.errors.JaxRuntimeError: INTERNAL: the library was not initialized",
+        "E0302 11:00:00.000000 9 pjrt_stream_executor_client.cc:2985] Execution of replica 1"
+        " failed: INVALID_ARGUMENT: Argument does not match host shape or layout",
+    ],
+)
+def test_a_gpu_library_or_argument_the_job_set_up_wrong_is_an_app_error(line: str) -> None:
+    assert diag(line).fault_class is FaultClass.APP_ERROR
+
+
+def test_an_oom_printed_with_a_cudnn_init_failure_is_the_oom() -> None:
+    d = diag("""
+2021-05-01 10:00:00.000000: W tensorflow/core/common_runtime/bfc_allocator.cc:275] Ran out of memory trying to allocate 1.02GiB.  See logs for memory state.
+tensorflow.python.framework.errors_impl.UnknownError: Failed to get convolution algorithm. This is probably because cuDNN failed to initialize
+""")
+    assert d.fault_class is FaultClass.MEMORY_DEVICE_OOM
+
+
+def test_nccl_looking_for_an_optional_network_plugin_decides_nothing() -> None:
+    d = diag(
+        "gpu-1:3183:3183 [0] NCCL INFO NET/Plugin : Plugin load (libnccl-net.so) returned 2 :"
+        " libnccl-net.so: cannot open shared object file: No such file or directory"
+    )
+    assert d.fault_class is FaultClass.UNKNOWN
+
+
+def test_paddles_newer_launcher_names_the_container_that_failed() -> None:
+    d = diag("""
+KeyError: 'im_shape'
+LAUNCH INFO 2022-11-21 02:35:54,384 Pod failed
+LAUNCH ERROR 2022-11-21 02:35:54,385 Container failed !!!
+Container rank 2 status failed cmd ['/usr/bin/python3', '-u', 'tools/train.py', '--eval'] code 1 log log/workerlog.2
+""")
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.culprit_ranks == [2]
+
+
+def test_a_rank_prefixed_segfault_banner_is_a_crash_of_that_rank() -> None:
+    d = diag("""
+12: step 400 loss 1.93
+41: !!!!!!! Segfault encountered !!!!!!!
+41:   File "<unknown>", line 0, in ncclNetPluginInit
+""")
+    assert d.fault_class is FaultClass.PROCESS_CRASH
+    assert d.culprit_ranks == [41]
