@@ -174,6 +174,7 @@ class RecoveryActivities:
             wait_running_timeout_s=self.config.recovery.wait_running_timeout_s,
             activity_timeout_s=self.config.recovery.activity_timeout_s,
             checkpoint_level=self.config.recovery.checkpoint_level,
+            not_responding_grace_s=self.config.watcher.not_responding_grace_s,
         )
 
     def _log_evidence(
@@ -311,7 +312,9 @@ class RecoveryActivities:
         found = cancel_claims_checked(found, bundle.interruption.job_state or bundle.job.state)
         log_diagnosis = attribute_evidence(found) if found else None
         sched = scheduler_diagnosis(
-            scheduler_evidence(bundle.interruption, bundle.job, bundle.nodes)
+            scheduler_evidence(
+                bundle.interruption, bundle.job, bundle.nodes, bundle.lasting_unavailable
+            )
         )
         return _keeping_independent(combine(log_diagnosis, sched), found)
 
@@ -447,6 +450,7 @@ class RecoveryActivities:
             diagnosis=diagnosis,
             job_nodes=bundle.job.nodes,
             nodes=bundle.nodes,
+            lasting=bundle.lasting_unavailable,
             reported=request.reported,
             owner=None if bundle.job.user_id is None else str(bundle.job.user_id),
         )

@@ -4,6 +4,6 @@ import os.path
 
 from resurrect import source_tree
 
-__version__ = "0.2.0"
+__version__ = "0.2.1"
 
 source_tree.install(os.path.dirname(__file__))

@@ -28,7 +28,7 @@ from pydantic import (
     model_validator,
 )
 
-from resurrect.contracts import JobPolicy, RecoveryMode
+from resurrect.contracts import NOT_RESPONDING_GRACE_S, JobPolicy, RecoveryMode
 from resurrect.errors import ConfigError
 from resurrect.goodput.rates import MIN_INCIDENTS_TO_ADVISE
 from resurrect.lemons.models import LemonRules
@@ -67,6 +67,11 @@ class TemporalSettings(Section):
     # the same name as ``task_queue`` shares one queue and worker (no local drains). Those
     # workflows still running on ``task_queue`` move over by themselves (continue as new).
     operator_task_queue: str | None = None
+    # A worker does not start while a worker of another release polls its task queues
+    # (resurrect.temporal.releases): one seen polling within this many seconds is watched
+    # until it polls again (refused) or its last poll is this old (it stopped). Longer than
+    # the server's long poll (60 s by default); 0: no check.
+    other_release_window_s: float = Field(default=75.0, ge=0)
     ui_port: int = Field(default=8233, ge=1, le=65535)
     ui_host: str = "127.0.0.1"
     tls: TlsSettings | None = None
@@ -241,7 +246,7 @@ class WatcherSettings(Section):
     poll_interval_s: float = Field(default=2.0, gt=0)
     # A node only NOT_RESPONDING (not DOWN) counts as lost once it stays so this long, and
     # not at all this long after the controller was unreachable (nodes re-register then).
-    not_responding_grace_s: float = Field(default=4.0, ge=0)
+    not_responding_grace_s: float = Field(default=NOT_RESPONDING_GRACE_S, ge=0)
     controller_grace_s: float = Field(default=30.0, ge=0)
     # Slurm hooks (deploy/hooks/kick-watcher.sh) make the watcher poll at once through this
     # socket; its directory must belong to the watcher's user and be writable by no one else.

@@ -91,6 +91,11 @@ class ConfigError(NonRetryable):
     """Configuration is invalid; the message names the file and the field."""
 
 
+class OtherReleaseServing(NonRetryable):
+    """A worker of another resurrect release polls the task queue this worker would serve:
+    two releases never serve one queue (docs/upgrading.md)."""
+
+
 class RuleError(NonRetryable):
     """A rule pack is invalid; the message names the file and the rule."""
 

@@ -6,16 +6,21 @@ A job's owner controls every line the job prints, so where a piece of evidence c
 (the node agent, Slurm) confirms a node for draining (:func:`corroborated_nodes`,
 :func:`hardware_evidence`), and only nodes the job ran on are ever named
 (:func:`match_job_nodes`). Drain or restart is one rule (:func:`restart_action`), and the
-action a diagnosis proposes another (:func:`proposed_action`).
+action a diagnosis proposes another (:func:`proposed_action`). Slurm marks a node lost when it
+is DOWN, or unavailable otherwise (NOT_RESPONDING, ...) in reads at least a grace apart
+(:func:`slurm_marked`, :class:`UnavailabilityReads`): every node is NOT_RESPONDING for a moment
+after slurmctld restarts.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field
 
 from resurrect.contracts import (
     DEFAULT_ACTION,
+    HARD_DOWN_NODE_STATES,
     RUNNING_JOB_STATES,
     Diagnosis,
     Evidence,
@@ -34,8 +39,9 @@ from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 NODE_CLASSES = frozenset({FaultClass.GPU_HARDWARE, FaultClass.NETWORK_FABRIC, FaultClass.NODE_LOST})
 # Sources a job cannot forge: what they say about a node counts as a second opinion.
 INDEPENDENT_SOURCES: frozenset[EvidenceSource] = frozenset({"node_agent", "scheduler"})
-# Rules of scheduler evidence about the job as a whole (not naming a node).
+# Rules of scheduler evidence about the job as a whole (not naming a node), and about a node.
 _JOB_NODE_FAIL_RULE = "scheduler.job_state"
+NODE_STATE_RULE = "scheduler.node_state"
 # Classes whose culprit node comes from resurrect's probes of the job (rule 7).
 PROBED_CLASSES = frozenset({FaultClass.JOB_HANG, FaultClass.JOB_STRAGGLER})
 # Node agent readings of the hardware slowing a GPU down (thermal, power brake): hardware
@@ -110,12 +116,75 @@ def silent_nodes(diagnosis: Diagnosis) -> set[str]:
     return {short_name(e.host) for e in diagnosis.evidence if e.host and silence_only(e)}
 
 
+def needs_to_last(node: NodeInfo) -> bool:
+    """A node unavailable without being down (NOT_RESPONDING, UNKNOWN, FAIL flag, ...): what
+    a controller that has just restarted shows of every node until its slurmd registers."""
+    return node.unavailable and node.state not in HARD_DOWN_NODE_STATES
+
+
+@dataclass
+class UnavailabilityReads:
+    """Successive reads of node states, and which nodes stayed unavailable without being
+    down (:func:`needs_to_last`) across reads at least a grace apart.
+
+    ``now`` is any clock that only moves forward (the Slurm watcher's monotonic time, the
+    seconds of a recovery's pauses); a node that one read shows available, or does not show,
+    starts again.
+    """
+
+    _since: dict[str, float] = field(default_factory=dict)
+    _lasting: set[str] = field(default_factory=set)
+
+    def observe(self, nodes: Iterable[NodeInfo], now: float, grace_s: float) -> set[str]:
+        """Take one read, made at ``now``: the names of the nodes it shows unavailable
+        without being down that every read over at least ``grace_s`` showed so."""
+        waiting = {node.name for node in nodes if needs_to_last(node)}
+        for name in list(self._since):
+            if name not in waiting:
+                del self._since[name]
+        self._lasting = {
+            name for name in waiting if now - self._since.setdefault(name, now) >= grace_s
+        }
+        return set(self._lasting)
+
+    @property
+    def lasting(self) -> set[str]:
+        """The nodes the last read found to have lasted (:meth:`observe`)."""
+        return set(self._lasting)
+
+    def pending(self, now: float, grace_s: float) -> dict[str, float]:
+        """The nodes the last read showed unavailable without being down that have not
+        lasted yet, with the seconds still to wait before a read may confirm each."""
+        return {
+            name: grace_s - (now - since)
+            for name, since in sorted(self._since.items())
+            if name not in self._lasting
+        }
+
+    def forget(self) -> None:
+        """Start again (the controller could not be read: nodes re-register after)."""
+        self._since.clear()
+        self._lasting.clear()
+
+
+def slurm_marked(nodes: Iterable[NodeInfo], lasting: Collection[str] | None) -> set[str]:
+    """Short names of the nodes Slurm marks lost, as evidence: DOWN (or FAIL) at once; only
+    unavailable otherwise (NOT_RESPONDING, ...) when ``lasting`` names them
+    (:class:`UnavailabilityReads`). ``lasting`` None: not tracked (a recovery that 0.2.0
+    started, replayed as it ran): every unavailable node."""
+    return {
+        short_name(node.name)
+        for node in nodes
+        if node.unavailable and (lasting is None or not needs_to_last(node) or node.name in lasting)
+    }
+
+
 def silence_awaiting_a_second_source(
-    reported: Sequence[Evidence], job: JobInfo, nodes: Sequence[NodeInfo], attempt: int
+    reported: Sequence[Evidence], job: JobInfo, marked: Collection[str], attempt: int
 ) -> list[str]:
     """The silent nodes when node agents' silence is all that reports ``job``'s ``attempt``,
-    that attempt still runs (or is being torn down: its end is not known yet) and Slurm still
-    sees each of those nodes; else ``[]``.
+    that attempt still runs (or is being torn down: its end is not known yet) and Slurm marks
+    none of those nodes (``marked``: :func:`slurm_marked`); else ``[]``.
 
     Such a report alone changes nothing: an agent that died, or heartbeats lost on the way
     (to a whole cluster at once when the collector's network fails), look like a lost node
@@ -127,32 +196,36 @@ def silence_awaiting_a_second_source(
     if job.state not in RUNNING_JOB_STATES or job.restart_count != attempt:
         return []  # COMPLETING waits too: how the attempt ended is not known yet
     silent = sorted({short_name(e.host) for e in reported if e.host})
-    unavailable = {short_name(n.name) for n in nodes if n.unavailable}
-    if not silent or unavailable.intersection(silent):
+    if not silent or set(marked).intersection(silent):
         return []
     return silent
 
 
-def slurm_troubled(node: NodeInfo) -> bool:
-    """Slurm itself shows ``node`` unavailable (DOWN, NOT_RESPONDING, FAIL) or drained by
-    someone else (a drain of resurrect's own is no second opinion: it may rest on job
-    output itself)."""
-    return node.unavailable or (node.drained and not node.reason.startswith(DRAIN_REASON_PREFIX))
+def slurm_troubled(node: NodeInfo, lasting: Collection[str] | None) -> bool:
+    """Slurm itself marks ``node`` lost (:func:`slurm_marked` with ``lasting``: DOWN, FAIL,
+    or NOT_RESPONDING in reads a grace apart) or shows it drained by someone else (a drain
+    of resurrect's own is no second opinion: it may rest on job output itself)."""
+    if slurm_marked([node], lasting):
+        return True
+    return node.drained and not node.reason.startswith(DRAIN_REASON_PREFIX)
 
 
 def corroborated_nodes(
     candidates: Iterable[str],
     diagnosis: Diagnosis,
     nodes: Sequence[NodeInfo],
+    lasting: Collection[str] | None,
 ) -> tuple[list[str], list[str]]:
     """Split drain candidates into (confirmed by a second source, job output alone).
 
     A node is confirmed by root evidence from the node agent or the scheduler naming it, by
-    Slurm showing it unavailable (DOWN, NOT_RESPONDING, FAIL) or drained by someone else,
-    or by the job ending NODE_FAIL when Slurm names no other node of the job. Its agent's
-    silence alone (:func:`silence_only`) confirms nothing: a killed agent, or heartbeats
-    lost on the way, look the same as a lost node until Slurm agrees.
+    Slurm marking it lost (:func:`slurm_marked` with ``lasting``: DOWN, or NOT_RESPONDING in
+    reads a grace apart) or drained by someone else, or by the job ending NODE_FAIL when
+    Slurm names no other node of the job. Its agent's silence alone (:func:`silence_only`)
+    confirms nothing: a killed agent, or heartbeats lost on the way, look the same as a lost
+    node until Slurm agrees; nor does one read of a node not responding.
     """
+    marked = slurm_marked(nodes, lasting)
     independent = independent_evidence(diagnosis)
     named = {
         short_name(e.host)
@@ -160,9 +233,9 @@ def corroborated_nodes(
         if e.host
         and not silence_only(e)
         and (e.role == "root" or evidence_source(e) == "node_agent")
+        and (e.rule != NODE_STATE_RULE or short_name(e.host) in marked)
     }
-    by_name = {short_name(n.name): n for n in nodes}
-    troubled = {short for short, node in by_name.items() if slurm_troubled(node)}
+    troubled = {short_name(n.name) for n in nodes if slurm_troubled(n, lasting)}
     job_node_fail = any(
         e.rule == _JOB_NODE_FAIL_RULE and e.fault_class is FaultClass.NODE_LOST for e in independent
     )

@@ -86,11 +86,13 @@ async def run_service(
     """Run the enabled parts until ``stop`` is set."""
     from resurrect.sensors.registry import SensorContext, SensorPart, start_sensors
     from resurrect.sensors.report import reporter
+    from resurrect.temporal.releases import refuse_other_releases
     from resurrect.workers.recovery_worker import (
         build_operator_worker,
         build_worker,
         read_kept_figures,
         run_worker,
+        served_task_queues,
     )
 
     async with contextlib.AsyncExitStack() as stack:
@@ -101,6 +103,9 @@ async def run_service(
         report = reporter(client, task_queue=config.temporal.task_queue)
         tasks: list[asyncio.Task[None]] = []
         if parts.worker:
+            await refuse_other_releases(
+                client, served_task_queues(config), config.temporal.other_release_window_s
+            )
             worker = build_worker(client, config, scheduler)
             tasks.append(asyncio.create_task(run_worker(worker, stop), name="worker"))
             kept = asyncio.create_task(read_kept_figures(client, config, scheduler))

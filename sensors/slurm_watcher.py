@@ -31,7 +31,6 @@ from datetime import UTC, datetime
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import (
     FAILED_JOB_STATES,
-    HARD_DOWN_NODE_STATES,
     RUNNING_JOB_STATES,
     FaultClass,
     Interruption,
@@ -40,6 +39,7 @@ from resurrect.contracts import (
     NodeInfo,
 )
 from resurrect.errors import SchedulerError
+from resurrect.evidence_trust import UnavailabilityReads, needs_to_last
 from resurrect.job_notes import JobNotes
 from resurrect.policy import PolicyResolution, resolve_job_policy
 from resurrect.rules.scheduler_evidence import STATE_CLASS
@@ -64,7 +64,7 @@ class SlurmWatcher:
         self.report = report
         self._last_jobs: dict[str, JobInfo] = {}
         self._reported: set[str] = set()
-        self._not_responding_since: dict[str, float] = {}
+        self._unavailability = UnavailabilityReads()
         # each job's policy, kept while the scheduler hands back the same JobInfo object
         self._resolutions: dict[str, tuple[JobInfo, PolicyResolution]] = {}
         self._quiet_until = 0.0  # no NOT_RESPONDING verdicts until then (controller came back)
@@ -103,30 +103,24 @@ class SlurmWatcher:
         )
 
     def _lost_nodes(self, nodes: list[NodeInfo], now: float) -> dict[str, NodeInfo]:
-        """Nodes to treat as lost: DOWN at once; only NOT_RESPONDING once it persisted.
-        ``nodes`` may be every node or only the unhealthy ones: a node not shown is healthy."""
-        grace = self.config.watcher.not_responding_grace_s
-        lost: dict[str, NodeInfo] = {}
-        unavailable = {node.name for node in nodes if node.unavailable}
-        for name in list(self._not_responding_since):
-            if name not in unavailable:
-                del self._not_responding_since[name]
-        for node in nodes:
-            if not node.unavailable:
-                continue
-            if node.state in HARD_DOWN_NODE_STATES:
-                lost[node.name] = node
-                continue
-            since = self._not_responding_since.setdefault(node.name, now)
-            if now - since >= grace and now >= self._quiet_until:
-                lost[node.name] = node
-        return lost
+        """Nodes to treat as lost: DOWN at once; only NOT_RESPONDING once it persisted
+        (:class:`UnavailabilityReads`). ``nodes`` may be every node or only the unhealthy
+        ones: a node not shown is healthy."""
+        lasting = self._unavailability.observe(
+            nodes, now, self.config.watcher.not_responding_grace_s
+        )
+        return {
+            node.name: node
+            for node in nodes
+            if node.unavailable
+            and (not needs_to_last(node) or (node.name in lasting and now >= self._quiet_until))
+        }
 
     def controller_unreachable(self, now: float | None = None) -> None:
         """The controller did not answer: when it is back, give nodes time to re-register."""
         now = time.monotonic() if now is None else now
         self._quiet_until = now + self.config.watcher.controller_grace_s
-        self._not_responding_since.clear()
+        self._unavailability.forget()
 
     def detect(
         self, jobs: list[JobInfo], nodes: list[NodeInfo], now: float | None = None

@@ -39,6 +39,7 @@ from resurrect.scheduler.base import Scheduler
 from resurrect.steps.plugins import Plugin, discover, params_registry, step_registry
 from resurrect.steps.runtime import StepFn, StepRuntime, make_activity, step_meta
 from resurrect.telemetry.interceptor import TelemetryInterceptor
+from resurrect.temporal.releases import worker_identity
 from resurrect.workflows.drain_budget import DrainBudgetWorkflow
 from resurrect.workflows.node_repair import NodeRepairWorkflow
 from resurrect.workflows.recovery import RecoveryWorkflow
@@ -208,6 +209,7 @@ def build_worker(
     return Worker(
         client,
         task_queue=config.temporal.task_queue,
+        identity=worker_identity(),
         workflows=list(workflows) if workflows is not None else workflow_classes(),
         activities=activities,
         activity_executor=concurrent.futures.ThreadPoolExecutor(max_workers=16),
@@ -240,6 +242,7 @@ def build_operator_worker(
     return Worker(
         client,
         task_queue=queue,
+        identity=worker_identity(),
         workflows=[DrainBudgetWorkflow, NodeRepairWorkflow],
         activities=OperatorActivities(scheduler, config).all(),
         activity_executor=concurrent.futures.ThreadPoolExecutor(max_workers=4),
@@ -265,6 +268,12 @@ async def read_kept_figures(client: Client, config: ResurrectConfig, scheduler: 
     for result in await asyncio.gather(*reads, return_exceptions=True):
         if isinstance(result, Exception):
             log.warning("kept figures not read at start: %s", result)
+
+
+def served_task_queues(config: ResurrectConfig) -> list[str]:
+    """The task queues the workers of ``build_worker`` and ``build_operator_worker`` poll."""
+    queue = own_operator_queue(config)
+    return [config.temporal.task_queue, *([queue] if queue else [])]
 
 
 async def run_worker(worker: Worker, stop: asyncio.Event) -> None:

@@ -24,9 +24,10 @@ as a local activity of ``QUICK_S`` seconds, without retries; one that needs long
 raises ``NeedsMoreTime``: the job is not running yet, a checkpoint takes time to read, a
 node agent must confirm) or fails in a way that may pass runs again as an activity task
 with its whole timeouts and retry policy. The search attributes are upserted once per
-workflow task, only those that changed. A node loss is one workflow task (16 history
-events). What happened stays readable: the ``status`` query, the result's notes and the
-markers show every step. docs/versioning.md says how a change to these commands lands.
+workflow task, only those that changed. A node loss is one workflow task (14 history
+events, two of them the patch's marker and the SDK's upsert of ``TemporalChangeVersion``
+that names it). What happened stays readable: the ``status`` query, the result's notes and
+the markers show every step. docs/versioning.md says how a change to these commands lands.
 """
 
 from __future__ import annotations
@@ -70,8 +71,10 @@ with workflow.unsafe.imports_passed_through():
     )
     from resurrect.errors import non_retryable_error_types
     from resurrect.evidence_trust import (
+        UnavailabilityReads,
         silence_awaiting_a_second_source,
         silence_only,
+        slurm_marked,
     )
     from resurrect.operator.approvals import (
         approval_needed,
@@ -107,6 +110,14 @@ SECOND_SOURCE_FIRST_PAUSE_S = 10.0
 SECOND_SOURCE_MAX_PAUSE_S = 600.0
 # History stays bounded: after this many re-reads the wait continues as new.
 SECOND_SOURCE_CHECKS_PER_RUN = 500
+# Patch of 0.2.1 (docs/versioning.md): a node unavailable without being DOWN (NOT_RESPONDING,
+# as every node is for a moment after slurmctld restarts) is Slurm's word only when reads at
+# least the grace apart all show it; the recovery reads again after the grace to know. Asked
+# once, before the first activity. Without it (recoveries 0.2.0 started) one read was enough.
+NOT_RESPONDING_READ_TWICE = "not-responding-read-twice"
+# At most this many reads after the grace before the assessment: a node still not lasting
+# after them (a new one each time) is not Slurm's word.
+NOT_RESPONDING_REREADS = 3
 # Retries of the evidence activities, which talk to the scheduler: a controller that is down
 # for minutes must not fail the recovery; errors that cannot get better do not retry.
 SCHEDULER_RETRY = RetryPolicy(
@@ -192,6 +203,13 @@ class RecoveryWorkflow:
         self._gate = ApprovalGate()
         self._search = SearchAttributeBatch()
         self._calls = ActivityCalls(self._notes, self._search.publish)
+        # reads of the job's nodes (the NOT_RESPONDING_READ_TWICE patch; None without it),
+        # timed by the seconds of the pauses that ran out between them: a pause is a timer
+        # started after the read before it returned, so reads that far apart are at least
+        # that far apart on any clock
+        self._unavailability: UnavailabilityReads | None = None
+        self._paused_s = 0.0
+        self._noted_not_responding: set[str] = set()
 
     # ------------------------------------------------------------------ signals/queries
     @workflow.signal(name=REPORT_SIGNAL)
@@ -256,6 +274,8 @@ class RecoveryWorkflow:
     @workflow.run
     async def run(self, interruption: Interruption) -> RecoveryOutcome:
         self._search.begin()
+        if workflow.patched(NOT_RESPONDING_READ_TWICE):
+            self._unavailability = UnavailabilityReads()
         self._notes.append(f"reported by {interruption.source}: {interruption.reason}")
         bundle = await self._gather_evidence(interruption)
         if bundle is None:
@@ -263,6 +283,8 @@ class RecoveryWorkflow:
         if self._refuse(interruption, bundle):
             return self._outcome(Kind.REFUSED_NOT_OPTED_IN, interruption, bundle)
         confirmed = await self._await_second_source(interruption, bundle)
+        if not isinstance(confirmed, Kind):
+            confirmed = await self._read_not_responding_again(interruption, confirmed)
         if isinstance(confirmed, Kind):  # the attempt ended with nothing confirmed
             return self._outcome(confirmed, interruption, bundle)
         assessment = await self._assess(interruption, confirmed)
@@ -283,7 +305,17 @@ class RecoveryWorkflow:
         return bundle
 
     async def _read_evidence(self, interruption: Interruption) -> EvidenceBundle | None:
-        """One reading of the job and its nodes (a local activity); None when it fails."""
+        """One reading of the job and its nodes (a local activity); None when it fails. With
+        the NOT_RESPONDING_READ_TWICE patch, the nodes' states are taken into
+        ``_unavailability``."""
+        bundle = await self._read_once(interruption)
+        if bundle is not None and self._unavailability is not None:
+            self._unavailability.observe(
+                bundle.nodes, self._paused_s, bundle.not_responding_grace_s
+            )
+        return bundle
+
+    async def _read_once(self, interruption: Interruption) -> EvidenceBundle | None:
         try:
             return await self._calls.run(
                 Activity.GATHER_EVIDENCE,
@@ -321,7 +353,7 @@ class RecoveryWorkflow:
         the attempt completed (or could no longer be read) with nothing confirmed."""
         reported = self._evidence_of_reports(interruption)
         silent = silence_awaiting_a_second_source(
-            reported, bundle.job, bundle.nodes, interruption.restart_count
+            reported, bundle.job, self._slurm_marked(bundle), interruption.restart_count
         )
         if not silent:
             return bundle
@@ -343,16 +375,17 @@ class RecoveryWorkflow:
                     timeout=timedelta(seconds=pause_s),
                 )
             except TimeoutError:
-                pass
+                self._paused_s += pause_s
             read = await self._read_evidence(interruption)
             if read is None:
                 return Kind.JOB_UNKNOWN
             bundle = read
             reported = self._evidence_of_reports(interruption)
             silent = silence_awaiting_a_second_source(
-                reported, bundle.job, bundle.nodes, interruption.restart_count
+                reported, bundle.job, self._slurm_marked(bundle), interruption.restart_count
             )
             checks += 1
+            self._note_not_responding_once(bundle)
             if silent and checks >= SECOND_SOURCE_CHECKS_PER_RUN:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(interruption.model_copy(update={"evidence": reported}))
@@ -375,6 +408,55 @@ class RecoveryWorkflow:
 
     def _reported_more_than(self, count: int) -> bool:
         return len(self._reported) > count
+
+    def _slurm_marked(self, bundle: EvidenceBundle) -> set[str]:
+        """The nodes of ``bundle`` that Slurm marks lost (:func:`slurm_marked`): with the
+        NOT_RESPONDING_READ_TWICE patch, not responding counts only once it lasted."""
+        reads = self._unavailability
+        return slurm_marked(bundle.nodes, None if reads is None else reads.lasting)
+
+    def _note_not_responding_once(self, bundle: EvidenceBundle) -> None:
+        """Say once per node that a read showed it unavailable without being DOWN, and that
+        this is not Slurm's word yet (the NOT_RESPONDING_READ_TWICE patch)."""
+        reads = self._unavailability
+        if reads is None:
+            return
+        pending = reads.pending(self._paused_s, bundle.not_responding_grace_s)
+        fresh = [n for n in pending if n not in self._noted_not_responding]
+        if not fresh:
+            return
+        self._noted_not_responding.update(fresh)
+        self._notes.append(
+            f"{', '.join(fresh)} unavailable but not DOWN in one read: Slurm's word only if"
+            f" a read {bundle.not_responding_grace_s:g} s later still shows it (a controller"
+            " that has just restarted shows every node not responding until it registers)"
+        )
+
+    async def _read_not_responding_again(
+        self, interruption: Interruption, bundle: EvidenceBundle
+    ) -> EvidenceBundle | Kind:
+        """With the NOT_RESPONDING_READ_TWICE patch: while the last read shows nodes
+        unavailable without being DOWN that have not lasted the grace, wait out the grace
+        and read again (at most NOT_RESPONDING_REREADS times). The bundle to assess: the
+        job as ``bundle`` has it (a job being torn down may list fewer nodes a moment later),
+        the nodes as the last read shows them, and those that lasted
+        (``lasting_unavailable``); JOB_UNKNOWN when a read fails."""
+        reads = self._unavailability
+        if reads is None:
+            return bundle
+        for _ in range(NOT_RESPONDING_REREADS):
+            pending = reads.pending(self._paused_s, bundle.not_responding_grace_s)
+            if not pending:
+                break
+            pause_s = max(pending.values())
+            self._note_not_responding_once(bundle)
+            await workflow.sleep(timedelta(seconds=pause_s))
+            self._paused_s += pause_s
+            read = await self._read_evidence(interruption)
+            if read is None:
+                return Kind.JOB_UNKNOWN
+            bundle = bundle.model_copy(update={"nodes": read.nodes})
+        return bundle.model_copy(update={"lasting_unavailable": sorted(reads.lasting)})
 
     # 2. assess ---------------------------------------------------------------------------
     async def _assess(self, interruption: Interruption, bundle: EvidenceBundle) -> Assessment:

@@ -12,7 +12,7 @@ from pydantic import Field
 from resurrect.contracts.base import Contract
 from resurrect.contracts.faults import Diagnosis, Evidence, FaultClass, RecoveryAction
 from resurrect.contracts.policy import JobPolicy, RecoveryMode
-from resurrect.contracts.scheduler import JobInfo, JobState, NodeInfo
+from resurrect.contracts.scheduler import NOT_RESPONDING_GRACE_S, JobInfo, JobState, NodeInfo
 from resurrect.contracts.workflow_ids import recovery_workflow_id
 
 
@@ -184,6 +184,14 @@ class EvidenceBundle(Contract):
     # Whether the job is opted in, as resurrect.policy resolved it when the evidence was
     # gathered; the workflow refuses a job that is not (whoever started the workflow).
     opted_in: bool = False
+    # How far apart two reads must be that both show a node unavailable without being DOWN
+    # (NOT_RESPONDING, ...) before that counts as Slurm's verdict (watcher.not_responding_grace_s).
+    not_responding_grace_s: float = Field(default=NOT_RESPONDING_GRACE_S, ge=0)
+    # Set by the recovery, not read: the nodes unavailable without being DOWN that its reads at
+    # least ``not_responding_grace_s`` apart all showed so (evidence_trust.UnavailabilityReads);
+    # only those, and nodes DOWN, count as Slurm marking a node (evidence_trust.slurm_marked).
+    # None: not tracked (a recovery that 0.2.0 started): every unavailable node counts.
+    lasting_unavailable: list[str] | None = None
 
 
 # ---------------------------------------------------------------------------------------

@@ -116,6 +116,11 @@ class NodeInfo(Contract):
 
 # Node base states in which slurmctld itself considers the node gone (not merely drained).
 HARD_DOWN_NODE_STATES = frozenset({"DOWN", "FAIL", "FAILING"})
+# A node unavailable in another way (NOT_RESPONDING without DOWN, ...) is Slurm's verdict only
+# once reads at least this far apart both show it: every node shows NOT_RESPONDING for a
+# moment after slurmctld restarts, until its slurmd registers again (the default of
+# ``watcher.not_responding_grace_s``).
+NOT_RESPONDING_GRACE_S = 4.0
 
 
 class MutationResult(Contract):

@@ -11,7 +11,7 @@ nodes the job ran on are ever named. Other faults implicate no node.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 
 from resurrect.contracts import Diagnosis, Evidence, FaultClass, NodeInfo, SignalKind
@@ -81,12 +81,18 @@ _HARDWARE_KINDS = frozenset(
 )
 
 
-def _hardware(node: str, found: Sequence[Evidence], nodes: Sequence[NodeInfo]) -> bool:
+def _hardware(
+    node: str,
+    found: Sequence[Evidence],
+    nodes: Sequence[NodeInfo],
+    lasting: Collection[str] | None,
+) -> bool:
     """Whether evidence no job can write vouches for ``node``'s incident: NVML or Slurm
-    evidence naming it, or Slurm showing it unavailable or drained by someone else."""
+    evidence naming it, or Slurm marking it lost (``lasting``: :func:`slurm_troubled`) or
+    drained by someone else."""
     if any(e.kind in _HARDWARE_KINDS and evidence_source(e) != "job_output" for e in found):
         return True
-    return any(short_name(n.name) == short_name(node) and slurm_troubled(n) for n in nodes)
+    return any(short_name(n.name) == short_name(node) and slurm_troubled(n, lasting) for n in nodes)
 
 
 def node_incidents(
@@ -97,12 +103,14 @@ def node_incidents(
     diagnosis: Diagnosis,
     job_nodes: Sequence[str],
     nodes: Sequence[NodeInfo],
+    lasting: Collection[str] | None = None,
     reported: Sequence[Evidence] = (),
     owner: str | None = None,
 ) -> dict[str, NodeIncident]:
     """The incidents recovery ``incident`` of job ``job_id`` (of ``owner``, Slurm's uid)
     records, by node: one per node of the job that the diagnosis implicates, with the tier
-    of the evidence naming it and whether hardware evidence no job can write vouches."""
+    of the evidence naming it and whether hardware evidence no job can write vouches.
+    ``lasting``: as :func:`corroborated_nodes` takes it."""
     fault = diagnosis.fault_class
     tiers: dict[str, tuple[EvidenceTier, list[Evidence]]] = {}
     if fault in PROBED_CLASSES:
@@ -122,7 +130,7 @@ def node_incidents(
             ),
         ]
         candidates, _ = match_job_nodes(named, job_nodes)
-        confirmed, alone = corroborated_nodes(candidates, diagnosis, nodes)
+        confirmed, alone = corroborated_nodes(candidates, diagnosis, nodes, lasting)
         for node in confirmed:
             tiers[node] = ("independent", _about(node, independent))
         for node in alone:
@@ -137,7 +145,7 @@ def node_incidents(
             tier=tier,
             detail=_detail(found, diagnosis.summary or fault.value),
             owner=owner,
-            hardware=tier == "independent" and _hardware(node, found, nodes),
+            hardware=tier == "independent" and _hardware(node, found, nodes, lasting),
         )
         for node, (tier, found) in tiers.items()
     }

@@ -16,9 +16,10 @@ Rules, in order:
    ran on (log text may name hosts that are not ours; those are never drained).
 4. The job's owner controls every line the job prints. A node is drained, and a restart is
    free, only when a source the job does not control agrees: the node agent (kernel log,
-   NVML, heartbeats) or Slurm (the node DOWN / NOT_RESPONDING / drained by someone else,
-   the job NODE_FAIL). A diagnosis that rests on job output alone restarts the job without
-   draining and is charged to its restart budget, with a note saying why.
+   NVML, heartbeats) or Slurm (the node DOWN, NOT_RESPONDING in reads a grace apart,
+   drained by someone else, the job NODE_FAIL). A diagnosis that rests on job output alone
+   restarts the job without draining and is charged to its restart budget, with a note
+   saying why.
 5. The requeued job excludes every drained node plus what it already excluded.
 6. Drain or restart is one rule (:func:`restart_action`): a restart drains only for a class
    whose default action is ``drain_and_restart`` and only when a culprit is known.
@@ -57,7 +58,6 @@ from resurrect.contracts import (
     FaultClass,
     JobInfo,
     JobPolicy,
-    NodeInfo,
     RecoveryAction,
     RecoveryDecision,
     RecoveryMode,
@@ -163,7 +163,7 @@ def decide(
     job, policy, mode = bundle.job, bundle.policy, bundle.mode
     if reported is None:
         reported = bundle.interruption.evidence
-    restart = _restart(diagnosis, job.nodes, job.excluded_nodes, bundle.nodes, reported)
+    restart = _restart(diagnosis, job.nodes, job.excluded_nodes, bundle, reported)
     budget = _Budget(policy, charged_restarts, history or RestartHistory())
     attempt = bundle.interruption.restart_count
     decision = _lemons(_charge(diagnosis, restart, None, budget, attempt), lemons, policy, job)
@@ -194,7 +194,7 @@ def _restart(
     diagnosis: Diagnosis,
     job_nodes: Sequence[str],
     job_excluded: Sequence[str],
-    nodes: Sequence[NodeInfo],
+    bundle: EvidenceBundle,
     reported: Sequence[Evidence],
 ) -> RecoveryDecision | None:
     """The restart, before the budget (None when the diagnosis stops or does nothing):
@@ -209,7 +209,9 @@ def _restart(
     elif diagnosis.action is RecoveryAction.DRAIN_AND_RESTART:
         drain, foreign = match_job_nodes(diagnosis.culprit_hosts, job_nodes)
         reasons.extend(_not_ours(foreign))
-        drain, alone = corroborated_nodes(drain, diagnosis, nodes)
+        drain, alone = corroborated_nodes(
+            drain, diagnosis, bundle.nodes, bundle.lasting_unavailable
+        )
         silent = silent_nodes(diagnosis)
         quiet = [n for n in alone if short_name(n) in silent]
         printed = [n for n in alone if n not in quiet]

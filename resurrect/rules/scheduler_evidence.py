@@ -8,7 +8,7 @@ not name; a time limit or preemption is a scheduler fact no log line overrides.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from resurrect.contracts import (
     DEFAULT_ACTION,
@@ -25,7 +25,13 @@ from resurrect.contracts import (
     RecoveryAction,
     SignalKind,
 )
-from resurrect.evidence_trust import proposed_action, restart_action
+from resurrect.evidence_trust import (
+    NODE_STATE_RULE,
+    proposed_action,
+    restart_action,
+    short_name,
+    slurm_marked,
+)
 
 STATE_CLASS: dict[JobState, FaultClass] = {
     JobState.NODE_FAIL: FaultClass.NODE_LOST,
@@ -62,9 +68,15 @@ WEAK_LOG_CLASSES = frozenset(
 
 
 def scheduler_evidence(
-    interruption: Interruption, job: JobInfo, nodes: Sequence[NodeInfo]
+    interruption: Interruption,
+    job: JobInfo,
+    nodes: Sequence[NodeInfo],
+    lasting: Collection[str] | None = None,
 ) -> list[Evidence]:
-    """Evidence from job and node states, plus the hint of the sensor that reported."""
+    """Evidence from job and node states, plus the hint of the sensor that reported.
+    ``lasting``: the nodes unavailable without being down that the recovery's reads showed
+    so across the grace (:func:`~resurrect.evidence_trust.slurm_marked`); any other such
+    node is only diagnostic. None: every unavailable node may be root evidence."""
     found: list[Evidence] = []
     job_class = STATE_CLASS.get(interruption.job_state or job.state) or STATE_CLASS.get(job.state)
     if job_class is not None:
@@ -80,21 +92,23 @@ def scheduler_evidence(
         )
     job_nodes = set(job.nodes) | set(interruption.nodes)
     unavailable = [n for n in nodes if n.name in job_nodes and n.unavailable]
+    marked = slurm_marked(unavailable, lasting)
     # A node that is DOWN, or that a sensor saw fail, is strong evidence; one that is only
     # NOT_RESPONDING (e.g. every node for a moment after slurmctld restarts) is weak, and
-    # names a culprit only when nothing stronger does.
+    # names a culprit only when nothing stronger does, and only once Slurm marks it.
     strong = {
         n.name
         for n in unavailable
         if n.state in HARD_DOWN_NODE_STATES or n.name in interruption.suspect_nodes
     }
     for node in unavailable:
+        root = short_name(node.name) in marked and (not strong or node.name in strong)
         found.append(
             Evidence(
                 kind=SignalKind.SCHEDULER_STATE,
                 text=f"node {node.name} {node.state_text} ({node.reason or 'no reason'})",
-                rule="scheduler.node_state",
-                role="root" if not strong or node.name in strong else "diagnostic",
+                rule=NODE_STATE_RULE,
+                role="root" if root else "diagnostic",
                 fault_class=FaultClass.NODE_LOST,
                 host=node.name,
             )

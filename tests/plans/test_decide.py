@@ -125,6 +125,16 @@ def test_slurm_node_state_is_a_second_source() -> None:
     ):
         plan = decision_for(printed, JOB, POLICY, charged_restarts=0, nodes=[node])
         assert plan.drain_nodes == ["gpu-2"], node
+    # not responding without DOWN: only once the recovery's reads a grace apart both showed it
+    blip = NodeInfo(name="gpu-2", state="IDLE", flags=["NOT_RESPONDING"])
+    once = decision_for(printed, JOB, POLICY, charged_restarts=0, nodes=[blip], lasting=[])
+    assert once.drain_nodes == []
+    twice = decision_for(printed, JOB, POLICY, charged_restarts=0, nodes=[blip], lasting=["gpu-2"])
+    assert twice.drain_nodes == ["gpu-2"]
+    down = NodeInfo(name="gpu-2", state="DOWN", flags=["NOT_RESPONDING"])
+    assert decision_for(
+        printed, JOB, POLICY, charged_restarts=0, nodes=[down], lasting=[]
+    ).drain_nodes
     # a node drained by resurrect itself is no second opinion
     ours = NodeInfo(name="gpu-2", state="IDLE", flags=["DRAIN"], reason="resurrect: gpu job 1")
     plan = decision_for(printed, JOB, POLICY, charged_restarts=0, nodes=[ours])

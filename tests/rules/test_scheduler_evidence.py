@@ -120,3 +120,17 @@ def test_a_hang_report_is_a_hang_diagnosis() -> None:
     diagnosis = scheduler_diagnosis(evidence)
     assert diagnosis is not None and diagnosis.fault_class is FaultClass.JOB_HANG
     assert diagnosis.action is RecoveryAction.RESTART
+
+
+def test_a_node_not_responding_in_one_read_is_only_diagnostic() -> None:
+    """The recovery tells which nodes stayed not responding across its reads a grace apart
+    (``lasting``); any other node only NOT_RESPONDING names no culprit, even a suspect."""
+    nr = [NodeInfo(name=n, state="ALLOCATED", flags=["NOT_RESPONDING"]) for n in ("n1", "n2")]
+    suspected = report(suspect_nodes=["n1"])
+    once = scheduler_evidence(suspected, JOB, nr, lasting=[])
+    assert [e.role for e in once if e.rule == "scheduler.node_state"] == ["diagnostic"] * 2
+    lasted = scheduler_diagnosis(scheduler_evidence(suspected, JOB, nr, lasting=["n1"]))
+    assert lasted is not None and lasted.culprit_hosts == ["n1"]
+    down = [NodeInfo(name="n2", state="DOWN", flags=["NOT_RESPONDING"])]
+    diagnosis = scheduler_diagnosis(scheduler_evidence(report(), JOB, down, lasting=[]))
+    assert diagnosis is not None and diagnosis.culprit_hosts == ["n2"]

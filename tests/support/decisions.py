@@ -27,13 +27,17 @@ def decision_for(
     charged_restarts: int,
     counts_against_budget: bool | None = None,
     nodes: Sequence[NodeInfo] = (),
+    lasting: Sequence[str] | None = None,
     reported: Sequence[Evidence] = (),
 ) -> RecoveryDecision:
     """What :func:`decide` settles for ``diagnosis`` of ``job`` under ``policy``:
-    ``nodes`` is the scheduler's view of the job's nodes, ``reported`` the evidence the
-    sensors sent with their reports, ``counts_against_budget`` the plan's charge override."""
+    ``nodes`` is the scheduler's view of the job's nodes, ``lasting`` those of them that
+    stayed not responding across the recovery's reads (None: not tracked, as in 0.2.0),
+    ``reported`` the evidence the sensors sent with their reports, ``counts_against_budget``
+    the plan's charge override."""
     incident = make_step_input("recovery.requeue", job=job).bundle
-    bundle = incident.model_copy(update={"policy": policy, "nodes": list(nodes)})
+    update = {"policy": policy, "nodes": list(nodes), "lasting_unavailable": lasting}
+    bundle = incident.model_copy(update=update)
     every_action = ResolvedPlan(
         name="any",
         source="test",

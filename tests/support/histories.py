@@ -13,6 +13,8 @@ With ``RESURRECT_RECORD_HISTORIES=1`` it stores the fresh history::
     RESURRECT_RECORD_HISTORIES=1 .venv/bin/python -m pytest \\
         tests/workflows/test_recovery_workflow.py -k histories \\
         tests/workflows/test_drain_budget_and_approvals.py \\
+        tests/workflows/test_operator_task_queue.py -k by_default \\
+        tests/workflows/test_recovery_decisions.py -k slurmctld \\
         tests/workflows/test_node_health.py -k "root_finding or silence" \\
         tests/stacks/test_agent_ranks.py -k silent_one
 

@@ -148,7 +148,7 @@ async def test_an_approval_gated_plan_waits_and_runs_once_approved(
     status = await temporal_client.get_workflow_handle(workflow_id).query(
         STATUS_QUERY, result_type=RecoveryWorkflowStatus
     )
-    await replays(temporal_client, workflow_id, "approval-gated")
+    await replays(temporal_client, workflow_id, "approval-gated-nr-read-twice")
     assert outcome.recovered and outcome.drained_nodes == ["node1"]
     assert any("approved by alice: rack checked" in n for n in outcome.notes)
     assert status.approvals[0].by == "alice" and status.approvals[0].approved
@@ -207,7 +207,7 @@ async def test_a_drain_over_budget_waits_for_approval_when_configured(
         )
         two = await result(temporal_client, workflow_id)
         state = await budget_state(temporal_client, config.cluster.name)
-        await replays(temporal_client, workflow_id, "over-budget-approved")
+        await replays(temporal_client, workflow_id, "over-budget-approved-nr-read-twice")
     assert one.drained_nodes == ["node1"] and two.drained_nodes == ["node2"]
     assert drained_by_us(scheduler) == ["node1", "node2"]
     assert state is not None

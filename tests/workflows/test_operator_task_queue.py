@@ -49,7 +49,9 @@ async def test_by_default_the_operator_queue_is_its_own_and_drain_and_requeue_ar
         handle = temporal_client.get_workflow_handle(workflow_id, result_type=RecoveryOutcome)
         outcome = await asyncio.wait_for(handle.result(), timeout=60)
         history = await handle.fetch_history()
-        keep("node-loss-local-drain", history)  # replayed by tests/workflows/test_replay.py
+        keep(
+            "node-loss-local-drain-nr-read-twice", history
+        )  # replayed by tests/workflows/test_replay.py
         budget = await temporal_client.get_workflow_handle(
             drain_budget_workflow_id(config.cluster.name)
         ).describe()

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from support.builders import job, make_config
+from support.histories import keep
 from support.temporal import skipping_time
 from temporalio import activity
 from temporalio.client import WorkflowHandle
@@ -502,6 +503,9 @@ SILENCE = Evidence(
 )
 
 
+NODES = ("node1", "node2", "node3")
+
+
 def silence_stage() -> Stage:
     """Job 100 runs on node1+node2; node2's agent fell silent (its heartbeats stopped
     coming: a dead agent, lost datagrams or a lost node); Slurm still sees both nodes."""
@@ -509,7 +513,7 @@ def silence_stage() -> Stage:
     interruption = scripted.bundle.interruption.model_copy(
         update={"source": "node_agent", "evidence": [SILENCE], "suspect_nodes": ["node2"]}
     )
-    nodes = [NodeInfo(name=n, state="ALLOCATED") for n in ("node1", "node2", "node3")]
+    nodes = [NodeInfo(name=n, state="ALLOCATED") for n in NODES]
     scripted.bundle = scripted.bundle.model_copy(
         update={"interruption": interruption, "nodes": nodes}
     )
@@ -574,9 +578,11 @@ async def test_an_attempt_being_torn_down_is_waited_for_until_it_ended(run: Run)
     assert outcome.outcome == "recovered"
 
 
-async def test_slurm_marking_the_silent_node_ends_the_wait(run: Run) -> None:
+async def test_slurm_marking_the_silent_node_down_ends_the_wait(run: Run) -> None:
     scripted = silence_stage()
-    scripted.readings = [later(scripted, JobState.RUNNING, node2=["NOT_RESPONDING"])]
+    down = later(scripted, JobState.RUNNING, node2=["NOT_RESPONDING"])
+    down.nodes[1] = down.nodes[1].model_copy(update={"state": "DOWN"})
+    scripted.readings = [down]
     outcome = await recover(run, scripted)
     assert scripted.calls[:3] == [
         Activity.GATHER_EVIDENCE,
@@ -584,6 +590,84 @@ async def test_slurm_marking_the_silent_node_ends_the_wait(run: Run) -> None:
         Activity.ASSESS,
     ]
     assert outcome.outcome == "recovered" and outcome.drained_nodes == ["node2"]
+
+
+async def test_the_silent_node_not_responding_in_two_reads_a_grace_apart_ends_the_wait(
+    run: Run,
+) -> None:
+    """NOT_RESPONDING without DOWN is Slurm's word once a read after the grace (4 s) still
+    shows it: the wait's next read (10 s later) does."""
+    scripted = silence_stage()
+    scripted.readings = [later(scripted, JobState.RUNNING, node2=["NOT_RESPONDING"])]
+    outcome = await recover(run, scripted)
+    assert scripted.calls[:4] == [Activity.GATHER_EVIDENCE] * 3 + [Activity.ASSESS]
+    [request] = scripted.inputs[Activity.ASSESS]
+    assert request.bundle.lasting_unavailable == ["node2"]
+    assert outcome.outcome == "recovered" and outcome.drained_nodes == ["node2"]
+    assert any("node2 unavailable but not DOWN in one read" in n for n in outcome.notes)
+
+
+async def test_a_slurmctld_restart_after_an_agent_was_killed_drains_nothing(run: Run) -> None:
+    """The 60-minute soak's sequence (docs/chaos-soak.md, 975955d): node2's agent is killed
+    and the recovery waits for a second source; slurmctld restarts 17 s later and the wait's
+    next read finds every node NOT_RESPONDING, not DOWN, until each slurmd registers again;
+    the read after shows them all back, and the job runs on to its end. One read of a node
+    not responding is no second source: nothing is drained, requeued or left out."""
+    scripted = silence_stage()
+    blip = later(scripted, JobState.RUNNING, **{n: ["NOT_RESPONDING"] for n in NODES})
+    back = later(scripted, JobState.RUNNING)
+    scripted.readings = [blip, back, back, later(scripted, JobState.COMPLETED)]
+    outcome = await recover(run, scripted)
+    assert scripted.calls == [Activity.GATHER_EVIDENCE] * 5  # no assessment, no step
+    assert (outcome.outcome, outcome.drained_nodes, outcome.excluded_nodes) == (
+        "job_completed",
+        [],
+        [],
+    )
+    assert any("node1, node2, node3 unavailable but not DOWN" in n for n in outcome.notes)
+    history = await run.env.client.get_workflow_handle(outcome.workflow_id).fetch_history()
+    keep("slurmctld-restart-blip-nr-read-twice", history)  # replayed by test_replay.py
+
+
+async def test_a_node_not_responding_once_beside_job_output_is_read_again_before_deciding(
+    run: Run,
+) -> None:
+    """A report with evidence of its own (the job's output names node2) and a first read of
+    node2 NOT_RESPONDING during a controller restart: the recovery reads again after the
+    grace and, node2 back, decides on the job's output alone (no drain)."""
+    scripted = stage(FaultClass.NODE_LOST, culprits=("node2",), state=JobState.FAILED)
+    printed = Evidence(
+        kind=SignalKind.JOB_LOG,
+        text="connection to node2 lost",
+        rule="nccl.remote_error",
+        role="root",
+        fault_class=FaultClass.NODE_LOST,
+        host="node2",
+    )
+    # what the read of node2 not responding makes of it, as the stand-in assessment is told
+    not_responding = Evidence(
+        kind=SignalKind.SCHEDULER_STATE,
+        text="node node2 IDLE+NOT_RESPONDING (no reason)",
+        rule="scheduler.node_state",
+        role="root",
+        fault_class=FaultClass.NODE_LOST,
+        host="node2",
+    )
+    scripted.diagnosis = scripted.diagnosis.model_copy(
+        update={"evidence": [printed, not_responding]}
+    )
+    blip = [NodeInfo(name=n, state="IDLE", flags=["NOT_RESPONDING"]) for n in NODES]
+    scripted.bundle = scripted.bundle.model_copy(update={"nodes": blip})
+    back = scripted.bundle.model_copy(
+        update={"nodes": [NodeInfo(name=n, state="IDLE") for n in NODES]}
+    )
+    scripted.readings = [back]
+    outcome = await recover(run, scripted)
+    assert scripted.calls[:3] == [Activity.GATHER_EVIDENCE] * 2 + [Activity.ASSESS]
+    [request] = scripted.inputs[Activity.ASSESS]
+    assert request.bundle.lasting_unavailable == []
+    assert outcome.drained_nodes == [] and outcome.outcome == "recovered", outcome.notes
+    assert any("not draining node2: only the job's output names it" in n for n in outcome.notes)
 
 
 async def test_an_attempt_slurm_requeued_itself_ends_the_wait(run: Run) -> None:
@@ -634,3 +718,28 @@ async def test_a_report_of_another_kind_ends_the_wait(run: Run) -> None:
     [request] = scripted.inputs[Activity.ASSESS]
     assert request.reported == [SILENCE, stalled]
     assert outcome.outcome == "recovered"
+
+
+async def test_a_lost_node_still_not_responding_after_the_grace_is_drained(run: Run) -> None:
+    """The watcher reports node2 not responding (after its own grace); the recovery's read
+    after the grace still shows it, while Slurm tears the job down and lists only the node
+    still completing: node2 is drained, judged against the job as the report found it
+    (found by tests/e2e/test_recovery_on_slurm.py's observe-mode node loss)."""
+    scripted = stage(FaultClass.NODE_LOST, culprits=("node2",), state=JobState.RUNNING)
+    watcher = scripted.bundle.interruption.model_copy(
+        update={"source": "slurm_watcher", "suspect_nodes": ["node2"]}
+    )
+    lost = [
+        NodeInfo(name="node1", state="ALLOCATED"),
+        NodeInfo(name="node2", state="ALLOCATED", flags=["NOT_RESPONDING"]),
+    ]
+    scripted.bundle = scripted.bundle.model_copy(update={"interruption": watcher, "nodes": lost})
+    completing = scripted.bundle.job.model_copy(
+        update={"state": JobState.COMPLETING, "nodes": ["node1"]}
+    )
+    scripted.readings = [scripted.bundle.model_copy(update={"job": completing})]
+    outcome = await recover(run, scripted)
+    [request] = scripted.inputs[Activity.ASSESS]
+    assert request.bundle.job.nodes == ["node1", "node2"]
+    assert request.bundle.lasting_unavailable == ["node2"]
+    assert outcome.drained_nodes == ["node2"], outcome.notes

@@ -278,10 +278,10 @@ async def test_histories_replay_without_nondeterminism(harness: Harness, tmp_pat
     }
     replayer = Replayer(workflows=[RecoveryWorkflow], data_converter=harness.client.data_converter)
     recorded: tuple[tuple[str, str, dict[str, object]], ...] = (
-        ("node-loss", "108", {}),
-        ("app-error-stop", "109", {}),
-        ("observe", "110", {}),
-        ("refused-not-opted-in", "113", {}),
+        ("node-loss-nr-read-twice", "108", {}),
+        ("app-error-stop-nr-read-twice", "109", {}),
+        ("observe-nr-read-twice", "110", {}),
+        ("refused-not-opted-in-nr-read-twice", "113", {}),
     )
     for name, job_id, extra in recorded:
         outcome = await harness.recover(interruption(harness.config, s.jobs[job_id], **extra))
@@ -291,7 +291,7 @@ async def test_histories_replay_without_nondeterminism(harness: Harness, tmp_pat
     outcome = await harness.silent_agent_then_failed_attempt("114", silent_agent)
     history = await harness.client.get_workflow_handle(outcome.workflow_id).fetch_history()
     await replayer.replay_workflow(history)
-    keep("silence-waits-for-a-second-source", history)
+    keep("silence-waits-for-a-second-source-nr-read-twice", history)
     assert outcome.drained_nodes == [] and "node1" in outcome.excluded_nodes, outcome
 
 
@@ -345,7 +345,7 @@ async def test_a_job_that_runs_only_after_the_first_seconds_is_waited_for_by_a_t
         and n.endswith("run as an activity task")
         for n in outcome.notes
     ), outcome.notes
-    keep("wait-as-task", history)
+    keep("wait-as-task-nr-read-twice", history)
 
 
 async def test_a_job_restarted_three_times_without_progress_is_stopped(
