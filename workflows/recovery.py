@@ -81,11 +81,7 @@ with workflow.unsafe.imports_passed_through():
         plan_approval_needed,
         timeout_default,
     )
-    from resurrect.operator.models import (
-        APPROVAL_NEEDED_KEY,
-        DROPPED_EXCLUSIONS_KEY,
-        ApprovalInput,
-    )
+    from resurrect.operator.models import ApprovalInput
     from resurrect.plans.decide import decide
     from resurrect.plans.models import ResolvedPlan, ResolvedStep
     from resurrect.temporal import search_attributes as sa
@@ -171,7 +167,7 @@ def _fold(state: RecoveryState, result: StepResult) -> RecoveryState:
         update["drained_nodes"] = list(dict.fromkeys([*state.drained_nodes, *result.drained_nodes]))
     if result.excluded_nodes:
         # exclusions resurrect gave back (resurrect/operator/exclusions.py) leave the list
-        given_back = set(result.data.get(DROPPED_EXCLUSIONS_KEY) or [])
+        given_back = set(result.dropped_exclusions)
         update["excluded_nodes"] = [
             n
             for n in dict.fromkeys([*state.excluded_nodes, *result.excluded_nodes])
@@ -565,8 +561,8 @@ class RecoveryWorkflow:
         local_first = step.activity in recovery.quick_steps
         try:
             result = await self._execute_step(step, step_input, local_first=local_first)
-            asked = result.data.get(APPROVAL_NEEDED_KEY) if approvals is not None else None
-            if isinstance(asked, str) and approvals is not None:
+            asked = result.approval_needed
+            if asked is not None and approvals is not None:
                 # the step needs a person to go further (a drain over the drain budget)
                 self._notes.extend(result.notes)
                 result = result.model_copy(update={"notes": []})

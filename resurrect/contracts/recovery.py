@@ -7,7 +7,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from resurrect.contracts.base import Contract
 from resurrect.contracts.faults import Diagnosis, Evidence, FaultClass, RecoveryAction
@@ -230,8 +230,16 @@ class StepInput(Contract):
     quick_s: float | None = None
 
 
+# The ``StepResult.data`` keys that 0.2.0 and 0.2.1 stored for what are now fields.
+STORED_STEP_DATA_KEYS = ("approval_needed", "dropped_exclusions")
+
+
 class StepResult(Contract):
-    """What a step reports. Unset fields leave the recovery's state as it was."""
+    """What a step reports. Unset fields leave the recovery's state as it was.
+
+    ``approval_needed`` and ``dropped_exclusions`` were once keys of ``data``; a result
+    stored in a history of 0.2.x with those keys is read into the fields
+    (:meth:`_read_stored_keys`), so stored histories replay unchanged."""
 
     ok: bool = True
     detail: str = ""
@@ -246,4 +254,22 @@ class StepResult(Contract):
     outcome: RecoveryOutcomeKind | None = None  # the outcome to report when stopping
     # Where the next attempt's output begins (see RecoveryOutcome.next_attempt_output).
     next_attempt_output: list[OutputMark] = Field(default_factory=list)
-    data: dict[str, Any] = Field(default_factory=dict)
+    # The step asks a person before it goes further (a drain over the drain budget): what
+    # to approve. The recovery asks, and runs the step again once approved.
+    approval_needed: str | None = None
+    # Exclusions resurrect gave back at a requeue (no longer excluded).
+    dropped_exclusions: list[str] = Field(default_factory=list)
+    data: dict[str, Any] = Field(default_factory=dict)  # a plugin step's own results
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_stored_keys(cls, value: Any) -> Any:
+        """Move the ``data`` keys that stored histories (0.2.0, 0.2.1) carry for
+        ``approval_needed`` and ``dropped_exclusions`` into those fields."""
+        if not isinstance(value, dict) or not isinstance(value.get("data"), dict):
+            return value
+        data = dict(value["data"])
+        moved = {k: data.pop(k) for k in STORED_STEP_DATA_KEYS if k in data}
+        if not moved:
+            return value
+        return {**moved, **value, "data": data}
