@@ -51,9 +51,11 @@ with workflow.unsafe.imports_passed_through():
         RecoveryAction,
         RecoveryDecision,
         RecoveryOutcome,
+        RecoveryPhase,
         RecoveryState,
         StepInput,
         StepResult,
+        step_phase,
     )
     from resurrect.contracts import (
         RecoveryOutcomeKind as Kind,
@@ -146,11 +148,6 @@ class DecidedRecovery:
         return self.bundle.mode == "observe"
 
 
-def _phase_of(activity_name: str) -> str:
-    namespace, _, name = activity_name.partition(".")
-    return name if namespace == "recovery" else activity_name
-
-
 def _retry_policy(step: ResolvedStep) -> RetryPolicy:
     return RetryPolicy(
         initial_interval=timedelta(seconds=step.retry.initial_interval_s),
@@ -187,7 +184,7 @@ def _fold(state: RecoveryState, result: StepResult) -> RecoveryState:
 @workflow.defn(name=RECOVERY_WORKFLOW)
 class RecoveryWorkflow:
     def __init__(self) -> None:
-        self._phase = "reported"
+        self._phase: RecoveryPhase | str = RecoveryPhase.REPORTED
         self._reported: list[Interruption] = []
         # the evidence of every report, as the assessment read it; the decision reads the same
         self._reported_evidence: list[Evidence] = []
@@ -216,7 +213,7 @@ class RecoveryWorkflow:
 
     @workflow.query(name=PHASE_QUERY)
     def phase(self) -> str:
-        return self._phase
+        return str(self._phase)
 
     @workflow.query(name=STATUS_QUERY)
     def status(self) -> RecoveryWorkflowStatus:
@@ -253,7 +250,7 @@ class RecoveryWorkflow:
         """Wait in phase ``awaiting_approval`` for a person (or the timeout's default)."""
         timeout_s, default = timeout_default(plan, settings)
         previous = self._phase
-        self._set_phase("awaiting_approval")
+        self._set_phase(RecoveryPhase.AWAITING_APPROVAL)
         self._search.publish()
         self._notes.append(f"awaiting approval: {what} (default after {timeout_s:g} s: {default})")
         decision = await self._gate.wait(what, timeout_s, default)
@@ -262,9 +259,9 @@ class RecoveryWorkflow:
         return decision.approved
 
     # ------------------------------------------------------------------ helpers
-    def _set_phase(self, phase: str) -> None:
+    def _set_phase(self, phase: RecoveryPhase | str) -> None:
         self._phase = phase
-        self._search.set(sa.PHASE, phase)
+        self._search.set(sa.PHASE, str(phase))  # visibility stores the value
 
     # ------------------------------------------------------------------ the recovery
     @workflow.run
@@ -294,7 +291,7 @@ class RecoveryWorkflow:
     # 1. gather evidence -------------------------------------------------------------------
     async def _gather_evidence(self, interruption: Interruption) -> EvidenceBundle | None:
         """The job, its nodes and policy as the scheduler shows them; None when unknown."""
-        self._set_phase("gathering_evidence")
+        self._set_phase(RecoveryPhase.GATHERING_EVIDENCE)
         bundle = await self._read_evidence(interruption)
         if bundle is not None:
             self._notes.extend(bundle.policy_problems)
@@ -353,7 +350,7 @@ class RecoveryWorkflow:
         )
         if not silent:
             return bundle
-        self._set_phase("awaiting_second_source")
+        self._set_phase(RecoveryPhase.AWAITING_SECOND_SOURCE)
         job_id = interruption.job_id
         self._notes.append(
             f"only the silence of the node agent on {', '.join(silent)} reports job {job_id},"
@@ -458,7 +455,7 @@ class RecoveryWorkflow:
     async def _assess(self, interruption: Interruption, bundle: EvidenceBundle) -> Assessment:
         """Log evidence + scheduler state + what other sensors reported -> one diagnosis,
         with the decision's other inputs (one activity, ``recovery.assess``)."""
-        self._set_phase("attributing")
+        self._set_phase(RecoveryPhase.ATTRIBUTING)
         reported = self._reported_evidence = self._evidence_of_reports(interruption)
         request = AssessRequest(
             bundle=bundle, reported=reported, workflow_id=workflow.info().workflow_id
@@ -534,7 +531,7 @@ class RecoveryWorkflow:
             if why and not await self._ask(why, plan, approvals):
                 return Kind.DENIED
         for step in plan.steps:
-            self._set_phase(_phase_of(step.activity))
+            self._set_phase(step_phase(step.activity))
             approved_by: str | None = None
             if approvals is not None:
                 why = approval_needed(step, recovery.decision, recovery.bundle.job, approvals)
@@ -649,7 +646,7 @@ class RecoveryWorkflow:
         bundle: EvidenceBundle | None = None,
         recovery: DecidedRecovery | None = None,
     ) -> RecoveryOutcome:
-        self._set_phase("done")
+        self._set_phase(RecoveryPhase.DONE)
         diagnosis = recovery.diagnosis if recovery else None
         decision = recovery.decision if recovery else None
         self._search.set(sa.OUTCOME, outcome.value)

@@ -119,6 +119,37 @@ class RestartHistory(Contract):
     free_restarts: int | None = None
 
 
+class RecoveryPhase(StrEnum):
+    """Where a recovery is: the ``phase`` query, ``RecoveryWorkflowStatus.phase`` and the
+    ``ResurrectPhase`` search attribute (the values are what visibility stores). While a plan
+    step runs, the phase is the step: a built-in step (``recovery.<name>``) as its member
+    here, a plugin's step as its activity name (``<namespace>.<step>``, a plain string)."""
+
+    REPORTED = "reported"  # the workflow started; nothing read yet
+    GATHERING_EVIDENCE = "gathering_evidence"  # reading the job, its nodes and policy
+    AWAITING_SECOND_SOURCE = "awaiting_second_source"  # only a node agent's silence reports
+    ATTRIBUTING = "attributing"  # the assessment (``recovery.assess``): the diagnosis
+    AWAITING_APPROVAL = "awaiting_approval"  # waiting for a person (``resurrect approve``)
+    DRAIN_NODES = "drain_nodes"  # the built-in steps, one each
+    VERIFY_CHECKPOINT = "verify_checkpoint"
+    REQUEUE_JOB = "requeue_job"
+    WAIT_RUNNING = "wait_running"
+    NOTIFY = "notify"
+    RUN_PROGRAM = "run_program"
+    DONE = "done"  # the recovery ended (its outcome is set)
+
+
+def step_phase(activity: str) -> RecoveryPhase | str:
+    """The phase while the plan step ``activity`` runs (see :class:`RecoveryPhase`)."""
+    namespace, _, name = activity.partition(".")
+    if namespace != "recovery":
+        return activity
+    try:
+        return RecoveryPhase(name)
+    except ValueError:
+        return name
+
+
 class RecoveryOutcomeKind(StrEnum):
     """How a recovery ended: ``RecoveryOutcome.outcome`` and the ``ResurrectOutcome`` search
     attribute. Every value is documented in docs/architecture.md ("Outcomes")."""

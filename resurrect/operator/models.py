@@ -117,6 +117,7 @@ class BudgetTripNotice(Contract):
 
 # ---------------------------------------------------------------------------- approvals
 
+
 class ApprovalProof(Contract):
     """An operator's signature on one answer: HMAC-SHA256 under the operator's own key
     (``resurrect/operator/approval_auth.py``), checked by the worker before the recovery
