@@ -305,7 +305,7 @@ class RecoveryWorkflow:
         request = AssessRequest(
             bundle=bundle, reported=reported, workflow_id=workflow.info().workflow_id
         )
-        assessment = await self._calls.local_first(
+        assessment = await self._calls.quick_first(
             Activity.ASSESS,
             request.model_copy(update={"quick_s": QUICK_S}),
             request,
@@ -391,9 +391,9 @@ class RecoveryWorkflow:
     ) -> Kind | None:
         """One step: run it, fold its result into the state; the outcome if it ends it."""
         step_input = self._step_input(recovery, step, approved_by)
-        local_first = step.activity in recovery.quick_steps
+        quick = step.activity in recovery.quick_steps
         try:
-            result = await self._execute_step(step, step_input, local_first=local_first)
+            result = await self._execute_step(step, step_input, quick=quick)
             asked = result.approval_needed
             if asked is not None and approvals is not None:
                 # the step needs a person to go further (a drain over the drain budget)
@@ -402,7 +402,7 @@ class RecoveryWorkflow:
                 if await self._ask(asked, plan, approvals):
                     by = self._gate.decisions[-1].by
                     step_input = step_input.model_copy(update={"approved_by": by})
-                    result = await self._execute_step(step, step_input, local_first=local_first)
+                    result = await self._execute_step(step, step_input, quick=quick)
         except ACTIVITY_FAILURES as err:
             self._notes.append(f"{step.activity} failed: {describe_failure(err)}")
             return Kind.FAILED if step.on_failure == "stop" else None
@@ -440,9 +440,9 @@ class RecoveryWorkflow:
         )
 
     async def _execute_step(
-        self, step: ResolvedStep, step_input: StepInput, *, local_first: bool
+        self, step: ResolvedStep, step_input: StepInput, *, quick: bool
     ) -> StepResult:
-        """Run the step as an activity task, or (``local_first``) as a local activity first
+        """Run the step as an activity task, or (``quick``) as a local activity first
         (given ``QUICK_S``), then as an activity task if it needs more."""
         options: dict[str, Any] = {
             "timeout": timedelta(seconds=step.timeout_s),
@@ -450,10 +450,10 @@ class RecoveryWorkflow:
             "heartbeat": timedelta(seconds=step.heartbeat_s or WORKER_LIVENESS_S),
             "retry": _retry_policy(step),
         }
-        if local_first:
+        if quick:
             # a local activity cannot heartbeat: the worker running it is the one running this
             quick_input = step_input.model_copy(update={"liveness_s": None, "quick_s": QUICK_S})
-            return await self._calls.local_first(
+            return await self._calls.quick_first(
                 step.activity, quick_input, step_input, StepResult, **options
             )
         return await self._calls.run(
