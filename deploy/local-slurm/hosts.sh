@@ -73,7 +73,7 @@ hosts_check() {
     || ls_die "nsenter/unshare not found: apt-get install util-linux"
   [ -e /proc/self/ns/net ] && [ -e /proc/self/ns/uts ] \
     || ls_die "this kernel has no network/UTS namespaces (CONFIG_NET_NS, CONFIG_UTS_NS)"
-  local probe=$ID-probe
+  local probe=$ID-probe$$
   ip netns del "$probe" 2>/dev/null || true
   ip netns add "$probe" 2>/dev/null \
     || ls_die "cannot create a network namespace (kernel CONFIG_NET_NS, or no CAP_SYS_ADMIN here)"
