@@ -301,6 +301,7 @@ async def requeue_job(ctx: StepContext, params: None) -> StepResult:
     if ctx.observe:
         message = f"would requeue job {job_id} ({job.state.value}) excluding {shown}"
         return StepResult(detail=message, would_have=[message])
+    fencing = await _await_fencing(ctx)
     # the plan's list holds the job's own exclusions too: only the rest is implicated now
     implicated = [n for n in exclude if n not in job.excluded_nodes]
     exclusions = await _exclusions(ctx, job, implicated)
@@ -317,8 +318,22 @@ async def requeue_job(ctx: StepContext, params: None) -> StepResult:
         requeued=True,
         excluded_nodes=exclusions.exclude,
         detail=mutation.detail,
-        notes=exclusions.notes,
+        notes=[*([fencing] if fencing else []), *exclusions.notes],
         data={DROPPED_EXCLUSIONS_KEY: exclusions.dropped} if exclusions.dropped else {},
+    )
+
+
+async def _await_fencing(ctx: StepContext) -> str:
+    """With ``fencing.enabled``: wait until the failed attempt's nodes out of contact have
+    certainly killed its ranks (resurrect/activities/fencing_wait.py); what was waited for."""
+    if ctx.client is None:
+        return ""
+    from resurrect.activities.fencing_wait import wait_until_fenced
+
+    interruption = ctx.input.bundle.interruption
+    nodes = list(dict.fromkeys([*ctx.job.nodes, *interruption.nodes]))
+    return await wait_until_fenced(
+        ctx.client, interruption.cluster, nodes, ctx.config.fencing, ctx.heartbeat
     )
 
 
