@@ -301,13 +301,21 @@ async def requeue_job(ctx: StepContext, params: None) -> StepResult:
     if ctx.observe:
         message = f"would requeue job {job_id} ({job.state.value}) excluding {shown}"
         return StepResult(detail=message, would_have=[message])
-    fencing = await _await_fencing(ctx)
     # the plan's list holds the job's own exclusions too: only the rest is implicated now
     implicated = [n for n in exclude if n not in job.excluded_nodes]
     exclusions = await _exclusions(ctx, job, implicated)
+    fencing: list[str] = []
+
+    async def await_fencing() -> None:  # while the job is held: no new attempt starts
+        if note := await _await_fencing(ctx):
+            fencing.append(note)
+
     try:
         mutation = await ctx.scheduler.requeue_excluding(
-            job_id, [n for n in exclude if n not in exclusions.dropped], drop=exclusions.dropped
+            job_id,
+            [n for n in exclude if n not in exclusions.dropped],
+            drop=exclusions.dropped,
+            before_release=await_fencing,
         )
     except JobCancelled as exc:
         return _cancelled(job_id, str(exc))
@@ -318,7 +326,7 @@ async def requeue_job(ctx: StepContext, params: None) -> StepResult:
         requeued=True,
         excluded_nodes=exclusions.exclude,
         detail=mutation.detail,
-        notes=[*([fencing] if fencing else []), *exclusions.notes],
+        notes=[*fencing, *exclusions.notes],
         data={DROPPED_EXCLUSIONS_KEY: exclusions.dropped} if exclusions.dropped else {},
     )
 
