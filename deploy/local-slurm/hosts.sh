@@ -32,6 +32,7 @@
 #                                    cgroup; SIGSTOP/SIGCONT of each process without one)
 #   crash HOST                       SIGKILL every process of HOST at once
 #   heal HOST|all                    undo every partition, cut and loss on HOST (or all hosts)
+#   state HOST                       FROZEN, THAWED (or FREEZING) from HOST's freezer cgroup
 # Needs root, iproute2 (ip, tc), nftables (nft) and util-linux (nsenter, unshare).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -266,6 +267,10 @@ case $ACTION in
       echo "lossy $1: nftables random loss $2% each way (no sch_netem in this kernel)"
     fi ;;
   freeze) [ $# -eq 1 ] || usage 2; host_freeze "$1" FROZEN; echo "froze host $1" ;;
+  state)
+    [ $# -eq 1 ] || usage 2
+    host_field "$1" 2 >/dev/null
+    cat "$CGROUP_DIR/$1/freezer.state" 2>/dev/null || echo THAWED ;;
   thaw) [ $# -eq 1 ] || usage 2; host_freeze "$1" THAWED; echo "thawed host $1" ;;
   crash)
     [ $# -eq 1 ] || usage 2

@@ -40,6 +40,14 @@ LookUp = Callable[[str], Awaitable[JobInfo]]
 OptedIn = Callable[[JobInfo], bool]
 
 
+def _net_namespace(pid: int | str) -> int | None:
+    """The inode of ``pid``'s network namespace (the kernel's word), or None."""
+    try:
+        return os.stat(f"/proc/{pid}/ns/net").st_ino
+    except OSError:
+        return None
+
+
 class Lease:
     """The controller side's lease on this node: renewed with send times, on one clock."""
 
@@ -91,7 +99,17 @@ class SelfFence:
         self.actions: list[FenceAction] = []
 
     def _local(self, scan: list[JobRank]) -> list[JobRank]:
-        return [r for r in scan if r.step_node is None or r.step_node == self.node]
+        """The ranks on this node: their step daemon serves it, or (none known) they share
+        this agent's network namespace (hosts that share one kernel, as the local cluster's
+        do, are told apart by it; a rank in a container's own namespace whose step daemon is
+        not known is left alone)."""
+        mine = _net_namespace("self")
+        return [
+            r
+            for r in scan
+            if r.step_node == self.node
+            or (r.step_node is None and mine is not None and _net_namespace(r.process.pid) == mine)
+        ]
 
     async def learn(self) -> None:
         """Ask Slurm about each job with ranks here not asked about yet (bounded)."""

@@ -22,7 +22,9 @@ class Clock:
         return self.now
 
 
-def rank(job: str, pid: int, uid: int = 1000, node: str = "n1", attempt: str = "0") -> JobRank:
+def rank(
+    job: str, pid: int, uid: int = 1000, node: str | None = "n1", attempt: str = "0"
+) -> JobRank:
     return JobRank(job, attempt, RankProcess(pid, 0, node, "S"), uid=uid, step_node=node)
 
 
@@ -81,6 +83,7 @@ def test_a_node_cut_off_past_its_lease_kills_its_ranks_of_opted_in_jobs_only() -
         rank("9", 90, node="n2"),  # another node's (the local cluster shares one /proc)
         rank("7", 72, uid=0),  # not the job owner's process
         rank("10", 100),  # never learned: left alone
+        rank("7", 999_999_999, node=None),  # no step daemon known, no process of ours
     ]
     jobs = {"7": job("7", "in"), "8": job("8", "out"), "9": job("9", "in")}
     fence, killed = fence_with(ranks, jobs, clock)
@@ -92,6 +95,19 @@ def test_a_node_cut_off_past_its_lease_kills_its_ranks_of_opted_in_jobs_only() -
     assert action.killed == {"7/0": [70, 71]}
     assert killed == [(70, signal.SIGKILL), (71, signal.SIGKILL)]
     assert action.expired_for_s == 0.5
+
+
+def test_a_rank_of_no_known_node_is_local_when_it_shares_the_agents_network() -> None:
+    clock = Clock()
+    import os
+
+    me = os.getpid()
+    fence, killed = fence_with([rank("7", me, node=None)], {"7": job("7", "in")}, clock)
+    asyncio.run(fence.learn())
+    clock.now += 11
+    action = fence.fence_if_expired()
+    assert action is not None and action.killed == {"7/0": [me]}
+    assert killed == [(me, signal.SIGKILL)]  # (the fake kill records it)
 
 
 def test_a_lookup_that_fails_is_tried_again_later() -> None:
