@@ -20,6 +20,7 @@ from _common import benchmark_parser, print_result
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.chaos.jobs import shapes_named
 from benchmarks.chaos.schedule import kinds_named
 from benchmarks.chaos.soak import SoakSettings, run_soak
 from resurrect.demo.host_namespaces import namespaces_unavailable_reason
@@ -35,6 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kinds", default=None, help="comma-separated fault kinds (default all)")
     parser.add_argument("--mean-gap-s", type=float, default=20.0)
     parser.add_argument("--state-dir", type=Path, default=None)
+    parser.add_argument(
+        "--shapes", default=None, help="comma-separated job shapes to keep running (default all)"
+    )
     parser.add_argument(
         "--hosts", choices=("local", "netns"), default="local",
         help="netns: each node its own network namespace (partitions, frozen and crashed"
@@ -53,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     if args.kinds:
         settings.kinds = kinds_named(args.kinds.split(","))
+    if args.shapes:
+        settings.shapes = shapes_named(args.shapes.split(","))
     # the result alone on stdout: what the soak's parts log (the Temporal SDK's core writes
     # its warnings to file descriptor 1) goes to stderr
     sys.stdout.flush()

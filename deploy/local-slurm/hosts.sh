@@ -205,13 +205,12 @@ host_exec() {
 }
 
 host_pids() {  # every process whose network namespace is HOST's (the kernel's word)
-  local ns inode f pid
+  local ns inode
   ns=$(host_field "$1" 2)
   inode=$(stat -L -c %i "/run/netns/$ns")
-  for f in /proc/[0-9]*/ns/net; do
-    pid=${f#/proc/}; pid=${pid%/ns/net}
-    [ "$(stat -L -c %i "$f" 2>/dev/null)" = "$inode" ] && echo "$pid"
-  done
+  # one pass: /proc/PID/ns/net is a link to "net:[INODE]"
+  find /proc -mindepth 3 -maxdepth 3 -path '/proc/[0-9]*/ns/net' -lname "net:\[$inode\]" \
+    2>/dev/null | cut -d/ -f3
   return 0
 }
 

@@ -25,6 +25,8 @@ HOSTS_SCRIPT = Path(__file__).resolve().parents[2] / "deploy" / "local-slurm" / 
 CLONE_NEWNET = 0x40000000
 CONTROLLER = "ctl"
 WORKER = "worker"
+# every node host's link to the bridge (hosts.sh names it so in each namespace)
+NODE_INTERFACE = "eth0"
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from resurrect.demo.host_namespaces import CONTROLLER, Host, on_host, on_network_of, read_hosts
+from resurrect.demo.host_namespaces import (
+    CONTROLLER,
+    NODE_INTERFACE,
+    Host,
+    on_host,
+    on_network_of,
+    read_hosts,
+)
 from resurrect.scheduler.slurm_cli import SlurmCli
 from resurrect.scheduler.slurm_exec import CommandRunner
 from resurrect.scheduler.slurm_json import parse_scontrol_record
@@ -225,6 +232,12 @@ class LocalSlurm:
         """The address the nodes reach the controller's host at."""
         hosts = self.host_map
         return hosts[CONTROLLER].address if hosts else "127.0.0.1"
+
+    @property
+    def job_network_env(self) -> dict[str, str]:
+        """What a job's ranks need to find each other here: on hosts in namespaces gloo must
+        use the node's link (a node's name resolves nowhere, so it would pick 127.0.0.1)."""
+        return {"GLOO_SOCKET_IFNAME": NODE_INTERFACE} if self.hosts == "netns" else {}
 
     def on_host(self, host: str, argv: list[str]) -> list[str]:
         """``argv`` run on ``host`` (``ctl``, ``worker``, a node); itself for local hosts."""

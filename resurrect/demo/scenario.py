@@ -222,6 +222,7 @@ class Demo:
             "RESURRECT_TRAIN_SLEEP": str(s.step_sleep_s),
             # local clusters on one host all number jobs from 1: each its own rendezvous ports
             "RESURRECT_MASTER_PORT_BASE": str(rendezvous_port_base()),
+            **cluster.job_network_env,
             **self.scenario.job_env(s),
         }
         exports = ",".join(["ALL", *(f"{k}={v}" for k, v in env.items())])
