@@ -11,16 +11,12 @@ the operator (its slurmd and agent started again) once resurrect drained it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from typing import TYPE_CHECKING
 
-from resurrect.errors import ResurrectError
-from resurrect.scheduler.base import DRAIN_REASON_PREFIX
-
 from .faults import BY_NAME
 from .history import FaultRecord
-from .inject import Injector, Skip, jobs_on, pick_job
+from .inject import Injector, jobs_on, pick_healthy_node, pick_job
 
 if TYPE_CHECKING:
     from .schedule import Injection
@@ -60,10 +56,7 @@ def _cut(way: str) -> Injector:
 
 
 async def agent_partition(soak: Soak, injection: Injection, record: FaultRecord) -> None:
-    healthy = [n for n in soak.cluster.nodes if n not in soak.faulted_nodes]
-    node = injection.choose(healthy)
-    if node is None:
-        raise Skip("no healthy node")
+    node = pick_healthy_node(soak, injection)
     record.node = node
     record.affected_jobs = jobs_on(soak, node)
     await asyncio.to_thread(soak.cluster.agent_partition, node, soak.relay_port)
@@ -100,7 +93,7 @@ async def host_crash(soak: Soak, injection: Injection, record: FaultRecord) -> N
     node = await _hit_node(soak, injection, record)
     soak.agents[node].held_down = True  # its process dies with the host: not restarted yet
     record.detail = (await asyncio.to_thread(soak.cluster.crash_host, node)).strip()
-    await _drained_or_timeout(soak, node)
+    await soak.drained_or_timeout(node)
     await asyncio.to_thread(soak.cluster.start_node, node)  # the operator reboots it
     if node not in soak.agent_down:
         soak.agents[node].start()
@@ -117,17 +110,6 @@ async def lossy_link(soak: Soak, injection: Injection, record: FaultRecord) -> N
         await asyncio.to_thread(soak.cluster.heal, node)
     record.ended_at = time.time()
     soak.faulted_nodes.pop(node, None)
-
-
-async def _drained_or_timeout(soak: Soak, node: str) -> None:
-    deadline = time.monotonic() + soak.settings.repair_wait_s
-    scheduler = soak.cluster.scheduler()
-    while time.monotonic() < deadline:
-        with contextlib.suppress(ResurrectError):
-            found = await scheduler.get_node(node)
-            if found.drained and found.reason.startswith(DRAIN_REASON_PREFIX):
-                return
-        await asyncio.sleep(1.0)
 
 
 HOST_INJECTORS: dict[str, Injector] = {

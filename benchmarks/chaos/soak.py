@@ -291,11 +291,19 @@ class Soak:
                 "policy": {"default": {"enabled": False, "progress": STRAGGLER_POLICY}},
                 "liveness": {"collector": True, "host": self.address, "port": collector_port,
                              "key_file": str(key_file)},
-                "agent": {"kernel_log": False, "interval_s": 1.0},
+                "agent": {"kernel_log": False, "interval_s": 1.0, **self._liveness_pace},
                 "watchdog": {"hold_bound_s": 60, "interval_s": 5},
                 **on_hosts,
             }
         )  # fmt: skip
+
+    @property
+    def _liveness_pace(self) -> dict[str, float]:
+        """On hosts in namespaces a lost host is found out by its agent's silence: beats every
+        second, silent after 3 s (the collector's floor), well inside the 10 s fencing lease."""
+        if self.settings.hosts != "netns":
+            return {}
+        return {"heartbeat_interval_s": 1.0, "silence_threshold_s": 3.0}
 
     def _mount_state_dir(self) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -452,16 +460,20 @@ class Soak:
     def repair_later(self, node: str, record: FaultRecord) -> None:
         self._spawn(self._repair(node, record))
 
-    async def _repair(self, node: str, record: FaultRecord) -> None:
-        """The operator: once resurrect drained the node (or after a while), bring it back."""
+    async def drained_or_timeout(self, node: str) -> None:
+        """Return once resurrect drained ``node``, or after ``repair_wait_s``."""
         deadline = time.monotonic() + self.settings.repair_wait_s
         scheduler = self.cluster.scheduler()
         while time.monotonic() < deadline:
             with contextlib.suppress(ResurrectError):
                 found = await scheduler.get_node(node)
                 if found.drained and found.reason.startswith(DRAIN_REASON_PREFIX):
-                    break
+                    return
             await asyncio.sleep(1.0)
+
+    async def _repair(self, node: str, record: FaultRecord) -> None:
+        """The operator: once resurrect drained the node (or after a while), bring it back."""
+        await self.drained_or_timeout(node)
         await asyncio.sleep(self.settings.repair_delay_s)
         await asyncio.to_thread(self.cluster.start_node, node)
         if node not in self.agent_down:
