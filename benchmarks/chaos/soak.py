@@ -556,6 +556,8 @@ class Soak:
         ranks on each node under a fault, by node."""
         old: dict[str, list[tuple[int, int, str]]] = {}
         on_faulted: dict[str, list[tuple[str, int, int, str]]] = {}
+        if not self.job_info:
+            return old, on_faulted
         for rank in scan_rank_processes():
             info = self.job_info.get(rank.job_id)
             if rank.slurm_conf != self.cluster.slurm_conf or info is None:
