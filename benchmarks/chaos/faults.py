@@ -304,11 +304,13 @@ HOST_KINDS: tuple[FaultKind, ...] = (
         "lossy_link",
         "node",
         "opted_in",
-        "no_drain",
-        False,
+        "survive",
+        True,
         30,
         1,
-        "lose 20 % of the packets each way on a running job's node's link for a while",
+        "lose 20 % of the packets each way on a running job's node's link for a while (a"
+        " faulty link: resurrect may drain the node when its agent falls silent and Slurm"
+        " agrees; every job must still end well)",
         "netns",
     ),
 )

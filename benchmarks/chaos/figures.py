@@ -89,19 +89,18 @@ def figures(history: History) -> dict[str, Any]:
 
 
 def old_ranks_gone_after(history: History, fault: FaultRecord) -> float | None:
-    """Seconds from ``fault`` to the first sample with no live rank of the hit job's attempt
-    (as of the fault) on the faulted node; None when no sample recorded the node's ranks."""
+    """Seconds from ``fault`` to the first sample after it with no live rank of the hit job's
+    attempt (as of the fault) on the faulted node (a node with no live rank is absent from
+    the census); None when no sample came after it or the job had no sample before it."""
     if fault.node is None or fault.job_id is None:
         return None
     before = [s for s in history.samples if s.at <= fault.at and fault.job_id in s.jobs]
     if not before:
         return None
     attempt = max(before, key=lambda s: s.at).jobs[fault.job_id].restarts
-    seen = False
     for sample in sorted(history.samples, key=lambda s: s.at):
-        if sample.at <= fault.at or (fault.node not in sample.faulted_node_ranks and not seen):
+        if sample.at <= fault.at:
             continue
-        seen = True
         ranks = sample.faulted_node_ranks.get(fault.node, [])
         if not [r for r in ranks if r[0] == fault.job_id and r[1] <= attempt]:
             return round(sample.at - fault.at, 2)

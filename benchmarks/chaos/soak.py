@@ -137,6 +137,7 @@ class Soak:
         self.never_healed: set[str] = set()  # partitions left until the soak ends
         self.frozen_hosts: set[str] = set()
         self.address = "127.0.0.1"  # where the nodes reach the controller
+        self._networks: dict[int, str] = {}  # network namespace inode -> host
         self.relay_port = 0
         self.history = History(
             seed=settings.seed, started_at=0.0, ended_at=0.0, drain_limit=0,
@@ -568,11 +569,23 @@ class Soak:
                 continue
             if attempt < info.restart_count:
                 old.setdefault(rank.job_id, []).append((attempt, rank.process.pid, state))
-            if rank.step_node in self.faulted_nodes:
-                on_faulted.setdefault(rank.step_node, []).append(
+            node = rank.step_node or self._node_of_network(rank.process.pid)
+            if node is not None and node in self.faulted_nodes:
+                on_faulted.setdefault(node, []).append(
                     (rank.job_id, attempt, rank.process.pid, state)
                 )
         return old, on_faulted
+
+    def _node_of_network(self, pid: int) -> str | None:
+        """The node whose host's network namespace ``pid`` is in (hosts in namespaces)."""
+        if not self._networks:
+            for name, host in self.cluster.host_map.items():
+                with contextlib.suppress(OSError):
+                    self._networks[os.stat(f"/run/netns/{host.netns}").st_ino] = name
+        try:
+            return self._networks.get(os.stat(f"/proc/{pid}/ns/net").st_ino)
+        except OSError:
+            return None
 
     async def _settle(self) -> None:
         """Wait (bounded) for repairs, for every job to end and every recovery to close."""
