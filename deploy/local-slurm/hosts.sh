@@ -209,8 +209,9 @@ host_pids() {  # every process whose network namespace is HOST's (the kernel's w
   ns=$(host_field "$1" 2)
   inode=$(stat -L -c %i "/run/netns/$ns")
   # one pass: /proc/PID/ns/net is a link to "net:[INODE]"
-  find /proc -mindepth 3 -maxdepth 3 -path '/proc/[0-9]*/ns/net' -lname "net:\[$inode\]" \
-    2>/dev/null | cut -d/ -f3
+  # (processes that end during the walk make find complain: not a failure)
+  { find /proc -mindepth 3 -maxdepth 3 -path '/proc/[0-9]*/ns/net' -lname "net:\[$inode\]" \
+      2>/dev/null || true; } | cut -d/ -f3
   return 0
 }
 

@@ -55,7 +55,7 @@ if [ "${LS_HOSTS:-local}" = netns ] && [ -r "$STATE_DIR/hosts.info" ]; then
   for host in $(awk '$1 != "ID" && $1 != "ctl" {print $1}' "$STATE_DIR/hosts.info"); do
     "${HOSTS_SH[@]}" heal "$host" >/dev/null 2>&1 || true
     "${HOSTS_SH[@]}" thaw "$host" >/dev/null 2>&1 || true
-    pids=$("${HOSTS_SH[@]}" pids "$host" | tr '\n' ' ')
+    pids=$("${HOSTS_SH[@]}" pids "$host" | tr '\n' ' ' || true)
     # shellcheck disable=SC2086
     [ -z "${pids// }" ] || kill -KILL $pids 2>/dev/null || true
   done
