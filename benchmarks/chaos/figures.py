@@ -50,7 +50,8 @@ def figures(history: History) -> dict[str, Any]:
             if answer is not None:
                 detected += 1
                 detect[fault.kind].append(answer.started_at - fault.at)
-        gone = old_ranks_gone_after(history, fault)
+        # (a fault that needs no recovery ends its node's watch early: nothing to fence)
+        gone = old_ranks_gone_after(history, fault) if kind.expect == "recover" else None
         if gone is not None:
             fence[fault.kind].append(gone)
         if kind.expect == "recover":
