@@ -394,7 +394,9 @@ class FencingSettings(Section):
     """
 
     enabled: bool = False
-    lease_s: float = Field(default=10.0, gt=0, le=600)
+    # longer than a recovery takes to decide (its second-source wait, 10 s) and hold the job:
+    # a fence that lands first reads, in the job's output, like a person's cancel
+    lease_s: float = Field(default=20.0, gt=0, le=600)
     check_interval_s: float = Field(default=0.5, gt=0, le=10)
     kill_margin_s: float = Field(default=2.0, ge=0, le=60)
     clock_skew_s: float = Field(default=1.0, ge=0, le=60)

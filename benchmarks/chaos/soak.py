@@ -37,7 +37,14 @@ from temporalio.service import RPCError
 from resurrect.config import IsolationSettings, ResurrectConfig
 from resurrect.contracts import JobInfo, JobState, RecoveryOutcome
 from resurrect.contracts.workflow_ids import recovery_workflow_id
-from resurrect.demo.host_namespaces import CONTROLLER, WORKER, enter_network, hosts_up
+from resurrect.demo.host_namespaces import (
+    CONTROLLER,
+    WORKER,
+    Host,
+    enter_network,
+    host_of_process,
+    hosts_up,
+)
 from resurrect.demo.local_cluster import (
     LocalSlurm,
     rendezvous_port_base,
@@ -137,7 +144,7 @@ class Soak:
         self.never_healed: set[str] = set()  # partitions left until the soak ends
         self.frozen_hosts: set[str] = set()
         self.address = "127.0.0.1"  # where the nodes reach the controller
-        self._networks: dict[int, str] = {}  # network namespace inode -> host
+        self._hosts: dict[str, Host] = {}  # hosts in namespaces, by name
         self.relay_port = 0
         self.history = History(
             seed=settings.seed, started_at=0.0, ended_at=0.0, drain_limit=0,
@@ -301,7 +308,7 @@ class Soak:
     @property
     def _liveness_pace(self) -> dict[str, float]:
         """On hosts in namespaces a lost host is found out by its agent's silence: beats every
-        second, silent after 3 s (the collector's floor), well inside the 10 s fencing lease."""
+        second, silent after 3 s (the collector's floor), well inside the 20 s fencing lease."""
         if self.settings.hosts != "netns":
             return {}
         return {"heartbeat_interval_s": 1.0, "silence_threshold_s": 3.0}
@@ -578,14 +585,9 @@ class Soak:
 
     def _node_of_network(self, pid: int) -> str | None:
         """The node whose host's network namespace ``pid`` is in (hosts in namespaces)."""
-        if not self._networks:
-            for name, host in self.cluster.host_map.items():
-                with contextlib.suppress(OSError):
-                    self._networks[os.stat(f"/run/netns/{host.netns}").st_ino] = name
-        try:
-            return self._networks.get(os.stat(f"/proc/{pid}/ns/net").st_ino)
-        except OSError:
-            return None
+        if not self._hosts:
+            self._hosts = self.cluster.host_map
+        return host_of_process(self._hosts, pid)
 
     async def _settle(self) -> None:
         """Wait (bounded) for repairs, for every job to end and every recovery to close."""

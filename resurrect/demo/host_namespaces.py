@@ -110,3 +110,18 @@ def enter_network(host: Host) -> None:
             raise ConfigError(f"setns onto {host.netns}: {os.strerror(err)}")
     finally:
         os.close(fd)
+
+
+def host_of_process(hosts: dict[str, Host], pid: int) -> str | None:
+    """The host (of ``hosts``) whose network namespace process ``pid`` is in, or None."""
+    try:
+        inode = os.stat(f"/proc/{pid}/ns/net").st_ino
+    except OSError:
+        return None
+    for name, host in hosts.items():
+        try:
+            if os.stat(_netns_path(host)).st_ino == inode:
+                return name
+        except OSError:
+            continue
+    return None

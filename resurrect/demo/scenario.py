@@ -88,7 +88,7 @@ class Demo:
                              "key_file": str(self.settings.state_dir / "liveness.key")},
                 "fencing": {"enabled": True},
                 # a lost host is found out by its agent's silence: beats every second, silent
-                # after 3 s (the collector's floor), well inside the 10 s fencing lease
+                # after 3 s (the collector's floor), well inside the 20 s fencing lease
                 "agent": {"heartbeat_interval_s": 1.0, "silence_threshold_s": 3.0},
                 "isolation": {"health_check_argv": cluster.health_check_argv},
                 "repair": {"cool_down_s": 5, "recheck_interval_s": 10, "max_checks": 50},

@@ -24,6 +24,7 @@ import time
 from typing import Any, ClassVar
 
 from resurrect.contracts import JobState
+from resurrect.demo.host_namespaces import host_of_process
 from resurrect.demo.scenarios.base import Fault, OneFault
 from resurrect.demo.stage import DemoSettings, Stage
 from resurrect.stacks.processes import process_state, scan_rank_processes
@@ -40,6 +41,11 @@ class HostFault(OneFault):
 
     def comment(self, settings: DemoSettings) -> dict[str, Any]:
         return {"max_restarts": 2}
+
+    def train_steps(self, settings: DemoSettings) -> int:
+        """Long enough that the job still trains when the node is cut off and fenced (the
+        lease alone is 20 s)."""
+        return max(settings.train_steps, 600)
 
     async def hit(self, stage: Stage, victim: str) -> None:
         raise NotImplementedError
@@ -75,6 +81,7 @@ class HostFault(OneFault):
         """When no live rank of the job's first attempt is left on ``victim``."""
         owner = pwd.getpwnam(stage.cluster.demo_user).pw_uid
         conf = stage.cluster.slurm_conf
+        hosts = stage.cluster.host_map
         deadline = time.monotonic() + WATCH_S
         while time.monotonic() < deadline:
             alive = [
@@ -83,7 +90,7 @@ class HostFault(OneFault):
                 if r.job_id == stage.job_id
                 and r.slurm_conf == conf
                 and r.uid == owner
-                and r.step_node == victim
+                and (r.step_node or host_of_process(hosts, r.process.pid)) == victim
                 and r.restart_count == "0"
                 and process_state(r.process.pid) not in ("", "Z", "X")
             ]
