@@ -6,7 +6,9 @@ old attempt's steps there when the job is requeued. A node whose agent is silent
 unknown may be cut off with the old attempt's ranks alive; its agent kills them once its
 lease has run out, ``FencingSettings.fenced_within_s`` after its last contact at the latest.
 Its last contact is no later than the time its silence was declared (``silent_since``), or,
-where that is not known, than now. The requeue waits until the latest of those deadlines.
+where that is not known, than now. The requeue decides the deadline before it holds the job
+(a first attempt run as a quick local activity that would wait past its budget asks for more
+time instead: a cancelled wait must never release the job early), then holds it and waits.
 """
 
 from __future__ import annotations
@@ -37,17 +39,13 @@ def fenced_at(health: NodeHealth | None, settings: FencingSettings, now: datetim
     return last_contact.timestamp() + settings.fenced_within_s
 
 
-async def wait_until_fenced(
-    client: Client,
-    cluster: str,
-    nodes: Sequence[str],
-    settings: FencingSettings,
-    heartbeat: Callable[..., None],
-) -> str:
-    """Wait until every node of ``nodes`` out of contact has fenced itself; what was waited
-    for ("" when nothing)."""
+async def fence_deadline(
+    client: Client, cluster: str, nodes: Sequence[str], settings: FencingSettings
+) -> tuple[float, list[str]]:
+    """(epoch second by which every node of ``nodes`` out of contact has fenced itself, those
+    nodes); (0, []) when fencing is off or every node is in contact."""
     if not settings.enabled or not nodes:
-        return ""
+        return 0.0, []
     healths = await asyncio.gather(*(agent_health(client, cluster, n) for n in nodes))
     now = datetime.now(UTC)
     deadlines = {
@@ -55,15 +53,19 @@ async def wait_until_fenced(
         for node, health in zip(nodes, healths, strict=True)
         if (at := fenced_at(health, settings, now)) is not None
     }
-    if not deadlines:
-        return ""
-    until = max(deadlines.values())
-    waited = max(0.0, until - time.time())
+    return (max(deadlines.values()), sorted(deadlines)) if deadlines else (0.0, [])
+
+
+async def sleep_until(until: float, nodes: Sequence[str], heartbeat: Callable[..., None]) -> None:
+    """Sleep until epoch second ``until``, heartbeating every second."""
     while (left := until - time.time()) > 0:
-        heartbeat(f"waiting {left:.1f} s for {', '.join(sorted(deadlines))} to fence")
+        heartbeat(f"waiting {left:.1f} s for {', '.join(nodes)} to fence")
         await asyncio.sleep(min(HEARTBEAT_EVERY_S, left))
+
+
+def waited_note(waited: float, nodes: Sequence[str], settings: FencingSettings) -> str:
     return (
-        f"waited {waited:.1f} s for {', '.join(sorted(deadlines))} (out of contact) to have"
-        f" fenced the old attempt (lease {settings.lease_s:g} s, fenced within"
-        f" {settings.fenced_within_s:.1f} s of the last contact)"
+        f"waited {waited:.1f} s for {', '.join(nodes)} (out of contact) to have fenced the old"
+        f" attempt (lease {settings.lease_s:g} s, fenced within {settings.fenced_within_s:.1f} s"
+        " of the last contact)"
     )

@@ -251,6 +251,7 @@ class Demo:
             ui_url=ui,
             job_id=job_id,
             ckpt_dir=ckpt_dir,
+            train_steps=self.scenario.train_steps(s),
         )
 
     async def _train_until_fault(self, stage: Stage) -> str:
