@@ -31,12 +31,11 @@ from temporalio.client import (
     WorkflowContinuedAsNewError,
     WorkflowExecution,
     WorkflowFailureError,
-    WorkflowQueryFailedError,
-    WorkflowQueryRejectedError,
 )
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
+from resurrect.activities.agent_health import WATCHING_STATUSES, agent_health
 from resurrect.attempt_output import AttemptOutput, attempt_output
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import (
@@ -52,8 +51,8 @@ from resurrect.contracts import (
     SignalKind,
 )
 from resurrect.contracts.assessment import Assessment, AssessRequest
-from resurrect.contracts.node_health import HEALTH_QUERY, NodeHealth
-from resurrect.contracts.workflow_ids import node_health_workflow_id, recovery_workflow_id
+from resurrect.contracts.node_health import NodeHealth
+from resurrect.contracts.workflow_ids import recovery_workflow_id
 from resurrect.contracts.workflow_names import RECOVERY_WORKFLOW, Activity
 from resurrect.errors import JobNotFound, NeedsMoreTime, failure_of
 from resurrect.evidence_trust import (
@@ -103,7 +102,6 @@ HEARTBEAT_EVERY_S = 2.0
 LOG_READ_BUDGET_S = 20.0
 # Node agent findings older than this (or older than the job attempt) say nothing about it.
 AGENT_FINDING_MAX_AGE = timedelta(minutes=10)
-AGENT_QUERY_TIMEOUT_S = 5.0
 # How long the outcome of the attempt before's recovery (where this attempt's output begins)
 # is waited for: it ends once the requeued job runs, about when this attempt starts.
 EARLIER_OUTCOME_WAIT_S = 10.0
@@ -112,8 +110,6 @@ CORROBORATION_POLL_S = 0.5
 # recovery waits for it this long at most (its quick attempt: as long as that may take), then
 # goes on without them; afterwards it reads the kept copy at once.
 LEMON_FIRST_READ_WAIT_S = 20.0
-# Agent states in which it is watching its node (a finding would reach us).
-WATCHING_STATUSES = frozenset({"healthy", "degraded", "faulty"})
 
 
 @dataclass
@@ -268,14 +264,7 @@ class RecoveryActivities:
     async def _agent_health(self, cluster: str, node: str) -> NodeHealth | None:
         """What the node agent of ``node`` reported (its NodeHealthWorkflow), if it runs."""
         assert self.client is not None
-        handle = self.client.get_workflow_handle(node_health_workflow_id(cluster, node))
-        try:
-            health: NodeHealth = await asyncio.wait_for(
-                handle.query(HEALTH_QUERY, result_type=NodeHealth), AGENT_QUERY_TIMEOUT_S
-            )
-        except (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError, TimeoutError):
-            return None  # no agent on this node (or it cannot answer): no second opinion
-        return health
+        return await agent_health(self.client, cluster, node)
 
     async def _agent_evidence(self, bundle: EvidenceBundle) -> tuple[list[Evidence], list[str]]:
         """Root findings of the job's nodes' agents during this job attempt, and the nodes

@@ -301,9 +301,26 @@ async def requeue_job(ctx: StepContext, params: None) -> StepResult:
     # the plan's list holds the job's own exclusions too: only the rest is implicated now
     implicated = [n for n in exclude if n not in job.excluded_nodes]
     exclusions = await _exclusions(ctx, job, implicated)
+    fence_until, fencing_nodes = await _fence_deadline(ctx)
+    waited = max(0.0, fence_until - time.time())
+    if waited and ctx.quick_s is not None and waited > ctx.quick_s / 2:
+        # a quick attempt cut short mid-wait would release the job before the fence
+        raise NeedsMoreTime(f"{waited:.0f} s to wait for {', '.join(fencing_nodes)} to fence")
+    fencing: list[str] = []
+
+    async def await_fencing() -> None:  # while the job is held: no new attempt starts
+        if fencing_nodes:
+            from resurrect.activities.fencing_wait import sleep_until, waited_note
+
+            await sleep_until(fence_until, fencing_nodes, ctx.heartbeat)
+            fencing.append(waited_note(waited, fencing_nodes, ctx.config.fencing))
+
     try:
         mutation = await ctx.scheduler.requeue_excluding(
-            job_id, [n for n in exclude if n not in exclusions.dropped], drop=exclusions.dropped
+            job_id,
+            [n for n in exclude if n not in exclusions.dropped],
+            drop=exclusions.dropped,
+            before_release=await_fencing,
         )
     except JobCancelled as exc:
         return _cancelled(job_id, str(exc))
@@ -314,9 +331,21 @@ async def requeue_job(ctx: StepContext, params: None) -> StepResult:
         requeued=True,
         excluded_nodes=exclusions.exclude,
         detail=mutation.detail,
-        notes=exclusions.notes,
+        notes=[*fencing, *exclusions.notes],
         dropped_exclusions=exclusions.dropped,
     )
+
+
+async def _fence_deadline(ctx: StepContext) -> tuple[float, list[str]]:
+    """With ``fencing.enabled``: by when the failed attempt's nodes out of contact have
+    certainly killed its ranks, and which (resurrect/activities/fencing_wait.py)."""
+    if ctx.client is None:
+        return 0.0, []
+    from resurrect.activities.fencing_wait import fence_deadline
+
+    interruption = ctx.input.bundle.interruption
+    nodes = list(dict.fromkeys([*ctx.job.nodes, *interruption.nodes]))
+    return await fence_deadline(ctx.client, interruption.cluster, nodes, ctx.config.fencing)
 
 
 async def _exclusions(ctx: StepContext, job: JobInfo, adding: list[str]) -> ExclusionPlan:

@@ -22,7 +22,7 @@ say() { printf '[install] %s\n' "$*" >&2; }
 # systemd: systemd-analyze verifies the shipped units; openssl: throwaway certificates for
 # the Temporal mTLS test; prometheus: the real server the metrics tests scrape with (never
 # started as a service); chromium-headless-shell: the tests' screenshot of the Temporal UI.
-packages=(munge slurmctld slurmd slurm-client procps iproute2 util-linux systemd openssl
+packages=(munge slurmctld slurmd slurm-client procps iproute2 nftables util-linux systemd openssl
   prometheus chromium-headless-shell)
 case ${RESURRECT_SLURM_VERSION:-} in 24.11|26.05) packages+=(mmdebstrap patchelf) ;; *) ;; esac
 missing=()

@@ -409,6 +409,41 @@ class AgentSettings(Section):
     max_signals_per_run: int = Field(default=500, ge=10)
 
 
+class FencingSettings(Section):
+    """Self-fencing of cut-off nodes (docs/fencing.md).
+
+    Each node agent holds a lease the controller side renews (a heartbeat the liveness
+    collector acknowledged, or one Temporal took): a node that has not renewed it for
+    ``lease_s`` kills its local ranks of opted-in jobs. A recovery requeues a job whose
+    earlier attempt ran on a node out of contact only once that node has certainly fenced
+    itself: ``lease_s`` stretched by ``clock_rate_error`` (the two monotonic clocks' rates),
+    plus one agent check (``check_interval_s``), the kill (``kill_margin_s``) and
+    ``clock_skew_s`` (the wall clocks of the hosts that saw the silence and that requeue).
+    """
+
+    enabled: bool = False
+    # longer than a recovery takes to decide (its second-source wait, 10 s) and hold the job:
+    # a fence that lands first reads, in the job's output, like a person's cancel
+    lease_s: float = Field(default=20.0, gt=0, le=600)
+    check_interval_s: float = Field(default=0.5, gt=0, le=10)
+    kill_margin_s: float = Field(default=2.0, ge=0, le=60)
+    clock_skew_s: float = Field(default=1.0, ge=0, le=60)
+    clock_rate_error: float = Field(default=0.001, ge=0, le=0.1)
+    # how often an agent learns which of its node's jobs are opted in (while it can ask)
+    learn_interval_s: float = Field(default=5.0, gt=0, le=300)
+
+    @property
+    def fenced_within_s(self) -> float:
+        """Seconds after a node's last contact with the controller side by which it has
+        certainly killed its ranks of opted-in jobs (if it lives)."""
+        return (
+            self.lease_s * (1 + self.clock_rate_error)
+            + self.check_interval_s
+            + self.kill_margin_s
+            + self.clock_skew_s
+        )
+
+
 class ResurrectConfig(Section):
     """The whole configuration. Every section has working defaults for a single host."""
 
@@ -429,6 +464,7 @@ class ResurrectConfig(Section):
     lemons: LemonSettings = Field(default_factory=LemonSettings)
     watchdog: WatchdogSettings = Field(default_factory=WatchdogSettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)
+    fencing: FencingSettings = Field(default_factory=FencingSettings)
 
     @property
     def hold_mark_key_file(self) -> Path:

@@ -19,6 +19,9 @@ Expectation = Literal["recover", "stop", "left_alone", "no_drain", "survive"]
 # Which job the fault picks: a running opted-in job, a running job that is not opted in, a
 # job whose recovery is in flight, or none (a service part).
 Target = Literal["opted_in", "not_opted_in", "recovering", "none"]
+# Where the kind can be injected: on any local cluster, or only on hosts in namespaces
+# (start.sh --hosts netns: a link to cut, a host to freeze or crash)
+Hosts = Literal["any", "netns"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,7 @@ class FaultKind:
     # relative frequency in the schedule
     weight: int
     what: str
+    hosts: Hosts = "any"
 
 
 KINDS: tuple[FaultKind, ...] = (
@@ -202,10 +206,126 @@ KINDS: tuple[FaultKind, ...] = (
     ),
 )
 
-BY_NAME: dict[str, FaultKind] = {kind.name: kind for kind in KINDS}
+# Faults of hosts in namespaces: a cut link, a frozen or crashed host, a lossy link.
+HOST_KINDS: tuple[FaultKind, ...] = (
+    FaultKind(
+        "partition",
+        "node",
+        "opted_in",
+        "recover",
+        True,
+        45,
+        2,
+        "cut a node of a running job from the controller both ways for longer than the"
+        " fencing lease; its processes live on; heal it after",
+        "netns",
+    ),
+    FaultKind(
+        "partition_one_way",
+        "node",
+        "opted_in",
+        "recover",
+        True,
+        45,
+        1,
+        "drop only what a node of a running job sends to the controller; heal it after",
+        "netns",
+    ),
+    FaultKind(
+        "partition_short",
+        "node",
+        "opted_in",
+        "no_drain",
+        False,
+        2,
+        1,
+        "cut a node of a running job from the controller for less than the silence grace",
+        "netns",
+    ),
+    FaultKind(
+        "partition_forever",
+        "node",
+        "opted_in",
+        "recover",
+        True,
+        0,
+        0,
+        "cut a node of a running job from the controller until the soak ends (weight 0:"
+        " only when named); it must stay drained with a reason saying it is silent",
+        "netns",
+    ),
+    FaultKind(
+        "agent_partition",
+        "node",
+        "none",
+        "no_drain",
+        False,
+        15,
+        1,
+        "drop only a node agent's datagrams to the liveness collector (its heartbeats fall"
+        " back to Temporal)",
+        "netns",
+    ),
+    FaultKind(
+        "worker_partition",
+        "service",
+        "none",
+        "survive",
+        False,
+        10,
+        1,
+        "cut the worker's host from Temporal's port for a while",
+        "netns",
+    ),
+    FaultKind(
+        "host_freeze",
+        "node",
+        "opted_in",
+        "recover",
+        True,
+        30,
+        2,
+        "freeze every process of a running job's node's host (cgroup freezer); thaw later",
+        "netns",
+    ),
+    FaultKind(
+        "host_crash",
+        "node",
+        "opted_in",
+        "recover",
+        True,
+        0,
+        2,
+        "SIGKILL every process of a running job's node's host at once; the operator starts"
+        " slurmd and the agent again once it is drained",
+        "netns",
+    ),
+    FaultKind(
+        "lossy_link",
+        "node",
+        "opted_in",
+        "survive",
+        True,
+        30,
+        1,
+        "lose 20 % of the packets each way on a running job's node's link for a while (a"
+        " faulty link: resurrect may drain the node when its agent falls silent and Slurm"
+        " agrees; every job must still end well)",
+        "netns",
+    ),
+)
+
+ALL_KINDS: tuple[FaultKind, ...] = KINDS + HOST_KINDS
+
+BY_NAME: dict[str, FaultKind] = {kind.name: kind for kind in ALL_KINDS}
 
 # Kinds of the issue's list that the soak does not inject, and why.
 NOT_INJECTED: dict[str, str] = {}
+
+
+def kinds_for(hosts: str) -> list[FaultKind]:
+    """The kinds a soak on ``hosts`` (``local`` or ``netns``) injects by default."""
+    return [k for k in ALL_KINDS if k.weight > 0 and (k.hosts == "any" or hosts == "netns")]
 
 
 def kind(name: str) -> FaultKind:

@@ -40,6 +40,7 @@ def figures(history: History) -> dict[str, Any]:
     skipped: Counter[str] = Counter(f.kind for f in history.faults if f.skipped is not None)
     detect: dict[str, list[float]] = defaultdict(list)
     recover: dict[str, list[float]] = defaultdict(list)
+    fence: dict[str, list[float]] = defaultdict(list)
     should_detect = detected = should_recover = recovered = alone_due = alone = 0
     for fault in injected:
         kind = BY_NAME[fault.kind]
@@ -49,6 +50,10 @@ def figures(history: History) -> dict[str, Any]:
             if answer is not None:
                 detected += 1
                 detect[fault.kind].append(answer.started_at - fault.at)
+        # (a fault that needs no recovery ends its node's watch early: nothing to fence)
+        gone = old_ranks_gone_after(history, fault) if kind.expect == "recover" else None
+        if gone is not None:
+            fence[fault.kind].append(gone)
         if kind.expect == "recover":
             should_recover += 1
             if answer is not None and answer.outcome == "recovered":
@@ -75,10 +80,32 @@ def figures(history: History) -> dict[str, Any]:
         "left_alone_share": _share(alone, alone_due),
         "detect_s": {k: _p50_p95(v) for k, v in sorted(detect.items())},
         "recover_s": {k: _p50_p95(v) for k, v in sorted(recover.items())},
+        # fault -> no live rank of the hit job's attempt left on the faulted node (fenced by
+        # its agent, killed by Slurm, or dead with the host), hosts in namespaces only
+        "fence_s": {k: _p50_p95(v) for k, v in sorted(fence.items())},
         "false_drains": len(NoFalseDrain().check(history)),
         "lost_jobs": len(lost),
         **goodput_figures(history),
     }
+
+
+def old_ranks_gone_after(history: History, fault: FaultRecord) -> float | None:
+    """Seconds from ``fault`` to the first sample after it with no live rank of the hit job's
+    attempt (as of the fault) on the faulted node (a node with no live rank is absent from
+    the census); None when no sample came after it or the job had no sample before it."""
+    if fault.node is None or fault.job_id is None:
+        return None
+    before = [s for s in history.samples if s.at <= fault.at and fault.job_id in s.jobs]
+    if not before:
+        return None
+    attempt = max(before, key=lambda s: s.at).jobs[fault.job_id].restarts
+    for sample in sorted(history.samples, key=lambda s: s.at):
+        if sample.at <= fault.at:
+            continue
+        ranks = sample.faulted_node_ranks.get(fault.node, [])
+        if not [r for r in ranks if r[0] == fault.job_id and r[1] <= attempt]:
+            return round(sample.at - fault.at, 2)
+    return None
 
 
 def goodput_figures(history: History) -> dict[str, Any]:

@@ -71,6 +71,11 @@ class Sample:
     at: float
     jobs: dict[str, JobSample] = field(default_factory=dict)
     drained: dict[str, str] = field(default_factory=dict)  # node -> drain reason
+    # rank processes of attempts older than their job's current one, alive (not zombies):
+    # job id -> [(attempt, pid, /proc state letter)]
+    old_ranks: dict[str, list[tuple[int, int, str]]] = field(default_factory=dict)
+    # live rank processes on each node under an injected fault: [(job, attempt, pid, state)]
+    faulted_node_ranks: dict[str, list[tuple[str, int, int, str]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -106,6 +111,10 @@ class History:
     samples: list[Sample] = field(default_factory=list)
     processes: list[ProcessLife] = field(default_factory=list)
     goodput: list[JobGoodputRecord] = field(default_factory=list)
+    # job id -> [(checkpoint file, mtime)] at the end (hosts in namespaces)
+    checkpoint_files: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
+    # node -> times resurrect's repair workflow returned it to service (its "returned" events)
+    returned_by_repair: dict[str, list[float]] = field(default_factory=dict)
 
     def job(self, job_id: str) -> JobRun | None:
         return next((j for j in self.jobs if j.job_id == job_id), None)
@@ -131,6 +140,14 @@ def load_history(data: dict[str, Any]) -> History:
             at=s["at"],
             jobs={jid: JobSample(**j) for jid, j in s["jobs"].items()},
             drained=s["drained"],
+            old_ranks={
+                jid: [(a, p, st) for a, p, st in ranks]
+                for jid, ranks in s.get("old_ranks", {}).items()
+            },
+            faulted_node_ranks={
+                node: [(j, a, p, st) for j, a, p, st in ranks]
+                for node, ranks in s.get("faulted_node_ranks", {}).items()
+            },
         )
         for s in data["samples"]
     ]
@@ -138,7 +155,7 @@ def load_history(data: dict[str, Any]) -> History:
         ProcessLife(**{**p, "rss_kb": [(t, kb) for t, kb in p["rss_kb"]]})
         for p in data["processes"]
     ]
-    scalars = {k: v for k, v in data.items() if not isinstance(v, list)}
+    scalars = {k: v for k, v in data.items() if not isinstance(v, list | dict)}
     return History(
         **scalars,
         faults=[FaultRecord(**f) for f in data["faults"]],
@@ -147,4 +164,9 @@ def load_history(data: dict[str, Any]) -> History:
         samples=samples,
         processes=processes,
         goodput=[JobGoodputRecord(**g) for g in data["goodput"]],
+        checkpoint_files={
+            jid: [(f, t) for f, t in files]
+            for jid, files in data.get("checkpoint_files", {}).items()
+        },
+        returned_by_repair=data.get("returned_by_repair", {}),
     )

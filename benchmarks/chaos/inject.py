@@ -238,11 +238,16 @@ def _restart_after(part: str) -> Injector:
     return inject
 
 
-async def agent_kill(soak: Soak, injection: Injection, record: FaultRecord) -> None:
-    healthy = [n for n in soak.cluster.nodes if n not in soak.faulted_nodes]
-    node = injection.choose(healthy)
+def pick_healthy_node(soak: Soak, injection: Injection) -> str:
+    """A node no injected fault is on now."""
+    node = injection.choose([n for n in soak.cluster.nodes if n not in soak.faulted_nodes])
     if node is None:
         raise Skip("no healthy node")
+    return node
+
+
+async def agent_kill(soak: Soak, injection: Injection, record: FaultRecord) -> None:
+    node = pick_healthy_node(soak, injection)
     record.node = node
     # its silence may look like a lost node: the jobs there may be requeued once for it
     record.affected_jobs = jobs_on(soak, node)

@@ -7,6 +7,8 @@ never on how long something took: a slow machine slows the soak, it does not fai
 
 from __future__ import annotations
 
+import itertools
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -136,7 +138,10 @@ class NotOptedInUntouched(Invariant):
 
 class NoFalseDrain(Invariant):
     name = "no_false_drain"
-    what = "every node resurrect drained had an injected fault on it before the drain"
+    what = (
+        "every node resurrect drained had an injected node fault on it before the drain (a"
+        " partition shorter than the grace, a lossy link, a cut liveness path are not)"
+    )
 
     def check(self, history: History) -> list[str]:
         found = []
@@ -224,6 +229,131 @@ class RssStable(Invariant):
         return found
 
 
+# /proc states of a process that cannot run: stopped, or frozen (uninterruptible in the
+# cgroup freezer)
+NOT_RUNNING = frozenset({"T", "t", "D", "Z", "X"})
+# Fault kinds of a partition: a node left out this long (or for ever) must stay drained.
+FOREVER_KINDS = frozenset({"partition_forever"})
+# Fault kinds of hosts in namespaces whose node may be drained: only the repair workflow's
+# health check may return it to service.
+HOST_NODE_KINDS = frozenset(
+    {"partition", "partition_one_way", "partition_forever", "host_freeze", "host_crash"}
+)
+
+
+def _successor_started(history: History) -> dict[tuple[str, int], float]:
+    """(job id, attempt) -> the first sample showing that attempt RUNNING."""
+    first: dict[tuple[str, int], float] = {}
+    for sample in sorted(history.samples, key=lambda s: s.at):
+        for jid, job in sample.jobs.items():
+            if job.state == "RUNNING":
+                first.setdefault((jid, job.restarts), sample.at)
+    return first
+
+
+class NoJobRunningTwice(Invariant):
+    name = "no_job_running_twice"
+    what = (
+        "no sample shows a rank of an earlier attempt running (alive, neither stopped nor"
+        " frozen) while the job's successor attempt is RUNNING"
+    )
+
+    def check(self, history: History) -> list[str]:
+        found = []
+        for sample in history.samples:
+            for jid, ranks in sample.old_ranks.items():
+                job = sample.jobs.get(jid)
+                running = [r for r in ranks if r[2] not in NOT_RUNNING]
+                if job is not None and job.state == "RUNNING" and running:
+                    attempts = sorted({a for a, _, _ in running})
+                    found.append(
+                        f"job {jid} attempt {job.restarts} RUNNING at {sample.at:.1f} beside"
+                        f" running ranks of attempt(s) {attempts}"
+                        f" (pids {[p for _, p, _ in running]})"
+                    )
+        return found
+
+
+class NoStaleCheckpointWrite(Invariant):
+    name = "no_stale_checkpoint_write"
+    what = (
+        "no checkpoint file is written after a job's successor attempt started while a rank"
+        " of an earlier attempt was still running (seen within a sample's period of the write)"
+    )
+
+    def check(self, history: History) -> list[str]:
+        started = _successor_started(history)
+        samples = sorted(history.samples, key=lambda s: s.at)
+        gaps = [b.at - a.at for a, b in itertools.pairwise(samples)]
+        period = statistics.median(gaps) if gaps else 2.0
+        found = []
+        for jid, files in history.checkpoint_files.items():
+            for path, mtime in files:
+                for sample in samples:
+                    if abs(sample.at - mtime) > period:
+                        continue
+                    running = [r for r in sample.old_ranks.get(jid, []) if r[2] not in NOT_RUNNING]
+                    newest = max(
+                        (a for (j, a), at in started.items() if j == jid and at <= mtime),
+                        default=None,
+                    )
+                    if newest is not None and any(a < newest for a, _, _ in running):
+                        found.append(
+                            f"job {jid}: {path} written at {mtime:.1f} after attempt {newest}"
+                            f" started, while ranks of an earlier attempt ran"
+                        )
+                        break
+        return found
+
+
+class HealedNodesReturnByRepair(Invariant):
+    name = "healed_node_returned_by_repair"
+    what = (
+        "a node drained for a cut link, a frozen or a crashed host leaves its drain only"
+        " through resurrect's repair workflow (its health check passed: a 'returned' event)"
+    )
+
+    def check(self, history: History) -> list[str]:
+        found = []
+        host_nodes = {
+            f.node for f in history.faults if f.kind in HOST_NODE_KINDS and f.skipped is None
+        }
+        samples = sorted(history.samples, key=lambda s: s.at)
+        for node, first_seen, _ in _drain_episodes(samples):
+            if node not in host_nodes:
+                continue
+            ended = next(
+                (s.at for s in samples if s.at > first_seen and node not in s.drained), None
+            )
+            if ended is None:
+                continue  # still drained at the end
+            returns = history.returned_by_repair.get(node, [])
+            if not any(first_seen - 1 <= t <= ended + 1 for t in returns):
+                found.append(
+                    f"node {node} drained at {first_seen:.1f} was back in service at"
+                    f" {ended:.1f} with no return by the repair workflow"
+                )
+        return found
+
+
+class UnhealedPartitionStaysDrained(Invariant):
+    name = "unhealed_partition_stays_drained"
+    what = "a node cut off until the end is drained at the end, with a reason naming a lost node"
+
+    def check(self, history: History) -> list[str]:
+        last = _last_sample(history.samples)
+        found = []
+        for fault in history.faults:
+            if fault.kind not in FOREVER_KINDS or fault.skipped is not None or not fault.node:
+                continue
+            reason = last.drained.get(fault.node) if last is not None else None
+            if reason is None:
+                found.append(f"node {fault.node}, cut off for good, is not drained at the end")
+            elif "node_lost" not in reason:
+                found.append(f"node {fault.node}, cut off for good, is drained for: {reason}")
+        return found
+
+
 INVARIANTS: tuple[Invariant, ...] = (
     OptedInJobsEndWell(),
     OneRequeuePerFault(),
@@ -234,6 +364,10 @@ INVARIANTS: tuple[Invariant, ...] = (
     RecoveriesEnd(),
     GoodputAddsUp(),
     RssStable(),
+    NoJobRunningTwice(),
+    NoStaleCheckpointWrite(),
+    HealedNodesReturnByRepair(),
+    UnhealedPartitionStaysDrained(),
 )
 
 

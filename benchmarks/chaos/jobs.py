@@ -49,6 +49,14 @@ SHAPES: tuple[JobShape, ...] = (
 )
 
 
+def shapes_named(names: list[str]) -> tuple[JobShape, ...]:
+    """The shapes called ``names``, in SHAPES order (ValueError for an unknown name)."""
+    unknown = sorted(set(names) - {shape.name for shape in SHAPES})
+    if unknown:
+        raise ValueError(f"unknown job shapes: {', '.join(unknown)}")
+    return tuple(shape for shape in SHAPES if shape.name in set(names))
+
+
 @dataclass
 class Submitted:
     job_id: str
@@ -79,6 +87,7 @@ def submit(cluster: LocalSlurm, shape: JobShape, python: str, port_base: int) ->
         f"CKPT_DIR={ckpt},RESURRECT_TRAIN_STEPS={shape.steps},"
         f"RESURRECT_TRAIN_CKPT_EVERY={CKPT_EVERY},RESURRECT_TRAIN_SLEEP={STEP_SLEEP_S},"
         f"RESURRECT_MASTER_PORT_BASE={port_base}"
+        + "".join(f",{k}={v}" for k, v in cluster.job_network_env.items())
     )
     job_id = cluster.submit(
         (TRAIN_DIR / shape.script).read_text(), comment=comment, nodes=shape.nodes,

@@ -14,7 +14,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .faults import KINDS, FaultKind
+from .faults import ALL_KINDS, KINDS, FaultKind
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,8 @@ def build_schedule(
     cover = list(kinds)
     rng.shuffle(cover)
     weights = [k.weight for k in kinds]
+    if not any(weights):  # only kinds drawn when named (weight 0): evenly
+        weights = [1] * len(weights)
     injections: list[Injection] = []
     t = warmup_s
     end = duration_s - settle_s
@@ -74,8 +76,8 @@ def build_schedule(
 
 def kinds_named(names: Sequence[str]) -> list[FaultKind]:
     """The kinds called ``names``, in KINDS order (ValueError for an unknown name)."""
-    known = {k.name for k in KINDS}
+    known = {k.name for k in ALL_KINDS}
     unknown = sorted(set(names) - known)
     if unknown:
         raise ValueError(f"unknown fault kinds: {', '.join(unknown)}")
-    return [k for k in KINDS if k.name in set(names)]
+    return [k for k in ALL_KINDS if k.name in set(names)]

@@ -37,6 +37,14 @@ from temporalio.service import RPCError
 from resurrect.config import IsolationSettings, ResurrectConfig
 from resurrect.contracts import JobInfo, JobState, RecoveryOutcome
 from resurrect.contracts.workflow_ids import recovery_workflow_id
+from resurrect.demo.host_namespaces import (
+    CONTROLLER,
+    WORKER,
+    Host,
+    enter_network,
+    host_of_process,
+    hosts_up,
+)
 from resurrect.demo.local_cluster import (
     LocalSlurm,
     rendezvous_port_base,
@@ -48,12 +56,14 @@ from resurrect.errors import ResurrectError
 from resurrect.goodput.history import load_recoveries
 from resurrect.goodput.report import job_goodput
 from resurrect.operator.budget import limits_for
+from resurrect.operator.repair_client import node_state
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 from resurrect.sensors.liveness.wire import load_key, node_key
+from resurrect.stacks.processes import process_state, scan_rank_processes
 from resurrect.temporal.client import connect
 from resurrect.temporal.server import EmbeddedTemporal, free_port
 
-from .faults import KINDS, NOT_INJECTED, FaultKind
+from .faults import NOT_INJECTED, FaultKind, kinds_for
 from .figures import figures
 from .history import (
     FaultRecord,
@@ -65,6 +75,7 @@ from .history import (
     Sample,
 )
 from .inject import INJECTORS, Skip, crash_with_traceback
+from .inject_hosts import HOST_INJECTORS, RETURN_WAIT_S
 from .invariants import check_all
 from .jobs import SHAPES, JobShape, Submitted, fault_free_sha, submit
 from .processes import Supervised
@@ -91,7 +102,10 @@ class SoakSettings:
     nodes: int = 6
     slurm_version: str | None = None
     state_dir: Path | None = None  # default: a fresh /tmp/resurrect-chaos-*
-    kinds: list[FaultKind] = field(default_factory=lambda: list(KINDS))
+    # "local": every node on this host's network; "netns": each node its own host
+    # (deploy/local-slurm/hosts.sh), with the faults of HOST_KINDS and fencing on
+    hosts: str = "local"
+    kinds: list[FaultKind] | None = None  # None: kinds_for(hosts)
     shapes: tuple[JobShape, ...] = SHAPES
     mean_gap_s: float = 20.0
     warmup_s: float = 45.0  # no faults yet; RSS is compared from this long after a start
@@ -127,6 +141,11 @@ class Soak:
         self.faulted_nodes: dict[str, FaultRecord] = {}
         self.agent_down: set[str] = set()
         self.stopped_pids: set[int] = set()
+        self.never_healed: set[str] = set()  # partitions left until the soak ends
+        self.frozen_hosts: set[str] = set()
+        self.address = "127.0.0.1"  # where the nodes reach the controller
+        self._hosts: dict[str, Host] = {}  # hosts in namespaces, by name
+        self.relay_port = 0
         self.history = History(
             seed=settings.seed, started_at=0.0, ended_at=0.0, drain_limit=0,
             warmup_s=max(settings.warmup_s, settings.minutes * 60 / 3),
@@ -139,10 +158,12 @@ class Soak:
     async def run(self) -> dict[str, Any]:
         s = self.settings
         try:
+            if s.hosts == "netns":
+                self._enter_hosts()
             await self._start()
             schedule = build_schedule(
                 s.seed, s.minutes * 60, warmup_s=s.warmup_s, settle_s=s.settle_s,
-                mean_gap_s=s.mean_gap_s, kinds=s.kinds,
+                mean_gap_s=s.mean_gap_s, kinds=self.kinds,
             )  # fmt: skip
             self.say(f"schedule: {len(schedule)} injections over {s.minutes} min (seed {s.seed})")
             t0 = time.time()
@@ -167,7 +188,22 @@ class Soak:
         finally:
             await self._stop()
 
+    @property
+    def kinds(self) -> list[FaultKind]:
+        s = self.settings
+        return s.kinds if s.kinds is not None else kinds_for(s.hosts)
+
     # ------------------------------------------------------------------ start and stop
+    def _enter_hosts(self) -> None:
+        """Make the hosts in namespaces and move this process onto the controller's network
+        (before any thread starts: they and every process started later are there too)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.root.chmod(0o755)
+        hosts = hosts_up(self.root / "slurm", self.settings.nodes)
+        enter_network(hosts[CONTROLLER])
+        self.address = hosts[CONTROLLER].address
+        self.say(f"on hosts in namespaces: controller {self.address}, nodes {len(hosts) - 2}")
+
     async def _start(self) -> None:
         s = self.settings
         self.root.mkdir(parents=True, exist_ok=True)
@@ -176,7 +212,7 @@ class Soak:
         shapes = [shape for shape in s.shapes if shape.opted_in]
         cluster_start = asyncio.create_task(asyncio.to_thread(
             start_local_slurm, nodes=s.nodes, cluster_name=self.label,
-            state_dir=self.root / "slurm", slurm_version=s.slurm_version,
+            state_dir=self.root / "slurm", slurm_version=s.slurm_version, hosts=s.hosts,
         ))  # fmt: skip
         references = asyncio.gather(
             *(asyncio.to_thread(fault_free_sha, s.python, shape, self.root) for shape in shapes)
@@ -190,9 +226,9 @@ class Soak:
         key_file = self.root / "liveness.key"
         key_file.write_text(os.urandom(32).hex())
         key_file.chmod(0o600)
-        collector_port = _free_udp_port()
-        self.relay = LivenessRelay(("127.0.0.1", collector_port))
-        relay_port = await self.relay.start()
+        collector_port = _free_udp_port(self.address)
+        self.relay = LivenessRelay((self.address, collector_port))
+        relay_port = self.relay_port = await self.relay.start(host=self.address)
         self.config = self._config(collector_port, key_file)
         config_path = self.root / "resurrect.yaml"
         config_path.write_text(yaml.safe_dump(self.config.model_dump(mode="json")))
@@ -205,12 +241,13 @@ class Soak:
         logs = self.root / "logs"
         logs.mkdir(exist_ok=True)
         cli = [s.python, "-c", "import sys; from resurrect.cli import main; sys.exit(main())"]
-        for part, args in (
-            ("worker", ["worker"]),
-            ("watcher", ["watch"]),
-            ("watchdog", ["watchdog"]),
+        for part, args, host in (
+            ("worker", ["worker"], WORKER),  # its own host: the worker <-> Temporal link
+            ("watcher", ["watch"], CONTROLLER),
+            ("watchdog", ["watchdog"], CONTROLLER),
         ):
-            self.parts[part] = Supervised(part, [*cli, *args], env, logs / f"{part}.log")
+            argv = self.cluster.on_host(host, [*cli, *args])
+            self.parts[part] = Supervised(part, argv, env, logs / f"{part}.log")
         master = load_key(key_file)
         for node in self.cluster.nodes:
             node_key_file = self.root / f"liveness-{node}.key"
@@ -218,11 +255,12 @@ class Soak:
             node_key_file.chmod(0o600)
             agent_env = {
                 **env,
-                "RESURRECT_AGENT__COLLECTOR": f"127.0.0.1:{relay_port}",
+                "RESURRECT_AGENT__COLLECTOR": f"{self.address}:{relay_port}",
                 "RESURRECT_AGENT__COLLECTOR_KEY_FILE": str(node_key_file),
             }
-            argv = [s.python, str(Path(__file__).with_name("agent_host.py")),
-                    "--config", str(config_path), "--node", node]  # fmt: skip
+            argv = self.cluster.on_host(node, [
+                s.python, str(Path(__file__).with_name("agent_host.py")),
+                "--config", str(config_path), "--node", node])  # fmt: skip
             agent = Supervised(f"agent-{node}", argv, agent_env, logs / f"agent-{node}.log")
             self.agents[node] = self.parts[agent.part] = agent
         for supervised in self.parts.values():
@@ -231,6 +269,15 @@ class Soak:
 
     def _config(self, collector_port: int, key_file: Path) -> ResurrectConfig:
         assert self.server is not None
+        on_hosts: dict[str, Any] = {}
+        if self.settings.hosts == "netns":
+            # the cut-off nodes fence themselves; a healed node returns to service through
+            # the repair workflow's health check alone (the soak never resumes it)
+            on_hosts = {
+                "fencing": {"enabled": True},
+                "repair": {"cool_down_s": 5, "recheck_interval_s": 10, "max_checks": 50,
+                           "probation_s": 0},
+            }  # fmt: skip
         return ResurrectConfig.model_validate(
             {
                 "mode": "act",
@@ -239,20 +286,32 @@ class Soak:
                     "slurm_bin_dir": str(self.cluster.bin_dir), "scheduler": "cli",
                 },
                 "temporal": {
-                    "embedded": False, "address": self.server.address,
+                    "embedded": False, "address": f"{self.address}:{self.temporal_port}",
                     "state_dir": str(self.state_dir),
+                    # a private bridge only the cluster's namespaces are on
+                    **({"allow_plaintext": True} if on_hosts else {}),
                 },
                 "watcher": {"poll_interval_s": 1.0, "log_poll_interval_s": 0.1,
                             "kick_hooks": False},
                 "recovery": {"wait_running_timeout_s": 300},
-                "isolation": ISOLATION,
+                "isolation": {**ISOLATION,
+                              "health_check_argv": self.cluster.health_check_argv},
                 "policy": {"default": {"enabled": False, "progress": STRAGGLER_POLICY}},
-                "liveness": {"collector": True, "host": "127.0.0.1", "port": collector_port,
+                "liveness": {"collector": True, "host": self.address, "port": collector_port,
                              "key_file": str(key_file)},
-                "agent": {"kernel_log": False, "interval_s": 1.0},
+                "agent": {"kernel_log": False, "interval_s": 1.0, **self._liveness_pace},
                 "watchdog": {"hold_bound_s": 60, "interval_s": 5},
+                **on_hosts,
             }
         )  # fmt: skip
+
+    @property
+    def _liveness_pace(self) -> dict[str, float]:
+        """On hosts in namespaces a lost host is found out by its agent's silence: beats every
+        second, silent after 3 s (the collector's floor), well inside the 20 s fencing lease."""
+        if self.settings.hosts != "netns":
+            return {}
+        return {"heartbeat_interval_s": 1.0, "silence_threshold_s": 3.0}
 
     def _mount_state_dir(self) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -263,8 +322,11 @@ class Soak:
         self._mounted = True
 
     def start_temporal(self) -> None:
+        # on hosts in namespaces every address of the controller's host: the dev server's
+        # frontend reaches its own services on 127.0.0.1, the nodes reach it on the bridge
+        host = "0.0.0.0" if self.settings.hosts == "netns" else "127.0.0.1"
         self.server = EmbeddedTemporal(
-            state_dir=self.root / "temporal", port=self.temporal_port, ui_port=None
+            state_dir=self.root / "temporal", host=host, port=self.temporal_port, ui_port=None
         )
         self.server.start()
 
@@ -281,6 +343,12 @@ class Soak:
         for pid in self.stopped_pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGCONT)
+        if self.cluster is not None and self.cluster.hosts == "netns":
+            for node in self.frozen_hosts:
+                with contextlib.suppress(RuntimeError):
+                    await asyncio.to_thread(self.cluster.thaw_host, node)
+            with contextlib.suppress(RuntimeError):
+                await asyncio.to_thread(self.cluster.heal, "all")
         for part in self.parts.values():
             with contextlib.suppress(Exception):
                 part.stop()
@@ -387,7 +455,7 @@ class Soak:
         record = FaultRecord(injection.index, injection.kind, time.time())
         self.history.faults.append(record)
         try:
-            await INJECTORS[injection.kind](self, injection, record)
+            await {**INJECTORS, **HOST_INJECTORS}[injection.kind](self, injection, record)
         except Skip as skip:
             record.skipped = str(skip)
         except Exception as exc:
@@ -400,16 +468,20 @@ class Soak:
     def repair_later(self, node: str, record: FaultRecord) -> None:
         self._spawn(self._repair(node, record))
 
-    async def _repair(self, node: str, record: FaultRecord) -> None:
-        """The operator: once resurrect drained the node (or after a while), bring it back."""
+    async def drained_or_timeout(self, node: str) -> None:
+        """Return once resurrect drained ``node``, or after ``repair_wait_s``."""
         deadline = time.monotonic() + self.settings.repair_wait_s
         scheduler = self.cluster.scheduler()
         while time.monotonic() < deadline:
             with contextlib.suppress(ResurrectError):
                 found = await scheduler.get_node(node)
                 if found.drained and found.reason.startswith(DRAIN_REASON_PREFIX):
-                    break
+                    return
             await asyncio.sleep(1.0)
+
+    async def _repair(self, node: str, record: FaultRecord) -> None:
+        """The operator: once resurrect drained the node (or after a while), bring it back."""
+        await self.drained_or_timeout(node)
         await asyncio.sleep(self.settings.repair_delay_s)
         await asyncio.to_thread(self.cluster.start_node, node)
         if node not in self.agent_down:
@@ -422,6 +494,28 @@ class Soak:
         self.faulted_nodes.pop(node, None)
         record.ended_at = time.time()
         self.say(f"repaired {node}")
+
+    def watch_return(self, node: str, record: FaultRecord) -> None:
+        """A healed (or rebooted) node is the faulted one until back in service: resurrect's
+        repair workflow returns it (the soak never resumes it), or a bounded wait ends."""
+        self._spawn(self._watch_return(node, record))
+
+    async def _watch_return(self, node: str, record: FaultRecord) -> None:
+        deadline = time.monotonic() + RETURN_WAIT_S
+        scheduler = self.cluster.scheduler()
+        while time.monotonic() < deadline:
+            with contextlib.suppress(ResurrectError):
+                found = await scheduler.get_node(node)
+                responding = "NOT_RESPONDING" not in found.flags
+                if (
+                    not found.drained
+                    and responding
+                    and found.state in ("IDLE", "ALLOCATED", "MIXED")
+                ):
+                    break
+            await asyncio.sleep(1.0)
+        if self.faulted_nodes.get(node) is record:
+            self.faulted_nodes.pop(node, None)
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro)
@@ -457,9 +551,43 @@ class Soak:
                 hit = self.faulted_nodes[node].affected_jobs  # it landed on the faulted node
                 if jid not in hit and info.state is not JobState.PENDING:
                     hit.append(jid)
+        sample.old_ranks, sample.faulted_node_ranks = await asyncio.to_thread(self._rank_census)
         self.history.samples.append(sample)
         for part in self.parts.values():
             part.look()
+
+    def _rank_census(
+        self,
+    ) -> tuple[dict[str, list[tuple[int, int, str]]], dict[str, list[tuple[str, int, int, str]]]]:
+        """One pass over /proc (the kernel's word on which job and attempt a process is in):
+        the live ranks of attempts older than their job's current one, by job; and the live
+        ranks on each node under a fault, by node."""
+        old: dict[str, list[tuple[int, int, str]]] = {}
+        on_faulted: dict[str, list[tuple[str, int, int, str]]] = {}
+        if not self.job_info:
+            return old, on_faulted
+        for rank in scan_rank_processes():
+            info = self.job_info.get(rank.job_id)
+            if rank.slurm_conf != self.cluster.slurm_conf or info is None:
+                continue  # another cluster's job (every local cluster numbers from 1)
+            attempt = int(rank.restart_count) if rank.restart_count.isdigit() else 0
+            state = process_state(rank.process.pid)
+            if state in ("", "Z", "X"):
+                continue
+            if attempt < info.restart_count:
+                old.setdefault(rank.job_id, []).append((attempt, rank.process.pid, state))
+            node = rank.step_node or self._node_of_network(rank.process.pid)
+            if node is not None and node in self.faulted_nodes:
+                on_faulted.setdefault(node, []).append(
+                    (rank.job_id, attempt, rank.process.pid, state)
+                )
+        return old, on_faulted
+
+    def _node_of_network(self, pid: int) -> str | None:
+        """The node whose host's network namespace ``pid`` is in (hosts in namespaces)."""
+        if not self._hosts:
+            self._hosts = self.cluster.host_map
+        return host_of_process(self._hosts, pid)
 
     async def _settle(self) -> None:
         """Wait (bounded) for repairs, for every job to end and every recovery to close."""
@@ -522,6 +650,16 @@ class Soak:
             )
         for part in self.parts.values():
             self.history.processes.extend(part.lives)
+        for jid, job in self.submitted.items():
+            if job.ckpt_dir is not None:
+                self.history.checkpoint_files[jid] = _checkpoint_files(job.ckpt_dir)
+        for node in self.cluster.nodes:
+            with contextlib.suppress(Exception):
+                state = await node_state(self.client, self.label, node)
+                if state is not None:
+                    self.history.returned_by_repair[node] = [
+                        e.at.timestamp() for e in state.events if e.kind == "returned"
+                    ]
 
     def _result(self, schedule: list[Injection]) -> dict[str, Any]:
         s = self.settings
@@ -538,7 +676,8 @@ class Soak:
             "nodes": s.nodes,
             "jobs": len(self.history.jobs),
             "scheduled": len(schedule),
-            "kinds": [k.name for k in s.kinds],
+            "hosts": s.hosts,
+            "kinds": [k.name for k in self.kinds],
             "kinds_not_injected": NOT_INJECTED,
             "unexpected_exits": {p.part: p.unexpected_exits for p in self.parts.values()
                                  if p.unexpected_exits},
@@ -549,17 +688,28 @@ class Soak:
         }  # fmt: skip
 
 
+def _checkpoint_files(ckpt_dir: Path) -> list[tuple[str, float]]:
+    """Every file of the job's checkpoints (``step_*``) with its mtime."""
+    found = []
+    for step in sorted(ckpt_dir.glob("step_*")):
+        with contextlib.suppress(OSError):
+            for item in step.iterdir():
+                with contextlib.suppress(OSError):
+                    found.append((str(item), item.stat().st_mtime))
+    return found
+
+
 def _fresh_dir(prefix: str) -> Path:
     import tempfile
 
     return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
 
 
-def _free_udp_port() -> int:
+def _free_udp_port(host: str = "127.0.0.1") -> int:
     import socket
 
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.bind(("127.0.0.1", 0))
+        probe.bind((host, 0))
         return int(probe.getsockname()[1])
 
 

@@ -17,7 +17,7 @@ ls_load_state() {
   [ -r "$dir/cluster.info" ] || ls_die "$dir/cluster.info not found (was start.sh run with --state-dir $dir?)"
   while IFS='=' read -r key val; do
     case $key in
-      STATE_DIR|CLUSTER_NAME|NODES|NODE_PREFIX|CTLD_PORT|SLURMD_BASE_PORT|SLURM_CONF|SBIN_DIR|BIN_DIR|SLURM_VERSION|MUNGE_SOCKET|DEMO_USER|RESTD_USER|RESTD_PORT|RESTD_URL|RESTD_SOCKET|RESTD_TOKEN_FILE)
+      STATE_DIR|CLUSTER_NAME|NODES|NODE_PREFIX|CTLD_PORT|SLURMD_BASE_PORT|SLURM_CONF|SBIN_DIR|BIN_DIR|SLURM_VERSION|MUNGE_SOCKET|DEMO_USER|RESTD_USER|RESTD_PORT|RESTD_URL|RESTD_SOCKET|RESTD_TOKEN_FILE|HOSTS)
         printf -v "LS_$key" '%s' "$val" ;;
       *) ;;
     esac

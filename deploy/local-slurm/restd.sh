@@ -40,7 +40,10 @@ rm -f "$LS_RESTD_SOCKET"
 # only openapi/slurmctld: openapi/slurmdbd (loaded by default) fails without accounting.
 # It serves as RESTD_USER (-u/-g); SLURM_JWT=daemon: it talks to slurmctld with each
 # client's token (rest_auth/jwt), never with munge as itself.
-SLURM_JWT=daemon setsid "$LS_SBIN_DIR/slurmrestd" -f "$LS_SLURM_CONF" -a rest_auth/jwt \
+# (hosts in namespaces: on the controller's host)
+on_ctl=()
+[ "${LS_HOSTS:-local}" = netns ] && on_ctl=("$HERE/hosts.sh" --state-dir "$STATE_DIR" exec ctl --)
+SLURM_JWT=daemon "${on_ctl[@]}" setsid "$LS_SBIN_DIR/slurmrestd" -f "$LS_SLURM_CONF" -a rest_auth/jwt \
   -s openapi/slurmctld -u "$LS_RESTD_USER" -g "$LS_RESTD_USER" \
   "unix:$LS_RESTD_SOCKET" "127.0.0.1:$LS_RESTD_PORT" </dev/null >>"$LOG" 2>&1 &
 pid=$!

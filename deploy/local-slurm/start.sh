@@ -30,12 +30,16 @@
 #                          jwt key DIR/etc/jwt_hs256.key and a root token DIR/etc/restd-token
 #   --restd-port PORT      slurmrestd's TCP port                          [6820]
 #   --restd-user USER      unix user slurmrestd runs as (created if missing) [resurrect-restd]
+#   --hosts MODE           `local`: every daemon on this host's network (NodeAddr 127.0.0.1);
+#                          `netns`: each node its own network + UTS namespace with its own
+#                          address, slurmctld in a controller namespace (hosts.sh); Slurm
+#                          clients then run there: hosts.sh exec ctl -- scontrol ...  [local]
 # Every option also reads an env variable: LOCAL_SLURM_STATE_DIR, LOCAL_SLURM_CLUSTER_NAME,
 # LOCAL_SLURM_NODES, LOCAL_SLURM_NODE_PREFIX, LOCAL_SLURM_CPUS, LOCAL_SLURM_CTLD_PORT,
 # LOCAL_SLURM_SLURMD_PORT, LOCAL_SLURM_SLURMD_TIMEOUT, LOCAL_SLURM_JOBCOMP_SCRIPT,
 # LOCAL_SLURM_MAX_JOBS, LOCAL_SLURM_DEMO_USER, LOCAL_SLURM_NO_INSTALL=1, LOCAL_SLURM_VERSION,
 # LOCAL_SLURM_CACHE_DIR, LOCAL_SLURM_SLURMCTLD_PARAMETERS, LOCAL_SLURM_RESTD=1,
-# LOCAL_SLURM_RESTD_PORT, LOCAL_SLURM_RESTD_USER.
+# LOCAL_SLURM_RESTD_PORT, LOCAL_SLURM_RESTD_USER, LOCAL_SLURM_HOSTS.
 #
 # A previous cluster in the same state dir is stopped (by pidfile) and its state wiped.
 # On success prints the path of DIR/env (export SLURM_CONF, PATH) as the last stdout line.
@@ -63,6 +67,7 @@ CTLD_PARAMS=${LOCAL_SLURM_SLURMCTLD_PARAMETERS:-}
 RESTD=${LOCAL_SLURM_RESTD:-0}
 RESTD_PORT=${LOCAL_SLURM_RESTD_PORT:-6820}
 RESTD_USER=${LOCAL_SLURM_RESTD_USER:-resurrect-restd}
+HOSTS=${LOCAL_SLURM_HOSTS:-local}
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit "${1:-0}"; }
 while [ $# -gt 0 ]; do
@@ -86,6 +91,7 @@ while [ $# -gt 0 ]; do
     --restd) RESTD=1; shift ;;
     --restd-port) RESTD_PORT=$2; shift 2 ;;
     --restd-user) RESTD_USER=$2; shift 2 ;;
+    --hosts) HOSTS=$2; shift 2 ;;
     -h|--help) usage 0 ;;
     *) echo "unknown option: $1" >&2; usage 2 ;;
   esac
@@ -105,10 +111,12 @@ if [ -n "$JOBCOMP_SCRIPT" ]; then
   [ -x "$JOBCOMP_SCRIPT" ] || ls_die "--jobcomp-script $JOBCOMP_SCRIPT is not executable"
 fi
 [[ $CTLD_PARAMS =~ ^[A-Za-z0-9_=,.:-]*$ ]] || ls_die "--slurmctld-parameters must be a plain list"
+[[ $HOSTS =~ ^(local|netns)$ ]] || ls_die "--hosts must be local or netns, got '$HOSTS'"
 [[ $RESTD_USER =~ ^[a-z][a-z0-9-]{0,30}$ ]] || ls_die "--restd-user must match [a-z][a-z0-9-]*"
 
 # ---------------------------------------------------------------- packages
 PKGS=(munge slurmctld slurmd slurm-client procps util-linux passwd)
+[ "$HOSTS" = netns ] && PKGS+=(iproute2 nftables)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -161,7 +169,7 @@ if [ "$RESTD" = 1 ] && ! id "$RESTD_USER" >/dev/null 2>&1; then
 fi
 
 # ---------------------------------------------------------------- stop previous, lay out
-if [ -r "$STATE_DIR/cluster.info" ]; then "$HERE/stop.sh" --state-dir "$STATE_DIR" >/dev/null 2>&1 || true; fi
+if [ -r "$STATE_DIR/cluster.info" ]; then "$HERE/stop.sh" --state-dir "$STATE_DIR" --keep-hosts >/dev/null 2>&1 || true; fi
 rm -rf "${STATE_DIR:?}"/{etc,state,spool,log,run,out,munge,restd,env,cluster.info}
 mkdir -p "$STATE_DIR"/{etc,state,spool,log,run,out,munge}
 chmod 0755 "$STATE_DIR" "$STATE_DIR"/{etc,spool,log,run,munge}
@@ -174,9 +182,20 @@ fi
 # a port in use means another cluster (or a leftover daemon) would answer instead of ours
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 restd_ports=(); [ "$RESTD" = 1 ] && restd_ports=("$RESTD_PORT")
-for port in "$CTLD_PORT" "${restd_ports[@]}" $(seq "$SLURMD_PORT" $((SLURMD_PORT + NODES - 1))); do
-  if port_busy "$port"; then ls_die "port $port is already in use; pick other --ctld-port/--slurmd-port"; fi
-done
+# (hosts in namespaces: every port is private to this cluster's namespaces)
+if [ "$HOSTS" = local ]; then
+  for port in "$CTLD_PORT" "${restd_ports[@]}" $(seq "$SLURMD_PORT" $((SLURMD_PORT + NODES - 1))); do
+    if port_busy "$port"; then ls_die "port $port is already in use; pick other --ctld-port/--slurmd-port"; fi
+  done
+fi
+# ON_CTL / on_node: run a command on the controller's host / a node's host
+ON_CTL=()
+on_node() { shift; "$@"; }
+if [ "$HOSTS" = netns ]; then
+  "$HERE/hosts.sh" --state-dir "$STATE_DIR" up --nodes "$NODES" --node-prefix "$NODE_PREFIX"
+  ON_CTL=("$HERE/hosts.sh" --state-dir "$STATE_DIR" exec ctl --)
+  on_node() { local node=$1; shift; "$HERE/hosts.sh" --state-dir "$STATE_DIR" exec "$node" -- "$@"; }
+fi
 CONF=$STATE_DIR/etc/slurm.conf
 MUNGE_DIR=$STATE_DIR/munge
 MUNGE_SOCKET=$MUNGE_DIR/munge.socket
@@ -221,11 +240,21 @@ AuthAltParameters=jwt_key=$JWT_KEY"
 fi
 NODE_RANGE="${NODE_PREFIX}[1-$NODES]"; [ "$NODES" = 1 ] && NODE_RANGE="${NODE_PREFIX}1"
 PORTS="$SLURMD_PORT-$LAST_PORT"; [ "$NODES" = 1 ] && PORTS="$SLURMD_PORT"
+CTLD_HOST=localhost
+NODE_LINES="NodeName=$NODE_RANGE NodeHostname=localhost NodeAddr=127.0.0.1 Port=$PORTS CPUs=$CPUS RealMemory=500 State=UNKNOWN"
+if [ "$HOSTS" = netns ]; then
+  # each node on its own host: its own name and address (hosts.info, written by hosts.sh)
+  CTLD_HOST="controller($(awk '$1 == "ctl" {print $3}' "$STATE_DIR/hosts.info"))"
+  NODE_LINES=$(for i in $(seq 1 "$NODES"); do
+    addr=$(awk -v h="$NODE_PREFIX$i" '$1 == h {print $3}' "$STATE_DIR/hosts.info")
+    echo "NodeName=$NODE_PREFIX$i NodeHostname=$NODE_PREFIX$i NodeAddr=$addr Port=$SLURMD_PORT CPUs=$CPUS RealMemory=500 State=UNKNOWN"
+  done)
+fi
 cat >"$CONF" <<CONF_EOF
 # generated by resurrect deploy/local-slurm/start.sh for slurm $SLURM_VERSION
 # $NODES virtual nodes on one host (multiple-slurmd); private state under $STATE_DIR
 ClusterName=$CLUSTER_NAME
-SlurmctldHost=localhost
+SlurmctldHost=$CTLD_HOST
 SlurmctldPort=$CTLD_PORT
 SlurmdPort=$SLURMD_PORT
 SlurmUser=root
@@ -265,7 +294,7 @@ MaxJobCount=$MAX_JOBS
 ${PLUGIN_DIR:+PluginDir=$PLUGIN_DIR
 }${CTLD_PARAMS:+SlurmctldParameters=$CTLD_PARAMS
 }${JWT_CONF:+$JWT_CONF
-}NodeName=$NODE_RANGE NodeHostname=localhost NodeAddr=127.0.0.1 Port=$PORTS CPUs=$CPUS RealMemory=500 State=UNKNOWN
+}$NODE_LINES
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=EXCLUSIVE
 CONF_EOF
 chmod 0644 "$CONF"
@@ -284,10 +313,11 @@ BIN_DIR=$BIN_DIR
 SLURM_VERSION=$SLURM_VERSION
 MUNGE_SOCKET=$MUNGE_SOCKET
 DEMO_USER=$DEMO_USER
+HOSTS=$HOSTS
 INFO_EOF
 
 # ---------------------------------------------------------------- daemons
-"$SBIN_DIR/slurmctld" -i || ls_die "slurmctld failed: $(tail -5 "$STATE_DIR/log/slurmctld.log" 2>/dev/null)"
+"${ON_CTL[@]}" "$SBIN_DIR/slurmctld" -i || ls_die "slurmctld failed: $(tail -5 "$STATE_DIR/log/slurmctld.log" 2>/dev/null)"
 ctld_pid=$(cat "$STATE_DIR/run/slurmctld.pid" 2>/dev/null || true)
 for _ in $(seq 1 50); do
   [ -n "$ctld_pid" ] && break
@@ -296,7 +326,7 @@ done
 ls_pid_is "$ctld_pid" slurmctld || ls_die "slurmctld is not running: $(tail -5 "$STATE_DIR/log/slurmctld.log" 2>/dev/null)"
 ls_log "slurmctld started (pid $(cat "$STATE_DIR/run/slurmctld.pid" 2>/dev/null || echo ?), port $CTLD_PORT)"
 for i in $(seq 1 "$NODES"); do
-  "$SBIN_DIR/slurmd" -N "$NODE_PREFIX$i" || ls_die "slurmd $NODE_PREFIX$i failed"
+  on_node "$NODE_PREFIX$i" "$SBIN_DIR/slurmd" -N "$NODE_PREFIX$i" || ls_die "slurmd $NODE_PREFIX$i failed"
 done
 ls_log "$NODES slurmd started (ports $SLURMD_PORT-$LAST_PORT)"
 
@@ -312,7 +342,7 @@ RESTD_TOKEN_FILE=$RESTD_TOKEN
 RESTD_EOF
   "$HERE/restd.sh" --state-dir "$STATE_DIR" start
   # a day's token for root (resurrect acts as the cluster's administrator)
-  (umask 077; "$BIN_DIR/scontrol" token username=root lifespan=86400 \
+  (umask 077; "${ON_CTL[@]}" "$BIN_DIR/scontrol" token username=root lifespan=86400 \
     | sed -n 's/^SLURM_JWT=//p' >"$RESTD_TOKEN")
   [ -s "$RESTD_TOKEN" ] || ls_die "scontrol token printed no token"
 fi
@@ -325,10 +355,10 @@ ENV_EOF
 # ---------------------------------------------------------------- wait until all idle
 deadline=$((SECONDS + WAIT_TIMEOUT))
 while :; do
-  idle=$("$BIN_DIR/sinfo" -h -N -o '%N %T' 2>/dev/null | sort -u | grep -c ' idle$' || true)
+  idle=$("${ON_CTL[@]}" "$BIN_DIR/sinfo" -h -N -o '%N %T' 2>/dev/null | sort -u | grep -c ' idle$' || true)
   [ "$idle" -eq "$NODES" ] && break
   if [ $SECONDS -ge $deadline ]; then
-    "$BIN_DIR/sinfo" -N >&2 || true
+    "${ON_CTL[@]}" "$BIN_DIR/sinfo" -N >&2 || true
     tail -20 "$STATE_DIR/log/slurmctld.log" >&2 || true
     ls_die "cluster did not become idle within ${WAIT_TIMEOUT}s"
   fi

@@ -29,6 +29,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from resurrect.demo.host_namespaces import (
+    CONTROLLER,
+    NODE_INTERFACE,
+    Host,
+    on_host,
+    on_network_of,
+    read_hosts,
+)
 from resurrect.numbers import is_ascii_digits
 from resurrect.scheduler.slurm_cli import SlurmCli
 from resurrect.scheduler.slurm_exec import CommandRunner
@@ -209,7 +217,39 @@ class LocalSlurm:
     bin_dir: Path = Path("/usr/bin")
     sbin_dir: Path = Path("/usr/sbin")
     slurm_version: str = ""
+    # "local": every daemon on this host's network; "netns": each node its own host (network
+    # and UTS namespace), the controller another (deploy/local-slurm/hosts.sh)
+    hosts: str = "local"
     _submitted: list[str] = field(default_factory=list)
+
+    # ------------------------------------------------------------------ hosts
+    @property
+    def host_map(self) -> dict[str, Host]:
+        """The cluster's hosts in namespaces (``ctl``, ``worker``, each node); {} for local."""
+        return read_hosts(self.state_dir) if self.hosts == "netns" else {}
+
+    @property
+    def controller_address(self) -> str:
+        """The address the nodes reach the controller's host at."""
+        hosts = self.host_map
+        return hosts[CONTROLLER].address if hosts else "127.0.0.1"
+
+    @property
+    def job_network_env(self) -> dict[str, str]:
+        """What a job's ranks need to find each other here: on hosts in namespaces gloo must
+        use the node's link (a node's name resolves nowhere, so it would pick 127.0.0.1)."""
+        return {"GLOO_SOCKET_IFNAME": NODE_INTERFACE} if self.hosts == "netns" else {}
+
+    def on_host(self, host: str, argv: list[str]) -> list[str]:
+        """``argv`` run on ``host`` (``ctl``, ``worker``, a node); itself for local hosts."""
+        return on_host(self.state_dir, host, argv) if self.hosts == "netns" else list(argv)
+
+    def _client_argv(self, argv: list[str]) -> list[str]:
+        """A Slurm client's argv: on the controller's host unless this thread is there."""
+        hosts = self.host_map
+        if not hosts or on_network_of(hosts[CONTROLLER]):
+            return list(argv)
+        return on_host(self.state_dir, CONTROLLER, argv)
 
     # ------------------------------------------------------------------ basics
     @property
@@ -266,8 +306,9 @@ class LocalSlurm:
     def run(self, argv: list[str], *, check: bool = True, timeout: float = 30) -> str:
         """Run a Slurm client command against this cluster; returns stdout."""
         proc = subprocess.run(
-            argv, env=self.env, capture_output=True, text=True, timeout=timeout, check=False
-        )
+            self._client_argv(argv),
+            env=self.env, capture_output=True, text=True, timeout=timeout, check=False,
+        )  # fmt: skip
         if check and proc.returncode != 0:
             raise RuntimeError(f"{shlex.join(argv)} failed rc={proc.returncode}: {proc.stderr}")
         return proc.stdout
@@ -411,6 +452,39 @@ class LocalSlurm:
     def start_node(self, name: str) -> str:
         return self._script("inject.sh", "start-node", name)
 
+    # hosts in namespaces only (start_local_slurm(hosts="netns"))
+    def partition(self, name: str, way: str = "both") -> str:
+        """Cut node ``name`` from the controller (``both``, ``in``: what the controller sends,
+        ``out``: what the node sends); its processes live on."""
+        return self._script("inject.sh", "partition", name, way)
+
+    def agent_partition(self, name: str, collector_port: int) -> str:
+        """Drop only node ``name``'s datagrams to the liveness collector."""
+        return self._script("inject.sh", "agent-partition", name, str(collector_port))
+
+    def worker_partition(self, temporal_port: int) -> str:
+        """Cut the worker's host from Temporal's port on the controller."""
+        return self._script("inject.sh", "worker-partition", str(temporal_port))
+
+    def freeze_host(self, name: str) -> str:
+        """Stop every process of node ``name``'s host at once (freezer cgroup)."""
+        return self._script("inject.sh", "freeze-host", name)
+
+    def thaw_host(self, name: str) -> str:
+        return self._script("inject.sh", "thaw-host", name)
+
+    def crash_host(self, name: str) -> str:
+        """SIGKILL every process of node ``name``'s host at once."""
+        return self._script("inject.sh", "crash-host", name)
+
+    def lossy(self, name: str, loss_pct: int, delay_ms: int = 0) -> str:
+        """Lose ``loss_pct`` % (and delay) of the packets on node ``name``'s link."""
+        return self._script("inject.sh", "lossy", name, str(loss_pct), str(delay_ms))
+
+    def heal(self, name: str = "all") -> str:
+        """End every partition, cut and loss of host ``name`` (or every host)."""
+        return self._script("inject.sh", "heal", name)
+
     def stop_controller(self) -> None:
         """Stop slurmctld (state is saved; :meth:`start_controller` brings it back)."""
         pid = int((self.state_dir / "run" / "slurmctld.pid").read_text().strip())
@@ -421,7 +495,8 @@ class LocalSlurm:
 
     def start_controller(self) -> None:
         """Start slurmctld again, keeping its saved state (jobs, drains)."""
-        subprocess.run([str(self.sbin_dir / "slurmctld")], env=self.env, check=True, timeout=30)
+        argv = self.on_host(CONTROLLER, [str(self.sbin_dir / "slurmctld")])
+        subprocess.run(argv, env=self.env, check=True, timeout=30)
         self._wait(
             lambda: {"ok": str(bool(self.run(["sinfo", "-h"], check=False)))},
             lambda r: r["ok"] == "True",
@@ -465,6 +540,7 @@ def start_local_slurm(
     slurm_version: str | None = None,
     slurmctld_parameters: str | None = None,
     restd: bool = False,
+    hosts: str = "local",
 ) -> LocalSlurm:
     """Start a cluster via deploy/local-slurm/start.sh on free ports, in ``state_dir``
     (wiped first) or a fresh ``/tmp/resurrect-slurm-*``.
@@ -474,6 +550,8 @@ def start_local_slurm(
     else the host's Slurm). ``slurmctld_parameters``: ``SlurmctldParameters=`` of the cluster
     (e.g. ``enable_expedited_requeue`` on 25.11+). ``restd``: also slurmrestd (auth/jwt) on a
     unix socket and a free port, with a root token (:meth:`LocalSlurm.rest_scheduler`).
+    ``hosts``: ``local`` (every daemon on this host's network) or ``netns`` (each node its own
+    network and UTS namespace, the controller another: deploy/local-slurm/hosts.sh).
     """
     version = slurm_version or requested_slurm_version()
     if state_dir is None:
@@ -500,6 +578,8 @@ def start_local_slurm(
         str(ctld_port),
         "--slurmd-port",
         str(slurmd_port),
+        "--hosts",
+        hosts,
     ]
     if jobcomp_script:
         argv += ["--jobcomp-script", jobcomp_script]
@@ -538,6 +618,7 @@ def start_local_slurm(
         bin_dir=bin_dir,
         sbin_dir=Path(info.get("SBIN_DIR", "/usr/sbin")),
         slurm_version=info.get("SLURM_VERSION", ""),
+        hosts=info.get("HOSTS", "local"),
     )
 
 

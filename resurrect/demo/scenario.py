@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -30,6 +31,7 @@ from temporalio.client import Client
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import JobState
+from resurrect.demo.host_namespaces import CONTROLLER, enter_network, hosts_up
 from resurrect.demo.local_cluster import (
     LocalSlurm,
     rendezvous_port_base,
@@ -67,13 +69,30 @@ class Demo:
         self.say = progress
         self.cluster: LocalSlurm | None = None
         self.server: EmbeddedTemporal | None = None
+        self.agent_processes: list[subprocess.Popen[bytes]] = []
+        self._collector_port = 0
 
     def succeeded(self, result: dict[str, Any]) -> bool:
         """Whether ``result`` shows what the scenario expects of resurrect."""
         return self.scenario.succeeded(result)
 
     def _config(self, cluster: LocalSlurm, address: str) -> ResurrectConfig:
-        rest = {}
+        rest: dict[str, Any] = {}
+        on_hosts: dict[str, Any] = {}
+        if cluster.hosts == "netns":
+            # the nodes' agents heartbeat the liveness collector on the controller's host; a
+            # cut-off node fences itself; its repair is the health check's (check-node.sh)
+            on_hosts = {
+                "liveness": {"collector": True, "host": cluster.controller_address,
+                             "port": self._collector_port,
+                             "key_file": str(self.settings.state_dir / "liveness.key")},
+                "fencing": {"enabled": True},
+                # a lost host is found out by its agent's silence: beats every second, silent
+                # after 3 s (the collector's floor), well inside the 20 s fencing lease
+                "agent": {"heartbeat_interval_s": 1.0, "silence_threshold_s": 3.0},
+                "isolation": {"health_check_argv": cluster.health_check_argv},
+                "repair": {"cool_down_s": 5, "recheck_interval_s": 10, "max_checks": 50},
+            }  # fmt: skip
         if self.settings.scheduler == "slurmrestd":
             rest = {
                 "slurmrestd_url": f"unix:{cluster.restd['RESTD_SOCKET']}",
@@ -94,6 +113,8 @@ class Demo:
                     "embedded": False,
                     "address": address,
                     "state_dir": str(self.settings.state_dir / "resurrect"),
+                    # hosts in namespaces: a private bridge only the cluster's hosts are on
+                    **({"allow_plaintext": True} if on_hosts else {}),
                 },
                 "watcher": {"poll_interval_s": 1.0, "log_poll_interval_s": 0.1},
                 "recovery": {"wait_running_timeout_s": 300},
@@ -104,6 +125,7 @@ class Demo:
                         **self.scenario.operator_policy(self.settings),
                     }
                 },
+                **on_hosts,
             }
         )
 
@@ -116,6 +138,12 @@ class Demo:
         # in a kept Temporal database would share workflow ids with this one's.
         shutil.rmtree(s.state_dir / "temporal", ignore_errors=True)
         nodes = self.scenario.cluster_nodes(s)
+        hosts = self.scenario.hosts
+        if hosts == "netns":
+            # before any thread starts: what this process starts later is on that network too
+            made = hosts_up(s.state_dir / "slurm", nodes)
+            enter_network(made[CONTROLLER])
+            self.say(f"hosts in namespaces: controller {made[CONTROLLER].address}, {nodes} nodes")
         self.say(f"starting a {nodes}-node Slurm cluster (deploy/local-slurm/start.sh)")
         self.cluster = cluster = await asyncio.to_thread(
             start_local_slurm,
@@ -123,17 +151,27 @@ class Demo:
             cluster_name="demo",
             state_dir=s.state_dir / "slurm",
             restd=s.scheduler == "slurmrestd",
+            hosts=hosts,
         )
         self.say(f"cluster up in {cluster.start_seconds:.1f} s: {', '.join(cluster.nodes)}")
         await asyncio.to_thread(self._check_job_user_can_train, root, cluster.demo_user)
 
         ui_port = s.ui_port if not port_open("127.0.0.1", s.ui_port) else free_port()
+        # hosts in namespaces: every address of the controller's host (the dev server's own
+        # services talk over 127.0.0.1; the nodes reach it on the bridge)
+        listen = "0.0.0.0" if hosts == "netns" else "127.0.0.1"  # noqa: S104
         self.server = EmbeddedTemporal(
-            state_dir=s.state_dir / "temporal", port=free_port(), ui_port=ui_port
+            state_dir=s.state_dir / "temporal", host=listen, port=free_port(), ui_port=ui_port
         )
         await asyncio.to_thread(self.server.start)
-        self.say(f"Temporal dev server on {self.server.address}; web UI: {self.server.ui_url}")
-        config = self._config(cluster, self.server.address)
+        address = f"{cluster.controller_address}:{self.server.port}"
+        self.say(f"Temporal dev server on {address}; web UI: {self.server.ui_url}")
+        self._collector_port = free_port() if hosts == "netns" else 0
+        config = self._config(cluster, address)
+        if hosts == "netns":  # the collector's key, there before the collector starts
+            key_file = config.liveness.key_file
+            key_file.write_text(os.urandom(32).hex())
+            key_file.chmod(0o600)
         client = await connect(config.temporal, attempts=20)
         stop = asyncio.Event()
         # slurmrestd: the backend the configuration names, built as a site's service builds it
@@ -143,7 +181,10 @@ class Demo:
         )
         gpus: dict[str, FakeNvml] = {}
         agents: list[asyncio.Task[None]] = []
-        if self.scenario.node_agents:
+        if self.scenario.node_agents and hosts == "netns":
+            self.agent_processes = _start_agent_processes(cluster, config, s.state_dir)
+            self.say(f"node agents running on the hosts of {', '.join(cluster.nodes)}")
+        elif self.scenario.node_agents:
             # A GPU that fails shows in its node's kernel log and NVML, not only in what the
             # job prints; resurrect drains a node only when such a second source agrees.
             agents = _start_node_agents(cluster, client, config, stop, gpus)
@@ -157,8 +198,13 @@ class Demo:
             return {**result, **self._setup_facts(config)}
         finally:
             stop.set()
+            for process in self.agent_processes:
+                process.terminate()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.gather(service, *agents), timeout=30)
+            for process in self.agent_processes:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=10)
 
     async def _submit(
         self, root: Path, cluster: LocalSlurm, client: Client, config: ResurrectConfig, ui: str
@@ -179,6 +225,7 @@ class Demo:
             "RESURRECT_TRAIN_SLEEP": str(s.step_sleep_s),
             # local clusters on one host all number jobs from 1: each its own rendezvous ports
             "RESURRECT_MASTER_PORT_BASE": str(rendezvous_port_base()),
+            **cluster.job_network_env,
             **self.scenario.job_env(s),
         }
         exports = ",".join(["ALL", *(f"{k}={v}" for k, v in env.items())])
@@ -204,6 +251,7 @@ class Demo:
             ui_url=ui,
             job_id=job_id,
             ckpt_dir=ckpt_dir,
+            train_steps=self.scenario.train_steps(s),
         )
 
     async def _train_until_fault(self, stage: Stage) -> str:
@@ -261,6 +309,49 @@ class Demo:
             await asyncio.to_thread(self.server.stop)
         if self.cluster is not None:
             await asyncio.to_thread(stop_local_slurm, self.cluster, purge=False)
+
+
+def _start_agent_processes(
+    cluster: LocalSlurm, config: ResurrectConfig, state_dir: Path
+) -> list[subprocess.Popen[bytes]]:
+    """``resurrect agent run`` on each node's host (hosts in namespaces), heartbeating the
+    liveness collector with its node's key; logs in ``state_dir/agent-<node>.log``."""
+    import sys
+
+    import yaml
+
+    from resurrect.sensors.liveness.wire import load_key, node_key
+
+    master = load_key(config.liveness.key_file)
+    config_path = state_dir / "resurrect.yaml"
+    config_path.write_text(yaml.safe_dump(config.model_dump(mode="json")))
+    processes = []
+    for node in cluster.nodes:
+        node_key_file = state_dir / f"liveness-{node}.key"
+        node_key_file.write_bytes(node_key(master, config.cluster.name, node))
+        node_key_file.chmod(0o600)
+        env = {
+            **os.environ,
+            "RESURRECT_AGENT__COLLECTOR": f"{config.liveness.host}:{config.liveness.port}",
+            "RESURRECT_AGENT__COLLECTOR_KEY_FILE": str(node_key_file),
+            "RESURRECT_AGENT__INTERVAL_S": "1.0",
+            "RESURRECT_AGENT__KERNEL_LOG": "false",
+        }
+        cli = "import sys; from resurrect.cli import main; sys.exit(main())"
+        argv = [sys.executable, "-c", cli, "agent", "run", "--config", str(config_path),
+                "--node", node]  # fmt: skip
+        with open(state_dir / f"agent-{node}.log", "ab") as log:
+            processes.append(
+                subprocess.Popen(
+                    cluster.on_host(node, argv),
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            )
+    return processes
 
 
 def _start_node_agents(

@@ -81,6 +81,8 @@ class Stage:
     ckpt_dir: Path
     # the node agents' simulated GPUs, by node (scenarios with node agents)
     simulated_gpus: dict[str, FakeNvml] = field(default_factory=dict)
+    # the steps the job trains (the scenario's; 0: the settings')
+    train_steps: int = 0
 
     async def job(self) -> JobInfo:
         """The job as the scheduler reports it now."""

@@ -41,7 +41,7 @@ async def uninterrupted_sha(stage: Stage) -> str | None:
     """The final parameters sha of the same training run uninterrupted on this host (once
     per settings in this process: training is deterministic)."""
     s = stage.settings
-    key = (s.python, str(stage.root), s.train_steps, s.ckpt_every)
+    key = (s.python, str(stage.root), stage.train_steps or s.train_steps, s.ckpt_every)
     known = _REFERENCE_SHAS.get(key)
     if known is not None:
         stage.say("comparing with this process' earlier uninterrupted run of the same")
@@ -60,7 +60,7 @@ def _train_uninterrupted(stage: Stage) -> str | None:
     argv = [
         s.python, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
         str(stage.root / "examples" / "train" / "train.py"),
-        "--ckpt-dir", str(ckpt), "--steps", str(s.train_steps),
+        "--ckpt-dir", str(ckpt), "--steps", str(stage.train_steps or s.train_steps),
         "--ckpt-every", str(s.ckpt_every),
     ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "RESURRECT_TRAIN"))}

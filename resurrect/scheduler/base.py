@@ -22,7 +22,7 @@ another scheduler (e.g. Kubernetes JobSets, docs/architecture.md) plugs in throu
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from typing import Protocol, runtime_checkable
 
 from resurrect.contracts import JobInfo, JobState, MutationResult, NodeInfo
@@ -66,13 +66,19 @@ class Scheduler(Protocol):
         ...
 
     async def requeue_excluding(
-        self, job_id: str, exclude_nodes: list[str], *, drop: Sequence[str] = ()
+        self,
+        job_id: str,
+        exclude_nodes: list[str],
+        *,
+        drop: Sequence[str] = (),
+        before_release: Callable[[], Awaitable[object]] | None = None,
     ) -> MutationResult:
         """Requeue the job keeping its id and owner, never on ``exclude_nodes``.
 
         Holds the job first (so slurmctld's own requeue cannot place it on a bad node),
         sets the exclusion (its existing one plus ``exclude_nodes``, less ``drop``: nodes
-        resurrect excluded earlier and gives back), then releases it.
+        resurrect excluded earlier and gives back), awaits ``before_release`` (the fencing
+        wait: no new attempt may start before it ends), then releases it.
         """
         ...
 

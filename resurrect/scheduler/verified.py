@@ -261,11 +261,17 @@ class VerifiedScheduler(SchedulerBase):
 
     # ------------------------------------------------------------------ job mutations
     async def requeue_excluding(
-        self, job_id: str, exclude_nodes: list[str], *, drop: Sequence[str] = ()
+        self,
+        job_id: str,
+        exclude_nodes: list[str],
+        *,
+        drop: Sequence[str] = (),
+        before_release: Callable[[], Awaitable[object]] | None = None,
     ) -> MutationResult:
         """Requeue keeping id and owner, excluding ``exclude_nodes`` (added to any existing
-        exclusion, less ``drop``). If setting the exclusion fails the job is still released
-        (fail open) and the error is raised."""
+        exclusion, less ``drop``), awaiting ``before_release`` while the job is held. If
+        setting the exclusion fails the job is still released (fail open) and the error is
+        raised."""
         jid = validate_job_id(job_id)
         exclude = validate_node_names(exclude_nodes)
         dropped = set(validate_node_names(list(drop))) - set(exclude)
@@ -299,6 +305,8 @@ class VerifiedScheduler(SchedulerBase):
             if set(wanted) != set(held.excluded_nodes):
                 await self._act_exclude(jid, wanted)
                 steps.append("exclude")
+            if before_release is not None:
+                await before_release()
             _not_cancelled(await self.get_job(jid))  # the last look, right before release
         except JobCancelled:
             raise

@@ -29,6 +29,7 @@ from resurrect.contracts.node_health import AgentStopped, NodeFindings, NodeHear
 from resurrect.evidence_trust import UNCONFIRMED_FIELD
 from resurrect.rules.engine import LineScanner
 from resurrect.sensors.node_agent.classify import classify
+from resurrect.sensors.node_agent.fence import SelfFence
 from resurrect.sensors.node_agent.kernel_log import KernelLogSource
 from resurrect.sensors.node_agent.limiter import FindingLimiter
 from resurrect.sensors.node_agent.models import Reading
@@ -57,8 +58,10 @@ class NodeAgent:
         kernel_log: KernelLogSource | None = None,
         clock: Callable[[], float] = time.monotonic,
         now: Callable[[], datetime] = utcnow,
+        fence: SelfFence | None = None,
     ) -> None:
         self.settings = settings
+        self.fence = fence
         self.node = settings.node_name
         self.engine = engine
         self.reporter = reporter
@@ -146,12 +149,18 @@ class NodeAgent:
             silence_threshold_s=self.settings.silence_threshold_s,
         )
         self._seq += 1
+        if self.fence is not None:
+            # a host thawed after a long freeze fences before a heartbeat could renew
+            self.fence.fence_if_expired()
         try:
             await self.reporter.heartbeat(beat)
         except Exception:
             record_heartbeat(ok=False)
             raise
         record_heartbeat(ok=True)
+        if self.fence is not None:
+            # the controller side's word, as of when the heartbeat it took was sent
+            self.fence.lease.renew(getattr(self.reporter, "confirmed_at", None))
         return beat
 
     # -- the loops -----------------------------------------------------------------------
@@ -163,6 +172,8 @@ class NodeAgent:
         loops = [self._heartbeat_loop(stop), self._poll_loop(stop), self._event_loop(stop)]
         if self.kernel_log is not None:
             loops.append(self._kernel_loop(stop))
+        if self.fence is not None:
+            loops.append(self.fence.run(stop))
         tasks = [asyncio.create_task(loop) for loop in loops]
         try:
             await stop.wait()

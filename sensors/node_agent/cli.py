@@ -27,6 +27,7 @@ from resurrect.errors import ConfigError
 from resurrect.rules.engine import LineScanner
 from resurrect.sensors.node_agent.agent import NodeAgent
 from resurrect.sensors.node_agent.classify import classify
+from resurrect.sensors.node_agent.fence import Lease, SelfFence
 from resurrect.sensors.node_agent.health_check import format_verdict, run_check
 from resurrect.sensors.node_agent.kernel_log import KernelLogSource
 from resurrect.sensors.node_agent.models import NodeVerdict
@@ -143,6 +144,21 @@ def _agent(settings: AgentSettings, engine: LineScanner, reporter: AgentReporter
     )
 
 
+def _self_fence(settings: AgentSettings, config: Any) -> SelfFence:
+    """The agent's self-fence (``fencing.enabled``): its jobs looked up through Slurm."""
+    from resurrect.policy import job_policy
+    from resurrect.service import scheduler_from_config
+
+    scheduler = scheduler_from_config(config)
+    return SelfFence(
+        config.fencing,
+        settings.node_name,
+        Lease(config.fencing.lease_s),
+        look_up=scheduler.get_job,
+        opted_in=lambda job: job_policy(job, config) is not None,
+    )
+
+
 def _check(args: argparse.Namespace) -> int:
     settings, config = _settings(args)
     nvml = load_pynvml()
@@ -249,6 +265,8 @@ async def _serve(
 
             reporter = collector_reporter(settings, cluster=config.cluster.name, fallback=reporter)
     agent = _agent(settings, engine, reporter)
+    if client is not None and config.fencing.enabled:
+        agent.fence = _self_fence(settings, config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -27,6 +27,8 @@ from resurrect.sensors.node_agent.reporters import AgentReporter
 
 log = logging.getLogger(__name__)
 
+MAX_UNACKED = 256  # heartbeats whose send time is kept until acknowledged
+
 
 class CollectorReporter:
     """A :class:`~sensors.node_agent.reporters.AgentReporter` that heartbeats a collector."""
@@ -55,6 +57,18 @@ class CollectorReporter:
         self._sent_seq = -1
         self._reader: asyncio.AbstractEventLoop | None = None
         self.fell_back = 0  # heartbeats also sent to the fallback reporter
+        # send times of the heartbeats not yet acknowledged, by seq (bounded)
+        self._sent_at: dict[int, float] = {}
+        self._acked_sent_at: float | None = None
+
+    @property
+    def confirmed_at(self) -> float | None:
+        """When (this reporter's clock) the newest heartbeat the controller side took was
+        sent: acknowledged by the collector, or delivered through the fallback. A late
+        acknowledgement renews nothing past the send time of what it acknowledges."""
+        fallback = getattr(self._fallback, "confirmed_at", None)
+        times = [t for t in (self._acked_sent_at, fallback) if t is not None]
+        return max(times) if times else None
 
     @property
     def collector_answers(self) -> bool:
@@ -62,6 +76,9 @@ class CollectorReporter:
 
     def _send(self, beat: Beat) -> None:
         self._sent_seq = max(self._sent_seq, beat.seq)
+        self._sent_at[beat.seq] = self._clock()
+        while len(self._sent_at) > MAX_UNACKED:
+            del self._sent_at[min(self._sent_at)]
         if self._reader is None:  # acknowledgements are read as they arrive
             self._reader = asyncio.get_running_loop()
             self._reader.add_reader(self._sock.fileno(), self._read_acks)
@@ -86,6 +103,11 @@ class CollectorReporter:
             if ack.instance == self.instance and ack.seq > self.acked_seq:
                 self.acked_seq = ack.seq
                 self._last_ack = self._clock()
+                sent = self._sent_at.get(ack.seq)
+                if sent is not None:
+                    self._acked_sent_at = max(self._acked_sent_at or sent, sent)
+                for seq in [s for s in self._sent_at if s <= ack.seq]:
+                    del self._sent_at[seq]
 
     def _beat(self, beat: NodeHeartbeat, *, stopping: bool = False) -> Beat:
         return carry_over(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
 from typing import Protocol, TextIO
 
 from temporalio.client import Client
@@ -68,6 +69,8 @@ class TemporalReporter:
         )
         self.workflow_id = node_health_workflow_id(cluster, settings.node_name)
         self.failures = 0
+        # when (time.monotonic) the newest heartbeat Temporal took was sent: the lease
+        self.confirmed_at: float | None = None
 
     async def _send(self, signal: str, payload: object) -> bool:
         try:
@@ -87,7 +90,9 @@ class TemporalReporter:
         return True
 
     async def heartbeat(self, beat: NodeHeartbeat) -> None:
-        await self._send(HEARTBEAT_SIGNAL, beat)
+        sent = time.monotonic()
+        if await self._send(HEARTBEAT_SIGNAL, beat):
+            self.confirmed_at = max(self.confirmed_at or sent, sent)
 
     async def findings(self, findings: NodeFindings) -> None:
         if not await self._send(FINDINGS_SIGNAL, findings):

@@ -22,7 +22,8 @@ TRAIN = Path(__file__).resolve().parents[2] / "examples" / "train" / "train.py"
 
 def test_every_scenario_is_registered_under_the_name_it_runs_as() -> None:
     assert list(SCENARIOS) == [
-        "node-loss", "gpu-error", "checkpoint-damage", "hang", "straggler", "crash-loop"
+        "node-loss", "gpu-error", "checkpoint-damage", "hang", "straggler", "crash-loop",
+        "partition", "freeze",
     ]  # fmt: skip
     for name, scenario in SCENARIOS.items():
         assert scenario.name == name and scenario.summary
@@ -56,6 +57,9 @@ def test_the_single_fault_scenarios_keep_their_setup() -> None:
     assert SCENARIOS["straggler"].train_steps(settings) == 4000
     assert SCENARIOS["node-loss"].checkpoint_before_fault(settings) == 40
     assert SCENARIOS["gpu-error"].node_agents and not SCENARIOS["hang"].node_agents
+    # the faults of whole hosts play on hosts in namespaces, with an agent on each
+    assert [n for n, sc in SCENARIOS.items() if sc.hosts == "netns"] == ["partition", "freeze"]
+    assert SCENARIOS["partition"].node_agents and SCENARIOS["freeze"].node_agents
     assert "RESURRECT_TRAIN_FAIL_GPU_EVERY_ATTEMPT" not in SCENARIOS["gpu-error"].job_env(settings)
 
 

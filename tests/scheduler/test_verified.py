@@ -55,6 +55,21 @@ async def test_requeue_of_a_running_job_ends_the_attempt_keeps_id_and_owner() ->
     assert job.state is JobState.RUNNING and "node2" not in job.nodes
 
 
+async def test_requeue_awaits_before_release_while_the_job_is_held() -> None:
+    """The fencing wait runs between the hold and the release: no new attempt can start
+    (and slurmctld cannot requeue it itself) while the old one may still run cut off."""
+    s = FakeScheduler.with_nodes(4)
+    s.jobs["7"] = running_job()
+    seen: list[tuple[bool, list[tuple[str, str]]]] = []
+
+    async def fencing_wait() -> None:
+        seen.append((s.jobs["7"].held, list(s.calls)))
+
+    await s.requeue_excluding("7", ["node2"], before_release=fencing_wait)
+    assert seen == [(True, [("requeuehold", "7"), ("exclude", "7")])]
+    assert s.calls[-1] == ("release", "7")
+
+
 class RequeuedFirst(FakeScheduler):
     """slurmctld requeues the job itself right before our requeuehold (which Slurm then
     refuses: "Job is pending execution"); reads may show the job's old state ``stale_reads``

@@ -12,6 +12,7 @@ from resurrect.demo.scenarios.checkpoint_damage import CheckpointDamage
 from resurrect.demo.scenarios.crash_loop import CrashLoop
 from resurrect.demo.scenarios.gpu_error import GpuError
 from resurrect.demo.scenarios.hang import Hang
+from resurrect.demo.scenarios.host_faults import Freeze, Partition
 from resurrect.demo.scenarios.node_loss import NodeLoss
 from resurrect.demo.scenarios.straggler import Straggler
 from resurrect.demo.stage import DemoError
@@ -20,7 +21,16 @@ __all__ = ["SCENARIOS", "Fault", "OneFault", "Scenario", "scenario_named"]
 
 SCENARIOS: dict[str, Scenario] = {
     scenario.name: scenario
-    for scenario in (NodeLoss(), GpuError(), CheckpointDamage(), Hang(), Straggler(), CrashLoop())
+    for scenario in (
+        NodeLoss(),
+        GpuError(),
+        CheckpointDamage(),
+        Hang(),
+        Straggler(),
+        CrashLoop(),
+        Partition(),
+        Freeze(),
+    )
 }
 
 

@@ -47,6 +47,9 @@ class Scenario(ABC):
     summary: ClassVar[str]
     # node agents with simulated GPUs run on every node (a second source for GPU faults)
     node_agents: ClassVar[bool] = False
+    # "local": every node on this host's network; "netns": each node its own host in
+    # namespaces (deploy/local-slurm/hosts.sh), its agent a process on it, fencing on
+    hosts: ClassVar[str] = "local"
 
     def operator_policy(self, settings: DemoSettings) -> dict[str, Any]:
         """The operator's default job policy (config ``policy.default``) beyond opt-in."""

@@ -1,0 +1,128 @@
+"""Self-fencing: the lease renews with send times; once it has run out, the agent kills its
+node's ranks of opted-in jobs (by the kernel's word on which job a process is in), and only
+those."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+from resurrect.config import FencingSettings
+from resurrect.contracts import JobInfo, JobState
+from resurrect.errors import SchedulerUnavailable
+from resurrect.sensors.node_agent.fence import Lease, SelfFence
+from resurrect.stacks.processes import JobRank, RankProcess
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def rank(
+    job: str, pid: int, uid: int = 1000, node: str | None = "n1", attempt: str = "0"
+) -> JobRank:
+    return JobRank(job, attempt, RankProcess(pid, 0, node, "S"), uid=uid, step_node=node)
+
+
+def fence_with(ranks: list[JobRank], jobs: dict[str, JobInfo], clock: Clock):  # type: ignore[no-untyped-def]
+    killed: list[tuple[int, int]] = []
+
+    async def look_up(job_id: str) -> JobInfo:
+        if job_id not in jobs:
+            raise SchedulerUnavailable("slurmctld is not responding")
+        return jobs[job_id]
+
+    fence = SelfFence(
+        FencingSettings(enabled=True, lease_s=10),
+        "n1",
+        Lease(10, clock),
+        look_up=look_up,
+        opted_in=lambda job: job.comment == "in",
+        scan=lambda: ranks,
+        kill=lambda pid, sig: killed.append((pid, sig)),
+    )
+    return fence, killed
+
+
+def job(job_id: str, comment: str, uid: int = 1000) -> JobInfo:
+    return JobInfo(job_id=job_id, state=JobState.RUNNING, comment=comment, user_id=uid)
+
+
+def test_the_lease_renews_with_the_send_time_and_never_goes_back() -> None:
+    clock = Clock()
+    lease = Lease(10, clock)
+    clock.now = 105
+    lease.renew(103)  # a heartbeat sent at 103 was acknowledged at 105
+    lease.renew(101)  # a late answer to an older one renews nothing
+    lease.renew(None)
+    clock.now = 113
+    assert lease.expired_for() == 0
+    clock.now = 114
+    assert lease.expired_for() == 1
+
+
+def test_a_node_in_contact_kills_nothing() -> None:
+    clock = Clock()
+    fence, killed = fence_with([rank("7", 70)], {"7": job("7", "in")}, clock)
+    asyncio.run(fence.learn())
+    clock.now += 9
+    assert fence.fence_if_expired() is None
+    assert killed == []
+
+
+def test_a_node_cut_off_past_its_lease_kills_its_ranks_of_opted_in_jobs_only() -> None:
+    clock = Clock()
+    ranks = [
+        rank("7", 70),
+        rank("7", 71),
+        rank("8", 80),  # not opted in
+        rank("9", 90, node="n2"),  # another node's (the local cluster shares one /proc)
+        rank("7", 72, uid=0),  # not the job owner's process
+        rank("10", 100),  # never learned: left alone
+        rank("7", 999_999_999, node=None),  # no step daemon known, no process of ours
+    ]
+    jobs = {"7": job("7", "in"), "8": job("8", "out"), "9": job("9", "in")}
+    fence, killed = fence_with(ranks, jobs, clock)
+    asyncio.run(fence.learn())
+    assert set(fence.known) == {"7", "8"}
+    clock.now += 10.5
+    action = fence.fence_if_expired()
+    assert action is not None
+    assert action.killed == {"7/0": [70, 71]}
+    assert killed == [(70, signal.SIGKILL), (71, signal.SIGKILL)]
+    assert action.expired_for_s == 0.5
+
+
+def test_a_rank_of_no_known_node_is_local_when_it_shares_the_agents_network() -> None:
+    clock = Clock()
+    import os
+
+    me = os.getpid()
+    fence, killed = fence_with([rank("7", me, node=None)], {"7": job("7", "in")}, clock)
+    asyncio.run(fence.learn())
+    clock.now += 11
+    action = fence.fence_if_expired()
+    assert action is not None and action.killed == {"7/0": [me]}
+    assert killed == [(me, signal.SIGKILL)]  # (the fake kill records it)
+
+
+def test_a_lookup_that_fails_is_tried_again_later() -> None:
+    clock = Clock()
+    jobs: dict[str, JobInfo] = {}
+    fence, _ = fence_with([rank("7", 70)], jobs, clock)
+    asyncio.run(fence.learn())
+    assert fence.known == {}
+    jobs["7"] = job("7", "in")
+    asyncio.run(fence.learn())
+    assert fence.known == {"7": (True, 1000)}
+
+
+def test_fenced_within_adds_the_clock_rate_check_kill_and_skew_allowances() -> None:
+    settings = FencingSettings(
+        lease_s=10, clock_rate_error=0.01, check_interval_s=0.5, kill_margin_s=2, clock_skew_s=1
+    )
+    assert settings.fenced_within_s == 10 * 1.01 + 0.5 + 2 + 1
