@@ -51,7 +51,6 @@ from resurrect.errors import (
 from resurrect.goodput.advice_note import ADVICE_DEADLINE_S, advice_note
 from resurrect.log_reading import output_mark
 from resurrect.operator.exclusions import ExclusionPlan
-from resurrect.operator.models import DROPPED_EXCLUSIONS_KEY
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 from resurrect.steps.runtime import StepContext, StepFn, step
 
@@ -77,7 +76,7 @@ async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
         reservation_for,
         reserve_drains,
     )
-    from resurrect.operator.models import APPROVAL_NEEDED_KEY, NodeDrainReport
+    from resurrect.operator.models import NodeDrainReport
     from resurrect.operator.repair_client import report_to_repair
 
     reason = (
@@ -108,9 +107,7 @@ async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
     result.notes.extend(f"drain budget: {why}" for why in grant.reasons)
     if grant.denied:
         if ctx.config.isolation.over_budget == "await_approval" and not ctx.input.approved_by:
-            result.data[APPROVAL_NEEDED_KEY] = (
-                f"drain {', '.join(grant.denied)} over the drain budget"
-            )
+            result.approval_needed = f"drain {', '.join(grant.denied)} over the drain budget"
         result.notes.append(
             f"not draining {', '.join(grant.denied)}: drain budget reached;"
             " the job restarts without them (excluded, not drained)"
@@ -335,7 +332,7 @@ async def requeue_job(ctx: StepContext, params: None) -> StepResult:
         excluded_nodes=exclusions.exclude,
         detail=mutation.detail,
         notes=[*fencing, *exclusions.notes],
-        data={DROPPED_EXCLUSIONS_KEY: exclusions.dropped} if exclusions.dropped else {},
+        dropped_exclusions=exclusions.dropped,
     )
 
 

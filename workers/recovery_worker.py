@@ -151,7 +151,7 @@ def workflow_runner(sandboxed: bool) -> WorkflowRunner:
     )
 
 
-def local_first_steps(steps: Mapping[str, StepFn], config: ResurrectConfig) -> list[str]:
+def quick_steps(steps: Mapping[str, StepFn], config: ResurrectConfig) -> list[str]:
     """The plan steps a recovery tries first as local activities (the one rule, read by the
     workflow from the assessment): those marked ``@step(quick=True)``, and drain and
     requeue when the budget and repair workflows have a task queue and worker of their own
@@ -193,7 +193,7 @@ def build_worker(
         engine=load_engine(config.rules.extra_packs),
         client=client,
         plans=catalogue.plans,
-        quick_steps=local_first_steps(catalogue.steps, config),
+        quick_steps=quick_steps(catalogue.steps, config),
     )
     activities = [
         *recovery.all(),

@@ -98,7 +98,7 @@ class ActivityCalls:
         )
         return result
 
-    async def local_first(
+    async def quick_first(
         self,
         name: str,
         quick_arg: object,
@@ -110,7 +110,7 @@ class ActivityCalls:
         heartbeat: timedelta | None,
         retry: RetryPolicy,
     ) -> ResultT:
-        """Activity ``name`` tried once as a local activity (``quick_arg`` carries
+        """A quick call: activity ``name`` tried once as a local activity (``quick_arg`` carries
         ``quick_s``), then, unless that failed for good, as an activity task (``arg``)."""
         try:
             quick: ResultT = await workflow.execute_local_activity(

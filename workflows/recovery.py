@@ -1,8 +1,9 @@
 """RecoveryWorkflow: one per interrupted job attempt.
 
 Five phases, one method each, in the order ``run`` calls them: 1. gather evidence
-(``_gather_evidence``, then ``_refuse`` a job that is not opted in, then
-``_await_second_source`` while a node agent's silence alone reports a job Slurm still runs)
+(``_gather_evidence``, then ``_refuse`` a job that is not opted in, then the waits of
+``workflows/second_source.py``: for a second source while a node agent's silence alone
+reports a job Slurm still runs, and for a not-responding node to be read twice)
 -> 2. assess
 (``_assess``: the diagnosis and every other input of the decision) -> 3. decide
 (``_decide``: one call of ``resurrect/plans/decide.py``) -> 4. run the chosen recovery
@@ -34,7 +35,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from functools import partial
 from typing import Any
 
 from temporalio import workflow
@@ -47,13 +47,14 @@ with workflow.unsafe.imports_passed_through():
         Evidence,
         EvidenceBundle,
         Interruption,
-        JobState,
         RecoveryAction,
         RecoveryDecision,
         RecoveryOutcome,
+        RecoveryPhase,
         RecoveryState,
         StepInput,
         StepResult,
+        step_phase,
     )
     from resurrect.contracts import (
         RecoveryOutcomeKind as Kind,
@@ -70,22 +71,12 @@ with workflow.unsafe.imports_passed_through():
         Activity,
     )
     from resurrect.errors import non_retryable_error_types
-    from resurrect.evidence_trust import (
-        UnavailabilityReads,
-        silence_awaiting_a_second_source,
-        silence_only,
-        slurm_marked,
-    )
     from resurrect.operator.approvals import (
         approval_needed,
         plan_approval_needed,
         timeout_default,
     )
-    from resurrect.operator.models import (
-        APPROVAL_NEEDED_KEY,
-        DROPPED_EXCLUSIONS_KEY,
-        ApprovalInput,
-    )
+    from resurrect.operator.models import ApprovalInput
     from resurrect.plans.decide import decide
     from resurrect.plans.models import ResolvedPlan, ResolvedStep
     from resurrect.temporal import search_attributes as sa
@@ -97,27 +88,12 @@ with workflow.unsafe.imports_passed_through():
     )
     from resurrect.workflows.approval_gate import ApprovalGate, describe
     from resurrect.workflows.search_batch import SearchAttributeBatch
+    from resurrect.workflows.second_source import (
+        NOT_RESPONDING_READ_TWICE,
+        EvidenceReads,
+        evidence_of_reports,
+    )
 
-# A node agent's silence alone changes nothing while the job runs on nodes Slurm sees: the
-# recovery waits for a second source (``_await_second_source``). Its re-reads of the job: a
-# report with evidence of its own (the follower's, the agent's) wakes the wait at once, but
-# the Slurm watcher's reports carry none (the job's state is read here), so the re-reads are
-# how the wait sees the attempt end or Slurm mark a node. The first after this pause, then a
-# quarter of the time waited so far, at most the maximum: one scheduler read per waiting job
-# per pause (after heartbeats lost for a whole fleet, every running job waits: 10,000 jobs
-# cost 1,000 reads a second for the first half minute, then fewer as the pauses grow).
-SECOND_SOURCE_FIRST_PAUSE_S = 10.0
-SECOND_SOURCE_MAX_PAUSE_S = 600.0
-# History stays bounded: after this many re-reads the wait continues as new.
-SECOND_SOURCE_CHECKS_PER_RUN = 500
-# Patch of 0.2.1 (docs/versioning.md): a node unavailable without being DOWN (NOT_RESPONDING,
-# as every node is for a moment after slurmctld restarts) is Slurm's word only when reads at
-# least the grace apart all show it; the recovery reads again after the grace to know. Asked
-# once, before the first activity. Without it (recoveries 0.2.0 started) one read was enough.
-NOT_RESPONDING_READ_TWICE = "not-responding-read-twice"
-# At most this many reads after the grace before the assessment: a node still not lasting
-# after them (a new one each time) is not Slurm's word.
-NOT_RESPONDING_REREADS = 3
 # Retries of the evidence activities, which talk to the scheduler: a controller that is down
 # for minutes must not fail the recovery; errors that cannot get better do not retry.
 SCHEDULER_RETRY = RetryPolicy(
@@ -150,11 +126,6 @@ class DecidedRecovery:
         return self.bundle.mode == "observe"
 
 
-def _phase_of(activity_name: str) -> str:
-    namespace, _, name = activity_name.partition(".")
-    return name if namespace == "recovery" else activity_name
-
-
 def _retry_policy(step: ResolvedStep) -> RetryPolicy:
     return RetryPolicy(
         initial_interval=timedelta(seconds=step.retry.initial_interval_s),
@@ -171,7 +142,7 @@ def _fold(state: RecoveryState, result: StepResult) -> RecoveryState:
         update["drained_nodes"] = list(dict.fromkeys([*state.drained_nodes, *result.drained_nodes]))
     if result.excluded_nodes:
         # exclusions resurrect gave back (resurrect/operator/exclusions.py) leave the list
-        given_back = set(result.data.get(DROPPED_EXCLUSIONS_KEY) or [])
+        given_back = set(result.dropped_exclusions)
         update["excluded_nodes"] = [
             n
             for n in dict.fromkeys([*state.excluded_nodes, *result.excluded_nodes])
@@ -191,7 +162,7 @@ def _fold(state: RecoveryState, result: StepResult) -> RecoveryState:
 @workflow.defn(name=RECOVERY_WORKFLOW)
 class RecoveryWorkflow:
     def __init__(self) -> None:
-        self._phase = "reported"
+        self._phase: RecoveryPhase | str = RecoveryPhase.REPORTED
         self._reported: list[Interruption] = []
         # the evidence of every report, as the assessment read it; the decision reads the same
         self._reported_evidence: list[Evidence] = []
@@ -203,13 +174,7 @@ class RecoveryWorkflow:
         self._gate = ApprovalGate()
         self._search = SearchAttributeBatch()
         self._calls = ActivityCalls(self._notes, self._search.publish)
-        # reads of the job's nodes (the NOT_RESPONDING_READ_TWICE patch; None without it),
-        # timed by the seconds of the pauses that ran out between them: a pause is a timer
-        # started after the read before it returned, so reads that far apart are at least
-        # that far apart on any clock
-        self._unavailability: UnavailabilityReads | None = None
-        self._paused_s = 0.0
-        self._noted_not_responding: set[str] = set()
+        self._reads = EvidenceReads(self._read_once, self._reported, self._notes, self._set_phase)
 
     # ------------------------------------------------------------------ signals/queries
     @workflow.signal(name=REPORT_SIGNAL)
@@ -220,7 +185,7 @@ class RecoveryWorkflow:
 
     @workflow.query(name=PHASE_QUERY)
     def phase(self) -> str:
-        return self._phase
+        return str(self._phase)
 
     @workflow.query(name=STATUS_QUERY)
     def status(self) -> RecoveryWorkflowStatus:
@@ -257,7 +222,7 @@ class RecoveryWorkflow:
         """Wait in phase ``awaiting_approval`` for a person (or the timeout's default)."""
         timeout_s, default = timeout_default(plan, settings)
         previous = self._phase
-        self._set_phase("awaiting_approval")
+        self._set_phase(RecoveryPhase.AWAITING_APPROVAL)
         self._search.publish()
         self._notes.append(f"awaiting approval: {what} (default after {timeout_s:g} s: {default})")
         decision = await self._gate.wait(what, timeout_s, default)
@@ -266,25 +231,25 @@ class RecoveryWorkflow:
         return decision.approved
 
     # ------------------------------------------------------------------ helpers
-    def _set_phase(self, phase: str) -> None:
+    def _set_phase(self, phase: RecoveryPhase | str) -> None:
         self._phase = phase
-        self._search.set(sa.PHASE, phase)
+        self._search.set(sa.PHASE, str(phase))  # visibility stores the value
 
     # ------------------------------------------------------------------ the recovery
     @workflow.run
     async def run(self, interruption: Interruption) -> RecoveryOutcome:
         self._search.begin()
         if workflow.patched(NOT_RESPONDING_READ_TWICE):
-            self._unavailability = UnavailabilityReads()
+            self._reads.read_twice()
         self._notes.append(f"reported by {interruption.source}: {interruption.reason}")
         bundle = await self._gather_evidence(interruption)
         if bundle is None:
             return self._outcome(Kind.JOB_UNKNOWN, interruption)
         if self._refuse(interruption, bundle):
             return self._outcome(Kind.REFUSED_NOT_OPTED_IN, interruption, bundle)
-        confirmed = await self._await_second_source(interruption, bundle)
+        confirmed = await self._reads.await_second_source(interruption, bundle)
         if not isinstance(confirmed, Kind):
-            confirmed = await self._read_not_responding_again(interruption, confirmed)
+            confirmed = await self._reads.read_not_responding_again(interruption, confirmed)
         if isinstance(confirmed, Kind):  # the attempt ended with nothing confirmed
             return self._outcome(confirmed, interruption, bundle)
         assessment = await self._assess(interruption, confirmed)
@@ -298,21 +263,10 @@ class RecoveryWorkflow:
     # 1. gather evidence -------------------------------------------------------------------
     async def _gather_evidence(self, interruption: Interruption) -> EvidenceBundle | None:
         """The job, its nodes and policy as the scheduler shows them; None when unknown."""
-        self._set_phase("gathering_evidence")
-        bundle = await self._read_evidence(interruption)
+        self._set_phase(RecoveryPhase.GATHERING_EVIDENCE)
+        bundle = await self._reads.read(interruption)
         if bundle is not None:
             self._notes.extend(bundle.policy_problems)
-        return bundle
-
-    async def _read_evidence(self, interruption: Interruption) -> EvidenceBundle | None:
-        """One reading of the job and its nodes (a local activity); None when it fails. With
-        the NOT_RESPONDING_READ_TWICE patch, the nodes' states are taken into
-        ``_unavailability``."""
-        bundle = await self._read_once(interruption)
-        if bundle is not None and self._unavailability is not None:
-            self._unavailability.observe(
-                bundle.nodes, self._paused_s, bundle.not_responding_grace_s
-            )
         return bundle
 
     async def _read_once(self, interruption: Interruption) -> EvidenceBundle | None:
@@ -342,132 +296,16 @@ class RecoveryWorkflow:
         )
         return True
 
-    # 1b. a node agent's silence alone -----------------------------------------------------
-    async def _await_second_source(
-        self, interruption: Interruption, bundle: EvidenceBundle
-    ) -> EvidenceBundle | Kind:
-        """Change nothing while node agents' silence alone reports a job that Slurm still
-        runs on nodes it sees (:func:`silence_awaiting_a_second_source`): wait for another
-        report, re-reading the job after pauses that grow with the wait, until the attempt
-        ends or Slurm marks a silent node. The evidence to recover with, or the outcome when
-        the attempt completed (or could no longer be read) with nothing confirmed."""
-        reported = self._evidence_of_reports(interruption)
-        silent = silence_awaiting_a_second_source(
-            reported, bundle.job, self._slurm_marked(bundle), interruption.restart_count
-        )
-        if not silent:
-            return bundle
-        self._set_phase("awaiting_second_source")
-        job_id = interruption.job_id
-        self._notes.append(
-            f"only the silence of the node agent on {', '.join(silent)} reports job {job_id},"
-            " which Slurm still runs there: nothing is changed until a second source agrees"
-            " (the attempt ending, Slurm marking the node, another report)"
-        )
-        began = workflow.now()
-        checks = 0
-        while silent:
-            waited_s = (workflow.now() - began).total_seconds()
-            pause_s = min(SECOND_SOURCE_MAX_PAUSE_S, max(SECOND_SOURCE_FIRST_PAUSE_S, waited_s / 4))
-            try:
-                await workflow.wait_condition(
-                    partial(self._reported_more_than, len(self._reported)),
-                    timeout=timedelta(seconds=pause_s),
-                )
-            except TimeoutError:
-                self._paused_s += pause_s
-            read = await self._read_evidence(interruption)
-            if read is None:
-                return Kind.JOB_UNKNOWN
-            bundle = read
-            reported = self._evidence_of_reports(interruption)
-            silent = silence_awaiting_a_second_source(
-                reported, bundle.job, self._slurm_marked(bundle), interruption.restart_count
-            )
-            checks += 1
-            self._note_not_responding_once(bundle)
-            if silent and checks >= SECOND_SOURCE_CHECKS_PER_RUN:
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(interruption.model_copy(update={"evidence": reported}))
-        waited = f"after {(workflow.now() - began).total_seconds():.0f} s"
-        job = bundle.job
-        if (
-            job.state is JobState.COMPLETED
-            and job.restart_count == interruption.restart_count
-            and all(silence_only(e) for e in reported)
-        ):
-            self._notes.append(
-                f"job {job_id} completed {waited} while only its node agent's silence reported"
-                " it: nothing was changed"
-            )
-            return Kind.JOB_COMPLETED
-        self._notes.append(
-            f"a second source {waited}: job {job.state.value}, {len(reported)} evidence"
-        )
-        return bundle
-
-    def _reported_more_than(self, count: int) -> bool:
-        return len(self._reported) > count
-
-    def _slurm_marked(self, bundle: EvidenceBundle) -> set[str]:
-        """The nodes of ``bundle`` that Slurm marks lost (:func:`slurm_marked`): with the
-        NOT_RESPONDING_READ_TWICE patch, not responding counts only once it lasted."""
-        reads = self._unavailability
-        return slurm_marked(bundle.nodes, None if reads is None else reads.lasting)
-
-    def _note_not_responding_once(self, bundle: EvidenceBundle) -> None:
-        """Say once per node that a read showed it unavailable without being DOWN, and that
-        this is not Slurm's word yet (the NOT_RESPONDING_READ_TWICE patch)."""
-        reads = self._unavailability
-        if reads is None:
-            return
-        pending = reads.pending(self._paused_s, bundle.not_responding_grace_s)
-        fresh = [n for n in pending if n not in self._noted_not_responding]
-        if not fresh:
-            return
-        self._noted_not_responding.update(fresh)
-        self._notes.append(
-            f"{', '.join(fresh)} unavailable but not DOWN in one read: Slurm's word only if"
-            f" a read {bundle.not_responding_grace_s:g} s later still shows it (a controller"
-            " that has just restarted shows every node not responding until it registers)"
-        )
-
-    async def _read_not_responding_again(
-        self, interruption: Interruption, bundle: EvidenceBundle
-    ) -> EvidenceBundle | Kind:
-        """With the NOT_RESPONDING_READ_TWICE patch: while the last read shows nodes
-        unavailable without being DOWN that have not lasted the grace, wait out the grace
-        and read again (at most NOT_RESPONDING_REREADS times). The bundle to assess: the
-        job as ``bundle`` has it (a job being torn down may list fewer nodes a moment later),
-        the nodes as the last read shows them, and those that lasted
-        (``lasting_unavailable``); JOB_UNKNOWN when a read fails."""
-        reads = self._unavailability
-        if reads is None:
-            return bundle
-        for _ in range(NOT_RESPONDING_REREADS):
-            pending = reads.pending(self._paused_s, bundle.not_responding_grace_s)
-            if not pending:
-                break
-            pause_s = max(pending.values())
-            self._note_not_responding_once(bundle)
-            await workflow.sleep(timedelta(seconds=pause_s))
-            self._paused_s += pause_s
-            read = await self._read_evidence(interruption)
-            if read is None:
-                return Kind.JOB_UNKNOWN
-            bundle = bundle.model_copy(update={"nodes": read.nodes})
-        return bundle.model_copy(update={"lasting_unavailable": sorted(reads.lasting)})
-
     # 2. assess ---------------------------------------------------------------------------
     async def _assess(self, interruption: Interruption, bundle: EvidenceBundle) -> Assessment:
         """Log evidence + scheduler state + what other sensors reported -> one diagnosis,
         with the decision's other inputs (one activity, ``recovery.assess``)."""
-        self._set_phase("attributing")
-        reported = self._reported_evidence = self._evidence_of_reports(interruption)
+        self._set_phase(RecoveryPhase.ATTRIBUTING)
+        reported = self._reported_evidence = evidence_of_reports(interruption, self._reported)
         request = AssessRequest(
             bundle=bundle, reported=reported, workflow_id=workflow.info().workflow_id
         )
-        assessment = await self._calls.local_first(
+        assessment = await self._calls.quick_first(
             Activity.ASSESS,
             request.model_copy(update={"quick_s": QUICK_S}),
             request,
@@ -482,15 +320,6 @@ class RecoveryWorkflow:
         if assessment.history.last_step is not None:
             self._search.set(sa.LAST_STEP, assessment.history.last_step)
         return assessment
-
-    def _evidence_of_reports(self, interruption: Interruption) -> list[Evidence]:
-        """The evidence of the first report and of every later one, each item once."""
-        reported: list[Evidence] = []
-        for report in [interruption, *self._reported]:
-            for item in report.evidence:
-                if item not in reported:
-                    reported.append(item)
-        return reported
 
     # 3. decide ----------------------------------------------------------------------------
     def _decide(
@@ -538,7 +367,7 @@ class RecoveryWorkflow:
             if why and not await self._ask(why, plan, approvals):
                 return Kind.DENIED
         for step in plan.steps:
-            self._set_phase(_phase_of(step.activity))
+            self._set_phase(step_phase(step.activity))
             approved_by: str | None = None
             if approvals is not None:
                 why = approval_needed(step, recovery.decision, recovery.bundle.job, approvals)
@@ -562,18 +391,18 @@ class RecoveryWorkflow:
     ) -> Kind | None:
         """One step: run it, fold its result into the state; the outcome if it ends it."""
         step_input = self._step_input(recovery, step, approved_by)
-        local_first = step.activity in recovery.quick_steps
+        quick = step.activity in recovery.quick_steps
         try:
-            result = await self._execute_step(step, step_input, local_first=local_first)
-            asked = result.data.get(APPROVAL_NEEDED_KEY) if approvals is not None else None
-            if isinstance(asked, str) and approvals is not None:
+            result = await self._execute_step(step, step_input, quick=quick)
+            asked = result.approval_needed
+            if asked is not None and approvals is not None:
                 # the step needs a person to go further (a drain over the drain budget)
                 self._notes.extend(result.notes)
                 result = result.model_copy(update={"notes": []})
                 if await self._ask(asked, plan, approvals):
                     by = self._gate.decisions[-1].by
                     step_input = step_input.model_copy(update={"approved_by": by})
-                    result = await self._execute_step(step, step_input, local_first=local_first)
+                    result = await self._execute_step(step, step_input, quick=quick)
         except ACTIVITY_FAILURES as err:
             self._notes.append(f"{step.activity} failed: {describe_failure(err)}")
             return Kind.FAILED if step.on_failure == "stop" else None
@@ -611,9 +440,9 @@ class RecoveryWorkflow:
         )
 
     async def _execute_step(
-        self, step: ResolvedStep, step_input: StepInput, *, local_first: bool
+        self, step: ResolvedStep, step_input: StepInput, *, quick: bool
     ) -> StepResult:
-        """Run the step as an activity task, or (``local_first``) as a local activity first
+        """Run the step as an activity task, or (``quick``) as a local activity first
         (given ``QUICK_S``), then as an activity task if it needs more."""
         options: dict[str, Any] = {
             "timeout": timedelta(seconds=step.timeout_s),
@@ -621,10 +450,10 @@ class RecoveryWorkflow:
             "heartbeat": timedelta(seconds=step.heartbeat_s or WORKER_LIVENESS_S),
             "retry": _retry_policy(step),
         }
-        if local_first:
+        if quick:
             # a local activity cannot heartbeat: the worker running it is the one running this
             quick_input = step_input.model_copy(update={"liveness_s": None, "quick_s": QUICK_S})
-            return await self._calls.local_first(
+            return await self._calls.quick_first(
                 step.activity, quick_input, step_input, StepResult, **options
             )
         return await self._calls.run(
@@ -653,7 +482,7 @@ class RecoveryWorkflow:
         bundle: EvidenceBundle | None = None,
         recovery: DecidedRecovery | None = None,
     ) -> RecoveryOutcome:
-        self._set_phase("done")
+        self._set_phase(RecoveryPhase.DONE)
         diagnosis = recovery.diagnosis if recovery else None
         decision = recovery.decision if recovery else None
         self._search.set(sa.OUTCOME, outcome.value)

@@ -55,10 +55,12 @@ from resurrect.contracts.recovery import (
     RecoveryDecision,
     RecoveryOutcome,
     RecoveryOutcomeKind,
+    RecoveryPhase,
     RecoveryState,
     RestartHistory,
     StepInput,
     StepResult,
+    step_phase,
 )
 from resurrect.contracts.scheduler import (
     ACTIVE_JOB_STATES,
@@ -105,9 +107,11 @@ __all__ = [
     "RecoveryMode",
     "RecoveryOutcome",
     "RecoveryOutcomeKind",
+    "RecoveryPhase",
     "RecoveryState",
     "RestartHistory",
     "SignalKind",
     "StepInput",
     "StepResult",
+    "step_phase",
 ]

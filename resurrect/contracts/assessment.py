@@ -33,7 +33,7 @@ class Assessment(Contract):
     plans: list[ResolvedPlan]  # the worker's checked plans, in match order
     approvals: ApprovalSettings
     # Plan steps the recovery tries first as local activities (the worker's
-    # ``local_first_steps``): they finish in seconds and are safe to run again from the
+    # ``quick_steps``): they finish in seconds and are safe to run again from the
     # start (check before act).
     quick_steps: list[str] = Field(default_factory=list)
     history: RestartHistory = Field(default_factory=RestartHistory)

@@ -7,7 +7,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from resurrect.contracts.base import Contract
 from resurrect.contracts.faults import Diagnosis, Evidence, FaultClass, RecoveryAction
@@ -117,6 +117,37 @@ class RestartHistory(Contract):
     verified_step: int | None = None
     # The job's free restarts over its whole life (None: not counted; no lifetime cap).
     free_restarts: int | None = None
+
+
+class RecoveryPhase(StrEnum):
+    """Where a recovery is: the ``phase`` query, ``RecoveryWorkflowStatus.phase`` and the
+    ``ResurrectPhase`` search attribute (the values are what visibility stores). While a plan
+    step runs, the phase is the step: a built-in step (``recovery.<name>``) as its member
+    here, a plugin's step as its activity name (``<namespace>.<step>``, a plain string)."""
+
+    REPORTED = "reported"  # the workflow started; nothing read yet
+    GATHERING_EVIDENCE = "gathering_evidence"  # reading the job, its nodes and policy
+    AWAITING_SECOND_SOURCE = "awaiting_second_source"  # only a node agent's silence reports
+    ATTRIBUTING = "attributing"  # the assessment (``recovery.assess``): the diagnosis
+    AWAITING_APPROVAL = "awaiting_approval"  # waiting for a person (``resurrect approve``)
+    DRAIN_NODES = "drain_nodes"  # the built-in steps, one each
+    VERIFY_CHECKPOINT = "verify_checkpoint"
+    REQUEUE_JOB = "requeue_job"
+    WAIT_RUNNING = "wait_running"
+    NOTIFY = "notify"
+    RUN_PROGRAM = "run_program"
+    DONE = "done"  # the recovery ended (its outcome is set)
+
+
+def step_phase(activity: str) -> RecoveryPhase | str:
+    """The phase while the plan step ``activity`` runs (see :class:`RecoveryPhase`)."""
+    namespace, _, name = activity.partition(".")
+    if namespace != "recovery":
+        return activity
+    try:
+        return RecoveryPhase(name)
+    except ValueError:
+        return name
 
 
 class RecoveryOutcomeKind(StrEnum):
@@ -230,8 +261,16 @@ class StepInput(Contract):
     quick_s: float | None = None
 
 
+# The ``StepResult.data`` keys that 0.2.0 and 0.2.1 stored for what are now fields.
+STORED_STEP_DATA_KEYS = ("approval_needed", "dropped_exclusions")
+
+
 class StepResult(Contract):
-    """What a step reports. Unset fields leave the recovery's state as it was."""
+    """What a step reports. Unset fields leave the recovery's state as it was.
+
+    ``approval_needed`` and ``dropped_exclusions`` were once keys of ``data``; a result
+    stored in a history of 0.2.x with those keys is read into the fields
+    (:meth:`_read_stored_keys`), so stored histories replay unchanged."""
 
     ok: bool = True
     detail: str = ""
@@ -246,4 +285,22 @@ class StepResult(Contract):
     outcome: RecoveryOutcomeKind | None = None  # the outcome to report when stopping
     # Where the next attempt's output begins (see RecoveryOutcome.next_attempt_output).
     next_attempt_output: list[OutputMark] = Field(default_factory=list)
-    data: dict[str, Any] = Field(default_factory=dict)
+    # The step asks a person before it goes further (a drain over the drain budget): what
+    # to approve. The recovery asks, and runs the step again once approved.
+    approval_needed: str | None = None
+    # Exclusions resurrect gave back at a requeue (no longer excluded).
+    dropped_exclusions: list[str] = Field(default_factory=list)
+    data: dict[str, Any] = Field(default_factory=dict)  # a plugin step's own results
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_stored_keys(cls, value: Any) -> Any:
+        """Move the ``data`` keys that stored histories (0.2.0, 0.2.1) carry for
+        ``approval_needed`` and ``dropped_exclusions`` into those fields."""
+        if not isinstance(value, dict) or not isinstance(value.get("data"), dict):
+            return value
+        data = dict(value["data"])
+        moved = {k: data.pop(k) for k in STORED_STEP_DATA_KEYS if k in data}
+        if not moved:
+            return value
+        return {**moved, **value, "data": data}

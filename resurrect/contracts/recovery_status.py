@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from resurrect.contracts import Contract, RecoveryState
+from pydantic import Field
+
+from resurrect.contracts import Contract, RecoveryPhase, RecoveryState
 
 
 class ApprovalDecision(Contract):
@@ -22,7 +24,8 @@ class RecoveryWorkflowStatus(Contract):
     """The phase, the plan and fault class chosen, the state the steps left, the notes, and
     what people were asked to approve and answered."""
 
-    phase: str
+    # a RecoveryPhase, or a plugin step's activity name while that step runs
+    phase: RecoveryPhase | str = Field(union_mode="left_to_right")
     plan: str | None = None
     fault_class: str | None = None
     state: RecoveryState = RecoveryState()

@@ -117,10 +117,6 @@ class BudgetTripNotice(Contract):
 
 # ---------------------------------------------------------------------------- approvals
 
-APPROVAL_NEEDED_KEY = "approval_needed"  # StepResult.data key: the step asks a person
-# StepResult.data key: exclusions resurrect gave back at a requeue (no longer excluded).
-DROPPED_EXCLUSIONS_KEY = "dropped_exclusions"
-
 
 class ApprovalProof(Contract):
     """An operator's signature on one answer: HMAC-SHA256 under the operator's own key

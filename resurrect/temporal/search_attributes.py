@@ -11,7 +11,7 @@ from typing import Any
 
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
-from resurrect.contracts import Interruption
+from resurrect.contracts import Interruption, RecoveryPhase
 
 JOB_ID = SearchAttributeKey.for_keyword("ResurrectJobId")
 CLUSTER = SearchAttributeKey.for_keyword("ResurrectCluster")
@@ -62,6 +62,6 @@ def initial_attributes(interruption: Interruption) -> TypedSearchAttributes:
             SearchAttributePair(JOB_ID, interruption.job_id),
             SearchAttributePair(CLUSTER, interruption.cluster),
             SearchAttributePair(NODES, sorted(set(interruption.nodes))),
-            SearchAttributePair(PHASE, "reported"),
+            SearchAttributePair(PHASE, RecoveryPhase.REPORTED.value),
         ]
     )
