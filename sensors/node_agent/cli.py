@@ -147,9 +147,9 @@ def _agent(settings: AgentSettings, engine: LineScanner, reporter: AgentReporter
 def _self_fence(settings: AgentSettings, config: Any) -> SelfFence:
     """The agent's self-fence (``fencing.enabled``): its jobs looked up through Slurm."""
     from resurrect.policy import job_policy
-    from resurrect.service import scheduler_from_config
+    from resurrect.scheduler.factory import scheduler_for
 
-    scheduler = scheduler_from_config(config)
+    scheduler = scheduler_for(config.cluster)  # it only reads jobs: no hold-mark key
     return SelfFence(
         config.fencing,
         settings.node_name,
