@@ -144,13 +144,16 @@ def _fold_activity(
     converter: PayloadConverter,
 ) -> None:
     if name == GATHER_EVIDENCE:
+        # the first read is the interrupted attempt's: a later one (the second-source wait's,
+        # the 0.2.1 re-read after the grace) may already see the job as Slurm requeued it, with
+        # a new start and a new submit time
         bundle = _decode(converter, result, EvidenceBundle)
         if bundle is not None:
             for key, value in (
                 ("interrupted_attempt_started_at", bundle.job.start_time),
                 ("job_submitted_at", bundle.job.submit_time),
             ):
-                if value is not None:
+                if value is not None and key not in record:
                     record[key] = value if value.tzinfo else value.replace(tzinfo=UTC)
         return
     if name == ASSESS:

@@ -261,7 +261,8 @@ class RuleEngine:
                 else prefix.rank
             )
             named = prefix.host if prefix.host and not is_placeholder_host(prefix.host) else None
-            host = fields.get("host") or named or state.host or state.context_host
+            reporter = None if rule.reports_another_node else named or state.host
+            host = fields.get("host") or reporter or state.context_host
             if rule.sets_host and fields.get("host"):
                 state.context_host = fields["host"]
             if state.counts[rule.id] > MAX_EVIDENCE_PER_RULE:

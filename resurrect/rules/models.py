@@ -155,6 +155,10 @@ class Rule(LineRule):
     whole_line: bool = False
     """The pattern reads the whole cleaned line, launcher prefixes included, for reports whose
     own text looks like a prefix (Horovod's ``6: [...]`` stalled-rank lines)."""
+    reports_another_node: bool = False
+    """The line is a survivor's report of another node's failure (a step daemon cancelling
+    its step "DUE TO NODE FAILURE"): its host is only one the line itself names, never the
+    reporter's (its launcher prefix or its file's host)."""
     examples: Examples
 
     @field_validator("literal", mode="before")

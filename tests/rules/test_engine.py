@@ -49,6 +49,23 @@ def test_slurmstepd_tag_names_its_node_not_itself() -> None:
     assert split_prefixes("slurmstepd: error: Detected 1 oom_kill event in StepId=9.0").host is None
 
 
+def test_a_survivors_node_failure_report_does_not_name_the_survivor() -> None:
+    """A step daemon cancelling its step because another node failed names only itself: the
+    lost node is the one srun names, never the reporter's tag."""
+    survivor = (
+        "slurmstepd-node1: error: *** STEP 1.0 ON node1 CANCELLED AT 2026-12-03T13:21:58"
+        " DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***"
+    )
+    (report,) = [e for e in ENGINE.scan_line(survivor) if e.rule == "slurm.node_failure"]
+    assert report.host is None
+    (named,) = [
+        e
+        for e in ENGINE.scan_line("srun: error: Node failure on node2")
+        if e.rule == "slurm.node_failure"
+    ]
+    assert named.host == "node2"
+
+
 def test_prefix_parser_leaves_body() -> None:
     p = split_prefixes("7: [rank7]:[E1206 18:44:12] boom")
     assert (p.rank, p.body) == (7, "[E1206 18:44:12] boom")
