@@ -29,7 +29,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from support.file_scheduler import BACKEND, STATE_ENV, FileScheduler, install_ba
 from support.release_venv import release_python
 from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Replayer
 
 from resurrect import __version__
@@ -426,11 +427,26 @@ async def continued_as_new(
     assert first_run is not None
     for sent in range(600):
         await handle.signal("report", interruption(CLUSTER, silent, **silence_report(node)))
-        await handle.query(PHASE_QUERY)
+        await caught_up(handle)
         if sent >= 480 and sent % 10 == 0 and await _continued(handle, first_run):
             break
     second_run = await until(lambda: _continued(handle, first_run), "continued as new", 30)
     return first_run, second_run
+
+
+async def caught_up(handle: WorkflowHandle[Any, Any], attempts: int = 5) -> None:
+    """Return once the worker has answered a query on ``handle``: every signal sent before
+    has been taken by a finished workflow task. A query the worker cannot answer in time
+    (on 2 busy cores a workflow task over a long history can take seconds) is asked again."""
+    for attempt in range(attempts):
+        try:
+            await handle.query(PHASE_QUERY, rpc_timeout=timedelta(seconds=30))
+            return
+        except RPCError as error:
+            if error.status not in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED):
+                raise
+            if attempt == attempts - 1:
+                raise
 
 
 async def _continued(handle: WorkflowHandle[Any, Any], first_run: str) -> str | None:
