@@ -86,7 +86,7 @@ async def run_service(
     """Run the enabled parts until ``stop`` is set."""
     from resurrect.sensors.registry import SensorContext, SensorPart, start_sensors
     from resurrect.sensors.report import reporter
-    from resurrect.temporal.releases import refuse_other_releases
+    from resurrect.temporal.releases import refuse_other_releases, watch_other_releases
     from resurrect.workers.recovery_worker import (
         build_operator_worker,
         build_worker,
@@ -103,11 +103,12 @@ async def run_service(
         report = reporter(client, task_queue=config.temporal.task_queue)
         tasks: list[asyncio.Task[None]] = []
         if parts.worker:
-            await refuse_other_releases(
-                client, served_task_queues(config), config.temporal.other_release_window_s
-            )
+            queues, window_s = served_task_queues(config), config.temporal.other_release_window_s
+            await refuse_other_releases(client, queues, window_s)
             worker = build_worker(client, config, scheduler)
             tasks.append(asyncio.create_task(run_worker(worker, stop), name="worker"))
+            watch = watch_other_releases(client, queues, window_s, stop)
+            tasks.append(asyncio.create_task(watch, name="release watch"))
             kept = asyncio.create_task(read_kept_figures(client, config, scheduler))
             stack.callback(kept.cancel)  # a read still under way at the end is dropped
             operator = build_operator_worker(client, config, scheduler)

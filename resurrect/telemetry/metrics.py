@@ -61,6 +61,10 @@ NODE_LEMON_SCORE = _gauge(
     "resurrect_node_lemon_score",
     "A node's lemon score: its decayed, evidence-weighted incidents per node in service",
 )
+OTHER_RELEASE_POLLERS = _gauge(
+    "resurrect_other_release_pollers",
+    "Workers of another resurrect release seen polling this worker's task queues (should be 0)",
+)
 RESTARTS_CHARGED = _gauge(
     "resurrect_restart_budget_used",
     "Restarts charged to the job's max_restarts budget before this recovery",

@@ -4,6 +4,7 @@ dev server. tests/workflows/test_rolling_upgrade.py runs it with a worker of 0.2
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 
 import pytest
@@ -13,7 +14,12 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from resurrect import __version__
 from resurrect.errors import OtherReleaseServing
-from resurrect.temporal.releases import refuse_other_releases, release_of, worker_identity
+from resurrect.temporal.releases import (
+    refuse_other_releases,
+    release_of,
+    watch_other_releases,
+    worker_identity,
+)
 
 pytestmark = pytest.mark.temporal
 
@@ -73,3 +79,37 @@ async def test_a_live_worker_of_another_release_is_refused_a_stopped_one_is_not(
     await asyncio.wait_for(
         refuse_other_releases(temporal_client, [queue], window_s=3, interval_s=0.2), timeout=30
     )
+
+
+async def test_a_worker_of_another_release_started_later_is_reported_while_running(
+    temporal_client: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A release before 0.2.1 starts without looking: the running worker's watch sees it."""
+    queue = f"q-{uuid.uuid4().hex}"
+    stop = asyncio.Event()
+    watching = asyncio.create_task(
+        watch_other_releases(temporal_client, [queue], window_s=120, stop=stop, interval_s=0.2)
+    )
+    old = Worker(
+        temporal_client,
+        task_queue=queue,
+        workflows=[Probe],
+        identity="4711@ctl1",  # as 0.2.0 polls
+        workflow_runner=UnsandboxedWorkflowRunner(),
+    )
+    with caplog.at_level(logging.ERROR, logger="resurrect.temporal.releases"):
+        async with old:
+            await asyncio.sleep(1.0)  # it polls, and is seen
+            # a task makes it poll again: alive
+            await temporal_client.execute_workflow(Probe.run, id=queue, task_queue=queue)
+            deadline = asyncio.get_running_loop().time() + 30
+            while not any("4711@ctl1" in r.getMessage() for r in caplog.records):
+                assert asyncio.get_running_loop().time() < deadline, "not reported"
+                await asyncio.sleep(0.1)
+            await temporal_client.execute_workflow(Probe.run, id=f"{queue}-2", task_queue=queue)
+            await asyncio.sleep(0.6)
+    stop.set()
+    await asyncio.wait_for(watching, timeout=5)
+    reports = [r.getMessage() for r in caplog.records if "4711@ctl1" in r.getMessage()]
+    assert len(reports) == 1, reports  # once, however long it stays
+    assert "a release before 0.2.1" in reports[0] and "docs/upgrading.md" in reports[0]
