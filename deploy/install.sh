@@ -69,8 +69,18 @@ imports_this_checkout() {
   (cd / && "$ROOT/.venv/bin/python" -c 'import sys, resurrect.workflows.recovery as m, temporalio, torch
 sys.exit(m.__file__ != sys.argv[1])' "$ROOT/workflows/recovery.py") 2>/dev/null
 }
-say "pip install -e .[dev]"
-pip_install_editable
+# What the editable install was made from: its packaging files and this checkout's path.
+# Unchanged since the last install that imported this checkout: pip is not run again.
+install_inputs() {
+  { echo "$ROOT"; cat pyproject.toml setup.py examples/plugins/resurrect-example-plugin/pyproject.toml; } | sha256sum | cut -d' ' -f1
+}
+STAMP=.venv/.resurrect-installed-from
+if [ "$(cat "$STAMP" 2>/dev/null)" = "$(install_inputs)" ] && imports_this_checkout; then
+  say "pip install -e .[dev]: up to date"
+else
+  say "pip install -e .[dev]"
+  pip_install_editable
+fi
 if ! imports_this_checkout; then
   # an install of another layout (resurrect/workflows as a link or a copy in site-packages,
   # an older editable finder) or of another checkout: remove it and install this one again
@@ -79,6 +89,7 @@ if ! imports_this_checkout; then
   pip_install_editable
   imports_this_checkout || { say "install failed: resurrect.workflows is not $ROOT/workflows"; exit 1; }
 fi
+install_inputs > "$STAMP"
 case ${RESURRECT_SLURM_VERSION:-} in
   24.11|26.05)
     if [ "$(id -u)" -eq 0 ]; then
