@@ -50,6 +50,8 @@ PARTS = (
     "validation-frameworks-2",
     "validation-frameworks-3",
     "validation-frameworks-4",
+    "validation-frameworks-5",
+    "validation-frameworks-6",
 )
 
 
