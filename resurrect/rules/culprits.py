@@ -26,9 +26,11 @@ LOCAL_FABRIC_RULES = ("nccl.ib_verbs_failure", "nccl.ib_link_down", "xid.", "gpu
 """Fabric evidence about the reporting host's own adapter or NVLink (not a two-ended link)."""
 PROBE_KINDS = frozenset({SignalKind.STACK_DUMP, SignalKind.PROGRESS})
 """Evidence from resurrect's own probes of the ranks (their stacks, their progress)."""
-TRACEBACK_RULE = "python.rank_traceback"
+RANK_CONTEXT_RULES = frozenset({"python.rank_traceback", "ascend.error_header"})
+"""Lines that only say which rank is talking: a ``[rankN]:`` traceback, CANN's ``(PID:..,
+Device:.., RankID:N)`` error header."""
 TRACEBACK_NEIGHBOUR_LINES = 5
-"""A ``[rankN]:`` traceback this close to a decisive line without a rank is that line's rank's."""
+"""Such a line this close to a decisive line without a rank is that line's rank's."""
 BEHIND_RULES = frozenset({"flight_recorder.behind", "nccl_ras.rank"})
 """Probe findings that name a rank behind its peers (the job's Flight Recorder, NCCL RAS)."""
 NO_CULPRIT_CLASSES = frozenset(
@@ -189,8 +191,9 @@ def aborted_ranks(evidence: Sequence[Evidence]) -> list[int]:
 
 
 def traceback_ranks(decisive: Sequence[Evidence], evidence: Sequence[Evidence]) -> list[int]:
-    """The rank whose ``[rankN]:`` traceback was printed around the decisive lines (within
-    :data:`TRACEBACK_NEIGHBOUR_LINES`, same file), when exactly one rank's was."""
+    """The rank whose ``[rankN]:`` traceback (or other :data:`RANK_CONTEXT_RULES` line) was
+    printed around the decisive lines (within :data:`TRACEBACK_NEIGHBOUR_LINES`, same file), when
+    exactly one rank's was."""
     found: set[int] = set()
     for line in decisive:
         if line.line is None:
@@ -198,7 +201,7 @@ def traceback_ranks(decisive: Sequence[Evidence], evidence: Sequence[Evidence]) 
         found.update(
             e.rank
             for e in evidence
-            if e.rule == TRACEBACK_RULE
+            if e.rule in RANK_CONTEXT_RULES
             and e.rank is not None
             and e.file == line.file
             and e.line is not None
