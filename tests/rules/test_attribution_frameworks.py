@@ -409,3 +409,176 @@ def test_a_rank_prefixed_segfault_banner_is_a_crash_of_that_rank() -> None:
 """)
     assert d.fault_class is FaultClass.PROCESS_CRASH
     assert d.culprit_ranks == [41]
+
+
+# -- the generalisation round: each mechanism in the words of the stacks that share it ---------
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # PyTorch's caching allocator on devices other than CUDA
+        "torch.OutOfMemoryError: XPU out of memory. Tried to allocate 2.00 GiB (GPU 0; 47.98 GiB"
+        " total capacity; 45.01 GiB already allocated)",
+        "RuntimeError: MLU out of memory. Tried to allocate 1.00 GiB (MLU 1; 31.99 GiB total"
+        " capacity; 30.70 GiB already allocated)",
+        # CANN: an NPU allocation that failed, under MindSpore or torch_npu
+        "RuntimeError: Call aclrtMalloc failed, ret: 207001",
+        # TensorFlow's eager op that could not allocate its output
+        "tensorflow.python.framework.errors_impl.ResourceExhaustedError: failed to allocate"
+        " memory [Op:Mul]",
+    ],
+)
+def test_device_oom_on_other_accelerators_and_eager_ops_stops_the_job(line: str) -> None:
+    d = diag(line)
+    assert d.fault_class is FaultClass.MEMORY_DEVICE_OOM, d.summary
+
+
+def test_the_npu_the_allocator_names_is_the_gpu_culprit() -> None:
+    d = diag(
+        "RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 5; 60.96 GiB total"
+        " capacity; 58.01 GiB already allocated; 1.20 GiB free)"
+    )
+    assert d.fault_class is FaultClass.MEMORY_DEVICE_OOM
+    assert d.culprit_gpus == ["5"]
+
+
+def test_rays_host_oom_wrapped_in_a_task_error_is_the_host_not_the_gpu() -> None:
+    d = diag("""
+ray.exceptions.RayTaskError(OutOfMemoryError): ray::TrainTrainable.train() (pid=881, ip=10.0.3.14, actor_id=ab12)
+""")
+    assert d.fault_class is FaultClass.MEMORY_HOST_OOM, d.summary
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # CANN's AI Core and vector-core exceptions, under torch_npu and MindSpore
+        "rtStreamSynchronize execute failed, reason=[aicore exception]"
+        "[FUNC:FuncErrorReason][FILE:error_message_manage.cc][LINE:53]",
+        "[rank4]: EZ9999: [PID: 81] 2025-01-01-10:00:00.000.000 The error from device(chipId:4,"
+        " dieId:0), serial number is 9, there is an aivec error exception, core id is 12",
+        # ROCm's HSA runtime aborting a faulted queue
+        ":0:rocdevice.cpp            :2881: 0132567183 us: [pid:90  tid:0x7f] Callback: Queue"
+        " 0x7f00 aborting with error : HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION: The agent"
+        " attempted to access memory beyond the largest legal address. code: 0x29",
+    ],
+)
+def test_an_accelerator_kernel_fault_outside_cuda_is_a_cuda_error(text: str) -> None:
+    d = diag(text)
+    assert d.fault_class is FaultClass.CUDA_ERROR, d.summary
+    assert d.culprit_hosts == []  # an Ascend error code ("EZ9999: ") names no host
+
+
+def test_an_ai_cpu_operator_that_only_timed_out_is_no_device_fault() -> None:
+    d = diag(
+        "rtStreamSynchronizeWithTimeout execute failed, reason=[aicpu timeout]"
+        "[FUNC:FuncErrorReason][FILE:error_message_manage.cc][LINE:49]"
+    )
+    assert d.fault_class is not FaultClass.CUDA_ERROR
+
+
+def test_a_kernel_missing_for_an_amd_gpu_is_the_jobs_build() -> None:
+    d = diag("node7:31:31 [0] NCCL WARN Cuda failure 'hipErrorNoBinaryForGpu'")
+    assert d.fault_class is FaultClass.APP_ERROR, d.summary
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # HCCL's notify wait (EI0002) and link set-up (EI0006) timeouts
+        "EI0002: 2025-02-01-08:00:00.000.000 The wait execution of the Notify register times out."
+        " Reason: The Notify register has not received the Notify record from remote rank [6].",
+        "[ERROR] HCCL(4242,python):2025-02-01-08:00:00.000.000 [hccl_socket_manager.cc:816]"
+        " [4300][Wait][LinkEstablish]wait socket establish timeout, role[0] rank[0] timeout[120 s]",
+        # TensorFlow's collective ops losing a peer task over gRPC
+        "tensorflow.python.framework.errors_impl.UnavailableError: Socket closed\n"
+        "Additional GRPC error information from remote target /job:worker/replica:0/task:3:",
+        # JAX's distributed service giving up on a task that stopped sending heartbeats
+        "F0101 00:00:00.000000 1234 client.cc:81] Terminating process because the JAX distributed"
+        " service detected fatal errors. This most likely indicates that another task died",
+    ],
+)
+def test_a_peer_that_stopped_answering_is_a_collective_symptom(text: str) -> None:
+    d = diag(text)
+    assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT, d.summary
+    assert d.action is not RecoveryAction.DRAIN_AND_RESTART
+
+
+def test_an_hccl_call_failing_on_a_timeout_is_no_application_error() -> None:
+    d = diag("""
+[rank2]: RuntimeError: InnerRunOpApi:torch_npu/csrc/framework/OpParamMaker.cpp:281 OPS function error: HcclAllGather, error code is 6
+[rank2]: [ERROR] 2025-05-01-10:00:00 (PID:77, Device:2, RankID:2) ERR01100 OPS call acl api failed.
+[rank2]: EI0002: [PID: 77] 2025-05-01-10:00:00.000.000 The wait execution of the Notify register times out.
+""")
+    assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT, d.summary
+
+
+def test_a_root_cause_beats_the_grpc_symptom_of_the_peer_it_killed() -> None:
+    d = diag("""
+[worker 1] tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with shape[512,4096] and type float on /job:worker/replica:0/task:1/device:GPU:0 by allocator GPU_0_bfc
+[worker 0] tensorflow.python.framework.errors_impl.UnavailableError: failed to connect to all addresses
+""")
+    assert d.fault_class is FaultClass.MEMORY_DEVICE_OOM, d.summary
+
+
+def test_an_hccl_roce_error_cqe_is_a_link_failure() -> None:
+    d = diag(
+        "[PID: 90] 2025-12-04-21:59:08.232.310 Execution Error ROCE CQE(EI0013): An error CQE"
+        " occurred during operator execution. Local information: server 10.1.0.1, device ID 0."
+        " Peer information: server 10.1.0.2, device ID 1."
+    )
+    assert d.fault_class is FaultClass.NETWORK_FABRIC, d.summary
+
+
+def test_cann_names_the_rank_in_its_error_header() -> None:
+    d = diag(
+        "[ERROR] 2025-03-01-09:00:00 (PID:5150, Device:6, RankID:14) ERR00100 PTA call acl api"
+        " failed\nrtStreamSynchronize execute failed, reason=[aicore exception]"
+    )
+    assert d.fault_class is FaultClass.CUDA_ERROR
+    assert d.culprit_ranks == [14]
+
+
+@pytest.mark.parametrize(
+    ("text", "rank"),
+    [
+        ("[1,5]<stderr>:MPI_ABORT was invoked on rank 5 in communicator MPI_COMM_WORLD", 5),
+        (
+            "[2025-01-01 00:00:00,000] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python3',"
+            " '-u', 'train.py', '--local_rank=3', '--deepspeed'] exits with return code = -6",
+            3,
+        ),
+    ],
+)
+def test_a_rank_that_aborted_with_nothing_better_is_a_weak_crash_of_that_rank(
+    text: str, rank: int
+) -> None:
+    d = diag(text)
+    assert d.fault_class is FaultClass.PROCESS_CRASH, d.summary
+    assert d.culprit_ranks == [rank]
+
+
+def test_an_abort_after_a_rank_raised_is_the_exception() -> None:
+    d = diag("""
+[1,2]<stderr>:ValueError: Expected input batch_size (32) to match target batch_size (16).
+[1,2]<stderr>:MPI_ABORT was invoked on rank 2 in communicator MPI_COMM_WORLD
+""")
+    assert d.fault_class is FaultClass.APP_ERROR, d.summary
+    assert d.culprit_ranks == [2]
+
+
+def test_a_dataloader_worker_segfault_under_ray_train_is_a_crash() -> None:
+    d = diag(
+        "(RayTrainWorker pid=812, ip=10.0.0.4) ERROR: Unexpected segmentation fault encountered in worker."
+    )
+    assert d.fault_class is FaultClass.PROCESS_CRASH, d.summary
+    assert d.culprit_hosts == ["10.0.0.4"]
+
+
+def test_a_failed_check_glued_to_a_progress_bar_is_still_an_abort() -> None:
+    d = diag(
+        "Training:   3%|3         | 3/100 [00:04<01:12,  1.2it/s]F1203 10:00:00.123456   991"
+        " hlo_instruction.cc:2210] Check failed: operand_count() == 2"
+    )
+    assert d.fault_class is FaultClass.PROCESS_CRASH, d.summary
