@@ -52,6 +52,7 @@ PARTS = (
     "validation-frameworks-4",
     "validation-frameworks-5",
     "validation-frameworks-6",
+    "validation-frameworks-7",
 )
 
 
