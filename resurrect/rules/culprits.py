@@ -42,8 +42,6 @@ REPORT_HOST_LINES = 4
 after the headline ("ORTE has lost communication with its daemon located on node:")."""
 ABORTED_LIST_RULES = frozenset({"launcher.paddle_trainers_aborted"})
 """Launcher reports that list every rank that failed."""
-SHUTDOWN_RULES = frozenset({"horovod.shut_down"})
-"""Collective symptoms that say a rank failed (not that a collective waited too long)."""
 _RANK_LIST = re.compile(r"[0-9]+")
 
 
@@ -62,14 +60,6 @@ def horovod_stalled_ranks(timeouts: Sequence[Evidence]) -> list[int]:
         return sorted({int(x) for x in _RANK_LIST.findall(missing[-1].fields["missing"])})
     ready = {int(x) for e in timeouts for x in _RANK_LIST.findall(e.fields.get("ready", ""))}
     return [r for r in range(max(ready)) if r not in ready] if ready else []
-
-
-def shut_down_by_another_rank(cascades: Sequence[Evidence]) -> bool:
-    """Whether every collective symptom is a library shutting down because some rank failed
-    (Horovod's "Horovod has been shut down"): the launcher's first failed process is then the
-    rank that failed, not a rank that merely waited."""
-    symptoms = [e for e in cascades if e.fault_class is FaultClass.COLLECTIVE_TIMEOUT]
-    return bool(symptoms) and all(e.rule in SHUTDOWN_RULES for e in symptoms)
 
 
 def collective_culprits(evidence: Sequence[Evidence], cascades: Sequence[Evidence]) -> list[int]:
@@ -281,11 +271,6 @@ def find_culprits(
     behind = [e for e in evidence if e.rule in BEHIND_RULES and e.rank is not None]
     if fault_class is FaultClass.COLLECTIVE_TIMEOUT and not has_roots:
         found.ranks = ranks_named(behind) or collective_culprits(evidence, cascades)
-        first = first_failure(records, evidence) if shut_down_by_another_rank(cascades) else None
-        if not found.ranks and first is not None:
-            found.ranks = [first[0]]
-            if first[1]:
-                hosts.setdefault(first[0], first[1])
         found.hosts = hosts_of(found.ranks, [*behind, *cascades], hosts)
     elif fault_class is FaultClass.NETWORK_FABRIC:
         found.hosts = fabric_culprits(primary)
