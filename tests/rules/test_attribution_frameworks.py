@@ -584,3 +584,32 @@ def test_a_failed_check_glued_to_a_progress_bar_is_still_an_abort() -> None:
         " hlo_instruction.cc:2210] Check failed: operand_count() == 2"
     )
     assert d.fault_class is FaultClass.PROCESS_CRASH, d.summary
+
+
+def test_paddles_container_killed_by_a_fault_signal_is_a_crash_of_that_rank() -> None:
+    d = diag("""
+LAUNCH ERROR 2024-02-01 10:00:00,000 Container failed !!!
+Container rank 3 status failed cmd ['/usr/bin/python', '-u', 'train.py', '--fleet'] code -11 log log/workerlog.3
+""")
+    assert d.fault_class is FaultClass.PROCESS_CRASH, d.summary
+    assert d.culprit_ranks == [3]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # RCCL keeps NCCL's words for a HIP call that failed underneath it
+        "gpu-n3:881:902 [1] /opt/rocm/rccl/src/transport/p2p.cc:311 NCCL WARN Cuda failure"
+        " 'hipErrorInvalidValue'",
+        # a TPU core that halted, in PJRT's and in the TPU driver's words
+        "E0301 10:00:00.000000  77 real_program_continuator.cc:1200] 0x0x1_TC0: *** Halt is"
+        " unexpected, all pending programs will fail.",
+        "RuntimeError: INTERNAL: Core halted unexpectedly: INTERNAL: Accelerator device halted"
+        " prematurely, perhaps due to an on-device check-failure. Node 3 halted unexpectedly",
+        # DeepSpeed's fused kernels' GEMM failing to execute
+        "!!!! kernel execution error. (m: 4096, n: 2048, k: 1024, error: 13)",
+    ],
+)
+def test_an_accelerator_runtime_fault_in_other_stacks_words_is_a_cuda_error(line: str) -> None:
+    d = diag(line)
+    assert d.fault_class is FaultClass.CUDA_ERROR, d.summary
