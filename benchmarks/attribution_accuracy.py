@@ -53,6 +53,7 @@ PARTS = (
     "validation-frameworks-5",
     "validation-frameworks-6",
     "validation-frameworks-7",
+    "validation-frameworks-8",
 )
 
 
