@@ -613,3 +613,26 @@ Container rank 3 status failed cmd ['/usr/bin/python', '-u', 'train.py', '--flee
 def test_an_accelerator_runtime_fault_in_other_stacks_words_is_a_cuda_error(line: str) -> None:
     d = diag(line)
     assert d.fault_class is FaultClass.CUDA_ERROR, d.summary
+
+
+def test_jaxs_nan_check_stopping_a_step_is_the_jobs_numerics() -> None:
+    d = diag("FloatingPointError: invalid value (inf) encountered in pjit(update_fn)")
+    assert d.fault_class is FaultClass.APP_ERROR, d.summary
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # CANN: the device's work never finished (a stream or task timeout)
+        "[rank3]: RuntimeError: npuSynchronizeDevice:torch_npu/csrc/core/npu/NPUStream.cpp:435 NPU"
+        " function error: aclrtSynchronizeDevice, error code is 107020",
+        "EE1002: 2025-01-01-00:00:00.000.000 Stream synchronize timeout. rtDeviceSynchronize"
+        " execute failed, reason=[stream sync timeout]",
+        # a c10d store client that never reached the store (under Ray's prefix)
+        "(RayTrainWorker pid=77, ip=10.0.0.8) [E101 00:00:00.000000000 socket.cpp:1011] [c10d] The"
+        " client socket has timed out after 600000ms while trying to connect to (10.0.0.2, 29500).",
+    ],
+)
+def test_work_that_never_finished_waiting_on_others_is_a_collective_symptom(text: str) -> None:
+    d = diag(text)
+    assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT, d.summary
