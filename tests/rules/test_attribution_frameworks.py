@@ -47,6 +47,16 @@ def diag(text: str) -> Diagnosis:
         "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total"
         " capacity of 191.98 GiB",
         "RuntimeError: HIP error: hipErrorOutOfMemory",
+        # PyTorch's caching allocator on devices other than CUDA
+        "torch.OutOfMemoryError: XPU out of memory. Tried to allocate 2.00 GiB (GPU 0; 47.98 GiB"
+        " total capacity; 45.01 GiB already allocated)",
+        "RuntimeError: MLU out of memory. Tried to allocate 1.00 GiB (MLU 1; 31.99 GiB total"
+        " capacity; 30.70 GiB already allocated)",
+        # CANN: an NPU allocation that failed, under MindSpore or torch_npu
+        "RuntimeError: Call aclrtMalloc failed, ret: 207001",
+        # TensorFlow's eager op that could not allocate its output
+        "tensorflow.python.framework.errors_impl.ResourceExhaustedError: failed to allocate"
+        " memory [Op:Mul]",
     ],
 )
 def test_device_oom_in_each_frameworks_words_stops_the_job(line: str) -> None:
@@ -55,13 +65,27 @@ def test_device_oom_in_each_frameworks_words_stops_the_job(line: str) -> None:
     assert d.action is RecoveryAction.STOP
 
 
-def test_paddle_names_the_gpu_that_ran_out() -> None:
-    d = diag(
-        "Out of memory error on GPU 3. Cannot allocate 1.5GB memory on GPU 3, 30GB memory"
-        " has been allocated and available memory is only 12MB."
-    )
+@pytest.mark.parametrize(
+    ("line", "gpu"),
+    [
+        # PaddlePaddle's allocator
+        (
+            "Out of memory error on GPU 3. Cannot allocate 1.5GB memory on GPU 3, 30GB memory"
+            " has been allocated and available memory is only 12MB.",
+            "3",
+        ),
+        # PyTorch's caching allocator on an Ascend NPU (torch_npu)
+        (
+            "RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 5; 60.96 GiB total"
+            " capacity; 58.01 GiB already allocated; 1.20 GiB free)",
+            "5",
+        ),
+    ],
+)
+def test_the_allocator_names_the_device_that_ran_out(line: str, gpu: str) -> None:
+    d = diag(line)
     assert d.fault_class is FaultClass.MEMORY_DEVICE_OOM
-    assert d.culprit_gpus == ["3"]
+    assert d.culprit_gpus == [gpu]
 
 
 def test_a_tensorflow_tensor_on_the_host_cpu_is_a_host_oom() -> None:
@@ -416,35 +440,6 @@ def test_a_rank_prefixed_segfault_banner_is_a_crash_of_that_rank() -> None:
 # -- the generalisation round: each mechanism in the words of the stacks that share it ---------
 
 
-@pytest.mark.parametrize(
-    "line",
-    [
-        # PyTorch's caching allocator on devices other than CUDA
-        "torch.OutOfMemoryError: XPU out of memory. Tried to allocate 2.00 GiB (GPU 0; 47.98 GiB"
-        " total capacity; 45.01 GiB already allocated)",
-        "RuntimeError: MLU out of memory. Tried to allocate 1.00 GiB (MLU 1; 31.99 GiB total"
-        " capacity; 30.70 GiB already allocated)",
-        # CANN: an NPU allocation that failed, under MindSpore or torch_npu
-        "RuntimeError: Call aclrtMalloc failed, ret: 207001",
-        # TensorFlow's eager op that could not allocate its output
-        "tensorflow.python.framework.errors_impl.ResourceExhaustedError: failed to allocate"
-        " memory [Op:Mul]",
-    ],
-)
-def test_device_oom_on_other_accelerators_and_eager_ops_stops_the_job(line: str) -> None:
-    d = diag(line)
-    assert d.fault_class is FaultClass.MEMORY_DEVICE_OOM, d.summary
-
-
-def test_the_npu_the_allocator_names_is_the_gpu_culprit() -> None:
-    d = diag(
-        "RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 5; 60.96 GiB total"
-        " capacity; 58.01 GiB already allocated; 1.20 GiB free)"
-    )
-    assert d.fault_class is FaultClass.MEMORY_DEVICE_OOM
-    assert d.culprit_gpus == ["5"]
-
-
 def test_rays_host_oom_wrapped_in_a_task_error_is_the_host_not_the_gpu() -> None:
     d = diag("""
 ray.exceptions.RayTaskError(OutOfMemoryError): ray::TrainTrainable.train() (pid=881, ip=10.0.3.14, actor_id=ab12)
@@ -499,6 +494,14 @@ def test_a_kernel_missing_for_an_amd_gpu_is_the_jobs_build() -> None:
         # JAX's distributed service giving up on a task that stopped sending heartbeats
         "F0101 00:00:00.000000 1234 client.cc:81] Terminating process because the JAX distributed"
         " service detected fatal errors. This most likely indicates that another task died",
+        # CANN: the device's work never finished (a stream or task timeout)
+        "[rank3]: RuntimeError: npuSynchronizeDevice:torch_npu/csrc/core/npu/NPUStream.cpp:435 NPU"
+        " function error: aclrtSynchronizeDevice, error code is 107020",
+        "EE1002: 2025-01-01-00:00:00.000.000 Stream synchronize timeout. rtDeviceSynchronize"
+        " execute failed, reason=[stream sync timeout]",
+        # a c10d store client that never reached the store (under Ray's prefix)
+        "(RayTrainWorker pid=77, ip=10.0.0.8) [E101 00:00:00.000000000 socket.cpp:1011] [c10d] The"
+        " client socket has timed out after 600000ms while trying to connect to (10.0.0.2, 29500).",
     ],
 )
 def test_a_peer_that_stopped_answering_is_a_collective_symptom(text: str) -> None:
@@ -618,21 +621,3 @@ def test_an_accelerator_runtime_fault_in_other_stacks_words_is_a_cuda_error(line
 def test_jaxs_nan_check_stopping_a_step_is_the_jobs_numerics() -> None:
     d = diag("FloatingPointError: invalid value (inf) encountered in pjit(update_fn)")
     assert d.fault_class is FaultClass.APP_ERROR, d.summary
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        # CANN: the device's work never finished (a stream or task timeout)
-        "[rank3]: RuntimeError: npuSynchronizeDevice:torch_npu/csrc/core/npu/NPUStream.cpp:435 NPU"
-        " function error: aclrtSynchronizeDevice, error code is 107020",
-        "EE1002: 2025-01-01-00:00:00.000.000 Stream synchronize timeout. rtDeviceSynchronize"
-        " execute failed, reason=[stream sync timeout]",
-        # a c10d store client that never reached the store (under Ray's prefix)
-        "(RayTrainWorker pid=77, ip=10.0.0.8) [E101 00:00:00.000000000 socket.cpp:1011] [c10d] The"
-        " client socket has timed out after 600000ms while trying to connect to (10.0.0.2, 29500).",
-    ],
-)
-def test_work_that_never_finished_waiting_on_others_is_a_collective_symptom(text: str) -> None:
-    d = diag(text)
-    assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT, d.summary
