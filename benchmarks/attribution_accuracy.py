@@ -54,6 +54,7 @@ PARTS = (
     "validation-frameworks-6",
     "validation-frameworks-7",
     "validation-frameworks-8",
+    "validation-frameworks-9",
 )
 
 
