@@ -621,3 +621,20 @@ def test_an_accelerator_runtime_fault_in_other_stacks_words_is_a_cuda_error(line
 def test_jaxs_nan_check_stopping_a_step_is_the_jobs_numerics() -> None:
     d = diag("FloatingPointError: invalid value (inf) encountered in pjit(update_fn)")
     assert d.fault_class is FaultClass.APP_ERROR, d.summary
+
+
+def test_a_shell_reporting_a_rank_aborted_without_a_core_is_a_weak_crash_of_it() -> None:
+    d = diag(
+        "Tue Mar  5 10:00:00 2024[2]<stderr>:bash: line 1: 77123 Aborted                 "
+        "HOROVOD_RANK=2 HOROVOD_SIZE=4 python train.py"
+    )
+    assert d.fault_class is FaultClass.PROCESS_CRASH, d.summary
+    assert d.culprit_ranks == [2]
+
+
+def test_a_hip_runtime_call_failing_with_an_hsa_error_is_a_cuda_error() -> None:
+    d = diag(
+        'RuntimeError: Failed in file /opt/rocm/hip/src/hip_memory.cpp, in function "h2d_copy",'
+        " on line 240, with error: HSA_STATUS_ERROR: A generic error has occurred."
+    )
+    assert d.fault_class is FaultClass.CUDA_ERROR, d.summary
