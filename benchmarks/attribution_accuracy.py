@@ -50,6 +50,11 @@ PARTS = (
     "validation-frameworks-2",
     "validation-frameworks-3",
     "validation-frameworks-4",
+    "validation-frameworks-5",
+    "validation-frameworks-6",
+    "validation-frameworks-7",
+    "validation-frameworks-8",
+    "validation-frameworks-9",
 )
 
 

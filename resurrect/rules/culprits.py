@@ -26,9 +26,11 @@ LOCAL_FABRIC_RULES = ("nccl.ib_verbs_failure", "nccl.ib_link_down", "xid.", "gpu
 """Fabric evidence about the reporting host's own adapter or NVLink (not a two-ended link)."""
 PROBE_KINDS = frozenset({SignalKind.STACK_DUMP, SignalKind.PROGRESS})
 """Evidence from resurrect's own probes of the ranks (their stacks, their progress)."""
-TRACEBACK_RULE = "python.rank_traceback"
+RANK_CONTEXT_RULES = frozenset({"python.rank_traceback", "ascend.error_header"})
+"""Lines that only say which rank is talking: a ``[rankN]:`` traceback, CANN's ``(PID:..,
+Device:.., RankID:N)`` error header."""
 TRACEBACK_NEIGHBOUR_LINES = 5
-"""A ``[rankN]:`` traceback this close to a decisive line without a rank is that line's rank's."""
+"""Such a line this close to a decisive line without a rank is that line's rank's."""
 BEHIND_RULES = frozenset({"flight_recorder.behind", "nccl_ras.rank"})
 """Probe findings that name a rank behind its peers (the job's Flight Recorder, NCCL RAS)."""
 NO_CULPRIT_CLASSES = frozenset(
@@ -40,8 +42,6 @@ REPORT_HOST_LINES = 4
 after the headline ("ORTE has lost communication with its daemon located on node:")."""
 ABORTED_LIST_RULES = frozenset({"launcher.paddle_trainers_aborted"})
 """Launcher reports that list every rank that failed."""
-SHUTDOWN_RULES = frozenset({"horovod.shut_down"})
-"""Collective symptoms that say a rank failed (not that a collective waited too long)."""
 _RANK_LIST = re.compile(r"[0-9]+")
 
 
@@ -60,14 +60,6 @@ def horovod_stalled_ranks(timeouts: Sequence[Evidence]) -> list[int]:
         return sorted({int(x) for x in _RANK_LIST.findall(missing[-1].fields["missing"])})
     ready = {int(x) for e in timeouts for x in _RANK_LIST.findall(e.fields.get("ready", ""))}
     return [r for r in range(max(ready)) if r not in ready] if ready else []
-
-
-def shut_down_by_another_rank(cascades: Sequence[Evidence]) -> bool:
-    """Whether every collective symptom is a library shutting down because some rank failed
-    (Horovod's "Horovod has been shut down"): the launcher's first failed process is then the
-    rank that failed, not a rank that merely waited."""
-    symptoms = [e for e in cascades if e.fault_class is FaultClass.COLLECTIVE_TIMEOUT]
-    return bool(symptoms) and all(e.rule in SHUTDOWN_RULES for e in symptoms)
 
 
 def collective_culprits(evidence: Sequence[Evidence], cascades: Sequence[Evidence]) -> list[int]:
@@ -189,8 +181,9 @@ def aborted_ranks(evidence: Sequence[Evidence]) -> list[int]:
 
 
 def traceback_ranks(decisive: Sequence[Evidence], evidence: Sequence[Evidence]) -> list[int]:
-    """The rank whose ``[rankN]:`` traceback was printed around the decisive lines (within
-    :data:`TRACEBACK_NEIGHBOUR_LINES`, same file), when exactly one rank's was."""
+    """The rank whose ``[rankN]:`` traceback (or other :data:`RANK_CONTEXT_RULES` line) was
+    printed around the decisive lines (within :data:`TRACEBACK_NEIGHBOUR_LINES`, same file), when
+    exactly one rank's was."""
     found: set[int] = set()
     for line in decisive:
         if line.line is None:
@@ -198,7 +191,7 @@ def traceback_ranks(decisive: Sequence[Evidence], evidence: Sequence[Evidence]) 
         found.update(
             e.rank
             for e in evidence
-            if e.rule == TRACEBACK_RULE
+            if e.rule in RANK_CONTEXT_RULES
             and e.rank is not None
             and e.file == line.file
             and e.line is not None
@@ -278,11 +271,6 @@ def find_culprits(
     behind = [e for e in evidence if e.rule in BEHIND_RULES and e.rank is not None]
     if fault_class is FaultClass.COLLECTIVE_TIMEOUT and not has_roots:
         found.ranks = ranks_named(behind) or collective_culprits(evidence, cascades)
-        first = first_failure(records, evidence) if shut_down_by_another_rank(cascades) else None
-        if not found.ranks and first is not None:
-            found.ranks = [first[0]]
-            if first[1]:
-                hosts.setdefault(first[0], first[1])
         found.hosts = hosts_of(found.ranks, [*behind, *cascades], hosts)
     elif fault_class is FaultClass.NETWORK_FABRIC:
         found.hosts = fabric_culprits(primary)

@@ -16,11 +16,13 @@ Everything a rule sees has passed through here:
   ``[host:pid]`` (Open MPI's signal handler and runtime messages), ``[host:pid:thread:tid]``
   (UCX's signal handler),
   ``(Worker pid=12, ip=10.0.0.3)`` and ``(pid=12, ip=...)`` (Ray; the ip names the host),
-  ``worker-1: `` / ``10.0.0.5: `` (pdsh, as DeepSpeed's multi-node launcher runs it) and
+  ``worker-1: `` / ``10.0.0.5: `` (pdsh, as DeepSpeed's multi-node launcher runs it; an Ascend
+  error code such as ``EZ9999: `` is none) and
   ``> `` quoting. :func:`split_prefixes` removes them and reports the rank/host (and NCCL's
   pid) they name, so rule patterns match the message body and need not know every launcher.
   Without a rank prefix, ProcessGroupNCCL's own ``[Rank 3]`` tag (default group), a formatter's
-  ``[rank=3]`` or JAX/Orbax's ``[process=3]`` (the process index) names the rank.
+  ``[rank=3]``, JAX/Orbax's ``[process=3]`` (the process index) or torch_npu/CANN's
+  ``(PID:12, Device:3, RankID:3)`` error header names the rank.
 
 :class:`LineSplitter` is the streaming half: feed it arbitrary byte chunks (as read from a
 growing file) and it yields complete, bounded lines, keeping a partial last line for the next
@@ -97,6 +99,8 @@ _PREFIX = re.compile(
     r"|(?=[A-Za-z][\w-]{0,62}[0-9])(?!(?i:rank|epoch|step|iter|layer|batch|stage|block|round|phase"
     r"|part|test|cuda|device|gpu|python|line|task|process|utf"
     r"|eth|ib|mlx|nvme|sd|bond|hsn|hfi|cxi|md|dm|veth|docker)[-_]?[0-9]{1,9}: "
+    # nor an Ascend CANN error code ("EZ9999: Inner Error!", "EI0006: ...", "E39999: ...")
+    r"|E[A-Z0-9][0-9]{4}: "
     r"|(?i:en[ops]|ib[ps])[0-9]\w{0,20}: )"
     r"[A-Za-z][A-Za-z0-9]{0,62}(?:-[A-Za-z0-9]{1,62}){0,8}"
     r"(?:\.[A-Za-z0-9-]{0,62}[A-Za-z][A-Za-z0-9-]{0,62}){0,8}): )"
@@ -110,8 +114,12 @@ _PG_RANK = re.compile(
     r"\[(?:PG (?:ID )?0 (?:PG GUID 0(?:\(default_pg\))? )?)?Rank (?P<rank>[0-9]{1,6})\]"
     # a log formatter's "[rank=0]" / "[rank: 0]" field; JAX/Orbax's "[process=1]" (process_index)
     r"|\[(?:rank|process)[=:] ?(?P<rank_kv>[0-9]{1,6})\]"
+    # torch_npu / CANN's error header "(PID:927000, Device:3, RankID:3)" (RankID:-1: none)
+    r"|\(PID:[0-9]{1,10}, Device:[0-9]{1,4}, RankID:(?P<rank_id>[0-9]{1,6})\)"
 )
 PG_RANK_WINDOW = 200
+_RANK_TAG_MARKS = ("Rank ", "[rank", "[process", "RankID:")
+"""Cheap tests for a rank tag in a line's body before :data:`_PG_RANK` runs."""
 _PLACEHOLDER_HOST = re.compile(
     r"[xX*#?.]{2,128}|<[^<>\n]{0,64}>"
     r"|(?i:(?:your[-_ ]?|some[-_ ]?)?(?:host[-_ ]?name|node[-_ ]?name|redacted|masked|hidden))"
@@ -181,10 +189,10 @@ def split_prefixes(text: str) -> LinePrefix:
             pid = m["pid_a"]
         body = body[m.end() :]
     window = body[:PG_RANK_WINDOW]
-    if rank is None and ("Rank " in window or "[rank" in window or "[process" in window):
+    if rank is None and any(mark in window for mark in _RANK_TAG_MARKS):
         tag = _PG_RANK.search(body, 0, PG_RANK_WINDOW)
         if tag is not None:
-            rank = int(tag["rank"] or tag["rank_kv"])
+            rank = int(tag["rank"] or tag["rank_kv"] or tag["rank_id"])
     return LinePrefix(body=body, rank=rank, host=host, pid=pid)
 
 

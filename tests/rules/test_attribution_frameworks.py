@@ -47,6 +47,16 @@ def diag(text: str) -> Diagnosis:
         "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total"
         " capacity of 191.98 GiB",
         "RuntimeError: HIP error: hipErrorOutOfMemory",
+        # PyTorch's caching allocator on devices other than CUDA
+        "torch.OutOfMemoryError: XPU out of memory. Tried to allocate 2.00 GiB (GPU 0; 47.98 GiB"
+        " total capacity; 45.01 GiB already allocated)",
+        "RuntimeError: MLU out of memory. Tried to allocate 1.00 GiB (MLU 1; 31.99 GiB total"
+        " capacity; 30.70 GiB already allocated)",
+        # CANN: an NPU allocation that failed, under MindSpore or torch_npu
+        "RuntimeError: Call aclrtMalloc failed, ret: 207001",
+        # TensorFlow's eager op that could not allocate its output
+        "tensorflow.python.framework.errors_impl.ResourceExhaustedError: failed to allocate"
+        " memory [Op:Mul]",
     ],
 )
 def test_device_oom_in_each_frameworks_words_stops_the_job(line: str) -> None:
@@ -55,13 +65,27 @@ def test_device_oom_in_each_frameworks_words_stops_the_job(line: str) -> None:
     assert d.action is RecoveryAction.STOP
 
 
-def test_paddle_names_the_gpu_that_ran_out() -> None:
-    d = diag(
-        "Out of memory error on GPU 3. Cannot allocate 1.5GB memory on GPU 3, 30GB memory"
-        " has been allocated and available memory is only 12MB."
-    )
+@pytest.mark.parametrize(
+    ("line", "gpu"),
+    [
+        # PaddlePaddle's allocator
+        (
+            "Out of memory error on GPU 3. Cannot allocate 1.5GB memory on GPU 3, 30GB memory"
+            " has been allocated and available memory is only 12MB.",
+            "3",
+        ),
+        # PyTorch's caching allocator on an Ascend NPU (torch_npu)
+        (
+            "RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 5; 60.96 GiB total"
+            " capacity; 58.01 GiB already allocated; 1.20 GiB free)",
+            "5",
+        ),
+    ],
+)
+def test_the_allocator_names_the_device_that_ran_out(line: str, gpu: str) -> None:
+    d = diag(line)
     assert d.fault_class is FaultClass.MEMORY_DEVICE_OOM
-    assert d.culprit_gpus == ["3"]
+    assert d.culprit_gpus == [gpu]
 
 
 def test_a_tensorflow_tensor_on_the_host_cpu_is_a_host_oom() -> None:
@@ -277,7 +301,9 @@ def test_an_orbax_process_tag_names_the_jax_process_index() -> None:
     assert d.culprit_ranks == [3]
 
 
-def test_mpiruns_first_failed_process_names_the_rank_behind_a_horovod_shutdown() -> None:
+def test_a_horovod_shutdown_alone_is_unknown_and_names_mpiruns_first_failed_rank() -> None:
+    # the shutdown says some rank raised, not what it raised: no class, but the rank mpirun saw
+    # fail first
     d = diag("""
 [1,3]<stderr>:RuntimeError: Horovod has been shut down. This was caused by an exception on one of the ranks or an attempt to allreduce, allgather or broadcast a tensor after one of the ranks finished execution.
 --------------------------------------------------------------------------
@@ -287,7 +313,7 @@ the job to be terminated. The first process to do so was:
   Process name: [[4242,1],2]
   Exit code:    1
 """)
-    assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT
+    assert d.fault_class is FaultClass.UNKNOWN
     assert d.culprit_ranks == [2]
 
 
@@ -409,3 +435,206 @@ def test_a_rank_prefixed_segfault_banner_is_a_crash_of_that_rank() -> None:
 """)
     assert d.fault_class is FaultClass.PROCESS_CRASH
     assert d.culprit_ranks == [41]
+
+
+# -- the generalisation round: each mechanism in the words of the stacks that share it ---------
+
+
+def test_rays_host_oom_wrapped_in_a_task_error_is_the_host_not_the_gpu() -> None:
+    d = diag("""
+ray.exceptions.RayTaskError(OutOfMemoryError): ray::TrainTrainable.train() (pid=881, ip=10.0.3.14, actor_id=ab12)
+""")
+    assert d.fault_class is FaultClass.MEMORY_HOST_OOM, d.summary
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # CANN's AI Core and vector-core exceptions, under torch_npu and MindSpore
+        "rtStreamSynchronize execute failed, reason=[aicore exception]"
+        "[FUNC:FuncErrorReason][FILE:error_message_manage.cc][LINE:53]",
+        "[rank4]: EZ9999: [PID: 81] 2025-01-01-10:00:00.000.000 The error from device(chipId:4,"
+        " dieId:0), serial number is 9, there is an aivec error exception, core id is 12",
+        # ROCm's HSA runtime aborting a faulted queue
+        ":0:rocdevice.cpp            :2881: 0132567183 us: [pid:90  tid:0x7f] Callback: Queue"
+        " 0x7f00 aborting with error : HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION: The agent"
+        " attempted to access memory beyond the largest legal address. code: 0x29",
+    ],
+)
+def test_an_accelerator_kernel_fault_outside_cuda_is_a_cuda_error(text: str) -> None:
+    d = diag(text)
+    assert d.fault_class is FaultClass.CUDA_ERROR, d.summary
+    assert d.culprit_hosts == []  # an Ascend error code ("EZ9999: ") names no host
+
+
+def test_an_ai_cpu_operator_that_only_timed_out_is_no_device_fault() -> None:
+    d = diag(
+        "rtStreamSynchronizeWithTimeout execute failed, reason=[aicpu timeout]"
+        "[FUNC:FuncErrorReason][FILE:error_message_manage.cc][LINE:49]"
+    )
+    assert d.fault_class is not FaultClass.CUDA_ERROR
+
+
+def test_a_kernel_missing_for_an_amd_gpu_is_the_jobs_build() -> None:
+    d = diag("node7:31:31 [0] NCCL WARN Cuda failure 'hipErrorNoBinaryForGpu'")
+    assert d.fault_class is FaultClass.APP_ERROR, d.summary
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # HCCL's notify wait (EI0002) and link set-up (EI0006) timeouts
+        "EI0002: 2025-02-01-08:00:00.000.000 The wait execution of the Notify register times out."
+        " Reason: The Notify register has not received the Notify record from remote rank [6].",
+        "[ERROR] HCCL(4242,python):2025-02-01-08:00:00.000.000 [hccl_socket_manager.cc:816]"
+        " [4300][Wait][LinkEstablish]wait socket establish timeout, role[0] rank[0] timeout[120 s]",
+        # TensorFlow's collective ops losing a peer task over gRPC
+        "tensorflow.python.framework.errors_impl.UnavailableError: Socket closed\n"
+        "Additional GRPC error information from remote target /job:worker/replica:0/task:3:",
+        # JAX's distributed service giving up on a task that stopped sending heartbeats
+        "F0101 00:00:00.000000 1234 client.cc:81] Terminating process because the JAX distributed"
+        " service detected fatal errors. This most likely indicates that another task died",
+        # CANN: the device's work never finished (a stream or task timeout)
+        "[rank3]: RuntimeError: npuSynchronizeDevice:torch_npu/csrc/core/npu/NPUStream.cpp:435 NPU"
+        " function error: aclrtSynchronizeDevice, error code is 107020",
+        "EE1002: 2025-01-01-00:00:00.000.000 Stream synchronize timeout. rtDeviceSynchronize"
+        " execute failed, reason=[stream sync timeout]",
+        # a c10d store client that never reached the store (under Ray's prefix)
+        "(RayTrainWorker pid=77, ip=10.0.0.8) [E101 00:00:00.000000000 socket.cpp:1011] [c10d] The"
+        " client socket has timed out after 600000ms while trying to connect to (10.0.0.2, 29500).",
+    ],
+)
+def test_a_peer_that_stopped_answering_is_a_collective_symptom(text: str) -> None:
+    d = diag(text)
+    assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT, d.summary
+    assert d.action is not RecoveryAction.DRAIN_AND_RESTART
+
+
+def test_an_hccl_call_failing_on_a_timeout_is_no_application_error() -> None:
+    d = diag("""
+[rank2]: RuntimeError: InnerRunOpApi:torch_npu/csrc/framework/OpParamMaker.cpp:281 OPS function error: HcclAllGather, error code is 6
+[rank2]: [ERROR] 2025-05-01-10:00:00 (PID:77, Device:2, RankID:2) ERR01100 OPS call acl api failed.
+[rank2]: EI0002: [PID: 77] 2025-05-01-10:00:00.000.000 The wait execution of the Notify register times out.
+""")
+    assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT, d.summary
+
+
+def test_a_root_cause_beats_the_grpc_symptom_of_the_peer_it_killed() -> None:
+    d = diag("""
+[worker 1] tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with shape[512,4096] and type float on /job:worker/replica:0/task:1/device:GPU:0 by allocator GPU_0_bfc
+[worker 0] tensorflow.python.framework.errors_impl.UnavailableError: failed to connect to all addresses
+""")
+    assert d.fault_class is FaultClass.MEMORY_DEVICE_OOM, d.summary
+
+
+def test_an_hccl_roce_error_cqe_is_a_link_failure() -> None:
+    d = diag(
+        "[PID: 90] 2025-12-04-21:59:08.232.310 Execution Error ROCE CQE(EI0013): An error CQE"
+        " occurred during operator execution. Local information: server 10.1.0.1, device ID 0."
+        " Peer information: server 10.1.0.2, device ID 1."
+    )
+    assert d.fault_class is FaultClass.NETWORK_FABRIC, d.summary
+
+
+def test_cann_names_the_rank_in_its_error_header() -> None:
+    d = diag(
+        "[ERROR] 2025-03-01-09:00:00 (PID:5150, Device:6, RankID:14) ERR00100 PTA call acl api"
+        " failed\nrtStreamSynchronize execute failed, reason=[aicore exception]"
+    )
+    assert d.fault_class is FaultClass.CUDA_ERROR
+    assert d.culprit_ranks == [14]
+
+
+@pytest.mark.parametrize(
+    ("text", "rank"),
+    [
+        ("[1,5]<stderr>:MPI_ABORT was invoked on rank 5 in communicator MPI_COMM_WORLD", 5),
+        (
+            "[2025-01-01 00:00:00,000] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python3',"
+            " '-u', 'train.py', '--local_rank=3', '--deepspeed'] exits with return code = -6",
+            3,
+        ),
+    ],
+)
+def test_a_rank_that_aborted_with_nothing_better_is_a_weak_crash_of_that_rank(
+    text: str, rank: int
+) -> None:
+    d = diag(text)
+    assert d.fault_class is FaultClass.PROCESS_CRASH, d.summary
+    assert d.culprit_ranks == [rank]
+
+
+def test_an_abort_after_a_rank_raised_is_the_exception() -> None:
+    d = diag("""
+[1,2]<stderr>:ValueError: Expected input batch_size (32) to match target batch_size (16).
+[1,2]<stderr>:MPI_ABORT was invoked on rank 2 in communicator MPI_COMM_WORLD
+""")
+    assert d.fault_class is FaultClass.APP_ERROR, d.summary
+    assert d.culprit_ranks == [2]
+
+
+def test_a_dataloader_worker_segfault_under_ray_train_is_a_crash() -> None:
+    d = diag(
+        "(RayTrainWorker pid=812, ip=10.0.0.4) ERROR: Unexpected segmentation fault encountered in worker."
+    )
+    assert d.fault_class is FaultClass.PROCESS_CRASH, d.summary
+    assert d.culprit_hosts == ["10.0.0.4"]
+
+
+def test_a_failed_check_glued_to_a_progress_bar_is_still_an_abort() -> None:
+    d = diag(
+        "Training:   3%|3         | 3/100 [00:04<01:12,  1.2it/s]F1203 10:00:00.123456   991"
+        " hlo_instruction.cc:2210] Check failed: operand_count() == 2"
+    )
+    assert d.fault_class is FaultClass.PROCESS_CRASH, d.summary
+
+
+def test_paddles_container_killed_by_a_fault_signal_is_a_crash_of_that_rank() -> None:
+    d = diag("""
+LAUNCH ERROR 2024-02-01 10:00:00,000 Container failed !!!
+Container rank 3 status failed cmd ['/usr/bin/python', '-u', 'train.py', '--fleet'] code -11 log log/workerlog.3
+""")
+    assert d.fault_class is FaultClass.PROCESS_CRASH, d.summary
+    assert d.culprit_ranks == [3]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # RCCL keeps NCCL's words for a HIP call that failed underneath it
+        "gpu-n3:881:902 [1] /opt/rocm/rccl/src/transport/p2p.cc:311 NCCL WARN Cuda failure"
+        " 'hipErrorInvalidValue'",
+        # a TPU core that halted, in PJRT's and in the TPU driver's words
+        "E0301 10:00:00.000000  77 real_program_continuator.cc:1200] 0x0x1_TC0: *** Halt is"
+        " unexpected, all pending programs will fail.",
+        "RuntimeError: INTERNAL: Core halted unexpectedly: INTERNAL: Accelerator device halted"
+        " prematurely, perhaps due to an on-device check-failure. Node 3 halted unexpectedly",
+        # DeepSpeed's fused kernels' GEMM failing to execute
+        "!!!! kernel execution error. (m: 4096, n: 2048, k: 1024, error: 13)",
+    ],
+)
+def test_an_accelerator_runtime_fault_in_other_stacks_words_is_a_cuda_error(line: str) -> None:
+    d = diag(line)
+    assert d.fault_class is FaultClass.CUDA_ERROR, d.summary
+
+
+def test_jaxs_nan_check_stopping_a_step_is_the_jobs_numerics() -> None:
+    d = diag("FloatingPointError: invalid value (inf) encountered in pjit(update_fn)")
+    assert d.fault_class is FaultClass.APP_ERROR, d.summary
+
+
+def test_a_shell_reporting_a_rank_aborted_without_a_core_is_a_weak_crash_of_it() -> None:
+    d = diag(
+        "Tue Mar  5 10:00:00 2024[2]<stderr>:bash: line 1: 77123 Aborted                 "
+        "HOROVOD_RANK=2 HOROVOD_SIZE=4 python train.py"
+    )
+    assert d.fault_class is FaultClass.PROCESS_CRASH, d.summary
+    assert d.culprit_ranks == [2]
+
+
+def test_a_hip_runtime_call_failing_with_an_hsa_error_is_a_cuda_error() -> None:
+    d = diag(
+        'RuntimeError: Failed in file /opt/rocm/hip/src/hip_memory.cpp, in function "h2d_copy",'
+        " on line 240, with error: HSA_STATUS_ERROR: A generic error has occurred."
+    )
+    assert d.fault_class is FaultClass.CUDA_ERROR, d.summary
