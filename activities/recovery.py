@@ -42,10 +42,10 @@ from resurrect.contracts import (
     AttemptRecord,
     Diagnosis,
     Evidence,
-    EvidenceBundle,
     Interruption,
     JobInfo,
     OutputMark,
+    RecoveryContext,
     RecoveryOutcome,
     RestartHistory,
     SignalKind,
@@ -148,7 +148,7 @@ class RecoveryActivities:
 
     # ------------------------------------------------------------------ evidence
     @activity.defn(name=Activity.GATHER_EVIDENCE)
-    async def gather_evidence(self, interruption: Interruption) -> EvidenceBundle:
+    async def gather_evidence(self, interruption: Interruption) -> RecoveryContext:
         try:
             job = as_interrupted(await self.scheduler.get_job(interruption.job_id), interruption)
         except JobNotFound as exc:
@@ -158,7 +158,7 @@ class RecoveryActivities:
         for problem in resolution.problems:
             log.warning("%s", problem)
         mode = resolution.policy.mode or self.config.mode
-        return EvidenceBundle(
+        return RecoveryContext(
             interruption=interruption,
             job=job,
             nodes=nodes,
@@ -229,7 +229,7 @@ class RecoveryActivities:
             assert budget.stop is not None
             budget.stop.set()  # a thread still reading stops at its next chunk
 
-    async def _attempt_output(self, bundle: EvidenceBundle) -> AttemptOutput:
+    async def _attempt_output(self, bundle: RecoveryContext) -> AttemptOutput:
         """Where the interrupted attempt's output begins in each file
         (:mod:`resurrect.attempt_output`)."""
         report = bundle.interruption
@@ -266,7 +266,7 @@ class RecoveryActivities:
         assert self.client is not None
         return await agent_health(self.client, cluster, node)
 
-    async def _agent_evidence(self, bundle: EvidenceBundle) -> tuple[list[Evidence], list[str]]:
+    async def _agent_evidence(self, bundle: RecoveryContext) -> tuple[list[Evidence], list[str]]:
         """Root findings of the job's nodes' agents during this job attempt, and the nodes
         whose agent is watching (heartbeating) now."""
         if self.client is None:
@@ -297,7 +297,7 @@ class RecoveryActivities:
             )
         return found, watching
 
-    def _diagnose(self, bundle: EvidenceBundle, found: list[Evidence]) -> Diagnosis:
+    def _diagnose(self, bundle: RecoveryContext, found: list[Evidence]) -> Diagnosis:
         found = cancel_claims_checked(found, bundle.interruption.job_state or bundle.job.state)
         log_diagnosis = attribute_evidence(found) if found else None
         sched = scheduler_diagnosis(
@@ -309,7 +309,7 @@ class RecoveryActivities:
 
     async def read_and_attribute(
         self,
-        bundle: EvidenceBundle,
+        bundle: RecoveryContext,
         reported: Sequence[Evidence] = (),
         quick_s: float | None = None,
     ) -> tuple[Diagnosis, int | None]:
@@ -509,7 +509,7 @@ def free_restarts(attempts: Sequence[AttemptRecord]) -> int:
     return sum(1 for a in attempts if a.requeued and not a.charged)
 
 
-async def newest_verified_step(bundle: EvidenceBundle, quick_s: float | None) -> int | None:
+async def newest_verified_step(bundle: RecoveryContext, quick_s: float | None) -> int | None:
     """The step of the newest checkpoint in the job's ``checkpoint_dir`` that verifies
     (quick level, in the checkpoint helper as the job's owner); None when there is none,
     no directory, or it cannot be verified now (no progress is then shown)."""

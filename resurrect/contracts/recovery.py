@@ -199,8 +199,13 @@ class RecoveryOutcome(Contract):
 # Inputs and outputs of the recovery activities (what the workflow history records).
 
 
-class EvidenceBundle(Contract):
-    """What ``gather_evidence`` found: the job, its nodes, its policy, the mode to run in."""
+class RecoveryContext(Contract):
+    """The context a recovery works in, read once by ``gather_evidence``: the interruption,
+    the job, its nodes, its policy, the mode to run in and the timeouts.
+
+    Payloads carry no class names, so stored histories hold only these fields. The field
+    that carries it in :class:`StepInput` and ``contracts.assessment.AssessRequest`` keeps
+    its stored name, ``bundle`` (plugin steps read ``ctx.input.bundle``)."""
 
     interruption: Interruption
     job: JobInfo
@@ -247,7 +252,7 @@ class StepInput(Contract):
     activity: str
     params: dict[str, Any] = Field(default_factory=dict)
     observe: bool  # observe mode: change nothing, say what would be done
-    bundle: EvidenceBundle
+    bundle: RecoveryContext
     diagnosis: Diagnosis
     decision: RecoveryDecision
     state: RecoveryState = Field(default_factory=RecoveryState)
