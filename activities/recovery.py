@@ -97,7 +97,7 @@ SAFE_ID_CHARS = frozenset("0123456789_")
 # How many of a job's earlier recoveries are read for its restart history (rules 9 and 10).
 EARLIER_ATTEMPTS_READ = 64
 ResultT = TypeVar("ResultT")
-# Reading the job's output files in ``attribute``: heartbeat this often, give up after this.
+# Reading the job's output files in ``assess``: heartbeat this often, give up after this.
 HEARTBEAT_EVERY_S = 2.0
 LOG_READ_BUDGET_S = 20.0
 # Node agent findings older than this (or older than the job attempt) say nothing about it.

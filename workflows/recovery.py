@@ -300,7 +300,7 @@ class RecoveryWorkflow:
     async def _assess(self, interruption: Interruption, bundle: RecoveryContext) -> Assessment:
         """Log evidence + scheduler state + what other sensors reported -> one diagnosis,
         with the decision's other inputs (one activity, ``recovery.assess``)."""
-        self._set_phase(RecoveryPhase.ATTRIBUTING)
+        self._set_phase(RecoveryPhase.ASSESSING)
         reported = self._reported_evidence = evidence_of_reports(interruption, self._reported)
         request = AssessRequest(
             bundle=bundle, reported=reported, workflow_id=workflow.info().workflow_id

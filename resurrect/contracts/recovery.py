@@ -128,7 +128,9 @@ class RecoveryPhase(StrEnum):
     REPORTED = "reported"  # the workflow started; nothing read yet
     GATHERING_EVIDENCE = "gathering_evidence"  # reading the job, its nodes and policy
     AWAITING_SECOND_SOURCE = "awaiting_second_source"  # only a node agent's silence reports
-    ATTRIBUTING = "attributing"  # the assessment (``recovery.assess``): the diagnosis
+    # The assessment (``recovery.assess``): the diagnosis and the decision's other inputs.
+    # The value keeps 0.2.0's word: visibility stores it and released clients filter on it.
+    ASSESSING = "attributing"
     AWAITING_APPROVAL = "awaiting_approval"  # waiting for a person (``resurrect approve``)
     DRAIN_NODES = "drain_nodes"  # the built-in steps, one each
     VERIFY_CHECKPOINT = "verify_checkpoint"

@@ -1,6 +1,6 @@
 """Attacks through the job's output file: a FIFO, socket, device, directory, symlink, a file
 of someone else's, or a huge sparse file must not block or exhaust the log follower or the
-``attribute`` activity; the job gets a note, and every other job is still served."""
+``recovery.assess`` activity; the job gets a note, and every other job is still served."""
 
 from __future__ import annotations
 
