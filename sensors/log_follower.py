@@ -54,7 +54,7 @@ from resurrect.evidence_trust import match_job_nodes
 from resurrect.job_notes import JobNotes
 from resurrect.log_reading import count_lines, data_end, next_data, open_job_file
 from resurrect.policy import resolve_job_policy
-from resurrect.progress.culprits import HangCulprits
+from resurrect.progress.hang_culprits import HangCulprits
 from resurrect.progress.tracker import ProgressTracker
 from resurrect.progress.watch import HangReport, ProgressWatch, straggler_evidence
 from resurrect.rules.engine import LineScanner

@@ -53,7 +53,7 @@ from resurrect.contracts.workflow_names import (
 from resurrect.errors import JobNotFound, PermanentStepError, SchedulerUnavailable
 from resurrect.plans.loader import load_plans
 from resurrect.plans.models import ResolvedPlan
-from resurrect.progress.culprits import HangCulprits
+from resurrect.progress.hang_culprits import HangCulprits
 from resurrect.sensors.report import report_interruption
 from resurrect.temporal import search_attributes as sa
 from resurrect.testing.steps import make_step_input
