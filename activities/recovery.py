@@ -36,7 +36,6 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from resurrect.activities.agent_health import WATCHING_STATUSES, agent_health
-from resurrect.attempt_output import AttemptOutput, attempt_output
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import (
     AttemptRecord,
@@ -73,7 +72,7 @@ from resurrect.lemons.records import (
     report_incidents,
     score_records,
 )
-from resurrect.log_reading import Budget, read_tail
+from resurrect.log_reading import AttemptOutput, Budget, attempt_output, read_tail
 from resurrect.numbers import is_ascii_digits
 from resurrect.operator.models import NodeRepairState
 from resurrect.plans.decide import restart_loop
@@ -231,7 +230,7 @@ class RecoveryActivities:
 
     async def _attempt_output(self, bundle: RecoveryContext) -> AttemptOutput:
         """Where the interrupted attempt's output begins in each file
-        (:mod:`resurrect.attempt_output`)."""
+        (:func:`resurrect.log_reading.attempt_output`)."""
         report = bundle.interruption
         if report.restart_count == 0:
             return AttemptOutput()

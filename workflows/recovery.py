@@ -87,7 +87,6 @@ with workflow.unsafe.imports_passed_through():
         describe_failure,
     )
     from resurrect.workflows.approval_gate import ApprovalGate, describe
-    from resurrect.workflows.search_batch import SearchAttributeBatch
     from resurrect.workflows.second_source import (
         NOT_RESPONDING_READ_TWICE,
         EvidenceReads,
@@ -172,7 +171,7 @@ class RecoveryWorkflow:
         self._state = RecoveryState()
         self._would_have: list[str] = []  # observe mode: what the steps would have done
         self._gate = ApprovalGate()
-        self._search = SearchAttributeBatch()
+        self._search = sa.SearchAttributeBatch()
         self._calls = ActivityCalls(self._notes, self._search.publish)
         self._reads = EvidenceReads(self._read_once, self._reported, self._notes, self._set_phase)
 
