@@ -39,7 +39,7 @@ from typing import Any
 
 from _common import benchmark_parser, print_result
 
-import resurrect.sensors.log_follower as follower_module
+import resurrect.sensors.log_follower.follower as follower_module
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import Interruption, JobInfo, JobState
 from resurrect.rules import load_engine
