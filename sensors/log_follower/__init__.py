@@ -32,9 +32,9 @@ reports) and :mod:`~sensors.log_follower.followed_file` (one file's reading). Im
 here; :data:`__all__` is what the rest of resurrect uses.
 """
 
+from resurrect.sensors.log_follower.followed_file import FollowedFile
 from resurrect.sensors.log_follower.follower import (
     INTERRUPTING_CLASSES,
-    FollowedFile,
     FollowedJob,
     JobLogFollower,
     hang_check_interval,
