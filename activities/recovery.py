@@ -36,16 +36,15 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from resurrect.activities.agent_health import WATCHING_STATUSES, agent_health
-from resurrect.attempt_output import AttemptOutput, attempt_output
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import (
     AttemptRecord,
     Diagnosis,
     Evidence,
-    EvidenceBundle,
     Interruption,
     JobInfo,
     OutputMark,
+    RecoveryContext,
     RecoveryOutcome,
     RestartHistory,
     SignalKind,
@@ -73,7 +72,7 @@ from resurrect.lemons.records import (
     report_incidents,
     score_records,
 )
-from resurrect.log_reading import Budget, read_tail
+from resurrect.log_reading import AttemptOutput, Budget, attempt_output, read_tail
 from resurrect.numbers import is_ascii_digits
 from resurrect.operator.models import NodeRepairState
 from resurrect.plans.decide import restart_loop
@@ -97,7 +96,7 @@ SAFE_ID_CHARS = frozenset("0123456789_")
 # How many of a job's earlier recoveries are read for its restart history (rules 9 and 10).
 EARLIER_ATTEMPTS_READ = 64
 ResultT = TypeVar("ResultT")
-# Reading the job's output files in ``attribute``: heartbeat this often, give up after this.
+# Reading the job's output files in ``assess``: heartbeat this often, give up after this.
 HEARTBEAT_EVERY_S = 2.0
 LOG_READ_BUDGET_S = 20.0
 # Node agent findings older than this (or older than the job attempt) say nothing about it.
@@ -148,7 +147,7 @@ class RecoveryActivities:
 
     # ------------------------------------------------------------------ evidence
     @activity.defn(name=Activity.GATHER_EVIDENCE)
-    async def gather_evidence(self, interruption: Interruption) -> EvidenceBundle:
+    async def gather_evidence(self, interruption: Interruption) -> RecoveryContext:
         try:
             job = as_interrupted(await self.scheduler.get_job(interruption.job_id), interruption)
         except JobNotFound as exc:
@@ -158,7 +157,7 @@ class RecoveryActivities:
         for problem in resolution.problems:
             log.warning("%s", problem)
         mode = resolution.policy.mode or self.config.mode
-        return EvidenceBundle(
+        return RecoveryContext(
             interruption=interruption,
             job=job,
             nodes=nodes,
@@ -229,9 +228,9 @@ class RecoveryActivities:
             assert budget.stop is not None
             budget.stop.set()  # a thread still reading stops at its next chunk
 
-    async def _attempt_output(self, bundle: EvidenceBundle) -> AttemptOutput:
+    async def _attempt_output(self, bundle: RecoveryContext) -> AttemptOutput:
         """Where the interrupted attempt's output begins in each file
-        (:mod:`resurrect.attempt_output`)."""
+        (:func:`resurrect.log_reading.attempt_output`)."""
         report = bundle.interruption
         if report.restart_count == 0:
             return AttemptOutput()
@@ -266,7 +265,7 @@ class RecoveryActivities:
         assert self.client is not None
         return await agent_health(self.client, cluster, node)
 
-    async def _agent_evidence(self, bundle: EvidenceBundle) -> tuple[list[Evidence], list[str]]:
+    async def _agent_evidence(self, bundle: RecoveryContext) -> tuple[list[Evidence], list[str]]:
         """Root findings of the job's nodes' agents during this job attempt, and the nodes
         whose agent is watching (heartbeating) now."""
         if self.client is None:
@@ -297,7 +296,7 @@ class RecoveryActivities:
             )
         return found, watching
 
-    def _diagnose(self, bundle: EvidenceBundle, found: list[Evidence]) -> Diagnosis:
+    def _diagnose(self, bundle: RecoveryContext, found: list[Evidence]) -> Diagnosis:
         found = cancel_claims_checked(found, bundle.interruption.job_state or bundle.job.state)
         log_diagnosis = attribute_evidence(found) if found else None
         sched = scheduler_diagnosis(
@@ -309,7 +308,7 @@ class RecoveryActivities:
 
     async def read_and_attribute(
         self,
-        bundle: EvidenceBundle,
+        bundle: RecoveryContext,
         reported: Sequence[Evidence] = (),
         quick_s: float | None = None,
     ) -> tuple[Diagnosis, int | None]:
@@ -509,7 +508,7 @@ def free_restarts(attempts: Sequence[AttemptRecord]) -> int:
     return sum(1 for a in attempts if a.requeued and not a.charged)
 
 
-async def newest_verified_step(bundle: EvidenceBundle, quick_s: float | None) -> int | None:
+async def newest_verified_step(bundle: RecoveryContext, quick_s: float | None) -> int | None:
     """The step of the newest checkpoint in the job's ``checkpoint_dir`` that verifies
     (quick level, in the checkpoint helper as the job's owner); None when there is none,
     no directory, or it cannot be verified now (no progress is then shown)."""

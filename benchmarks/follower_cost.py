@@ -39,7 +39,8 @@ from typing import Any
 
 from _common import benchmark_parser, print_result
 
-import resurrect.sensors.log_follower as follower_module
+import resurrect.sensors.log_follower.followed_file as followed_file_module
+import resurrect.sensors.log_follower.follower as follower_module
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import Interruption, JobInfo, JobState
 from resurrect.rules import load_engine
@@ -112,7 +113,7 @@ async def measure(
 
     follower = JobLogFollower(scheduler, config, load_engine(), report, adaptive=adaptive)
     if not adaptive:  # the former follower opened and closed each file at every look
-        follower_module.open_files = OpenFileBudget(limit=-1)
+        followed_file_module.open_files = OpenFileBudget(limit=-1)
     stop = asyncio.Event()
     task = asyncio.create_task(follower.run(stop))
     await asyncio.sleep(2.0)  # first refresh; every file is looked at once
@@ -151,7 +152,7 @@ async def measure(
     await task
     for handle in handles:
         handle.close()
-    follower_module.open_files = OpenFileBudget()
+    followed_file_module.open_files = OpenFileBudget()
     detections.sort()
     p95 = detections[int(0.95 * (len(detections) - 1))] if detections else float("nan")
     return {

@@ -4,7 +4,7 @@ and after (issue 20 item 8).
 * ``before`` (the baseline, measured in the same run): what the follower did until issue
   20, reproduced here: every culprit name of a hang, whatever it was, remembered and the
   whole record rewritten as one JSON object (new file, rename) after each name.
-* ``after``: :meth:`resurrect.progress.culprits.HangCulprits.implicate` as the follower
+* ``after``: :meth:`resurrect.progress.hang_culprits.HangCulprits.implicate` as the follower
   calls it: names not among the job's nodes refused (one note), each recorded node one
   appended line.
 
@@ -27,7 +27,7 @@ from pathlib import Path
 from _common import benchmark_parser, print_result
 
 from resurrect.checkpoint.atomic import write_new_then_rename
-from resurrect.progress.culprits import HangCulprits
+from resurrect.progress.hang_culprits import HangCulprits
 
 WINDOW_S = 7 * 24 * 3600.0
 

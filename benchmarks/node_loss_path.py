@@ -2,19 +2,25 @@
 
 Runs the live end-to-end test of a node loss (``tests/e2e/test_recovery_on_slurm.py::
 test_node_loss_drains_that_node_requeues_and_completes``: the real local Slurm cluster and
-Temporal dev server, as root) with this file as a pytest plugin that traces every Python
-function entered from the moment the node is killed until the recovery's outcome is read,
-each with its nearest product caller. The path is what is reachable from its roots, the
-watcher's loop (``SlurmWatcher.run``), the recovery workflow (``RecoveryWorkflow.run`` and its
-``report`` signal) and the activities Temporal runs for it, cut where it calls into a side
-concern of its own (below: budget, repair, approvals, exclusions, lemons, telemetry, goodput,
-the log follower and progress: each a separate walk-through). A file counts when a function
-of it is entered on the path, unless it is mainly data (contracts, the search-attribute
-keys). Not in ``run_all.sh``: it measures structure, not speed, and needs the live cluster.
+Temporal dev server, as root, the recovery in act mode) with this file as a pytest plugin
+that traces every Python function entered from the moment the node is killed until the
+recovery's outcome is read, each with its nearest product caller. The path is what is
+reachable from its roots: the watcher's loop (``SlurmWatcher.run``), the recovery workflow
+(``RecoveryWorkflow.run`` and its ``report`` signal), every workflow entry Temporal runs
+meanwhile (the drain budget's update, the node repair's signals and run, through the
+telemetry interceptor), the activities Temporal runs, and the tasks the recovery's clients
+start (scheduler calls, the budget and repair clients' batches). Nothing on the way is cut:
+approvals, the approval gate, the budget client and its workflow, the repair client, lemons,
+telemetry and goodput count wherever the node loss enters them. What runs beside it and is
+not reached from those roots (the log follower's polls, the metric publishers) does not.
+A file counts when a function of it is entered on the path, unless it is a contract (data:
+``data_files``). ``by_folder`` counts the files per folder. Not in ``run_all.sh``: it
+measures structure, not speed, and needs the live cluster.
 
 Whether the job's output holds a line the rules match when it is read (srun's report of
 the lost node) varies from run to run, and with it whether log attribution is on the path:
-``--runs`` unites the paths of several runs.
+``--runs`` unites the paths of several runs; ``--keep-traces DIR`` keeps each run's call
+edges and ``--from-traces FILE...`` analyses kept ones without running the test.
 
     python benchmarks/node_loss_path.py [--json] [--show-functions] [--runs N]
 """
@@ -39,37 +45,35 @@ ROOT = Path(__file__).resolve().parents[1]
 NODE_LOSS_TEST = (
     "tests/e2e/test_recovery_on_slurm.py::test_node_loss_drains_that_node_requeues_and_completes"
 )
-# Where the path hands over to a concern with a walk-through of its own (not followed).
-SIDE_CONCERNS = (
-    "resurrect/operator/",
-    "workflows/drain_budget.py",
-    "workflows/node_repair.py",
-    "workflows/approval_gate.py",
-    "resurrect/lemons/",
-    "resurrect/telemetry/",
-    "resurrect/goodput/",
-    "resurrect/progress/",
-    "sensors/log_follower.py",
-    "sensors/follower_share.py",
-    "sensors/open_file_budget.py",
-    "sensors/poll_schedule.py",
-    "resurrect/demo/",
-    "tests/",
-)
+# The test's own harness: never the product's path.
+HARNESS = ("resurrect/demo/", "tests/")
 # The product's folders: a file elsewhere (a virtual environment below the root, a library)
 # is never counted.
 PRODUCT_DIRS = ("resurrect/", "activities/", "workers/", "sensors/", "workflows/")
-# Entered on the path, but mainly data: not counted.
-DATA_FILES = ("resurrect/contracts/", "resurrect/temporal/search_attributes.py")
+# Entered on the path, but data: not counted.
+DATA_FILES = ("resurrect/contracts/",)
 ROOTS = (
     "sensors/slurm_watcher.py::SlurmWatcher.run",
     "workflows/recovery.py::RecoveryWorkflow.run",
     "workflows/recovery.py::RecoveryWorkflow.report",
 )
+# Temporal's callers of workflow code (init, run, signals, updates, queries, conditions)
+# and of activities.
+WORKFLOW_CALLERS = (
+    "EXT:temporalio/worker/_workflow_instance.py::",
+    "EXT:temporalio/worker/_interceptor.py::WorkflowInboundInterceptor",
+)
+# Call chains that begin anew in a task or thread: the recovery's activities, its scheduler
+# calls, and the batches the budget and repair clients send.
+TASK_ROOTS = (
+    "activities/",
+    "resurrect/scheduler/",
+    "resurrect/operator/budget_client.py",
+    "resurrect/operator/repair_client.py",
+)
 # Frames where a call chain begins anew (a task step, a thread's work item).
 CHAIN_STARTS = ("asyncio/events.py", "concurrent/futures/thread.py")
 ACTIVITY_CALLER = "EXT:temporalio/worker/_interceptor.py::ActivityInboundInterceptor"
-TELEMETRY_ACTIVITY = "resurrect/telemetry/interceptor.py::_ActivityInbound.execute_activity"
 
 
 # ---------------------------------------------------------------- the pytest plugin
@@ -150,19 +154,19 @@ def pytest_runtest_setup(item: Any) -> None:
 
 # ---------------------------------------------------------------- the analysis
 def path_functions(edges: list[list[Any]]) -> dict[str, list[str]]:
-    """The path's functions by file: reachable from the roots, not into a side concern."""
+    """The path's functions by file: everything reachable from the roots."""
     calls: dict[str, set[str]] = collections.defaultdict(set)
     for caller, callee, _ in edges:
         calls[caller].add(callee)
     roots = list(ROOTS)
-    roots += [f for f in calls[TELEMETRY_ACTIVITY] if not f.startswith(SIDE_CONCERNS)]
-    roots += [f for f in calls["EXT:?"] if f.startswith(("activities/", "resurrect/scheduler/"))]
+    roots += [f for c in calls if c.startswith(WORKFLOW_CALLERS) for f in calls[c]]
     roots += [f for c in calls if c.startswith(ACTIVITY_CALLER) for f in calls[c]]
+    roots += [f for f in calls["EXT:?"] if f.startswith(TASK_ROOTS)]
     seen: set[str] = set()
     pending = roots
     while pending:
         function = pending.pop()
-        if function in seen or function.startswith((*SIDE_CONCERNS, "<")):
+        if function in seen or function.startswith((*HARNESS, "<")):
             continue
         seen.add(function)
         pending.extend(calls[function])
@@ -172,6 +176,11 @@ def path_functions(edges: list[list[Any]]) -> dict[str, list[str]]:
         if "<locals>.<" not in name:  # comprehensions and lambdas: their function is listed
             by_file[path].append(name)
     return {path: sorted(names) for path, names in sorted(by_file.items())}
+
+
+def by_folder(paths: list[str]) -> dict[str, int]:
+    """How many of ``paths`` each folder holds."""
+    return dict(collections.Counter(path.rsplit("/", 1)[0] for path in paths).most_common())
 
 
 def run_traced_test(out: Path) -> None:
@@ -188,12 +197,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = benchmark_parser(__doc__)
     parser.add_argument("--show-functions", action="store_true", help="list each function")
     parser.add_argument("--runs", type=int, default=1, help="runs of the test, paths united")
+    parser.add_argument("--keep-traces", type=Path, help="keep each run's call edges here")
+    parser.add_argument(
+        "--from-traces", type=Path, nargs="+", help="analyse kept traces; run nothing"
+    )
     args = parser.parse_args(argv)
     started = time.monotonic()
     edges: list[list[Any]] = []
+    if args.from_traces:
+        for trace in args.from_traces:
+            edges.extend(json.loads(trace.read_text())["edges"])
     with tempfile.TemporaryDirectory() as tmp:
-        for run in range(args.runs):
-            out = Path(tmp) / f"trace-{run}.json"
+        for run in range(0 if args.from_traces else args.runs):
+            out = (args.keep_traces or Path(tmp)) / f"trace-{run}.json"
+            out.parent.mkdir(parents=True, exist_ok=True)
             run_traced_test(out)
             edges.extend(json.loads(out.read_text())["edges"])
     functions = path_functions(edges)
@@ -203,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         "runs": args.runs,
         "files": len(counted),
         "data_files": len(functions) - len(counted),
+        "by_folder": by_folder(counted),
         "counted": counted,
         "seconds": round(time.monotonic() - started, 1),
     }

@@ -17,7 +17,8 @@ TREE=$ROOT/build/check-tree
 echo "== ruff"
 "$PY" -m ruff check .
 "$PY" -m ruff format --check .
-rm -rf "$TREE"
+# setuptools' build/lib keeps modules a change moved or deleted: start it afresh too.
+rm -rf "$TREE" "$ROOT/build/lib"
 "$PY" -m pip install -q --no-deps --no-build-isolation --no-index --no-compile --target "$TREE" . \
   2>&1 | grep -v -e '^WARNING: Location' -e 'is ignored' >&2 || true
 [ -f "$TREE/resurrect/workflows/__init__.py" ] || { echo "check-code: building $TREE failed" >&2; exit 1; }

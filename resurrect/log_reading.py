@@ -17,6 +17,23 @@ directory, a symlink to ``/dev/zero`` or to someone else's file). So:
   ``max_line_bytes`` and decoded with replacement characters; given where the current job
   attempt's output begins (an :class:`~resurrect.contracts.OutputMark`), nothing before it.
 * :func:`output_mark` is where a file ends now: where the next attempt's output will begin.
+* :func:`attempt_output` is where the interrupted attempt's output begins in each file.
+
+A requeued job may append every attempt to the same file (``--open-mode=append``, or
+``JobFileAppend=1``), so a recovery that read the whole tail would judge earlier attempts'
+lines as this one's (name a node the attempt never ran on, miss the one that failed). The
+start of an attempt comes from resurrect, never from the job's output, in this order:
+
+1. the files' sizes the recovery of the attempt before recorded while the requeued job was
+   pending, its earlier run gone (``RecoveryOutcome.next_attempt_output``): exact;
+2. where the log follower began following this attempt (``Interruption.output_marks``,
+   taken when it first saw the attempt running): later output of the attempt is all there;
+3. neither: the file's tail is read as it is, with a note that it may hold earlier
+   attempts' lines.
+
+A first attempt (restart count 0) owns its files from their start: nothing to decide.
+Whether a mark still fits the file (the same inode, not beyond its end) is checked where
+the file is read (:func:`read_tail`).
 """
 
 from __future__ import annotations
@@ -27,6 +44,7 @@ import os
 import stat
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -198,6 +216,48 @@ def output_mark(path: str | Path, owner_uid: int | None) -> OutputMark | None:
     finally:
         os.close(fd)
     return OutputMark(path=os.fspath(path), inode=st.st_ino, offset=st.st_size)
+
+
+@dataclass
+class AttemptOutput:
+    """Per file path, where the attempt's output begins (absent: read the tail as it is),
+    and notes on files whose start is not known."""
+
+    begins: dict[str, OutputMark] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def attempt_output(
+    restart_count: int,
+    paths: Sequence[str],
+    recorded: Sequence[OutputMark] | None,
+    followed: Sequence[OutputMark] = (),
+    unrecorded_why: str = "",
+) -> AttemptOutput:
+    """Where attempt ``restart_count`` begins in each of ``paths``: from ``recorded`` (the
+    earlier recovery's marks; None when it could not be read, ``unrecorded_why`` saying
+    why), else from ``followed`` (the log follower's), else unknown (a note)."""
+    found = AttemptOutput()
+    if restart_count == 0:
+        return found
+    by_recovery = {m.path: m for m in recorded or ()}
+    by_follower = {m.path: m for m in followed}
+    for path in paths:
+        mark = by_recovery.get(path) or by_follower.get(path)
+        if mark is not None:
+            found.begins[path] = mark
+            continue
+        why = unrecorded_why or (
+            "the recovery of the attempt before recorded no size of it"
+            if recorded is not None
+            else "no earlier recovery recorded it"
+        )
+        found.notes.append(
+            f"{path}: where attempt {restart_count}'s output begins is not known ({why}; no"
+            " log follower report gives it): its tail was read as it is and may hold"
+            " earlier attempts' lines"
+        )
+    return found
 
 
 def _floor(path: str | Path, begin: OutputMark | None, st: os.stat_result) -> tuple[int, str]:

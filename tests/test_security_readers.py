@@ -17,7 +17,6 @@ REPO = Path(__file__).resolve().parents[1]
 READERS: dict[str, tuple[str, ...]] = {
     "log": (
         "resurrect.log_reading",
-        "resurrect.attempt_output",
         "resurrect.goodput.progress",
         "resurrect.sensors.log_follower",
     ),

@@ -45,9 +45,9 @@ with workflow.unsafe.imports_passed_through():
     from resurrect.contracts import (
         Diagnosis,
         Evidence,
-        EvidenceBundle,
         Interruption,
         RecoveryAction,
+        RecoveryContext,
         RecoveryDecision,
         RecoveryOutcome,
         RecoveryPhase,
@@ -87,7 +87,6 @@ with workflow.unsafe.imports_passed_through():
         describe_failure,
     )
     from resurrect.workflows.approval_gate import ApprovalGate, describe
-    from resurrect.workflows.search_batch import SearchAttributeBatch
     from resurrect.workflows.second_source import (
         NOT_RESPONDING_READ_TWICE,
         EvidenceReads,
@@ -114,7 +113,7 @@ class DecidedRecovery:
     """What the plan's steps work on: the report, the evidence, the diagnosis, the decision."""
 
     interruption: Interruption
-    bundle: EvidenceBundle
+    bundle: RecoveryContext
     diagnosis: Diagnosis
     decision: RecoveryDecision
     approvals: ApprovalSettings
@@ -172,7 +171,7 @@ class RecoveryWorkflow:
         self._state = RecoveryState()
         self._would_have: list[str] = []  # observe mode: what the steps would have done
         self._gate = ApprovalGate()
-        self._search = SearchAttributeBatch()
+        self._search = sa.SearchAttributeBatch()
         self._calls = ActivityCalls(self._notes, self._search.publish)
         self._reads = EvidenceReads(self._read_once, self._reported, self._notes, self._set_phase)
 
@@ -261,7 +260,7 @@ class RecoveryWorkflow:
         return self._outcome(final, interruption, confirmed, recovery)
 
     # 1. gather evidence -------------------------------------------------------------------
-    async def _gather_evidence(self, interruption: Interruption) -> EvidenceBundle | None:
+    async def _gather_evidence(self, interruption: Interruption) -> RecoveryContext | None:
         """The job, its nodes and policy as the scheduler shows them; None when unknown."""
         self._set_phase(RecoveryPhase.GATHERING_EVIDENCE)
         bundle = await self._reads.read(interruption)
@@ -269,12 +268,12 @@ class RecoveryWorkflow:
             self._notes.extend(bundle.policy_problems)
         return bundle
 
-    async def _read_once(self, interruption: Interruption) -> EvidenceBundle | None:
+    async def _read_once(self, interruption: Interruption) -> RecoveryContext | None:
         try:
             return await self._calls.run(
                 Activity.GATHER_EVIDENCE,
                 [interruption],
-                EvidenceBundle,
+                RecoveryContext,
                 local=True,  # a few scheduler reads
                 timeout=timedelta(seconds=60),
                 deadline=SCHEDULE_TO_CLOSE,
@@ -285,7 +284,7 @@ class RecoveryWorkflow:
             self._notes.append(f"cannot gather evidence: {describe_failure(err)}")
             return None
 
-    def _refuse(self, interruption: Interruption, bundle: EvidenceBundle) -> bool:
+    def _refuse(self, interruption: Interruption, bundle: RecoveryContext) -> bool:
         """Whoever can start a workflow must not be able to have any job recovered: the
         job's own policy (comment, partition, cluster default) decides, read now."""
         if bundle.opted_in:
@@ -297,10 +296,10 @@ class RecoveryWorkflow:
         return True
 
     # 2. assess ---------------------------------------------------------------------------
-    async def _assess(self, interruption: Interruption, bundle: EvidenceBundle) -> Assessment:
+    async def _assess(self, interruption: Interruption, bundle: RecoveryContext) -> Assessment:
         """Log evidence + scheduler state + what other sensors reported -> one diagnosis,
         with the decision's other inputs (one activity, ``recovery.assess``)."""
-        self._set_phase(RecoveryPhase.ATTRIBUTING)
+        self._set_phase(RecoveryPhase.ASSESSING)
         reported = self._reported_evidence = evidence_of_reports(interruption, self._reported)
         request = AssessRequest(
             bundle=bundle, reported=reported, workflow_id=workflow.info().workflow_id
@@ -323,7 +322,7 @@ class RecoveryWorkflow:
 
     # 3. decide ----------------------------------------------------------------------------
     def _decide(
-        self, interruption: Interruption, bundle: EvidenceBundle, assessment: Assessment
+        self, interruption: Interruption, bundle: RecoveryContext, assessment: Assessment
     ) -> tuple[DecidedRecovery, ResolvedPlan | None]:
         """One decision (plans/decide.py) from the diagnosis, the restart budget used so far
         and the plans: what the plan's steps work on, and that plan (None: no plan matches)."""
@@ -479,7 +478,7 @@ class RecoveryWorkflow:
         self,
         outcome: Kind,
         interruption: Interruption,
-        bundle: EvidenceBundle | None = None,
+        bundle: RecoveryContext | None = None,
         recovery: DecidedRecovery | None = None,
     ) -> RecoveryOutcome:
         self._set_phase(RecoveryPhase.DONE)

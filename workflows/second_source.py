@@ -26,9 +26,9 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from resurrect.contracts import (
         Evidence,
-        EvidenceBundle,
         Interruption,
         JobState,
+        RecoveryContext,
         RecoveryPhase,
     )
     from resurrect.contracts import (
@@ -79,7 +79,7 @@ class EvidenceReads:
 
     def __init__(
         self,
-        read_once: Callable[[Interruption], Awaitable[EvidenceBundle | None]],
+        read_once: Callable[[Interruption], Awaitable[RecoveryContext | None]],
         reported: list[Interruption],
         notes: list[str],
         set_phase: Callable[[RecoveryPhase], None],
@@ -100,7 +100,7 @@ class EvidenceReads:
         """Take the NOT_RESPONDING_READ_TWICE patch's reads (the workflow asked for it)."""
         self._unavailability = UnavailabilityReads()
 
-    async def read(self, interruption: Interruption) -> EvidenceBundle | None:
+    async def read(self, interruption: Interruption) -> RecoveryContext | None:
         """One reading of the job and its nodes; None when it fails. With the
         NOT_RESPONDING_READ_TWICE patch, the nodes' states are taken into the reads."""
         bundle = await self._read_once(interruption)
@@ -112,8 +112,8 @@ class EvidenceReads:
 
     # a node agent's silence alone ----------------------------------------------------------
     async def await_second_source(
-        self, interruption: Interruption, bundle: EvidenceBundle
-    ) -> EvidenceBundle | Kind:
+        self, interruption: Interruption, bundle: RecoveryContext
+    ) -> RecoveryContext | Kind:
         """Change nothing while node agents' silence alone reports a job that Slurm still
         runs on nodes it sees (:func:`silence_awaiting_a_second_source`): wait for another
         report, re-reading the job after pauses that grow with the wait, until the attempt
@@ -177,14 +177,14 @@ class EvidenceReads:
     def _reported_more_than(self, count: int) -> bool:
         return len(self._reported) > count
 
-    def slurm_marked(self, bundle: EvidenceBundle) -> set[str]:
+    def slurm_marked(self, bundle: RecoveryContext) -> set[str]:
         """The nodes of ``bundle`` that Slurm marks lost (:func:`slurm_marked`): with the
         NOT_RESPONDING_READ_TWICE patch, not responding counts only once it lasted."""
         reads = self._unavailability
         return slurm_marked(bundle.nodes, None if reads is None else reads.lasting)
 
     # a not-responding node read twice ------------------------------------------------------
-    def _note_not_responding_once(self, bundle: EvidenceBundle) -> None:
+    def _note_not_responding_once(self, bundle: RecoveryContext) -> None:
         """Say once per node that a read showed it unavailable without being DOWN, and that
         this is not Slurm's word yet (the NOT_RESPONDING_READ_TWICE patch)."""
         reads = self._unavailability
@@ -202,8 +202,8 @@ class EvidenceReads:
         )
 
     async def read_not_responding_again(
-        self, interruption: Interruption, bundle: EvidenceBundle
-    ) -> EvidenceBundle | Kind:
+        self, interruption: Interruption, bundle: RecoveryContext
+    ) -> RecoveryContext | Kind:
         """With the NOT_RESPONDING_READ_TWICE patch: while the last read shows nodes
         unavailable without being DOWN that have not lasted the grace, wait out the grace
         and read again (at most NOT_RESPONDING_REREADS times). The bundle to assess: the

@@ -39,19 +39,9 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$HERE/lib.sh"
 
-STATE_DIR=${LOCAL_SLURM_STATE_DIR:-/tmp/resurrect-slurm}
-usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit "${1:-0}"; }
-while [ $# -gt 0 ]; do
-  case $1 in
-    --state-dir) STATE_DIR=$2; shift 2 ;;
-    -h|--help) usage 0 ;;
-    -*) echo "unknown option: $1" >&2; usage 2 ;;
-    *) break ;;
-  esac
-done
-[ $# -ge 1 ] || usage 2
+ls_state_dir_options "$@"; set -- "${LS_ARGS[@]}"
+[ $# -ge 1 ] || ls_usage 2
 ACTION=$1; shift
-[[ $STATE_DIR = /* ]] || STATE_DIR=$PWD/$STATE_DIR
 
 SUBNET=198.18.0
 CTL_ADDR=$SUBNET.1
@@ -235,28 +225,28 @@ case $ACTION in
   check) hosts_check; echo "namespaces usable" ;;
   up) hosts_up "$@" ;;
   down) hosts_down ;;
-  exec) [ $# -ge 2 ] || usage 2; host_exec "$@" ;;
-  pids) [ $# -eq 1 ] || usage 2; host_pids "$1" ;;
+  exec) [ $# -ge 2 ] || ls_usage 2; host_exec "$@" ;;
+  pids) [ $# -eq 1 ] || ls_usage 2; host_pids "$1" ;;
   partition)
-    [ $# -ge 1 ] || usage 2
+    [ $# -ge 1 ] || ls_usage 2
     way=${2:-both}
     case $way in both|in|out) ;; *) ls_die "partition: way must be both, in or out" ;; esac
     if [ "$way" != out ]; then nft_in "$1" add rule inet resurrect input ip saddr "$CTL_ADDR" drop; fi
     if [ "$way" != in ]; then nft_in "$1" add rule inet resurrect output ip daddr "$CTL_ADDR" drop; fi
     echo "partitioned $1 from the controller ($way)" ;;
   cut-port)
-    [ $# -ge 2 ] && [[ $2 =~ ^[0-9]+$ ]] || usage 2
+    [ $# -ge 2 ] && [[ $2 =~ ^[0-9]+$ ]] || ls_usage 2
     proto=${3:-udp}; [[ $proto =~ ^(udp|tcp)$ ]] || ls_die "cut-port: udp or tcp"
     nft_in "$1" add rule inet resurrect output ip daddr "$CTL_ADDR" "$proto" dport "$2" drop
     echo "cut $1 -> controller $proto/$2" ;;
   cut-worker)
-    [ $# -eq 1 ] && [[ $1 =~ ^[0-9]+$ ]] || usage 2
+    [ $# -eq 1 ] && [[ $1 =~ ^[0-9]+$ ]] || ls_usage 2
     nft_in worker add rule inet resurrect output ip daddr "$CTL_ADDR" tcp dport "$1" drop
     nft_in worker add rule inet resurrect input ip saddr "$CTL_ADDR" tcp sport "$1" drop
     echo "cut worker <-> controller tcp/$1" ;;
   lossy)
-    [ $# -ge 2 ] && [[ $2 =~ ^[0-9]+$ ]] && [ "$2" -le 100 ] || usage 2
-    delay=${3:-0}; [[ $delay =~ ^[0-9]+$ ]] || usage 2
+    [ $# -ge 2 ] && [[ $2 =~ ^[0-9]+$ ]] && [ "$2" -le 100 ] || ls_usage 2
+    delay=${3:-0}; [[ $delay =~ ^[0-9]+$ ]] || ls_usage 2
     ns=$(host_field "$1" 2)
     if ip netns exec "$ns" tc qdisc replace dev eth0 root netem loss "$2%" delay "${delay}ms" 2>/dev/null; then
       echo "lossy $1: netem loss $2% delay ${delay}ms"
@@ -266,14 +256,14 @@ case $ACTION in
       nft_in "$1" add rule inet resurrect input iifname eth0 numgen random mod 100 '<' "$2" drop
       echo "lossy $1: nftables random loss $2% each way (no sch_netem in this kernel)"
     fi ;;
-  freeze) [ $# -eq 1 ] || usage 2; host_freeze "$1" FROZEN; echo "froze host $1" ;;
+  freeze) [ $# -eq 1 ] || ls_usage 2; host_freeze "$1" FROZEN; echo "froze host $1" ;;
   state)
-    [ $# -eq 1 ] || usage 2
+    [ $# -eq 1 ] || ls_usage 2
     host_field "$1" 2 >/dev/null
     cat "$CGROUP_DIR/$1/freezer.state" 2>/dev/null || echo THAWED ;;
-  thaw) [ $# -eq 1 ] || usage 2; host_freeze "$1" THAWED; echo "thawed host $1" ;;
+  thaw) [ $# -eq 1 ] || ls_usage 2; host_freeze "$1" THAWED; echo "thawed host $1" ;;
   crash)
-    [ $# -eq 1 ] || usage 2
+    [ $# -eq 1 ] || ls_usage 2
     host_freeze "$1" FROZEN  # nothing forks while the kill goes round
     pids=$(host_pids "$1" | { grep -vx "$$" || true; } | tr '\n' ' ')
     # shellcheck disable=SC2086
@@ -281,7 +271,7 @@ case $ACTION in
     host_freeze "$1" THAWED
     echo "crashed host $1: ${pids:-nothing was running}" ;;
   heal)
-    [ $# -eq 1 ] || usage 2
+    [ $# -eq 1 ] || ls_usage 2
     if [ "$1" = all ]; then targets=$(awk '$1 != "ID" {print $1}' "$INFO"); else targets=$1; fi
     for h in $targets; do
       nft_in "$h" flush chain inet resurrect input

@@ -23,17 +23,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$HERE/lib.sh"
 
-STATE_DIR=${LOCAL_SLURM_STATE_DIR:-/tmp/resurrect-slurm}
-usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit "${1:-0}"; }
-while [ $# -gt 0 ]; do
-  case $1 in
-    --state-dir) STATE_DIR=$2; shift 2 ;;
-    -h|--help) usage 0 ;;
-    -*) echo "unknown option: $1" >&2; usage 2 ;;
-    *) break ;;
-  esac
-done
-[ $# -ge 2 ] || usage 2
+ls_state_dir_options "$@"; set -- "${LS_ARGS[@]}"
+[ $# -ge 2 ] || ls_usage 2
 ACTION=$1 NODE=$2
 shift 2
 ls_load_state "$STATE_DIR"
@@ -84,10 +75,10 @@ case $ACTION in
     echo "started $NODE (slurmd $(cat "$PIDFILE" 2>/dev/null || echo ?))"
     ;;
   partition) netns_only; "${HOSTS_SH[@]}" partition "$NODE" "${1:-both}" ;;
-  agent-partition) netns_only; [ $# -eq 1 ] || usage 2; "${HOSTS_SH[@]}" cut-port "$NODE" "$1" udp ;;
+  agent-partition) netns_only; [ $# -eq 1 ] || ls_usage 2; "${HOSTS_SH[@]}" cut-port "$NODE" "$1" udp ;;
   freeze-host) netns_only; "${HOSTS_SH[@]}" freeze "$NODE" ;;
   thaw-host) netns_only; "${HOSTS_SH[@]}" thaw "$NODE" ;;
   crash-host) netns_only; "${HOSTS_SH[@]}" crash "$NODE" ;;
-  lossy) netns_only; [ $# -ge 1 ] || usage 2; "${HOSTS_SH[@]}" lossy "$NODE" "$@" ;;
+  lossy) netns_only; [ $# -ge 1 ] || ls_usage 2; "${HOSTS_SH[@]}" lossy "$NODE" "$@" ;;
   *) ls_die "unknown action $ACTION (kill-node|freeze-node|thaw-node|start-node|partition|agent-partition|worker-partition|freeze-host|thaw-host|crash-host|lossy|heal)" ;;
 esac

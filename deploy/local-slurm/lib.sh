@@ -11,6 +11,28 @@ ls_log() {
 
 ls_die() { echo "local-slurm: error: $*" >&2; exit 1; }
 
+# ls_usage [STATUS] : print the running script's header comment (its usage), exit STATUS.
+ls_usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit "${1:-0}"; }
+
+# ls_state_dir_options ARGS... : the leading options of a script called as
+# `[--state-dir DIR] ACTION [ARGS]`: sets STATE_DIR (default $LOCAL_SLURM_STATE_DIR, else
+# /tmp/resurrect-slurm; made absolute) and LS_ARGS (the arguments after the options).
+# -h/--help prints the usage; an unknown option is an error. Call it as
+#   ls_state_dir_options "$@"; set -- "${LS_ARGS[@]}"
+ls_state_dir_options() {
+  STATE_DIR=${LOCAL_SLURM_STATE_DIR:-/tmp/resurrect-slurm}
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --state-dir) [ $# -ge 2 ] || ls_usage 2; STATE_DIR=$2; shift 2 ;;
+      -h|--help) ls_usage 0 ;;
+      -*) echo "unknown option: $1" >&2; ls_usage 2 ;;
+      *) break ;;
+    esac
+  done
+  [[ $STATE_DIR = /* ]] || STATE_DIR=$PWD/$STATE_DIR
+  LS_ARGS=("$@")
+}
+
 # ls_load_state DIR : read DIR/cluster.info (written by start.sh) into LS_* variables.
 ls_load_state() {
   local dir=$1 key val

@@ -69,7 +69,6 @@ RESTD_PORT=${LOCAL_SLURM_RESTD_PORT:-6820}
 RESTD_USER=${LOCAL_SLURM_RESTD_USER:-resurrect-restd}
 HOSTS=${LOCAL_SLURM_HOSTS:-local}
 
-usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit "${1:-0}"; }
 while [ $# -gt 0 ]; do
   case $1 in
     --state-dir) STATE_DIR=$2; shift 2 ;;
@@ -92,8 +91,8 @@ while [ $# -gt 0 ]; do
     --restd-port) RESTD_PORT=$2; shift 2 ;;
     --restd-user) RESTD_USER=$2; shift 2 ;;
     --hosts) HOSTS=$2; shift 2 ;;
-    -h|--help) usage 0 ;;
-    *) echo "unknown option: $1" >&2; usage 2 ;;
+    -h|--help) ls_usage 0 ;;
+    *) echo "unknown option: $1" >&2; ls_usage 2 ;;
   esac
 done
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from resurrect.config import ApprovalSettings
-from resurrect.contracts import Contract, Diagnosis, Evidence, EvidenceBundle, RestartHistory
+from resurrect.contracts import Contract, Diagnosis, Evidence, RecoveryContext, RestartHistory
 from resurrect.lemons.models import LemonScore
 from resurrect.plans.models import ResolvedPlan
 
@@ -17,7 +17,7 @@ from resurrect.plans.models import ResolvedPlan
 class AssessRequest(Contract):
     """The evidence gathered, what other sensors reported, and the recovery asking."""
 
-    bundle: EvidenceBundle
+    bundle: RecoveryContext
     reported: list[Evidence] = Field(default_factory=list)  # evidence other sensors sent
     workflow_id: str  # the recovery asking: not counted among the earlier ones
     # The first attempt, a local activity: answer within this many seconds or raise

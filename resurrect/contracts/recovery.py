@@ -128,7 +128,9 @@ class RecoveryPhase(StrEnum):
     REPORTED = "reported"  # the workflow started; nothing read yet
     GATHERING_EVIDENCE = "gathering_evidence"  # reading the job, its nodes and policy
     AWAITING_SECOND_SOURCE = "awaiting_second_source"  # only a node agent's silence reports
-    ATTRIBUTING = "attributing"  # the assessment (``recovery.assess``): the diagnosis
+    # The assessment (``recovery.assess``): the diagnosis and the decision's other inputs.
+    # The value keeps 0.2.0's word: visibility stores it and released clients filter on it.
+    ASSESSING = "attributing"
     AWAITING_APPROVAL = "awaiting_approval"  # waiting for a person (``resurrect approve``)
     DRAIN_NODES = "drain_nodes"  # the built-in steps, one each
     VERIFY_CHECKPOINT = "verify_checkpoint"
@@ -199,8 +201,13 @@ class RecoveryOutcome(Contract):
 # Inputs and outputs of the recovery activities (what the workflow history records).
 
 
-class EvidenceBundle(Contract):
-    """What ``gather_evidence`` found: the job, its nodes, its policy, the mode to run in."""
+class RecoveryContext(Contract):
+    """The context a recovery works in, read once by ``gather_evidence``: the interruption,
+    the job, its nodes, its policy, the mode to run in and the timeouts.
+
+    Payloads carry no class names, so stored histories hold only these fields. The field
+    that carries it in :class:`StepInput` and ``contracts.assessment.AssessRequest`` keeps
+    its stored name, ``bundle`` (plugin steps read ``ctx.input.bundle``)."""
 
     interruption: Interruption
     job: JobInfo
@@ -247,7 +254,7 @@ class StepInput(Contract):
     activity: str
     params: dict[str, Any] = Field(default_factory=dict)
     observe: bool  # observe mode: change nothing, say what would be done
-    bundle: EvidenceBundle
+    bundle: RecoveryContext
     diagnosis: Diagnosis
     decision: RecoveryDecision
     state: RecoveryState = Field(default_factory=RecoveryState)

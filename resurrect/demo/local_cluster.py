@@ -11,6 +11,8 @@ The cluster runs the host's Slurm, or another version (``24.11``, ``26.05``: a D
 userland that start.sh builds once and caches) named by ``slurm_version`` or the
 ``RESURRECT_SLURM_VERSION`` environment variable; its client commands are then those of
 that version (:attr:`LocalSlurm.bin_dir`, first on :attr:`LocalSlurm.env`'s ``PATH``).
+Which versions can run here, and why not, is :mod:`resurrect.demo.slurm_versions` (its
+names are exported here too).
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from __future__ import annotations
 import os
 import random
 import shlex
-import shutil
 import socket
 import subprocess
 import tempfile
@@ -36,6 +37,13 @@ from resurrect.demo.host_namespaces import (
     on_host,
     on_network_of,
     read_hosts,
+)
+from resurrect.demo.slurm_versions import (
+    SLURM_VERSION_ENV,
+    requested_slurm_version,
+    restd_unavailable_reason,
+    restd_unsupported_reason,
+    slurm_unavailable_reason,
 )
 from resurrect.numbers import is_ascii_digits
 from resurrect.scheduler.slurm_cli import SlurmCli
@@ -70,11 +78,6 @@ def repo_root() -> Path:
 
 
 DEMO_USER = "resurrect-demo"
-# The Slurm version local clusters run when none is given: unset means the host's.
-SLURM_VERSION_ENV = "RESURRECT_SLURM_VERSION"
-# Versions start.sh runs from a Debian userland (deploy/local-slurm/userland.sh).
-USERLAND_VERSIONS = ("24.11", "26.05")
-_SLURM_BINARIES = ("slurmctld", "slurmd", "sbatch", "scontrol", "squeue", "sinfo", "munged")
 
 
 def _port_free(port: int) -> bool:
@@ -116,90 +119,6 @@ def rendezvous_port_base(seed: int | None = None) -> int:
     if seed is None:
         return random.SystemRandom().choice(RENDEZVOUS_BASES)
     return RENDEZVOUS_BASES[(seed * 7919) % len(RENDEZVOUS_BASES)]
-
-
-def requested_slurm_version() -> str | None:
-    """The version ``RESURRECT_SLURM_VERSION`` asks for (``22.05``, ``24.11``, ``26.05``), or
-    None for the host's."""
-    return os.environ.get(SLURM_VERSION_ENV) or None
-
-
-def _host_slurm_version() -> str | None:
-    """``major.minor`` of the host's slurmctld, or None when it is missing."""
-    search = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
-    ctld = shutil.which("slurmctld", path=search)
-    if ctld is None:
-        return None
-    try:
-        out = subprocess.run(
-            [ctld, "-V"], capture_output=True, text=True, timeout=10, check=False
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    parts = out.split()[-1].split(".") if out.split() else []
-    return ".".join(parts[:2]) if len(parts) >= 2 else None
-
-
-def slurm_unavailable_reason(slurm_version: str | None = None) -> str | None:
-    """Why a local cluster (of ``slurm_version``, default: the requested one) cannot start
-    here, or None if it can."""
-    if os.geteuid() != 0:
-        return "local Slurm cluster needs root (slurmd runs jobs as their owners)"
-    version = slurm_version or requested_slurm_version()
-    if version is not None and version != _host_slurm_version():
-        if version not in USERLAND_VERSIONS:
-            return f"no Slurm {version} here (the host's, or {', '.join(USERLAND_VERSIONS)})"
-        cached = Path(_cache_dir()) / f"slurm-{version}" / "sbin" / "slurmd"
-        if not cached.exists() and shutil.which("mmdebstrap") is None:
-            return (
-                f"Slurm {version} needs a Debian userland: deploy/local-slurm/userland.sh "
-                f"{version} (apt-get install mmdebstrap patchelf)"
-            )
-        if shutil.which("munged", path="/usr/sbin:/sbin") is None:
-            return "munged missing (apt-get install munge)"
-        return None
-    search = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
-    missing = [b for b in _SLURM_BINARIES if shutil.which(b, path=search) is None]
-    if missing:
-        return (
-            f"Slurm binaries missing: {', '.join(missing)} "
-            "(apt-get install munge slurmctld slurmd slurm-client)"
-        )
-    return None
-
-
-def restd_unsupported_reason(slurm_version: str | None = None) -> str | None:
-    """Why resurrect's slurmrestd backend does not apply to ``slurm_version`` (default: the
-    requested one, else the host's): its REST API predates data parser v0.0.42 (Slurm
-    24.11), the oldest the backend reads. None where it applies."""
-    version = slurm_version or requested_slurm_version() or _host_slurm_version()
-    if version is None:
-        return None
-    try:
-        release = tuple(int(part) for part in version.split(".")[:2])
-    except ValueError:
-        return None
-    if release < (24, 11):
-        return f"slurmrestd of Slurm {version} serves data parsers older than v0.0.42"
-    return None
-
-
-def restd_unavailable_reason(slurm_version: str | None = None) -> str | None:
-    """Why a local cluster (of ``slurm_version``, default: the requested one) cannot run
-    slurmrestd with auth/jwt here, or None if it can (the 24.11 / 26.05 userlands have it;
-    the host's Slurm needs the slurmrestd and slurm-wlm-jwt-plugin packages)."""
-    reason = slurm_unavailable_reason(slurm_version)
-    if reason is not None:
-        return reason
-    version = slurm_version or requested_slurm_version()
-    if version is not None and version != _host_slurm_version():
-        return None  # userland.sh builds it with slurmrestd and the jwt plugin
-    search = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
-    if shutil.which("slurmrestd", path=search) is None:
-        return "no slurmrestd for the host's Slurm (apt-get install slurmrestd)"
-    if not Path("/usr/lib/x86_64-linux-gnu/slurm-wlm/auth_jwt.so").exists():
-        return "no auth/jwt plugin for the host's Slurm (apt-get install slurm-wlm-jwt-plugin)"
-    return None
 
 
 @dataclass
@@ -630,11 +549,6 @@ def read_cluster_info(state_dir: Path) -> dict[str, str]:
         if sep:
             info[key.strip()] = value.strip()
     return info
-
-
-def _cache_dir() -> str:
-    """Where start.sh keeps the Debian userlands (``LOCAL_SLURM_CACHE_DIR``)."""
-    return os.environ.get("LOCAL_SLURM_CACHE_DIR", "/var/cache/resurrect")
 
 
 def stop_local_slurm(cluster: LocalSlurm, purge: bool = True) -> None:

@@ -20,6 +20,7 @@ import statistics
 from collections.abc import Sequence
 from datetime import datetime
 
+from resurrect.carry_over import carry_over
 from resurrect.goodput.model import (
     LOST_PARTS,
     PART_MEANING,
@@ -38,7 +39,6 @@ from resurrect.goodput.model import (
 )
 from resurrect.goodput.saves import save_times
 from resurrect.goodput.window import shifted_within
-from resurrect.records import carry_over
 
 _INTERRUPTION_PARTS = frozenset({"detection", "recovery", "queue", "recompute"})
 

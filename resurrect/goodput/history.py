@@ -20,8 +20,8 @@ from temporalio.converter import PayloadConverter
 from temporalio.exceptions import TemporalError
 
 from resurrect.contracts import (
-    EvidenceBundle,
     Interruption,
+    RecoveryContext,
     RecoveryOutcome,
     StepResult,
 )
@@ -147,7 +147,7 @@ def _fold_activity(
         # the first read is the interrupted attempt's: a later one (the second-source wait's,
         # the 0.2.1 re-read after the grace) may already see the job as Slurm requeued it, with
         # a new start and a new submit time
-        bundle = _decode(converter, result, EvidenceBundle)
+        bundle = _decode(converter, result, RecoveryContext)
         if bundle is not None:
             for key, value in (
                 ("interrupted_attempt_started_at", bundle.job.start_time),

@@ -18,6 +18,7 @@ from datetime import datetime
 
 from temporalio.client import Client
 
+from resurrect.carry_over import carry_over
 from resurrect.config import ResurrectConfig
 from resurrect.contracts.workflow_ids import node_repair_workflow_id
 from resurrect.contracts.workflow_names import NODE_REPAIR_WORKFLOW
@@ -25,7 +26,6 @@ from resurrect.lemons.models import LemonRules, LemonScore, NodeIncident
 from resurrect.lemons.score import lemon_score, out_of_service, weight
 from resurrect.operator.models import NodeIncidentReport, NodeRepairState
 from resurrect.operator.repair_client import node_state, report_incident
-from resurrect.records import carry_over
 from resurrect.temporal.search_attributes import LEMON_SCORE
 
 # The most nodes with a score read at once (the highest-scored cluster has far fewer).

@@ -14,6 +14,7 @@ from temporalio.client import (
 )
 from temporalio.common import WorkflowIDConflictPolicy
 
+from resurrect.carry_over import carry_over
 from resurrect.config import ResurrectConfig
 from resurrect.contracts.workflow_ids import node_repair_workflow_id
 from resurrect.contracts.workflow_names import (
@@ -34,7 +35,6 @@ from resurrect.operator.task_queues import (
     query_operator_workflow,
     runs_on_operator_queue,
 )
-from resurrect.records import carry_over
 
 log = logging.getLogger(__name__)
 

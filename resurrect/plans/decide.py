@@ -54,11 +54,11 @@ from resurrect.contracts import (
     AttemptRecord,
     Diagnosis,
     Evidence,
-    EvidenceBundle,
     FaultClass,
     JobInfo,
     JobPolicy,
     RecoveryAction,
+    RecoveryContext,
     RecoveryDecision,
     RecoveryMode,
     RestartHistory,
@@ -134,7 +134,7 @@ class Choice:
 
 
 def decide(
-    bundle: EvidenceBundle,
+    bundle: RecoveryContext,
     diagnosis: Diagnosis,
     plans: Sequence[ResolvedPlan],
     charged_restarts: int,
@@ -194,7 +194,7 @@ def _restart(
     diagnosis: Diagnosis,
     job_nodes: Sequence[str],
     job_excluded: Sequence[str],
-    bundle: EvidenceBundle,
+    bundle: RecoveryContext,
     reported: Sequence[Evidence],
 ) -> RecoveryDecision | None:
     """The restart, before the budget (None when the diagnosis stops or does nothing):

@@ -15,9 +15,9 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from resurrect.carry_over import carry_over
 from resurrect.errors import PlanError
 from resurrect.plans.models import PlanFile, PlanSpec, ResolvedPlan, ResolvedStep
-from resurrect.records import carry_over
 
 SHIPPED_PLANS = Path(__file__).with_name("default.yaml")
 

@@ -41,6 +41,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from resurrect.carry_over import carry_over
 from resurrect.contracts import (
     DEFAULT_ACTION,
     Diagnosis,
@@ -49,7 +50,6 @@ from resurrect.contracts import (
     RecoveryAction,
 )
 from resurrect.evidence_trust import proposed_action, same_host
-from resurrect.records import carry_over
 from resurrect.rules.culprits import MAX_LISTED, find_culprits
 from resurrect.rules.engine import known_confidences
 from resurrect.rules.launcher_records import (

@@ -3,13 +3,20 @@ in the Temporal UI (e.g. ``ResurrectJobId = "1234"`` or ``ResurrectFaultClass = 
 
 The embedded dev server registers them at start; on an existing cluster an operator registers
 them once (``resurrect temporal register-search-attributes`` prints the commands).
+A workflow sets them through :class:`SearchAttributeBatch`, one upsert per workflow task.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio import workflow
+from temporalio.common import (
+    SearchAttributeKey,
+    SearchAttributePair,
+    SearchAttributeUpdate,
+    TypedSearchAttributes,
+)
 
 from resurrect.contracts import Interruption, RecoveryPhase
 
@@ -65,3 +72,34 @@ def initial_attributes(interruption: Interruption) -> TypedSearchAttributes:
             SearchAttributePair(PHASE, RecoveryPhase.REPORTED.value),
         ]
     )
+
+
+class SearchAttributeBatch:
+    """The search attributes a workflow has set and not yet upserted: upserted together, one
+    upsert command per workflow task at most, and only those whose value changed."""
+
+    def __init__(self) -> None:
+        self._pending: dict[str, SearchAttributeUpdate[Any]] = {}
+        self._upserted: dict[str, object] = {}
+
+    def begin(self) -> None:
+        """Take the attributes the workflow was started with as already upserted."""
+        started = workflow.info().typed_search_attributes
+        self._upserted = {pair.key.name: pair.value for pair in started}
+
+    def set(self, key: SearchAttributeKey[Any], value: object) -> None:
+        """Set ``key`` at the next :meth:`publish` (forgotten if it is set back first)."""
+        if self._upserted.get(key.name) == value:
+            self._pending.pop(key.name, None)
+        else:
+            self._pending[key.name] = key.value_set(value)
+
+    def publish(self) -> None:
+        """Upsert the attributes that changed since the last upsert, in one command."""
+        if not self._pending:
+            return
+        updates = list(self._pending.values())
+        for update in updates:
+            self._upserted[update.key.name] = update.value
+        self._pending.clear()
+        workflow.upsert_search_attributes(updates)

@@ -21,12 +21,12 @@ from resurrect.contracts import (
     DEFAULT_ACTION,
     Diagnosis,
     Evidence,
-    EvidenceBundle,
     FaultClass,
     Interruption,
     JobInfo,
     JobPolicy,
     JobState,
+    RecoveryContext,
     RecoveryDecision,
     RecoveryState,
     SignalKind,
@@ -67,7 +67,7 @@ def make_step_input(
         observed_at=datetime.now(UTC),
         nodes=job.nodes,
     )
-    bundle = EvidenceBundle(
+    bundle = RecoveryContext(
         interruption=interruption,
         job=job,
         policy=JobPolicy(),

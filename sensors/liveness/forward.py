@@ -5,6 +5,7 @@ from __future__ import annotations
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 
+from resurrect.carry_over import carry_over
 from resurrect.contracts.node_health import (
     HEARTBEAT_SIGNAL,
     NODE_HEALTH_WORKFLOW,
@@ -14,7 +15,6 @@ from resurrect.contracts.node_health import (
     NodeSilent,
 )
 from resurrect.contracts.workflow_ids import node_health_workflow_id
-from resurrect.records import carry_over
 from resurrect.sensors.liveness.collector import LivenessChange
 
 

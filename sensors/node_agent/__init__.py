@@ -10,7 +10,6 @@ from resurrect.rules.engine import LineScanner
 from resurrect.sensors.node_agent.agent import NodeAgent
 from resurrect.sensors.node_agent.classify import classify
 from resurrect.sensors.node_agent.fake_nvml import FakeGpu, FakeNvml
-from resurrect.sensors.node_agent.health_check import run_check, verdict_from
 from resurrect.sensors.node_agent.kernel_log import KernelLogSource
 from resurrect.sensors.node_agent.limiter import FindingLimiter
 from resurrect.sensors.node_agent.models import GpuVerdict, NodeVerdict, Reading
@@ -22,6 +21,7 @@ from resurrect.sensors.node_agent.reporters import (
     PrintReporter,
     TemporalReporter,
 )
+from resurrect.sensors.node_agent.verdict import run_check, verdict_from
 
 __all__ = [
     "AgentReporter",

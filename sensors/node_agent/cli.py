@@ -28,12 +28,12 @@ from resurrect.rules.engine import LineScanner
 from resurrect.sensors.node_agent.agent import NodeAgent
 from resurrect.sensors.node_agent.classify import classify
 from resurrect.sensors.node_agent.fence import Lease, SelfFence
-from resurrect.sensors.node_agent.health_check import format_verdict, run_check
 from resurrect.sensors.node_agent.kernel_log import KernelLogSource
 from resurrect.sensors.node_agent.models import NodeVerdict
 from resurrect.sensors.node_agent.nvml_api import load_pynvml
 from resurrect.sensors.node_agent.nvml_source import NvmlSource
 from resurrect.sensors.node_agent.reporters import AgentReporter, PrintReporter, TemporalReporter
+from resurrect.sensors.node_agent.verdict import format_verdict, run_check
 
 log = logging.getLogger(__name__)
 

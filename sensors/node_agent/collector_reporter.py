@@ -17,11 +17,11 @@ import time
 import uuid
 from collections.abc import Callable
 
+from resurrect.carry_over import carry_over
 from resurrect.config import AgentSettings
 from resurrect.contracts.node_health import AgentStopped, NodeFindings, NodeHeartbeat
 from resurrect.errors import ConfigError
 from resurrect.numbers import is_ascii_digits
-from resurrect.records import carry_over
 from resurrect.sensors.liveness.wire import Beat, WireError, load_key, open_ack, seal
 from resurrect.sensors.node_agent.reporters import AgentReporter
 

@@ -11,19 +11,19 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
-from support.builders import evidence_bundle
+from support.builders import recovery_context
 from support.job_output import appended_attempts
 from temporalio.testing import ActivityEnvironment
 
 from resurrect.activities.recovery import RecoveryActivities
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import (
-    EvidenceBundle,
     FaultClass,
     Interruption,
     JobInfo,
     JobState,
     OutputMark,
+    RecoveryContext,
 )
 from resurrect.rules.engine import default_engine
 from resurrect.testing import FakeScheduler
@@ -32,7 +32,7 @@ ATTEMPT_0 = "step 45\nnode2: [rank1] RuntimeError: CUDA error: uncorrectable ECC
 ATTEMPT_1 = "step 45\nnode4: [rank1] RuntimeError: CUDA error: uncorrectable ECC error\n"
 
 
-def attempt_1(out: Path, marks: list[OutputMark]) -> EvidenceBundle:
+def attempt_1(out: Path, marks: list[OutputMark]) -> RecoveryContext:
     job = JobInfo(
         job_id="7",
         state=JobState.FAILED,
@@ -52,7 +52,7 @@ def attempt_1(out: Path, marks: list[OutputMark]) -> EvidenceBundle:
         nodes=["node3", "node4"],
         output_marks=marks,
     )
-    return evidence_bundle(report, job)
+    return recovery_context(report, job)
 
 
 async def test_the_recovery_of_attempt_1_names_attempt_1s_node_only(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from resurrect.contracts import EvidenceBundle
+from resurrect.contracts import RecoveryContext
 from resurrect.goodput.history import recoveries_query, recovery_from_history
 from resurrect.temporal.history import local_activity
 
@@ -57,7 +57,7 @@ def test_the_evidence_gathered_locally_is_read_from_its_marker() -> None:
     converter = pydantic_data_converter.payload_converter
     found = [local for e in history.events if (local := local_activity(e)) is not None]
     assert found[0][0] == "recovery.gather_evidence"
-    [bundle] = converter.from_payloads(found[0][1].payloads, [EvidenceBundle])
+    [bundle] = converter.from_payloads(found[0][1].payloads, [RecoveryContext])
     assert bundle.job.job_id == "108"
     started = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
     bundle.job.start_time, bundle.job.submit_time = started, started - timedelta(minutes=5)

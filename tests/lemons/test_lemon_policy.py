@@ -6,14 +6,13 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from support.builders import evidence_bundle
+from support.builders import recovery_context
 
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import (
     DEFAULT_ACTION,
     Diagnosis,
     Evidence,
-    EvidenceBundle,
     FaultClass,
     Interruption,
     JobInfo,
@@ -21,6 +20,7 @@ from resurrect.contracts import (
     JobState,
     LemonAction,
     RecoveryAction,
+    RecoveryContext,
     RecoveryDecision,
     SignalKind,
 )
@@ -110,11 +110,11 @@ def test_a_comment_may_lower_the_lemon_action_never_raise_it() -> None:
     assert "lemon_action 'drain' not granted: at most 'exclude'" in problems[0]
 
 
-def bundle(action: LemonAction) -> EvidenceBundle:
+def bundle(action: LemonAction) -> RecoveryContext:
     crash = Interruption(
         cluster="c", job_id="9", restart_count=0, source="test", reason="crash", observed_at=NOW
     )
-    return evidence_bundle(crash, JOB, policy=JobPolicy(lemon_action=action), opted_in=True)
+    return recovery_context(crash, JOB, policy=JobPolicy(lemon_action=action), opted_in=True)
 
 
 def test_decide_picks_the_drain_plan_when_the_lemon_policy_drains() -> None:

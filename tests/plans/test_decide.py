@@ -6,13 +6,13 @@ from resurrect.contracts import (
     DEFAULT_ACTION,
     Diagnosis,
     Evidence,
-    EvidenceBundle,
     FaultClass,
     JobInfo,
     JobPolicy,
     JobState,
     NodeInfo,
     RecoveryAction,
+    RecoveryContext,
     SignalKind,
 )
 from resurrect.evidence_trust import evidence_source, match_job_nodes, restart_action
@@ -173,7 +173,7 @@ def plan(name: str, *, actions: list[RecoveryAction], counts: bool | None = None
     )
 
 
-def bundle() -> EvidenceBundle:
+def bundle() -> RecoveryContext:
     """The incident of the step tests, for JOB under POLICY."""
     incident = make_step_input("recovery.requeue", job=JOB).bundle
     return incident.model_copy(update={"policy": POLICY})

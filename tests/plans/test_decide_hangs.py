@@ -13,12 +13,12 @@ from support.decisions import decision_for
 from resurrect.contracts import (
     Diagnosis,
     Evidence,
-    EvidenceBundle,
     FaultClass,
     JobInfo,
     JobPolicy,
     JobState,
     RecoveryAction,
+    RecoveryContext,
     SignalKind,
 )
 from resurrect.evidence_trust import HANG_HISTORY_RULE, hardware_evidence
@@ -179,7 +179,7 @@ def test_a_straggler_follows_the_same_rule() -> None:
     assert throttled.drain_nodes == ["gpu-2"] and not throttled.counts_against_budget
 
 
-def bundle(*reported: Evidence) -> EvidenceBundle:
+def bundle(*reported: Evidence) -> RecoveryContext:
     incident = make_step_input("recovery.requeue_job", job=JOB).bundle
     interruption = incident.interruption.model_copy(update={"evidence": list(reported)})
     return incident.model_copy(update={"policy": POLICY, "interruption": interruption})

@@ -1,6 +1,6 @@
 """Attacks through the job's output file: a FIFO, socket, device, directory, symlink, a file
 of someone else's, or a huge sparse file must not block or exhaust the log follower or the
-``attribute`` activity; the job gets a note, and every other job is still served."""
+``recovery.assess`` activity; the job gets a note, and every other job is still served."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from support.builders import evidence_bundle
+from support.builders import recovery_context
 from support.reports import Reports
 from temporalio.testing import ActivityEnvironment
 
@@ -23,11 +23,11 @@ import resurrect.activities.recovery as recovery_module
 from resurrect.activities.recovery import RecoveryActivities
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import (
-    EvidenceBundle,
     FaultClass,
     Interruption,
     JobInfo,
     JobState,
+    RecoveryContext,
 )
 from resurrect.errors import JobFileRefused
 from resurrect.log_reading import Budget, TailRead, open_job_file, read_tail
@@ -165,7 +165,7 @@ async def test_follower_loop_serves_a_good_job_beside_hostile_ones(
     assert "not opted in" in follower.notes.latest["99"]
 
 
-def _bundle(job: JobInfo) -> EvidenceBundle:
+def _bundle(job: JobInfo) -> RecoveryContext:
     interruption = Interruption(
         cluster="c1",
         job_id=job.job_id,
@@ -175,7 +175,7 @@ def _bundle(job: JobInfo) -> EvidenceBundle:
         observed_at=datetime.now(UTC),
         job_state=JobState.FAILED,
     )
-    return evidence_bundle(interruption, job)
+    return recovery_context(interruption, job)
 
 
 async def test_attribute_refuses_a_fifo_with_a_note(hostile: dict[str, Path]) -> None:

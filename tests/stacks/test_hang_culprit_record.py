@@ -15,7 +15,7 @@ from pathlib import Path
 from support.builders import job, make_config
 from support.rules import engine_of
 
-from resurrect.progress.culprits import MAX_NODES_PER_JOB, HangCulprits
+from resurrect.progress.hang_culprits import MAX_NODES_PER_JOB, HangCulprits
 from resurrect.progress.watch import HangReport, HangSuspicion
 from resurrect.sensors.log_follower import JobLogFollower
 from resurrect.stacks.classify import RankStack, judge

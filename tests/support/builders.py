@@ -1,4 +1,4 @@
-"""Builders of configurations, jobs, interruptions and evidence bundles shared by the tests.
+"""Builders of configurations, jobs, interruptions and recovery contexts shared by the tests.
 
 Each test that talks to Temporal gets its own cluster name and task queue, so tests on one
 server never see each other's workflows.
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from resurrect.config import ResurrectConfig, merge_sections
-from resurrect.contracts import EvidenceBundle, Interruption, JobInfo, JobPolicy, JobState
+from resurrect.contracts import Interruption, JobInfo, JobPolicy, JobState, RecoveryContext
 
 # A job comment that opts the job in with resurrect's defaults.
 OPT_IN = json.dumps({"resurrect": {}})
@@ -77,7 +77,7 @@ def interruption(cluster: str, info: JobInfo, **extra: object) -> Interruption:
     return Interruption.model_validate(data)
 
 
-def evidence_bundle(report: Interruption, info: JobInfo, **fields: object) -> EvidenceBundle:
+def recovery_context(report: Interruption, info: JobInfo, **fields: object) -> RecoveryContext:
     """What ``gather_evidence`` hands on for ``info`` after ``report``: the default policy
     from its comment, act mode, 60 s timeouts (``fields`` override any field)."""
     data: dict[str, object] = {
@@ -90,4 +90,4 @@ def evidence_bundle(report: Interruption, info: JobInfo, **fields: object) -> Ev
         "activity_timeout_s": 60,
     }
     data.update(fields)
-    return EvidenceBundle.model_validate(data)
+    return RecoveryContext.model_validate(data)

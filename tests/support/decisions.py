@@ -1,5 +1,5 @@
 """The recovery decision for a diagnosis, taken the way the workflow takes it: by
-:func:`resurrect.plans.decide.decide` on an evidence bundle, with one plan that matches every
+:func:`resurrect.plans.decide.decide` on a recovery context, with one plan that matches every
 action (and may override whether the restart is charged)."""
 
 from __future__ import annotations

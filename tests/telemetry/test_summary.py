@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from support.builders import evidence_bundle
+from support.builders import recovery_context
 
 from resurrect.contracts import (
     CheckpointVerdict,
@@ -86,7 +86,7 @@ def test_the_static_summary_names_fault_job_nodes_and_sensor() -> None:
 
 def test_each_step_gets_its_own_summary() -> None:
     job = JobInfo(job_id="12", state=JobState.NODE_FAIL, nodes=["node1", "node2"])
-    bundle = evidence_bundle(REPORT, job, policy=JobPolicy(checkpoint_dir="/ckpt/run7"))
+    bundle = recovery_context(REPORT, job, policy=JobPolicy(checkpoint_dir="/ckpt/run7"))
     step = StepInput(
         workflow_id="w",
         activity="recovery.drain_nodes",

@@ -30,13 +30,13 @@ from resurrect.config import ApprovalSettings
 from resurrect.contracts import (
     Diagnosis,
     Evidence,
-    EvidenceBundle,
     FaultClass,
     Interruption,
     JobPolicy,
     JobState,
     NodeInfo,
     RecoveryAction,
+    RecoveryContext,
     RecoveryOutcome,
     SignalKind,
     StepInput,
@@ -53,7 +53,7 @@ from resurrect.contracts.workflow_names import (
 from resurrect.errors import JobNotFound, PermanentStepError, SchedulerUnavailable
 from resurrect.plans.loader import load_plans
 from resurrect.plans.models import ResolvedPlan
-from resurrect.progress.culprits import HangCulprits
+from resurrect.progress.hang_culprits import HangCulprits
 from resurrect.sensors.report import report_interruption
 from resurrect.temporal import search_attributes as sa
 from resurrect.testing.steps import make_step_input
@@ -90,7 +90,7 @@ def _nothing(step: StepInput) -> StepResult:
 class Stage:
     """What the stand-in activities answer, and what they were asked (in order)."""
 
-    bundle: EvidenceBundle
+    bundle: RecoveryContext
     diagnosis: Diagnosis
     charged: int = 0
     plans: list[ResolvedPlan] = field(default_factory=load_plans)
@@ -105,7 +105,7 @@ class Stage:
     )
     gather_failures: list[BaseException] = field(default_factory=list)
     # what later readings of the evidence find (in order; the last one stays)
-    readings: list[EvidenceBundle] = field(default_factory=list)
+    readings: list[RecoveryContext] = field(default_factory=list)
     # run as local activities (recovery.notify is a built-in quick step; drain_nodes stands in
     # for a quick step that can fail)
     quick_steps: list[str] = field(
@@ -120,7 +120,7 @@ class Stage:
 
     def activities(self) -> list[Callable[..., Any]]:
         @activity.defn(name=Activity.GATHER_EVIDENCE)
-        async def gather_evidence(report: Interruption) -> EvidenceBundle:
+        async def gather_evidence(report: Interruption) -> RecoveryContext:
             self._record(Activity.GATHER_EVIDENCE, report)
             if self.gather_failures:
                 raise self.gather_failures.pop(0)
@@ -523,7 +523,7 @@ def silence_stage() -> Stage:
 
 def later(
     scripted: Stage, state: JobState, restart_count: int = 0, **node_flags: list[str]
-) -> EvidenceBundle:
+) -> RecoveryContext:
     """A later reading of job 100: its state and attempt, and nodes with the flags given."""
     bundle = scripted.bundle
     nodes = [n.model_copy(update={"flags": node_flags.get(n.name, n.flags)}) for n in bundle.nodes]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from resurrect.records import carry_over
+from resurrect.carry_over import carry_over
 
 
 class Heartbeat(BaseModel):

@@ -12,9 +12,8 @@ from pathlib import Path
 
 from support.job_output import appended_attempts
 
-from resurrect.attempt_output import attempt_output
 from resurrect.contracts import OutputMark
-from resurrect.log_reading import output_mark, read_tail
+from resurrect.log_reading import attempt_output, output_mark, read_tail
 
 ATTEMPT_0 = "attempt 0\nnode2: [rank1] RuntimeError: CUDA error: uncorrectable ECC error\n"
 ATTEMPT_1 = "attempt 1\nnode4: [rank1] RuntimeError: CUDA error: uncorrectable ECC error\n"

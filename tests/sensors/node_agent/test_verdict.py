@@ -15,8 +15,8 @@ from resurrect.rules.engine import RuleEngine
 from resurrect.sensors.node_agent import cli as agent_cli
 from resurrect.sensors.node_agent import nvml_api as api
 from resurrect.sensors.node_agent.fake_nvml import FakeNvml
-from resurrect.sensors.node_agent.health_check import run_check
 from resurrect.sensors.node_agent.models import NodeVerdict
+from resurrect.sensors.node_agent.verdict import run_check
 
 
 def main(argv: list[str]) -> int:

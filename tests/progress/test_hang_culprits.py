@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from resurrect.evidence_trust import HANG_HISTORY_RULE
-from resurrect.progress.culprits import MAX_JOBS_PER_NODE, MAX_NODES_PER_JOB, HangCulprits
+from resurrect.progress.hang_culprits import MAX_JOBS_PER_NODE, MAX_NODES_PER_JOB, HangCulprits
 
 DAY = 24 * 3600.0
 NODES = [f"gpu-{n}" for n in range(1, 10)]

@@ -1,40 +1,15 @@
-"""The job-log follower: reads what running opted-in jobs print, as they print it.
+"""The follower itself: which jobs it follows, a look at each, and what it reports.
 
-For every running opted-in job it follows the job's stdout/stderr files (paths from the
-scheduler; new jobs are picked up as they start, finished ones dropped), reads only the
-bytes appended since the last look, and feeds complete lines to the rule engine. Looks
-are adaptive (:mod:`sensors.poll_schedule`): every ``watcher.log_poll_interval_s`` for a job
-that is printing, backing off to ``watcher.log_quiet_max_s`` for a quiet one, with at most
-``watcher.log_quiet_looks_per_s`` looks at quiet jobs per second in all; a file stays open
-between looks, so a look that finds nothing new is one ``fstat`` of the open file and one
-``lstat`` of its path (rotation). A root-cause match of a class that means the job
-cannot finish in place (a lost GPU while the other ranks wait in a collective, a failed
-link, a lost node) reports an interruption at once, so the recovery can cancel the stuck
-job instead of waiting out its NCCL timeout.
-
-Each look at a job takes at most the job's share of the follower
-(:mod:`sensors.follower_share`: bytes read, distinct lines, CPU time), so one job's output
-cannot delay another's detection; what a look leaves is read at the job's next look, after
-the other due jobs. A line seen already in the same read, and a blank line, is dropped in C
-loops; a job that falls more than the share's ``max_behind`` bytes behind goes on from its
-last ``resume_from`` bytes, with a note saying how much was skipped.
-
-A requeued job's files are followed from their end when its attempt is first seen running
-(earlier attempts' lines were judged by their recoveries); its reports carry that point
-(``Interruption.output_marks``), from where its recovery reads the files.
-
-Truncation (the file got shorter) and rotation (another inode at the path) restart reading
-from the top. Partial lines wait for their end, bounded by ``MAX_PENDING`` bytes; a longer
-line is cut and scanned by its head. Bytes are untrusted: invalid UTF-8 is replaced.
+See the package's docstring (:mod:`sensors.log_follower`) for what it reads, how often,
+and within which share; one file's reading is :mod:`sensors.log_follower.followed_file`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -46,15 +21,13 @@ from resurrect.contracts import (
     Interruption,
     JobInfo,
     JobState,
-    OutputMark,
     SignalKind,
 )
-from resurrect.errors import JobFileRefused, SchedulerError
+from resurrect.errors import SchedulerError
 from resurrect.evidence_trust import match_job_nodes
 from resurrect.job_notes import JobNotes
-from resurrect.log_reading import count_lines, data_end, next_data, open_job_file
 from resurrect.policy import resolve_job_policy
-from resurrect.progress.culprits import HangCulprits
+from resurrect.progress.hang_culprits import HangCulprits
 from resurrect.progress.tracker import ProgressTracker
 from resurrect.progress.watch import HangReport, ProgressWatch, straggler_evidence
 from resurrect.rules.engine import LineScanner
@@ -62,16 +35,13 @@ from resurrect.scheduler.base import Scheduler
 from resurrect.sensors.checkpoint_progress import CheckpointProgress
 from resurrect.sensors.follower_share import (
     DEFAULT_SHARE,
-    UNBOUNDED_CPU,
-    DistinctLines,
     FollowerShare,
     LookBudget,
 )
-from resurrect.sensors.open_file_budget import open_files
+from resurrect.sensors.log_follower.followed_file import FollowedFile
 from resurrect.sensors.poll_schedule import AdaptiveSchedule
 from resurrect.sensors.report import ReportInterruption
 from resurrect.stacks.collect import LocalRanks, RankAccess
-from resurrect.telemetry.record import record_follower_read
 
 log = logging.getLogger(__name__)
 
@@ -93,181 +63,13 @@ MIN_CHECKPOINT_LOOK_S = 5.0
 # Adaptive hang detection judges silences of a few step times: a save in progress must be
 # seen within a second (a look reads the directory and its newest entries only).
 ADAPTIVE_CHECKPOINT_LOOK_S = 1.0
-MAX_PENDING = 256 << 10  # a partial line longer than this is cut
 MAX_REMEMBERED_JOBS = 10_000  # per-job memory across attempts is bounded
-MIN_READ = 16 << 10  # after a look that could not handle all it read, read less
 SKIP_NOTE_EVERY_S = 60.0  # a job that keeps falling behind gets one note a minute, with the sum
 
 # Root causes after which the job cannot finish where it is.
 INTERRUPTING_CLASSES = frozenset(
     {FaultClass.GPU_HARDWARE, FaultClass.NETWORK_FABRIC, FaultClass.NODE_LOST}
 )
-
-
-@dataclass
-class FollowedFile:
-    """Where we are in one file. Only a regular file owned by ``owner_uid`` is read
-    (:func:`resurrect.log_reading.open_job_file`); ``refused`` says why not, while not."""
-
-    path: str
-    owner_uid: int | None = None
-    inode: int | None = None
-    offset: int = 0
-    line_number: int | None = 0  # None: unknown (following began in the middle)
-    pending: bytes = b""
-    refused: str | None = None
-    fd: int | None = field(default=None, repr=False)  # kept open between looks
-    consumed: int = 0  # bytes the last read took
-    skipped: int = 0  # bytes passed over unread (too far behind) and not noted yet
-    _read_size: int = 0  # bytes to read at the next look (0: the share's)
-    began: OutputMark | None = None  # where following this attempt began (a requeued job)
-
-    def _open(self) -> int | None:
-        try:
-            fd = open_job_file(self.path, self.owner_uid)
-        except JobFileRefused as exc:
-            self.refused = str(exc)
-            return None
-        except OSError:  # not there (yet): nothing to read
-            return None
-        self.refused = None
-        return fd
-
-    def skip_to_end(self) -> None:
-        """Start at the file's current end (its earlier lines were already judged)."""
-        fd = self._open()
-        if fd is None:
-            return
-        try:
-            st = os.fstat(fd)
-            self.inode, self.offset, self.pending = st.st_ino, st.st_size, b""
-            self.began = OutputMark(path=self.path, inode=st.st_ino, offset=st.st_size)
-            self.line_number = count_lines(fd, st.st_size)
-        except OSError:
-            return
-        finally:
-            os.close(fd)
-
-    def close(self) -> None:
-        if self.fd is not None:
-            open_files.release(self.fd)
-            self.fd = None
-
-    def _current(self) -> int | None:
-        """The open descriptor of the file, opening (and checking) it if needed."""
-        if self.fd is None:
-            fd = self._open()
-            if fd is None:
-                return None
-            self.fd = open_files.keep(fd)
-        return self.fd
-
-    def _path_moved(self, st: os.stat_result) -> bool:
-        """Does the path now name another file (rotated, replaced, removed)?"""
-        try:
-            now = os.stat(self.path, follow_symlinks=False)
-        except OSError:
-            return True
-        return (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino)
-
-    def read_new_lines(self, budget: LookBudget | None = None) -> list[tuple[int | None, bytes]]:
-        """All of :meth:`lines` at once."""
-        return list(self.lines(budget))
-
-    def lines(self, budget: LookBudget | None = None) -> Iterator[tuple[int | None, bytes]]:
-        """The distinct non-blank lines completed since the last look, each at its first
-        appearance, as (line number or None, bytes), while ``budget`` lasts: bytes read and
-        distinct lines looked at are taken from it, and no line follows once its CPU time is
-        spent (the first always comes). What is left is read again at the next look. A file
-        more than the share's ``max_behind`` bytes behind continues from its last
-        ``resume_from`` bytes (:attr:`skipped` counts what was passed over)."""
-        budget = budget or LookBudget(UNBOUNDED_CPU)
-        self.consumed = 0
-        if budget.bytes_left <= 0 or budget.lines_left <= 0:
-            return
-        read = self._read(budget)
-        if read is None:
-            return
-        start, data = read
-        self.consumed = len(data)
-        self.offset = start + len(data)
-        budget.bytes_left -= len(data)
-        earlier = self.pending  # the start of a line begun at an earlier look
-        data = earlier + data
-        complete_to = data.rfind(b"\n") + 1
-        self.pending = data[complete_to:]
-        tail = None
-        if len(self.pending) > MAX_PENDING:
-            tail, self.pending = self.pending[:MAX_PENDING], b""
-        base = self.line_number
-        walker = DistinctLines(data[:complete_to])
-        given = False
-        while (line := walker.advance()) is not None:
-            at, index, text = line
-            if budget.lines_left <= 0 or (given and budget.cpu_spent()):
-                # from this line's first appearance on, all is read again at the next look
-                self.offset, self.pending = start + at - len(earlier), b""
-                self.line_number = None if base is None else base + index
-                self._read_size = max(MIN_READ, 2 * (at - len(earlier)))
-                return
-            budget.lines_left -= 1
-            if text.strip():
-                given = True
-                yield (None if base is None else base + index + 1, text)
-        self._read_size = budget.share.bytes
-        self.line_number = None if base is None else base + data.count(b"\n")
-        if tail is not None:
-            self.line_number = None if self.line_number is None else self.line_number + 1
-            yield (self.line_number, tail)
-
-    def _read(self, budget: LookBudget) -> tuple[int, bytes] | None:
-        """Where the new data starts and a run of it (up to the next hole, within the
-        budget's bytes), after rotation, truncation and falling behind are dealt with."""
-        share = budget.share
-        fd = self._current()
-        if fd is None:
-            return None
-        try:
-            st = os.fstat(fd)
-            if st.st_ino == self.inode and st.st_size == self.offset:
-                if not self._path_moved(st):
-                    return None  # nothing new: one fstat and one lstat
-                self.close()  # rotated or replaced: the file now at the path, checked
-                fd = self._current()
-                if fd is None:
-                    return None
-                st = os.fstat(fd)
-            if self.inode != st.st_ino or st.st_size < self.offset:
-                # new file, rotated, or truncated: start from the top, or from the last
-                # resume_from bytes of a file that is already huge
-                self.inode, self.offset, self.line_number, self.pending = st.st_ino, 0, 0, b""
-                if st.st_size > share.resume_from:
-                    self._skip(st.st_size - share.resume_from)
-            elif st.st_size - self.offset > share.max_behind:
-                self._skip(st.st_size - share.resume_from)
-            if st.st_size == self.offset:
-                return None
-            start = next_data(fd, self.offset, st.st_size)  # a hole holds no lines
-            if start > self.offset and self.pending:
-                self.pending += b"\n"
-            self.offset = start
-            # one run of data (up to the next hole), so a position in it is start + index
-            size = max(1, min(budget.bytes_left, self._read_size or share.bytes))
-            end = min(data_end(fd, start, st.st_size), start + size)
-            data = os.pread(fd, end - start, start) if end > start else b""
-            record_follower_read(len(data), time.time() - st.st_mtime)
-            return start, data
-        except OSError:
-            self.close()
-            return None
-        finally:
-            if self.fd is not None and not open_files.may_keep():
-                self.close()  # over the open-file budget: reopen at each look
-
-    def _skip(self, to: int) -> None:
-        """Continue from byte ``to``: what lies between is counted in :attr:`skipped`."""
-        self.skipped += to - self.offset
-        self.offset, self.line_number, self.pending = to, None, b""
 
 
 def hang_check_interval(hang_after_s: float) -> float:
