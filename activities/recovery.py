@@ -62,6 +62,7 @@ from resurrect.evidence_trust import (
     independent_evidence,
     match_job_nodes,
 )
+from resurrect.job_incarnation import Incarnation, incarnation_of, same_job
 from resurrect.lemons.board import board_for
 from resurrect.lemons.incidents import node_incidents
 from resurrect.lemons.models import LemonScore
@@ -369,25 +370,21 @@ class RecoveryActivities:
         lemon_records = self._lemon_records(request.quick_s)
         # never requeued (restart count 0): no earlier recovery, none charged
         requeued_before = max(report.restart_count, bundle.job.restart_count) > 0
-        charged = (
-            self._charged_restarts(report.cluster, report.job_id, request.workflow_id)
-            if requeued_before
-            else _nothing(0)
-        )
         earlier = (
-            self._earlier_attempts(report.cluster, report.job_id, request.workflow_id)
+            self._earlier_recoveries(bundle, request.workflow_id)
             if requeued_before
-            else _nothing(list[AttemptRecord]())
+            else _nothing(EarlierRecoveries(incarnation_of(bundle.job, ())))
         )
         attributed = self.read_and_attribute(bundle, request.reported, request.quick_s)
         try:
             async with asyncio.timeout(request.quick_s):  # None: no limit of its own
-                (diagnosis, last_step), charged_count, attempts, records = await asyncio.gather(
-                    attributed, charged, earlier, lemon_records
+                (diagnosis, last_step), recoveries, records = await asyncio.gather(
+                    attributed, earlier, lemon_records
                 )
                 lemons = await self._lemons(request, diagnosis, records)
         except TimeoutError as exc:
             raise NeedsMoreTime(f"not assessed within {request.quick_s:g} s") from exc
+        attempts = recoveries.attempts
         history = RestartHistory(
             last_step=last_step,
             earlier=attempts,
@@ -400,12 +397,13 @@ class RecoveryActivities:
             history.verified_step = await newest_verified_step(bundle, request.quick_s)
         return Assessment(
             diagnosis=diagnosis,
-            charged_restarts=charged_count,
+            charged_restarts=recoveries.charged,
             plans=list(self.plans),
             approvals=self.config.approvals,
             quick_steps=self.quick_steps,
             history=history,
             lemons=lemons,
+            incarnation=recoveries.incarnation.key,
         )
 
     async def _lemon_records(self, quick_s: float | None) -> Mapping[str, NodeRepairState]:
@@ -461,27 +459,45 @@ class RecoveryActivities:
         existing = await self.scheduler.list_nodes_named(elsewhere) if elsewhere else []
         return known_to_slurm(lemons, bundle.job.nodes, [n.name for n in existing])
 
-    async def _charged_restarts(self, cluster: str, job_id: str, current_workflow_id: str) -> int:
+    async def _earlier_recoveries(
+        self, bundle: EvidenceBundle, current_workflow_id: str
+    ) -> EarlierRecoveries:
+        """The incarnation of the job (:mod:`resurrect.job_incarnation`), what its earlier
+        recoveries recorded of the attempts they ended (the newest ``EARLIER_ATTEMPTS_READ``
+        of the job id, oldest first) and how many of them were charged to its budget: one
+        visibility list, then one count of this incarnation's charged recoveries."""
+        report = bundle.interruption
         if self.client is None:
-            return 0
-        query = earlier_recoveries(cluster, job_id, current_workflow_id)
-        count = await self.client.count_workflows(f"{query} AND ResurrectBudgetCharged = true")
-        return int(count.count)
-
-    async def _earlier_attempts(
-        self, cluster: str, job_id: str, current_workflow_id: str
-    ) -> list[AttemptRecord]:
-        """What the job's earlier recoveries recorded of the attempts they ended (the
-        newest ``EARLIER_ATTEMPTS_READ``), oldest first: one visibility list."""
-        if self.client is None:
-            return []
-        query = earlier_recoveries(cluster, job_id, current_workflow_id)
+            return EarlierRecoveries(incarnation_of(bundle.job, ()))
+        query = earlier_recoveries(report.cluster, report.job_id, current_workflow_id)
+        found = [f async for f in self.client.list_workflows(query, limit=EARLIER_ATTEMPTS_READ)]
+        incarnation = incarnation_of(
+            bundle.job,
+            (Incarnation.parse(f.typed_search_attributes.get(sa.INCARNATION)) for f in found),
+        )
         records: dict[int, AttemptRecord] = {}
-        async for found in self.client.list_workflows(query, limit=EARLIER_ATTEMPTS_READ):
-            record = attempt_record(found)
-            if record is not None and record.restart_count not in records:
-                records[record.restart_count] = record  # the newest run of that recovery
-        return [records[n] for n in sorted(records)]
+        for execution in found:
+            recorded = Incarnation.parse(execution.typed_search_attributes.get(sa.INCARNATION))
+            record = attempt_record(execution)
+            if record is None or not same_job(recorded, incarnation):
+                continue
+            records.setdefault(record.restart_count, record)  # the newest run of that recovery
+        count = await self.client.count_workflows(
+            f"{query} AND {of_incarnation(incarnation)} AND ResurrectBudgetCharged = true"
+        )
+        return EarlierRecoveries(
+            incarnation, [records[n] for n in sorted(records)], int(count.count)
+        )
+
+
+@dataclass
+class EarlierRecoveries:
+    """What the job's earlier recoveries recorded: the job's incarnation, the attempts they
+    ended (oldest first) and the restarts charged to its budget."""
+
+    incarnation: Incarnation
+    attempts: list[AttemptRecord] = field(default_factory=list)
+    charged: int = 0
 
 
 def output_paths(job: JobInfo) -> list[str]:
@@ -497,6 +513,13 @@ def earlier_recoveries(cluster: str, job_id: str, current_workflow_id: str) -> s
         f"WorkflowType = '{RECOVERY_WORKFLOW}' AND ResurrectCluster = '{cluster}'"
         f" AND ResurrectJobId = '{job_id}' AND WorkflowId != '{current_workflow_id}'"
     )
+
+
+def of_incarnation(incarnation: Incarnation) -> str:
+    """The visibility filter of the recoveries of ``incarnation``, and of those recorded
+    before recoveries named theirs (:func:`resurrect.job_incarnation.same_job`)."""
+    key = sa.INCARNATION.name
+    return f"({key} = '{incarnation.key}' OR {key} IS NULL)"
 
 
 REQUEUED_OUTCOMES = frozenset({"recovered", "requeued_not_running"})
