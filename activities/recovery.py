@@ -371,7 +371,7 @@ class RecoveryActivities:
         # never requeued (restart count 0): no earlier recovery, none charged
         requeued_before = max(report.restart_count, bundle.job.restart_count) > 0
         earlier = (
-            self._earlier_recoveries(bundle, request.workflow_id)
+            self.read_earlier_recoveries(bundle, request.workflow_id)
             if requeued_before
             else _nothing(EarlierRecoveries(incarnation_of(bundle.job, ())))
         )
@@ -459,7 +459,7 @@ class RecoveryActivities:
         existing = await self.scheduler.list_nodes_named(elsewhere) if elsewhere else []
         return known_to_slurm(lemons, bundle.job.nodes, [n.name for n in existing])
 
-    async def _earlier_recoveries(
+    async def read_earlier_recoveries(
         self, bundle: EvidenceBundle, current_workflow_id: str
     ) -> EarlierRecoveries:
         """The incarnation of the job (:mod:`resurrect.job_incarnation`), what its earlier

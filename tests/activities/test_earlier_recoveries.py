@@ -1,0 +1,191 @@
+"""Which earlier recoveries of a job id a recovery counts as its job's, and what reading them
+costs (``RecoveryActivities.read_earlier_recoveries``; resurrect/job_incarnation.py), on the
+real dev server.
+
+The records are what recoveries leave in visibility (their workflow ids and search
+attributes), made by workflows started on a task queue no worker polls: job 31 of uid 1001
+submitted on 5 January spent its budget; the id was handed out again (the ids wrapped, or
+the controller's state was reset). Reading them is one visibility list and one count,
+however many records the id has."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import pytest_asyncio
+from support.builders import evidence_bundle, interruption, job
+from temporalio.client import Client
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+
+from resurrect.activities.recovery import EarlierRecoveries, RecoveryActivities
+from resurrect.config import ResurrectConfig, TemporalSettings
+from resurrect.contracts.workflow_ids import recovery_workflow_id
+from resurrect.contracts.workflow_names import RECOVERY_WORKFLOW
+from resurrect.job_incarnation import Incarnation
+from resurrect.rules.engine import default_engine
+from resurrect.temporal import search_attributes as sa
+from resurrect.temporal.client import connect
+from resurrect.temporal.server import EmbeddedTemporal
+from resurrect.testing import FakeScheduler
+from resurrect.testing.counting import RPC_KINDS, count_temporal_calls
+
+pytestmark = pytest.mark.temporal
+
+JOB = "31"
+OWNER, OTHER = 1001, 1002
+FIRST_SUBMIT = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+FIRST = Incarnation(OWNER, int(FIRST_SUBMIT.timestamp()))
+REUSED_SUBMIT = FIRST_SUBMIT + timedelta(days=40)
+
+
+class Records:
+    """Recovery records of job ``JOB`` on a cluster of their own."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.cluster = f"t{uuid.uuid4().hex[:8]}"
+        self.queue = f"nobody-{uuid.uuid4().hex}"
+        self.made = 0
+
+    async def add(
+        self,
+        restart: int,
+        incarnation: Incarnation | None,
+        *,
+        charged: bool = True,
+        outcome: str = "recovered",
+        job_id: str = JOB,
+    ) -> None:
+        pairs: list[SearchAttributePair[object]] = [
+            SearchAttributePair(sa.JOB_ID, job_id),
+            SearchAttributePair(sa.CLUSTER, self.cluster),
+            SearchAttributePair(sa.OUTCOME, outcome),
+        ]
+        if charged:
+            pairs.append(SearchAttributePair(sa.BUDGET_CHARGED, True))
+        if incarnation is not None:
+            pairs.append(SearchAttributePair(sa.INCARNATION, incarnation.key))
+        await self.client.start_workflow(
+            RECOVERY_WORKFLOW,
+            "a record",
+            id=recovery_workflow_id(self.cluster, job_id, restart),
+            task_queue=self.queue,
+            search_attributes=TypedSearchAttributes(pairs),
+            execution_timeout=timedelta(minutes=5),
+        )
+        self.made += 1
+
+    async def visible(self) -> None:
+        query = f"ResurrectCluster = '{self.cluster}'"
+        for _ in range(200):
+            if (await self.client.count_workflows(query)).count == self.made:
+                return
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"{self.made} records never all visible")
+
+    async def read(
+        self, client: Client, restart: int, submitted: datetime, uid: int
+    ) -> EarlierRecoveries:
+        """What the recovery of attempt ``restart`` of the job as Slurm shows it now reads."""
+        info = job(JOB, restart_count=restart).model_copy(
+            update={"submit_time": submitted, "user_id": uid}
+        )
+        report = interruption(self.cluster, info)
+        activities = RecoveryActivities(
+            FakeScheduler.with_nodes(2), ResurrectConfig(), default_engine(), client=client
+        )
+        return await activities.read_earlier_recoveries(
+            evidence_bundle(report, info), report.workflow_id
+        )
+
+
+@pytest_asyncio.fixture
+async def records(temporal_client: Client) -> AsyncIterator[Records]:
+    made = Records(temporal_client)
+    yield made
+    query = f"ResurrectCluster = '{made.cluster}' AND ExecutionStatus = 'Running'"
+    async for found in temporal_client.list_workflows(query):
+        await temporal_client.get_workflow_handle(found.id).terminate("test over")
+
+
+@pytest_asyncio.fixture
+async def counted(temporal_server: EmbeddedTemporal) -> Client:
+    return await connect(TemporalSettings(), address=temporal_server.address, attempts=10)
+
+
+async def spent_first_job(records: Records) -> None:
+    """The first job: two charged restarts at attempts 3 and 4, stopped at 5 (its attempts
+    before were requeued by Slurm, with no recovery)."""
+    await records.add(3, FIRST)
+    await records.add(4, FIRST)
+    await records.add(5, FIRST, charged=False, outcome="stopped")
+
+
+async def test_a_job_reusing_the_id_of_another_owner_starts_with_a_fresh_budget(
+    records: Records, counted: Client
+) -> None:
+    await spent_first_job(records)
+    await records.visible()
+    read = await records.read(counted, 1, REUSED_SUBMIT, OTHER)
+    assert read.charged == 0 and read.attempts == []
+    assert read.incarnation == Incarnation(OTHER, int(REUSED_SUBMIT.timestamp()))
+
+
+async def test_a_job_reusing_the_id_of_the_same_owner_counts_its_own_recoveries_only(
+    records: Records, counted: Client
+) -> None:
+    await spent_first_job(records)
+    mine = Incarnation(OWNER, int(REUSED_SUBMIT.timestamp()))
+    await records.add(0, mine)
+    await records.add(1, mine)
+    await records.visible()
+    # attempt 2: Slurm set the submit time to the last requeue's moment
+    read = await records.read(counted, 2, REUSED_SUBMIT + timedelta(minutes=9), OWNER)
+    assert read.incarnation == mine
+    assert read.charged == 2
+    assert [a.restart_count for a in read.attempts] == [0, 1]
+
+
+async def test_requeues_and_the_owners_requeues_keep_the_spent_budget(
+    records: Records, counted: Client
+) -> None:
+    await spent_first_job(records)
+    await records.visible()
+    for restart, later in [(6, timedelta(hours=1)), (40, timedelta(days=30))]:
+        read = await records.read(counted, restart, FIRST_SUBMIT + later, OWNER)
+        assert read.incarnation == FIRST
+        assert read.charged == 2
+        assert [a.restart_count for a in read.attempts] == [3, 4, 5]
+
+
+async def test_records_from_before_incarnations_count_as_the_jobs_own(
+    records: Records, counted: Client
+) -> None:
+    await records.add(0, None)
+    await records.add(1, None, charged=False, outcome="stopped")
+    await records.add(2, Incarnation(OTHER, int(FIRST_SUBMIT.timestamp())))
+    await records.visible()
+    read = await records.read(counted, 3, FIRST_SUBMIT + timedelta(hours=2), OWNER)
+    assert read.charged == 1
+    assert [a.restart_count for a in read.attempts] == [0, 1]
+
+
+async def test_one_list_and_one_count_however_many_records_the_id_has(
+    records: Records, counted: Client
+) -> None:
+    calls = count_temporal_calls(counted)
+    await spent_first_job(records)
+    await records.visible()
+    calls.clear()
+    await records.read(counted, 1, REUSED_SUBMIT, OTHER)
+    few = calls.by_kind(RPC_KINDS)
+    for restart in range(6, 46):  # forty more, of other owners' jobs that had the id
+        await records.add(restart, Incarnation(OTHER + restart, restart))
+    await records.visible()
+    calls.clear()
+    await records.read(counted, 1, REUSED_SUBMIT, OTHER)
+    assert few == calls.by_kind(RPC_KINDS) == {"visibility": 2}, calls.calls
