@@ -279,6 +279,30 @@ async def test_a_reused_job_id_gets_its_own_restart_budget(harness: Harness) -> 
     assert await attempt(6, later + timedelta(hours=1), other) == "stopped"
 
 
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="recovery ids are per (cluster, job id, restart count), REJECT_DUPLICATE: a reused"
+    " id's attempt that an older job's finished recovery had is taken for a late report"
+    " (docs/security.md, job incarnations: limits)",
+)
+async def test_a_reused_job_ids_attempt_is_recovered_like_any_other(harness: Harness) -> None:
+    s = harness.scheduler
+    s.nodes["node2"] = s.nodes["node2"].model_copy(update={"state": "DOWN"})
+    s.jobs["208"] = job("208")
+    assert (await harness.recover(interruption(harness.config, s.jobs["208"]))).outcome
+    reused = job("208").model_copy(update={"user_id": os.getuid() + 1})
+    await report_interruption(
+        harness.client,
+        interruption(harness.config, reused),
+        task_queue=harness.config.temporal.task_queue,
+    )
+    cluster = harness.config.cluster.name
+    await visible(
+        harness.client, f"ResurrectJobId = '208' AND ResurrectCluster = '{cluster}'", 2, 5
+    )
+
+
 async def test_phase_query_and_search_attributes(harness: Harness) -> None:
     s = harness.scheduler
     s.nodes["node2"] = s.nodes["node2"].model_copy(update={"state": "DOWN"})
