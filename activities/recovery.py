@@ -230,15 +230,23 @@ class RecoveryActivities:
             assert budget.stop is not None
             budget.stop.set()  # a thread still reading stops at its next chunk
 
-    async def _attempt_output(self, bundle: EvidenceBundle) -> AttemptOutput:
+    async def _attempt_output(
+        self, bundle: EvidenceBundle, earlier: EarlierRecoveries | None = None
+    ) -> AttemptOutput:
         """Where the interrupted attempt's output begins in each file
-        (:mod:`resurrect.attempt_output`)."""
+        (:mod:`resurrect.attempt_output`); not from the recovery of the attempt before when
+        ``earlier`` shows that recovery was of another job that had the id."""
         report = bundle.interruption
         if report.restart_count == 0:
             return AttemptOutput()
-        recorded, why = await self._recorded_output_start(
-            report.cluster, report.job_id, report.restart_count
-        )
+        before = report.restart_count - 1
+        if earlier is not None and earlier.another_jobs(before):
+            recorded: list[OutputMark] | None = None
+            why = f"{recovery_workflow_id(report.cluster, report.job_id, before)} is another job's"
+        else:
+            recorded, why = await self._recorded_output_start(
+                report.cluster, report.job_id, report.restart_count
+            )
         return attempt_output(
             report.restart_count, output_paths(bundle.job), recorded, report.output_marks, why
         )
@@ -313,6 +321,7 @@ class RecoveryActivities:
         bundle: EvidenceBundle,
         reported: Sequence[Evidence] = (),
         quick_s: float | None = None,
+        earlier: EarlierRecoveries | None = None,
     ) -> tuple[Diagnosis, int | None]:
         """One diagnosis from the job's output, other sensors' reports (``reported``), the
         node agents' findings and the scheduler's states.
@@ -323,9 +332,10 @@ class RecoveryActivities:
         interval); planning drains only what a second source confirms. With ``quick_s``
         (assess's first attempt) it raises NeedsMoreTime instead of waiting for the job's
         output or a node agent's confirmation. Also returns the last training step the
-        output printed (rank 0's, or an unranked line's), None when none.
+        output printed (rank 0's, or an unranked line's), None when none. ``earlier``: the
+        job's earlier recoveries, when read (:meth:`read_earlier_recoveries`).
         """
-        attempt = await self._attempt_output(bundle)
+        attempt = await self._attempt_output(bundle, earlier)
         output = await self._read_job_output(bundle.job, quick_s, attempt)
         found, notes = output.found, output.notes
         found.extend(e for e in reported if e.kind is not SignalKind.SCHEDULER_STATE)
@@ -370,12 +380,12 @@ class RecoveryActivities:
         lemon_records = self._lemon_records(request.quick_s)
         # never requeued (restart count 0): no earlier recovery, none charged
         requeued_before = max(report.restart_count, bundle.job.restart_count) > 0
-        earlier = (
+        earlier = asyncio.ensure_future(
             self.read_earlier_recoveries(bundle, request.workflow_id)
             if requeued_before
             else _nothing(EarlierRecoveries(incarnation_of(bundle.job, ())))
         )
-        attributed = self.read_and_attribute(bundle, request.reported, request.quick_s)
+        attributed = self._attribute_after(earlier, bundle, request)
         try:
             async with asyncio.timeout(request.quick_s):  # None: no limit of its own
                 (diagnosis, last_step), recoveries, records = await asyncio.gather(
@@ -405,6 +415,17 @@ class RecoveryActivities:
             lemons=lemons,
             incarnation=recoveries.incarnation.key,
         )
+
+    async def _attribute_after(
+        self,
+        earlier: asyncio.Future[EarlierRecoveries],
+        bundle: EvidenceBundle,
+        request: AssessRequest,
+    ) -> tuple[Diagnosis, int | None]:
+        """:meth:`read_and_attribute`, once the earlier recoveries are read (whose record of
+        where this attempt's output begins is this job's)."""
+        recoveries = await earlier
+        return await self.read_and_attribute(bundle, request.reported, request.quick_s, recoveries)
 
     async def _lemon_records(self, quick_s: float | None) -> Mapping[str, NodeRepairState]:
         """The lemon records of the cluster's scored nodes, as this process keeps them
@@ -476,17 +497,21 @@ class RecoveryActivities:
             (Incarnation.parse(f.typed_search_attributes.get(sa.INCARNATION)) for f in found),
         )
         records: dict[int, AttemptRecord] = {}
+        others: set[int] = set()
         for execution in found:
             recorded = Incarnation.parse(execution.typed_search_attributes.get(sa.INCARNATION))
             record = attempt_record(execution)
-            if record is None or not same_job(recorded, incarnation):
+            if record is None:
+                continue
+            if not same_job(recorded, incarnation):
+                others.add(record.restart_count)
                 continue
             records.setdefault(record.restart_count, record)  # the newest run of that recovery
         count = await self.client.count_workflows(
             f"{query} AND {of_incarnation(incarnation)} AND ResurrectBudgetCharged = true"
         )
         return EarlierRecoveries(
-            incarnation, [records[n] for n in sorted(records)], int(count.count)
+            incarnation, [records[n] for n in sorted(records)], int(count.count), others
         )
 
 
@@ -498,6 +523,14 @@ class EarlierRecoveries:
     incarnation: Incarnation
     attempts: list[AttemptRecord] = field(default_factory=list)
     charged: int = 0
+    # attempts of which only recoveries of other jobs that had the id were read
+    others: set[int] = field(default_factory=set)
+
+    def another_jobs(self, restart_count: int) -> bool:
+        """Whether the recovery of attempt ``restart_count`` read was another job's only."""
+        return restart_count in self.others and all(
+            a.restart_count != restart_count for a in self.attempts
+        )
 
 
 def output_paths(job: JobInfo) -> list[str]:

@@ -11,9 +11,11 @@ however many records the id has."""
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -189,3 +191,27 @@ async def test_one_list_and_one_count_however_many_records_the_id_has(
     calls.clear()
     await records.read(counted, 1, REUSED_SUBMIT, OTHER)
     assert few == calls.by_kind(RPC_KINDS) == {"visibility": 2}, calls.calls
+
+
+async def test_where_the_attempt_began_is_not_taken_from_another_jobs_recovery(
+    records: Records, counted: Client, tmp_path: Path
+) -> None:
+    # recover/<cluster>/31/0 is the first job's: its record of where attempt 1 began in the
+    # output file (the same path: slurm-31.out) says nothing of this job's attempt 1
+    await records.add(0, FIRST, outcome="recovered")
+    await records.visible()
+    out = tmp_path / "slurm-31.out"
+    out.write_text("step 3\nsrun: error: node1: task 0: Segmentation fault (core dumped)\n")
+    info = job(JOB, restart_count=1, stdout=out).model_copy(
+        update={"submit_time": REUSED_SUBMIT, "user_id": os.getuid()}
+    )
+    report = interruption(records.cluster, info)
+    bundle = evidence_bundle(report, info)
+    activities = RecoveryActivities(
+        FakeScheduler.with_nodes(2), ResurrectConfig(), default_engine(), client=counted
+    )
+    earlier = await activities.read_earlier_recoveries(bundle, report.workflow_id)
+    assert earlier.another_jobs(0)
+    diagnosis, _ = await activities.read_and_attribute(bundle, earlier=earlier)
+    other = recovery_workflow_id(records.cluster, JOB, 0)
+    assert f"{other} is another job's" in diagnosis.summary, diagnosis.summary
