@@ -62,7 +62,7 @@ from resurrect.evidence_trust import (
     independent_evidence,
     match_job_nodes,
 )
-from resurrect.job_incarnation import Incarnation, incarnation_of, same_job
+from resurrect.job_incarnation import Incarnation, incarnation_of, split_by_incarnation
 from resurrect.lemons.board import board_for
 from resurrect.lemons.incidents import node_incidents
 from resurrect.lemons.models import LemonScore
@@ -492,21 +492,12 @@ class RecoveryActivities:
             return EarlierRecoveries(incarnation_of(bundle.job, ()))
         query = earlier_recoveries(report.cluster, report.job_id, current_workflow_id)
         found = [f async for f in self.client.list_workflows(query, limit=EARLIER_ATTEMPTS_READ)]
-        incarnation = incarnation_of(
-            bundle.job,
-            (Incarnation.parse(f.typed_search_attributes.get(sa.INCARNATION)) for f in found),
-        )
+        split = split_by_incarnation(bundle.job, found)
+        incarnation = split.incarnation
         records: dict[int, AttemptRecord] = {}
-        others: set[int] = set()
-        for execution in found:
-            recorded = Incarnation.parse(execution.typed_search_attributes.get(sa.INCARNATION))
-            record = attempt_record(execution)
-            if record is None:
-                continue
-            if not same_job(recorded, incarnation):
-                others.add(record.restart_count)
-                continue
+        for record in filter(None, map(attempt_record, split.own)):
             records.setdefault(record.restart_count, record)  # the newest run of that recovery
+        others = {r.restart_count for r in filter(None, map(attempt_record, split.others))}
         count = await self.client.count_workflows(
             f"{query} AND {of_incarnation(incarnation)} AND ResurrectBudgetCharged = true"
         )

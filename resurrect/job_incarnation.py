@@ -26,12 +26,15 @@ and the earliest submit time are not theirs to set.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from temporalio.client import WorkflowExecution
+
 from resurrect.contracts import JobInfo
 from resurrect.numbers import is_ascii_digits
+from resurrect.temporal import search_attributes as sa
 
 _UNKNOWN = "-"
 
@@ -88,6 +91,31 @@ def same_job(record: Incarnation | None, incarnation: Incarnation) -> bool:
     """Whether a record of the job's id is this incarnation's: it names it, or it names none
     (recorded before records named one; counted, so an upgrade refunds no budget)."""
     return record is None or record == incarnation
+
+
+@dataclass
+class JobsRecoveries:
+    """A job id's recoveries split by incarnation: the job's (:func:`same_job`), the others'."""
+
+    incarnation: Incarnation
+    own: list[WorkflowExecution]
+    others: list[WorkflowExecution]
+
+
+def recorded_incarnation(execution: WorkflowExecution) -> Incarnation | None:
+    """The incarnation a recovery recorded (``ResurrectIncarnation``); None: none."""
+    return Incarnation.parse(execution.typed_search_attributes.get(sa.INCARNATION))
+
+
+def split_by_incarnation(job: JobInfo, recoveries: Sequence[WorkflowExecution]) -> JobsRecoveries:
+    """``job``'s incarnation (:func:`incarnation_of`) among its id's ``recoveries``, and
+    which of them are its own."""
+    recorded = [recorded_incarnation(r) for r in recoveries]
+    incarnation = incarnation_of(job, recorded)
+    split = JobsRecoveries(incarnation, [], [])
+    for recovery, named in zip(recoveries, recorded, strict=True):
+        (split.own if same_job(named, incarnation) else split.others).append(recovery)
+    return split
 
 
 def _epoch(at: datetime | None) -> int | None:

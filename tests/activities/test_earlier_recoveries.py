@@ -10,9 +10,7 @@ however many records the id has."""
 
 from __future__ import annotations
 
-import asyncio
 import os
-import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,16 +18,14 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 from support.builders import evidence_bundle, interruption, job
+from support.recovery_records import Records
 from temporalio.client import Client
-from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from resurrect.activities.recovery import EarlierRecoveries, RecoveryActivities
 from resurrect.config import ResurrectConfig, TemporalSettings
 from resurrect.contracts.workflow_ids import recovery_workflow_id
-from resurrect.contracts.workflow_names import RECOVERY_WORKFLOW
 from resurrect.job_incarnation import Incarnation
 from resurrect.rules.engine import default_engine
-from resurrect.temporal import search_attributes as sa
 from resurrect.temporal.client import connect
 from resurrect.temporal.server import EmbeddedTemporal
 from resurrect.testing import FakeScheduler
@@ -44,74 +40,27 @@ FIRST = Incarnation(OWNER, int(FIRST_SUBMIT.timestamp()))
 REUSED_SUBMIT = FIRST_SUBMIT + timedelta(days=40)
 
 
-class Records:
-    """Recovery records of job ``JOB`` on a cluster of their own."""
-
-    def __init__(self, client: Client) -> None:
-        self.client = client
-        self.cluster = f"t{uuid.uuid4().hex[:8]}"
-        self.queue = f"nobody-{uuid.uuid4().hex}"
-        self.made = 0
-
-    async def add(
-        self,
-        restart: int,
-        incarnation: Incarnation | None,
-        *,
-        charged: bool = True,
-        outcome: str = "recovered",
-        job_id: str = JOB,
-    ) -> None:
-        pairs: list[SearchAttributePair[object]] = [
-            SearchAttributePair(sa.JOB_ID, job_id),
-            SearchAttributePair(sa.CLUSTER, self.cluster),
-            SearchAttributePair(sa.OUTCOME, outcome),
-        ]
-        if charged:
-            pairs.append(SearchAttributePair(sa.BUDGET_CHARGED, True))
-        if incarnation is not None:
-            pairs.append(SearchAttributePair(sa.INCARNATION, incarnation.key))
-        await self.client.start_workflow(
-            RECOVERY_WORKFLOW,
-            "a record",
-            id=recovery_workflow_id(self.cluster, job_id, restart),
-            task_queue=self.queue,
-            search_attributes=TypedSearchAttributes(pairs),
-            execution_timeout=timedelta(minutes=5),
-        )
-        self.made += 1
-
-    async def visible(self) -> None:
-        query = f"ResurrectCluster = '{self.cluster}'"
-        for _ in range(200):
-            if (await self.client.count_workflows(query)).count == self.made:
-                return
-            await asyncio.sleep(0.1)
-        raise AssertionError(f"{self.made} records never all visible")
-
-    async def read(
-        self, client: Client, restart: int, submitted: datetime, uid: int
-    ) -> EarlierRecoveries:
-        """What the recovery of attempt ``restart`` of the job as Slurm shows it now reads."""
-        info = job(JOB, restart_count=restart).model_copy(
-            update={"submit_time": submitted, "user_id": uid}
-        )
-        report = interruption(self.cluster, info)
-        activities = RecoveryActivities(
-            FakeScheduler.with_nodes(2), ResurrectConfig(), default_engine(), client=client
-        )
-        return await activities.read_earlier_recoveries(
-            evidence_bundle(report, info), report.workflow_id
-        )
+async def read_as_recovery(
+    records: Records, client: Client, restart: int, submitted: datetime, uid: int
+) -> EarlierRecoveries:
+    """What the recovery of attempt ``restart`` of job ``JOB`` as Slurm shows it now reads."""
+    info = job(JOB, restart_count=restart).model_copy(
+        update={"submit_time": submitted, "user_id": uid}
+    )
+    report = interruption(records.cluster, info)
+    activities = RecoveryActivities(
+        FakeScheduler.with_nodes(2), ResurrectConfig(), default_engine(), client=client
+    )
+    return await activities.read_earlier_recoveries(
+        evidence_bundle(report, info), report.workflow_id
+    )
 
 
 @pytest_asyncio.fixture
 async def records(temporal_client: Client) -> AsyncIterator[Records]:
     made = Records(temporal_client)
     yield made
-    query = f"ResurrectCluster = '{made.cluster}' AND ExecutionStatus = 'Running'"
-    async for found in temporal_client.list_workflows(query):
-        await temporal_client.get_workflow_handle(found.id).terminate("test over")
+    await made.remove()
 
 
 @pytest_asyncio.fixture
@@ -122,9 +71,9 @@ async def counted(temporal_server: EmbeddedTemporal) -> Client:
 async def spent_first_job(records: Records) -> None:
     """The first job: two charged restarts at attempts 3 and 4, stopped at 5 (its attempts
     before were requeued by Slurm, with no recovery)."""
-    await records.add(3, FIRST)
-    await records.add(4, FIRST)
-    await records.add(5, FIRST, charged=False, outcome="stopped")
+    await records.add(JOB, 3, FIRST)
+    await records.add(JOB, 4, FIRST)
+    await records.add(JOB, 5, FIRST, charged=False, outcome="stopped")
 
 
 async def test_a_job_reusing_the_id_of_another_owner_starts_with_a_fresh_budget(
@@ -132,7 +81,7 @@ async def test_a_job_reusing_the_id_of_another_owner_starts_with_a_fresh_budget(
 ) -> None:
     await spent_first_job(records)
     await records.visible()
-    read = await records.read(counted, 1, REUSED_SUBMIT, OTHER)
+    read = await read_as_recovery(records, counted, 1, REUSED_SUBMIT, OTHER)
     assert read.charged == 0 and read.attempts == []
     assert read.incarnation == Incarnation(OTHER, int(REUSED_SUBMIT.timestamp()))
 
@@ -142,11 +91,11 @@ async def test_a_job_reusing_the_id_of_the_same_owner_counts_its_own_recoveries_
 ) -> None:
     await spent_first_job(records)
     mine = Incarnation(OWNER, int(REUSED_SUBMIT.timestamp()))
-    await records.add(0, mine)
-    await records.add(1, mine)
+    await records.add(JOB, 0, mine)
+    await records.add(JOB, 1, mine)
     await records.visible()
     # attempt 2: Slurm set the submit time to the last requeue's moment
-    read = await records.read(counted, 2, REUSED_SUBMIT + timedelta(minutes=9), OWNER)
+    read = await read_as_recovery(records, counted, 2, REUSED_SUBMIT + timedelta(minutes=9), OWNER)
     assert read.incarnation == mine
     assert read.charged == 2
     assert [a.restart_count for a in read.attempts] == [0, 1]
@@ -158,7 +107,7 @@ async def test_requeues_and_the_owners_requeues_keep_the_spent_budget(
     await spent_first_job(records)
     await records.visible()
     for restart, later in [(6, timedelta(hours=1)), (40, timedelta(days=30))]:
-        read = await records.read(counted, restart, FIRST_SUBMIT + later, OWNER)
+        read = await read_as_recovery(records, counted, restart, FIRST_SUBMIT + later, OWNER)
         assert read.incarnation == FIRST
         assert read.charged == 2
         assert [a.restart_count for a in read.attempts] == [3, 4, 5]
@@ -167,11 +116,11 @@ async def test_requeues_and_the_owners_requeues_keep_the_spent_budget(
 async def test_records_from_before_incarnations_count_as_the_jobs_own(
     records: Records, counted: Client
 ) -> None:
-    await records.add(0, None)
-    await records.add(1, None, charged=False, outcome="stopped")
-    await records.add(2, Incarnation(OTHER, int(FIRST_SUBMIT.timestamp())))
+    await records.add(JOB, 0, None)
+    await records.add(JOB, 1, None, charged=False, outcome="stopped")
+    await records.add(JOB, 2, Incarnation(OTHER, int(FIRST_SUBMIT.timestamp())))
     await records.visible()
-    read = await records.read(counted, 3, FIRST_SUBMIT + timedelta(hours=2), OWNER)
+    read = await read_as_recovery(records, counted, 3, FIRST_SUBMIT + timedelta(hours=2), OWNER)
     assert read.charged == 1
     assert [a.restart_count for a in read.attempts] == [0, 1]
 
@@ -183,13 +132,13 @@ async def test_one_list_and_one_count_however_many_records_the_id_has(
     await spent_first_job(records)
     await records.visible()
     calls.clear()
-    await records.read(counted, 1, REUSED_SUBMIT, OTHER)
+    await read_as_recovery(records, counted, 1, REUSED_SUBMIT, OTHER)
     few = calls.by_kind(RPC_KINDS)
     for restart in range(6, 46):  # forty more, of other owners' jobs that had the id
-        await records.add(restart, Incarnation(OTHER + restart, restart))
+        await records.add(JOB, restart, Incarnation(OTHER + restart, restart))
     await records.visible()
     calls.clear()
-    await records.read(counted, 1, REUSED_SUBMIT, OTHER)
+    await read_as_recovery(records, counted, 1, REUSED_SUBMIT, OTHER)
     assert few == calls.by_kind(RPC_KINDS) == {"visibility": 2}, calls.calls
 
 
@@ -198,7 +147,7 @@ async def test_where_the_attempt_began_is_not_taken_from_another_jobs_recovery(
 ) -> None:
     # recover/<cluster>/31/0 is the first job's: its record of where attempt 1 began in the
     # output file (the same path: slurm-31.out) says nothing of this job's attempt 1
-    await records.add(0, FIRST, outcome="recovered")
+    await records.add(JOB, 0, FIRST, outcome="recovered")
     await records.visible()
     out = tmp_path / "slurm-31.out"
     out.write_text("step 3\nsrun: error: node1: task 0: Segmentation fault (core dumped)\n")
