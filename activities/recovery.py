@@ -61,6 +61,7 @@ from resurrect.evidence_trust import (
     independent_evidence,
     match_job_nodes,
 )
+from resurrect.job_incarnation import Incarnation, incarnation_of, split_by_incarnation
 from resurrect.lemons.board import board_for
 from resurrect.lemons.incidents import node_incidents
 from resurrect.lemons.models import LemonScore
@@ -228,15 +229,23 @@ class RecoveryActivities:
             assert budget.stop is not None
             budget.stop.set()  # a thread still reading stops at its next chunk
 
-    async def _attempt_output(self, bundle: RecoveryContext) -> AttemptOutput:
+    async def _attempt_output(
+        self, bundle: RecoveryContext, earlier: EarlierRecoveries | None = None
+    ) -> AttemptOutput:
         """Where the interrupted attempt's output begins in each file
-        (:func:`resurrect.log_reading.attempt_output`)."""
+        (:func:`resurrect.log_reading.attempt_output`); not from the recovery of the attempt
+        before when ``earlier`` shows that recovery was of another job that had the id."""
         report = bundle.interruption
         if report.restart_count == 0:
             return AttemptOutput()
-        recorded, why = await self._recorded_output_start(
-            report.cluster, report.job_id, report.restart_count
-        )
+        before = report.restart_count - 1
+        if earlier is not None and earlier.another_jobs(before):
+            recorded: list[OutputMark] | None = None
+            why = f"{recovery_workflow_id(report.cluster, report.job_id, before)} is another job's"
+        else:
+            recorded, why = await self._recorded_output_start(
+                report.cluster, report.job_id, report.restart_count
+            )
         return attempt_output(
             report.restart_count, output_paths(bundle.job), recorded, report.output_marks, why
         )
@@ -311,6 +320,7 @@ class RecoveryActivities:
         bundle: RecoveryContext,
         reported: Sequence[Evidence] = (),
         quick_s: float | None = None,
+        earlier: EarlierRecoveries | None = None,
     ) -> tuple[Diagnosis, int | None]:
         """One diagnosis from the job's output, other sensors' reports (``reported``), the
         node agents' findings and the scheduler's states.
@@ -321,9 +331,10 @@ class RecoveryActivities:
         interval); planning drains only what a second source confirms. With ``quick_s``
         (assess's first attempt) it raises NeedsMoreTime instead of waiting for the job's
         output or a node agent's confirmation. Also returns the last training step the
-        output printed (rank 0's, or an unranked line's), None when none.
+        output printed (rank 0's, or an unranked line's), None when none. ``earlier``: the
+        job's earlier recoveries, when read (:meth:`read_earlier_recoveries`).
         """
-        attempt = await self._attempt_output(bundle)
+        attempt = await self._attempt_output(bundle, earlier)
         output = await self._read_job_output(bundle.job, quick_s, attempt)
         found, notes = output.found, output.notes
         found.extend(e for e in reported if e.kind is not SignalKind.SCHEDULER_STATE)
@@ -368,25 +379,21 @@ class RecoveryActivities:
         lemon_records = self._lemon_records(request.quick_s)
         # never requeued (restart count 0): no earlier recovery, none charged
         requeued_before = max(report.restart_count, bundle.job.restart_count) > 0
-        charged = (
-            self._charged_restarts(report.cluster, report.job_id, request.workflow_id)
+        earlier = asyncio.ensure_future(
+            self.read_earlier_recoveries(bundle, request.workflow_id)
             if requeued_before
-            else _nothing(0)
+            else _nothing(EarlierRecoveries(incarnation_of(bundle.job, ())))
         )
-        earlier = (
-            self._earlier_attempts(report.cluster, report.job_id, request.workflow_id)
-            if requeued_before
-            else _nothing(list[AttemptRecord]())
-        )
-        attributed = self.read_and_attribute(bundle, request.reported, request.quick_s)
+        attributed = self._attribute_after(earlier, bundle, request)
         try:
             async with asyncio.timeout(request.quick_s):  # None: no limit of its own
-                (diagnosis, last_step), charged_count, attempts, records = await asyncio.gather(
-                    attributed, charged, earlier, lemon_records
+                (diagnosis, last_step), recoveries, records = await asyncio.gather(
+                    attributed, earlier, lemon_records
                 )
                 lemons = await self._lemons(request, diagnosis, records)
         except TimeoutError as exc:
             raise NeedsMoreTime(f"not assessed within {request.quick_s:g} s") from exc
+        attempts = recoveries.attempts
         history = RestartHistory(
             last_step=last_step,
             earlier=attempts,
@@ -399,13 +406,25 @@ class RecoveryActivities:
             history.verified_step = await newest_verified_step(bundle, request.quick_s)
         return Assessment(
             diagnosis=diagnosis,
-            charged_restarts=charged_count,
+            charged_restarts=recoveries.charged,
             plans=list(self.plans),
             approvals=self.config.approvals,
             quick_steps=self.quick_steps,
             history=history,
             lemons=lemons,
+            incarnation=recoveries.incarnation.key,
         )
+
+    async def _attribute_after(
+        self,
+        earlier: asyncio.Future[EarlierRecoveries],
+        bundle: RecoveryContext,
+        request: AssessRequest,
+    ) -> tuple[Diagnosis, int | None]:
+        """:meth:`read_and_attribute`, once the earlier recoveries are read (whose record of
+        where this attempt's output begins is this job's)."""
+        recoveries = await earlier
+        return await self.read_and_attribute(bundle, request.reported, request.quick_s, recoveries)
 
     async def _lemon_records(self, quick_s: float | None) -> Mapping[str, NodeRepairState]:
         """The lemon records of the cluster's scored nodes, as this process keeps them
@@ -460,27 +479,48 @@ class RecoveryActivities:
         existing = await self.scheduler.list_nodes_named(elsewhere) if elsewhere else []
         return known_to_slurm(lemons, bundle.job.nodes, [n.name for n in existing])
 
-    async def _charged_restarts(self, cluster: str, job_id: str, current_workflow_id: str) -> int:
+    async def read_earlier_recoveries(
+        self, bundle: RecoveryContext, current_workflow_id: str
+    ) -> EarlierRecoveries:
+        """The incarnation of the job (:mod:`resurrect.job_incarnation`), what its earlier
+        recoveries recorded of the attempts they ended (the newest ``EARLIER_ATTEMPTS_READ``
+        of the job id, oldest first) and how many of them were charged to its budget: one
+        visibility list, then one count of this incarnation's charged recoveries."""
+        report = bundle.interruption
         if self.client is None:
-            return 0
-        query = earlier_recoveries(cluster, job_id, current_workflow_id)
-        count = await self.client.count_workflows(f"{query} AND ResurrectBudgetCharged = true")
-        return int(count.count)
-
-    async def _earlier_attempts(
-        self, cluster: str, job_id: str, current_workflow_id: str
-    ) -> list[AttemptRecord]:
-        """What the job's earlier recoveries recorded of the attempts they ended (the
-        newest ``EARLIER_ATTEMPTS_READ``), oldest first: one visibility list."""
-        if self.client is None:
-            return []
-        query = earlier_recoveries(cluster, job_id, current_workflow_id)
+            return EarlierRecoveries(incarnation_of(bundle.job, ()))
+        query = earlier_recoveries(report.cluster, report.job_id, current_workflow_id)
+        found = [f async for f in self.client.list_workflows(query, limit=EARLIER_ATTEMPTS_READ)]
+        split = split_by_incarnation(bundle.job, found)
+        incarnation = split.incarnation
         records: dict[int, AttemptRecord] = {}
-        async for found in self.client.list_workflows(query, limit=EARLIER_ATTEMPTS_READ):
-            record = attempt_record(found)
-            if record is not None and record.restart_count not in records:
-                records[record.restart_count] = record  # the newest run of that recovery
-        return [records[n] for n in sorted(records)]
+        for record in filter(None, map(attempt_record, split.own)):
+            records.setdefault(record.restart_count, record)  # the newest run of that recovery
+        others = {r.restart_count for r in filter(None, map(attempt_record, split.others))}
+        count = await self.client.count_workflows(
+            f"{query} AND {of_incarnation(incarnation)} AND ResurrectBudgetCharged = true"
+        )
+        return EarlierRecoveries(
+            incarnation, [records[n] for n in sorted(records)], int(count.count), others
+        )
+
+
+@dataclass
+class EarlierRecoveries:
+    """What the job's earlier recoveries recorded: the job's incarnation, the attempts they
+    ended (oldest first) and the restarts charged to its budget."""
+
+    incarnation: Incarnation
+    attempts: list[AttemptRecord] = field(default_factory=list)
+    charged: int = 0
+    # attempts of which only recoveries of other jobs that had the id were read
+    others: set[int] = field(default_factory=set)
+
+    def another_jobs(self, restart_count: int) -> bool:
+        """Whether the recovery of attempt ``restart_count`` read was another job's only."""
+        return restart_count in self.others and all(
+            a.restart_count != restart_count for a in self.attempts
+        )
 
 
 def output_paths(job: JobInfo) -> list[str]:
@@ -496,6 +536,13 @@ def earlier_recoveries(cluster: str, job_id: str, current_workflow_id: str) -> s
         f"WorkflowType = '{RECOVERY_WORKFLOW}' AND ResurrectCluster = '{cluster}'"
         f" AND ResurrectJobId = '{job_id}' AND WorkflowId != '{current_workflow_id}'"
     )
+
+
+def of_incarnation(incarnation: Incarnation) -> str:
+    """The visibility filter of the recoveries of ``incarnation``, and of those recorded
+    before recoveries named theirs (:func:`resurrect.job_incarnation.same_job`)."""
+    key = sa.INCARNATION.name
+    return f"({key} = '{incarnation.key}' OR {key} IS NULL)"
 
 
 REQUEUED_OUTCOMES = frozenset({"recovered", "requeued_not_running"})

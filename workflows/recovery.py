@@ -316,6 +316,8 @@ class RecoveryWorkflow:
         )
         self._fault_class = assessment.diagnosis.fault_class.value
         self._search.set(sa.FAULT_CLASS, self._fault_class)
+        if assessment.incarnation is not None:  # in the same upsert (None in older histories)
+            self._search.set(sa.INCARNATION, assessment.incarnation)
         if assessment.history.last_step is not None:
             self._search.set(sa.LAST_STEP, assessment.history.last_step)
         return assessment

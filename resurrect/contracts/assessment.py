@@ -40,3 +40,7 @@ class Assessment(Contract):
     # The cluster's lemon nodes and the nodes this recovery implicated, scored with this
     # recovery's incidents (resurrect/lemons; the decision's rule 11).
     lemons: list[LemonScore] = Field(default_factory=list)
+    # The job incarnation the earlier recoveries were matched with (its key,
+    # resurrect/job_incarnation.py), recorded on this recovery for the next ones; None in
+    # histories recorded before recoveries named it.
+    incarnation: str | None = None

@@ -140,7 +140,7 @@ async def advice_note(
     cluster = config.cluster.name
     try:
         async with asyncio.timeout(deadline_s):
-            recoveries = await load_recoveries(client, job_id=job.job_id, cluster=cluster)
+            recoveries = await load_recoveries(client, job_id=job.job_id, cluster=cluster, job=job)
             mine = await job_goodput(scheduler, cluster, job.job_id, recoveries, now, job=job)
             rates = await cache.rates(
                 cluster, lambda: cluster_rates_now(client, scheduler, config, now)

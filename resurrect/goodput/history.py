@@ -21,12 +21,14 @@ from temporalio.exceptions import TemporalError
 
 from resurrect.contracts import (
     Interruption,
+    JobInfo,
     RecoveryContext,
     RecoveryOutcome,
     StepResult,
 )
 from resurrect.contracts.assessment import Assessment
 from resurrect.goodput.model import RecoveryRecord
+from resurrect.job_incarnation import split_by_incarnation
 from resurrect.temporal.history import local_activity
 
 # Activities every recovery runs before its plan's steps (contracts.workflow_names.Activity), as
@@ -193,13 +195,20 @@ async def load_recoveries(
     since: datetime | None = None,
     cluster: str | None = None,
     limit: int = 1000,
+    job: JobInfo | None = None,
 ) -> list[RecoveryRecord]:
-    """Every recovery matching, read from its history, oldest first."""
+    """Every recovery matching, read from its history, oldest first; with ``job`` (as the
+    scheduler shows it now), only those of its incarnation, not of other jobs that had its
+    id (:mod:`resurrect.job_incarnation`)."""
     records: list[RecoveryRecord] = []
     converter = client.data_converter.payload_converter
-    async for execution in client.list_workflows(
-        recoveries_query(job_id, since, cluster), limit=limit
-    ):
+    executions = [
+        e
+        async for e in client.list_workflows(recoveries_query(job_id, since, cluster), limit=limit)
+    ]
+    if job is not None:
+        executions = split_by_incarnation(job, executions).own
+    for execution in executions:
         history = await client.get_workflow_handle(
             execution.id, run_id=execution.run_id
         ).fetch_history()

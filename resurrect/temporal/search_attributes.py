@@ -31,6 +31,9 @@ BUDGET_CHARGED = SearchAttributeKey.for_bool("ResurrectBudgetCharged")
 # set to resume from: what later recoveries of the job read to tell a restart loop.
 LAST_STEP = SearchAttributeKey.for_int("ResurrectLastStep")
 RESUME_STEP = SearchAttributeKey.for_int("ResurrectResumeStep")
+# Which incarnation of the job id a recovery was of (resurrect/job_incarnation.py): later
+# recoveries of the id count only their own job's restarts.
+INCARNATION = SearchAttributeKey.for_keyword("ResurrectIncarnation")
 # On a node's repair workflow: its lemon score as of its latest incident (resurrect/lemons).
 LEMON_SCORE = SearchAttributeKey.for_float("ResurrectLemonScore")
 
@@ -44,6 +47,7 @@ ALL_KEYS: tuple[SearchAttributeKey[Any], ...] = (
     BUDGET_CHARGED,
     LAST_STEP,
     RESUME_STEP,
+    INCARNATION,
     LEMON_SCORE,
 )
 
@@ -58,6 +62,7 @@ DEV_SERVER_TYPES: dict[str, str] = {
     "ResurrectBudgetCharged": "Bool",
     "ResurrectLastStep": "Int",
     "ResurrectResumeStep": "Int",
+    "ResurrectIncarnation": "Keyword",
     "ResurrectLemonScore": "Double",
 }
 

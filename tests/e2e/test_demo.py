@@ -3,6 +3,7 @@ a fault, the recovery, and training that ends exactly where an uninterrupted run
 
 from __future__ import annotations
 
+import pwd
 import shutil
 import sys
 import tempfile
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 from support.requirements import missing
 
-from resurrect.demo.local_cluster import slurm_unavailable_reason
+from resurrect.demo.local_cluster import DEMO_USER, slurm_unavailable_reason
 from resurrect.demo.scenario import Demo, DemoSettings
 from resurrect.temporal.server import free_port
 
@@ -142,6 +143,11 @@ async def test_a_job_that_breaks_its_gpu_on_every_attempt_is_stopped_after_k_res
     assert {a["fault_class"] for a in attempts} == {"gpu.hardware"}
     # the restarts were free: the node agent's Xid agreed with what the job printed
     assert [a["charged"] for a in attempts[:2]] == [False, False], attempts
+    # one job incarnation across the requeues, though Slurm reset the submit time at each
+    incarnations = {a["incarnation"] for a in attempts}
+    assert len(incarnations) == 1 and None not in incarnations, attempts
+    owner = pwd.getpwnam(DEMO_USER).pw_uid
+    assert str(incarnations.pop()).startswith(f"{owner}/"), attempts
     assert attempts[0]["drained_nodes"] == [attempts[0]["gpu_error_node"]], attempts
     # each recovery judged its own attempt's output (the job appends every attempt to one
     # file): it acted on the node that failed in that attempt, never on an earlier one's

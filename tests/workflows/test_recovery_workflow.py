@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -229,6 +231,76 @@ async def test_restart_budget_counts_only_charged_restarts(harness: Harness) -> 
             )
     assert [o.outcome for o in outcomes] == ["recovered", "recovered", "stopped"]
     assert any("restart budget spent" in note for note in outcomes[2].notes)
+
+
+async def test_a_reused_job_id_gets_its_own_restart_budget(harness: Harness) -> None:
+    """Job 206 spends its budget; another job given id 206 later (Slurm's ids wrapped, or
+    its state was reset) starts with a budget of its own, which its requeued attempts
+    (Slurm resets the submit time at every requeue) and its owner's requeues do not renew."""
+    s = harness.scheduler
+    crash_log = Path(harness.config.temporal.state_dir) / "crash.out"
+    crash_log.write_text("srun: error: node1: task 0: Segmentation fault (core dumped)\n")
+    charged = (
+        f"ResurrectJobId = '206' AND ResurrectCluster = '{harness.config.cluster.name}'"
+        " AND ResurrectBudgetCharged = true"
+    )
+    recorded = 0
+
+    async def attempt(restart: int, submitted: datetime, uid: int) -> str:
+        nonlocal recorded
+        info = job(
+            "206",
+            state=JobState.FAILED,
+            stdout=crash_log,
+            restart_count=restart,
+            comment=opt_in(max_restarts=2),
+        )
+        s.jobs["206"] = info.model_copy(update={"submit_time": submitted, "user_id": uid})
+        outcome = await harness.recover(interruption(harness.config, s.jobs["206"]))
+        if outcome.outcome == "recovered":  # the next recovery counts this one
+            recorded += 1
+            await visible(harness.client, charged, recorded)
+        return outcome.outcome
+
+    first = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+    owner = os.getuid()
+    spent = [await attempt(n, first + timedelta(minutes=n), owner) for n in range(3)]
+    assert spent == ["recovered", "recovered", "stopped"]
+    # Another user's job with the id, a day later. Its first recoveries are of attempts the
+    # first job's recoveries did not have: recover/<cluster>/206/0..2 exist and are not
+    # started again (see SECURITY.md, job incarnations).
+    later, other = first + timedelta(days=1), owner + 1
+    if os.geteuid() != 0:
+        pytest.skip("the other user's output file is made with chown (root)")
+    os.chown(crash_log, other, -1)  # the output is read only when the job's owner owns it
+    reused = [await attempt(n, later + timedelta(minutes=n), other) for n in range(3, 6)]
+    assert reused == ["recovered", "recovered", "stopped"]
+    # its owner requeues it (Restarts 6, a new submit time): the budget stays spent
+    assert await attempt(6, later + timedelta(hours=1), other) == "stopped"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="recovery ids are per (cluster, job id, restart count), REJECT_DUPLICATE: a reused"
+    " id's attempt that an older job's finished recovery had is taken for a late report"
+    " (docs/security.md, job incarnations: limits)",
+)
+async def test_a_reused_job_ids_attempt_is_recovered_like_any_other(harness: Harness) -> None:
+    s = harness.scheduler
+    s.nodes["node2"] = s.nodes["node2"].model_copy(update={"state": "DOWN"})
+    s.jobs["208"] = job("208")
+    assert (await harness.recover(interruption(harness.config, s.jobs["208"]))).outcome
+    reused = job("208").model_copy(update={"user_id": os.getuid() + 1})
+    await report_interruption(
+        harness.client,
+        interruption(harness.config, reused),
+        task_queue=harness.config.temporal.task_queue,
+    )
+    cluster = harness.config.cluster.name
+    await visible(
+        harness.client, f"ResurrectJobId = '208' AND ResurrectCluster = '{cluster}'", 2, 5
+    )
 
 
 async def test_phase_query_and_search_attributes(harness: Harness) -> None:

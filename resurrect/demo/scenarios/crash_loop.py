@@ -144,7 +144,8 @@ async def _attempt(
     stage: Stage, workflow_id: str, outcome: RecoveryOutcome, host: str, detect_s: float
 ) -> dict[str, Any]:
     """One attempt as its recovery recorded it: the last step it printed, the checkpoint step
-    the next attempt resumed from, the node its GPU error named, what the recovery did."""
+    the next attempt resumed from, the node its GPU error named, what the recovery did, the
+    job incarnation it matched earlier recoveries with."""
     description = await stage.client.get_workflow_handle(workflow_id).describe()
     recorded = description.typed_search_attributes
     return {
@@ -157,6 +158,7 @@ async def _attempt(
         "culprit_hosts": outcome.diagnosis.culprit_hosts if outcome.diagnosis else [],
         "action": outcome.action.value,
         "charged": bool(recorded.get(sa.BUDGET_CHARGED)),
+        "incarnation": recorded.get(sa.INCARNATION),
         "drained_nodes": outcome.drained_nodes,
         "excluded_nodes": outcome.excluded_nodes,
         "time_to_detect_s": round(detect_s, 2),
