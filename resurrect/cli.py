@@ -29,6 +29,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "resurrect.goodput.cli",
     "resurrect.operator.cli",
     "resurrect.sensors.liveness.cli",
+    "resurrect.temporal.cli",
 )
 
 Handler = Callable[[argparse.Namespace], int]

@@ -91,6 +91,11 @@ class ConfigError(NonRetryable):
     """Configuration is invalid; the message names the file and the field."""
 
 
+class SearchAttributesUnregistered(NonRetryable):
+    """The Temporal namespace lacks a search attribute resurrect's workflows set: a workflow
+    task that upserts it would fail (resurrect/temporal/registration.py)."""
+
+
 class OtherReleaseServing(NonRetryable):
     """A worker of another resurrect release polls the task queue this worker would serve:
     two releases never serve one queue (docs/upgrading.md)."""

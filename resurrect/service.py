@@ -86,6 +86,7 @@ async def run_service(
     """Run the enabled parts until ``stop`` is set."""
     from resurrect.sensors.registry import SensorContext, SensorPart, start_sensors
     from resurrect.sensors.report import reporter
+    from resurrect.temporal.registration import refuse_unregistered_search_attributes
     from resurrect.temporal.releases import refuse_other_releases, watch_other_releases
     from resurrect.workers.recovery_worker import (
         build_operator_worker,
@@ -104,6 +105,7 @@ async def run_service(
         tasks: list[asyncio.Task[None]] = []
         if parts.worker:
             queues, window_s = served_task_queues(config), config.temporal.other_release_window_s
+            await refuse_unregistered_search_attributes(client)
             await refuse_other_releases(client, queues, window_s)
             worker = build_worker(client, config, scheduler)
             tasks.append(asyncio.create_task(run_worker(worker, stop), name="worker"))

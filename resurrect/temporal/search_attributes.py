@@ -2,7 +2,8 @@
 in the Temporal UI (e.g. ``ResurrectJobId = "1234"`` or ``ResurrectFaultClass = "gpu.hardware"``).
 
 The embedded dev server registers them at start; on an existing cluster an operator registers
-them once (``resurrect temporal register-search-attributes`` prints the commands).
+them once (``resurrect temporal register-search-attributes``; ``--print``: the Temporal CLI
+commands), and a worker does not start while one is missing.
 A workflow sets them through :class:`SearchAttributeBatch`, one upsert per workflow task.
 """
 

@@ -10,8 +10,9 @@ Temporal's ActivityEnvironment, and returns its StepResult. Permanent failures r
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio.testing import ActivityEnvironment
@@ -116,6 +117,9 @@ def make_step_input(
     )
 
 
+STEP_DEADLINE = timedelta(minutes=5)  # the start-to-close timeout a step runs under here
+
+
 async def run_step(
     fn: StepFn,
     params: Mapping[str, Any] | None = None,
@@ -134,5 +138,14 @@ async def run_step(
     )
     activity_fn = make_activity(fn, runtime, activity_name=name, settings=settings)
     payload = step_input or make_step_input(name, params, observe=observe)
-    result: StepResult = await ActivityEnvironment().run(activity_fn, payload)
+    env = ActivityEnvironment()
+    # started now, with a step's usual deadline (the environment's default is a second
+    # since 1970: a step that sizes its own work by the time left would get one second)
+    env.info = dataclasses.replace(
+        env.info,
+        started_time=datetime.now(UTC),
+        start_to_close_timeout=STEP_DEADLINE,
+        schedule_to_close_timeout=None,
+    )
+    result: StepResult = await env.run(activity_fn, payload)
     return result

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.api.testservice.v1 import LockTimeSkippingRequest, UnlockTimeSkippingRequest
 from temporalio.client import Client
@@ -28,16 +27,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from resurrect.config import TemporalSettings
 from resurrect.temporal.client import connect
+from resurrect.temporal.registration import INDEXED_TYPES
 from resurrect.temporal.search_attributes import DEV_SERVER_TYPES
 from resurrect.temporal.server import EmbeddedTemporal, free_port
-
-_INDEXED_TYPE = {
-    "Keyword": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
-    "KeywordList": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST,
-    "Bool": IndexedValueType.INDEXED_VALUE_TYPE_BOOL,
-    "Int": IndexedValueType.INDEXED_VALUE_TYPE_INT,
-    "Double": IndexedValueType.INDEXED_VALUE_TYPE_DOUBLE,
-}
 
 
 def test_server_binary() -> Path:
@@ -77,7 +69,7 @@ async def time_skipping() -> AsyncIterator[WorkflowEnvironment]:
             AddSearchAttributesRequest(
                 namespace=env.client.namespace,
                 search_attributes={
-                    name: _INDEXED_TYPE[kind] for name, kind in DEV_SERVER_TYPES.items()
+                    name: INDEXED_TYPES[kind] for name, kind in DEV_SERVER_TYPES.items()
                 },
             )
         )
