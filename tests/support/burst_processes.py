@@ -50,8 +50,9 @@ def spawn_worker(address: str, config: Path, scheduler: Path, log: Path) -> subp
     )
 
 
-async def next_line(process: subprocess.Popen[str], timeout_s: float = 30) -> str:
-    """The next line ``process`` prints (``ready``, ``reported <id>``)."""
+async def next_line(process: subprocess.Popen[str], timeout_s: float = 120) -> str:
+    """The next line ``process`` prints (``ready``, ``reported <id>``): a bound, not a wait
+    (three processes importing resurrect at once on 2 busy cores took over 30 s)."""
     assert process.stdout is not None
     line = await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), timeout_s)
     return line.strip()
