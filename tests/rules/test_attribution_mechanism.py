@@ -24,6 +24,13 @@ def decided_by_mechanism(d: Diagnosis) -> bool:
     return any((e.rule or "").startswith("mechanism.") for e in d.evidence)
 
 
+def assert_tier_decides(line: str, fault_class: FaultClass) -> None:
+    """``line`` alone is diagnosed as ``fault_class``, on the mechanism tier's evidence."""
+    d = diag(line)
+    assert d.fault_class is fault_class, d.summary
+    assert decided_by_mechanism(d), d.summary
+
+
 # -- a native crash, whatever names it ---------------------------------------------------
 
 
@@ -58,9 +65,7 @@ def test_a_failing_address_alone_is_a_crash() -> None:
     ],
 )
 def test_a_crash_signal_in_any_launchers_words_is_a_crash(line: str) -> None:
-    d = diag(line)
-    assert d.fault_class is FaultClass.PROCESS_CRASH
-    assert decided_by_mechanism(d)
+    assert_tier_decides(line, FaultClass.PROCESS_CRASH)
 
 
 def test_an_abort_alone_is_a_weak_crash_that_any_root_cause_beats() -> None:
@@ -95,9 +100,7 @@ def test_a_kill_signal_with_nothing_else_is_a_probable_host_oom_that_only_restar
     ],
 )
 def test_an_allocation_that_failed_on_the_device_is_a_device_oom(line: str) -> None:
-    d = diag(line)
-    assert d.fault_class is FaultClass.MEMORY_DEVICE_OOM
-    assert decided_by_mechanism(d)
+    assert_tier_decides(line, FaultClass.MEMORY_DEVICE_OOM)
 
 
 @pytest.mark.parametrize(
@@ -110,9 +113,7 @@ def test_an_allocation_that_failed_on_the_device_is_a_device_oom(line: str) -> N
     ],
 )
 def test_an_allocation_that_failed_on_the_host_is_a_host_oom(line: str) -> None:
-    d = diag(line)
-    assert d.fault_class is FaultClass.MEMORY_HOST_OOM
-    assert decided_by_mechanism(d)
+    assert_tier_decides(line, FaultClass.MEMORY_HOST_OOM)
 
 
 def test_a_weak_allocation_failure_never_stops_the_job() -> None:
@@ -135,9 +136,7 @@ def test_a_weak_allocation_failure_never_stops_the_job() -> None:
     ],
 )
 def test_a_device_runtime_error_code_is_a_device_runtime_error(line: str) -> None:
-    d = diag(line)
-    assert d.fault_class is FaultClass.CUDA_ERROR
-    assert decided_by_mechanism(d)
+    assert_tier_decides(line, FaultClass.CUDA_ERROR)
 
 
 @pytest.mark.parametrize(
