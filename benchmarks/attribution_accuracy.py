@@ -55,6 +55,7 @@ PARTS = (
     "validation-frameworks-7",
     "validation-frameworks-8",
     "validation-frameworks-9",
+    "validation-frameworks-10",
 )
 
 

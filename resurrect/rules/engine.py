@@ -75,6 +75,8 @@ chunk scan searches for the word once instead of for every literal that contains
 _CONFIDENCES: dict[str, float] = {}
 """Rule id to confidence for every rule of every engine built in this process."""
 MAX_EVIDENCE_PER_RULE = 2000
+MAX_LISTED_RANKS = 64
+"""A line that lists ranks (a ``rank_list`` field) counts as evidence for at most this many."""
 HOST_FIELDS = ("host", "peer")
 """Rule fields that name a host."""
 """Per stream, matches of one rule beyond this are counted, not kept."""
@@ -260,6 +262,9 @@ class RuleEngine:
                 if rank_text is not None and is_ascii_digits(rank_text)
                 else prefix.rank
             )
+            ranks: list[int | None] = [rank]
+            if rank_text is None:
+                ranks = list(listed_ranks(fields.get("rank_list", ""))) or ranks
             named = prefix.host if prefix.host and not is_placeholder_host(prefix.host) else None
             reporter = None if rule.reports_another_node else named or state.host
             host = fields.get("host") or reporter or state.context_host
@@ -267,7 +272,7 @@ class RuleEngine:
                 state.context_host = fields["host"]
             if state.counts[rule.id] > MAX_EVIDENCE_PER_RULE:
                 continue
-            found.append(
+            found.extend(
                 Evidence(
                     kind=state.kind,
                     text=truncate(text),
@@ -277,11 +282,12 @@ class RuleEngine:
                     file=state.file,
                     line=line_no,
                     host=host,
-                    rank=rank,
+                    rank=each,
                     gpu=fields.get("gpu") or fields.get("pci"),
                     fields=fields,
                     confidence=rule.confidence,
                 )
+                for each in ranks
             )
         return found
 
@@ -462,3 +468,16 @@ __all__ = [
     "known_confidences",
     "load_engine",
 ]
+
+
+def listed_ranks(text: str) -> list[int]:
+    """The ranks a ``rank_list`` field lists ("0, 2", "1,3"), in order, each once, at most
+    :data:`MAX_LISTED_RANKS`; none for anything that is not such a list."""
+    out: list[int] = []
+    for part in text.split(","):
+        token = part.strip()
+        if not is_ascii_digits(token) or len(token) > 6:
+            return []
+        if int(token) not in out:
+            out.append(int(token))
+    return out[:MAX_LISTED_RANKS]

@@ -28,10 +28,11 @@ should be specific (every healthy line that contains one costs a regex run). ``p
 Python regex searched (not matched) in the line body after launcher prefixes are removed; it
 must be free of nested unbounded repeats.
 Well-known fields (``rank``, ``host``, ``gpu``/``pci``) also fill the Evidence's own
-attributes; a ``pid`` field is also filled from NCCL's ``host:pid:tid`` prefix. ``sets_host``
-marks a rule whose ``host`` applies to the following lines of the same file (a shell prompt);
-``capture_previous`` attaches the previous non-empty line as field ``previous_line`` (used to
-measure the silence before a time-limit kill or an interrupt).
+attributes; a ``rank_list`` field (a comma-separated list, "0, 2") makes the line evidence for
+each rank it lists; a ``pid`` field is also filled from NCCL's ``host:pid:tid`` prefix.
+``sets_host`` marks a rule whose ``host`` applies to the following lines of the same file (a
+shell prompt); ``capture_previous`` attaches the previous non-empty line as field
+``previous_line`` (used to measure the silence before a time-limit kill or an interrupt).
 """
 
 from __future__ import annotations

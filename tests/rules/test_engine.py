@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from resurrect.contracts import Evidence, SignalKind
 from resurrect.rules import LineSplitter, load_engine
+from resurrect.rules.engine import MAX_LISTED_RANKS, listed_ranks
 from resurrect.rules.text import MAX_LINE_BYTES, clean, split_prefixes
 
 ENGINE = load_engine()
@@ -213,3 +214,19 @@ def test_fuzz_scan_line_bounded(data: bytes) -> None:
     for ev in ENGINE.scan_line(data, kind=SignalKind.KERNEL_LOG):
         assert len(ev.text) <= 4096
     assert time.perf_counter() - start < 0.5
+
+
+def test_a_line_listing_ranks_is_evidence_for_each_listed_rank() -> None:
+    found = ENGINE.scan_line(
+        "ABORT!!! Out of all 4 trainers, the trainer process with rank=[0, 2] was aborted."
+    )
+    listed = [e for e in found if e.rule == "mechanism.launcher_rank_failed"]
+    assert [e.rank for e in listed] == [0, 2]
+
+
+def test_listed_ranks_reads_only_a_list_of_numbers_and_bounds_it() -> None:
+    assert listed_ranks("3, 1,3") == [3, 1]
+    assert listed_ranks("") == []
+    assert listed_ranks("1, x") == []
+    assert listed_ranks("1234567") == []
+    assert len(listed_ranks(",".join(str(i) for i in range(500)))) == MAX_LISTED_RANKS
