@@ -9,6 +9,8 @@ benchmarks: the counts per recovery must not grow with the fleet or with recover
 * :func:`count_scheduler_calls` wraps a scheduler's methods in place: calls by method, and
   the rows its list reads returned (a full read of a 50,000-job queue is one call but not
   one row).
+* :func:`counted` wraps a plain function: for work a recovery does per item without a call
+  to anyone (the lemon scores it computes: one per node it scores).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import functools
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from temporalio.client import Client
 
@@ -111,6 +113,21 @@ def count_scheduler_calls(scheduler: Scheduler) -> CallCounts:
         if method is not None:
             setattr(scheduler, name, _counted(name, method, counts))
     return counts
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def counted(name: str, function: Callable[P, R], counts: CallCounts) -> Callable[P, R]:
+    """``function``, each call counted in ``counts`` under ``name``."""
+
+    @functools.wraps(function)
+    def counting(*args: P.args, **kwargs: P.kwargs) -> R:
+        counts.calls[name] += 1
+        return function(*args, **kwargs)
+
+    return counting
 
 
 def _counted(

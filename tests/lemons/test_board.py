@@ -8,7 +8,7 @@ import asyncio
 from datetime import UTC, datetime
 
 from resurrect.config import ResurrectConfig
-from resurrect.lemons.board import LemonBoard, Records
+from resurrect.lemons.board import CANDIDATES, LemonBoard, Records
 from resurrect.lemons.models import NodeIncident
 from resurrect.operator.models import NodeRepairState
 from resurrect.operator.repair_client import repair_timings
@@ -112,3 +112,43 @@ async def test_a_failed_read_keeps_what_was_kept_and_says_why_when_nothing_was()
     await kept.records(wait_s=1)
     await asyncio.sleep(0.01)
     assert set((await kept.records(wait_s=1)).records) == {"n1"}  # kept through a failure
+
+
+def hardware_incident(name: str, job_id: str) -> NodeIncident:
+    return incident(name).model_copy(update={"job_id": job_id, "hardware": True})
+
+
+def lemon(node: str, jobs: int) -> NodeRepairState:
+    """A node with hardware incidents of ``jobs`` distinct jobs (3 or more: a lemon)."""
+    return NodeRepairState(
+        cluster="c",
+        node=node,
+        timings=TIMINGS,
+        incidents=[hardware_incident(f"{node}-{j}", str(j)) for j in range(jobs)],
+    )
+
+
+async def test_the_board_keeps_its_lemons_ranked_so_a_recovery_scores_only_those() -> None:
+    repairs, clock = Repairs(), [0.0]
+    repairs.records = {f"n{i:04d}": state(f"n{i:04d}", f"once-{i}") for i in range(2000)}
+    repairs.records |= {"worst": lemon("worst", 5), "bad": lemon("bad", 3)}
+    kept = board(repairs, clock)
+    await kept.refresh()
+    read = await kept.records(wait_s=1)
+    assert len(read.records) == 2002 and read.candidates == ("worst", "bad")
+    # an incident noted here changes the ranking at once: n0001 becomes a lemon ...
+    kept.note({"n0001": hardware_incident("a", "8")})
+    kept.note({"n0001": hardware_incident("b", "9")})
+    kept.note({"n0002": hardware_incident("c", "8")})  # ... n0002 does not
+    assert (await kept.records(wait_s=1)).candidates == ("worst", "bad", "n0001")
+
+
+async def test_the_candidates_are_bounded_however_many_lemons_there_are() -> None:
+    repairs, clock = Repairs(), [0.0]
+    repairs.records = {f"n{i:04d}": lemon(f"n{i:04d}", 3 + i % 4) for i in range(CANDIDATES * 3)}
+    kept = board(repairs, clock)
+    await kept.refresh()
+    candidates = (await kept.records(wait_s=1)).candidates
+    assert len(candidates) == CANDIDATES
+    worst = {n for n, s in repairs.records.items() if len(s.incidents) == 6}
+    assert set(candidates[: len(worst)]) == worst  # the highest scored first
