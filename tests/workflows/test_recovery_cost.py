@@ -2,12 +2,12 @@
 in flight or with the fleet: a burst of 4N node losses against a burst of N (N = 10 here, to
 fit the suite's 2 cores; ``RESURRECT_COST_FEW=50 RESURRECT_COST_MANY=200`` for the issue's
 sizes, which benchmarks/burst.py also reports), and a burst of N in a fleet of 5,000 nodes,
-50,000 queued jobs and 100 lemon-scored nodes against one in a fleet of 2N nodes and 2N
-jobs.
+50,000 queued jobs, 100 lemon-scored nodes and 500 nodes resurrect keeps out (drained) against
+one in a fleet of 2N nodes and 2N jobs.
 
 Each burst runs on the real dev server with the real worker (its own client, every RPC
 counted by kind: workflow queries, history fetches, visibility lists and counts, signals,
-starts, updates, describes) and the in-memory cluster (its calls counted by method, and the
+starts, updates, describes, and the bytes each kind sent) and the in-memory cluster (its calls counted by method, and the
 rows its list reads return); the lemon scores the worker computes are counted too (a
 recovery that scored every node on record would cost CPU in the fleet's size without a
 single call more). One recovery runs first, alone: what a process reads once and
@@ -40,6 +40,7 @@ from resurrect.lemons.board import board_for
 from resurrect.lemons.models import NodeIncident
 from resurrect.lemons.records import report_incidents
 from resurrect.operator import budget_client
+from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 from resurrect.sensors.report import report_interruption
 from resurrect.temporal.client import connect
 from resurrect.temporal.server import EmbeddedTemporal, free_port
@@ -106,10 +107,17 @@ def grows(small: dict[str, float], large: dict[str, float]) -> dict[str, tuple[f
     }
 
 
-def enlarge_fleet(scheduler: Any, *, idle_nodes: int, queued_jobs: int) -> None:
-    """Idle nodes and pending jobs beside the burst's own (nothing reads them per recovery)."""
+def enlarge_fleet(
+    scheduler: Any, *, idle_nodes: int, queued_jobs: int, held_nodes: int = 0
+) -> None:
+    """Idle nodes, pending jobs and nodes resurrect drained earlier (and keeps out) beside the
+    burst's own (nothing reads them per recovery, nor sends them with each reservation)."""
     for index in range(idle_nodes):
         scheduler.nodes[f"idle{index:05d}"] = NodeInfo(name=f"idle{index:05d}", state="IDLE")
+    for index in range(held_nodes):
+        name = f"held{index:05d}"
+        reason = f"{DRAIN_REASON_PREFIX} gpu.hardware job 9 [recover/earlier/{index}]"
+        scheduler.nodes[name] = NodeInfo(name=name, state="DRAIN", reason=reason)
     for index in range(queued_jobs):
         job_id = str(500_000 + index)
         scheduler.jobs[job_id] = JobInfo(
@@ -143,6 +151,7 @@ async def burst_costs(
     idle_nodes: int = 0,
     queued_jobs: int = 0,
     scored_nodes: int = 0,
+    held_nodes: int = 0,
 ) -> dict[str, float]:
     """One recovery alone, then a burst of ``jobs`` node losses (three reports each): what
     the worker asked per recovery of the burst (Temporal RPCs by kind, scheduler calls and
@@ -158,7 +167,7 @@ async def burst_costs(
     for source in SOURCES:
         for report in node_loss_reports(scheduler, source):
             by_job.setdefault(report.job_id, []).append(report)
-    enlarge_fleet(scheduler, idle_nodes=idle_nodes, queued_jobs=queued_jobs)
+    enlarge_fleet(scheduler, idle_nodes=idle_nodes, queued_jobs=queued_jobs, held_nodes=held_nodes)
     reports = await connect(TemporalSettings(), address=server.address, attempts=10)
     worker_client = await connect(TemporalSettings(), address=server.address, attempts=10)
     temporal = count_temporal_calls(worker_client)
@@ -220,6 +229,7 @@ async def test_a_recoverys_cost_grows_neither_with_recoveries_in_flight_nor_with
         idle_nodes=5_000,
         queued_jobs=50_000,
         scored_nodes=100,
+        held_nodes=500,
     )
     print({f"burst {FEW}": small, f"burst {MANY}": in_flight, "large fleet": fleet})
     assert not grows(small, in_flight), ("with recoveries in flight", small, in_flight)
