@@ -247,11 +247,15 @@ class Tally(logging.Filter):
 
 ADVICE_MISSING = (f"{ADVICE_PREFIX}not computed", f"{ADVICE_PREFIX}unavailable")
 CANCELLED_EVENTS = ("ACTIVITY_TASK_CANCEL_REQUESTED", "ACTIVITY_TASK_TIMED_OUT")
-# A report the server refuses as overloaded (RESOURCE_EXHAUSTED: "workflow is busy") is sent
-# again after this pause, as the Slurm watcher sends an unreported interruption again at its
-# next poll (``watcher.poll_interval_s``); the retries are counted.
+# A report the server refuses as overloaded (RESOURCE_EXHAUSTED: "workflow is busy") or that
+# timed out (the client's deadline, as thousands of reports start at once on a loaded
+# machine) is sent again after this pause, as the Slurm watcher sends an unreported
+# interruption again at its next poll (``watcher.poll_interval_s``); the retries are counted.
 REPORT_RETRY_PAUSE_S = 2.0
 REPORT_TRIES = 30
+REPORT_AGAIN = frozenset(
+    {RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED}
+)
 
 
 @dataclass
@@ -264,7 +268,7 @@ class ReportRetries:
                 try:
                     return str(await report(client, interruption, task_queue=task_queue))
                 except RPCError as exc:
-                    if exc.status is not RPCStatusCode.RESOURCE_EXHAUSTED:
+                    if exc.status not in REPORT_AGAIN:
                         raise
                     self.count += 1
                     await asyncio.sleep(REPORT_RETRY_PAUSE_S)
