@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
 
+from google.protobuf.message import Message
 from temporalio.client import Client
 
 from resurrect.scheduler.base import Scheduler
@@ -111,7 +112,7 @@ def count_temporal_calls(client: Client) -> CallCounts:
     async def counting(rpc: str, *args: Any, **kwargs: Any) -> Any:
         counts.calls[rpc] += 1
         request = kwargs.get("req", args[0] if args else None)
-        if hasattr(request, "ByteSize"):
+        if isinstance(request, Message):
             counts.sent[rpc] += request.ByteSize()
         return await original(rpc, *args, **kwargs)
 
