@@ -12,6 +12,7 @@ import json
 import pytest
 from support.histories import keep
 from support.operator_control import ConfigFor, workers
+from support.operator_control import reserve as reserve_drain
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 
@@ -19,7 +20,7 @@ from resurrect.config import ResurrectConfig
 from resurrect.contracts import NodeInfo
 from resurrect.contracts.workflow_ids import drain_budget_workflow_id
 from resurrect.contracts.workflow_names import RESERVE_DRAINS_CENSUS_UPDATE, RESERVE_DRAINS_UPDATE
-from resurrect.operator.budget_client import reservation_for, reserve_drains, shape_of
+from resurrect.operator.budget_client import reservation_for, shape_of
 from resurrect.operator.models import DrainCandidate, DrainGrant
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 from resurrect.testing import FakeScheduler
@@ -49,16 +50,10 @@ def free_nodes(scheduler: FakeScheduler) -> list[NodeInfo]:
 async def reserve(
     client: Client, config: ResurrectConfig, scheduler: FakeScheduler, job_id: str, node: str
 ) -> DrainGrant:
-    nodes = list(scheduler.nodes.values())
-    request = reservation_for(
-        config,
-        workflow_id=f"recover/{config.cluster.name}/{job_id}/0",
-        job_id=job_id,
-        wanted=[node],
-        nodes=nodes,
-        shape=shape_of(nodes),
+    workflow_id = f"recover/{config.cluster.name}/{job_id}/0"
+    return await reserve_drain(
+        client, config, scheduler, node, workflow_id=workflow_id, job_id=job_id
     )
-    return await reserve_drains(client, config, request, scheduler, observe=False)
 
 
 def censuses_sent(history: WorkflowHistory) -> list[int | None]:
