@@ -20,7 +20,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -62,7 +62,7 @@ from resurrect.evidence_trust import (
     match_job_nodes,
 )
 from resurrect.job_incarnation import Incarnation, incarnation_of, split_by_incarnation
-from resurrect.lemons.board import board_for
+from resurrect.lemons.board import BoardRead, board_for
 from resurrect.lemons.incidents import node_incidents
 from resurrect.lemons.models import LemonScore
 from resurrect.lemons.records import (
@@ -75,7 +75,6 @@ from resurrect.lemons.records import (
 )
 from resurrect.log_reading import AttemptOutput, Budget, attempt_output, read_tail
 from resurrect.numbers import is_ascii_digits
-from resurrect.operator.models import NodeRepairState
 from resurrect.plans.decide import restart_loop
 from resurrect.plans.models import ResolvedPlan
 from resurrect.policy import resolve_job_policy
@@ -387,10 +386,10 @@ class RecoveryActivities:
         attributed = self._attribute_after(earlier, bundle, request)
         try:
             async with asyncio.timeout(request.quick_s):  # None: no limit of its own
-                (diagnosis, last_step), recoveries, records = await asyncio.gather(
+                (diagnosis, last_step), recoveries, board = await asyncio.gather(
                     attributed, earlier, lemon_records
                 )
-                lemons = await self._lemons(request, diagnosis, records)
+                lemons = await self._lemons(request, diagnosis, board)
         except TimeoutError as exc:
             raise NeedsMoreTime(f"not assessed within {request.quick_s:g} s") from exc
         attempts = recoveries.attempts
@@ -426,28 +425,29 @@ class RecoveryActivities:
         recoveries = await earlier
         return await self.read_and_attribute(bundle, request.reported, request.quick_s, recoveries)
 
-    async def _lemon_records(self, quick_s: float | None) -> Mapping[str, NodeRepairState]:
+    async def _lemon_records(self, quick_s: float | None) -> BoardRead:
         """The lemon records of the cluster's scored nodes, as this process keeps them
         (:class:`~resurrect.lemons.board.LemonBoard`: no read of its own, so a recovery's
-        cost does not grow with the scored nodes or the recoveries in flight). None when
+        cost does not grow with the scored nodes or the recoveries in flight). Empty when
         they are not kept, or not read yet: the recovery goes on without them, and says
         so. This recovery's own incidents are merged in by :meth:`_lemons`."""
         if self.client is None or not lemons_enabled(self.config):
-            return {}
+            return BoardRead({})
         wait_s = LEMON_FIRST_READ_WAIT_S if quick_s is None else quick_s
         read = await board_for(self.client, self.config).records(wait_s)
         if read.note:
             log.warning("%s", read.note)
-        return read.records
+        return read
 
     async def _lemons(
         self,
         request: AssessRequest,
         diagnosis: Diagnosis,
-        records: Mapping[str, NodeRepairState],
+        board: BoardRead,
     ) -> list[LemonScore]:
         """Record this recovery's incidents in the nodes' lemon records; the scores of the
-        cluster's lemons and of the nodes implicated now, as the decision weighs them."""
+        cluster's lemons and of the nodes implicated now, as the decision weighs them (only
+        those nodes are scored: the board's candidates, never every scored node)."""
         bundle = request.bundle
         report = bundle.interruption
         incidents = node_incidents(
@@ -468,6 +468,8 @@ class RecoveryActivities:
         else:
             if recorded and self.client is not None:
                 board_for(self.client, self.config).note({n: incidents[n] for n in recorded})
+        scored = {*board.candidates, *incidents}
+        records = {n: board.records[n] for n in scored if n in board.records}
         scores = score_records(
             records, lemon_rules(self.config), datetime.now(UTC), adding=incidents
         )

@@ -72,7 +72,6 @@ async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
     """
     from resurrect.operator.budget_client import (
         cluster_shape,
-        held_now,
         reservation_for,
         reserve_drains,
     )
@@ -98,7 +97,6 @@ async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
         wanted=wanted,
         nodes=nodes,
         shape=await cluster_shape(ctx.scheduler),
-        held=await held_now(ctx.scheduler),
         approved_by=ctx.input.approved_by,
     )
     grant = await reserve_drains(

@@ -71,12 +71,19 @@ from resurrect.config import ResurrectConfig, TemporalSettings
 from resurrect.contracts import Interruption
 from resurrect.contracts.workflow_names import RECOVERY_WORKFLOW, REPORT_SIGNAL
 from resurrect.goodput.advice_note import PREFIX as ADVICE_PREFIX
+from resurrect.lemons import records as lemon_records
 from resurrect.sensors.report import report_interruption
 from resurrect.temporal import search_attributes as sa
 from resurrect.temporal.client import connect
 from resurrect.temporal.server import EmbeddedTemporal, free_port
 from resurrect.testing import FakeScheduler
-from resurrect.testing.counting import RPC_KINDS, count_scheduler_calls, count_temporal_calls
+from resurrect.testing.counting import (
+    RPC_KINDS,
+    CallCounts,
+    count_scheduler_calls,
+    count_temporal_calls,
+    counted,
+)
 from resurrect.workers.recovery_worker import (
     build_operator_worker,
     build_worker,
@@ -240,11 +247,15 @@ class Tally(logging.Filter):
 
 ADVICE_MISSING = (f"{ADVICE_PREFIX}not computed", f"{ADVICE_PREFIX}unavailable")
 CANCELLED_EVENTS = ("ACTIVITY_TASK_CANCEL_REQUESTED", "ACTIVITY_TASK_TIMED_OUT")
-# A report the server refuses as overloaded (RESOURCE_EXHAUSTED: "workflow is busy") is sent
-# again after this pause, as the Slurm watcher sends an unreported interruption again at its
-# next poll (``watcher.poll_interval_s``); the retries are counted.
+# A report the server refuses as overloaded (RESOURCE_EXHAUSTED: "workflow is busy") or that
+# timed out (the client's deadline, as thousands of reports start at once on a loaded
+# machine) is sent again after this pause, as the Slurm watcher sends an unreported
+# interruption again at its next poll (``watcher.poll_interval_s``); the retries are counted.
 REPORT_RETRY_PAUSE_S = 2.0
 REPORT_TRIES = 30
+REPORT_AGAIN = frozenset(
+    {RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED}
+)
 
 
 @dataclass
@@ -257,7 +268,7 @@ class ReportRetries:
                 try:
                     return str(await report(client, interruption, task_queue=task_queue))
                 except RPCError as exc:
-                    if exc.status is not RPCStatusCode.RESOURCE_EXHAUSTED:
+                    if exc.status not in REPORT_AGAIN:
                         raise
                     self.count += 1
                     await asyncio.sleep(REPORT_RETRY_PAUSE_S)
@@ -287,10 +298,14 @@ async def burst(jobs: int, variant: Variant, state: Path) -> dict[str, Any]:
         worker_client = await connect(TemporalSettings(), address=server.address, attempts=20)
         temporal_calls = count_temporal_calls(worker_client)
         scheduler_calls = count_scheduler_calls(scheduler)
+        scores = CallCounts()  # the lemon scores the worker computes
+        unscored = lemon_records.lemon_score
+        lemon_records.lemon_score = counted("lemon_score", unscored, scores)
         tally = Tally()
         async with workers(variant, worker_client, config, scheduler, server) as worker_cpu_s:
             temporal_calls.clear()
             scheduler_calls.clear()
+            scores.clear()
             assert server.process is not None
             cpu0, own0 = process_cpu_s(server.process.pid), time.process_time() + worker_cpu_s()
             started = time.monotonic()
@@ -304,7 +319,10 @@ async def burst(jobs: int, variant: Variant, state: Path) -> dict[str, Any]:
             seconds = time.monotonic() - started
             cpu = process_cpu_s(server.process.pid) - cpu0
             own = time.process_time() + worker_cpu_s() - own0
+            lemon_records.lemon_score = unscored
             temporal_each = temporal_calls.per(len(unique), RPC_KINDS)
+            temporal_bytes = {k: v for k, v in temporal_each.items() if k.endswith(" bytes")}
+            temporal_each = {k: v for k, v in temporal_each.items() if k not in temporal_bytes}
             scheduler_each = scheduler_calls.per(len(unique))
             histories = [await client.get_workflow_handle(i).fetch_history() for i in unique]
             events = [len(h.events) for h in histories]
@@ -349,6 +367,10 @@ async def burst(jobs: int, variant: Variant, state: Path) -> dict[str, Any]:
             "cancelled_activity_events": sum(every_kind[k] for k in CANCELLED_EVENTS),
             # what each recovery asked of Temporal (by kind) and of the scheduler (by call)
             "temporal_calls_per_recovery": _rounded(temporal_each),
+            # the bytes of those calls' requests, by kind
+            "temporal_bytes_per_recovery": _rounded(temporal_bytes),
+            # lemon scores computed (one per node scored)
+            "lemon_scores_per_recovery": round(scores.calls["lemon_score"] / len(unique), 2),
             "scheduler_calls_per_recovery": _rounded(scheduler_each),
         }
     finally:

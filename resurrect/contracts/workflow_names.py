@@ -29,6 +29,10 @@ class Activity:
 DRAIN_BUDGET_WORKFLOW = "DrainBudgetWorkflow"
 # Several recoveries' reservations in one update (a worker batches those in flight together).
 RESERVE_DRAINS_UPDATE = "reserve_drains"
+# The same, decided against the census of held nodes the budget keeps (sent once per census).
+RESERVE_DRAINS_CENSUS_UPDATE = "reserve_drains_census"
+# Why the budget refuses such an update: it does not keep the sender's census (send it).
+CENSUS_NOT_KEPT = "CensusNotKept"
 BUDGET_QUERY = "budget"
 # Approvals of a recovery (Temporal Updates carrying who and why).
 APPROVE_UPDATE = "approve"

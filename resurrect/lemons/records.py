@@ -5,7 +5,8 @@
   output alone weighs nothing, so it is not recorded at all (a job cannot crowd a node's
   record either).
 * :func:`read_records`: the repair states of the nodes that have a score, found through
-  the search attribute ``ResurrectLemonScore`` (one visibility list, then a query each).
+  the search attribute ``ResurrectLemonScore`` (one visibility list, :func:`list_scored`,
+  then a query each, :func:`read_states`).
 * :func:`score_records`: their scores now, under the configured rules, with incidents not yet
   in the records (this recovery's own) merged in.
 """
@@ -66,19 +67,36 @@ async def read_records(
 ) -> dict[str, NodeRepairState]:
     """The repair states of the cluster's nodes with a lemon score, and of the nodes
     ``also`` names (those with a repair workflow)."""
-    cluster = config.cluster.name
-    prefix = node_repair_workflow_id(cluster, "")
+    listed = await list_scored(client, config)
+    return await read_states(client, config, sorted({*listed, *also}))
+
+
+async def list_scored(client: Client, config: ResurrectConfig) -> dict[str, float]:
+    """The cluster's nodes with a lemon score (one visibility list), each with the score
+    its repair workflow recorded at its latest incident (``ResurrectLemonScore``): a node
+    whose recorded score is unchanged has had no incident since."""
+    prefix = node_repair_workflow_id(config.cluster.name, "")
     query = (
         f"WorkflowType = '{NODE_REPAIR_WORKFLOW}' AND ExecutionStatus = 'Running'"
         f" AND {LEMON_SCORE.name} > 0"
     )
-    names = list(also)
+    listed: dict[str, float] = {}
     async for execution in client.list_workflows(query, limit=MAX_NODES_READ):
         if execution.id.startswith(prefix):
-            names.append(execution.id[len(prefix) :])
-    names = sorted(set(names))
-    states = await asyncio.gather(*(node_state(client, cluster, n, config) for n in names))
-    return {n: s for n, s in zip(names, states, strict=True) if s is not None}
+            score = execution.typed_search_attributes.get(LEMON_SCORE)
+            listed[execution.id[len(prefix) :]] = 0.0 if score is None else score
+    return listed
+
+
+async def read_states(
+    client: Client, config: ResurrectConfig, names: Collection[str]
+) -> dict[str, NodeRepairState]:
+    """The repair states of ``names`` (a query each; those without a repair workflow left
+    out)."""
+    cluster = config.cluster.name
+    ordered = sorted(names)
+    states = await asyncio.gather(*(node_state(client, cluster, n, config) for n in ordered))
+    return {n: s for n, s in zip(ordered, states, strict=True) if s is not None}
 
 
 def score_records(

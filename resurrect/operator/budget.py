@@ -77,17 +77,22 @@ def has_room(records: Sequence[DrainRecord], limits: BudgetLimits) -> bool:
 
 
 def grant_drains(
-    state: BudgetState, request: DrainReservation, now: datetime
+    state: BudgetState,
+    request: DrainReservation,
+    now: datetime,
+    held: Sequence[DrainCandidate] | None = None,
 ) -> tuple[BudgetState, DrainGrant]:
-    """Grant or deny each node of ``request`` against ``state``; the new state and answer."""
+    """Grant or deny each node of ``request`` against ``state``; the new state and answer.
+    ``held``: the nodes resurrect keeps out now (None: the request's own ``held``)."""
     limits = request.limits
     records = in_window(state.records, now, limits.window_s)
     tripped = state.tripped and not has_room(records, limits)
     grant = DrainGrant()
-    held = request.held
+    held = request.held if held is None else held
+    held_names = {h.name for h in held}
     for candidate in request.nodes:
         node = candidate.name
-        if any(r.node == node for r in records) or any(h.name == node for h in held):
+        if any(r.node == node for r in records) or node in held_names:
             # this recovery's earlier answer, a node already charged in this window, or one
             # resurrect keeps out already
             grant.granted.append(node)

@@ -1,7 +1,8 @@
 """The drain step's calls to the cluster's DrainBudgetWorkflow: reservations batched into
-``reserve_drains`` updates (update-with-start: the first drain of a cluster starts it), with
-limits sized to the cluster's shape (read at most once a minute), and reading the budget's
-state."""
+``reserve_drains_census`` updates (update-with-start: the first drain of a cluster starts
+it), with limits sized to the cluster's shape (read at most once a minute), counted against
+the census of the nodes resurrect keeps out (read at most every ``HELD_MAX_AGE_S``, and sent
+to the budget once per read, not with every reservation), and reading the budget's state."""
 
 from __future__ import annotations
 
@@ -18,8 +19,10 @@ from typing import Any, Generic, TypeVar
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
+    WorkflowUpdateFailedError,
 )
 from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from resurrect.config import ResurrectConfig
@@ -27,17 +30,20 @@ from resurrect.contracts import NodeInfo
 from resurrect.contracts.workflow_ids import drain_budget_workflow_id
 from resurrect.contracts.workflow_names import (
     BUDGET_QUERY,
+    CENSUS_NOT_KEPT,
     DRAIN_BUDGET_WORKFLOW,
-    RESERVE_DRAINS_UPDATE,
+    RESERVE_DRAINS_CENSUS_UPDATE,
 )
 from resurrect.errors import ResurrectError
 from resurrect.operator.budget import grant_drains, limits_for
 from resurrect.operator.models import (
     BudgetState,
+    CensusReservations,
     DrainCandidate,
     DrainGrant,
     DrainRecord,
     DrainReservation,
+    HeldCensus,
 )
 from resurrect.operator.task_queues import (
     on_operator_queue,
@@ -54,11 +60,10 @@ RESERVE_ATTEMPTS = 200
 RESERVE_AGAIN = frozenset(
     {RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.ABORTED, RPCStatusCode.UNAVAILABLE}
 )
-# At most this many reservations in one ``reserve_drains`` update, and about this many bytes:
-# the workflow's acceptance of an update carries its input back, and Temporal refuses a
-# workflow task whose payloads pass 2 MiB (the budget workflow would be stuck). Each
-# reservation carries the nodes resurrect keeps out (``held``), so a burst that drained
-# hundreds of nodes makes each reservation tens of KB.
+# At most this many reservations in one update, and about this many bytes: the workflow's
+# acceptance of an update carries its input back, and Temporal refuses a workflow task whose
+# payloads pass 2 MiB (the budget workflow would be stuck). A reservation is a few hundred
+# bytes; the census of held nodes, when an update carries it, ~35 bytes a node.
 RESERVATIONS_PER_UPDATE = 200
 UPDATE_BYTES = 512 * 1024
 
@@ -114,9 +119,10 @@ async def _read_shape(scheduler: Scheduler) -> ClusterShape:
     return shape_of(await scheduler.list_nodes())
 
 
-async def _read_held(scheduler: Scheduler) -> list[DrainCandidate]:
+async def _read_held(scheduler: Scheduler) -> HeldCensus:
+    read_at = datetime.now(UTC)
     _, drained = await scheduler.drain_census()
-    return held_by_resurrect(drained)
+    return HeldCensus(read_at=read_at, nodes=held_by_resurrect(drained))
 
 
 # A cluster's shape changes when nodes are added or partitions redrawn, not per recovery: one
@@ -136,7 +142,7 @@ async def cluster_shape(scheduler: Scheduler) -> ClusterShape:
     return await _SHAPES.get(scheduler)
 
 
-async def held_now(scheduler: Scheduler) -> list[DrainCandidate]:
+async def held_now(scheduler: Scheduler) -> HeldCensus:
     """The nodes resurrect keeps out now, read at most every ``HELD_MAX_AGE_S`` seconds."""
     return await _HELD.get(scheduler)
 
@@ -167,15 +173,12 @@ def reservation_for(
     wanted: Sequence[str],
     nodes: Sequence[NodeInfo],
     shape: ClusterShape,
-    held: Sequence[DrainCandidate] = (),
     approved_by: str | None = None,
 ) -> DrainReservation:
     """The reservation of ``wanted`` nodes (``nodes``: how the scheduler shows them, for
-    their partitions), with the limits of a cluster of ``shape``; ``held``: the nodes
-    resurrect keeps out now (:func:`held_by_resurrect`), which count against the budget."""
+    their partitions), with the limits of a cluster of ``shape``."""
     by_name = {n.name: n for n in nodes}
     return DrainReservation(
-        held=list(held),
         workflow_id=workflow_id,
         job_id=job_id,
         nodes=[
@@ -195,7 +198,9 @@ async def reserve_drains(
     *,
     observe: bool,
 ) -> DrainGrant:
-    """Ask the cluster's budget workflow; in observe mode, ask without reserving.
+    """Ask the cluster's budget workflow; in observe mode, ask without reserving. The nodes
+    resurrect keeps out count against the budget: their census is read here (at most every
+    ``HELD_MAX_AGE_S``) and given to the budget once per read (``request.held`` is not sent).
 
     Without a Temporal client (a step run in a unit test) the budget is decided against
     the nodes resurrect has drained now (read from ``scheduler``), as a local snapshot.
@@ -213,6 +218,7 @@ async def reserve_drains(
         )
         return grant_drains(snapshot, request, now)[1]
     workflow_id = drain_budget_workflow_id(cluster)
+    census = await held_now(scheduler)
     if observe:  # ask, reserve nothing (and change nothing, not even owners)
         state = None
         if await runs_on_operator_queue(client, config, workflow_id):
@@ -220,25 +226,34 @@ async def reserve_drains(
                 state = await budget_state(client, cluster)
             except ResurrectError:
                 state = None
-        return grant_drains(state or BudgetState(cluster=cluster), request, datetime.now(UTC))[1]
+        now = datetime.now(UTC)
+        return grant_drains(state or BudgetState(cluster=cluster), request, now, census.nodes)[1]
     batch = _batch_of(client, config)
-    return await on_operator_queue(client, config, workflow_id, lambda: batch.reserve(request))
+    return await on_operator_queue(
+        client, config, workflow_id, lambda: batch.reserve(request, census)
+    )
 
 
 @dataclass
 class _ReservationBatch:
     """The reservations of this process's recoveries for one cluster's budget, sent as one
     update while the previous one is in flight: a burst of a thousand recoveries costs the
-    budget workflow a few updates, not a thousand (each answered as if asked alone)."""
+    budget workflow a few updates, not a thousand (each answered as if asked alone). The
+    census of held nodes goes with an update only when it is newer than the one this batch
+    last gave the budget (or the budget refuses the update for want of it)."""
 
     client: Client
     config: ResurrectConfig
     waiting: list[tuple[DrainReservation, asyncio.Future[DrainGrant]]] = field(default_factory=list)
     sender: asyncio.Task[None] | None = None
+    census: HeldCensus | None = None  # the newest the waiting reservations were read with
+    sent_at: datetime | None = None  # when the census last given to the budget was read
 
-    async def reserve(self, request: DrainReservation) -> DrainGrant:
+    async def reserve(self, request: DrainReservation, census: HeldCensus) -> DrainGrant:
         answer: asyncio.Future[DrainGrant] = asyncio.get_running_loop().create_future()
-        self.waiting.append((request, answer))
+        self.waiting.append((request.model_copy(update={"held": []}), answer))
+        if self.census is None or census.read_at > self.census.read_at:
+            self.census = census
         if self.sender is None or self.sender.done():
             self.sender = asyncio.create_task(self._send_all())
         return await asyncio.shield(answer)
@@ -248,7 +263,7 @@ class _ReservationBatch:
             batch = self.waiting[: _fitting(r for r, _ in self.waiting[:RESERVATIONS_PER_UPDATE])]
             del self.waiting[: len(batch)]
             try:
-                grants = await _send(self.client, self.config, [r for r, _ in batch])
+                grants = await self._send([r for r, _ in batch])
             except Exception as exc:  # every reservation of the batch fails the same way
                 for _, answer in batch:
                     if not answer.done():
@@ -257,6 +272,26 @@ class _ReservationBatch:
             for (_, answer), grant in zip(batch, grants, strict=True):
                 if not answer.done():
                     answer.set_result(grant)
+
+    async def _send(self, requests: list[DrainReservation]) -> list[DrainGrant]:
+        census = self.census
+        assert census is not None  # set by every reserve
+        given = self.sent_at is not None and self.sent_at >= census.read_at
+        try:
+            grants = await _send(self.client, self.config, requests, census, with_census=not given)
+        except WorkflowUpdateFailedError as exc:
+            if not given or not _census_not_kept(exc):
+                raise
+            # the budget keeps no census this new (it continued as new, or was started
+            # again): the same reservations, with the census
+            grants = await _send(self.client, self.config, requests, census, with_census=True)
+        self.sent_at = census.read_at
+        return grants
+
+
+def _census_not_kept(exc: WorkflowUpdateFailedError) -> bool:
+    cause = exc.cause
+    return isinstance(cause, ApplicationError) and cause.type == CENSUS_NOT_KEPT
 
 
 def _fitting(requests: Iterable[DrainReservation]) -> int:
@@ -285,16 +320,26 @@ def _batch_of(client: Client, config: ResurrectConfig) -> _ReservationBatch:
 
 
 async def _send(
-    client: Client, config: ResurrectConfig, requests: list[DrainReservation]
+    client: Client,
+    config: ResurrectConfig,
+    requests: list[DrainReservation],
+    census: HeldCensus,
+    *,
+    with_census: bool,
 ) -> list[DrainGrant]:
-    """One ``reserve_drains`` update (starting the budget workflow if needed), tried again
-    while the server is busy with others."""
+    """One ``reserve_drains_census`` update (starting the budget workflow if needed), tried
+    again while the server is busy with others; ``with_census``: the update carries it."""
+    batch = CensusReservations(
+        requests=requests,
+        census_at=census.read_at,
+        held=list(census.nodes) if with_census else None,
+    )
     start = _with_start(config)
     for attempt in range(RESERVE_ATTEMPTS):
         try:
             grants: list[DrainGrant] = await client.execute_update_with_start_workflow(
-                RESERVE_DRAINS_UPDATE,
-                requests,
+                RESERVE_DRAINS_CENSUS_UPDATE,
+                batch,
                 start_workflow_operation=start,
                 result_type=list[DrainGrant],
             )

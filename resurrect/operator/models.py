@@ -42,6 +42,26 @@ class DrainReservation(Contract):
     held: list[DrainCandidate] = Field(default_factory=list)
 
 
+class HeldCensus(Contract):
+    """The nodes resurrect drained that are still out of service, as one read of the
+    scheduler found them at ``read_at``."""
+
+    read_at: datetime
+    nodes: list[DrainCandidate] = Field(default_factory=list)
+
+
+class CensusReservations(Contract):
+    """``reserve_drains_census``: reservations (their ``held`` left empty) decided against the
+    census of held nodes the budget keeps, at least as new as ``census_at``. The sender
+    carries the census (``held``) only when the budget does not keep it yet: once per census
+    read, not once per reservation (a burst that drained hundreds of nodes made each
+    reservation carry them all)."""
+
+    requests: list[DrainReservation]
+    census_at: datetime  # when the sender's census was read
+    held: list[DrainCandidate] | None = None  # that census; None: the budget keeps it
+
+
 class DrainRecord(Contract):
     """One drain charged to the budget (kept while it is inside the window)."""
 

@@ -3,12 +3,16 @@ benchmarks: the counts per recovery must not grow with the fleet or with recover
 
 * :func:`count_temporal_calls` wraps a real :class:`temporalio.client.Client`'s service
   client: every RPC it sends (workflow queries, history fetches, visibility lists and
-  counts, signals, starts, updates) is counted by name, and by kind (:data:`RPC_KINDS`).
+  counts, signals, starts, updates) is counted by name, and by kind (:data:`RPC_KINDS`),
+  with the bytes of its request (what a call carries: a reservation that carried every
+  node resurrect keeps out was one call, but not one call's bytes).
   A worker built on that client counts too: the activities use it (the worker's own polls
   go through the SDK's core and are not counted).
 * :func:`count_scheduler_calls` wraps a scheduler's methods in place: calls by method, and
   the rows its list reads returned (a full read of a 50,000-job queue is one call but not
   one row).
+* :func:`counted` wraps a plain function: for work a recovery does per item without a call
+  to anyone (the lemon scores it computes: one per node it scores).
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ import functools
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
+from google.protobuf.message import Message
 from temporalio.client import Client
 
 from resurrect.scheduler.base import Scheduler
@@ -63,28 +68,39 @@ SCHEDULER_METHODS = (
 
 @dataclass
 class CallCounts:
-    """Calls by name, and rows returned by name (list reads only)."""
+    """Calls by name, rows returned by name (list reads only), request bytes by name (RPCs
+    only)."""
 
     calls: Counter[str] = field(default_factory=Counter)
     rows: Counter[str] = field(default_factory=Counter)
+    sent: Counter[str] = field(default_factory=Counter)
 
     def by_kind(self, kinds: Mapping[str, str]) -> Counter[str]:
         """The calls summed by kind (a name without a kind counts as ``other``)."""
-        summed: Counter[str] = Counter()
-        for name, count in self.calls.items():
-            summed[kinds.get(name, "other")] += count
-        return summed
+        return _summed(self.calls, kinds)
 
     def per(self, recoveries: int, kinds: Mapping[str, str] | None = None) -> dict[str, float]:
-        """The calls (by kind when ``kinds`` is given) and rows per recovery."""
-        counted = self.by_kind(kinds) if kinds is not None else self.calls
+        """The calls and request bytes (by kind when ``kinds`` is given), and rows, per
+        recovery."""
+        counted, sent = self.calls, self.sent
+        if kinds is not None:
+            counted, sent = _summed(counted, kinds), _summed(sent, kinds)
         each = {name: count / recoveries for name, count in counted.items()}
         each.update({f"{name} rows": count / recoveries for name, count in self.rows.items()})
+        each.update({f"{name} bytes": count / recoveries for name, count in sent.items()})
         return each
 
     def clear(self) -> None:
         self.calls.clear()
         self.rows.clear()
+        self.sent.clear()
+
+
+def _summed(counts: Counter[str], kinds: Mapping[str, str]) -> Counter[str]:
+    summed: Counter[str] = Counter()
+    for name, count in counts.items():
+        summed[kinds.get(name, "other")] += count
+    return summed
 
 
 def count_temporal_calls(client: Client) -> CallCounts:
@@ -95,6 +111,9 @@ def count_temporal_calls(client: Client) -> CallCounts:
 
     async def counting(rpc: str, *args: Any, **kwargs: Any) -> Any:
         counts.calls[rpc] += 1
+        request = kwargs.get("req", args[0] if args else None)
+        if isinstance(request, Message):
+            counts.sent[rpc] += request.ByteSize()
         return await original(rpc, *args, **kwargs)
 
     service._rpc_call = counting  # type: ignore[method-assign]
@@ -111,6 +130,21 @@ def count_scheduler_calls(scheduler: Scheduler) -> CallCounts:
         if method is not None:
             setattr(scheduler, name, _counted(name, method, counts))
     return counts
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def counted(name: str, function: Callable[P, R], counts: CallCounts) -> Callable[P, R]:
+    """``function``, each call counted in ``counts`` under ``name``."""
+
+    @functools.wraps(function)
+    def counting(*args: P.args, **kwargs: P.kwargs) -> R:
+        counts.calls[name] += 1
+        return function(*args, **kwargs)
+
+    return counting
 
 
 def _counted(

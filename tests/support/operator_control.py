@@ -19,6 +19,8 @@ from temporalio.runtime import Runtime, TelemetryConfig
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import Interruption, JobInfo, JobState, RecoveryOutcome
 from resurrect.contracts.workflow_names import PHASE_QUERY
+from resurrect.operator.budget_client import reservation_for, reserve_drains, shape_of
+from resurrect.operator.models import DrainGrant
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 from resurrect.sensors.report import report_interruption
 from resurrect.testing import FakeScheduler
@@ -114,6 +116,29 @@ async def workers(
             if operator is not None:
                 await stack.enter_async_context(operator)
         yield
+
+
+async def reserve(
+    client: Client,
+    config: ResurrectConfig,
+    scheduler: FakeScheduler,
+    node: str,
+    *,
+    workflow_id: str,
+    job_id: str,
+) -> DrainGrant:
+    """Reserve draining ``node`` for the recovery ``workflow_id`` (the drain step's call),
+    against the budget of a cluster of ``scheduler``'s nodes."""
+    nodes = list(scheduler.nodes.values())
+    request = reservation_for(
+        config,
+        workflow_id=workflow_id,
+        job_id=job_id,
+        wanted=[node],
+        nodes=nodes,
+        shape=shape_of(nodes),
+    )
+    return await reserve_drains(client, config, request, scheduler, observe=False)
 
 
 async def start(client: Client, config: ResurrectConfig, info: JobInfo) -> str:

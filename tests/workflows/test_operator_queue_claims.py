@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from support.operator_control import ConfigFor, workers
+from support.operator_control import reserve as reserve_drain
 from temporalio.client import (
     Client,
     DescribeWorkflowInput,
@@ -26,7 +27,6 @@ from resurrect.config import ResurrectConfig
 from resurrect.contracts import NodeInfo
 from resurrect.contracts.workflow_ids import drain_budget_workflow_id, node_repair_workflow_id
 from resurrect.contracts.workflow_names import DRAIN_BUDGET_WORKFLOW, NODE_REPAIR_WORKFLOW
-from resurrect.operator.budget_client import reservation_for, reserve_drains, shape_of
 from resurrect.operator.models import (
     BudgetState,
     DrainGrant,
@@ -59,15 +59,10 @@ def shared(config: ResurrectConfig) -> ResurrectConfig:
 async def reserve(
     client: Client, config: ResurrectConfig, nodes: list[NodeInfo], job_id: str, node: str
 ) -> DrainGrant:
-    request = reservation_for(
-        config,
-        workflow_id=f"recover/{job_id}",
-        job_id=job_id,
-        wanted=[node],
-        nodes=nodes,
-        shape=shape_of(nodes),
+    cluster = FakeScheduler(nodes)
+    return await reserve_drain(
+        client, config, cluster, node, workflow_id=f"recover/{job_id}", job_id=job_id
     )
-    return await reserve_drains(client, config, request, FakeScheduler(nodes), observe=False)
 
 
 def report(job_id: str, kind: Any = "excluded") -> NodeDrainReport:

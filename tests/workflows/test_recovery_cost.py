@@ -2,13 +2,15 @@
 in flight or with the fleet: a burst of 4N node losses against a burst of N (N = 10 here, to
 fit the suite's 2 cores; ``RESURRECT_COST_FEW=50 RESURRECT_COST_MANY=200`` for the issue's
 sizes, which benchmarks/burst.py also reports), and a burst of N in a fleet of 5,000 nodes,
-50,000 queued jobs and 100 lemon-scored nodes against one in a fleet of 2N nodes and 2N
-jobs.
+50,000 queued jobs, 100 lemon-scored nodes and 500 nodes resurrect keeps out (drained) against
+one in a fleet of 2N nodes and 2N jobs.
 
 Each burst runs on the real dev server with the real worker (its own client, every RPC
 counted by kind: workflow queries, history fetches, visibility lists and counts, signals,
-starts, updates, describes) and the in-memory cluster (its calls counted by method, and the
-rows its list reads return). One recovery runs first, alone: what a process reads once and
+starts, updates, describes, and the bytes each kind sent) and the in-memory cluster (its calls counted by method, and the
+rows its list reads return); the lemon scores the worker computes are counted too (a
+recovery that scored every node on record would cost CPU in the fleet's size without a
+single call more). One recovery runs first, alone: what a process reads once and
 keeps (the cluster's shape, the drain census, the lemon board, the checkpoint advice's
 cluster rates) is read then, as a running worker has it, and kept through the burst (those
 are read again per interval of time, never per recovery); the counts are of the burst after
@@ -33,10 +35,12 @@ from temporalio.client import Client
 
 from resurrect.config import ResurrectConfig, TemporalSettings
 from resurrect.contracts import JobInfo, JobState, NodeInfo
+from resurrect.lemons import records as lemon_records
 from resurrect.lemons.board import board_for
 from resurrect.lemons.models import NodeIncident
 from resurrect.lemons.records import report_incidents
 from resurrect.operator import budget_client
+from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 from resurrect.sensors.report import report_interruption
 from resurrect.temporal.client import connect
 from resurrect.temporal.server import EmbeddedTemporal, free_port
@@ -45,6 +49,7 @@ from resurrect.testing.counting import (
     CallCounts,
     count_scheduler_calls,
     count_temporal_calls,
+    counted,
 )
 from resurrect.workers.recovery_worker import read_kept_figures
 
@@ -88,6 +93,9 @@ TEMPORAL_CEILING = {
     "start": 0.5,
     "other": 0.5,
 }
+# Lemon scores per recovery, at most: the nodes it implicates (the lost node, scored as it is
+# noted on the board and again in the assessment), and the lemons the board ranks (none here).
+SCORES_CEILING = 4.0
 
 
 def grows(small: dict[str, float], large: dict[str, float]) -> dict[str, tuple[float, float]]:
@@ -99,10 +107,17 @@ def grows(small: dict[str, float], large: dict[str, float]) -> dict[str, tuple[f
     }
 
 
-def enlarge_fleet(scheduler: Any, *, idle_nodes: int, queued_jobs: int) -> None:
-    """Idle nodes and pending jobs beside the burst's own (nothing reads them per recovery)."""
+def enlarge_fleet(
+    scheduler: Any, *, idle_nodes: int, queued_jobs: int, held_nodes: int = 0
+) -> None:
+    """Idle nodes, pending jobs and nodes resurrect drained earlier (and keeps out) beside the
+    burst's own (nothing reads them per recovery, nor sends them with each reservation)."""
     for index in range(idle_nodes):
         scheduler.nodes[f"idle{index:05d}"] = NodeInfo(name=f"idle{index:05d}", state="IDLE")
+    for index in range(held_nodes):
+        name = f"held{index:05d}"
+        reason = f"{DRAIN_REASON_PREFIX} gpu.hardware job 9 [recover/earlier/{index}]"
+        scheduler.nodes[name] = NodeInfo(name=name, state="DRAIN", reason=reason)
     for index in range(queued_jobs):
         job_id = str(500_000 + index)
         scheduler.jobs[job_id] = JobInfo(
@@ -131,14 +146,16 @@ async def burst_costs(
     server: EmbeddedTemporal,
     tmp_path: Path,
     jobs: int,
+    monkeypatch: pytest.MonkeyPatch,
     *,
     idle_nodes: int = 0,
     queued_jobs: int = 0,
     scored_nodes: int = 0,
+    held_nodes: int = 0,
 ) -> dict[str, float]:
     """One recovery alone, then a burst of ``jobs`` node losses (three reports each): what
     the worker asked per recovery of the burst (Temporal RPCs by kind, scheduler calls and
-    rows by method)."""
+    rows by method, lemon scores computed)."""
     config = make_config(
         tmp_path,
         mode="act",
@@ -150,11 +167,14 @@ async def burst_costs(
     for source in SOURCES:
         for report in node_loss_reports(scheduler, source):
             by_job.setdefault(report.job_id, []).append(report)
-    enlarge_fleet(scheduler, idle_nodes=idle_nodes, queued_jobs=queued_jobs)
+    enlarge_fleet(scheduler, idle_nodes=idle_nodes, queued_jobs=queued_jobs, held_nodes=held_nodes)
     reports = await connect(TemporalSettings(), address=server.address, attempts=10)
     worker_client = await connect(TemporalSettings(), address=server.address, attempts=10)
     temporal = count_temporal_calls(worker_client)
     calls = count_scheduler_calls(scheduler)
+    scores = CallCounts()
+    scoring = counted("lemon_score", lemon_records.lemon_score, scores)
+    monkeypatch.setattr(lemon_records, "lemon_score", scoring)
     async with resurrect_workers(worker_client, config, scheduler):
         await score_nodes(worker_client, config, scored_nodes)
         await read_kept_figures(worker_client, config, scheduler)  # as the worker starts
@@ -165,10 +185,15 @@ async def burst_costs(
         board_for(worker_client, config).max_age_s = 3600
         temporal.clear()
         calls.clear()
+        scores.clear()
         await asyncio.gather(*(recover(reports, config, by_job[job]) for job in rest))
     requeued = Counter(job for op, job in scheduler.calls if op == "requeuehold")
     assert sorted(requeued) == sorted(by_job) and set(requeued.values()) == {1}
-    return {**per_recovery(temporal, jobs, RPC_KINDS), **per_recovery(calls, jobs)}
+    return {
+        **per_recovery(temporal, jobs, RPC_KINDS),
+        **per_recovery(calls, jobs),
+        **per_recovery(scores, jobs),
+    }
 
 
 async def recover(client: Client, config: ResurrectConfig, reports: list[Any]) -> None:
@@ -192,15 +217,19 @@ async def test_a_recoverys_cost_grows_neither_with_recoveries_in_flight_nor_with
     monkeypatch.setattr(budget_client._HELD, "max_age_s", 3600.0)
     monkeypatch.setattr(budget_client._SHAPES, "max_age_s", 3600.0)
     # FEW jobs on 2 * FEW nodes (and as many spares), FEW running jobs and FEW queued
-    small = await burst_costs(server, tmp_path / "small", FEW, queued_jobs=FEW)
-    in_flight = await burst_costs(server, tmp_path / "in_flight", MANY, queued_jobs=MANY)
+    small = await burst_costs(server, tmp_path / "small", FEW, monkeypatch, queued_jobs=FEW)
+    in_flight = await burst_costs(
+        server, tmp_path / "in_flight", MANY, monkeypatch, queued_jobs=MANY
+    )
     fleet = await burst_costs(
         server,
         tmp_path / "fleet",
         FEW,
+        monkeypatch,
         idle_nodes=5_000,
         queued_jobs=50_000,
         scored_nodes=100,
+        held_nodes=500,
     )
     print({f"burst {FEW}": small, f"burst {MANY}": in_flight, "large fleet": fleet})
     assert not grows(small, in_flight), ("with recoveries in flight", small, in_flight)
@@ -208,3 +237,5 @@ async def test_a_recoverys_cost_grows_neither_with_recoveries_in_flight_nor_with
     for name, ceiling in TEMPORAL_CEILING.items():
         for figures in (small, in_flight, fleet):
             assert figures.get(name, 0.0) <= ceiling, (name, figures)
+    for figures in (small, in_flight, fleet):
+        assert figures.get("lemon_score", 0.0) <= SCORES_CEILING, figures

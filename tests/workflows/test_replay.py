@@ -22,6 +22,7 @@ from temporalio.workflow import NondeterminismError
 
 from resurrect.contracts import StepInput
 from resurrect.contracts.workflow_names import Activity
+from resurrect.workflows.drain_budget import DrainBudgetWorkflow
 from resurrect.workflows.node_health import NodeHealthWorkflow
 from resurrect.workflows.node_repair import NodeRepairWorkflow
 from resurrect.workflows.recovery import RecoveryWorkflow
@@ -32,6 +33,7 @@ WORKFLOWS: dict[str, type] = {
     "NodeHealthWorkflow": NodeHealthWorkflow,
     "StackProbeWorkflow": StackProbeWorkflow,
     "NodeRepairWorkflow": NodeRepairWorkflow,
+    "DrainBudgetWorkflow": DrainBudgetWorkflow,
 }
 
 
