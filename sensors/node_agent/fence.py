@@ -1,14 +1,16 @@
-"""Self-fencing: a node cut off from the controller side kills its own ranks of opted-in jobs.
+"""Self-fencing: a node cut off from the controller side kills its own processes of opted-in jobs.
 
 The agent holds a lease the controller side renews: each heartbeat the liveness collector
 acknowledged, or Temporal took, renews it *as of the time it was sent* (a late answer renews
 nothing past that). When no renewal came for ``fencing.lease_s``, the node may be cut off
-while a recovery requeues its jobs elsewhere; its ranks of opted-in jobs would then write the
-job's checkpoints beside the new attempt. So the agent kills them (SIGKILL), as a cluster
-manager's watchdog fences a node, and says so in its log. docs/fencing.md gives the timing
+while a recovery requeues its jobs elsewhere; its processes of opted-in jobs would then write
+the job's checkpoints (and its output) beside the new attempt. So the agent kills every one
+of them (SIGKILL): the ranks, and with them the batch script, ``srun``, the launcher and any
+child a rank started (a data loader, a checkpoint writer), as a cluster manager's watchdog
+fences a node, and says so in its log. docs/fencing.md gives the timing
 argument the recovery's requeue relies on (``FencingSettings.fenced_within_s``).
 
-Which processes are a job's ranks is the kernel's word (``scan_rank_processes``: cgroup or
+Which processes are a job's is the kernel's word (``scan_job_processes``: cgroup or
 step-daemon ancestry, the owner's uid), never a job's environment. Which jobs are opted in is
 the job's policy as Slurm reports its comment, learned while the node can still ask (one
 lookup per new job, remembered for a bounded set); a job it never learned is left alone.
@@ -29,7 +31,7 @@ from dataclasses import dataclass, field
 from resurrect.config import FencingSettings
 from resurrect.contracts import JobInfo
 from resurrect.errors import ResurrectError
-from resurrect.stacks.processes import JobRank, scan_rank_processes
+from resurrect.stacks.processes import JobRank, scan_job_processes
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +69,7 @@ class Lease:
 
 @dataclass
 class FenceAction:
-    """One fencing: the jobs whose ranks were killed, their pids, when (time.time())."""
+    """One fencing: the jobs whose processes were killed, their pids, when (time.time())."""
 
     at: float
     expired_for_s: float
@@ -75,7 +77,7 @@ class FenceAction:
 
 
 class SelfFence:
-    """Learns the node's opted-in jobs while connected; kills their ranks once cut off."""
+    """Learns the node's opted-in jobs while connected; kills their processes once cut off."""
 
     def __init__(
         self,
@@ -85,7 +87,7 @@ class SelfFence:
         *,
         look_up: LookUp,
         opted_in: OptedIn,
-        scan: Scan = scan_rank_processes,
+        scan: Scan = scan_job_processes,
         kill: Callable[[int, int], None] = os.kill,
     ) -> None:
         self.settings = settings
@@ -99,9 +101,9 @@ class SelfFence:
         self.actions: list[FenceAction] = []
 
     def _local(self, scan: list[JobRank]) -> list[JobRank]:
-        """The ranks on this node: their step daemon serves it, or (none known) they share
+        """The job processes on this node: their step daemon serves it, or (none known) they share
         this agent's network namespace (hosts that share one kernel, as the local cluster's
-        do, are told apart by it; a rank in a container's own namespace whose step daemon is
+        do, are told apart by it; a process in a container's own namespace whose step daemon is
         not known is left alone)."""
         mine = _net_namespace("self")
         return [
@@ -112,7 +114,7 @@ class SelfFence:
         ]
 
     async def learn(self) -> None:
-        """Ask Slurm about each job with ranks here not asked about yet (bounded)."""
+        """Ask Slurm about each job with processes here not asked about yet (bounded)."""
         local = await asyncio.to_thread(lambda: self._local(self._scan()))
         for job_id in dict.fromkeys(r.job_id for r in local):
             if job_id in self.known:
@@ -127,24 +129,24 @@ class SelfFence:
                 self.known.popitem(last=False)
 
     def fence_if_expired(self) -> FenceAction | None:
-        """Kill the local ranks of opted-in jobs when the lease has expired."""
+        """Kill every local process of opted-in jobs when the lease has expired."""
         expired_for = self.lease.expired_for()
         if expired_for <= 0:
             return None
         action = FenceAction(at=time.time(), expired_for_s=expired_for)
-        for rank in self._local(self._scan()):
-            opted_in, owner = self.known.get(rank.job_id, (False, None))
-            if not opted_in or owner is None or rank.uid != owner:
+        for member in self._local(self._scan()):
+            opted_in, owner = self.known.get(member.job_id, (False, None))
+            if not opted_in or owner is None or member.uid != owner:
                 continue
             with contextlib.suppress(ProcessLookupError):
-                self._kill(rank.process.pid, signal.SIGKILL)
-                key = f"{rank.job_id}/{rank.restart_count}"
-                action.killed.setdefault(key, []).append(rank.process.pid)
+                self._kill(member.process.pid, signal.SIGKILL)
+                key = f"{member.job_id}/{member.restart_count}"
+                action.killed.setdefault(key, []).append(member.process.pid)
         if action.killed:
             self.actions.append(action)
             log.warning(
                 "fence: %s out of contact with the controller side for %.1f s past its"
-                " %.1f s lease: killed the ranks of %s",
+                " %.1f s lease: killed the processes of %s",
                 self.node, expired_for, self.lease.lease_s,
                 ", ".join(f"job {k} (pids {v})" for k, v in sorted(action.killed.items())),
             )  # fmt: skip

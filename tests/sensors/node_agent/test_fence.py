@@ -126,3 +126,34 @@ def test_fenced_within_adds_the_clock_rate_check_kill_and_skew_allowances() -> N
         lease_s=10, clock_rate_error=0.01, check_interval_s=0.5, kill_margin_s=2, clock_skew_s=1
     )
     assert settings.fenced_within_s == 10 * 1.01 + 0.5 + 2 + 1
+
+
+def test_the_fence_kills_every_process_of_the_job_not_only_its_ranks() -> None:
+    """The batch script, srun and a rank's child (here: no rank label) die with the ranks: a
+    thawed srun must not print for the old attempt, a writer child must not write."""
+    clock = Clock()
+    members = [
+        JobRank("7", "0", RankProcess(60, None, "n1", "S"), uid=1000, step_node="n1"),  # batch
+        JobRank("7", "0", RankProcess(61, None, "n1", "S"), uid=1000, step_node="n1"),  # srun
+        rank("7", 70),
+        JobRank("7", "0", RankProcess(75, None, "n1", "S"), uid=1000, step_node="n1"),  # child
+    ]
+    fence, killed = fence_with(members, {"7": job("7", "in")}, clock)
+    asyncio.run(fence.learn())
+    clock.now += 11
+    action = fence.fence_if_expired()
+    assert action is not None and action.killed == {"7/0": [60, 61, 70, 75]}
+    assert [pid for pid, _ in killed] == [60, 61, 70, 75]
+
+
+def test_the_agents_fence_scans_every_process_of_its_jobs() -> None:
+    from resurrect.stacks.processes import scan_job_processes
+
+    fence = SelfFence(
+        FencingSettings(enabled=True),
+        "n1",
+        Lease(20),
+        look_up=lambda job_id: asyncio.sleep(0),  # type: ignore[arg-type,return-value]
+        opted_in=lambda job: True,
+    )
+    assert fence._scan is scan_job_processes
