@@ -271,6 +271,18 @@ def match_job_nodes(hosts: Iterable[str], job_nodes: Iterable[str]) -> tuple[lis
     return matched, unmatched
 
 
+def names_a_node_the_attempt_lacks(evidence: Evidence, attempt_nodes: Sequence[str]) -> bool:
+    """A node-lost line naming, as the node lost, one that the job's attempt does not run on
+    (``srun: error: Node failure on n4`` with the attempt on n2). Slurm says so only of a node
+    of the step's own allocation, so the line is an earlier attempt's: a fenced or thawed
+    ``srun`` printing into the output its successor shares. It is no fault of this attempt.
+    Unknown nodes (an empty list) decide nothing."""
+    named = evidence.fields.get("host") if evidence.fault_class is FaultClass.NODE_LOST else None
+    if not named or not attempt_nodes:
+        return False
+    return not match_job_nodes([named], attempt_nodes)[0]
+
+
 def hardware_evidence(evidence: Iterable[Evidence], host: str) -> list[Evidence]:
     """What the node agent or Slurm says is wrong with ``host``'s hardware (rule 7): root or
     diagnostic findings of a hardware class, or of the hardware slowing a GPU down."""
