@@ -50,6 +50,7 @@ from resurrect.errors import (
 )
 from resurrect.goodput.advice_note import ADVICE_DEADLINE_S, advice_note
 from resurrect.log_reading import output_mark
+from resurrect.numbers import is_ascii_digits
 from resurrect.operator.exclusions import ExclusionPlan
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 from resurrect.steps.runtime import StepContext, StepFn, step
@@ -219,6 +220,9 @@ async def verify_checkpoint(ctx: StepContext, params: VerifyParams) -> StepResul
         act=not ctx.observe,
         owner_uid=ctx.job.user_id,
         owner_gid=ctx.job.group_id,
+        # the attempt this recovery requeues: what it writes from now on is never resumed
+        fence_job_id=ctx.job.job_id if is_ascii_digits(ctx.job.job_id) else None,
+        fence_attempt=ctx.input.bundle.interruption.restart_count,
     )
     verdict = await run_helper(
         request,
