@@ -18,7 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from resurrect.checkpoint.atomic import atomic_write_text
-from resurrect.checkpoint.fsutil import is_partial_name, iter_chunks, list_files, read_capped
+from resurrect.checkpoint.fsutil import (
+    is_partial_name,
+    iter_chunks,
+    list_files,
+    open_regular,
+    read_capped,
+)
 from resurrect.errors import CheckpointError
 from resurrect.numbers import is_ascii_digits
 
@@ -75,7 +81,8 @@ def writer_from_environment(environ: Mapping[str, str] | None = None) -> tuple[s
 def read_writer(ckpt_dir: Path) -> tuple[str, int] | None:
     """(job id, attempt) that ``write_manifest`` recorded as the checkpoint's writer (read
     from the manifest's first ``MAX_WRITER_BYTES``, where it is written); None if none."""
-    head = read_capped(ckpt_dir / MANIFEST_NAME, MAX_WRITER_BYTES)
+    with open_regular(ckpt_dir / MANIFEST_NAME) as manifest:
+        head = manifest.read(MAX_WRITER_BYTES)
     m = _WRITER.search(head.partition(b'"files"')[0])
     return (m["job"].decode(), int(m["attempt"])) if m is not None else None
 

@@ -110,3 +110,32 @@ def test_a_hints_malformed_fences_are_skipped() -> None:
     ]
     assert fences_from({"job_id": "7"}) == []
     assert fences_from([{"job_id": "7", "attempt": True, "at": 1.0}]) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"files": [], "writer": {"job_id": "7", "attempt": 0}}',  # after the file list
+        '{"writer": {"job_id": "7x", "attempt": 0}, "files": []}',
+        '{"writer": {"job_id": "7", "attempt": -1}, "files": []}',
+        '{"writer": {"job_id": "7", "attempt": 99999999999}, "files": []}',
+        " " * 8192 + '{"writer": {"job_id": "7", "attempt": 0}, "files": []}',
+        "\x00\xff" * 100,
+    ],
+    ids=["after-files", "bad-id", "negative", "too-long", "past-the-head", "binary"],
+)
+def test_a_manifest_names_a_writer_only_in_its_head_and_only_in_its_own_shape(
+    tmp_path: Path, text: str
+) -> None:
+    (tmp_path / "resurrect-manifest.json").write_text(text, encoding="latin-1")
+    assert read_writer(tmp_path) is None
+
+
+def test_the_writer_of_a_manifest_of_many_files_is_read_from_its_head(tmp_path: Path) -> None:
+    ckpt = tmp_path / "step_10"
+    ckpt.mkdir()
+    for i in range(200):
+        (ckpt / f"shard_{i:04d}.bin").write_bytes(b"x")
+    write_manifest(ckpt, writer=("7", 4))
+    assert (ckpt / "resurrect-manifest.json").stat().st_size > 4096
+    assert read_writer(ckpt) == ("7", 4)
