@@ -63,6 +63,14 @@ def test_a_lost_node_the_attempt_does_not_run_on_is_an_earlier_attempts() -> Non
         )  # fmt: skip
 
     assert names_a_node_the_attempt_lacks(line("node4"), ["node2"])
+    daemon = line(None).model_copy(
+        update={
+            "text": "slurmstepd-node4: error: *** STEP 2.0 ON node4 CANCELLED AT"
+            " 2026-12-03T14:43:08 DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***"
+        }
+    )
+    assert names_a_node_the_attempt_lacks(daemon, ["node2"])
+    assert not names_a_node_the_attempt_lacks(daemon, ["node4", "node2"])
     assert not names_a_node_the_attempt_lacks(line("node2.cluster"), ["node2"])
     assert not names_a_node_the_attempt_lacks(line(None), ["node2"])  # names no node
     assert not names_a_node_the_attempt_lacks(line("node4"), [])  # the attempt's nodes unknown

@@ -397,7 +397,11 @@ async def test_a_node_failure_line_naming_a_node_the_attempt_lacks_is_an_earlier
     await follower.refresh_jobs()
     assert await follower.poll_once() == []
     with open(out, "a") as handle:
-        handle.write("srun: error: Node failure on node4\nsrun: got SIGCONT\n")
+        handle.write(
+            "slurmstepd-node4: error: *** STEP 9.0 ON node4 CANCELLED AT 2026-12-03T14:43:08"
+            " DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***\n"
+            "srun: error: Node failure on node4\nsrun: got SIGCONT\n"
+        )
     assert await follower.poll_once() == []
     with open(out, "a") as handle:
         handle.write("srun: error: Node failure on node2\n")
