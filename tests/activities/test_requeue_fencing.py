@@ -11,7 +11,7 @@ import pytest
 
 from resurrect.activities import steps
 from resurrect.activities.steps import requeue_job
-from resurrect.contracts import JobInfo, JobState
+from resurrect.contracts import JobInfo, JobState, StepResult
 from resurrect.sdk import FakeScheduler, make_step_input, run_step
 
 FAILED = JobInfo(
@@ -39,18 +39,27 @@ def fence_by(monkeypatch: pytest.MonkeyPatch, deadline: float) -> None:
     monkeypatch.setattr(steps, "_fence_deadline", recorded)
 
 
-async def test_a_job_slurmctld_requeued_itself_is_held_until_the_fence_deadline(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+async def requeue_pending(
+    monkeypatch: pytest.MonkeyPatch, *, held: bool
+) -> tuple[Timed, float, StepResult]:
+    """The requeue step of job 42's attempt 0, node2 fencing within a second, the job found
+    pending as attempt 1 (``held``: by the first try of the step; else slurmctld's own)."""
     scheduler = Timed.with_nodes(4, cluster_name="test")
     scheduler.jobs["42"] = FAILED.model_copy(
-        update={"state": JobState.PENDING, "restart_count": 1, "nodes": [],
+        update={"state": JobState.PENDING, "restart_count": 1, "held": held, "nodes": [],
                 "excluded_nodes": ["node2"]}
     )  # fmt: skip
     deadline = time.time() + 1.0
     fence_by(monkeypatch, deadline)
     step_input = make_step_input("recovery.requeue_job", job=FAILED)
     result = await run_step(requeue_job, scheduler=scheduler, step_input=step_input)
+    return scheduler, deadline, result
+
+
+async def test_a_job_slurmctld_requeued_itself_is_held_until_the_fence_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    scheduler, deadline, result = await requeue_pending(monkeypatch, held=False)
     assert result.requeued
     assert [c for c, _ in scheduler.calls][:1] == ["hold"] and ("release", "42") in scheduler.calls
     assert scheduler.released_at is not None and scheduler.released_at >= deadline
@@ -62,15 +71,7 @@ async def test_a_retry_after_a_cancelled_wait_waits_out_the_rest_then_releases(
 ) -> None:
     """The first attempt held the job (requeuehold: restart 1, held, marked) and was
     cancelled mid-wait; the retry finds it held and releases it only at the deadline."""
-    scheduler = Timed.with_nodes(4, cluster_name="test")
-    scheduler.jobs["42"] = FAILED.model_copy(
-        update={"state": JobState.PENDING, "restart_count": 1, "held": True, "nodes": [],
-                "excluded_nodes": ["node2"]}
-    )  # fmt: skip
-    deadline = time.time() + 1.0
-    fence_by(monkeypatch, deadline)
-    step_input = make_step_input("recovery.requeue_job", job=FAILED)
-    result = await run_step(requeue_job, scheduler=scheduler, step_input=step_input)
+    scheduler, deadline, result = await requeue_pending(monkeypatch, held=True)
     assert result.requeued and ("release", "42") in scheduler.calls
     assert scheduler.released_at is not None and scheduler.released_at >= deadline
 
