@@ -50,6 +50,7 @@ from resurrect.errors import (
 )
 from resurrect.goodput.advice_note import ADVICE_DEADLINE_S, advice_note
 from resurrect.log_reading import output_mark
+from resurrect.numbers import is_ascii_digits
 from resurrect.operator.exclusions import ExclusionPlan
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 from resurrect.steps.runtime import StepContext, StepFn, step
@@ -217,6 +218,9 @@ async def verify_checkpoint(ctx: StepContext, params: VerifyParams) -> StepResul
         act=not ctx.observe,
         owner_uid=ctx.job.user_id,
         owner_gid=ctx.job.group_id,
+        # the attempt this recovery requeues: what it writes from now on is never resumed
+        fence_job_id=ctx.job.job_id if is_ascii_digits(ctx.job.job_id) else None,
+        fence_attempt=ctx.input.bundle.interruption.restart_count,
     )
     verdict = await run_helper(
         request,
@@ -286,12 +290,26 @@ async def requeue_job(ctx: StepContext, params: None) -> StepResult:
             stop_recovery=True,
             outcome=RecoveryOutcomeKind.JOB_COMPLETED,
         )
-    if _already_requeued(job, failed_attempt, exclude):
+    # by when the failed attempt's nodes out of contact have certainly fenced (recorded
+    # silence: a retry, after a cancelled or lost attempt, finds the same deadline)
+    fence_until, fencing_nodes = (0.0, []) if ctx.observe else await _fence_deadline(ctx)
+    waited = max(0.0, fence_until - time.time())
+    # slurmctld's own requeue (a --requeue job on a node it declared DOWN) does not wait for
+    # the fence: a job it left pending is held until the deadline like any other
+    if _already_requeued(job, failed_attempt, exclude) and not (
+        waited and job.state is JobState.PENDING
+    ):
+        notes = (
+            [_started_before_fence(job, fencing_nodes, waited)]
+            if waited and job.state is JobState.RUNNING
+            else []
+        )
         return StepResult(
             requeued=True,
             excluded_nodes=exclude,
             detail=f"job {job_id} already requeued (restart {job.restart_count}),"
             f" excluding {shown}",
+            notes=notes,
         )
     if ctx.observe:
         message = f"would requeue job {job_id} ({job.state.value}) excluding {shown}"
@@ -299,26 +317,24 @@ async def requeue_job(ctx: StepContext, params: None) -> StepResult:
     # the plan's list holds the job's own exclusions too: only the rest is implicated now
     implicated = [n for n in exclude if n not in job.excluded_nodes]
     exclusions = await _exclusions(ctx, job, implicated)
-    fence_until, fencing_nodes = await _fence_deadline(ctx)
-    waited = max(0.0, fence_until - time.time())
     if waited and ctx.quick_s is not None and waited > ctx.quick_s / 2:
-        # a quick attempt cut short mid-wait would release the job before the fence
+        # a quick attempt cut short mid-wait would leave the job held for the retry
         raise NeedsMoreTime(f"{waited:.0f} s to wait for {', '.join(fencing_nodes)} to fence")
     fencing: list[str] = []
 
     async def await_fencing() -> None:  # while the job is held: no new attempt starts
-        if fencing_nodes:
-            from resurrect.activities.fencing_wait import sleep_until, waited_note
+        from resurrect.activities.fencing_wait import sleep_until, waited_note
 
-            await sleep_until(fence_until, fencing_nodes, ctx.heartbeat)
-            fencing.append(waited_note(waited, fencing_nodes, ctx.config.fencing))
+        await sleep_until(fence_until, fencing_nodes, ctx.heartbeat)
+        fencing.append(waited_note(waited, fencing_nodes, ctx.config.fencing))
 
     try:
         mutation = await ctx.scheduler.requeue_excluding(
             job_id,
             [n for n in exclude if n not in exclusions.dropped],
             drop=exclusions.dropped,
-            before_release=await_fencing,
+            before_release=await_fencing if waited else None,
+            release_not_before=fence_until,
         )
     except JobCancelled as exc:
         return _cancelled(job_id, str(exc))
@@ -331,6 +347,18 @@ async def requeue_job(ctx: StepContext, params: None) -> StepResult:
         detail=mutation.detail,
         notes=[*fencing, *exclusions.notes],
         dropped_exclusions=exclusions.dropped,
+    )
+
+
+def _started_before_fence(job: JobInfo, nodes: list[str], left_s: float) -> str:
+    """The note on a job slurmctld requeued and started by itself before ``nodes`` (out of
+    contact) had certainly fenced its previous attempt."""
+    return (
+        f"job {job.job_id} was started again by slurmctld (restart {job.restart_count}, on"
+        f" {','.join(job.nodes) or '?'}) {left_s:.1f} s before {', '.join(nodes)} (out of"
+        " contact) had certainly fenced the old attempt: slurmctld's SlurmdTimeout is shorter"
+        " than the fence (docs/fencing.md); its checkpoints written after the fence are not"
+        " resumed from"
     )
 
 

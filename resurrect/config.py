@@ -466,6 +466,19 @@ class ResurrectConfig(Section):
     agent: AgentSettings = Field(default_factory=AgentSettings)
     fencing: FencingSettings = Field(default_factory=FencingSettings)
 
+    @model_validator(mode="after")
+    def _watchdog_outwaits_the_fence(self) -> ResurrectConfig:
+        """A job held for the fencing wait whose recovery is gone is released by the
+        watchdog: never before a node out of contact has certainly fenced."""
+        if self.fencing.enabled and self.watchdog.hold_bound_s <= self.fencing.fenced_within_s:
+            raise ValueError(
+                f"watchdog.hold_bound_s ({self.watchdog.hold_bound_s:g} s) must exceed"
+                f" fencing's fenced_within_s ({self.fencing.fenced_within_s:.1f} s): the"
+                " watchdog would release a job held for the fencing wait before the old"
+                " attempt has certainly been fenced"
+            )
+        return self
+
     @property
     def hold_mark_key_file(self) -> Path:
         """The file of the key that tags resurrect's hold marks (``watchdog.mark_key_file``)."""

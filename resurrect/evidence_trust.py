@@ -59,6 +59,12 @@ JOB_CONTROLLED_FIELD = "job_controlled"
 UNCONFIRMED_FIELD = "unconfirmed"
 
 
+# a step daemon's own line: ``*** STEP 2.0 ON <its node> CANCELLED AT ...``
+_STEP_DAEMON_NODE = re.compile(
+    r"\*\*\* (?:JOB|STEP) [\w.+]{1,40} ON (?P<node>[\w.-]{1,128}) CANCELLED"
+)
+
+
 def short_name(host: str) -> str:
     """A host's short name, lower case: ``GPU-17.cluster`` -> ``gpu-17``."""
     return host.split(".")[0].lower()
@@ -269,6 +275,21 @@ def match_job_nodes(hosts: Iterable[str], job_nodes: Iterable[str]) -> tuple[lis
         elif node not in matched:
             matched.append(node)
     return matched, unmatched
+
+
+def names_a_node_the_attempt_lacks(evidence: Evidence, attempt_nodes: Sequence[str]) -> bool:
+    """A node-lost line naming a node that the job's attempt does not run on: as the node
+    lost (``srun: error: Node failure on n4``) or as the node of the step daemon that prints
+    it (``*** STEP 2.0 ON n4 CANCELLED ... DUE TO NODE FAILURE ***``), with the attempt on n2.
+    Slurm says either only of a node of the step's own allocation, so the line is an earlier
+    attempt's: a fenced or thawed ``srun`` or step daemon printing into the output its
+    successor shares. It is no fault of this attempt. Unknown nodes (an empty list) decide
+    nothing."""
+    if evidence.fault_class is not FaultClass.NODE_LOST or not attempt_nodes:
+        return False
+    daemon = _STEP_DAEMON_NODE.search(evidence.text)
+    named = [n for n in (evidence.fields.get("host"), daemon and daemon["node"]) if n]
+    return any(not match_job_nodes([n], attempt_nodes)[0] for n in named)
 
 
 def hardware_evidence(evidence: Iterable[Evidence], host: str) -> list[Evidence]:

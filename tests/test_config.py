@@ -82,3 +82,17 @@ def test_the_agent_section_is_validated_with_the_rest(tmp_path: Path) -> None:
     path.write_text("agent:\n  hearbeat_interval_s: 1\n")
     with pytest.raises(ConfigError, match=r"agent\.hearbeat_interval_s"):
         load_config(path, environ={})
+
+
+def test_with_fencing_the_watchdog_never_releases_a_held_job_before_the_fence() -> None:
+    import pytest
+    from pydantic import ValidationError
+
+    from resurrect.config import ResurrectConfig
+
+    with pytest.raises(ValidationError, match="hold_bound_s"):
+        ResurrectConfig.model_validate(
+            {"fencing": {"enabled": True, "lease_s": 200}, "watchdog": {"hold_bound_s": 120}}
+        )
+    ResurrectConfig.model_validate({"fencing": {"enabled": True}})  # 120 s > 23.5 s
+    ResurrectConfig.model_validate({"fencing": {"lease_s": 200}})  # fencing off: no wait

@@ -49,3 +49,30 @@ def test_a_down_node_is_not_waited_for() -> None:
     reads = UnavailabilityReads()
     assert reads.observe([node("n1", "DOWN", "NOT_RESPONDING")], 0.0, GRACE) == set()
     assert reads.pending(0.0, GRACE) == {}
+
+
+def test_a_lost_node_the_attempt_does_not_run_on_is_an_earlier_attempts() -> None:
+    from resurrect.contracts import Evidence, FaultClass, SignalKind
+    from resurrect.evidence_trust import names_a_node_the_attempt_lacks
+
+    def line(host: str | None, fault: FaultClass = FaultClass.NODE_LOST) -> Evidence:
+        fields = {"host": host} if host else {}
+        return Evidence(
+            kind=SignalKind.JOB_LOG, text="srun: error: Node failure on x", rule="r",
+            role="root", fault_class=fault, host=host, fields=fields,
+        )  # fmt: skip
+
+    assert names_a_node_the_attempt_lacks(line("node4"), ["node2"])
+    daemon = line(None).model_copy(
+        update={
+            "text": "slurmstepd-node4: error: *** STEP 2.0 ON node4 CANCELLED AT"
+            " 2026-12-03T14:43:08 DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***"
+        }
+    )
+    assert names_a_node_the_attempt_lacks(daemon, ["node2"])
+    assert not names_a_node_the_attempt_lacks(daemon, ["node4", "node2"])
+    assert not names_a_node_the_attempt_lacks(line("node2.cluster"), ["node2"])
+    assert not names_a_node_the_attempt_lacks(line(None), ["node2"])  # names no node
+    assert not names_a_node_the_attempt_lacks(line("node4"), [])  # the attempt's nodes unknown
+    # only a lost node decides: a GPU line naming another host is judged elsewhere
+    assert not names_a_node_the_attempt_lacks(line("node4", FaultClass.GPU_HARDWARE), ["node2"])

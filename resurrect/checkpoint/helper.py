@@ -18,11 +18,13 @@ import json
 import math
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from resurrect.checkpoint.fenced import Fence
 from resurrect.checkpoint.limits import VerifyLimits
 from resurrect.checkpoint.owner import Owner
 from resurrect.checkpoint.prepare import prepare_resume
@@ -54,6 +56,16 @@ class HelperRequest(BaseModel):
     max_inflated_bytes: int = Field(default=VerifyLimits.max_inflated_bytes, ge=0)
     max_compression_ratio: float = Field(default=VerifyLimits.max_compression_ratio, gt=0)
     time_budget_s: float | None = Field(default=None, gt=0)
+    # prepare: the job attempt the recovery will requeue, fenced as of this request
+    # (resurrect.checkpoint.fenced); None: no attempt is fenced now
+    fence_job_id: str | None = Field(default=None, pattern=r"^[0-9]{1,12}$")
+    fence_attempt: int | None = Field(default=None, ge=0)
+
+    @property
+    def fence(self) -> Fence | None:
+        if self.fence_job_id is None or self.fence_attempt is None:
+            return None
+        return Fence(self.fence_job_id, self.fence_attempt, time.time())
 
     @property
     def owner(self) -> Owner | None:
@@ -115,6 +127,7 @@ def run(request: HelperRequest) -> dict[str, object]:
             recent_s=request.recent_s,
             limits=request.limits,
             owner=request.owner,
+            fence=request.fence,
         )
     return {"verdict": verdict.model_dump(mode="json")}
 

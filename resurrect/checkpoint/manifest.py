@@ -9,7 +9,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -17,13 +18,26 @@ from pathlib import Path
 from typing import Any
 
 from resurrect.checkpoint.atomic import atomic_write_text
-from resurrect.checkpoint.fsutil import is_partial_name, iter_chunks, list_files, read_capped
+from resurrect.checkpoint.fsutil import (
+    is_partial_name,
+    iter_chunks,
+    list_files,
+    open_regular,
+    read_capped,
+)
 from resurrect.errors import CheckpointError
+from resurrect.numbers import is_ascii_digits
 
 MANIFEST_NAME = "resurrect-manifest.json"
 MANIFEST_VERSION = 1
 #: A manifest of a million files is ~150 MB; anything bigger is not one.
 MAX_MANIFEST_BYTES = 256 << 20
+#: The manifest's head, which names its writer before the file list.
+MAX_WRITER_BYTES = 4096
+_WRITER = re.compile(
+    rb'"writer":\s{0,64}\{\s{0,64}"job_id":\s{0,64}"(?P<job>[0-9]{1,12})",\s{0,64}'
+    rb'"attempt":\s{0,64}(?P<attempt>[0-9]{1,9})\s{0,64}\}'
+)
 
 
 class ManifestError(CheckpointError):
@@ -54,13 +68,40 @@ def sha256_file(path: Path, on_bytes: Callable[[int], None] | None = None) -> st
     return digest.hexdigest()
 
 
-def write_manifest(ckpt_dir: Path | str, *, workers: int | None = None) -> Path:
+def writer_from_environment(environ: Mapping[str, str] | None = None) -> tuple[str, int] | None:
+    """(job id, attempt) of the Slurm job this process is part of, from its own labels
+    (``SLURM_JOB_ID``, ``SLURM_RESTART_COUNT``); None outside a Slurm job."""
+    env = os.environ if environ is None else environ
+    job_id, attempt = env.get("SLURM_JOB_ID", ""), env.get("SLURM_RESTART_COUNT", "0")
+    if not is_ascii_digits(job_id) or len(job_id) > 12:
+        return None
+    return job_id, int(attempt) if is_ascii_digits(attempt) and len(attempt) <= 9 else 0
+
+
+def read_writer(ckpt_dir: Path) -> tuple[str, int] | None:
+    """(job id, attempt) that ``write_manifest`` recorded as the checkpoint's writer (read
+    from the manifest's first ``MAX_WRITER_BYTES``, where it is written); None if none."""
+    with open_regular(ckpt_dir / MANIFEST_NAME) as manifest:
+        head = manifest.read(MAX_WRITER_BYTES)
+    m = _WRITER.search(head.partition(b'"files"')[0])
+    return (m["job"].decode(), int(m["attempt"])) if m is not None else None
+
+
+def write_manifest(
+    ckpt_dir: Path | str,
+    *,
+    workers: int | None = None,
+    writer: tuple[str, int] | None = None,
+) -> Path:
     """Record every file under ``ckpt_dir`` (size and sha256) in ``resurrect-manifest.json``.
 
     Call it after the checkpoint is completely written (on one rank only). The manifest is
-    written atomically, so its presence means the save finished. Raises ManifestError (a
-    CheckpointError) if the directory cannot be read.
+    written atomically, so its presence means the save finished. It names its writer, the
+    job attempt (``writer``, by default this process's own Slurm labels): a checkpoint a
+    fenced attempt wrote after its fence is never resumed from (resurrect.checkpoint.fenced).
+    Raises ManifestError (a CheckpointError) if the directory cannot be read.
     """
+    writer = writer or writer_from_environment()
     top = Path(ckpt_dir)
     listing = list_files(top)
     if listing.errors:
@@ -76,6 +117,8 @@ def write_manifest(ckpt_dir: Path | str, *, workers: int | None = None) -> Path:
     doc: dict[str, Any] = {
         "version": MANIFEST_VERSION,
         "created_at": datetime.now(UTC).isoformat(),
+        # before the file list: read_writer reads only the manifest's head
+        **({"writer": {"job_id": writer[0], "attempt": writer[1]}} if writer else {}),
         "files": [
             {"path": f.rel, "size": f.size, "sha256": d}
             for f, d in zip(files, digests, strict=True)

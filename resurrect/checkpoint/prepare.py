@@ -20,13 +20,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from resurrect.checkpoint.atomic import atomic_write_text
+from resurrect.checkpoint.fenced import Fence, mark_fenced_writes, with_fence
 from resurrect.checkpoint.findings import Progress
 from resurrect.checkpoint.fsutil import describe_oserror, lexists, list_files, lstat, open_dir
 from resurrect.checkpoint.layout import DAMAGE_MARKER_SUFFIX, QUARANTINE_DIR
 from resurrect.checkpoint.limits import DEFAULT_LIMITS, VerifyLimits
 from resurrect.checkpoint.owner import Owner
 from resurrect.checkpoint.pointers import point_at, warn_if_still_loaded
-from resurrect.checkpoint.resume import write_hint
+from resurrect.checkpoint.resume import read_hint, write_hint
 from resurrect.checkpoint.verify import VerifiedRoot, verify_confined
 from resurrect.checkpoint.verify_one import DEFAULT_RECENT_S, Level, Plan
 from resurrect.contracts import CheckpointVerdict
@@ -46,6 +47,7 @@ def prepare_resume(
     recent_s: float = DEFAULT_RECENT_S,
     limits: VerifyLimits = DEFAULT_LIMITS,
     owner: Owner | None = None,
+    fence: Fence | None = None,
 ) -> CheckpointVerdict:
     """Verify ``root`` and make the job resume from the newest intact checkpoint.
 
@@ -54,11 +56,18 @@ def prepare_resume(
     ``quarantined`` lists the checkpoints that *would* be set aside, and ``note`` says what
     would be done. A root that is not ``owner``'s is refused (``verified=False``, nothing
     read or changed). Never raises for a bad root; never deletes.
+
+    ``fence``: the job attempt the recovery is about to requeue, fenced from now on. With
+    the fences the hint recorded before, it marks every checkpoint a fenced attempt wrote
+    after its fence as damaged (resurrect.checkpoint.fenced): never chosen, set aside like
+    any damaged one; the hint written records them all.
     """
     return verify_confined(
         root,
         level,
-        lambda verified: _fall_back(verified, act=act, progress=progress, recent_s=recent_s),
+        lambda verified: _fall_back(
+            verified, act=act, progress=progress, recent_s=recent_s, fence=fence
+        ),
         progress=progress,
         workers=workers,
         recent_s=recent_s,
@@ -73,10 +82,14 @@ def _fall_back(
     act: bool,
     progress: Progress | None,
     recent_s: float,
+    fence: Fence | None = None,
 ) -> CheckpointVerdict:
     """Quarantine what is newer than the best intact checkpoint, point pointers and hint."""
     layout = verified.layout
     root_path = layout.root
+    earlier = read_hint(root_path)
+    fences = with_fence(earlier.fences if earlier is not None else (), fence)
+    mark_fenced_writes(verified.plans, fences)
     best = verified.newest_valid()
     if best is None:
         return verified.to_verdict(
@@ -104,7 +117,7 @@ def _fall_back(
     reason = f"newest intact checkpoint ({len(newer_bad)} newer damaged)"
     if act:
         try:
-            write_hint(root_path, best.candidate.path, best.candidate.step, reason)
+            write_hint(root_path, best.candidate.path, best.candidate.step, reason, fences)
             actions.append(f"wrote resume hint -> {best.candidate.name}")
         except OSError as exc:
             actions.append(f"could not write resume hint ({describe_oserror(exc)})")

@@ -72,13 +72,19 @@ class Scheduler(Protocol):
         *,
         drop: Sequence[str] = (),
         before_release: Callable[[], Awaitable[object]] | None = None,
+        release_not_before: float = 0.0,
     ) -> MutationResult:
         """Requeue the job keeping its id and owner, never on ``exclude_nodes``.
 
         Holds the job first (so slurmctld's own requeue cannot place it on a bad node),
         sets the exclusion (its existing one plus ``exclude_nodes``, less ``drop``: nodes
         resurrect excluded earlier and gives back), awaits ``before_release`` (the fencing
-        wait: no new attempt may start before it ends), then releases it.
+        wait: no new attempt may start before it ends), then releases it. A job already
+        pending with that exclusion is left as it is, unless there is a wait to await.
+        If anything fails before the release, the job is released all the same (fail
+        open) once the epoch second ``release_not_before`` (the fencing deadline) has
+        passed; before it, the job stays held, with resurrect's hold mark, for a retry or
+        the watchdog to release.
         """
         ...
 

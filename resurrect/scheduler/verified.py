@@ -267,11 +267,14 @@ class VerifiedScheduler(SchedulerBase):
         *,
         drop: Sequence[str] = (),
         before_release: Callable[[], Awaitable[object]] | None = None,
+        release_not_before: float = 0.0,
     ) -> MutationResult:
         """Requeue keeping id and owner, excluding ``exclude_nodes`` (added to any existing
         exclusion, less ``drop``), awaiting ``before_release`` while the job is held. If
-        setting the exclusion fails the job is still released (fail open) and the error is
-        raised."""
+        setting the exclusion or the wait fails (or is cancelled), the job is still released
+        (fail open) and the error is raised; but never before ``release_not_before`` (epoch
+        seconds: the fencing deadline): until then it stays held and marked, and a retry (or
+        the watchdog, past its bound) releases it."""
         jid = validate_job_id(job_id)
         exclude = validate_node_names(exclude_nodes)
         dropped = set(validate_node_names(list(drop))) - set(exclude)
@@ -286,7 +289,8 @@ class VerifiedScheduler(SchedulerBase):
             if unknown:
                 raise NodeNotFound(f"cannot exclude unknown nodes {unknown} from job {jid}")
         if (
-            job.state is JobState.PENDING
+            before_release is None
+            and job.state is JobState.PENDING
             and not job.held
             and set(exclude) <= set(job.excluded_nodes)
             and not dropped & set(job.excluded_nodes)
@@ -318,6 +322,10 @@ class VerifiedScheduler(SchedulerBase):
                 now = None
             if now is not None:
                 _not_cancelled(now, cause=exc)
+            if time.time() < release_not_before:
+                # an old attempt may still run cut off: held (and marked) until a retry
+                # waits out the rest, or the watchdog releases it past its bound
+                raise
             await self._act_release(jid)  # fail open: a held job must not stay held
             await self._clear_mark(jid)
             raise

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from resurrect.numbers import is_ascii_digits
 from resurrect.stacks.job_membership import (
+    ProcEntry,
     membership,
     process_table,
     real_gid,
@@ -168,14 +169,15 @@ def _rank_process(member: Member, proc: Path) -> RankProcess:
     )
 
 
-def scan_rank_processes(
-    proc: Path = Path("/proc"), cgroup_root: Path = CGROUP_ROOT
-) -> list[JobRank]:
-    """Every rank process of every Slurm job on this machine, by the kernel's word on which
-    job it is in (one pass over /proc; environments read only of the jobs' processes)."""
+_Groups = dict[tuple[str, str | None, str], list[Member]]
+
+
+def _job_members(proc: Path, cgroup_root: Path) -> tuple[dict[int, ProcEntry], _Groups]:
+    """The process table and every process of every Slurm job on this machine (step daemons
+    left out), grouped by (job, cluster, attempt label), by the kernel's word on the job."""
     table = process_table(proc)
     daemons = step_daemons(table, proc)
-    groups: dict[tuple[str, str | None, str], list[Member]] = {}
+    groups: _Groups = {}
     for pid in table:
         if pid in daemons:
             continue
@@ -186,20 +188,46 @@ def scan_rank_processes(
         attempt = env.get("SLURM_RESTART_COUNT", "0")
         key = (where.job_id, where.slurm_conf, attempt)
         groups.setdefault(key, []).append(Member(pid, where, env))
-    found: list[JobRank] = []
-    for (job_id, _, attempt), members in groups.items():
-        for member in ranks_among(members, table, proc):
-            found.append(
-                JobRank(
-                    job_id,
-                    attempt,
-                    _rank_process(member, proc),
-                    uid=real_uid(member.pid, proc),
-                    step_node=member.where.node,
-                    slurm_conf=member.where.slurm_conf,
-                )
-            )
-    return found
+    return table, groups
+
+
+def _job_rank(job_id: str, attempt: str, member: Member, proc: Path) -> JobRank:
+    return JobRank(
+        job_id,
+        attempt,
+        _rank_process(member, proc),
+        uid=real_uid(member.pid, proc),
+        step_node=member.where.node,
+        slurm_conf=member.where.slurm_conf,
+    )
+
+
+def scan_rank_processes(
+    proc: Path = Path("/proc"), cgroup_root: Path = CGROUP_ROOT
+) -> list[JobRank]:
+    """Every rank process of every Slurm job on this machine, by the kernel's word on which
+    job it is in (one pass over /proc; environments read only of the jobs' processes)."""
+    table, groups = _job_members(proc, cgroup_root)
+    return [
+        _job_rank(job_id, attempt, member, proc)
+        for (job_id, _, attempt), members in groups.items()
+        for member in ranks_among(members, table, proc)
+    ]
+
+
+def scan_job_processes(
+    proc: Path = Path("/proc"), cgroup_root: Path = CGROUP_ROOT
+) -> list[JobRank]:
+    """Every process of every Slurm job on this machine, ranks or not (the batch script, srun,
+    a launcher, a rank's children such as data loaders or a checkpoint writer), by the
+    kernel's word on which job it is in; the step daemons themselves (root's) are not. A
+    process that is no rank has ``rank`` None unless it inherited a rank's label."""
+    _, groups = _job_members(proc, cgroup_root)
+    return [
+        _job_rank(job_id, attempt, member, proc)
+        for (job_id, _, attempt), members in groups.items()
+        for member in members
+    ]
 
 
 def this_node() -> str:

@@ -24,7 +24,7 @@ from resurrect.contracts import (
     SignalKind,
 )
 from resurrect.errors import SchedulerError
-from resurrect.evidence_trust import match_job_nodes
+from resurrect.evidence_trust import match_job_nodes, names_a_node_the_attempt_lacks
 from resurrect.job_notes import JobNotes
 from resurrect.policy import resolve_job_policy
 from resurrect.progress.hang_culprits import HangCulprits
@@ -235,6 +235,14 @@ class JobLogFollower:
                         and evidence.fault_class in self.interrupting
                         and (evidence.confidence or 0.0) >= self.min_confidence
                     ):
+                        if names_a_node_the_attempt_lacks(evidence, followed.job.nodes):
+                            self.notes.note(
+                                followed.job.job_id,
+                                f"not a fault of attempt {followed.job.restart_count} (on"
+                                f" {','.join(followed.job.nodes)}): an earlier attempt's line"
+                                f" {evidence.text[:160]!r}",
+                            )
+                            continue
                         hits.append(evidence)
             if file.refused:
                 self.notes.note(followed.job.job_id, file.refused)

@@ -27,7 +27,7 @@ from resurrect.errors import ConfigError
 from resurrect.rules.engine import LineScanner
 from resurrect.sensors.node_agent.agent import NodeAgent
 from resurrect.sensors.node_agent.classify import classify
-from resurrect.sensors.node_agent.fence import Lease, SelfFence
+from resurrect.sensors.node_agent.fence import Lease, PidHandles, SelfFence
 from resurrect.sensors.node_agent.kernel_log import KernelLogSource
 from resurrect.sensors.node_agent.models import NodeVerdict
 from resurrect.sensors.node_agent.nvml_api import load_pynvml
@@ -156,6 +156,7 @@ def _self_fence(settings: AgentSettings, config: Any) -> SelfFence:
         Lease(config.fencing.lease_s),
         look_up=scheduler.get_job,
         opted_in=lambda job: job_policy(job, config) is not None,
+        handles=PidHandles(),
     )
 
 

@@ -1,17 +1,27 @@
-"""Self-fencing: a node cut off from the controller side kills its own ranks of opted-in jobs.
+"""Self-fencing: a node cut off from the controller side kills its own processes of opted-in jobs.
 
 The agent holds a lease the controller side renews: each heartbeat the liveness collector
 acknowledged, or Temporal took, renews it *as of the time it was sent* (a late answer renews
 nothing past that). When no renewal came for ``fencing.lease_s``, the node may be cut off
-while a recovery requeues its jobs elsewhere; its ranks of opted-in jobs would then write the
-job's checkpoints beside the new attempt. So the agent kills them (SIGKILL), as a cluster
-manager's watchdog fences a node, and says so in its log. docs/fencing.md gives the timing
+while a recovery requeues its jobs elsewhere; its processes of opted-in jobs would then write
+the job's checkpoints (and its output) beside the new attempt. So the agent kills every one
+of them (SIGKILL): the ranks, and with them the batch script, ``srun``, the launcher and any
+child a rank started (a data loader, a checkpoint writer), as a cluster manager's watchdog
+fences a node, and says so in its log. docs/fencing.md gives the timing
 argument the recovery's requeue relies on (``FencingSettings.fenced_within_s``).
 
-Which processes are a job's ranks is the kernel's word (``scan_rank_processes``: cgroup or
+Which processes are a job's is the kernel's word (``scan_job_processes``: cgroup or
 step-daemon ancestry, the owner's uid), never a job's environment. Which jobs are opted in is
 the job's policy as Slurm reports its comment, learned while the node can still ask (one
 lookup per new job, remembered for a bounded set); a job it never learned is left alone.
+
+A frozen host thaws all at once: its processes run again in the same instant as the agent,
+and an old attempt's ``srun``, told by its step daemon to stop, cancels its step through
+slurmctld - the step of the same number of the attempt now running elsewhere. A rescan of
+``/proc`` takes too long to win that race, so while the lease holds the agent keeps a handle
+(:class:`PidHandles`: a pidfd, opened only on a process that started before the scan that
+found it, so a reused pid is never reached) on each process it would kill, refreshed with
+each ``learn``; on expiry it kills through those first, then rescans for the rest.
 """
 
 from __future__ import annotations
@@ -29,11 +39,12 @@ from dataclasses import dataclass, field
 from resurrect.config import FencingSettings
 from resurrect.contracts import JobInfo
 from resurrect.errors import ResurrectError
-from resurrect.stacks.processes import JobRank, scan_rank_processes
+from resurrect.stacks.processes import JobRank, scan_job_processes
 
 log = logging.getLogger(__name__)
 
 MAX_JOBS_REMEMBERED = 4096
+MAX_HANDLES = 4096
 
 Scan = Callable[[], list[JobRank]]
 LookUp = Callable[[str], Awaitable[JobInfo]]
@@ -65,9 +76,55 @@ class Lease:
         return self._clock() - self.confirmed_at - self.lease_s
 
 
+def boot_ticks() -> int:
+    """Now, in clock ticks since boot (the clock of ``/proc/PID/stat``'s start time)."""
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK"))
+
+
+def _start_ticks(pid: int) -> int | None:
+    """When ``pid`` started, in clock ticks since boot (``/proc/PID/stat`` field 22)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            raw = stat.read(4096)
+    except OSError:
+        return None
+    fields = raw.rpartition(b")")[2].split()
+    return int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else None
+
+
+class PidHandles:
+    """Kernel handles (pidfds) on processes: a signal through one reaches that process or
+    nothing, never another that reused its pid."""
+
+    def open(self, pid: int, scanned_at: int) -> int | None:
+        """A handle on ``pid`` if it is the process a scan begun at ``scanned_at`` (boot
+        ticks) saw: one that started later is another process with the same pid."""
+        try:
+            handle = os.pidfd_open(pid)
+        except OSError:
+            return None
+        started = _start_ticks(pid)
+        if started is None or started > scanned_at:
+            os.close(handle)
+            return None
+        return handle
+
+    def kill(self, handle: int) -> bool:
+        """SIGKILL through ``handle``; False when the process is gone already."""
+        try:
+            signal.pidfd_send_signal(handle, signal.SIGKILL)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def close(self, handle: int) -> None:
+        with contextlib.suppress(OSError):
+            os.close(handle)
+
+
 @dataclass
 class FenceAction:
-    """One fencing: the jobs whose ranks were killed, their pids, when (time.time())."""
+    """One fencing: the jobs whose processes were killed, their pids, when (time.time())."""
 
     at: float
     expired_for_s: float
@@ -75,7 +132,7 @@ class FenceAction:
 
 
 class SelfFence:
-    """Learns the node's opted-in jobs while connected; kills their ranks once cut off."""
+    """Learns the node's opted-in jobs while connected; kills their processes once cut off."""
 
     def __init__(
         self,
@@ -85,8 +142,9 @@ class SelfFence:
         *,
         look_up: LookUp,
         opted_in: OptedIn,
-        scan: Scan = scan_rank_processes,
+        scan: Scan = scan_job_processes,
         kill: Callable[[int, int], None] = os.kill,
+        handles: PidHandles | None = None,
     ) -> None:
         self.settings = settings
         self.node = node
@@ -95,13 +153,15 @@ class SelfFence:
         self._opted_in = opted_in
         self._scan = scan
         self._kill = kill
+        self._handles = handles
+        self._armed: dict[int, tuple[int, str]] = {}  # pid -> (handle, "job/attempt")
         self.known: OrderedDict[str, tuple[bool, int | None]] = OrderedDict()  # id -> (in, uid)
         self.actions: list[FenceAction] = []
 
     def _local(self, scan: list[JobRank]) -> list[JobRank]:
-        """The ranks on this node: their step daemon serves it, or (none known) they share
+        """The job processes on this node: their step daemon serves it, or (none known) they share
         this agent's network namespace (hosts that share one kernel, as the local cluster's
-        do, are told apart by it; a rank in a container's own namespace whose step daemon is
+        do, are told apart by it; a process in a container's own namespace whose step daemon is
         not known is left alone)."""
         mine = _net_namespace("self")
         return [
@@ -112,7 +172,9 @@ class SelfFence:
         ]
 
     async def learn(self) -> None:
-        """Ask Slurm about each job with ranks here not asked about yet (bounded)."""
+        """Ask Slurm about each job with processes here not asked about yet (bounded);
+        hold a handle on each local process of an opted-in job."""
+        scanned_at = boot_ticks()
         local = await asyncio.to_thread(lambda: self._local(self._scan()))
         for job_id in dict.fromkeys(r.job_id for r in local):
             if job_id in self.known:
@@ -121,30 +183,63 @@ class SelfFence:
                 job = await self._look_up(job_id)
             except ResurrectError as exc:  # cut off, or Slurm busy: next time
                 log.debug("fence: job %s not looked up: %s", job_id, exc)
-                return
+                break
             self.known[job_id] = (self._opted_in(job), job.user_id)
             while len(self.known) > MAX_JOBS_REMEMBERED:
                 self.known.popitem(last=False)
+        self._arm(local, scanned_at)
+
+    def _fenceable(self, member: JobRank) -> bool:
+        opted_in, owner = self.known.get(member.job_id, (False, None))
+        return opted_in and owner is not None and member.uid == owner
+
+    def _arm(self, local: list[JobRank], scanned_at: int) -> None:
+        """Keep a handle on each process of ``local`` the fence would kill (and on no other)."""
+        if self._handles is None:
+            return
+        wanted = {
+            m.process.pid: f"{m.job_id}/{m.restart_count}" for m in local if self._fenceable(m)
+        }
+        for pid in [p for p in self._armed if p not in wanted]:
+            self._handles.close(self._armed.pop(pid)[0])
+        for pid, key in wanted.items():
+            if pid in self._armed or len(self._armed) >= MAX_HANDLES:
+                continue
+            handle = self._handles.open(pid, scanned_at)
+            if handle is not None:
+                self._armed[pid] = (handle, key)
+
+    def disarm(self) -> None:
+        """Close every handle."""
+        for handle, _ in self._armed.values():
+            if self._handles is not None:
+                self._handles.close(handle)
+        self._armed.clear()
 
     def fence_if_expired(self) -> FenceAction | None:
-        """Kill the local ranks of opted-in jobs when the lease has expired."""
+        """Kill every local process of opted-in jobs when the lease has expired."""
         expired_for = self.lease.expired_for()
         if expired_for <= 0:
             return None
         action = FenceAction(at=time.time(), expired_for_s=expired_for)
-        for rank in self._local(self._scan()):
-            opted_in, owner = self.known.get(rank.job_id, (False, None))
-            if not opted_in or owner is None or rank.uid != owner:
+        killed: set[int] = set()
+        if self._handles is not None:  # first what is known: no scan stands in the way
+            for pid, (handle, key) in list(self._armed.items()):
+                if self._handles.kill(handle):
+                    action.killed.setdefault(key, []).append(pid)
+                    killed.add(pid)
+        for member in self._local(self._scan()):
+            if not self._fenceable(member) or member.process.pid in killed:
                 continue
             with contextlib.suppress(ProcessLookupError):
-                self._kill(rank.process.pid, signal.SIGKILL)
-                key = f"{rank.job_id}/{rank.restart_count}"
-                action.killed.setdefault(key, []).append(rank.process.pid)
+                self._kill(member.process.pid, signal.SIGKILL)
+                key = f"{member.job_id}/{member.restart_count}"
+                action.killed.setdefault(key, []).append(member.process.pid)
         if action.killed:
             self.actions.append(action)
             log.warning(
                 "fence: %s out of contact with the controller side for %.1f s past its"
-                " %.1f s lease: killed the ranks of %s",
+                " %.1f s lease: killed the processes of %s",
                 self.node, expired_for, self.lease.lease_s,
                 ", ".join(f"job {k} (pids {v})" for k, v in sorted(action.killed.items())),
             )  # fmt: skip
@@ -165,3 +260,4 @@ class SelfFence:
                 log.exception("fence check failed")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=self.settings.check_interval_s)
+        self.disarm()

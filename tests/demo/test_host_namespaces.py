@@ -180,3 +180,71 @@ def test_missing_nft_is_named_with_its_package(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode != 0
     assert "nft not found: apt-get install nftables" in proc.stderr
+
+
+# Run on a node's host: the agent's self-fence with its lease run out, for job JOB (opted
+# in, owned by UID); prints what it killed.
+_FENCE_ON_HOST = """
+import asyncio, json, sys
+from resurrect.config import FencingSettings
+from resurrect.contracts import JobInfo, JobState
+from resurrect.sensors.node_agent.fence import Lease, PidHandles, SelfFence
+job_id, node, uid = sys.argv[1], sys.argv[2], int(sys.argv[3])
+async def look_up(jid):
+    return JobInfo(job_id=jid, state=JobState.RUNNING, user_id=uid)
+fence = SelfFence(FencingSettings(enabled=True), node, Lease(0.001), look_up=look_up,
+                  opted_in=lambda job: job.job_id == job_id, handles=PidHandles())
+asyncio.run(fence.learn())
+action = fence.fence_if_expired()
+print(json.dumps(action.killed if action else {}))
+"""
+
+
+def test_a_fenced_node_kills_every_process_of_the_job_and_leaves_its_step_daemons(
+    netns_cluster: LocalSlurm,
+) -> None:
+    """The batch script, srun, the task and the task's child, found by the kernel's word
+    from the node's own host, all die at once; slurmstepd (root's) is left to Slurm."""
+    import json
+    import pwd
+    import sys
+
+    from resurrect.stacks.processes import scan_job_processes
+
+    netns_cluster.reset()
+    script = "srun --ntasks-per-node=1 bash -c 'sleep 600 & exec sleep 601'\n"
+    job_id = netns_cluster.submit(script, nodes=1, output=str(netns_cluster.out_dir / "f-%j"))
+    netns_cluster.wait_job_state(job_id, {"RUNNING"}, timeout=60)
+    node = netns_cluster.job(job_id)["NodeList"]
+
+    def members() -> list[int]:
+        conf = str(netns_cluster.slurm_conf)
+        return [
+            r.process.pid
+            for r in scan_job_processes()
+            if r.job_id == job_id and r.slurm_conf in (conf, None)
+        ]
+
+    deadline = time.monotonic() + 30
+    while len(members()) < 4 and time.monotonic() < deadline:  # bash, srun, sleep, sleep
+        time.sleep(0.2)
+    before = members()
+    assert len(before) >= 4
+    uid = pwd.getpwnam(netns_cluster.demo_user).pw_uid
+    done = subprocess.run(
+        netns_cluster.on_host(node, [sys.executable, "-c", _FENCE_ON_HOST, job_id, node, str(uid)]),
+        capture_output=True, text=True, check=True, timeout=60, env=os.environ,
+    )  # fmt: skip
+    killed = json.loads(done.stdout.strip().splitlines()[-1])
+    assert sorted(p for pids in killed.values() for p in pids) == sorted(set(before))
+    deadline = time.monotonic() + 10  # SIGKILL lands at once; the states follow
+    while not _states(before) <= {"Z", "X"} and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _states(before) <= {"Z", "X"}
+    stepds = [
+        p
+        for p in _host_pids(netns_cluster, node)
+        if Path(f"/proc/{p}/comm").read_text().strip() == "slurmstepd"
+    ]
+    assert stepds  # Slurm's own daemons are Slurm's to end
+    netns_cluster.run(["scancel", job_id], check=False)

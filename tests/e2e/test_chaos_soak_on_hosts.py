@@ -41,16 +41,6 @@ HOST_INVARIANTS = {
 }
 
 
-# Open (issue 35): in two of the last four runs an invariant broke - a job requeued three times
-# for two faults, and a rank of a fenced-off attempt seen alive, writing a checkpoint, after its
-# successor started. Only an assertion on the invariants is expected to fail; any other error
-# (the hosts, the cluster, the soak itself) still fails the suite, and a pass shows as XPASS.
-@pytest.mark.xfail(
-    raises=AssertionError,
-    strict=False,
-    reason="issue 35: split-brain invariants broken in 2 of 4 runs (one_requeue_per_fault, "
-    "no_job_running_twice / no_stale_checkpoint_write); open",
-)
 def test_a_seeded_soak_on_hosts_in_namespaces_breaks_no_invariant(tmp_path: Path) -> None:
     reason = slurm_unavailable_reason() or namespaces_unavailable_reason()
     if reason is not None:

@@ -148,3 +148,72 @@ async def test_cancel_is_done_once() -> None:
     assert (await s.cancel_job("7")).changed
     assert not (await s.cancel_job("7")).changed
     assert s.calls == [("cancel", "7")] and s.jobs["7"].state is JobState.CANCELLED
+
+
+async def test_a_fencing_wait_cut_short_leaves_the_job_held_and_marked_until_its_deadline() -> None:
+    """The activity running the wait is cancelled (timed out, its worker lost): the job is
+    not released before the fencing deadline - a retry (or the watchdog past its bound)
+    releases it - and it carries resurrect's hold mark for that."""
+    import asyncio
+    import time
+
+    from resurrect.scheduler.hold_marker import has_marker
+
+    s = FakeScheduler.with_nodes(4)
+    s.jobs["7"] = running_job()
+    held = asyncio.Event()
+
+    async def fencing_wait() -> None:
+        held.set()
+        await asyncio.sleep(60)
+
+    task = asyncio.create_task(
+        s.requeue_excluding(
+            "7", ["node2"], before_release=fencing_wait, release_not_before=time.time() + 60
+        )
+    )
+    await held.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert ("release", "7") not in s.calls
+    assert s.jobs["7"].held and has_marker(s.jobs["7"].admin_comment)
+
+
+async def test_a_wait_that_fails_after_its_deadline_releases_the_job_fail_open() -> None:
+    import time
+
+    s = FakeScheduler.with_nodes(4)
+    s.jobs["7"] = running_job()
+
+    async def broken_wait() -> None:
+        raise RuntimeError("lost the worker")
+
+    with pytest.raises(RuntimeError):
+        await s.requeue_excluding(
+            "7", ["node2"], before_release=broken_wait, release_not_before=time.time() - 1
+        )
+    assert s.calls[-1] == ("release", "7") and not s.jobs["7"].held
+
+
+async def test_a_job_already_pending_with_its_exclusion_is_still_held_for_a_wait() -> None:
+    """slurmctld requeued it itself (with the exclusion already in place): with a wait to
+    await, it is held through the wait, never left to start."""
+    s = FakeScheduler.with_nodes(4)
+    s.jobs["7"] = running_job(
+        state=JobState.PENDING, restart_count=1, nodes=[], excluded_nodes=["node2"]
+    )
+    seen: list[bool] = []
+
+    async def fencing_wait() -> None:
+        seen.append(s.jobs["7"].held)
+
+    result = await s.requeue_excluding("7", ["node2"], before_release=fencing_wait)
+    assert seen == [True] and result.changed
+    assert s.calls == [("hold", "7"), ("release", "7")]
+    # without a wait it is left as it is
+    s.jobs["7"] = running_job(
+        state=JobState.PENDING, restart_count=1, nodes=[], excluded_nodes=["node2"]
+    )
+    s.calls.clear()
+    assert not (await s.requeue_excluding("7", ["node2"])).changed and s.calls == []

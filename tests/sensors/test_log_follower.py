@@ -374,3 +374,37 @@ async def test_a_first_attempts_report_needs_no_mark(tmp_path: Path) -> None:
     await follower.refresh_jobs()
     [found] = await follower.poll_once()
     assert found.output_marks == []  # the file is all attempt 0's
+
+
+async def test_a_node_failure_line_naming_a_node_the_attempt_lacks_is_an_earlier_attempts(
+    tmp_path: Path,
+) -> None:
+    """Attempt 2 of job 9 runs on node2; the srun of attempt 1, frozen on node4 and thawed,
+    prints 'Node failure on node4' into the output both share: no fault of attempt 2 (which
+    was requeued for it, a third time for two faults, in the seeded soak). The same line
+    naming node2 is attempt 2's."""
+    from resurrect.rules.engine import default_engine
+
+    out = tmp_path / "srun-1n-9.out"
+    out.write_text("resurrect-train-srun: job 9 restart 2 nodes node2\n")
+    s = FakeScheduler.with_nodes(4)
+    s.jobs["9"] = job(
+        "9", state=JobState.RUNNING, nodes=("node2",), comment=opt_in(), stdout=out,
+        restart_count=2,
+    )  # fmt: skip
+    reports = Reports()
+    follower = JobLogFollower(s, CONFIG, default_engine(), reports)
+    await follower.refresh_jobs()
+    assert await follower.poll_once() == []
+    with open(out, "a") as handle:
+        handle.write(
+            "slurmstepd-node4: error: *** STEP 9.0 ON node4 CANCELLED AT 2026-12-03T14:43:08"
+            " DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***\n"
+            "srun: error: Node failure on node4\nsrun: got SIGCONT\n"
+        )
+    assert await follower.poll_once() == []
+    with open(out, "a") as handle:
+        handle.write("srun: error: Node failure on node2\n")
+    [found] = await follower.poll_once()
+    assert found.workflow_id == "recover/c1/9/2" and found.fault_hint is FaultClass.NODE_LOST
+    assert found.suspect_nodes == ["node2"]

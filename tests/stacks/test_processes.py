@@ -180,3 +180,38 @@ def test_two_clusters_on_one_machine_keep_their_jobs_apart(proc: FakeProc) -> No
         cgroup_root=proc.cgroups,
     )  # fmt: skip
     assert plain.pid == 22
+
+
+def test_every_process_of_a_job_is_found_ranks_or_not_and_never_its_step_daemons(
+    proc: FakeProc,
+) -> None:
+    """What a fence kills: the batch script, srun, a launcher, the ranks and their children
+    (data loaders, a checkpoint writer) of the job, by the kernel's word; not its step
+    daemons (root's), not another job's processes, not a process that only claims the job."""
+    from resurrect.stacks.processes import scan_job_processes
+
+    proc.step_daemon(10, "42", "batch", node="node1")
+    batch = {"SLURM_JOB_ID": "42", "SLURM_PROCID": "0", "SLURM_RESTART_COUNT": "2"}
+    proc.process(11, 10, comm="bash", exe=BASH, env=batch)
+    proc.process(12, 11, comm="srun", exe="/usr/bin/srun", env=batch)
+    proc.step_daemon(13, "42", "0", node="node1")
+    step = {"SLURM_JOB_ID": "42", "SLURM_PROCID": "0", "SLURM_RESTART_COUNT": "2"}
+    proc.process(14, 13, env=step, cmdline="python3 -m torch.distributed.run train.py")
+    worker = step | {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1"}
+    proc.process(15, 14, env=worker)
+    proc.process(16, 15, env=worker)  # its data loader, or a checkpoint writer
+    proc.step_daemon(20, "43", "0", node="node1")
+    proc.process(21, 20, env={"SLURM_JOB_ID": "43", "SLURM_PROCID": "0"})
+    proc.process(30, 1, env=worker)  # claims job 42 in its environment only
+    found = {
+        (r.job_id, r.restart_count, r.process.pid, r.step_node)
+        for r in scan_job_processes(proc.root, proc.cgroups)
+    }
+    assert found == {
+        ("42", "2", 11, "node1"),
+        ("42", "2", 12, "node1"),
+        ("42", "2", 14, "node1"),
+        ("42", "2", 15, "node1"),
+        ("42", "2", 16, "node1"),
+        ("43", "0", 21, "node1"),
+    }

@@ -126,3 +126,112 @@ def test_fenced_within_adds_the_clock_rate_check_kill_and_skew_allowances() -> N
         lease_s=10, clock_rate_error=0.01, check_interval_s=0.5, kill_margin_s=2, clock_skew_s=1
     )
     assert settings.fenced_within_s == 10 * 1.01 + 0.5 + 2 + 1
+
+
+def test_the_fence_kills_every_process_of_the_job_not_only_its_ranks() -> None:
+    """The batch script, srun and a rank's child (here: no rank label) die with the ranks: a
+    thawed srun must not print for the old attempt, a writer child must not write."""
+    clock = Clock()
+    members = [
+        JobRank("7", "0", RankProcess(60, None, "n1", "S"), uid=1000, step_node="n1"),  # batch
+        JobRank("7", "0", RankProcess(61, None, "n1", "S"), uid=1000, step_node="n1"),  # srun
+        rank("7", 70),
+        JobRank("7", "0", RankProcess(75, None, "n1", "S"), uid=1000, step_node="n1"),  # child
+    ]
+    fence, killed = fence_with(members, {"7": job("7", "in")}, clock)
+    asyncio.run(fence.learn())
+    clock.now += 11
+    action = fence.fence_if_expired()
+    assert action is not None and action.killed == {"7/0": [60, 61, 70, 75]}
+    assert [pid for pid, _ in killed] == [60, 61, 70, 75]
+
+
+def test_the_agents_fence_scans_every_process_of_its_jobs() -> None:
+    from resurrect.stacks.processes import scan_job_processes
+
+    fence = SelfFence(
+        FencingSettings(enabled=True),
+        "n1",
+        Lease(20),
+        look_up=lambda job_id: asyncio.sleep(0),  # type: ignore[arg-type,return-value]
+        opted_in=lambda job: True,
+    )
+    assert fence._scan is scan_job_processes
+
+
+class FakeHandles:
+    """Handles on pids as a dict; ``gone``: processes that ended since."""
+
+    def __init__(self) -> None:
+        self.open_handles: dict[int, int] = {}
+        self.killed: list[int] = []
+        self.gone: set[int] = set()
+
+    def open(self, pid: int, scanned_at: int) -> int | None:
+        self.open_handles[1000 + pid] = pid
+        return 1000 + pid
+
+    def kill(self, handle: int) -> bool:
+        pid = self.open_handles[handle]
+        if pid in self.gone:
+            return False
+        self.killed.append(pid)
+        return True
+
+    def close(self, handle: int) -> None:
+        del self.open_handles[handle]
+
+
+def test_on_expiry_the_processes_held_by_handle_die_first_then_a_rescan_finds_the_rest() -> None:
+    """A thawed host: the kill goes through the handles opened while the lease held (no
+    scan in the way); a process that started since is found by the rescan."""
+    clock = Clock()
+    members = [rank("7", 70), rank("7", 71), rank("8", 80)]
+    fence, killed = fence_with(members, {"7": job("7", "in"), "8": job("8", "out")}, clock)
+    handles = FakeHandles()
+    fence._handles = handles
+    asyncio.run(fence.learn())
+    assert sorted(handles.open_handles.values()) == [70, 71]  # only what it would kill
+    members.append(rank("7", 72))  # started after the last learn
+    handles.gone.add(71)  # ended meanwhile: its handle reaches nothing
+    clock.now += 11
+    action = fence.fence_if_expired()
+    assert handles.killed == [70]
+    assert killed == [(71, signal.SIGKILL), (72, signal.SIGKILL)]
+    assert action is not None and action.killed == {"7/0": [70, 71, 72]}
+    fence.disarm()
+    assert handles.open_handles == {}
+
+
+def test_a_process_that_left_the_job_loses_its_handle() -> None:
+    clock = Clock()
+    members = [rank("7", 70), rank("7", 71)]
+    fence, _ = fence_with(members, {"7": job("7", "in")}, clock)
+    handles = FakeHandles()
+    fence._handles = handles
+    asyncio.run(fence.learn())
+    members.pop()
+    asyncio.run(fence.learn())
+    assert list(handles.open_handles.values()) == [70]
+
+
+def test_a_real_handle_kills_its_process_and_is_never_opened_on_a_later_one() -> None:
+    import subprocess
+
+    from resurrect.sensors.node_agent.fence import PidHandles, boot_ticks
+
+    handles = PidHandles()
+    before = boot_ticks()
+    child = subprocess.Popen(["sleep", "60"])
+    try:
+        # a scan begun before the process started saw another process with that pid
+        assert handles.open(child.pid, before - 1) is None
+        handle = handles.open(child.pid, boot_ticks() + 1)
+        assert handle is not None
+        assert handles.kill(handle)
+        assert child.wait(timeout=10) == -signal.SIGKILL
+        assert not handles.kill(handle)  # reaped: the handle reaches nothing now
+        handles.close(handle)
+    finally:
+        child.kill()
+        child.wait()
