@@ -24,6 +24,7 @@ import asyncio
 import json
 import os
 import time
+from collections import OrderedDict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -48,7 +49,7 @@ from resurrect.errors import (
     SchedulerError,
     SchedulerRefused,
 )
-from resurrect.goodput.advice_note import ADVICE_DEADLINE_S, advice_note
+from resurrect.goodput.advice_note import ADVICE_DEADLINE_S, advice_note, not_computed_note
 from resurrect.log_reading import output_mark
 from resurrect.numbers import is_ascii_digits
 from resurrect.operator.exclusions import ExclusionPlan
@@ -515,14 +516,42 @@ async def wait_running(ctx: StepContext, params: WaitParams) -> StepResult:
     )
 
 
+# The advice given per job attempt in this process, newest last: an attempt of the step run
+# again (a quick attempt given up, an activity retried) gives the same note without reading
+# the job's recoveries again.
+_ADVICE_GIVEN: OrderedDict[tuple[str, str, int], str] = OrderedDict()
+_ADVICE_KEPT = 1024
+
+
+def _run_id() -> str | None:
+    """The recovery's workflow run this activity serves (one advice per run and attempt);
+    None outside an activity."""
+    from temporalio import activity
+
+    try:
+        return activity.info().workflow_run_id or None
+    except RuntimeError:
+        return None
+
+
 async def _checkpoint_advice(ctx: StepContext, job: JobInfo) -> list[str]:
     """The job's checkpoint interval advice, for the recovery's notes (none without a
-    Temporal client to read the cluster's recoveries from)."""
+    Temporal client to read the cluster's recoveries from); once per job attempt."""
     if ctx.client is None:
         return []
+    run_id = _run_id()
+    key = (run_id or "", job.job_id, job.restart_count)
+    given = _ADVICE_GIVEN.get(key) if run_id else None
+    if given is not None:
+        return [given]
     # a quick (local) attempt waits for the advice half its time at most
     deadline = ADVICE_DEADLINE_S if ctx.quick_s is None else min(ADVICE_DEADLINE_S, ctx.quick_s / 2)
-    return [await advice_note(ctx.client, ctx.scheduler, ctx.config, job, deadline_s=deadline)]
+    note = await advice_note(ctx.client, ctx.scheduler, ctx.config, job, deadline_s=deadline)
+    if run_id and note != not_computed_note(deadline):  # one cut short: computed again
+        _ADVICE_GIVEN[key] = note
+        while len(_ADVICE_GIVEN) > _ADVICE_KEPT:
+            _ADVICE_GIVEN.popitem(last=False)
+    return [note]
 
 
 # ---------------------------------------------------------------------------- notify

@@ -126,6 +126,11 @@ async def cluster_rates_now(
     return cluster_rates(report.jobs, config.telemetry.advice_min_incidents)
 
 
+def not_computed_note(deadline_s: float) -> str:
+    """The note of an advice not computed within its deadline."""
+    return f"{PREFIX}not computed within {deadline_s:g} s"
+
+
 async def advice_note(
     client: Client,
     scheduler: Scheduler,
@@ -147,6 +152,6 @@ async def advice_note(
             )
         return PREFIX + advise(mine, rates).note
     except TimeoutError:
-        return f"{PREFIX}not computed within {deadline_s:g} s"
+        return not_computed_note(deadline_s)
     except Exception as exc:  # any failure (the job's own data included) is a note
         return f"{PREFIX}unavailable ({exc.__class__.__name__}: {str(exc)[:200]})"

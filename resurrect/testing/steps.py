@@ -11,6 +11,7 @@ Temporal's ActivityEnvironment, and returns its StepResult. Permanent failures r
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -144,6 +145,7 @@ async def run_step(
     env.info = dataclasses.replace(
         env.info,
         started_time=datetime.now(UTC),
+        workflow_run_id=str(uuid.uuid4()),  # a recovery of its own
         start_to_close_timeout=STEP_DEADLINE,
         schedule_to_close_timeout=None,
     )
