@@ -13,7 +13,11 @@ argument the recovery's requeue relies on (``FencingSettings.fenced_within_s``).
 Which processes are a job's is the kernel's word (``scan_job_processes``: cgroup or
 step-daemon ancestry, the owner's uid), never a job's environment. Which jobs are opted in is
 the job's policy as Slurm reports its comment, learned while the node can still ask (one
-lookup per new job, remembered for a bounded set); a job it never learned is left alone.
+lookup per new job, remembered for a bounded set). A job whose lookup failed (the node
+already cut off: Slurm may have started it there just before the cut, and treats the node as
+lost now) is fenced with the opted-in ones unless it runs as root: what it is cannot be
+known, and a job left running on a node the controller side has given up on may run twice.
+A job never seen while the lease held is left alone.
 
 A frozen host thaws all at once: its processes run again in the same instant as the agent,
 and an old attempt's ``srun``, told by its step daemon to stop, cancels its step through
@@ -33,12 +37,12 @@ import os
 import signal
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 from resurrect.config import FencingSettings
 from resurrect.contracts import JobInfo
-from resurrect.errors import ResurrectError
+from resurrect.errors import JobNotFound, ResurrectError
 from resurrect.stacks.processes import JobRank, scan_job_processes
 
 log = logging.getLogger(__name__)
@@ -156,6 +160,8 @@ class SelfFence:
         self._handles = handles
         self._armed: dict[int, tuple[int, str]] = {}  # pid -> (handle, "job/attempt")
         self.known: OrderedDict[str, tuple[bool, int | None]] = OrderedDict()  # id -> (in, uid)
+        # jobs with processes here whose lookup failed (as a set, oldest first)
+        self.unconfirmed: OrderedDict[str, None] = OrderedDict()
         self.actions: list[FenceAction] = []
 
     def _local(self, scan: list[JobRank]) -> list[JobRank]:
@@ -181,16 +187,29 @@ class SelfFence:
                 continue
             try:
                 job = await self._look_up(job_id)
-            except ResurrectError as exc:  # cut off, or Slurm busy: next time
+            except JobNotFound:  # Slurm's word: no such job (not one of ours to fence)
+                self.known[job_id] = (False, None)
+                continue
+            except ResurrectError as exc:  # cut off, or Slurm busy: asked again next time
                 log.debug("fence: job %s not looked up: %s", job_id, exc)
+                self._unconfirmed(r.job_id for r in local if r.job_id not in self.known)
                 break
+            self.unconfirmed.pop(job_id, None)
             self.known[job_id] = (self._opted_in(job), job.user_id)
             while len(self.known) > MAX_JOBS_REMEMBERED:
                 self.known.popitem(last=False)
         self._arm(local, scanned_at)
 
+    def _unconfirmed(self, job_ids: Iterable[str]) -> None:
+        for job_id in job_ids:
+            self.unconfirmed[job_id] = None
+            while len(self.unconfirmed) > MAX_JOBS_REMEMBERED:
+                self.unconfirmed.popitem(last=False)
+
     def _fenceable(self, member: JobRank) -> bool:
-        opted_in, owner = self.known.get(member.job_id, (False, None))
+        if member.job_id not in self.known:  # never looked up, or its lookup failed
+            return member.job_id in self.unconfirmed and member.uid != 0
+        opted_in, owner = self.known[member.job_id]
         return opted_in and owner is not None and member.uid == owner
 
     def _arm(self, local: list[JobRank], scanned_at: int) -> None:

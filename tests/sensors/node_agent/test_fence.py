@@ -9,7 +9,7 @@ import signal
 
 from resurrect.config import FencingSettings
 from resurrect.contracts import JobInfo, JobState
-from resurrect.errors import SchedulerUnavailable
+from resurrect.errors import JobNotFound, SchedulerUnavailable
 from resurrect.sensors.node_agent.fence import Lease, SelfFence
 from resurrect.stacks.processes import JobRank, RankProcess
 
@@ -28,10 +28,15 @@ def rank(
     return JobRank(job, attempt, RankProcess(pid, 0, node, "S"), uid=uid, step_node=node)
 
 
+GONE = {"404"}  # jobs Slurm answers it does not know
+
+
 def fence_with(ranks: list[JobRank], jobs: dict[str, JobInfo], clock: Clock):  # type: ignore[no-untyped-def]
     killed: list[tuple[int, int]] = []
 
     async def look_up(job_id: str) -> JobInfo:
+        if job_id in GONE:
+            raise JobNotFound(job_id)
         if job_id not in jobs:
             raise SchedulerUnavailable("slurmctld is not responding")
         return jobs[job_id]
@@ -82,7 +87,8 @@ def test_a_node_cut_off_past_its_lease_kills_its_ranks_of_opted_in_jobs_only() -
         rank("8", 80),  # not opted in
         rank("9", 90, node="n2"),  # another node's (the local cluster shares one /proc)
         rank("7", 72, uid=0),  # not the job owner's process
-        rank("10", 100),  # never learned: left alone
+        rank("10", 100),  # its lookup failed (cut off): what it is cannot be known, fenced
+        rank("11", 110, uid=0),  # lookup failed too, but root's: left alone
         rank("7", 999_999_999, node=None),  # no step daemon known, no process of ours
     ]
     jobs = {"7": job("7", "in"), "8": job("8", "out"), "9": job("9", "in")}
@@ -92,8 +98,8 @@ def test_a_node_cut_off_past_its_lease_kills_its_ranks_of_opted_in_jobs_only() -
     clock.now += 10.5
     action = fence.fence_if_expired()
     assert action is not None
-    assert action.killed == {"7/0": [70, 71]}
-    assert killed == [(70, signal.SIGKILL), (71, signal.SIGKILL)]
+    assert action.killed == {"7/0": [70, 71], "10/0": [100]}
+    assert sorted(killed) == [(70, signal.SIGKILL), (71, signal.SIGKILL), (100, signal.SIGKILL)]
     assert action.expired_for_s == 0.5
 
 
@@ -235,3 +241,12 @@ def test_a_real_handle_kills_its_process_and_is_never_opened_on_a_later_one() ->
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_job_slurm_says_it_does_not_know_is_left_alone() -> None:
+    clock = Clock()
+    fence, killed = fence_with([rank("404", 40)], {}, clock)
+    asyncio.run(fence.learn())
+    assert fence.known == {"404": (False, None)} and not fence.unconfirmed
+    clock.now += 11
+    assert fence.fence_if_expired() is None and killed == []
