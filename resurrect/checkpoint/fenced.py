@@ -17,7 +17,10 @@ Which attempt wrote a checkpoint is what its resurrect manifest records
 is complete). Both are the job's own word about its own data: a forged one can only make the
 job resume from an older checkpoint, or from one of its own. A checkpoint with no such
 record is left to the other checks. Write times within ``CLOCK_SKEW_S`` before the fence
-count as after it (the file server's clock and the helper's host clock may disagree).
+count as after it (the file server's clock and the helper's host clock may disagree), so a
+recovery records its fence ``CLOCK_SKEW_S`` after the moment it chose: a save completed just
+before the fault (a second before it, as a job that dies right after saving does) is never
+taken for a fenced write.
 """
 
 from __future__ import annotations

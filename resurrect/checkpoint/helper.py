@@ -24,7 +24,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from resurrect.checkpoint.fenced import Fence
+from resurrect.checkpoint.fenced import CLOCK_SKEW_S, Fence
 from resurrect.checkpoint.limits import VerifyLimits
 from resurrect.checkpoint.owner import Owner
 from resurrect.checkpoint.prepare import prepare_resume
@@ -65,7 +65,9 @@ class HelperRequest(BaseModel):
     def fence(self) -> Fence | None:
         if self.fence_job_id is None or self.fence_attempt is None:
             return None
-        return Fence(self.fence_job_id, self.fence_attempt, time.time())
+        # what is complete now was there when the recovery chose: never a write after the
+        # fence, however near (the skew allowance only widens the window after now)
+        return Fence(self.fence_job_id, self.fence_attempt, time.time() + CLOCK_SKEW_S)
 
     @property
     def owner(self) -> Owner | None:

@@ -139,3 +139,20 @@ def test_the_writer_of_a_manifest_of_many_files_is_read_from_its_head(tmp_path: 
     write_manifest(ckpt, writer=("7", 4))
     assert (ckpt / "resurrect-manifest.json").stat().st_size > 4096
     assert read_writer(ckpt) == ("7", 4)
+
+
+def test_a_save_completed_a_second_before_the_recovery_chose_is_resumed_from(
+    tmp_path: Path,
+) -> None:
+    """A job that dies right after a save: the recovery's own fence (recorded as of its
+    request, with the clock-skew allowance after it) never takes that save for a fenced write."""
+    from resurrect.checkpoint.helper import HelperRequest
+
+    root = tmp_path / "ckpts"
+    now = time.time()
+    save(root, 20, "7", 0, now - 30)
+    save(root, 40, "7", 0, now - 1)  # the fault came a second after this save completed
+    request = HelperRequest(op="prepare", root=str(root), fence_job_id="7", fence_attempt=0)
+    prepare_resume(root, fence=request.fence)
+    assert resume_path(root) == root / "step_40"
+    assert not (root / ".resurrect-quarantine").exists()
