@@ -355,7 +355,9 @@ class RestClient:
                 raise SchedulerUnavailable(
                     f"slurmrestd {self.url} {method} {path}: no answer within {self.timeout} s"
                 ) from self.token.safe_cause(exc)
-            except httpx.HTTPError as exc:
+            except (httpx.HTTPError, ssl.SSLError) as exc:
+                # (a TLS 1.3 server refuses a client without a certificate after the handshake:
+                # the alert can surface from the read as the ssl module's own error)
                 raise SchedulerUnavailable(
                     self.token.redact(
                         f"slurmrestd {self.url} {method} {path}: {type(exc).__name__}: {exc}"
