@@ -10,9 +10,11 @@ read lets them forge what it authenticates.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import stat
+import tempfile
 from pathlib import Path
 
 from resurrect.errors import ConfigError
@@ -58,16 +60,29 @@ def read_key(
 
 
 def read_or_create_key(path: Path, what: str) -> bytes:
-    """The key in ``path``; a fresh random key (mode 0600) if there is no file yet."""
+    """The key in ``path``; a fresh random key (mode 0600) if there is no file yet. The new
+    key is written whole to a file of its own and linked into place, so ``path`` never holds
+    a part of one (a full disk leaves no file, and the next call tries again)."""
+    if os.path.lexists(path):
+        return read_key(path, what)
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    except FileExistsError:
-        return read_key(path, what)
+        fd, staged = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     except OSError as exc:
         raise ConfigError(f"{what} {path}: cannot create: {exc.strerror}") from exc
     try:
-        os.write(fd, secrets.token_hex(32).encode() + b"\n")
+        try:
+            os.fchmod(fd, 0o600)
+            os.write(fd, secrets.token_hex(32).encode() + b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.link(staged, path)  # fails if another process made it first: that key is read
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise ConfigError(f"{what} {path}: cannot create: {exc.strerror}") from exc
     finally:
-        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(staged)
     return read_key(path, what)
