@@ -37,8 +37,9 @@ import os
 import signal
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from resurrect.config import FencingSettings
 from resurrect.contracts import JobInfo
@@ -46,6 +47,7 @@ from resurrect.errors import JobNotFound, ResurrectError
 from resurrect.stacks.processes import JobRank, scan_job_processes
 
 log = logging.getLogger(__name__)
+_V = TypeVar("_V")
 
 MAX_JOBS_REMEMBERED = 4096
 MAX_HANDLES = 4096
@@ -188,23 +190,17 @@ class SelfFence:
             try:
                 job = await self._look_up(job_id)
             except JobNotFound:  # Slurm's word: no such job (not one of ours to fence)
-                self.known[job_id] = (False, None)
+                self.unconfirmed.pop(job_id, None)
+                _remember(self.known, job_id, (False, None))
                 continue
             except ResurrectError as exc:  # cut off, or Slurm busy: asked again next time
                 log.debug("fence: job %s not looked up: %s", job_id, exc)
-                self._unconfirmed(r.job_id for r in local if r.job_id not in self.known)
+                for other in (r.job_id for r in local if r.job_id not in self.known):
+                    _remember(self.unconfirmed, other, None)
                 break
             self.unconfirmed.pop(job_id, None)
-            self.known[job_id] = (self._opted_in(job), job.user_id)
-            while len(self.known) > MAX_JOBS_REMEMBERED:
-                self.known.popitem(last=False)
+            _remember(self.known, job_id, (self._opted_in(job), job.user_id))
         self._arm(local, scanned_at)
-
-    def _unconfirmed(self, job_ids: Iterable[str]) -> None:
-        for job_id in job_ids:
-            self.unconfirmed[job_id] = None
-            while len(self.unconfirmed) > MAX_JOBS_REMEMBERED:
-                self.unconfirmed.popitem(last=False)
 
     def _fenceable(self, member: JobRank) -> bool:
         if member.job_id not in self.known:  # never looked up, or its lookup failed
@@ -280,3 +276,10 @@ class SelfFence:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=self.settings.check_interval_s)
         self.disarm()
+
+
+def _remember(kept: OrderedDict[str, _V], key: str, value: _V) -> None:
+    """Keep ``key`` in ``kept``, dropping the oldest beyond MAX_JOBS_REMEMBERED."""
+    kept[key] = value
+    while len(kept) > MAX_JOBS_REMEMBERED:
+        kept.popitem(last=False)
