@@ -139,15 +139,21 @@ async def run_step(
     )
     activity_fn = make_activity(fn, runtime, activity_name=name, settings=settings)
     payload = step_input or make_step_input(name, params, observe=observe)
+    result: StepResult = await step_environment().run(activity_fn, payload)
+    return result
+
+
+def step_environment(run_id: str | None = None) -> ActivityEnvironment:
+    """An activity environment as a recovery runs a step in: started now, with a step's usual
+    deadline (the environment's default is a second since 1970: a step that sizes its own
+    work by the time left would get one second), in the workflow run ``run_id`` (default: a
+    recovery of its own)."""
     env = ActivityEnvironment()
-    # started now, with a step's usual deadline (the environment's default is a second
-    # since 1970: a step that sizes its own work by the time left would get one second)
     env.info = dataclasses.replace(
         env.info,
         started_time=datetime.now(UTC),
-        workflow_run_id=str(uuid.uuid4()),  # a recovery of its own
+        workflow_run_id=run_id or str(uuid.uuid4()),
         start_to_close_timeout=STEP_DEADLINE,
         schedule_to_close_timeout=None,
     )
-    result: StepResult = await env.run(activity_fn, payload)
-    return result
+    return env

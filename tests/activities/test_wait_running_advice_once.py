@@ -4,21 +4,18 @@ note without reading the job's recoveries again."""
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from temporalio.client import Client
-from temporalio.testing import ActivityEnvironment
 
 from resurrect.activities import steps
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import JobState, RecoveryState
 from resurrect.steps.runtime import StepRuntime, make_activity
 from resurrect.testing import FakeScheduler
-from resurrect.testing.steps import make_step_input
+from resurrect.testing.steps import make_step_input, step_environment
 
 
 async def test_the_advice_is_read_once_per_run_and_attempt(
@@ -45,20 +42,10 @@ async def test_the_advice_is_read_once_per_run_and_attempt(
     )
     activity = make_activity(steps.wait_running, runtime, activity_name="recovery.wait_running")
 
-    def environment(run_id: str) -> ActivityEnvironment:
-        env = ActivityEnvironment()
-        env.info = dataclasses.replace(
-            env.info,
-            workflow_run_id=run_id,
-            started_time=datetime.now(UTC),
-            start_to_close_timeout=timedelta(minutes=1),
-        )
-        return env
-
     run = str(uuid.uuid4())
-    first = await environment(run).run(activity, step_input)
-    again = await environment(run).run(activity, step_input)
+    first = await step_environment(run).run(activity, step_input)
+    again = await step_environment(run).run(activity, step_input)
     assert first.notes == again.notes == ["checkpoint advice: advice #1"]
     assert reads == [job.job_id]
-    other_run = await environment(str(uuid.uuid4())).run(activity, step_input)
+    other_run = await step_environment().run(activity, step_input)
     assert other_run.notes == ["checkpoint advice: advice #2"]  # another recovery reads
