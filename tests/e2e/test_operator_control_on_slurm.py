@@ -94,17 +94,21 @@ async def drain_watch(cluster: LocalSlurm) -> AsyncIterator[list[int]]:
         task.cancel()
 
 
-async def one_node_jobs_running(
+async def one_node_jobs_started(
     cluster: LocalSlurm, script: str, count: int, *, requeue: bool = True
 ) -> list[Any]:
+    """Submit ``count`` opted-in one-node jobs; each one's record once it has started on its
+    node (running, or already ended: a job that crashes at once may be over before a read)."""
     scheduler = cluster.scheduler()
     ids = [cluster.submit(script, comment=OPT_IN, nodes=1, requeue=requeue) for _ in range(count)]
     return [
         await eventually(
             lambda j=j: scheduler.get_job(j),
-            lambda x: x.state is JobState.RUNNING and len(x.nodes) == 1,
+            lambda x: (
+                x.start_time is not None and x.state is not JobState.PENDING and len(x.nodes) == 1
+            ),
             60,
-            f"job {j} running",
+            f"job {j} started",
         )
         for j in ids
     ]
@@ -126,7 +130,7 @@ async def test_a_burst_of_node_faults_never_drains_above_the_cap_and_jobs_restar
     )
     scheduler = cluster.scheduler()
     async with running_service(config, temporal_client, scheduler), drain_watch(cluster) as seen:
-        jobs = await one_node_jobs_running(cluster, LONG_THEN_SHORT, 3)
+        jobs = await one_node_jobs_started(cluster, LONG_THEN_SHORT, 3)
         victims = [j.nodes[0] for j in jobs]
         assert len(set(victims)) == 3
         t_fault = time.monotonic()
@@ -191,7 +195,7 @@ async def test_an_approval_gated_plan_waits_is_approved_from_the_cli_and_complet
     )
     scheduler = cluster.scheduler()
     async with running_service(config, temporal_client, scheduler):
-        (job,) = await one_node_jobs_running(cluster, CRASH_ONCE, 1)
+        (job,) = await one_node_jobs_started(cluster, CRASH_ONCE, 1)
         workflow_id = recovery_workflow_id(cluster.cluster_name, job.job_id, 0)
 
         async def waiting() -> Any:
@@ -228,7 +232,7 @@ async def test_a_healthy_drained_node_returns_and_takes_jobs_an_unhealthy_one_st
     async with running_service(config, temporal_client, scheduler):
         # --no-requeue: slurmctld cannot requeue them first (the recovery then sees a pending
         # job and no node of its own to drain); this test is about the nodes
-        jobs = await one_node_jobs_running(cluster, LONG_THEN_SHORT, 2, requeue=False)
+        jobs = await one_node_jobs_started(cluster, LONG_THEN_SHORT, 2, requeue=False)
         healthy, broken = (j.nodes[0] for j in jobs)
         cluster.kill_node(healthy)
         cluster.kill_node(broken)
@@ -288,7 +292,7 @@ async def test_a_job_held_by_a_resurrect_that_died_is_released_by_the_watchdog(
 ) -> None:
     config = config_for(cluster_config)
     scheduler = cluster.scheduler()
-    (job,) = await one_node_jobs_running(cluster, LONG_THEN_SHORT, 1)
+    (job,) = await one_node_jobs_started(cluster, LONG_THEN_SHORT, 1)
     admin = cluster.submit(["sleep", "1"], nodes=1, extra_args=["--hold"])
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     holder = subprocess.Popen(

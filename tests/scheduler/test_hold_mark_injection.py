@@ -43,8 +43,9 @@ def scheduler(cluster: LocalSlurm) -> SlurmCli:
 
 
 def admin_held(cluster: LocalSlurm, name: str, workdir: Path | None = None) -> str:
-    """A job of the demo user that an administrator held, with a note in AdminComment."""
-    extra = ["--hold"] + ([f"--chdir={workdir}"] if workdir else [])
+    """A job of the demo user that an administrator held, with a note in AdminComment. It
+    may not begin for an hour, so a release never lets it start before the next hold."""
+    extra = ["--hold", "--begin=now+3600"] + ([f"--chdir={workdir}"] if workdir else [])
     job_id = cluster.submit(
         ["sleep", "600"], nodes=1, name=name, output="/dev/null", extra_args=extra
     )
