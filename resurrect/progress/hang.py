@@ -14,12 +14,15 @@ blocked in a collective is a hang (the others, or nobody, are the culprits); eve
 elsewhere is not (a long unannounced phase): it is looked at again later. Without stacks, the
 silence must reach ``hang_unconfirmed_s``.
 
-A checkpoint or an evaluation may be long, but a rank can stall in one too. Past the train
-allowance such a phase gets an *early look*: a suspicion that only a stopped culprit its
-peers wait for in a collective confirms. Anything else is the phase doing its work, and the
-phase keeps its allowance: a rank busy writing while the others wait in the barrier, and
-also every rank in a collective (an evaluation or a sharded save running collective after
-collective shows the same main-thread stacks as a deadlock).
+Start-up, a checkpoint or an evaluation may be long, but a rank can stall in one too. Such a
+phase gets an *early look* before its allowance is spent (a checkpoint or an evaluation past
+the train allowance; start-up, which has no rhythm yet, after ``STARTUP_EARLY_LOOK_S``): a
+suspicion that only a stopped culprit its peers wait for in a collective confirms (a rank
+stopped while importing, its peers waiting at the process group's rendezvous). Anything else
+is the phase doing its work, and the phase keeps its allowance: a rank busy writing while the
+others wait in the barrier, a long compilation, and also every rank in a collective (an
+evaluation or a sharded save running collective after collective shows the same main-thread
+stacks as a deadlock).
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ from dataclasses import dataclass
 
 from resurrect.contracts import ProgressPolicy
 from resurrect.progress.tracker import ProgressTracker, TrackedPhase
+
+# Silence in start-up (no rhythm known yet) after which its early look is taken.
+STARTUP_EARLY_LOOK_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,8 +57,9 @@ class HangSuspicion:
         step = f" after step {self.last_step}" if self.last_step is not None else ""
         allowance = f"allowance {self.threshold_s:.1f} s"
         if self.phase_allowance_s is not None:
+            early = "train allowance" if self.beat_s is not None else "start-up early look"
             allowance = (
-                f"train allowance {self.threshold_s:.1f} s, {self.phase}"
+                f"{early} {self.threshold_s:.1f} s, {self.phase}"
                 f" allowance {self.phase_allowance_s:.0f} s"
             )
         return (
@@ -81,21 +88,33 @@ def allowance_s(tracker: ProgressTracker, policy: ProgressPolicy) -> float:
     return train
 
 
+def early_look_s(tracker: ProgressTracker, policy: ProgressPolicy) -> float | None:
+    """Silence after which a long phase gets its early look: the train allowance in a
+    checkpoint or an evaluation, ``STARTUP_EARLY_LOOK_S`` before a rhythm is known (start-up);
+    None in training, whose allowance is the train allowance itself."""
+    train = train_allowance_s(tracker, policy)
+    if train is None:
+        return min(STARTUP_EARLY_LOOK_S, policy.startup_s)
+    if tracker.phase in ("checkpoint", "eval"):
+        return train
+    return None
+
+
 def suspect_hang(
     tracker: ProgressTracker, policy: ProgressPolicy, now: float
 ) -> HangSuspicion | None:
     """A suspicion when progress stopped for longer than the phase allows, or an early look
-    at a checkpoint or evaluation silent past the train allowance; else None."""
+    at a long phase (:func:`early_look_s`) silent past its early look; else None."""
     if not policy.hang_detection:
         return None
     silent = now - tracker.last_progress_at
     threshold = allowance_s(tracker, policy)
     phase_allowance: float | None = None
     if silent < threshold:
-        train = train_allowance_s(tracker, policy)
-        if tracker.phase not in ("checkpoint", "eval") or train is None or silent < train:
+        early = early_look_s(tracker, policy)
+        if early is None or early >= threshold or silent < early:
             return None
-        threshold, phase_allowance = train, threshold
+        threshold, phase_allowance = early, threshold
     return HangSuspicion(
         silent_s=silent,
         threshold_s=threshold,

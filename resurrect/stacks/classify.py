@@ -35,6 +35,7 @@ PLACE_MARKERS: tuple[tuple[Place, tuple[str, ...]], ...] = (
         "collective",
         (
             "torch/distributed/distributed_c10d.py",
+            "torch/distributed/rendezvous.py",
             "c10d::",
             "gloo::",
             "ProcessGroupNCCL",

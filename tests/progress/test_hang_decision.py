@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from resurrect.contracts import ProgressPolicy
-from resurrect.progress.hang import allowance_s, confirm_hang, suspect_hang
+from resurrect.progress.hang import STARTUP_EARLY_LOOK_S, allowance_s, confirm_hang, suspect_hang
 from resurrect.progress.parser import ProgressEvent
 from resurrect.progress.tracker import ProgressTracker
 
@@ -43,10 +43,36 @@ def test_a_fast_job_is_held_to_the_floor() -> None:
 
 def test_start_up_gets_its_own_allowance_until_a_rhythm_is_known() -> None:
     tracker = ProgressTracker(started_at=100.0)
-    assert suspect_hang(tracker, POLICY, 100.0 + POLICY.startup_s - 1) is None
-    assert suspect_hang(tracker, POLICY, 100.0 + POLICY.startup_s) is not None
+    assert suspect_hang(tracker, POLICY, 100.0 + STARTUP_EARLY_LOOK_S - 0.1) is None
+    early = suspect_hang(tracker, POLICY, 100.0 + POLICY.startup_s - 1)
+    assert early is not None and early.early  # only an early look until the allowance
+    late = suspect_hang(tracker, POLICY, 100.0 + POLICY.startup_s)
+    assert late is not None and not late.early
     tracker.observe(step(1), 200.0)  # one line: still no rhythm
     assert allowance_s(tracker, POLICY) == POLICY.startup_s
+
+
+def test_a_silent_start_up_gets_an_early_look_that_only_a_stopped_rank_confirms() -> None:
+    """A rank stopped while importing, its peer waiting at the rendezvous, is a hang long
+    before start-up's allowance; a long compilation (every rank busy) is not."""
+    tracker = ProgressTracker(started_at=0.0)
+    early = suspect_hang(tracker, POLICY, STARTUP_EARLY_LOOK_S)
+    assert early is not None and early.early
+    assert (early.threshold_s, early.phase_allowance_s) == (STARTUP_EARLY_LOOK_S, POLICY.startup_s)
+    assert "start-up early look 60.0 s, startup allowance 1800 s" in early.describe()
+    waiting_for_a_stopped_rank = confirm_hang(
+        early, POLICY, ranks_seen=2, ranks_in_collective=1, culprit_stopped=True
+    )
+    assert waiting_for_a_stopped_rank.hung
+    assert not confirm_hang(early, POLICY, ranks_seen=2, ranks_in_collective=0).hung
+    assert not confirm_hang(early, POLICY, ranks_seen=0, ranks_in_collective=0).hung
+
+
+def test_a_short_start_up_allowance_is_its_own_early_look() -> None:
+    policy = ProgressPolicy(startup_s=60.0)
+    tracker = ProgressTracker(started_at=0.0)
+    suspicion = suspect_hang(tracker, policy, 60.0)
+    assert suspicion is not None and not suspicion.early
 
 
 def test_no_false_hang_during_a_checkpoint_save_ten_times_longer_than_a_step() -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from resurrect.contracts import Evidence, FaultClass, ProgressPolicy, SignalKind
 from resurrect.progress.straggler import RestartDecision
+from resurrect.progress.hang import STARTUP_EARLY_LOOK_S
 from resurrect.progress.tracker import ProgressTracker
 from resurrect.progress.watch import PROBE_EVERY_S, ProgressWatch, straggler_evidence
 from resurrect.sensors.node_agent.gpu_activity import GpuActivity, RankGpu
@@ -128,6 +129,32 @@ def test_a_rank_stopped_during_a_save_is_a_hang_after_the_train_allowance() -> N
     report = watch.check(5.5 + 5.0)
     assert report is not None and report.culprit_ranks == [1]
     assert "in phase checkpoint" in report.reason and "checkpoint allowance 900 s" in report.reason
+
+
+def test_a_rank_stopped_while_starting_is_a_hang_at_the_start_up_early_look() -> None:
+    """Rank 1 stopped while importing; rank 0 waits for it at the rendezvous (real py-spy
+    dumps). Start-up may take its 30 minutes, but this is a hang at the early look."""
+    ranks = FakeRanks(
+        lambda: [
+            stack("rendezvous-victim-rank0.txt", 0, "node1"),
+            stack("rendezvous-stopped-rank1-nonblocking.txt", 1, "node2", state="T"),
+        ]
+    )
+    watch = ProgressWatch(ProgressPolicy(), ProgressTracker(0.0), ranks, run_probe=run_now)
+    watch.observe_line("[rank0] world 2, steps 1..300, restart count 0", 1.0)  # not progress
+    assert watch.check(STARTUP_EARLY_LOOK_S - 0.1) is None and not ranks.probes
+    report = watch.check(STARTUP_EARLY_LOOK_S)
+    assert report is not None and report.culprit_ranks == [1] and report.culprit_nodes == ["node2"]
+    assert "in phase startup" in report.reason and "startup allowance 1800 s" in report.reason
+
+
+def test_a_long_compilation_at_start_up_is_looked_at_again_later_not_called_a_hang() -> None:
+    busy = [stack("gloo-ddp-victim-rank0.txt", 0, "node1", state="R")]  # python: "elsewhere"
+    ranks = FakeRanks(lambda: busy)
+    watch = ProgressWatch(ProgressPolicy(), ProgressTracker(0.0), ranks, run_probe=run_now)
+    assert watch.check(STARTUP_EARLY_LOOK_S) is None and ranks.probes == 1
+    assert watch.check(2 * STARTUP_EARLY_LOOK_S - 0.1) is None and ranks.probes == 1
+    assert watch.check(2 * STARTUP_EARLY_LOOK_S) is None and ranks.probes == 2
 
 
 def megatron_steps(
