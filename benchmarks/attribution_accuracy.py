@@ -56,6 +56,7 @@ PARTS = (
     "validation-frameworks-8",
     "validation-frameworks-9",
     "validation-frameworks-10",
+    "validation-frameworks-11",
 )
 
 

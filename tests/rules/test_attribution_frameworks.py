@@ -57,6 +57,8 @@ def diag(text: str) -> Diagnosis:
         # TensorFlow's eager op that could not allocate its output
         "tensorflow.python.framework.errors_impl.ResourceExhaustedError: failed to allocate"
         " memory [Op:Mul]",
+        # NCCL's driver-API check puts the driver's error code before the message
+        "n17:3301:3342 [2] include/alloc.h:103 NCCL WARN Cuda failure 2 'out of memory'",
     ],
 )
 def test_device_oom_in_each_frameworks_words_stops_the_job(line: str) -> None:
@@ -190,6 +192,59 @@ def test_a_shell_job_table_killed_line_is_a_weak_host_oom() -> None:
     d = diag("[2]+  Killed                  python -m trainer --config big.yaml")
     assert d.fault_class is FaultClass.MEMORY_HOST_OOM
     assert d.action is RecoveryAction.RESTART
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # a progress bar redraws itself with carriage returns and leaves its line unterminated,
+        # so the shell's report lands at its end: tqdm, Keras, a plain step counter
+        "Training: 37%|###7      | 370/1000 [04:11<07:08,  1.47it/s]Killed",
+        "batch 812/2000 [=========>....................] - ETA: 3:02 - loss: 1.0734Killed",
+        "epoch 2 step 4400 elapsed 812s已杀死",
+    ],
+)
+def test_a_shells_kill_report_glued_to_a_progress_line_is_a_weak_host_oom(text: str) -> None:
+    d = diag("epoch 1 done\n" + text)
+    assert d.fault_class is FaultClass.MEMORY_HOST_OOM, d.summary
+    assert d.action is RecoveryAction.RESTART
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "pod status: OOMKilled",
+        "the evaluation worker was Killed by the user",
+    ],
+)
+def test_killed_inside_words_or_prose_is_no_shell_kill_report(text: str) -> None:
+    d = diag(text)
+    assert not any(e.rule == "memory.sigkill_worker" for e in d.evidence), d.summary
+
+
+@pytest.mark.parametrize(
+    ("line", "fault_class"),
+    [
+        # a wrapper that reports its child's return code (Python's negative signal number) as an
+        # "error code", as DIGITS' tasks do
+        ("Train Caffe Model task failed with error code -9", FaultClass.MEMORY_HOST_OOM),
+        ("Workload exited with error code 137", FaultClass.MEMORY_HOST_OOM),
+        ("Train Caffe Model task failed with error code -11", FaultClass.PROCESS_CRASH),
+    ],
+)
+def test_a_wrappers_error_code_for_a_signal_is_read_like_an_exit_code(
+    line: str, fault_class: FaultClass
+) -> None:
+    d = diag(line)
+    assert d.fault_class is fault_class, d.summary
+    assert d.action is RecoveryAction.RESTART
+
+
+def test_an_ordinary_error_code_is_no_signal() -> None:
+    assert diag("Train Caffe Model task failed with error code 1").fault_class not in {
+        FaultClass.MEMORY_HOST_OOM,
+        FaultClass.PROCESS_CRASH,
+    }
 
 
 def test_killed_in_a_docker_compose_column_is_a_weak_host_oom() -> None:
