@@ -60,6 +60,7 @@ from resurrect.evidence_trust import (
     evidence_source,
     independent_evidence,
     match_job_nodes,
+    names_a_node_the_attempt_lacks,
 )
 from resurrect.job_incarnation import Incarnation, incarnation_of, split_by_incarnation
 from resurrect.lemons.board import BoardRead, board_for
@@ -119,6 +120,26 @@ class OutputReading:
     found: list[Evidence] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     last_step: int | None = None
+
+
+def _this_attempts(found: list[Evidence], bundle: RecoveryContext) -> list[Evidence]:
+    """The output's findings without the lines of an earlier attempt that the interrupted
+    attempt shares the file with (a node lost that this attempt never ran on,
+    :func:`~resurrect.evidence_trust.names_a_node_the_attempt_lacks`), which say nothing of
+    why this attempt ended. Its nodes: as the report saw them, else the job's now."""
+    nodes = bundle.interruption.nodes or bundle.job.nodes
+    return [e for e in found if not names_a_node_the_attempt_lacks(e, nodes)]
+
+
+def _earlier_attempts_note(
+    found: list[Evidence], kept: list[Evidence], bundle: RecoveryContext
+) -> str:
+    dropped = [e for e in found if e not in kept]
+    nodes = bundle.interruption.nodes or bundle.job.nodes
+    return (
+        f"not a fault of attempt {bundle.interruption.restart_count} (on {','.join(nodes)}):"
+        f" {len(dropped)} line(s) of an earlier attempt, e.g. {dropped[0].text[:160]!r}"
+    )
 
 
 class RecoveryActivities:
@@ -335,7 +356,9 @@ class RecoveryActivities:
         """
         attempt = await self._attempt_output(bundle, earlier)
         output = await self._read_job_output(bundle.job, quick_s, attempt)
-        found, notes = output.found, output.notes
+        found, notes = _this_attempts(output.found, bundle), output.notes
+        if len(found) < len(output.found):
+            notes.append(_earlier_attempts_note(output.found, found, bundle))
         found.extend(e for e in reported if e.kind is not SignalKind.SCHEDULER_STATE)
         agent_found, watching = await self._agent_evidence(bundle)
         found.extend(e for e in agent_found if e not in found)

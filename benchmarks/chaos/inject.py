@@ -270,6 +270,12 @@ async def temporal_kill(soak: Soak, injection: Injection, record: FaultRecord) -
 
 
 async def slurmctld_restart(soak: Soak, injection: Injection, record: FaultRecord) -> None:
+    # a running job's srun that asks slurmctld for something while it is down fails ("Unable
+    # to confirm allocation for job N: Unable to contact slurm controller"): its attempt
+    # ends, and any running job may be requeued once for it
+    record.affected_jobs = sorted(
+        jid for jid, info in soak.job_info.items() if info.state is JobState.RUNNING
+    )
     await asyncio.to_thread(soak.cluster.stop_controller)
     await asyncio.sleep(BY_NAME["slurmctld_restart"].duration_s)
     await asyncio.to_thread(soak.cluster.start_controller)

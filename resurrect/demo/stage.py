@@ -54,6 +54,9 @@ class DemoSettings:
     ui_port: int = 8233
     timeout_s: float = 600.0
     reference_run: bool = True  # train once more uninterrupted and compare final params
+    # where the uninterrupted runs' final parameter shas are kept, by settings, for other demo
+    # processes too (the test suite's processes share one); None: this process only
+    reference_dir: Path | None = None
     # crash-loop: the job's comment lowers the policy's no_progress_restarts to this (None:
     # the policy's own, 3)
     no_progress_restarts: int | None = None

@@ -4,10 +4,13 @@ uninterrupted run ends, and whom the diagnosis blamed."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import hashlib
 import os
 import subprocess
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 from resurrect.contracts import RecoveryOutcome, SignalKind
 from resurrect.demo.stage import Stage, read_text
@@ -39,23 +42,48 @@ async def job_cost(stage: Stage) -> JobGoodput:
 
 async def uninterrupted_sha(stage: Stage) -> str | None:
     """The final parameters sha of the same training run uninterrupted on this host (once
-    per settings in this process: training is deterministic)."""
+    per settings in this process, or in every process sharing ``settings.reference_dir``:
+    training is deterministic)."""
     s = stage.settings
     key = (s.python, str(stage.root), stage.train_steps or s.train_steps, s.ckpt_every)
     known = _REFERENCE_SHAS.get(key)
     if known is not None:
         stage.say("comparing with this process' earlier uninterrupted run of the same")
         return known
-    stage.say("running the same training uninterrupted (torchrun --standalone)")
-    sha = await asyncio.to_thread(_train_uninterrupted, stage)
+    if s.reference_dir is None:
+        sha = await asyncio.to_thread(_train_uninterrupted, stage)
+    else:
+        sha = await asyncio.to_thread(_shared_reference, stage, s.reference_dir, key)
     if sha is not None:
         _REFERENCE_SHAS[key] = sha
     return sha
 
 
+def _shared_reference(stage: Stage, directory: Path, key: tuple[str, str, int, int]) -> str | None:
+    """The reference sha kept in ``directory`` for ``key`` (and ``train.py`` as it is now),
+    or trained and kept there; one process trains while the others wait for its answer."""
+    script = stage.root / "examples" / "train" / "train.py"
+    name = hashlib.sha256(repr((key, script.read_bytes())).encode()).hexdigest()[:24]
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    kept = directory / f"{name}.sha256"
+    with open(directory / f"{name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        known = read_text(kept)
+        if known:
+            stage.say("comparing with another demo process' uninterrupted run of the same")
+            return known
+        sha = _train_uninterrupted(stage)
+        if sha is not None:
+            partial = kept.with_suffix(".partial")
+            partial.write_text(sha)
+            partial.rename(kept)
+        return sha
+
+
 def _train_uninterrupted(stage: Stage) -> str | None:
     """Train the job's settings uninterrupted on this host; its final params sha."""
     s = stage.settings
+    stage.say("running the same training uninterrupted (torchrun --standalone)")
     ckpt = stage.cluster.out_dir / f"reference-{int(time.time())}"
     argv = [
         s.python, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",

@@ -79,3 +79,38 @@ async def test_without_any_mark_the_tail_is_read_as_it_is_with_a_note(tmp_path: 
     )
     assert f"{out}: where attempt 1's output begins is not known" in diagnosis.summary
     assert "may hold earlier attempts' lines" in diagnosis.summary
+
+
+async def test_a_node_lost_that_the_attempt_never_ran_on_is_no_fault_of_it(tmp_path: Path) -> None:
+    """Attempt 0's srun reported node2 lost; attempt 1 (on node3, node4) then failed
+    because its srun could not reach slurmctld. Read without a mark, the shared tail holds
+    both: the earlier attempt's node loss is left out of attempt 1's diagnosis, with a note."""
+    lost_earlier = "srun: error: Node failure on node2\n"
+    no_controller = (
+        "srun: error: Unable to confirm allocation for job 7: Unable to contact slurm"
+        " controller (connect failure)\n"
+    )
+    out, _ = appended_attempts(tmp_path, lost_earlier, no_controller)
+    activities = RecoveryActivities(
+        FakeScheduler.with_nodes(4), ResurrectConfig(), default_engine()
+    )
+    diagnosis, _ = await ActivityEnvironment().run(
+        activities.read_and_attribute, attempt_1(out, [])
+    )
+    assert diagnosis.fault_class is not FaultClass.NODE_LOST, diagnosis
+    assert "node2" not in diagnosis.culprit_hosts
+    assert "not a fault of attempt 1 (on node3,node4): 1 line(s) of an earlier attempt" in (
+        diagnosis.summary
+    ), diagnosis.summary
+
+
+async def test_a_node_lost_of_the_attempts_own_nodes_still_counts(tmp_path: Path) -> None:
+    out, _ = appended_attempts(tmp_path, "step 1\n", "srun: error: Node failure on node4\n")
+    activities = RecoveryActivities(
+        FakeScheduler.with_nodes(4), ResurrectConfig(), default_engine()
+    )
+    diagnosis, _ = await ActivityEnvironment().run(
+        activities.read_and_attribute, attempt_1(out, [])
+    )
+    assert diagnosis.fault_class is FaultClass.NODE_LOST
+    assert diagnosis.culprit_hosts == ["node4"]

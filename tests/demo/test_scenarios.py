@@ -1,6 +1,6 @@
 """The demo's scenarios: one per ``--scenario`` name, each setting up for its own fault.
 
-What a scenario then does on the real cluster is tested live in tests/e2e/test_demo.py.
+What a scenario then does on the real cluster is tested live in tests/e2e/test_demo_*.py.
 """
 
 from __future__ import annotations

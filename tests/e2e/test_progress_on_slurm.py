@@ -2,7 +2,7 @@
 than a step (rank 0 flushing while its peer waits in the barrier, which is what a stall looks
 like in the stacks) is not a hang; a rank stalled during a save is named within seconds, its
 stack read by its node's agent. The
-stalled-rank and straggler cases also run as demo scenarios (tests/e2e/test_demo.py)."""
+stalled-rank and straggler cases also run as demo scenarios (tests/e2e/test_demo_*.py)."""
 
 from __future__ import annotations
 
