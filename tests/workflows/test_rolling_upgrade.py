@@ -259,14 +259,22 @@ async def in_phase(handle: WorkflowHandle[Any, Any], phase: str) -> bool:
     return bool(await handle.query(PHASE_QUERY) == phase)
 
 
+# The server refuses a task that closes the run (completes it, continues it as new) while a
+# signal arrived during the task, and the SDK runs the task again with the signal: the
+# ordinary race of a signal and a run's end, not a failure of the workflow's code.
+SIGNAL_RACE = WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND
+
+
 async def failed_tasks(client: Client, workflow_id: str, run_id: str | None = None) -> list[str]:
-    """The causes and messages of the workflow tasks that failed in one run's history."""
+    """The causes and messages of the workflow tasks that failed in one run's history (a
+    signal racing the run's end aside)."""
     history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
     return [
         f"{WorkflowTaskFailedCause.Name(e.workflow_task_failed_event_attributes.cause)}:"
         f" {e.workflow_task_failed_event_attributes.failure.message}"
         for e in history.events
         if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+        and e.workflow_task_failed_event_attributes.cause != SIGNAL_RACE
     ]
 
 
