@@ -24,6 +24,7 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -191,11 +192,8 @@ class Demo:
             self.say(f"node agents running on {', '.join(cluster.nodes)} (simulated GPUs)")
         try:
             ui = self.server.ui_url or ""
-            stage = await self._submit(root, cluster, client, config, ui)
-            stage.simulated_gpus = gpus
-            victim = await self._train_until_fault(stage)
-            result = await self.scenario.play(stage, victim)
-            return {**result, **self._setup_facts(config)}
+            played = self._play(root, cluster, client, config, ui, gpus)
+            return await _while_serving(played, service)
         finally:
             stop.set()
             for process in self.agent_processes:
@@ -205,6 +203,22 @@ class Demo:
             for process in self.agent_processes:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     process.wait(timeout=10)
+
+    async def _play(
+        self,
+        root: Path,
+        cluster: LocalSlurm,
+        client: Client,
+        config: ResurrectConfig,
+        ui: str,
+        gpus: dict[str, FakeNvml],
+    ) -> dict[str, Any]:
+        """Submit the job, train until the fault, play the scenario; its result."""
+        stage = await self._submit(root, cluster, client, config, ui)
+        stage.simulated_gpus = gpus
+        victim = await self._train_until_fault(stage)
+        result = await self.scenario.play(stage, victim)
+        return {**result, **self._setup_facts(config)}
 
     async def _submit(
         self, root: Path, cluster: LocalSlurm, client: Client, config: ResurrectConfig, ui: str
@@ -382,3 +396,20 @@ def _start_node_agents(
         gpus[node] = nvml
         tasks.append(asyncio.create_task(agent.run(stop), name=f"agent-{node}"))
     return tasks
+
+
+async def _while_serving(
+    played: Coroutine[Any, Any, dict[str, Any]], service: asyncio.Task[None]
+) -> dict[str, Any]:
+    """``played``'s result, while resurrect's service runs beside it: a service that stops
+    first (it failed to start, or crashed) ends the demo at once with its error, instead of
+    leaving the scenario waiting for a recovery that cannot come."""
+    playing = asyncio.ensure_future(played)
+    await asyncio.wait({playing, service}, return_when=asyncio.FIRST_COMPLETED)
+    if playing.done():
+        return playing.result()
+    playing.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await playing
+    error = service.exception() if not service.cancelled() else None
+    raise DemoError(f"resurrect's service stopped before the scenario ended: {error!r}") from error
