@@ -57,6 +57,7 @@ PARTS = (
     "validation-frameworks-9",
     "validation-frameworks-10",
     "validation-frameworks-11",
+    "validation-frameworks-12",
 )
 
 

@@ -150,8 +150,13 @@ def _gather(evidence: Sequence[Evidence], rank_to_host: Mapping[int, str] | None
     """Step 1: the evidence, the launcher's failure records, and every rank's host."""
     hosts: dict[int, str] = dict(rank_to_host or {})
     records = launcher_records(evidence)
-    pid_hosts, comm_hosts = process_hosts(evidence)
-    all_ev = [ev for ev in evidence if not _local_lost_peer(ev)]
+    processes = process_hosts(evidence)
+    pid_hosts = processes.hosts_by_pid
+    all_ev = [
+        _with_process_rank(ev, processes.ranks_by_process)
+        for ev in evidence
+        if not _local_lost_peer(ev)
+    ]
     for rec in records:
         if rec.host is None and rec.pid is not None:
             rec.host = pid_hosts.get(rec.pid)
@@ -167,9 +172,19 @@ def _gather(evidence: Sequence[Evidence], rank_to_host: Mapping[int, str] | None
         pid = ev.fields.get("pid")
         if ev.rule in EXIT_REPORT_RULES and ev.rank is not None and pid in pid_hosts:
             hosts.setdefault(ev.rank, pid_hosts[pid])
-    for rank, host in comm_hosts.items():
+    for rank, host in processes.hosts_by_rank.items():
         hosts.setdefault(rank, host)
     return _Gathered(all_ev, records, hosts)
+
+
+def _with_process_rank(ev: Evidence, ranks: Mapping[str, int]) -> Evidence:
+    """A failure line NCCL printed (``host:pid:tid [dev]``, no rank of its own) names the global
+    rank that process's communicator init line gave it."""
+    pid = ev.fields.get("pid")
+    if ev.fault_class is None or ev.rank is not None or not ev.host or not pid:
+        return ev
+    rank = ranks.get(f"{ev.host}:{pid}")
+    return ev if rank is None else ev.model_copy(update={"rank": rank})
 
 
 def _local_lost_peer(ev: Evidence) -> bool:

@@ -130,23 +130,40 @@ def record_evidence(rec: LauncherRecord) -> Evidence | None:
     )
 
 
-def process_hosts(evidence: Sequence[Evidence]) -> tuple[dict[str, str], dict[int, str]]:
-    """Hosts NCCL's INFO lines name: by process id (their ``host:pid:tid`` prefix), and by rank
-    (the init line of the largest communicator, whose ranks are the global ranks)."""
+@dataclass(frozen=True)
+class ProcessMap:
+    """What NCCL's INFO lines say about the job's processes."""
+
+    hosts_by_pid: dict[str, str]
+    """A process id's host (the ``host:pid:tid`` prefix)."""
+    hosts_by_rank: dict[int, str]
+    """A global rank's host (the init line of the largest communicator)."""
+    ranks_by_process: dict[str, int]
+    """A process's global rank (its init line in the largest communicator), by ``host:pid``."""
+
+
+def process_hosts(evidence: Sequence[Evidence]) -> ProcessMap:
+    """Hosts and ranks NCCL's INFO lines name: a process id's host (their ``host:pid:tid``
+    prefix), and from the init lines of the largest communicator (whose ranks are the global
+    ranks) a rank's host and a process's rank."""
     by_pid: dict[str, str] = {}
     by_rank: dict[int, str] = {}
+    rank_of: dict[str, int] = {}
     largest = 0
     for ev in evidence:
         if ev.rule != PROCESS_HOST_RULE or not ev.host:
             continue
-        if pid := ev.fields.get("pid"):
+        pid = ev.fields.get("pid")
+        if pid:
             by_pid.setdefault(pid, ev.host)
         rank, size = ev.fields.get("comm_rank", ""), ev.fields.get("nranks", "")
         if is_ascii_digits(rank) and is_ascii_digits(size) and int(size) >= largest:
             if int(size) > largest:
-                largest, by_rank = int(size), {}
+                largest, by_rank, rank_of = int(size), {}, {}
             by_rank.setdefault(int(rank), ev.host)
-    return by_pid, by_rank
+            if pid:
+                rank_of.setdefault(f"{ev.host}:{pid}", int(rank))
+    return ProcessMap(by_pid, by_rank, rank_of)
 
 
 def exit_code_of(ev: Evidence) -> int | None:

@@ -9,7 +9,8 @@ Everything a rule sees has passed through here:
   files) is dropped, inner CRs (progress bars redrawing themselves) and NUL/control bytes become
   spaces.
 * **Prefixes.** Launchers prepend where a line came from: ``[rank3]:`` (torchrun), ``3: ``
-  (``srun -l``), ``[default0]:`` (torchrun ``--tee`` role prefix), ``host:pid:tid [dev]``
+  (``srun -l``), ``[default0]:`` (torchrun ``--tee`` role prefix: a local rank, which a global
+  rank on the same line, ``[default0]:[rank12]:``, outranks), ``host:pid:tid [dev]``
   (NCCL), ``[rank: 0]`` (Lightning), dmesg ``[ 12.345]`` and syslog ``Mon DD HH:MM:SS host
   kernel:`` stamps (also ``dmesg -T`` and remote ``host: kern: level: [time]:`` forms), bare
   timestamps that log collectors prepend, ``[1,3]<stderr>:`` (mpirun ``--tag-output``),
@@ -60,7 +61,9 @@ _PREFIX = re.compile(
     r"|[A-Za-z][\w.-]{0,62}[-_][0-9]{1,3}\s{1,32}\| "
     r"|\((?:[\w.-]{1,64} )?pid=[0-9]{1,10}(?:, ip=(?P<host_e>[0-9.]{7,15}))?\) "  # Ray worker
     r"|> ?"  # quoted (e-mail, markdown)
-    r"|\[(?:rank|default|Rank |rank: ?)(?P<rank_b>[0-9]{1,6})\]:? ?"  # torchrun, lightning
+    r"|\[(?:rank|Rank |rank: ?)(?P<rank_b>[0-9]{1,6})\]:? ?"  # torchrun, lightning
+    # torchrun --tee's role prefix "[default0]:" ("[{role}{local_rank}]"): a local rank
+    r"|\[default(?P<local_rank>[0-9]{1,6})\]:? ?"
     # NCCL: "host:pid:tid [dev] "
     r"|(?P<host_a>[A-Za-z0-9][\w.-]{0,127}):(?P<pid_a>[0-9]{1,10}):[0-9]{1,10} \[[0-9]{1,3}\] "
     r"|\[ {0,12}[+]?[0-9]{1,10}\.[0-9]{1,9}\] ?"  # dmesg, also "dmesg -H" deltas
@@ -163,6 +166,7 @@ def clean(text: str | bytes, limit: int = MAX_LINE_BYTES) -> str:
 def split_prefixes(text: str) -> LinePrefix:
     """Remove launcher prefixes from a cleaned line; report the rank and host they name."""
     rank: int | None = None
+    local_rank: int | None = None
     host: str | None = None
     pid: str | None = None
     body = text
@@ -173,6 +177,8 @@ def split_prefixes(text: str) -> LinePrefix:
         found_rank = m["rank_a"] or m["rank_b"] or m["rank_c"]
         if found_rank is not None and rank is None:
             rank = int(found_rank)
+        if m["local_rank"] is not None and local_rank is None:
+            local_rank = int(m["local_rank"])
         found_host = (
             m["host_a"]
             or m["host_b"]
@@ -193,6 +199,9 @@ def split_prefixes(text: str) -> LinePrefix:
         tag = _PG_RANK.search(body, 0, PG_RANK_WINDOW)
         if tag is not None:
             rank = int(tag["rank"] or tag["rank_kv"] or tag["rank_id"])
+    if rank is None:
+        # torchrun's role prefix gives only the local rank; a global rank on the line wins
+        rank = local_rank
     return LinePrefix(body=body, rank=rank, host=host, pid=pid)
 
 

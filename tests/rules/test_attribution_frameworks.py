@@ -693,3 +693,128 @@ def test_a_hip_runtime_call_failing_with_an_hsa_error_is_a_cuda_error() -> None:
         " on line 240, with error: HSA_STATUS_ERROR: A generic error has occurred."
     )
     assert d.fault_class is FaultClass.CUDA_ERROR, d.summary
+
+
+# -- families the second fresh round (validation-frameworks-12) showed -------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # the driver's own status for a GPU gone from PCIe, in a syslog-prefixed kernel log
+        "Mar  3 04:11:09 gpu-node-7 kernel: NVRM: nvCheckOkFailedNoLog: Check failed: GPU lost"
+        " from the bus [NV_ERR_GPU_IS_LOST] (0x0000000F) returned from"
+        " kgspRcAndNotifyAllChannels_IMPL",
+        "Mar  3 04:11:09 gpu-node-7 kernel: NVRM: _issueRpcAndWait: rpcSendMessage failed with"
+        " status 0x0000000f for fn 76!\n"
+        "Mar  3 04:11:09 gpu-node-7 kernel: NVRM: nvAssertOkFailedNoLog: Assertion failed: GPU"
+        " lost from the bus [NV_ERR_GPU_IS_LOST] (0x0000000F) returned from rmStatus @"
+        " kernel_ce_gv100.c:106",
+    ],
+)
+def test_a_gpu_the_driver_reports_lost_from_the_bus_is_hardware_on_that_host(text: str) -> None:
+    d = diag(text)
+    assert d.fault_class is FaultClass.GPU_HARDWARE, d.summary
+    assert d.culprit_hosts == ["gpu-node-7"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "E0412 09:00:00.000000 1234 pjrt_stream_executor_client.cc:2716] Execution of replica 0"
+        " failed: INTERNAL: stream did not block host until done; was already in an error state",
+        "tensorflow.python.framework.errors_impl.InternalError: Failed to complete all kernels"
+        " launched on stream 0x7f3a2c0b1e00: stream did not block host until done; was already in"
+        " an error state",
+    ],
+)
+def test_a_gpu_stream_already_in_an_error_state_is_a_device_runtime_error(line: str) -> None:
+    d = diag(line)
+    assert d.fault_class is FaultClass.CUDA_ERROR, d.summary
+
+
+def test_the_failure_that_put_a_stream_in_its_error_state_decides() -> None:
+    d = diag("""
+2024-01-01 00:00:00.000001: E external/xla/xla/stream_executor/cuda/cuda_driver.cc:1300] failed to allocate 14.00GiB (15032385536 bytes) from device: CUDA_ERROR_OUT_OF_MEMORY: out of memory
+jaxlib.xla_extension.XlaRuntimeError: INTERNAL: Failed to complete all kernels launched on stream 0x55e0c0de0000: stream did not block host until done; was already in an error state
+""")
+    assert d.fault_class is FaultClass.MEMORY_DEVICE_OOM, d.summary
+
+
+def test_an_nccl_connect_to_an_ipv6_link_local_peer_that_aborts_is_the_fabric() -> None:
+    d = diag(
+        "dgx-a-03:5512:5590 [2] misc/socket.cc:483 NCCL WARN socketStartConnect: Connect to"
+        " fe80::1e34:da03:5c:7f10%ib3<40011> failed : Software caused connection abort"
+    )
+    assert d.fault_class is FaultClass.NETWORK_FABRIC, d.summary
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "h100-2:771:802 [4] misc/socket.cc:483 NCCL WARN socketStartConnect: Connect to"
+        " 127.0.0.1<51023> failed : Software caused connection abort\n"
+        "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled"
+        " system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5",
+        "[rank3]: ncclSystemError: System call (e.g. socket, malloc) or external library call"
+        " failed or device error.\n[rank3]: Last error:\n[rank3]: socketStartConnect: Connect to"
+        " ::1<36612> failed : Connection refused",
+    ],
+)
+def test_an_nccl_connect_to_a_loopback_address_is_the_jobs_setup_never_the_fabric(
+    text: str,
+) -> None:
+    d = diag(text)
+    assert d.fault_class is FaultClass.APP_ERROR, d.summary
+    assert d.action is not RecoveryAction.DRAIN_AND_RESTART
+
+
+def test_a_crash_beside_a_loopback_connect_failure_is_the_crash() -> None:
+    d = diag("""
+[rank1]: Fatal Python error: Segmentation fault
+h100-2:771:802 [4] misc/socket.cc:483 NCCL WARN socketStartConnect: Connect to 127.0.0.1<51023> failed : Connection refused
+""")
+    assert d.fault_class is FaultClass.PROCESS_CRASH, d.summary
+
+
+def test_an_nccl_internal_error_alone_is_no_network_failure() -> None:
+    d = diag(
+        "RuntimeError: NCCL error in: /opt/pytorch/torch/csrc/distributed/c10d/NCCLUtils.hpp:275,"
+        " internal error - please report this issue to the NCCL developers, NCCL version 2.23.4"
+    )
+    assert d.fault_class is not FaultClass.NETWORK_FABRIC, d.summary
+    assert d.culprit_hosts == []
+
+
+def test_an_nccl_internal_error_after_an_ib_completion_error_is_the_fabric() -> None:
+    d = diag("""
+gpu-3:881:902 [0] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer 10.0.0.8<51234> with error 12, opcode 0, len 0, vendor err 129 (Recv)
+RuntimeError: NCCL error in: NCCLUtils.hpp:275, internal error - please report this issue to the NCCL developers, NCCL version 2.18.1
+""")
+    assert d.fault_class is FaultClass.NETWORK_FABRIC, d.summary
+
+
+def test_torchruns_role_prefix_is_a_local_rank_the_global_rank_beside_it_wins() -> None:
+    d = diag(
+        "[default3]:[rank27]:[E1102 10:00:00.000000000 ProcessGroupNCCL.cpp:1515] [PG 0"
+        " (default_pg) Rank 27] Process group watchdog thread terminated with exception: CUDA"
+        " error: uncorrectable ECC error encountered"
+    )
+    assert d.fault_class is FaultClass.GPU_HARDWARE, d.summary
+    assert d.culprit_ranks == [27]
+
+
+def test_torchruns_role_prefix_alone_still_names_its_rank() -> None:
+    d = diag("[default2]:RuntimeError: CUDA error: uncorrectable ECC error encountered")
+    assert d.culprit_ranks == [2]
+
+
+def test_an_nccl_line_names_the_rank_its_process_initialised_as() -> None:
+    d = diag("""
+nodeB:3301:3390 [1] NCCL INFO comm 0x7f00aa000000 rank 5 nranks 8 cudaDev 1 busId 1c000 - Init COMPLETE
+nodeA:2201:2290 [1] NCCL INFO comm 0x7f00bb000000 rank 1 nranks 8 cudaDev 1 busId 1c000 - Init COMPLETE
+nodeB:3301:3412 [1] misc/ibvwrap.cc:230 NCCL WARN Call to ibv_create_qp failed
+""")
+    assert d.fault_class is FaultClass.NETWORK_FABRIC, d.summary
+    assert d.culprit_hosts == ["nodeB"]
+    assert d.culprit_ranks == [5]

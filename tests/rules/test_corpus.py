@@ -11,7 +11,8 @@ names its source. Specification, as regression floors:
   keeps at least its floor (85 % for the first two; for the others what they scored untouched);
 * no case whose true class is a workload fault or a scheduler outcome is diagnosed as a class
   that drains a node (zero false drains), except the one ``validation-4/`` case it had untouched
-  (a gloo peer that simply returned, read as a lost node: the log cannot tell them apart);
+  (a gloo peer that simply returned, read as a lost node: the log cannot tell them apart) and the
+  two ``validation-frameworks-12/`` had untouched (NCCL setup failures its threads put on the job);
 * every in-sample case labelled easy or medium is diagnosed as labelled, one test each (the
   held-out sets' misses are documented in docs/attribution.md, not hidden).
 """
@@ -67,6 +68,7 @@ HELD_OUT = {
     "validation-frameworks-9": Floor(2 / 7),
     "validation-frameworks-10": Floor(11 / 22),
     "validation-frameworks-11": Floor(22 / 25),
+    "validation-frameworks-12": Floor(16 / 30, false_drains=2),
 }
 """Sets scored untouched: their misses are documented, not tuned away; validation-4's to
 validation-8's floors are their untouched scores (22 of 32 classes with one false drain; 27 of 32,
@@ -75,7 +77,8 @@ TensorFlow 5 of 15, Horovod 8 of 14, other stacks 0 of 11, and the 8 logs mined 
 first rule changes 2 of 8, the 7 mined after its second 1 of 7, the 5
 mined after its last 5 of 5; the generalisation round's tuning set 8 of 13 and its held-out set,
 never tuned on, 7 of 13, the 14 mined after that round's rule changes 7 of 14, the 10 mined after its second 4 of 10, and the 7 mined after its third 2 of 7; the mechanism tier's held-out set, 22 logs beyond PyTorch
-labelled before scoring, 11 of 22, and the fresh round after the tier, 25 logs, 22 of 25 - validation-7's one untouched false drain, a peer on the
+labelled before scoring, 11 of 22, the fresh round after the tier, 25 logs, 22 of 25, and the next fresh round, 30 logs, 16 of 30
+with two false drains (two NCCL setup failures the threads put on the job's software, read as the fabric) - validation-7's one untouched false drain, a peer on the
 reporting host read as a lost node, is fixed and may not come back)."""
 ENGINE = load_engine()
 CASES = find_cases(CORPUS)
@@ -112,6 +115,7 @@ def test_corpus_is_whole() -> None:
     assert len([c for c in CASES if c.parent.name == "validation-frameworks-9"]) >= 7
     assert len([c for c in CASES if c.parent.name == "validation-frameworks-10"]) >= 20
     assert len([c for c in CASES if c.parent.name == "validation-frameworks-11"]) >= 24
+    assert len([c for c in CASES if c.parent.name == "validation-frameworks-12"]) >= 30
     for case in CASES:
         expected = json.loads((case / "expected.json").read_text())
         assert expected["source"].startswith("https://github.com/"), case
