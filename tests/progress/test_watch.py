@@ -11,8 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from resurrect.contracts import Evidence, FaultClass, ProgressPolicy, SignalKind
-from resurrect.progress.straggler import RestartDecision
 from resurrect.progress.hang import STARTUP_EARLY_LOOK_S
+from resurrect.progress.straggler import RestartDecision
 from resurrect.progress.tracker import ProgressTracker
 from resurrect.progress.watch import PROBE_EVERY_S, ProgressWatch, straggler_evidence
 from resurrect.sensors.node_agent.gpu_activity import GpuActivity, RankGpu
