@@ -29,16 +29,18 @@ from temporalio import activity
 from temporalio.client import (
     Client,
     WorkflowContinuedAsNewError,
-    WorkflowExecution,
     WorkflowFailureError,
 )
-from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from resurrect.activities.agent_health import WATCHING_STATUSES, agent_health
+from resurrect.activities.earlier_recoveries import (
+    EarlierRecoveries,
+    free_restarts,
+    read_earlier_recoveries,
+)
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import (
-    AttemptRecord,
     Diagnosis,
     Evidence,
     Interruption,
@@ -52,7 +54,7 @@ from resurrect.contracts import (
 from resurrect.contracts.assessment import Assessment, AssessRequest
 from resurrect.contracts.node_health import NodeHealth
 from resurrect.contracts.workflow_ids import recovery_workflow_id
-from resurrect.contracts.workflow_names import RECOVERY_WORKFLOW, Activity
+from resurrect.contracts.workflow_names import Activity
 from resurrect.errors import JobNotFound, NeedsMoreTime, failure_of
 from resurrect.evidence_trust import (
     INDEPENDENT_SOURCES,
@@ -62,7 +64,7 @@ from resurrect.evidence_trust import (
     match_job_nodes,
     names_a_node_the_attempt_lacks,
 )
-from resurrect.job_incarnation import Incarnation, incarnation_of, split_by_incarnation
+from resurrect.job_incarnation import incarnation_of
 from resurrect.lemons.board import BoardRead, board_for
 from resurrect.lemons.incidents import node_incidents
 from resurrect.lemons.models import LemonScore
@@ -75,7 +77,6 @@ from resurrect.lemons.records import (
     score_records,
 )
 from resurrect.log_reading import AttemptOutput, Budget, attempt_output, read_tail
-from resurrect.numbers import is_ascii_digits
 from resurrect.plans.decide import restart_loop
 from resurrect.plans.models import ResolvedPlan
 from resurrect.policy import resolve_job_policy
@@ -89,13 +90,9 @@ from resurrect.rules.scheduler_evidence import (
     scheduler_evidence,
 )
 from resurrect.scheduler.base import Scheduler
-from resurrect.temporal import search_attributes as sa
 
 log = logging.getLogger(__name__)
 
-SAFE_ID_CHARS = frozenset("0123456789_")
-# How many of a job's earlier recoveries are read for its restart history (rules 9 and 10).
-EARLIER_ATTEMPTS_READ = 64
 ResultT = TypeVar("ResultT")
 # Reading the job's output files in ``assess``: heartbeat this often, give up after this.
 HEARTBEAT_EVERY_S = 2.0
@@ -507,45 +504,9 @@ class RecoveryActivities:
     async def read_earlier_recoveries(
         self, bundle: RecoveryContext, current_workflow_id: str
     ) -> EarlierRecoveries:
-        """The incarnation of the job (:mod:`resurrect.job_incarnation`), what its earlier
-        recoveries recorded of the attempts they ended (the newest ``EARLIER_ATTEMPTS_READ``
-        of the job id, oldest first) and how many of them were charged to its budget: one
-        visibility list, then one count of this incarnation's charged recoveries."""
-        report = bundle.interruption
-        if self.client is None:
-            return EarlierRecoveries(incarnation_of(bundle.job, ()))
-        query = earlier_recoveries(report.cluster, report.job_id, current_workflow_id)
-        found = [f async for f in self.client.list_workflows(query, limit=EARLIER_ATTEMPTS_READ)]
-        split = split_by_incarnation(bundle.job, found)
-        incarnation = split.incarnation
-        records: dict[int, AttemptRecord] = {}
-        for record in filter(None, map(attempt_record, split.own)):
-            records.setdefault(record.restart_count, record)  # the newest run of that recovery
-        others = {r.restart_count for r in filter(None, map(attempt_record, split.others))}
-        count = await self.client.count_workflows(
-            f"{query} AND {of_incarnation(incarnation)} AND ResurrectBudgetCharged = true"
-        )
-        return EarlierRecoveries(
-            incarnation, [records[n] for n in sorted(records)], int(count.count), others
-        )
-
-
-@dataclass
-class EarlierRecoveries:
-    """What the job's earlier recoveries recorded: the job's incarnation, the attempts they
-    ended (oldest first) and the restarts charged to its budget."""
-
-    incarnation: Incarnation
-    attempts: list[AttemptRecord] = field(default_factory=list)
-    charged: int = 0
-    # attempts of which only recoveries of other jobs that had the id were read
-    others: set[int] = field(default_factory=set)
-
-    def another_jobs(self, restart_count: int) -> bool:
-        """Whether the recovery of attempt ``restart_count`` read was another job's only."""
-        return restart_count in self.others and all(
-            a.restart_count != restart_count for a in self.attempts
-        )
+        """:func:`~resurrect.activities.earlier_recoveries.read_earlier_recoveries` with this
+        process's Temporal client."""
+        return await read_earlier_recoveries(self.client, bundle, current_workflow_id)
 
 
 def output_paths(job: JobInfo) -> list[str]:
@@ -553,31 +514,8 @@ def output_paths(job: JobInfo) -> list[str]:
     return [p for p in dict.fromkeys([job.stdout_path, job.stderr_path]) if p]
 
 
-def earlier_recoveries(cluster: str, job_id: str, current_workflow_id: str) -> str:
-    """The visibility query of the job's recoveries other than ``current_workflow_id``."""
-    if not set(job_id) <= SAFE_ID_CHARS:
-        raise ApplicationError(f"bad job id {job_id!r}", non_retryable=True)
-    return (
-        f"WorkflowType = '{RECOVERY_WORKFLOW}' AND ResurrectCluster = '{cluster}'"
-        f" AND ResurrectJobId = '{job_id}' AND WorkflowId != '{current_workflow_id}'"
-    )
-
-
-def of_incarnation(incarnation: Incarnation) -> str:
-    """The visibility filter of the recoveries of ``incarnation``, and of those recorded
-    before recoveries named theirs (:func:`resurrect.job_incarnation.same_job`)."""
-    key = sa.INCARNATION.name
-    return f"({key} = '{incarnation.key}' OR {key} IS NULL)"
-
-
-REQUEUED_OUTCOMES = frozenset({"recovered", "requeued_not_running"})
 #: How long looking up the interrupted attempt's newest intact checkpoint may take.
 VERIFIED_STEP_TIMEOUT_S = 120.0
-
-
-def free_restarts(attempts: Sequence[AttemptRecord]) -> int:
-    """The free restarts among the job's earlier recoveries (requeued, not charged)."""
-    return sum(1 for a in attempts if a.requeued and not a.charged)
 
 
 async def newest_verified_step(bundle: RecoveryContext, quick_s: float | None) -> int | None:
@@ -599,24 +537,6 @@ async def newest_verified_step(bundle: RecoveryContext, quick_s: float | None) -
     )
     verdict = await run_helper(request, timeout_s=VERIFIED_STEP_TIMEOUT_S, quick_s=quick_s)
     return verdict.resume_step if verdict.verified and verdict.latest_valid else None
-
-
-def attempt_record(execution: WorkflowExecution) -> AttemptRecord | None:
-    """What one earlier recovery recorded of its attempt; None for an id not of a recovery."""
-    _, _, tail = execution.id.rpartition("/")
-    if not is_ascii_digits(tail):
-        return None
-    attributes = execution.typed_search_attributes
-    outcome = attributes.get(sa.OUTCOME)
-    return AttemptRecord(
-        restart_count=int(tail),
-        outcome=outcome,
-        requeued=outcome in REQUEUED_OUTCOMES,
-        charged=bool(attributes.get(sa.BUDGET_CHARGED)),
-        last_step=attributes.get(sa.LAST_STEP),
-        resume_step=attributes.get(sa.RESUME_STEP),
-        closed_at=execution.close_time,
-    )
 
 
 async def _nothing(value: ResultT) -> ResultT:

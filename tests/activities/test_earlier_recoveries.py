@@ -21,7 +21,8 @@ from support.builders import interruption, job, recovery_context
 from support.recovery_records import Records
 from temporalio.client import Client
 
-from resurrect.activities.recovery import EarlierRecoveries, RecoveryActivities
+from resurrect.activities.earlier_recoveries import EarlierRecoveries
+from resurrect.activities.recovery import RecoveryActivities
 from resurrect.config import ResurrectConfig, TemporalSettings
 from resurrect.contracts.workflow_ids import recovery_workflow_id
 from resurrect.job_incarnation import Incarnation

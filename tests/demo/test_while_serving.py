@@ -16,7 +16,7 @@ async def test_a_service_that_stops_first_ends_the_demo_with_its_error() -> None
 
     waiting_for_a_recovery = asyncio.Event()
     service = asyncio.create_task(crashing_service())
-    with pytest.raises(DemoError, match="service stopped before the scenario ended.*task queue"):
+    with pytest.raises(DemoError, match=r"service stopped before the scenario ended.*task queue"):
         await _while_serving(waiting_for_a_recovery.wait(), service)  # type: ignore[arg-type]
 
 
