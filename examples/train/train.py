@@ -38,6 +38,11 @@ from torch.nn.parallel import DistributedDataParallel
 from resurrect.checkpoint import resume_path, write_manifest
 
 STOP_ENV = "RESURRECT_TRAIN_STOP_AT_STEP"
+# fault injection: on the first attempt, every rank waits after this step (and its save)
+# until the file HOLD_UNTIL_ENV names exists - the moment a demo injects its fault
+HOLD_ENV = "RESURRECT_TRAIN_HOLD_AFTER_STEP"
+HOLD_UNTIL_ENV = "RESURRECT_TRAIN_HOLD_UNTIL"
+HOLD_MAX_S = 600.0
 STOP_EXIT_CODE = 17
 FAIL_GPU_ENV = "RESURRECT_TRAIN_FAIL_GPU_AT_STEP"
 FAIL_GPU_EVERY_ATTEMPT_ENV = "RESURRECT_TRAIN_FAIL_GPU_EVERY_ATTEMPT"
@@ -108,7 +113,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=int(stop) if stop else None,
         help=f"exit hard after this step, as a crash would (env {STOP_ENV})",
     )
+    hold = env(HOLD_ENV)
+    p.add_argument(
+        "--hold-after-step",
+        type=int,
+        default=int(hold) if hold else None,
+        help=f"first attempt only: wait after this step until --hold-until exists (env {HOLD_ENV})",
+    )
+    p.add_argument("--hold-until", type=Path, default=env(HOLD_UNTIL_ENV) or None)
     return p.parse_args(argv)
+
+
+def hold_until(path: Path, rank: int, step: int) -> None:
+    """Wait (at most ``HOLD_MAX_S``) until ``path`` exists: a fault is injected meanwhile."""
+    log(rank, f"holding after step {step} until {path} exists")
+    deadline = time.monotonic() + HOLD_MAX_S
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 class MLP(nn.Module):
@@ -287,6 +308,12 @@ def main(argv: list[str] | None = None) -> int:
         if step % args.ckpt_every == 0:
             path = save_checkpoint(args.ckpt_dir, step, model, optim, rank, args.save_delay_s)
             log(rank, f"checkpoint {path}")
+        if (
+            args.hold_after_step == step
+            and args.hold_until is not None
+            and os.environ.get("SLURM_RESTART_COUNT", "0") == "0"
+        ):
+            hold_until(args.hold_until, rank, step)
         if args.stop_at_step is not None and step == args.stop_at_step:
             dist.barrier()
             log(rank, f"stopping hard after step {step} ({STOP_ENV})")

@@ -228,6 +228,16 @@ class Demo:
         ckpt_dir = cluster.out_dir / f"ckpt-{s.scenario}-{int(time.time())}"
         ckpt_dir.mkdir(parents=True)
         shutil.chown(ckpt_dir, user=cluster.demo_user)
+        hold_step = self.scenario.checkpoint_before_fault(s)
+        hold_file = cluster.out_dir / f"release-{ckpt_dir.name}" if hold_step else None
+        hold = (
+            {
+                "RESURRECT_TRAIN_HOLD_AFTER_STEP": str(hold_step),
+                "RESURRECT_TRAIN_HOLD_UNTIL": str(hold_file),
+            }
+            if hold_file
+            else {}
+        )
         section = {**self.scenario.comment(s), "checkpoint_dir": str(ckpt_dir)}
         comment = json.dumps({"resurrect": section}, separators=(",", ":"))
         env = {
@@ -241,6 +251,7 @@ class Demo:
             "RESURRECT_MASTER_PORT_BASE": str(rendezvous_port_base()),
             **cluster.job_network_env,
             **self.scenario.job_env(s),
+            **hold,
         }
         exports = ",".join(["ALL", *(f"{k}={v}" for k, v in env.items())])
         job_id = await asyncio.to_thread(
@@ -266,6 +277,7 @@ class Demo:
             job_id=job_id,
             ckpt_dir=ckpt_dir,
             train_steps=self.scenario.train_steps(s),
+            hold_file=hold_file,
         )
 
     async def _train_until_fault(self, stage: Stage) -> str:

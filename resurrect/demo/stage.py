@@ -86,6 +86,15 @@ class Stage:
     simulated_gpus: dict[str, FakeNvml] = field(default_factory=dict)
     # the steps the job trains (the scenario's; 0: the settings')
     train_steps: int = 0
+    # the file whose creation lets the job's first attempt go on after the checkpoint the
+    # fault waits for (the job holds there, so the fault lands mid-training however slowly
+    # the demo notices the checkpoint); None: the job does not hold
+    hold_file: Path | None = None
+
+    def release_hold(self) -> None:
+        """Let the job go on past its hold (the fault is injected)."""
+        if self.hold_file is not None:
+            self.hold_file.touch()
 
     async def job(self) -> JobInfo:
         """The job as the scheduler reports it now."""

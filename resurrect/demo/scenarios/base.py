@@ -110,6 +110,7 @@ class OneFault(Scenario):
         s, say = stage.settings, stage.say
         workflow_id = recovery_workflow_id(stage.cluster.cluster_name, stage.job_id, 0)
         fault = await self.inject(stage, victim)
+        stage.release_hold()  # the job held after the checkpoint the fault waited for
         try:
             t_detect = await stage.wait_workflow_started(workflow_id, timeout=DETECT_TIMEOUT_S)
         finally:
