@@ -71,6 +71,8 @@ PATCHED_SUFFIX = "-nr-read-twice"  # the histories of the not-responding-read-tw
 NEW_BUNDLE_FIELDS = frozenset({"not_responding_grace_s", "lasting_unavailable"})  # 0.2.1
 REPLAY_SCRIPT = REPO / "tests" / "fixtures" / "upgrade" / "replay_stored.py"
 CLUSTER = "upgrade"
+# No call of the test waits for the server longer than this.
+RPC_TIMEOUT = timedelta(seconds=30)
 QUEUE = "resurrect-upgrade"
 LONG_POLL = "3s"
 OTHER_RELEASE_WINDOW_S = 8.0
@@ -245,10 +247,12 @@ def silence_report(node: str, at: datetime | None = None) -> dict[str, Any]:
 
 
 async def until(check: Callable[[], Any], what: str, timeout: float = 60) -> Any:
+    """``check()``'s first true answer within ``timeout`` seconds, each call bounded by what
+    is left (a query the server never answers must not hold the test forever)."""
     deadline = time.monotonic() + timeout
     while True:
         with contextlib.suppress(Exception):
-            found = await check()
+            found = await asyncio.wait_for(check(), max(1.0, deadline - time.monotonic()))
             if found:
                 return found
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
@@ -256,7 +260,7 @@ async def until(check: Callable[[], Any], what: str, timeout: float = 60) -> Any
 
 
 async def in_phase(handle: WorkflowHandle[Any, Any], phase: str) -> bool:
-    return bool(await handle.query(PHASE_QUERY) == phase)
+    return bool(await handle.query(PHASE_QUERY, rpc_timeout=RPC_TIMEOUT) == phase)
 
 
 # The server refuses a task that closes the run (completes it, continues it as new) while a
@@ -434,7 +438,8 @@ async def continued_as_new(
     first_run = (await handle.describe()).run_id
     assert first_run is not None
     for sent in range(600):
-        await handle.signal("report", interruption(CLUSTER, silent, **silence_report(node)))
+        report = interruption(CLUSTER, silent, **silence_report(node))
+        await handle.signal("report", report, rpc_timeout=RPC_TIMEOUT)
         await caught_up(handle)
         if sent >= 480 and sent % 10 == 0 and await _continued(handle, first_run):
             break
@@ -448,7 +453,7 @@ async def caught_up(handle: WorkflowHandle[Any, Any], attempts: int = 5) -> None
     (on 2 busy cores a workflow task over a long history can take seconds) is asked again."""
     for attempt in range(attempts):
         try:
-            await handle.query(PHASE_QUERY, rpc_timeout=timedelta(seconds=30))
+            await handle.query(PHASE_QUERY, rpc_timeout=RPC_TIMEOUT)
             return
         except RPCError as error:
             if error.status not in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED):
