@@ -113,8 +113,8 @@ async def run_service(
             tasks.append(asyncio.create_task(watch, name="release watch"))
             kept = asyncio.create_task(read_kept_figures(client, config, scheduler))
             stack.callback(kept.cancel)  # a read still under way at the end is dropped
-            for index, operator in enumerate(build_operator_workers(client, config, scheduler)):
-                name = f"operator{index or ''}"
+            operators = build_operator_workers(client, config, scheduler)
+            for name, operator in zip(("operator", "drain budget"), operators, strict=False):
                 tasks.append(asyncio.create_task(run_worker(operator, stop), name=name))
         sensor_parts: list[SensorPart] = []
         if parts.watcher:

@@ -23,6 +23,7 @@ from temporalio.client import (
     OutboundInterceptor,
     WorkflowExecutionDescription,
     WorkflowExecutionStatus,
+    WorkflowHandle,
 )
 
 from resurrect.config import ResurrectConfig
@@ -79,6 +80,21 @@ def report(job_id: str, kind: Any = "excluded") -> NodeDrainReport:
     )
 
 
+async def budget_with_a_drain(
+    client: Client, cluster: str, task_queue: str
+) -> WorkflowHandle[Any, Any]:
+    """The cluster's drain budget, started on ``task_queue`` with node1's drain in its window."""
+    record = DrainRecord(
+        node="node1", partitions=[], workflow_id="w", job_id="1", at=datetime.now(UTC)
+    )
+    return await client.start_workflow(
+        DRAIN_BUDGET_WORKFLOW,
+        BudgetState(cluster=cluster, records=[record]),
+        id=drain_budget_workflow_id(cluster),
+        task_queue=task_queue,
+    )
+
+
 async def describe(client: Client, workflow_id: str) -> WorkflowExecutionDescription:
     return await client.get_workflow_handle(workflow_id).describe()
 
@@ -118,14 +134,8 @@ async def test_budget_and_repair_workflows_on_a_foreign_queue_are_ended_and_star
     scheduler = FakeScheduler.with_nodes(8, cluster_name=cluster)
     nodes = list(scheduler.nodes.values())
     elsewhere = f"elsewhere-{uuid.uuid4().hex}"  # another deployment's: no worker of ours
+    budget = await budget_with_a_drain(temporal_client, cluster, elsewhere)
     now = datetime.now(UTC)
-    record = DrainRecord(node="node1", partitions=[], workflow_id="w", job_id="1", at=now)
-    budget = await temporal_client.start_workflow(
-        DRAIN_BUDGET_WORKFLOW,
-        BudgetState(cluster=cluster, records=[record]),
-        id=drain_budget_workflow_id(cluster),
-        task_queue=elsewhere,
-    )
     timings = RepairTimings(
         cool_down_s=1, check_timeout_s=1, recheck_interval_s=1, max_checks=1, probation_s=0
     )
@@ -158,14 +168,7 @@ async def test_a_budget_started_on_the_operator_queue_before_runs_on_there_with_
     cluster = config.cluster.name
     scheduler = FakeScheduler.with_nodes(8, cluster_name=cluster)
     nodes = list(scheduler.nodes.values())
-    now = datetime.now(UTC)
-    record = DrainRecord(node="node1", partitions=[], workflow_id="w", job_id="1", at=now)
-    budget = await temporal_client.start_workflow(
-        DRAIN_BUDGET_WORKFLOW,
-        BudgetState(cluster=cluster, records=[record]),
-        id=drain_budget_workflow_id(cluster),
-        task_queue=operator_task_queue(config),
-    )
+    budget = await budget_with_a_drain(temporal_client, cluster, operator_task_queue(config))
     async with workers(temporal_client, config, scheduler, count=1):
         grant = await reserve(temporal_client, config, nodes, "2", "node2")
     assert grant.denied == ["node2"]  # node1's drain, recorded before, fills the budget of one
