@@ -28,6 +28,7 @@ from resurrect.workers.recovery_worker import (
     build_operator_worker,
     build_operator_workers,
     build_worker,
+    served_task_queues,
 )
 
 RECOVERY = {"wait_running_timeout_s": 20, "activity_timeout_s": 20}
@@ -105,6 +106,16 @@ def test_an_operator_queue_named_as_the_task_queue_shares_it_without_an_operator
     s = FakeScheduler.with_nodes(1)
     assert build_operator_worker(None, config, s) is None  # type: ignore[arg-type]
     assert build_budget_worker(None, config, s) is None  # type: ignore[arg-type]
+    assert served_task_queues(config) == [queue]
+
+
+def test_a_worker_process_serves_the_recoveries_the_repair_and_the_budget_queues(
+    tmp_path: Path,
+) -> None:
+    """What the release check (another release's pollers) and the operators watch."""
+    queue = f"q-{uuid.uuid4().hex}"
+    config = make_config(tmp_path, temporal={"task_queue": queue})
+    assert served_task_queues(config) == [queue, f"{queue}-operator", f"{queue}-operator-budget"]
 
 
 async def test_workflows_run_in_the_sandbox_unless_it_is_turned_off(
