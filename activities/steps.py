@@ -53,6 +53,7 @@ from resurrect.goodput.advice_note import ADVICE_DEADLINE_S, advice_note, not_co
 from resurrect.log_reading import output_mark
 from resurrect.numbers import is_ascii_digits
 from resurrect.operator.exclusions import ExclusionPlan
+from resurrect.operator.models import DrainGrant
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 from resurrect.steps.runtime import StepContext, StepFn, step
 
@@ -104,6 +105,7 @@ async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
     grant = await reserve_drains(
         ctx.client, ctx.config, request, ctx.scheduler, observe=ctx.observe
     )
+    first_charged = _first_charged(ctx, grant, request.limits.window_s)
     result.notes.extend(f"drain budget: {why}" for why in grant.reasons)
     if grant.denied:
         if ctx.config.isolation.over_budget == "await_approval" and not ctx.input.approved_by:
@@ -123,7 +125,12 @@ async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
             who = "resurrect" if before.reason.startswith(DRAIN_REASON_PREFIX) else "someone else"
             result.notes.append(f"{name} already drained by {who} ({before.reason}): left as is")
             continue
-        if before is not None and not before.drained and await _drained_before(ctx, name):
+        if (
+            before is not None
+            and not before.drained
+            and name not in first_charged
+            and await _drained_before(ctx, name)
+        ):
             result.drained_nodes.append(name)
             result.notes.append(
                 f"{name}: drained by this recovery before and returned to service since:"
@@ -153,9 +160,25 @@ async def drain_nodes(ctx: StepContext, params: None) -> StepResult:
     return result
 
 
+def _first_charged(ctx: StepContext, grant: DrainGrant, window_s: float) -> frozenset[str]:
+    """The nodes this recovery cannot have drained before: those the budget charged to its
+    window for the first time with this answer. Every drain follows a reservation, and the
+    window (``window_s``) keeps each reservation's record, so a recovery whose interruption
+    was observed less than half a window ago that had drained a node would find its own
+    record there. Empty when the budget does not say (``grant.recorded`` None) or the
+    interruption is older (or, by this clock, not observed yet): the repair record decides."""
+    if grant.recorded is None:
+        return frozenset()
+    observed = ctx.input.bundle.interruption.observed_at
+    observed = observed if observed.tzinfo else observed.replace(tzinfo=UTC)
+    age_s = (datetime.now(UTC) - observed).total_seconds()
+    return frozenset(grant.recorded) if 0 <= age_s < window_s / 2 else frozenset()
+
+
 async def _drained_before(ctx: StepContext, node: str) -> bool:
     """Whether this recovery drained ``node`` already, as the node's repair workflow
-    recorded it (the drain step reports every drain there right after it).
+    recorded it (the drain step reports every drain there right after it); asked only for
+    a node the drain budget's answer cannot rule out (:func:`_first_charged`).
 
     The step can run again after it drained: a local attempt whose workflow task was lost
     (the worker died, or the task failed because a report came in while the recovery

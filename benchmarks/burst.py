@@ -9,7 +9,7 @@ Each variant starts its own dev server and worker and is measured in the same ru
   or without evidence) and one task queue for every workflow: drain and requeue are
   activity tasks;
 * ``lean``: what resurrect does (the default): reports without evidence only start-or-find
-  the workflow, the budget and repair workflows on a task queue and worker of their own
+  the workflow, the budget and repair workflows on task queues and workers of their own
   (drain and requeue as local activities);
 * with ``--levers``, each lever alone on top of ``lean``, to measure what it brings:
   ``signal_reports`` (``lean`` with a signal-with-start for every report), ``unsandboxed`` (``lean``
@@ -85,7 +85,7 @@ from resurrect.testing.counting import (
     counted,
 )
 from resurrect.workers.recovery_worker import (
-    build_operator_worker,
+    build_operator_workers,
     build_worker,
     read_kept_figures,
     workflow_classes,
@@ -201,10 +201,9 @@ async def workers(
         max_cached_workflows=variant.max_cached_workflows,
         max_concurrent_workflow_tasks=variant.max_concurrent_workflow_tasks,
     )
-    operator = build_operator_worker(client, config, scheduler)
     async with contextlib.AsyncExitStack() as stack:
         await stack.enter_async_context(worker)
-        if operator is not None:
+        for operator in build_operator_workers(client, config, scheduler):
             await stack.enter_async_context(operator)
         # as a running worker has them (read once as it starts): not the burst's cost
         await read_kept_figures(client, config, scheduler)

@@ -89,7 +89,7 @@ async def run_service(
     from resurrect.temporal.registration import refuse_unregistered_search_attributes
     from resurrect.temporal.releases import refuse_other_releases, watch_other_releases
     from resurrect.workers.recovery_worker import (
-        build_operator_worker,
+        build_operator_workers,
         build_worker,
         read_kept_figures,
         run_worker,
@@ -113,9 +113,9 @@ async def run_service(
             tasks.append(asyncio.create_task(watch, name="release watch"))
             kept = asyncio.create_task(read_kept_figures(client, config, scheduler))
             stack.callback(kept.cancel)  # a read still under way at the end is dropped
-            operator = build_operator_worker(client, config, scheduler)
-            if operator is not None:
-                tasks.append(asyncio.create_task(run_worker(operator, stop), name="operator"))
+            operators = build_operator_workers(client, config, scheduler)
+            for name, operator in zip(("operator", "drain budget"), operators, strict=False):
+                tasks.append(asyncio.create_task(run_worker(operator, stop), name=name))
         sensor_parts: list[SensorPart] = []
         if parts.watcher:
             sensor_parts.append("watcher")

@@ -31,7 +31,7 @@ from resurrect.goodput.advice_note import RATES, cluster_rates_now
 from resurrect.lemons.board import board_for
 from resurrect.lemons.records import lemons_enabled
 from resurrect.operator.approval_auth import ApprovalInterceptor, ApprovalVerifier
-from resurrect.operator.task_queues import operator_task_queue
+from resurrect.operator.task_queues import budget_task_queue, operator_task_queue
 from resurrect.plans.loader import check_plans, load_plans
 from resurrect.plans.models import ResolvedPlan
 from resurrect.rules import load_engine
@@ -233,19 +233,79 @@ def build_operator_worker(
     *,
     graceful_shutdown_s: float = 10.0,
 ) -> Worker | None:
-    """The worker of the drain-budget and node-repair workflows on their own task queue
-    (``temporal.operator_task_queue``), with workflow-task slots of their own; None when
-    they share the recoveries' task queue (``build_worker`` runs them then)."""
+    """The worker of the node-repair workflows on their own task queue
+    (``temporal.operator_task_queue``), with workflow-task slots of their own (and of a drain
+    budget a release before started there); None when they share the recoveries' task queue
+    (``build_worker`` runs them then)."""
     queue = own_operator_queue(config)
     if queue is None:
         return None
+    return _operator_worker(
+        client,
+        config,
+        scheduler,
+        queue,
+        [DrainBudgetWorkflow, NodeRepairWorkflow],
+        4,
+        graceful_shutdown_s,
+    )
+
+
+def build_budget_worker(
+    client: Client,
+    config: ResurrectConfig,
+    scheduler: Scheduler,
+    *,
+    graceful_shutdown_s: float = 10.0,
+) -> Worker | None:
+    """The worker of the drain budget on its own task queue (``budget_task_queue``): the
+    updates every drain step waits for are not queued behind the workflow tasks of the repair
+    workflows a burst starts. None when the operator queue is shared with the recoveries'."""
+    if own_operator_queue(config) is None:
+        return None
+    return _operator_worker(
+        client,
+        config,
+        scheduler,
+        budget_task_queue(config),
+        [DrainBudgetWorkflow],
+        2,
+        graceful_shutdown_s,
+    )
+
+
+def build_operator_workers(
+    client: Client,
+    config: ResurrectConfig,
+    scheduler: Scheduler,
+    *,
+    graceful_shutdown_s: float = 10.0,
+) -> list[Worker]:
+    """The workers ``resurrect worker`` runs beside the recoveries' (``build_worker``): the
+    repair workflows' and the drain budget's (none when they share the recoveries' queue)."""
+    built = (
+        build(client, config, scheduler, graceful_shutdown_s=graceful_shutdown_s)
+        for build in (build_operator_worker, build_budget_worker)
+    )
+    return [worker for worker in built if worker is not None]
+
+
+def _operator_worker(
+    client: Client,
+    config: ResurrectConfig,
+    scheduler: Scheduler,
+    queue: str,
+    workflows: Sequence[type],
+    activity_threads: int,
+    graceful_shutdown_s: float,
+) -> Worker:
     return Worker(
         client,
         task_queue=queue,
         identity=worker_identity(),
-        workflows=[DrainBudgetWorkflow, NodeRepairWorkflow],
+        workflows=list(workflows),
         activities=OperatorActivities(scheduler, config).all(),
-        activity_executor=concurrent.futures.ThreadPoolExecutor(max_workers=4),
+        activity_executor=concurrent.futures.ThreadPoolExecutor(max_workers=activity_threads),
         workflow_runner=workflow_runner(config.temporal.workflow_sandbox),
         graceful_shutdown_timeout=timedelta(seconds=graceful_shutdown_s),
         interceptors=[TelemetryInterceptor()],
@@ -271,9 +331,9 @@ async def read_kept_figures(client: Client, config: ResurrectConfig, scheduler: 
 
 
 def served_task_queues(config: ResurrectConfig) -> list[str]:
-    """The task queues the workers of ``build_worker`` and ``build_operator_worker`` poll."""
+    """The task queues the workers of ``build_worker`` and ``build_operator_workers`` poll."""
     queue = own_operator_queue(config)
-    return [config.temporal.task_queue, *([queue] if queue else [])]
+    return [config.temporal.task_queue, *([queue, budget_task_queue(config)] if queue else [])]
 
 
 async def run_worker(worker: Worker, stop: asyncio.Event) -> None:

@@ -88,6 +88,7 @@ def grant_drains(
     records = in_window(state.records, now, limits.window_s)
     tripped = state.tripped and not has_room(records, limits)
     grant = DrainGrant()
+    recorded: list[str] = []
     held = request.held if held is None else held
     held_names = {h.name for h in held}
     for candidate in request.nodes:
@@ -124,10 +125,12 @@ def grant_drains(
             )
         )
         grant.granted.append(node)
+        recorded.append(node)
         if over:
             grant.reasons.append(
                 f"{node}: over the {' and '.join(over)}, approved by {request.approved_by}"
             )
+    grant.recorded = recorded
     update: dict[str, object] = {"records": records, "limits": limits, "tripped": tripped}
     if grant.denied:
         update["denied_total"] = state.denied_total + len(grant.denied)

@@ -46,8 +46,8 @@ from resurrect.operator.models import (
     HeldCensus,
 )
 from resurrect.operator.task_queues import (
+    budget_task_queue,
     on_operator_queue,
-    operator_task_queue,
     query_operator_workflow,
     runs_on_operator_queue,
 )
@@ -363,7 +363,7 @@ def _with_start(config: ResurrectConfig) -> WithStartWorkflowOperation[Any, Any]
         DRAIN_BUDGET_WORKFLOW,
         BudgetState(cluster=cluster),
         id=drain_budget_workflow_id(cluster),
-        task_queue=operator_task_queue(config),
+        task_queue=budget_task_queue(config),
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
     )
 

@@ -81,6 +81,9 @@ class DrainGrant(Contract):
     reasons: list[str] = Field(default_factory=list)
     # This answer tripped the breaker (the first denial since it last had room).
     tripped: bool = False
+    # The granted nodes this answer charged to the window: no reservation of the window
+    # (this recovery's own included) had named them. None: the answer does not say.
+    recorded: list[str] | None = None
 
 
 class BudgetState(Contract):

@@ -1,10 +1,14 @@
 """Which task queue the drain-budget and node-repair workflows run on, and calls to them
 made only once they run there (or not at all: a start puts them there).
 
-By default they have a task queue and worker of their own (``<task_queue>-operator``); one
-found running on any other task queue (another deployment's, or this one's before its
-operator queue was renamed) is ended, so updates and signals never wait for a worker that
-will not come.
+By default they have task queues and workers of their own: the repair workflows
+``<task_queue>-operator``, the drain budget ``<task_queue>-operator-budget`` (every drain step
+waits for its update, and a burst starts hundreds of repair workflows whose workflow tasks
+would come first on a shared queue). A budget started on the operator queue (by a release
+before it had a queue of its own) runs on there, served by the operator worker. One found
+running on any other task queue (another deployment's, or this one's before its operator
+queue was renamed) is ended, so updates and signals never wait for a worker that will not
+come.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from temporalio.client import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from resurrect.config import ResurrectConfig
+from resurrect.contracts.workflow_ids import drain_budget_workflow_id
 
 log = logging.getLogger(__name__)
 
@@ -34,26 +39,45 @@ CallResult = TypeVar("CallResult")
 
 
 def operator_task_queue(config: ResurrectConfig) -> str:
-    """The task queue of the drain-budget and node-repair workflows:
-    ``temporal.operator_task_queue``, by default ``<task_queue>-operator`` (a worker of their
-    own); set to ``task_queue`` itself, they share the recoveries' queue and worker."""
+    """The task queue of the node-repair workflows (and the drain budget's, with
+    :func:`budget_task_queue`): ``temporal.operator_task_queue``, by default
+    ``<task_queue>-operator`` (a worker of their own); set to ``task_queue`` itself, they
+    share the recoveries' queue and worker."""
     return config.temporal.operator_task_queue or f"{config.temporal.task_queue}-operator"
 
 
+def budget_task_queue(config: ResurrectConfig) -> str:
+    """The task queue the drain budget is started on: ``<operator task queue>-budget``, with a
+    worker of its own; the operator queue itself when that is shared with the recoveries."""
+    queue = operator_task_queue(config)
+    return queue if queue == config.temporal.task_queue else f"{queue}-budget"
+
+
+def task_queues_of(config: ResurrectConfig, workflow_id: str) -> tuple[str, ...]:
+    """The task queues this deployment's workers run the operator workflow ``workflow_id``
+    on, the one it is started on first: the drain budget's own, then the operator queue (a
+    budget started there before); the operator queue for a repair workflow."""
+    operator = operator_task_queue(config)
+    if workflow_id == drain_budget_workflow_id(config.cluster.name):
+        return tuple(dict.fromkeys((budget_task_queue(config), operator)))
+    return (operator,)
+
+
 async def claim_for_task_queue(client: Client, workflow_id: str, config: ResurrectConfig) -> None:
-    """See that the operator workflow ``workflow_id`` runs on this deployment's operator task
-    queue, or does not run (a start puts it there).
+    """See that the operator workflow ``workflow_id`` runs on a task queue of this
+    deployment's (:func:`task_queues_of`), or does not run (a start puts it there).
 
     One bound to another task queue is ended, so ours can start: no worker of ours would ever
     run it, and updates and signals to it would wait for ever. Its records are lost (logged):
     run one resurrect deployment (task queue) per cluster."""
-    target = operator_task_queue(config)
+    queues = task_queues_of(config, workflow_id)
+    target = queues[0]
     handle = client.get_workflow_handle(workflow_id)
     try:
         description = await handle.describe()
         if (
             description.status is not WorkflowExecutionStatus.RUNNING
-            or description.task_queue == target
+            or description.task_queue in queues
         ):
             return
         log.warning(
@@ -95,7 +119,7 @@ async def on_operator_queue(
     forgotten when a call to it fails, so one ended or restarted meanwhile is checked again.
     """
     claims = _CLAIMS.setdefault(client, _Claims())
-    key = (workflow_id, operator_task_queue(config))
+    key = (workflow_id, task_queues_of(config, workflow_id)[0])
     if key not in claims.known:
         asking = claims.asking.get(key)
         if asking is None:
@@ -118,8 +142,8 @@ async def on_operator_queue(
 
 
 async def runs_on_operator_queue(client: Client, config: ResurrectConfig, workflow_id: str) -> bool:
-    """The workflow runs, on this deployment's operator task queue (so a query gets an
-    answer)."""
+    """The workflow runs, on a task queue of this deployment's (:func:`task_queues_of`: a
+    query gets an answer)."""
     try:
         description = await client.get_workflow_handle(workflow_id).describe()
     except RPCError as exc:
@@ -128,7 +152,7 @@ async def runs_on_operator_queue(client: Client, config: ResurrectConfig, workfl
         raise
     return (
         description.status is WorkflowExecutionStatus.RUNNING
-        and description.task_queue == operator_task_queue(config)
+        and description.task_queue in task_queues_of(config, workflow_id)
     )
 
 

@@ -11,6 +11,7 @@ from resurrect.operator.models import (
     BudgetLimits,
     BudgetState,
     DrainCandidate,
+    DrainGrant,
     DrainReservation,
 )
 
@@ -58,6 +59,25 @@ def test_asking_again_gets_the_same_answer_and_charges_nothing() -> None:
     state, again = grant_drains(state, ask("r/1", "node1"), T0 + timedelta(seconds=5))
     assert first.granted == again.granted == ["node1"]
     assert len(state.records) == 1
+
+
+def test_an_answer_names_the_nodes_it_charged_to_the_window_for_the_first_time() -> None:
+    """What lets a drain step skip asking a node's repair record whether its recovery drained
+    the node before: only a node no reservation of the window named is charged anew."""
+    held = [DrainCandidate(name="node9")]
+    request = ask("r/1", "node1", "node9").model_copy(update={"held": held})
+    state, first = grant_drains(BudgetState(cluster="c"), request, T0)
+    assert first.granted == ["node1", "node9"] and first.recorded == ["node1"]
+    # the same recovery asking again (its step run again), another naming the same node
+    state, again = grant_drains(state, ask("r/1", "node1"), T0 + timedelta(seconds=5))
+    state, other = grant_drains(state, ask("r/2", "node1", "node2"), T0 + timedelta(seconds=6))
+    assert again.granted == ["node1"] and again.recorded == []
+    assert other.granted == ["node1", "node2"] and other.recorded == ["node2"]
+    # over the budget: denied, charged nothing
+    state, denied = grant_drains(state, ask("r/3", "node3"), T0 + timedelta(seconds=7))
+    assert denied.denied == ["node3"] and denied.recorded == []
+    # an answer of a budget that does not say (an earlier release's) says None
+    assert DrainGrant.model_validate({"granted": ["node1"]}).recorded is None
 
 
 def test_the_window_slides_and_the_breaker_closes_again() -> None:

@@ -26,7 +26,7 @@ from resurrect.config import ResurrectConfig, TemporalSettings
 from resurrect.contracts import Interruption
 from resurrect.sensors.report import report_interruption
 from resurrect.temporal.client import connect
-from resurrect.workers.recovery_worker import build_operator_worker, build_worker, run_worker
+from resurrect.workers.recovery_worker import build_operator_workers, build_worker, run_worker
 from support.shared_scheduler import RemoteScheduler
 
 
@@ -66,8 +66,8 @@ async def work(address: str, config_path: Path, scheduler_path: Path) -> None:
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     running = [asyncio.create_task(run_worker(worker, stop))]
-    operator = build_operator_worker(client, config, scheduler, graceful_shutdown_s=2.0)
-    if operator is not None:  # the budget and repair workflows on their own task queue
+    # the budget and repair workflows on their own task queues
+    for operator in build_operator_workers(client, config, scheduler, graceful_shutdown_s=2.0):
         running.append(asyncio.create_task(run_worker(operator, stop)))
     await asyncio.sleep(0.5)  # the pollers are up
     print("ready", flush=True)

@@ -24,7 +24,7 @@ from resurrect.operator.models import DrainGrant
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 from resurrect.sensors.report import report_interruption
 from resurrect.testing import FakeScheduler
-from resurrect.workers.recovery_worker import build_operator_worker, build_worker
+from resurrect.workers.recovery_worker import build_operator_workers, build_worker
 from support.builders import interruption
 
 OPT_IN = json.dumps({"resurrect": {"max_restarts": 2}})
@@ -112,8 +112,7 @@ async def workers(
                     runtime=Runtime(telemetry=TelemetryConfig()),
                 )
             await stack.enter_async_context(build_worker(own, config, scheduler))
-            operator = build_operator_worker(own, config, scheduler)
-            if operator is not None:
+            for operator in build_operator_workers(own, config, scheduler):
                 await stack.enter_async_context(operator)
         yield
 

@@ -1,7 +1,9 @@
-"""The operator task queue is the default (``<task_queue>-operator``): a drain-budget or
-node-repair workflow found running on any other task queue is ended and started anew on it
-(updates and signals to it would wait for ever). Each process checks where such a workflow
-runs once, until a call to it fails. On the real dev server (update-with-start)."""
+"""The operator task queues are the default (``<task_queue>-operator`` for the repair
+workflows, ``<task_queue>-operator-budget`` for the drain budget; a budget a release before
+started on the operator queue runs on there): a drain-budget or node-repair workflow found
+running on any other task queue is ended and started anew on its own (updates and signals to
+it would wait for ever). Each process checks where such a workflow runs once, until a call to
+it fails. On the real dev server (update-with-start)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from temporalio.client import (
     OutboundInterceptor,
     WorkflowExecutionDescription,
     WorkflowExecutionStatus,
+    WorkflowHandle,
 )
 
 from resurrect.config import ResurrectConfig
@@ -37,8 +40,10 @@ from resurrect.operator.models import (
 )
 from resurrect.operator.repair_client import node_state, report_to_repair
 from resurrect.operator.task_queues import (
+    budget_task_queue,
     on_operator_queue,
     operator_task_queue,
+    task_queues_of,
 )
 from resurrect.testing import FakeScheduler
 from resurrect.workers.recovery_worker import own_operator_queue
@@ -75,6 +80,21 @@ def report(job_id: str, kind: Any = "excluded") -> NodeDrainReport:
     )
 
 
+async def budget_with_a_drain(
+    client: Client, cluster: str, task_queue: str
+) -> WorkflowHandle[Any, Any]:
+    """The cluster's drain budget, started on ``task_queue`` with node1's drain in its window."""
+    record = DrainRecord(
+        node="node1", partitions=[], workflow_id="w", job_id="1", at=datetime.now(UTC)
+    )
+    return await client.start_workflow(
+        DRAIN_BUDGET_WORKFLOW,
+        BudgetState(cluster=cluster, records=[record]),
+        id=drain_budget_workflow_id(cluster),
+        task_queue=task_queue,
+    )
+
+
 async def describe(client: Client, workflow_id: str) -> WorkflowExecutionDescription:
     return await client.get_workflow_handle(workflow_id).describe()
 
@@ -96,6 +116,14 @@ def test_the_operator_queue_is_its_own_by_default_and_shared_only_when_named_so(
     )
     named = operator_config(temporal={"operator_task_queue": "ops"})
     assert operator_task_queue(named) == own_operator_queue(named) == "ops"
+    assert budget_task_queue(config) == f"{queue}-operator-budget"
+    assert budget_task_queue(named) == "ops-budget"
+    assert budget_task_queue(shared(config)) == queue
+    budget_id = drain_budget_workflow_id(config.cluster.name)
+    assert task_queues_of(config, budget_id) == (f"{queue}-operator-budget", f"{queue}-operator")
+    assert task_queues_of(shared(config), budget_id) == (queue,)
+    repair_id = node_repair_workflow_id(config.cluster.name, "node1")
+    assert task_queues_of(config, repair_id) == (f"{queue}-operator",)
 
 
 async def test_budget_and_repair_workflows_on_a_foreign_queue_are_ended_and_started_anew(
@@ -106,14 +134,8 @@ async def test_budget_and_repair_workflows_on_a_foreign_queue_are_ended_and_star
     scheduler = FakeScheduler.with_nodes(8, cluster_name=cluster)
     nodes = list(scheduler.nodes.values())
     elsewhere = f"elsewhere-{uuid.uuid4().hex}"  # another deployment's: no worker of ours
+    budget = await budget_with_a_drain(temporal_client, cluster, elsewhere)
     now = datetime.now(UTC)
-    record = DrainRecord(node="node1", partitions=[], workflow_id="w", job_id="1", at=now)
-    budget = await temporal_client.start_workflow(
-        DRAIN_BUDGET_WORKFLOW,
-        BudgetState(cluster=cluster, records=[record]),
-        id=drain_budget_workflow_id(cluster),
-        task_queue=elsewhere,
-    )
     timings = RepairTimings(
         cool_down_s=1, check_timeout_s=1, recheck_interval_s=1, max_checks=1, probation_s=0
     )
@@ -134,7 +156,25 @@ async def test_budget_and_repair_workflows_on_a_foreign_queue_are_ended_and_star
         status = await status_of_run(temporal_client, handle.id, handle.first_execution_run_id)
         assert status is WorkflowExecutionStatus.TERMINATED
         now_there = await describe(temporal_client, handle.id)
-        assert now_there.task_queue == operator_task_queue(config)
+        assert now_there.task_queue == task_queues_of(config, handle.id)[0]
+
+
+async def test_a_budget_started_on_the_operator_queue_before_runs_on_there_with_its_records(
+    temporal_client: Client, operator_config: ConfigFor
+) -> None:
+    """Upgraded from a release whose budget ran on the operator queue: the budget is kept
+    (its window's drains still count), served by the operator worker."""
+    config = operator_config(isolation=BUDGET_OF_ONE)
+    cluster = config.cluster.name
+    scheduler = FakeScheduler.with_nodes(8, cluster_name=cluster)
+    nodes = list(scheduler.nodes.values())
+    budget = await budget_with_a_drain(temporal_client, cluster, operator_task_queue(config))
+    async with workers(temporal_client, config, scheduler, count=1):
+        grant = await reserve(temporal_client, config, nodes, "2", "node2")
+    assert grant.denied == ["node2"]  # node1's drain, recorded before, fills the budget of one
+    running = await describe(temporal_client, budget.id)
+    assert running.run_id == budget.first_execution_run_id
+    assert running.task_queue == operator_task_queue(config)
 
 
 class CountDescribes(Interceptor):

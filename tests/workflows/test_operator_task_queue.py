@@ -1,7 +1,8 @@
-"""``temporal.operator_task_queue`` (default ``<task_queue>-operator``): the drain-budget and
-node-repair workflows run on a task queue with a worker of their own, and the recoveries
-drain and requeue in local activities (a burst of them cannot hold every workflow-task slot
-the budget workflow waits for); named as ``task_queue`` itself, everything shares one."""
+"""``temporal.operator_task_queue`` (default ``<task_queue>-operator``): the node-repair
+workflows run on a task queue with a worker of their own, the drain budget on one of its own
+beside it (``<task_queue>-operator-budget``), and the recoveries drain and requeue in local
+activities (a burst of them cannot hold every workflow-task slot the budget workflow waits
+for); named as ``task_queue`` itself, everything shares one."""
 
 from __future__ import annotations
 
@@ -22,7 +23,13 @@ from resurrect.contracts.workflow_ids import drain_budget_workflow_id, node_repa
 from resurrect.sensors.report import report_interruption
 from resurrect.temporal.history import activities_run
 from resurrect.testing import FakeScheduler
-from resurrect.workers.recovery_worker import build_operator_worker, build_worker
+from resurrect.workers.recovery_worker import (
+    build_budget_worker,
+    build_operator_worker,
+    build_operator_workers,
+    build_worker,
+    served_task_queues,
+)
 
 RECOVERY = {"wait_running_timeout_s": 20, "activity_timeout_s": 20}
 
@@ -38,11 +45,12 @@ async def test_by_default_the_operator_queue_is_its_own_and_drain_and_requeue_ar
         update={"state": "DOWN", "flags": ["NOT_RESPONDING"]}
     )
     s.jobs["100"] = job()
-    operator = build_operator_worker(temporal_client, config, s)
-    assert operator is not None
+    operators = build_operator_workers(temporal_client, config, s)
+    assert [w.task_queue for w in operators] == [f"{queue}-operator", f"{queue}-operator-budget"]
     async with contextlib.AsyncExitStack() as stack:
         await stack.enter_async_context(build_worker(temporal_client, config, s))
-        await stack.enter_async_context(operator)
+        for operator in operators:
+            await stack.enter_async_context(operator)
         workflow_id = await report_interruption(
             temporal_client, interruption(config.cluster.name, s.jobs["100"]), task_queue=queue
         )
@@ -85,7 +93,8 @@ async def test_by_default_the_operator_queue_is_its_own_and_drain_and_requeue_ar
         e for e in history.events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
     ]
     assert len(completed) == 1
-    assert budget.task_queue == repair.task_queue == f"{queue}-operator"
+    assert repair.task_queue == f"{queue}-operator"
+    assert budget.task_queue == f"{queue}-operator-budget"
 
 
 def test_an_operator_queue_named_as_the_task_queue_shares_it_without_an_operator_worker(
@@ -94,7 +103,19 @@ def test_an_operator_queue_named_as_the_task_queue_shares_it_without_an_operator
     queue = f"q-{uuid.uuid4().hex}"
     temporal = {"task_queue": queue, "operator_task_queue": queue}
     config = make_config(tmp_path, mode="act", temporal=temporal)
-    assert build_operator_worker(None, config, FakeScheduler.with_nodes(1)) is None  # type: ignore[arg-type]
+    s = FakeScheduler.with_nodes(1)
+    assert build_operator_worker(None, config, s) is None  # type: ignore[arg-type]
+    assert build_budget_worker(None, config, s) is None  # type: ignore[arg-type]
+    assert served_task_queues(config) == [queue]
+
+
+def test_a_worker_process_serves_the_recoveries_the_repair_and_the_budget_queues(
+    tmp_path: Path,
+) -> None:
+    """What the release check (another release's pollers) and the operators watch."""
+    queue = f"q-{uuid.uuid4().hex}"
+    config = make_config(tmp_path, temporal={"task_queue": queue})
+    assert served_task_queues(config) == [queue, f"{queue}-operator", f"{queue}-operator-budget"]
 
 
 async def test_workflows_run_in_the_sandbox_unless_it_is_turned_off(
@@ -106,7 +127,7 @@ async def test_workflows_run_in_the_sandbox_unless_it_is_turned_off(
     for config, runner in ((default, SandboxedWorkflowRunner), (off, UnsandboxedWorkflowRunner)):
         workers = (
             build_worker(temporal_client, config, s),
-            build_operator_worker(temporal_client, config, s),
+            *build_operator_workers(temporal_client, config, s),
         )
         for worker in workers:
             assert worker is not None
