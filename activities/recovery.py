@@ -45,6 +45,7 @@ from resurrect.contracts import (
     Evidence,
     Interruption,
     JobInfo,
+    JobState,
     OutputMark,
     RecoveryContext,
     RecoveryOutcome,
@@ -53,6 +54,7 @@ from resurrect.contracts import (
 )
 from resurrect.contracts.assessment import Assessment, AssessRequest
 from resurrect.contracts.node_health import NodeHealth
+from resurrect.contracts.scheduler import FINISHED_JOB_STATES
 from resurrect.contracts.workflow_ids import recovery_workflow_id
 from resurrect.contracts.workflow_names import Activity
 from resurrect.errors import JobNotFound, NeedsMoreTime, failure_of
@@ -323,7 +325,7 @@ class RecoveryActivities:
         return found, watching
 
     def _diagnose(self, bundle: RecoveryContext, found: list[Evidence]) -> Diagnosis:
-        found = cancel_claims_checked(found, bundle.interruption.job_state or bundle.job.state)
+        found = cancel_claims_checked(found, attempt_end_state(bundle))
         log_diagnosis = attribute_evidence(found) if found else None
         sched = scheduler_diagnosis(
             scheduler_evidence(
@@ -562,6 +564,16 @@ def _keeping_independent(diagnosis: Diagnosis, found: Sequence[Evidence]) -> Dia
     if not missing:
         return diagnosis
     return diagnosis.model_copy(update={"evidence": [*diagnosis.evidence, *missing]})
+
+
+def attempt_end_state(bundle: RecoveryContext) -> JobState | None:
+    """How the interrupted attempt ended, as known now: the job's state when the job read is
+    still that attempt and has finished (a report sent while it ran, a node agent's silence,
+    is answered by Slurm's final word later); otherwise the state the report saw."""
+    job, report = bundle.job, bundle.interruption
+    if job.restart_count == report.restart_count and job.state in FINISHED_JOB_STATES:
+        return job.state
+    return report.job_state or job.state
 
 
 def as_interrupted(job: JobInfo, interruption: Interruption) -> JobInfo:
