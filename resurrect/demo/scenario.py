@@ -229,7 +229,8 @@ class Demo:
         ckpt_dir.mkdir(parents=True)
         shutil.chown(ckpt_dir, user=cluster.demo_user)
         hold_step = self.scenario.checkpoint_before_fault(s)
-        hold_file = cluster.out_dir / f"release-{ckpt_dir.name}" if hold_step else None
+        holds = self.scenario.holds_for_fault and hold_step is not None
+        hold_file = cluster.out_dir / f"release-{ckpt_dir.name}" if holds else None
         hold = (
             {
                 "RESURRECT_TRAIN_HOLD_AFTER_STEP": str(hold_step),

@@ -50,6 +50,10 @@ class Scenario(ABC):
     # "local": every node on this host's network; "netns": each node its own host in
     # namespaces (deploy/local-slurm/hosts.sh), its agent a process on it, fencing on
     hosts: ClassVar[str] = "local"
+    # the job's first attempt holds after the checkpoint the fault waits for until the fault
+    # is injected (a fault injected from outside the job, which waits for nothing the job
+    # prints: without the hold a slow demo could find the job already trained to its end)
+    holds_for_fault: ClassVar[bool] = False
 
     def operator_policy(self, settings: DemoSettings) -> dict[str, Any]:
         """The operator's default job policy (config ``policy.default``) beyond opt-in."""

@@ -34,6 +34,7 @@ def damage_newest_checkpoint(ckpt_dir: Path) -> str:
 class CheckpointDamage(OneFault):
     name = "checkpoint-damage"
     summary = "a node dies, its newest checkpoint torn; the job resumes from the one before"
+    holds_for_fault = True
 
     async def inject(self, stage: Stage, victim: str) -> Fault:
         # the node first: once a rank is gone the job writes no newer checkpoint, so the one

@@ -21,6 +21,7 @@ async def kill_node(stage: Stage, victim: str) -> Fault:
 class NodeLoss(OneFault):
     name = "node-loss"
     summary = "a node of the job dies; it is drained and the job resumes on healthy nodes"
+    holds_for_fault = True
 
     async def inject(self, stage: Stage, victim: str) -> Fault:
         return await kill_node(stage, victim)
