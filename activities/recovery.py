@@ -121,21 +121,20 @@ class OutputReading:
     last_step: int | None = None
 
 
-def _this_attempts(found: list[Evidence], bundle: RecoveryContext) -> list[Evidence]:
+def _this_attempts(found: list[Evidence], bundle: RecoveryContext) -> tuple[list[Evidence], str]:
     """The output's findings without the lines of an earlier attempt that the interrupted
     attempt shares the file with (a node lost that this attempt never ran on,
     :func:`~resurrect.evidence_trust.names_a_node_the_attempt_lacks`), which say nothing of
-    why this attempt ended. Its nodes: as the report saw them, else the job's now."""
+    why this attempt ended; and a note on those left out ("" when none). Its nodes: as the
+    report saw them, else the job's now."""
     nodes = bundle.interruption.nodes or bundle.job.nodes
-    return [e for e in found if not names_a_node_the_attempt_lacks(e, nodes)]
-
-
-def _earlier_attempts_note(
-    found: list[Evidence], kept: list[Evidence], bundle: RecoveryContext
-) -> str:
-    dropped = [e for e in found if e not in kept]
-    nodes = bundle.interruption.nodes or bundle.job.nodes
-    return (
+    kept: list[Evidence] = []
+    dropped: list[Evidence] = []
+    for evidence in found:
+        (dropped if names_a_node_the_attempt_lacks(evidence, nodes) else kept).append(evidence)
+    if not dropped:
+        return kept, ""
+    return kept, (
         f"not a fault of attempt {bundle.interruption.restart_count} (on {','.join(nodes)}):"
         f" {len(dropped)} line(s) of an earlier attempt, e.g. {dropped[0].text[:160]!r}"
     )
@@ -355,9 +354,8 @@ class RecoveryActivities:
         """
         attempt = await self._attempt_output(bundle, earlier)
         output = await self._read_job_output(bundle.job, quick_s, attempt)
-        found, notes = _this_attempts(output.found, bundle), output.notes
-        if len(found) < len(output.found):
-            notes.append(_earlier_attempts_note(output.found, found, bundle))
+        found, earlier_lines = _this_attempts(output.found, bundle)
+        notes = [*output.notes, earlier_lines] if earlier_lines else output.notes
         found.extend(e for e in reported if e.kind is not SignalKind.SCHEDULER_STATE)
         agent_found, watching = await self._agent_evidence(bundle)
         found.extend(e for e in agent_found if e not in found)

@@ -308,11 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         if step % args.ckpt_every == 0:
             path = save_checkpoint(args.ckpt_dir, step, model, optim, rank, args.save_delay_s)
             log(rank, f"checkpoint {path}")
-        if (
-            args.hold_after_step == step
-            and args.hold_until is not None
-            and os.environ.get("SLURM_RESTART_COUNT", "0") == "0"
-        ):
+        if args.hold_after_step == step and args.hold_until is not None and restarts == "0":
             hold_until(args.hold_until, rank, step)
         if args.stop_at_step is not None and step == args.stop_at_step:
             dist.barrier()
@@ -322,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         if (
             args.fail_gpu_at_step == step
             and rank == args.fail_gpu_rank
-            and (args.fail_gpu_every_attempt or os.environ.get("SLURM_RESTART_COUNT", "0") == "0")
+            and (args.fail_gpu_every_attempt or restarts == "0")
         ):
             fail_like_a_lost_gpu()
         if args.sleep > 0:

@@ -91,10 +91,11 @@ def allowance_s(tracker: ProgressTracker, policy: ProgressPolicy) -> float:
 def early_look_s(tracker: ProgressTracker, policy: ProgressPolicy) -> float | None:
     """Silence after which a long phase gets its early look: the train allowance in a
     checkpoint or an evaluation, ``STARTUP_EARLY_LOOK_S`` before a rhythm is known (start-up);
-    None in training, whose allowance is the train allowance itself."""
+    None in training, whose allowance is the train allowance itself. (An early look no
+    sooner than the phase's own allowance is none: :func:`suspect_hang` skips it.)"""
     train = train_allowance_s(tracker, policy)
     if train is None:
-        return min(STARTUP_EARLY_LOOK_S, policy.startup_s)
+        return STARTUP_EARLY_LOOK_S
     if tracker.phase in ("checkpoint", "eval"):
         return train
     return None
