@@ -90,6 +90,15 @@ class CallCounts:
         each.update({f"{name} bytes": count / recoveries for name, count in sent.items()})
         return each
 
+    def bytes_per_call(self, kinds: Mapping[str, str] | None = None) -> dict[str, float]:
+        """The request bytes of one call, on average, by name (by kind when ``kinds`` is
+        given): what a call carries, whatever the number of calls (a poll more adds calls,
+        not bytes to each; a request that carries the fleet grows here)."""
+        counted, sent = self.calls, self.sent
+        if kinds is not None:
+            counted, sent = _summed(counted, kinds), _summed(sent, kinds)
+        return {f"{name} bytes/call": size / counted[name] for name, size in sent.items()}
+
     def clear(self) -> None:
         self.calls.clear()
         self.rows.clear()

@@ -7,8 +7,8 @@ one in a fleet of 2N nodes and 2N jobs.
 
 Each burst runs on the real dev server with the real worker (its own client, every RPC
 counted by kind: workflow queries, history fetches, visibility lists and counts, signals,
-starts, updates, describes, and the bytes each kind sent) and the in-memory cluster (its calls counted by method, and the
-rows its list reads return); the lemon scores the worker computes are counted too (a
+starts, updates, describes, and the bytes one call of each kind sent) and the in-memory
+cluster (its calls counted by method, and the rows its list reads return); the lemon scores the worker computes are counted too (a
 recovery that scored every node on record would cost CPU in the fleet's size without a
 single call more). One recovery runs first, alone: what a process reads once and
 keeps (the cluster's shape, the drain census, the lemon board, the checkpoint advice's
@@ -209,7 +209,16 @@ async def recover(client: Client, config: ResurrectConfig, reports: list[Any]) -
 def per_recovery(
     counts: CallCounts, recoveries: int, kinds: dict[str, str] | Any = None
 ) -> dict[str, float]:
-    return {name: round(value, 2) for name, value in counts.per(recoveries, kinds).items()}
+    """Calls and rows per recovery, and bytes per call: a recovery's request bytes follow
+    its calls (a poll more under load is a call more, in bytes too, and its count has the
+    slack of :func:`grows`); what must not grow with the fleet is what one call carries."""
+    figures = {
+        name: value
+        for name, value in counts.per(recoveries, kinds).items()
+        if not name.endswith(" bytes")
+    }
+    figures.update(counts.bytes_per_call(kinds))
+    return {name: round(value, 2) for name, value in figures.items()}
 
 
 async def test_a_recoverys_cost_grows_neither_with_recoveries_in_flight_nor_with_the_fleet(
