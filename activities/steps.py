@@ -245,6 +245,8 @@ async def verify_checkpoint(ctx: StepContext, params: VerifyParams) -> StepResul
         # the attempt this recovery requeues: what it writes from now on is never resumed
         fence_job_id=ctx.job.job_id if is_ascii_digits(ctx.job.job_id) else None,
         fence_attempt=ctx.input.bundle.interruption.restart_count,
+        # what an earlier attempt of this step set aside before it was stopped is reported
+        set_aside_since=ctx.input.bundle.interruption.observed_at.timestamp(),
     )
     verdict = await run_helper(
         request,

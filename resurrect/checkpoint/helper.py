@@ -60,6 +60,9 @@ class HelperRequest(BaseModel):
     # (resurrect.checkpoint.fenced); None: no attempt is fenced now
     fence_job_id: str | None = Field(default=None, pattern=r"^[0-9]{1,12}$")
     fence_attempt: int | None = Field(default=None, ge=0)
+    # prepare: when the recovery began (epoch seconds); what the quarantine holds from then
+    # on is reported as set aside by it
+    set_aside_since: float | None = Field(default=None, ge=0)
 
     @property
     def fence(self) -> Fence | None:
@@ -130,6 +133,7 @@ def run(request: HelperRequest) -> dict[str, object]:
             limits=request.limits,
             owner=request.owner,
             fence=request.fence,
+            set_aside_since=request.set_aside_since,
         )
     return {"verdict": verdict.model_dump(mode="json")}
 

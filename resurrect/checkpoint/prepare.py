@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import time
 from datetime import UTC, datetime
@@ -22,7 +23,14 @@ from pathlib import Path
 from resurrect.checkpoint.atomic import atomic_write_text
 from resurrect.checkpoint.fenced import Fence, mark_fenced_writes, with_fence
 from resurrect.checkpoint.findings import Progress
-from resurrect.checkpoint.fsutil import describe_oserror, lexists, list_files, lstat, open_dir
+from resurrect.checkpoint.fsutil import (
+    describe_oserror,
+    first_names,
+    lexists,
+    list_files,
+    lstat,
+    open_dir,
+)
 from resurrect.checkpoint.layout import DAMAGE_MARKER_SUFFIX, QUARANTINE_DIR
 from resurrect.checkpoint.limits import DEFAULT_LIMITS, VerifyLimits
 from resurrect.checkpoint.owner import Owner
@@ -31,6 +39,14 @@ from resurrect.checkpoint.resume import read_hint, write_hint
 from resurrect.checkpoint.verify import VerifiedRoot, verify_confined
 from resurrect.checkpoint.verify_one import DEFAULT_RECENT_S, Level, Plan
 from resurrect.contracts import CheckpointVerdict
+
+# The quarantine's names: ``<checkpoint>-<UTC stamp>``, ``.<n>`` added on a collision.
+_STAMP_FORMAT = "%Y%m%dT%H%M%SZ"
+_SET_ASIDE_NAME = re.compile(
+    r"(?P<name>[^\x00-\x1f\x7f]+)-(?P<stamp>[0-9]{8}T[0-9]{6}Z)(?:\.[0-9]{1,6})?"
+)
+# Entries of the quarantine folder looked at for what this recovery set aside before.
+SET_ASIDE_LOOK_LIMIT = 4096
 
 
 class _QuarantineRefused(Exception):
@@ -48,6 +64,7 @@ def prepare_resume(
     limits: VerifyLimits = DEFAULT_LIMITS,
     owner: Owner | None = None,
     fence: Fence | None = None,
+    set_aside_since: float | None = None,
 ) -> CheckpointVerdict:
     """Verify ``root`` and make the job resume from the newest intact checkpoint.
 
@@ -61,12 +78,21 @@ def prepare_resume(
     the fences the hint recorded before, it marks every checkpoint a fenced attempt wrote
     after its fence as damaged (resurrect.checkpoint.fenced): never chosen, set aside like
     any damaged one; the hint written records them all.
+
+    ``set_aside_since``: when this recovery began (epoch seconds). What the quarantine folder
+    holds from then on was set aside by this recovery before (an attempt of this step that
+    was stopped after its move): it is reported as set aside, with what this call moves.
     """
     return verify_confined(
         root,
         level,
         lambda verified: _fall_back(
-            verified, act=act, progress=progress, recent_s=recent_s, fence=fence
+            verified,
+            act=act,
+            progress=progress,
+            recent_s=recent_s,
+            fence=fence,
+            set_aside_since=set_aside_since,
         ),
         progress=progress,
         workers=workers,
@@ -83,6 +109,7 @@ def _fall_back(
     progress: Progress | None,
     recent_s: float,
     fence: Fence | None = None,
+    set_aside_since: float | None = None,
 ) -> CheckpointVerdict:
     """Quarantine what is newer than the best intact checkpoint, point pointers and hint."""
     layout = verified.layout
@@ -96,7 +123,7 @@ def _fall_back(
             "nothing changed: the job would start from scratch" if verified.plans else ""
         )
     newer_bad = verified.plans[verified.plans.index(best) + 1 :]
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime(_STAMP_FORMAT)
     actions: list[str] = []
     quarantined: list[str] = []
     still_in_root: list[str] = []  # damaged, and neither moved nor (in observe mode) movable
@@ -112,6 +139,13 @@ def _fall_back(
         )
         if not moved and plan.candidate.kind != "missing":
             still_in_root.append(plan.candidate.name)
+    if act and set_aside_since is not None:
+        for set_aside in set_aside_after(root_path, set_aside_since):
+            if str(set_aside) not in quarantined:
+                actions.append(
+                    f"{set_aside.name} was set aside into {QUARANTINE_DIR} earlier in this recovery"
+                )
+                quarantined.append(str(set_aside))
     point_at(layout, best.candidate, stamp, act=act, actions=actions)
     warn_if_still_loaded(layout, still_in_root, actions)
     reason = f"newest intact checkpoint ({len(newer_bad)} newer damaged)"
@@ -171,6 +205,30 @@ def _set_aside(
     actions.append(f"moved {cand.name} to {QUARANTINE_DIR}/{dest.name}")
     quarantined.append(str(dest))
     return True
+
+
+def set_aside_after(root: Path, since: float, limit: int = SET_ASIDE_LOOK_LIMIT) -> list[Path]:
+    """The quarantine folder's checkpoints set aside at or after ``since`` and not after now
+    (epoch seconds, by the stamp in their names), oldest first; of its first ``limit``
+    entries only. A folder that is missing, not a directory or a symlink holds none."""
+    folder = root / QUARANTINE_DIR
+    try:
+        names = first_names(folder, limit)
+    except OSError:
+        return []
+    floor, now = int(since), time.time()
+    found: list[tuple[float, str]] = []
+    for name in names:
+        match = _SET_ASIDE_NAME.fullmatch(name)
+        if match is None:
+            continue
+        try:
+            at = datetime.strptime(match["stamp"], _STAMP_FORMAT).replace(tzinfo=UTC)
+        except ValueError:
+            continue
+        if floor <= at.timestamp() <= now:
+            found.append((at.timestamp(), name))
+    return [folder / name for _, name in sorted(found)]
 
 
 def _move_to_quarantine(root: Path, name: str, dest_name: str) -> None:

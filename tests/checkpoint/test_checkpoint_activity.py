@@ -77,6 +77,24 @@ async def test_hostile_checkpoint_gets_a_note_not_a_crash(tmp_path: Path) -> Non
     assert "moved step_2 to .resurrect-quarantine/" in result.detail
 
 
+async def test_a_step_run_again_says_what_its_earlier_run_set_aside(tmp_path: Path) -> None:
+    """The step's first run, stopped after it moved the torn checkpoint (here: it ended),
+    is followed by a run that finds nothing torn: its note still names the set-aside."""
+    root = tmp_path / "job"
+    make_dcp(root / "step_1", seed=1)
+    make_dcp(root / "step_2", seed=2)
+    (root / "step_2" / ".metadata").write_bytes(b"torn")
+    activity, step_input = _activity_and_input(root)
+    first: StepResult = await _env(60).run(activity, step_input)
+    assert "moved step_2 to .resurrect-quarantine/" in first.detail
+    again: StepResult = await _env(60).run(activity, step_input)
+    assert again.checkpoint is not None and again.checkpoint.latest_valid == str(root / "step_1")
+    assert "was set aside into .resurrect-quarantine earlier in this recovery" in again.detail, (
+        again.detail
+    )
+    assert again.checkpoint.quarantined == first.checkpoint.quarantined  # type: ignore[union-attr]
+
+
 async def test_the_helper_dies_with_a_cancelled_activity(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,8 @@ from checkpoint.factory import (
     truncate,
 )
 from resurrect.checkpoint import HINT_NAME, prepare_resume, resume_path, write_manifest
+from resurrect.checkpoint.layout import QUARANTINE_DIR
+from resurrect.checkpoint.prepare import set_aside_after
 
 pytestmark = pytest.mark.torch
 
@@ -192,3 +196,62 @@ def test_recent_in_progress_save_left_in_place(tmp_path: Path) -> None:
     assert verdict.latest_valid == str(root / "step_40")
     assert (root / "step_50").is_dir() and verdict.quarantined == []
     assert "left step_50 in place" in verdict.note
+
+
+def test_what_this_recovery_set_aside_before_is_reported_when_it_looks_again(
+    tmp_path: Path,
+) -> None:
+    """An attempt of the step that was stopped after its move leaves the torn checkpoint in
+    the quarantine; the attempt that runs again finds nothing torn, and says what was set
+    aside since the recovery began (the next recovery, beginning later, does not)."""
+    root = _root(tmp_path)
+    truncate(shard_files(root / "step_40")[0])
+    began = time.time() - 5
+    first = prepare_resume(root, set_aside_since=began)
+    (moved,) = first.quarantined
+    again = prepare_resume(root, set_aside_since=began)
+    assert again.latest_valid == str(root / "step_30")
+    assert again.quarantined == [moved]
+    assert (
+        f"{Path(moved).name} was set aside into {QUARANTINE_DIR} earlier in this recovery"
+        in again.note
+    )
+    later = prepare_resume(root, set_aside_since=time.time() + 2)
+    assert later.quarantined == [] and "set aside" not in later.note
+    assert prepare_resume(root).quarantined == []  # no beginning given: nothing looked up
+
+
+def test_the_quarantines_names_are_read_within_bounds_and_forged_ones_claim_nothing(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "ckpts"
+    folder = root / QUARANTINE_DIR
+    folder.mkdir(parents=True)
+    began = time.time() - 60
+    stamp = datetime.fromtimestamp(began + 30, UTC).strftime("%Y%m%dT%H%M%SZ")
+    for name in (
+        f"step_9-{stamp}",  # set aside since the beginning
+        f"step_8-{stamp}.2",  # a collision's name
+        "step_7-20000101T000000Z",  # before it: an earlier recovery's
+        "step_6-29991231T235959Z",  # after now: not anybody's set-aside
+        "step_5-20261399T999999Z",  # no date
+        f"step\x1b[2J-{stamp}",  # a control character in the name
+        "no-stamp-at-all",
+    ):
+        (folder / name).mkdir()
+    found = [p.name for p in set_aside_after(root, began)]
+    assert found == [f"step_8-{stamp}.2", f"step_9-{stamp}"] or found == [
+        f"step_9-{stamp}",
+        f"step_8-{stamp}.2",
+    ]
+    # a folder of many names costs the limit, not its size
+    for index in range(300):
+        (folder / f"junk-{index}").touch()
+    assert len(set_aside_after(root, began, limit=50)) <= 2
+    # a quarantine that is a symlink or a file holds nothing
+    folder.rename(tmp_path / "elsewhere")
+    folder.symlink_to(tmp_path / "elsewhere")
+    assert set_aside_after(root, began) == []
+    folder.unlink()
+    folder.write_text("not a folder")
+    assert set_aside_after(root, began) == []
