@@ -58,6 +58,7 @@ PARTS = (
     "validation-frameworks-10",
     "validation-frameworks-11",
     "validation-frameworks-12",
+    "validation-frameworks-13",
 )
 
 

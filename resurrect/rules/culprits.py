@@ -43,13 +43,17 @@ after the headline ("ORTE has lost communication with its daemon located on node
 ABORTED_LIST_RULES = frozenset({"launcher.paddle_trainers_aborted"})
 """Launcher reports that list every rank that failed."""
 _RANK_LIST = re.compile(r"[0-9]+")
+_READY_LISTS = re.compile(r"(?:^|\[ready ranks: )([0-9][0-9, ]*)")
+"""Each tensor's ready-rank list in a ``horovod.ready_ranks`` field: the first leads it, the
+others follow their own ``[ready ranks: `` (the tensor names between them are skipped)."""
 
 
 def horovod_stalled_ranks(timeouts: Sequence[Evidence]) -> list[int]:
     """The ranks Horovod's stall report says never submitted a pending tensor: the ranks of its
     ``N: [...]`` lines, else the ranks still missing at its last ``[missing ranks: ...]`` line
-    (a rank that submitted later was slow, not stalled), else the ranks below the highest
-    ``[ready ranks: ...]`` rank that are never ready."""
+    (a rank that submitted later was slow, not stalled), else, from its older ``[ready ranks:
+    ...]`` lists, the ranks below the highest ready one that are missing from most of the stalled
+    tensors (never ready, when every tensor waits on the same ranks)."""
     stalled = {
         int(e.fields["stalled"]) for e in timeouts if is_ascii_digits(e.fields.get("stalled", ""))
     }
@@ -58,8 +62,17 @@ def horovod_stalled_ranks(timeouts: Sequence[Evidence]) -> list[int]:
     missing = [e for e in print_order(timeouts) if e.fields.get("missing")]
     if missing:
         return sorted({int(x) for x in _RANK_LIST.findall(missing[-1].fields["missing"])})
-    ready = {int(x) for e in timeouts for x in _RANK_LIST.findall(e.fields.get("ready", ""))}
-    return [r for r in range(max(ready)) if r not in ready] if ready else []
+    tensors = [
+        {int(x) for x in _RANK_LIST.findall(ready_list)}
+        for e in timeouts
+        for ready_list in _READY_LISTS.findall(e.fields.get("ready", ""))
+    ]
+    if not tensors:
+        return []
+    highest = max(max(ready) for ready in tensors)
+    return [
+        r for r in range(highest + 1) if 2 * sum(r not in ready for ready in tensors) > len(tensors)
+    ]
 
 
 def collective_culprits(evidence: Sequence[Evidence], cascades: Sequence[Evidence]) -> list[int]:

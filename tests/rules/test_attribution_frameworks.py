@@ -59,6 +59,19 @@ def diag(text: str) -> Diagnosis:
         " memory [Op:Mul]",
         # NCCL's driver-API check puts the driver's error code before the message
         "n17:3301:3342 [2] include/alloc.h:103 NCCL WARN Cuda failure 2 'out of memory'",
+        # PaddlePaddle Fluid's allocator check (PADDLE_ENFORCE_LE in gpu_info.cc)
+        "paddle.fluid.core_avx.EnforceNotMet: enforce allocating <= available failed,"
+        " 4294967296 > 2147483648",
+        # MindSpore's graph scheduler, its kernel runtime, its Ascend memory adapter
+        "RuntimeError: Malloc for kernel output failed, Memory isn't enough,"
+        " node:Default/network-TrainOneStepCell/MatMul-op3",
+        "RuntimeError: Malloc for kernel output failed, node:Default/Add-op9",
+        "RuntimeError: Device memory isn't enough and alloc failed, alloc size:536870912",
+        "ValueError: Malloc device memory failed, size[4294967296], ret[207001], Device 3 may be"
+        " other processes occupying this card",
+        # an XLA:TPU program that never fits one of the chip's memory spaces
+        "RuntimeError: Bad StatusOr access: RESOURCE_EXHAUSTED: XLA:TPU compile permanent error."
+        " Ran out of memory in memory space smem. Used 16.02K of 16.00K smem.",
     ],
 )
 def test_device_oom_in_each_frameworks_words_stops_the_job(line: str) -> None:
@@ -136,6 +149,16 @@ def test_a_scoped_vmem_overflow_on_tpu_is_no_device_oom() -> None:
         "upload/storage/v1/b/bkt/o?uploadType=resumable: The rate of change requests to the"
         " object is too high",
         "azure.core.exceptions.HttpResponseError: The server is busy. ErrorCode:ServerBusy",
+        # TensorFlow refusing a checkpoint file for space or quota (its table writer's wrapper)
+        "tensorflow.python.framework.errors_impl.InternalError: Error writing (tmp) checkpoint"
+        " file: /scratch/u/run7/model.ckpt-12000.tempstate4411: Resource exhausted:"
+        " /scratch/u/run7/model.ckpt-12000.tempstate4411",
+        # TensorFlow's RESOURCE_EXHAUSTED from the file system, naming only the file
+        "W tensorflow/core/framework/op_kernel.cc:1158] Resource exhausted:"
+        " /nfs/exp/ckpt/model.ckpt-500.data-00000-of-00001.tempstate99\n"
+        "tensorflow.python.framework.errors_impl.ResourceExhaustedError:"
+        " /nfs/exp/ckpt/model.ckpt-500.data-00000-of-00001.tempstate99",
+        "ResourceExhaustedError: C:\\runs\\exp3\\model.ckpt-40.tempstate1234",
     ],
 )
 def test_a_mount_or_object_store_failing_under_the_job_is_a_storage_error(line: str) -> None:
@@ -557,6 +580,12 @@ def test_a_kernel_missing_for_an_amd_gpu_is_the_jobs_build() -> None:
         # a c10d store client that never reached the store (under Ray's prefix)
         "(RayTrainWorker pid=77, ip=10.0.0.8) [E101 00:00:00.000000000 socket.cpp:1011] [c10d] The"
         " client socket has timed out after 600000ms while trying to connect to (10.0.0.2, 29500).",
+        # a task's own coordination agent gone into error (XLA's distributed client)
+        "E0707 08:08:08.080808 31337 client.cc:96] Coordination service agent in error status:"
+        " UNAVAILABLE: Failed to send RPC to coordination service. Either the leader task died or"
+        " the network is down.",
+        "2025-02-02 02:02:02.000002: E external/xla/xla/pjrt/distributed/client.cc:58]"
+        " Coordination service agent in error status: ABORTED: Shutdown barrier has failed.",
     ],
 )
 def test_a_peer_that_stopped_answering_is_a_collective_symptom(text: str) -> None:
@@ -666,6 +695,11 @@ Container rank 3 status failed cmd ['/usr/bin/python', '-u', 'train.py', '--flee
         " prematurely, perhaps due to an on-device check-failure. Node 3 halted unexpectedly",
         # DeepSpeed's fused kernels' GEMM failing to execute
         "!!!! kernel execution error. (m: 4096, n: 2048, k: 1024, error: 13)",
+        # a failed glog check of a cuDNN or cuBLAS status by number (4 and 14: INTERNAL_ERROR)
+        "F0101 00:00:00.000000 812 cuda_dnn.cc:534] Check failed: status =="
+        " CUDNN_STATUS_SUCCESS (4 vs. 0)Failed to set cuDNN stream.",
+        "F1203 11:22:33.444444 99 gemm.cc:77] Check failed: CUBLAS_STATUS_SUCCESS == ret"
+        " (0 vs. 14)",
     ],
 )
 def test_an_accelerator_runtime_fault_in_other_stacks_words_is_a_cuda_error(line: str) -> None:
@@ -818,3 +852,62 @@ nodeB:3301:3412 [1] misc/ibvwrap.cc:230 NCCL WARN Call to ibv_create_qp failed
     assert d.fault_class is FaultClass.NETWORK_FABRIC, d.summary
     assert d.culprit_hosts == ["nodeB"]
     assert d.culprit_ranks == [5]
+
+
+# -- validation-frameworks-13's families ---------------------------------------------------
+
+
+def test_the_failure_behind_a_coordination_agent_in_error_decides() -> None:
+    d = diag("""
+jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 8589934592 bytes.
+E0707 08:08:09.000000 31337 client.cc:96] Coordination service agent in error status: CANCELLED: Task was cancelled
+""")
+    assert d.fault_class is FaultClass.MEMORY_DEVICE_OOM, d.summary
+
+
+def test_a_failed_check_of_a_cudnn_status_that_is_alloc_failed_is_a_weak_device_oom() -> None:
+    d = diag(
+        "F tensorflow/stream_executor/cuda/cuda_dnn.cc:194] Check failed: status =="
+        " CUDNN_STATUS_SUCCESS (2 vs. 0)Failed to set cuDNN stream."
+    )
+    assert d.fault_class is FaultClass.MEMORY_DEVICE_OOM, d.summary
+    assert d.action is RecoveryAction.RESTART  # a number alone is too weak to stop the job
+
+
+def test_a_failed_check_of_a_cudnn_status_that_is_a_bad_parameter_is_no_device_fault() -> None:
+    d = diag(
+        "F cuda_dnn.cc:2101] Check failed: status == CUDNN_STATUS_SUCCESS (3 vs. 0)"
+        "Failed to set cuDNN stream."
+    )
+    assert d.fault_class not in {FaultClass.CUDA_ERROR, FaultClass.MEMORY_DEVICE_OOM}, d.summary
+
+
+HOROVOD_STALL_WARNING = (
+    "WARNING: One or more tensors were submitted to be reduced, gathered or broadcasted by subset"
+    " of ranks and are waiting for remainder of ranks for more than 60 seconds. Stalled ops: "
+)
+
+
+@pytest.mark.parametrize(
+    ("stalled_ops", "ranks"),
+    [
+        # one rank left the others' sequence: it is missing from most of the stalled tensors
+        (
+            "HorovodAllreduce_loss_0 [ready ranks: 0, 1, 3], HorovodAllreduce_w1_0 [ready ranks:"
+            " 1, 3, 0], HorovodAllreduce_w2_0 [ready ranks: 2], HorovodAllreduce_w3_0 [ready"
+            " ranks: 3, 1, 0]",
+            [2],
+        ),
+        # every tensor waits on the same rank, below the highest ready one
+        (
+            "allreduce.fc.weight [ready ranks: 3, 1, 2], allreduce.fc.bias [ready ranks: 1, 2, 3]",
+            [0],
+        ),
+    ],
+)
+def test_horovods_one_line_stall_report_names_the_ranks_missing_from_most_tensors(
+    stalled_ops: str, ranks: list[int]
+) -> None:
+    d = diag(HOROVOD_STALL_WARNING + stalled_ops)
+    assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT, d.summary
+    assert d.culprit_ranks == ranks
