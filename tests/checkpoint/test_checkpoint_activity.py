@@ -16,7 +16,7 @@ from support.checkpoint_attacks import HelperProcesses, Victim, hostile_payloads
 from temporalio.testing import ActivityEnvironment
 
 from checkpoint.factory import make_dcp
-from resurrect.activities.steps import verify_checkpoint
+from resurrect.activities.checkpoint_step import verify_checkpoint
 from resurrect.checkpoint import MANIFEST_NAME
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import JobInfo, JobPolicy, JobState, StepResult

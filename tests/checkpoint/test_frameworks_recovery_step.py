@@ -11,7 +11,7 @@ import pytest
 
 from checkpoint.factory import truncate
 from checkpoint.test_frameworks import LAYOUTS, copy_fixture, what_the_framework_loads
-from resurrect.activities.steps import verify_checkpoint
+from resurrect.activities.checkpoint_step import verify_checkpoint
 from resurrect.contracts import JobPolicy, StepInput
 from resurrect.testing.steps import make_step_input, run_step
 

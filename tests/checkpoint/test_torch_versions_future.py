@@ -222,7 +222,7 @@ async def test_a_recovery_is_not_stopped_for_a_checkpoint_it_cannot_judge(root: 
 
     from temporalio.testing import ActivityEnvironment
 
-    from resurrect.activities.steps import verify_checkpoint
+    from resurrect.activities.checkpoint_step import verify_checkpoint
     from resurrect.config import ResurrectConfig
     from resurrect.contracts import JobInfo, JobPolicy, JobState, StepResult
     from resurrect.steps.runtime import StepRuntime, make_activity
