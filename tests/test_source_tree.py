@@ -112,3 +112,18 @@ def test_the_wheel_installs_each_folder_as_resurrect_name_and_nothing_else(tmp_p
         for source in (REPO / name).rglob("*.py"):
             assert f"resurrect/{source.relative_to(REPO).as_posix()}" in names
     assert any(n.startswith("resurrect/rules/packs/") and n.endswith(".yaml") for n in names)
+
+
+#: The most lines a product module may have: past it, a module holds more than one job.
+MAX_MODULE_LINES = 600
+
+
+def test_no_product_module_is_longer_than_600_lines() -> None:
+    folders = [REPO / "resurrect", *(REPO / name for name in TOP_LEVEL_SUBPACKAGES)]
+    lengths = {
+        str(path.relative_to(REPO)): len(path.read_text().splitlines())
+        for folder in folders
+        for path in folder.rglob("*.py")
+    }
+    assert lengths, folders
+    assert {path: n for path, n in lengths.items() if n > MAX_MODULE_LINES} == {}
