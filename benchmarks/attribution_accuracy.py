@@ -59,6 +59,7 @@ PARTS = (
     "validation-frameworks-11",
     "validation-frameworks-12",
     "validation-frameworks-13",
+    "validation-frameworks-14",
 )
 
 

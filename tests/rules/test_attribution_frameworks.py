@@ -586,12 +586,89 @@ def test_a_kernel_missing_for_an_amd_gpu_is_the_jobs_build() -> None:
         " the network is down.",
         "2025-02-02 02:02:02.000002: E external/xla/xla/pjrt/distributed/client.cc:58]"
         " Coordination service agent in error status: ABORTED: Shutdown barrier has failed.",
+        # gloo's key-value store giving up on keys other ranks never wrote, then the abort of the
+        # uncaught exception (the timeout, not a crash): PyTorch's bundled gloo under mpirun tags
+        # and Horovod's HTTP store under its gloo launcher's tags
+        "[1,5]<stderr>:terminate called after throwing an instance of 'gloo::IoException'\n"
+        "[1,5]<stderr>:  what():  [../third_party/gloo/gloo/rendezvous/file_store.cc:130] Wait"
+        " timeout for key(s): [rank_7]\n"
+        "[1,5]<stderr>:*** Received signal 6 ***",
+        "[3]<stderr>:terminate called after throwing an instance of 'gloo::IoException'\n"
+        "[3]<stderr>:  what():  [/tmp/pip-req/horovod/common/gloo/http_store.cc:57] Wait timeout"
+        " after 240 seconds for key(s): 12. You may want to increase the timeout via"
+        " HOROVOD_GLOO_TIMEOUT_SECONDS\n"
+        "[3]<stderr>:Aborted (core dumped)",
+        # TensorFlow's gRPC master client that cannot reach the TPU worker it drives
+        "2021-04-16 06:05:53.861300: W   41468 tensorflow/core/distributed_runtime/rpc/"
+        'grpc_remote_master.cc:159] RPC failed with status = "Unavailable: Socket closed" and'
+        ' grpc_error_string = "{}", maybe retrying the RPC',
     ],
 )
 def test_a_peer_that_stopped_answering_is_a_collective_symptom(text: str) -> None:
     d = diag(text)
     assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT, d.summary
     assert d.action is not RecoveryAction.DRAIN_AND_RESTART
+
+
+@pytest.mark.parametrize(
+    ("text", "hosts"),
+    [
+        # a TensorFlow parameter server's RecvTensor finding the worker's devices renewed
+        (
+            "INFO:tensorflow:An error was raised. This may be due to a preemption in a connected"
+            " worker or parameter server. Error: From /job:ps/replica:0/task:0:\n"
+            "RecvTensor expects a different device incarnation: 8812 vs. 9912. Your worker job"
+            ' ("/job:worker/replica:0/task:2") was probably restarted. Check your worker job for'
+            " the reason why it was restarted.",
+            [],
+        ),
+        # MultiWorkerMirroredStrategy's collective group: a member came back with new devices
+        (
+            "tensorflow.python.framework.errors_impl.FailedPreconditionError: Device"
+            " /job:worker/replica:0/task:3/device:GPU:0 current incarnation doesn't match with one"
+            " in the group. This usually means this worker has restarted but the collective leader"
+            " hasn't, or this worker connects to a wrong cluster.",
+            [],
+        ),
+        # TF eager's remote context gone from the worker that was holding it
+        (
+            "tensorflow.python.framework.errors_impl.AbortedError: Unable to find a context_id"
+            " matching the specified one (9123374478219). Perhaps the worker was restarted, or the"
+            " context was GC'd?",
+            [],
+        ),
+        # the gRPC master that lost the session the client still uses
+        (
+            "tensorflow.python.framework.errors_impl.AbortedError: Session 4c1f2e3a is not found."
+            " Possibly, this master has restarted.",
+            [],
+        ),
+        # Ray's GCS destroying the actors owned by workers on a node that died
+        (
+            "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this"
+            " task.\n"
+            "The actor is dead because its owner has died. Owner Id: 03000000ffffffff Owner Ip"
+            " address: 10.4.0.21 Owner worker exit type: SYSTEM_ERROR Worker exit detail: Owner's"
+            " node has crashed.",
+            ["10.4.0.21"],
+        ),
+    ],
+)
+def test_a_peer_task_that_restarted_or_a_node_its_manager_lost_is_a_lost_node(
+    text: str, hosts: list[str]
+) -> None:
+    d = diag(text)
+    assert d.fault_class is FaultClass.NODE_LOST, d.summary
+    assert d.culprit_hosts == hosts
+
+
+def test_a_ray_owner_that_exited_on_purpose_is_no_lost_node() -> None:
+    d = diag(
+        "The actor is dead because its owner has died. Owner Id: 03000000ffffffff Owner Ip"
+        " address: 10.4.0.21 Owner worker exit type: INTENDED_USER_EXIT Worker exit detail:"
+        " Owner's worker process has exited."
+    )
+    assert d.fault_class is not FaultClass.NODE_LOST, d.summary
 
 
 def test_an_hccl_call_failing_on_a_timeout_is_no_application_error() -> None:
@@ -603,11 +680,23 @@ def test_an_hccl_call_failing_on_a_timeout_is_no_application_error() -> None:
     assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT, d.summary
 
 
-def test_a_root_cause_beats_the_grpc_symptom_of_the_peer_it_killed() -> None:
-    d = diag("""
-[worker 1] tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with shape[512,4096] and type float on /job:worker/replica:0/task:1/device:GPU:0 by allocator GPU_0_bfc
-[worker 0] tensorflow.python.framework.errors_impl.UnavailableError: failed to connect to all addresses
-""")
+@pytest.mark.parametrize(
+    "symptom",
+    [
+        # the survivor cannot reach the peer any more
+        "[worker 0] tensorflow.python.framework.errors_impl.UnavailableError: failed to connect to"
+        " all addresses",
+        # the peer came back with new devices (its restart after the OOM)
+        "[ps 0] RecvTensor expects a different device incarnation: 8812 vs. 9912. Your worker job"
+        ' ("/job:worker/replica:0/task:1") was probably restarted.',
+    ],
+)
+def test_a_root_cause_beats_the_symptom_the_peer_it_killed_leaves(symptom: str) -> None:
+    d = diag(
+        "[worker 1] tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when"
+        " allocating tensor with shape[512,4096] and type float on"
+        " /job:worker/replica:0/task:1/device:GPU:0 by allocator GPU_0_bfc\n" + symptom
+    )
     assert d.fault_class is FaultClass.MEMORY_DEVICE_OOM, d.summary
 
 
