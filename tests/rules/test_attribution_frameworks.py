@@ -103,6 +103,36 @@ def test_the_allocator_names_the_device_that_ran_out(line: str, gpu: str) -> Non
     assert d.culprit_gpus == [gpu]
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        # Intel GPUs: Level Zero, oneAPI's unified runtime, SYCL's plugin interface
+        "RuntimeError: level_zero backend failed with error: 40 (UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY)",
+        "[rank3]: RuntimeError: Native API failed. Native API returns: -6 (PI_ERROR_OUT_OF_DEVICE_MEMORY)",
+        "ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY while allocating the all-gather buffer",
+        # "not enough" / "insufficient" device memory, with the device named either way round
+        "paddle.fluid.core_avx.EnforceNotMet: Insufficient GPU memory to allocation. at"
+        " [/paddle/paddle/fluid/platform/gpu_info.cc:262]",
+        "RuntimeError: not enough memory to allocate 3.50 GiB on cuda:2 (0.41 GiB free)",
+        "RuntimeError: insufficient device memory for the optimizer states: 12.0 GiB needed, 3.1"
+        " GiB free",
+    ],
+)
+def test_a_device_allocation_failure_in_generic_words_is_a_device_oom(line: str) -> None:
+    # the mechanism tier's reading: the class is named, the evidence too weak to stop the job
+    d = diag(line)
+    assert d.fault_class is FaultClass.MEMORY_DEVICE_OOM, d.summary
+    assert not d.culprit_hosts
+
+
+def test_the_cpu_allocator_running_short_is_the_host_not_the_device() -> None:
+    d = diag(
+        "RuntimeError: [enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: not enough"
+        " memory: you tried to allocate 68719476736 bytes."
+    )
+    assert d.fault_class is FaultClass.MEMORY_HOST_OOM, d.summary
+
+
 def test_a_tensorflow_tensor_on_the_host_cpu_is_a_host_oom() -> None:
     d = diag(
         "Resource exhausted: OOM when allocating tensor with shape[6040,32] and type float"
@@ -159,6 +189,11 @@ def test_a_scoped_vmem_overflow_on_tpu_is_no_device_oom() -> None:
         "tensorflow.python.framework.errors_impl.ResourceExhaustedError:"
         " /nfs/exp/ckpt/model.ckpt-500.data-00000-of-00001.tempstate99",
         "ResourceExhaustedError: C:\\runs\\exp3\\model.ckpt-40.tempstate1234",
+        # Azure Blob / Data Lake through azure-core: a 500 or 503 error code, or no answer at all
+        "azure.core.exceptions.HttpResponseError: (OperationTimedOut) Operation could not be"
+        " completed within the specified time.",
+        "azure.core.exceptions.ServiceResponseError: ('Connection aborted.', ConnectionResetError(104,"
+        " 'Connection reset by peer')) PUT https://trainacct.blob.core.windows.net/runs/r7/ckpt-900.pt",
     ],
 )
 def test_a_mount_or_object_store_failing_under_the_job_is_a_storage_error(line: str) -> None:
@@ -173,6 +208,10 @@ def test_a_mount_or_object_store_failing_under_the_job_is_a_storage_error(line: 
         "botocore.exceptions.ClientError: An error occurred (AccessDenied) when calling the"
         " PutObject operation: Access Denied",
         "zmq.error.ZMQError: Transport endpoint is not connected",
+        "azure.core.exceptions.HttpResponseError: (AuthenticationFailed) Server failed to"
+        " authenticate the request.",
+        "azure.core.exceptions.ServiceRequestError: Cannot connect to host"
+        " login.microsoftonline.com:443",
     ],
 )
 def test_a_refused_credential_or_a_socket_is_no_storage_failure(line: str) -> None:
@@ -209,6 +248,54 @@ def test_a_keras_checkpoint_into_a_missing_directory_is_an_app_error() -> None:
 
 
 # -- a shell's job-control words -----------------------------------------------------------
+
+
+RAY_WORKER_EXIT_SUSPECTS = (
+    "(raylet) A worker died or was killed while executing a task by an unexpected system error."
+    " To troubleshoot the problem, check the logs for the dead worker. Worker exit type:"
+    " SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2."
+    " End of file. There are some potential root causes. (1) The process is killed by SIGKILL by"
+    " OOM killer due to high memory usage. (2) ray stop --force is called. (3) The worker is"
+    " crashed unexpectedly due to SIGSEGV or other unexpected errors."
+)
+
+
+def test_rays_list_of_suspects_for_a_dead_worker_alone_is_a_weak_host_oom() -> None:
+    d = diag(RAY_WORKER_EXIT_SUSPECTS)
+    assert d.fault_class is FaultClass.MEMORY_HOST_OOM, d.summary
+    assert d.action is RecoveryAction.RESTART
+
+
+@pytest.mark.parametrize(
+    ("cause", "fault_class"),
+    [
+        ("(TrainWorker pid=4411) Fatal Python error: Segmentation fault", FaultClass.PROCESS_CRASH),
+        (
+            "(RayTrainWorker pid=912) *** SIGBUS received at time=1714000000 on cpu 3 ***",
+            FaultClass.PROCESS_CRASH,
+        ),
+        (
+            "(RayTrainWorker pid=912) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate"
+            " 1.00 GiB",
+            FaultClass.MEMORY_DEVICE_OOM,
+        ),
+    ],
+)
+def test_a_cause_the_log_shows_beats_rays_list_of_suspects(
+    cause: str, fault_class: FaultClass
+) -> None:
+    d = diag(f"{cause}\n{RAY_WORKER_EXIT_SUSPECTS}")
+    assert d.fault_class is fault_class, d.summary
+
+
+def test_rays_memory_monitor_killing_the_worker_is_a_host_oom_over_a_crash_it_caused() -> None:
+    d = diag(
+        "Memory on the node (IP: 10.2.0.8, ID: 51c0) where the task (task ID: 77, name=fit,"
+        " pid=3120) was running was 123.40GB / 128.00GB (0.964; threshold 0.95). Ray killed this"
+        " worker (ID: 9e1f) because it was the most recently scheduled task\n"
+        f"{RAY_WORKER_EXIT_SUSPECTS}"
+    )
+    assert d.fault_class is FaultClass.MEMORY_HOST_OOM, d.summary
 
 
 def test_a_shell_job_table_killed_line_is_a_weak_host_oom() -> None:
@@ -580,6 +667,12 @@ def test_a_kernel_missing_for_an_amd_gpu_is_the_jobs_build() -> None:
         # a c10d store client that never reached the store (under Ray's prefix)
         "(RayTrainWorker pid=77, ip=10.0.0.8) [E101 00:00:00.000000000 socket.cpp:1011] [c10d] The"
         " client socket has timed out after 600000ms while trying to connect to (10.0.0.2, 29500).",
+        # the same store client where the release prints the timeout in seconds, bare or raised
+        # as DistNetworkError (a rendezvous that timed out, not a broken link)
+        "[E ../torch/csrc/distributed/c10d/socket.cpp:922] [c10d] The client socket has timed out"
+        " after 1800s while trying to connect to (trn-04.cluster, 29400).",
+        "[rank7]: torch.distributed.DistNetworkError: The client socket has timed out after 300s"
+        " while trying to connect to (172.16.0.11, 23456).",
         # a task's own coordination agent gone into error (XLA's distributed client)
         "E0707 08:08:08.080808 31337 client.cc:96] Coordination service agent in error status:"
         " UNAVAILABLE: Failed to send RPC to coordination service. Either the leader task died or"
