@@ -60,6 +60,7 @@ PARTS = (
     "validation-frameworks-12",
     "validation-frameworks-13",
     "validation-frameworks-14",
+    "validation-frameworks-15",
 )
 
 
