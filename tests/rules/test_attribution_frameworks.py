@@ -20,64 +20,57 @@ def diag(text: str) -> Diagnosis:
 # -- device OOM in every stack's words -----------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "line",
-    [
-        # TensorFlow's op kernel, then the Python exception of TF 2
-        "2023-05-02 10:11:12.000001: W tensorflow/core/framework/op_kernel.cc:1830] OP_REQUIRES"
-        " failed at conv_ops.cc:684 : RESOURCE_EXHAUSTED: OOM when allocating tensor with"
-        " shape[64,256,56,56] and type float on /job:localhost/replica:0/task:0/device:GPU:3"
-        " by allocator GPU_3_bfc",
-        "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating"
-        " tensor with shape[32,1024,1024] and type half",
-        # XLA on GPU (jaxlib) and on TPU
-        "jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate"
-        " 17179869184 bytes.",
-        "E0101 00:00:00.000 1 pjrt_stream_executor_client.cc:2985] Execution of replica 3 failed:"
-        " RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in memory space"
-        " hbm. Used 35.83G of 31.25G hbm. Exceeded hbm capacity by 4.59G.",
-        "RuntimeError: Bad StatusOr access: RESOURCE_EXHAUSTED: Attempting to reserve 2.10G at"
-        " the bottom of memory. That was not possible. There are 1.02G free, 0B reserved, and"
-        " 1.02G reservable.",
-        # PaddlePaddle (newer place wording), MindSpore, ROCm
-        "ResourceExhaustedError: Out of memory error on gpu:1. Cannot allocate 3.0GB memory on"
-        " gpu:1, available memory is only 120.5MB.",
-        "RuntimeError: Device(id:2) memory isn't enough and alloc failed, kernel name:"
-        " Default/network/MatMul-op12, alloc size: 1073741824B.",
-        "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total"
-        " capacity of 191.98 GiB",
-        "RuntimeError: HIP error: hipErrorOutOfMemory",
-        # PyTorch's caching allocator on devices other than CUDA
-        "torch.OutOfMemoryError: XPU out of memory. Tried to allocate 2.00 GiB (GPU 0; 47.98 GiB"
-        " total capacity; 45.01 GiB already allocated)",
-        "RuntimeError: MLU out of memory. Tried to allocate 1.00 GiB (MLU 1; 31.99 GiB total"
-        " capacity; 30.70 GiB already allocated)",
-        # CANN: an NPU allocation that failed, under MindSpore or torch_npu
-        "RuntimeError: Call aclrtMalloc failed, ret: 207001",
-        # TensorFlow's eager op that could not allocate its output
-        "tensorflow.python.framework.errors_impl.ResourceExhaustedError: failed to allocate"
-        " memory [Op:Mul]",
-        # NCCL's driver-API check puts the driver's error code before the message
-        "n17:3301:3342 [2] include/alloc.h:103 NCCL WARN Cuda failure 2 'out of memory'",
-        # PaddlePaddle Fluid's allocator check (PADDLE_ENFORCE_LE in gpu_info.cc)
-        "paddle.fluid.core_avx.EnforceNotMet: enforce allocating <= available failed,"
-        " 4294967296 > 2147483648",
-        # MindSpore's graph scheduler, its kernel runtime, its Ascend memory adapter
-        "RuntimeError: Malloc for kernel output failed, Memory isn't enough,"
-        " node:Default/network-TrainOneStepCell/MatMul-op3",
-        "RuntimeError: Malloc for kernel output failed, node:Default/Add-op9",
-        "RuntimeError: Device memory isn't enough and alloc failed, alloc size:536870912",
-        "ValueError: Malloc device memory failed, size[4294967296], ret[207001], Device 3 may be"
-        " other processes occupying this card",
-        # an XLA:TPU program that never fits one of the chip's memory spaces
-        "RuntimeError: Bad StatusOr access: RESOURCE_EXHAUSTED: XLA:TPU compile permanent error."
-        " Ran out of memory in memory space smem. Used 16.02K of 16.00K smem.",
-    ],
-)
-def test_device_oom_in_each_frameworks_words_stops_the_job(line: str) -> None:
-    d = diag(line)
-    assert d.fault_class is FaultClass.MEMORY_DEVICE_OOM, d.summary
-    assert d.action is RecoveryAction.STOP
+DEVICE_OOM_IN_EACH_FRAMEWORKS_WORDS = [
+    # TensorFlow's op kernel, then the Python exception of TF 2
+    "2023-05-02 10:11:12.000001: W tensorflow/core/framework/op_kernel.cc:1830] OP_REQUIRES"
+    " failed at conv_ops.cc:684 : RESOURCE_EXHAUSTED: OOM when allocating tensor with"
+    " shape[64,256,56,56] and type float on /job:localhost/replica:0/task:0/device:GPU:3"
+    " by allocator GPU_3_bfc",
+    "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating"
+    " tensor with shape[32,1024,1024] and type half",
+    # XLA on GPU (jaxlib) and on TPU
+    "jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate"
+    " 17179869184 bytes.",
+    "E0101 00:00:00.000 1 pjrt_stream_executor_client.cc:2985] Execution of replica 3 failed:"
+    " RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in memory space"
+    " hbm. Used 35.83G of 31.25G hbm. Exceeded hbm capacity by 4.59G.",
+    "RuntimeError: Bad StatusOr access: RESOURCE_EXHAUSTED: Attempting to reserve 2.10G at"
+    " the bottom of memory. That was not possible. There are 1.02G free, 0B reserved, and"
+    " 1.02G reservable.",
+    # PaddlePaddle (newer place wording), MindSpore, ROCm
+    "ResourceExhaustedError: Out of memory error on gpu:1. Cannot allocate 3.0GB memory on"
+    " gpu:1, available memory is only 120.5MB.",
+    "RuntimeError: Device(id:2) memory isn't enough and alloc failed, kernel name:"
+    " Default/network/MatMul-op12, alloc size: 1073741824B.",
+    "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total"
+    " capacity of 191.98 GiB",
+    "RuntimeError: HIP error: hipErrorOutOfMemory",
+    # PyTorch's caching allocator on devices other than CUDA
+    "torch.OutOfMemoryError: XPU out of memory. Tried to allocate 2.00 GiB (GPU 0; 47.98 GiB"
+    " total capacity; 45.01 GiB already allocated)",
+    "RuntimeError: MLU out of memory. Tried to allocate 1.00 GiB (MLU 1; 31.99 GiB total"
+    " capacity; 30.70 GiB already allocated)",
+    # CANN: an NPU allocation that failed, under MindSpore or torch_npu
+    "RuntimeError: Call aclrtMalloc failed, ret: 207001",
+    # TensorFlow's eager op that could not allocate its output
+    "tensorflow.python.framework.errors_impl.ResourceExhaustedError: failed to allocate"
+    " memory [Op:Mul]",
+    # NCCL's driver-API check puts the driver's error code before the message
+    "n17:3301:3342 [2] include/alloc.h:103 NCCL WARN Cuda failure 2 'out of memory'",
+    # PaddlePaddle Fluid's allocator check (PADDLE_ENFORCE_LE in gpu_info.cc)
+    "paddle.fluid.core_avx.EnforceNotMet: enforce allocating <= available failed,"
+    " 4294967296 > 2147483648",
+    # MindSpore's graph scheduler, its kernel runtime, its Ascend memory adapter
+    "RuntimeError: Malloc for kernel output failed, Memory isn't enough,"
+    " node:Default/network-TrainOneStepCell/MatMul-op3",
+    "RuntimeError: Malloc for kernel output failed, node:Default/Add-op9",
+    "RuntimeError: Device memory isn't enough and alloc failed, alloc size:536870912",
+    "ValueError: Malloc device memory failed, size[4294967296], ret[207001], Device 3 may be"
+    " other processes occupying this card",
+    # an XLA:TPU program that never fits one of the chip's memory spaces
+    "RuntimeError: Bad StatusOr access: RESOURCE_EXHAUSTED: XLA:TPU compile permanent error."
+    " Ran out of memory in memory space smem. Used 16.02K of 16.00K smem.",
+]
 
 
 @pytest.mark.parametrize(
@@ -103,26 +96,34 @@ def test_the_allocator_names_the_device_that_ran_out(line: str, gpu: str) -> Non
     assert d.culprit_gpus == [gpu]
 
 
+DEVICE_ALLOC_FAILURE_IN_GENERIC_WORDS = [
+    # Intel GPUs: Level Zero, oneAPI's unified runtime, SYCL's plugin interface
+    "RuntimeError: level_zero backend failed with error: 40 (UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY)",
+    "[rank3]: RuntimeError: Native API failed. Native API returns: -6 (PI_ERROR_OUT_OF_DEVICE_MEMORY)",
+    "ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY while allocating the all-gather buffer",
+    # "not enough" / "insufficient" device memory, with the device named either way round
+    "paddle.fluid.core_avx.EnforceNotMet: Insufficient GPU memory to allocation. at"
+    " [/paddle/paddle/fluid/platform/gpu_info.cc:262]",
+    "RuntimeError: not enough memory to allocate 3.50 GiB on cuda:2 (0.41 GiB free)",
+    "RuntimeError: insufficient device memory for the optimizer states: 12.0 GiB needed, 3.1"
+    " GiB free",
+]
+
+
 @pytest.mark.parametrize(
-    "line",
+    ("line", "action"),
     [
-        # Intel GPUs: Level Zero, oneAPI's unified runtime, SYCL's plugin interface
-        "RuntimeError: level_zero backend failed with error: 40 (UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY)",
-        "[rank3]: RuntimeError: Native API failed. Native API returns: -6 (PI_ERROR_OUT_OF_DEVICE_MEMORY)",
-        "ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY while allocating the all-gather buffer",
-        # "not enough" / "insufficient" device memory, with the device named either way round
-        "paddle.fluid.core_avx.EnforceNotMet: Insufficient GPU memory to allocation. at"
-        " [/paddle/paddle/fluid/platform/gpu_info.cc:262]",
-        "RuntimeError: not enough memory to allocate 3.50 GiB on cuda:2 (0.41 GiB free)",
-        "RuntimeError: insufficient device memory for the optimizer states: 12.0 GiB needed, 3.1"
-        " GiB free",
+        *((line, RecoveryAction.STOP) for line in DEVICE_OOM_IN_EACH_FRAMEWORKS_WORDS),
+        # the mechanism tier's reading: the class is named, the evidence too weak to stop the job
+        *((line, RecoveryAction.RESTART) for line in DEVICE_ALLOC_FAILURE_IN_GENERIC_WORDS),
     ],
 )
-def test_a_device_allocation_failure_in_generic_words_is_a_device_oom(line: str) -> None:
-    # the mechanism tier's reading: the class is named, the evidence too weak to stop the job
+def test_device_oom_in_each_frameworks_words_stops_the_job_unless_only_generic(
+    line: str, action: RecoveryAction
+) -> None:
     d = diag(line)
     assert d.fault_class is FaultClass.MEMORY_DEVICE_OOM, d.summary
-    assert not d.culprit_hosts
+    assert d.action is action
 
 
 def test_the_cpu_allocator_running_short_is_the_host_not_the_device() -> None:
