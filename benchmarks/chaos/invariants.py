@@ -239,6 +239,9 @@ FOREVER_KINDS = frozenset({"partition_forever"})
 HOST_NODE_KINDS = frozenset(
     {"partition", "partition_one_way", "partition_forever", "host_freeze", "host_crash"}
 )
+# Faults whose node the soak itself, as the operator, resumes once resurrect drained it
+# (soak.repair_later): a drain they caused ends without the repair workflow.
+OPERATOR_REPAIRED_KINDS = NODE_LOSS_KINDS | {"gpu_fatal"}
 
 
 def _successor_started(history: History) -> dict[tuple[str, int], float]:
@@ -310,17 +313,27 @@ class HealedNodesReturnByRepair(Invariant):
     name = "healed_node_returned_by_repair"
     what = (
         "a node drained for a cut link, a frozen or a crashed host leaves its drain only"
-        " through resurrect's repair workflow (its health check passed: a 'returned' event)"
+        " through resurrect's repair workflow (its health check passed: a 'returned' event);"
+        " a drain that a later node loss or GPU fault caused is the soak operator's to end"
     )
 
     def check(self, history: History) -> list[str]:
         found = []
-        host_nodes = {
-            f.node for f in history.faults if f.kind in HOST_NODE_KINDS and f.skipped is None
-        }
+        taken_out = sorted(
+            (
+                f
+                for f in history.faults
+                if f.kind in HOST_NODE_KINDS | OPERATOR_REPAIRED_KINDS and f.skipped is None
+            ),
+            key=lambda f: f.at,
+        )
         samples = sorted(history.samples, key=lambda s: s.at)
         for node, first_seen, _ in _drain_episodes(samples):
-            if node not in host_nodes:
+            # the drain's cause: the last fault that took the node out before it was seen
+            cause = next(
+                (f for f in reversed(taken_out) if f.node == node and f.at <= first_seen), None
+            )
+            if cause is None or cause.kind not in HOST_NODE_KINDS:
                 continue
             ended = next(
                 (s.at for s in samples if s.at > first_seen and node not in s.drained), None

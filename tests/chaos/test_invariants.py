@@ -17,6 +17,7 @@ from benchmarks.chaos.invariants import (
     INVARIANTS,
     DrainBudgetKept,
     GoodputAddsUp,
+    HealedNodesReturnByRepair,
     NoFalseDrain,
     NoJobLeftHeld,
     NotOptedInUntouched,
@@ -210,6 +211,41 @@ def test_a_drain_of_another_node_than_the_faulted_one_is_false() -> None:
 
 
 # ---------------------------------------------------------------- drain budget
+# ------------------------------------------------------- healed nodes return by repair
+def test_a_crashed_hosts_drain_ended_by_the_repair_workflow_is_kept() -> None:
+    h = history(
+        faults=[fault("host_crash", 10.0, node="node2")],
+        samples=[sample(20.0, {"node2": "resurrect: node.lost"}), sample(40.0)],
+        returned_by_repair={"node2": [35.0]},
+    )
+    assert HealedNodesReturnByRepair().check(h) == []
+
+
+def test_a_crashed_hosts_drain_ended_without_the_repair_workflow_is_a_violation() -> None:
+    h = history(
+        faults=[fault("host_crash", 10.0, node="node2")],
+        samples=[sample(20.0, {"node2": "resurrect: node.lost"}), sample(40.0)],
+    )
+    [found] = HealedNodesReturnByRepair().check(h)
+    assert found.startswith("node node2 drained at 20.0 was back in service at 40.0")
+
+
+def test_a_drain_a_later_node_loss_caused_is_the_soak_operators_to_end() -> None:
+    """The node crashed as a host once; its next drain is for a node loss, which the soak
+    resumes itself (its operator), not the repair workflow."""
+    h = history(
+        faults=[fault("host_crash", 10.0, node="node2"), fault("node_loss", 100.0, node="node2")],
+        samples=[
+            sample(20.0, {"node2": "resurrect: node.lost"}),
+            sample(40.0),  # returned by the repair workflow
+            sample(120.0, {"node2": "resurrect: node.lost"}),
+            sample(140.0),  # resumed by the soak's operator
+        ],
+        returned_by_repair={"node2": [35.0]},
+    )
+    assert HealedNodesReturnByRepair().check(h) == []
+
+
 def test_drains_within_the_budget_are_kept_and_one_more_is_a_violation() -> None:
     within = sample(1.0, {"node1": "r", "node2": "r"})
     over = sample(2.0, {"node1": "r", "node2": "r", "node3": "r"})
