@@ -101,12 +101,20 @@ SCORES_CEILING = 4.0
 
 
 def grows(small: dict[str, float], large: dict[str, float]) -> dict[str, tuple[float, float]]:
-    """The figures of ``large`` above ``small``'s by more than a poll's jitter."""
-    return {
-        name: (small.get(name, 0.0), value)
-        for name, value in large.items()
-        if value > small.get(name, 0.0) * 1.25 + 0.5
-    }
+    """The figures of ``large`` above ``small``'s by more than a poll's jitter. Request bytes
+    grow only when they grow both per recovery and per call: a poll more under load adds a
+    call's bytes to a recovery but none to a call, reservations batched in a burst put more
+    into a call but less into a recovery; a request that carries the fleet grows both."""
+
+    def above(name: str) -> bool:
+        return large.get(name, 0.0) > small.get(name, 0.0) * 1.25 + 0.5
+
+    grown = {name: (small.get(name, 0.0), value) for name, value in large.items() if above(name)}
+    for name in [n for n in grown if n.endswith(" bytes")]:
+        del grown[name]
+        if above(f"{name}/call"):
+            grown[name] = (small.get(name, 0.0), large[name])
+    return {name: pair for name, pair in grown.items() if not name.endswith(" bytes/call")}
 
 
 def enlarge_fleet(
@@ -209,14 +217,8 @@ async def recover(client: Client, config: ResurrectConfig, reports: list[Any]) -
 def per_recovery(
     counts: CallCounts, recoveries: int, kinds: dict[str, str] | Any = None
 ) -> dict[str, float]:
-    """Calls and rows per recovery, and bytes per call: a recovery's request bytes follow
-    its calls (a poll more under load is a call more, in bytes too, and its count has the
-    slack of :func:`grows`); what must not grow with the fleet is what one call carries."""
-    figures = {
-        name: value
-        for name, value in counts.per(recoveries, kinds).items()
-        if not name.endswith(" bytes")
-    }
+    """Calls, rows and request bytes per recovery, and request bytes per call."""
+    figures = counts.per(recoveries, kinds)
     figures.update(counts.bytes_per_call(kinds))
     return {name: round(value, 2) for name, value in figures.items()}
 
