@@ -82,9 +82,7 @@ class CallCounts:
     def per(self, recoveries: int, kinds: Mapping[str, str] | None = None) -> dict[str, float]:
         """The calls and request bytes (by kind when ``kinds`` is given), and rows, per
         recovery."""
-        counted, sent = self.calls, self.sent
-        if kinds is not None:
-            counted, sent = _summed(counted, kinds), _summed(sent, kinds)
+        counted, sent = self._calls_and_sent(kinds)
         each = {name: count / recoveries for name, count in counted.items()}
         each.update({f"{name} rows": count / recoveries for name, count in self.rows.items()})
         each.update({f"{name} bytes": count / recoveries for name, count in sent.items()})
@@ -94,10 +92,14 @@ class CallCounts:
         """The request bytes of one call, on average, by name (by kind when ``kinds`` is
         given): what a call carries, whatever the number of calls (a poll more adds calls,
         not bytes to each; a request that carries the fleet grows here)."""
-        counted, sent = self.calls, self.sent
-        if kinds is not None:
-            counted, sent = _summed(counted, kinds), _summed(sent, kinds)
+        counted, sent = self._calls_and_sent(kinds)
         return {f"{name} bytes/call": size / counted[name] for name, size in sent.items()}
+
+    def _calls_and_sent(self, kinds: Mapping[str, str] | None) -> tuple[Counter[str], Counter[str]]:
+        """Calls and request bytes by name, or summed by kind when ``kinds`` is given."""
+        if kinds is None:
+            return self.calls, self.sent
+        return _summed(self.calls, kinds), _summed(self.sent, kinds)
 
     def clear(self) -> None:
         self.calls.clear()

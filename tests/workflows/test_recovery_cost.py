@@ -8,9 +8,9 @@ one in a fleet of 2N nodes and 2N jobs.
 Each burst runs on the real dev server with the real worker (its own client, every RPC
 counted by kind: workflow queries, history fetches, visibility lists and counts, signals,
 starts, updates, describes, and the bytes one call of each kind sent) and the in-memory
-cluster (its calls counted by method, and the rows its list reads return); the lemon scores the worker computes are counted too (a
-recovery that scored every node on record would cost CPU in the fleet's size without a
-single call more). One recovery runs first, alone: what a process reads once and
+cluster (its calls counted by method, and the rows its list reads return); the lemon scores
+the worker computes are counted too (a recovery that scored every node on record would cost
+CPU in the fleet's size without a single call more). One recovery runs first, alone: what a process reads once and
 keeps (the cluster's shape, the drain census, the lemon board, the checkpoint advice's
 cluster rates) is read then, as a running worker has it, and kept through the burst (those
 are read again per interval of time, never per recovery); the counts are of the burst after
@@ -109,12 +109,13 @@ def grows(small: dict[str, float], large: dict[str, float]) -> dict[str, tuple[f
     def above(name: str) -> bool:
         return large.get(name, 0.0) > small.get(name, 0.0) * 1.25 + 0.5
 
-    grown = {name: (small.get(name, 0.0), value) for name, value in large.items() if above(name)}
-    for name in [n for n in grown if n.endswith(" bytes")]:
-        del grown[name]
-        if above(f"{name}/call"):
-            grown[name] = (small.get(name, 0.0), large[name])
-    return {name: pair for name, pair in grown.items() if not name.endswith(" bytes/call")}
+    return {
+        name: (small.get(name, 0.0), value)
+        for name, value in large.items()
+        if not name.endswith(" bytes/call")
+        and above(name)
+        and (not name.endswith(" bytes") or above(f"{name}/call"))
+    }
 
 
 def enlarge_fleet(
