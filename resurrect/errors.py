@@ -113,6 +113,12 @@ class SchedulerUnavailable(SchedulerError):
     """The scheduler did not answer (controller down, timeout). Retrying may help."""
 
 
+class NodeNotRegistered(SchedulerError):
+    """slurmctld does not know the node's state yet (``UNKNOWN``: it has not registered since
+    the controller started). Its state cannot be changed reliably until it has; retrying
+    helps."""
+
+
 class JobNotFound(SchedulerError, NonRetryable):
     """The scheduler has no such job."""
 

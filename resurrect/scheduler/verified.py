@@ -40,6 +40,7 @@ from resurrect.errors import (
     JobCompleting,
     JobNotFound,
     NodeNotFound,
+    NodeNotRegistered,
     SchedulerError,
     SchedulerRefused,
 )
@@ -51,6 +52,9 @@ from resurrect.scheduler.validation import (
     validate_node_name,
     validate_node_names,
 )
+
+# The base state of a node slurmctld has not heard from since it started.
+UNREGISTERED_NODE_STATE = "UNKNOWN"
 
 
 def drain_reason(reason: str) -> str:
@@ -234,7 +238,12 @@ class VerifiedScheduler(SchedulerBase):
         return MutationResult(target=node_name, operation="drain", changed=True, detail=full_reason)
 
     async def resume_node(self, name: str) -> MutationResult:
-        """Resume ``name`` only if resurrect drained it (reason prefix), else SchedulerRefused."""
+        """Resume ``name`` only if resurrect drained it (reason prefix), else SchedulerRefused.
+
+        A node slurmctld has not heard from since it started (state ``UNKNOWN``) is not
+        resumed yet (NodeNotRegistered, retryable): Slurm 22.05 answers such a resume with
+        "Invalid node state specified" after clearing the drain. A refused resume is read
+        back: a node no longer drained was resumed, whatever Slurm answered."""
         node_name = validate_node_name(name)
         node = await self.get_node(node_name)
         if not node.drained:
@@ -249,14 +258,28 @@ class VerifiedScheduler(SchedulerBase):
                 f"node {node_name} was not drained by resurrect (reason {node.reason!r}); "
                 "refusing to resume it"
             )
-        await self._act_resume(node_name)
+        if node.state == UNREGISTERED_NODE_STATE:
+            raise NodeNotRegistered(
+                f"node {node_name} has not registered since slurmctld started"
+                f" ({node.state_text}): resumed once it has"
+            )
+        answer = ""
+        try:
+            await self._act_resume(node_name)
+        except SchedulerRefused as exc:
+            if (await self.get_node(node_name)).drained:
+                raise
+            answer = f"; Slurm answered {exc} but the node is no longer drained"
 
         async def resumed() -> bool:
             return not (await self.get_node(node_name)).drained
 
         await self._wait_for(f"node {node_name} is no longer drained", resumed)
         return MutationResult(
-            target=node_name, operation="resume", changed=True, detail=f"was: {node.reason}"
+            target=node_name,
+            operation="resume",
+            changed=True,
+            detail=f"was: {node.reason}{answer}",
         )
 
     # ------------------------------------------------------------------ job mutations

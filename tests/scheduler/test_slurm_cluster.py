@@ -12,7 +12,13 @@ import pytest
 from support.slurm import LocalSlurm, start_local_slurm, stop_local_slurm
 
 from resurrect.contracts import JobState
-from resurrect.errors import JobNotFound, NodeNotFound, SchedulerRefused, SchedulerUnavailable
+from resurrect.errors import (
+    JobNotFound,
+    NodeNotFound,
+    NodeNotRegistered,
+    SchedulerRefused,
+    SchedulerUnavailable,
+)
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slurm_versions]
@@ -209,6 +215,31 @@ async def test_controller_down_is_unavailable_then_recovers(slurm: LocalSlurm) -
     finally:
         slurm.start_controller()
     assert len(await sched.list_nodes()) == len(slurm.nodes)
+
+
+async def test_a_drained_node_is_resumed_only_once_it_registered_after_a_controller_restart(
+    slurm: LocalSlurm,
+) -> None:
+    """After slurmctld restarts, a node is UNKNOWN until its slurmd registers again (here it
+    is frozen, so it cannot); Slurm 22.05 would clear the drain of such a node on a resume
+    and answer "Invalid node state specified". resurrect leaves it drained until then."""
+    sched = slurm.scheduler()
+    node = slurm.nodes[1]
+    assert (await sched.drain_node(node, "node.lost test")).changed
+    slurm.freeze_node(node)
+    try:
+        slurm.stop_controller()
+        slurm.start_controller()
+        info = await sched.get_node(node)
+        assert (info.state, info.drained) == ("UNKNOWN", True), info.state_text
+        with pytest.raises(NodeNotRegistered):
+            await sched.resume_node(node)
+        assert (await sched.get_node(node)).drained
+    finally:
+        slurm.thaw_node(node)
+    await asyncio.to_thread(slurm.wait_node_state, node, ["IDLE"], 60, 0.2)
+    resumed = await sched.resume_node(node)
+    assert resumed.changed and not (await sched.get_node(node)).drained
 
 
 async def test_frozen_node_goes_down_and_comes_back(slurm: LocalSlurm) -> None:

@@ -12,6 +12,7 @@ from resurrect.contracts import JobInfo, JobState
 from resurrect.errors import (
     JobCompleting,
     NodeNotFound,
+    NodeNotRegistered,
     SchedulerRefused,
 )
 from resurrect.testing import FakeScheduler
@@ -42,6 +43,55 @@ async def test_an_operators_drain_is_never_resumed() -> None:
     with pytest.raises(SchedulerRefused):
         await s.resume_node("node1")
     assert s.calls == [] and s.nodes["node1"].reason == "bad fan (ops)"
+
+
+def drained_by_resurrect(s: FakeScheduler, node: str, state: str) -> None:
+    s.nodes[node] = s.nodes[node].model_copy(
+        update={"state": state, "flags": ["DRAIN"], "reason": "resurrect: node.lost job 7"}
+    )
+
+
+async def test_a_node_not_registered_since_slurmctld_started_is_resumed_only_later() -> None:
+    """Right after slurmctld restarts, a node is UNKNOWN until its slurmd registers; Slurm
+    22.05 clears the drain of such a node on a resume and still answers "Invalid node
+    state specified", so resurrect waits (a retryable error) instead of resuming."""
+    s = FakeScheduler.with_nodes(2)
+    drained_by_resurrect(s, "node1", "UNKNOWN")
+    with pytest.raises(NodeNotRegistered):
+        await s.resume_node("node1")
+    assert s.calls == [] and s.nodes["node1"].drained
+    drained_by_resurrect(s, "node1", "IDLE")
+    assert (await s.resume_node("node1")).changed
+    assert s.calls == [("resume", "node1")] and not s.nodes["node1"].drained
+
+
+class RefusesAfterResuming(FakeScheduler):
+    """Resumes the node, then answers as Slurm 22.05 does for a node whose state it lost."""
+
+    async def _act_resume(self, node: str) -> None:
+        await super()._act_resume(node)
+        raise SchedulerRefused("scontrol update: rc=1: Invalid node state specified")
+
+
+async def test_a_refused_resume_that_took_effect_is_reported_as_done() -> None:
+    s = RefusesAfterResuming.with_nodes(2)
+    drained_by_resurrect(s, "node1", "IDLE")
+    result = await s.resume_node("node1")
+    assert result.changed and not s.nodes["node1"].drained
+    assert "Invalid node state specified but the node is no longer drained" in result.detail
+
+
+class RefusesToResume(FakeScheduler):
+    async def _act_resume(self, node: str) -> None:
+        raise SchedulerRefused("scontrol update: rc=1: Invalid node state specified")
+
+
+async def test_a_refused_resume_that_left_the_node_drained_stays_refused() -> None:
+    s = RefusesToResume.with_nodes(2)
+    drained_by_resurrect(s, "node1", "IDLE")
+    with pytest.raises(SchedulerRefused):
+        await s.resume_node("node1")
+    assert s.nodes["node1"].drained
 
 
 async def test_requeue_of_a_running_job_ends_the_attempt_keeps_id_and_owner() -> None:
