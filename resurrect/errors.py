@@ -17,6 +17,7 @@ ResurrectError
 │   ├── SchedulerUnavailable   the controller did not answer (transient: retry)
 │   ├── JobNotFound [NR]       no such job
 │   ├── NodeNotFound [NR]      no such node
+│   ├── NodeNotRegistered      the node has not registered since slurmctld started (retry)
 │   ├── InvalidSchedulerArgument [NR]  a node name, job id or reason rejected before use
 │   └── SchedulerRefused [NR]  the scheduler said no
 │       ├── JobAlreadyPending      the job is pending, the operation needs one that is not

@@ -31,6 +31,7 @@ def test_permanent_errors_are_listed_with_every_subclass() -> None:
 def test_errors_that_may_heal_are_retried() -> None:
     names = set(non_retryable_error_types())
     assert not {"SchedulerUnavailable", "SchedulerError", "TransientStepError"} & names
+    assert "NodeNotRegistered" not in names
     assert not {"CheckpointError", "StepError", "ResurrectError"} & names
 
 
