@@ -33,6 +33,7 @@ from resurrect.errors import ConfigError
 from resurrect.goodput.rates import MIN_INCIDENTS_TO_ADVISE
 from resurrect.lemons.models import LemonRules
 from resurrect.loopback import cleartext_refusal
+from resurrect.yaml_text import safe_load
 
 ENV_PREFIX = "RESURRECT_"
 CONFIG_ENV = "RESURRECT_CONFIG"
@@ -494,7 +495,7 @@ def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
         if not path or path[0] not in ResurrectConfig.model_fields:
             continue
         try:
-            value = yaml.safe_load(raw) if raw.strip() else raw
+            value = safe_load(raw) if raw.strip() else raw
         except yaml.YAMLError:
             value = raw
         node = tree
@@ -545,7 +546,7 @@ def load_config(
         except UnicodeDecodeError as exc:
             raise ConfigError(f"{file}: configuration is not UTF-8 text") from exc
         try:
-            loaded = yaml.safe_load(text)
+            loaded = safe_load(text)
         except yaml.YAMLError as exc:
             raise ConfigError(f"{file}: not valid YAML: {exc}") from exc
         if loaded is None:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from resurrect.carry_over import carry_over
 from resurrect.errors import PlanError
 from resurrect.plans.models import PlanFile, PlanSpec, ResolvedPlan, ResolvedStep
+from resurrect.yaml_text import safe_load
 
 SHIPPED_PLANS = Path(__file__).with_name("default.yaml")
 
@@ -46,7 +47,7 @@ def read_plan_file(path: Path) -> PlanFile:
     except (OSError, UnicodeDecodeError) as exc:
         raise PlanError(f"{path}: cannot read plan file: {exc}") from exc
     try:
-        raw = yaml.safe_load(text)
+        raw = safe_load(text)
     except yaml.YAMLError as exc:
         raise PlanError(f"{path}: not valid YAML: {exc}") from exc
     try:

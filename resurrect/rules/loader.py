@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from resurrect.errors import RuleError
 from resurrect.rules.models import LinePack, RulePack
+from resurrect.yaml_text import safe_load
 
 PACKS_DIR = Path(__file__).parent / "packs"
 PackT = TypeVar("PackT", bound=LinePack[Any])
@@ -51,7 +52,7 @@ def _rule_id_at(raw: object, loc: tuple[int | str, ...]) -> str | None:
 def load_line_pack(path: Path, model: type[PackT], what: str) -> PackT:
     """Read and validate one pack file of ``model``; ``what`` names the kind in errors."""
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise RuleError(f"{path}: cannot read {what}: {exc}") from exc
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
