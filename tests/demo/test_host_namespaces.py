@@ -218,11 +218,14 @@ def test_a_fenced_node_kills_every_process_of_the_job_and_leaves_its_step_daemon
     node = netns_cluster.job(job_id)["NodeList"]
 
     def members() -> list[int]:
+        """The job's processes on its node's host (other clusters on this machine may run
+        a job of the same id: the node's network namespace tells them apart)."""
         conf = str(netns_cluster.slurm_conf)
+        on_host = set(_host_pids(netns_cluster, node))
         return [
             r.process.pid
             for r in scan_job_processes()
-            if r.job_id == job_id and r.slurm_conf in (conf, None)
+            if r.job_id == job_id and r.slurm_conf in (conf, None) and r.process.pid in on_host
         ]
 
     deadline = time.monotonic() + 30
@@ -230,6 +233,12 @@ def test_a_fenced_node_kills_every_process_of_the_job_and_leaves_its_step_daemon
         time.sleep(0.2)
     before = members()
     assert len(before) >= 4
+    stepds = [
+        p
+        for p in _host_pids(netns_cluster, node)
+        if Path(f"/proc/{p}/comm").read_text().strip() == "slurmstepd"
+    ]
+    assert stepds
     uid = pwd.getpwnam(netns_cluster.demo_user).pw_uid
     done = subprocess.run(
         netns_cluster.on_host(node, [sys.executable, "-c", _FENCE_ON_HOST, job_id, node, str(uid)]),
@@ -241,10 +250,6 @@ def test_a_fenced_node_kills_every_process_of_the_job_and_leaves_its_step_daemon
     while not _states(before) <= {"Z", "X"} and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _states(before) <= {"Z", "X"}
-    stepds = [
-        p
-        for p in _host_pids(netns_cluster, node)
-        if Path(f"/proc/{p}/comm").read_text().strip() == "slurmstepd"
-    ]
-    assert stepds  # Slurm's own daemons are Slurm's to end
+    # Slurm's own daemons are Slurm's to end (they leave once the job's processes are gone)
+    assert not set(stepds) & {p for pids in killed.values() for p in pids}
     netns_cluster.run(["scancel", job_id], check=False)
