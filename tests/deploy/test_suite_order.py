@@ -1,5 +1,6 @@
-"""The suite hands its longest files out first (tests/support/scheduling.py), so that
-deploy/run-tests.sh's test processes end together."""
+"""The suite hands its longest files out first, alternating with real-daemon files
+(tests/support/scheduling.py), so that deploy/run-tests.sh's test processes keep both cores
+busy and end together."""
 
 from __future__ import annotations
 
@@ -36,6 +37,19 @@ def test_files_that_run_for_minutes_come_first_then_real_daemon_files_then_the_r
         _Item(soak, "s1", {"slurm", "long_running"}),
     ]
     assert _order(items) == ["s1", "d1", "u1", "u2"]
+
+
+def test_long_files_alternate_with_real_daemon_files_until_the_shorter_list_ends() -> None:
+    long_a, long_b, long_c = Path("test_la.py"), Path("test_lb.py"), Path("test_lc.py")
+    daemon_a, unit = Path("test_da.py"), Path("test_unit.py")
+    items = [
+        _Item(unit, "u1"),
+        _Item(long_a, "la", {"long_running"}),
+        _Item(daemon_a, "da", {"slurm"}),
+        _Item(long_b, "lb", {"slurm", "long_running"}),
+        _Item(long_c, "lc", {"long_running"}),
+    ]
+    assert _order(items) == ["la", "da", "lb", "lc", "u1"]
 
 
 def test_a_file_stays_together_in_its_order_at_its_most_demanding_tests_tier() -> None:
