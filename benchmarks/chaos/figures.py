@@ -34,6 +34,20 @@ def answering_recovery(history: History, fault: FaultRecord) -> Recovery | None:
     return min(found, key=lambda r: r.started_at) if found else None
 
 
+def draining_already(history: History, fault: FaultRecord) -> Recovery | None:
+    """A recovery of the hit job, in flight when the fault came (its job not running again
+    yet), that drains the faulted node: the node was on its way out before the fault, so no
+    later recovery answers the fault and there is no time to detect it."""
+    if fault.node is None or fault.job_id is None:
+        return None
+    for r in history.recoveries_of(fault.job_id):
+        ends = r.running_again_at or r.closed_at
+        if r.started_at <= fault.at and (ends is None or ends > fault.at):
+            if fault.node in r.drained_nodes:
+                return r
+    return None
+
+
 def figures(history: History) -> dict[str, Any]:
     injected = [f for f in history.faults if f.skipped is None]
     by_kind: Counter[str] = Counter(f.kind for f in injected)
@@ -41,11 +55,18 @@ def figures(history: History) -> dict[str, Any]:
     detect: dict[str, list[float]] = defaultdict(list)
     recover: dict[str, list[float]] = defaultdict(list)
     fence: dict[str, list[float]] = defaultdict(list)
+    out_already: Counter[str] = Counter()  # hit a node a recovery in flight was draining
     should_detect = detected = should_recover = recovered = alone_due = alone = 0
     for fault in injected:
         kind = BY_NAME[fault.kind]
         answer = answering_recovery(history, fault)
-        if kind.expect in ("recover", "stop"):
+        needs_answer = kind.expect in ("recover", "stop")
+        if needs_answer and draining_already(history, fault) is not None:
+            should_detect += 1
+            detected += 1
+            out_already[fault.kind] += 1
+            continue
+        if needs_answer:
             should_detect += 1
             if answer is not None:
                 detected += 1
@@ -79,6 +100,9 @@ def figures(history: History) -> dict[str, Any]:
         "recovered_share": _share(recovered, should_recover),
         "left_alone_share": _share(alone, alone_due),
         "detect_s": {k: _p50_p95(v) for k, v in sorted(detect.items())},
+        # faults on a node an in-flight recovery of the hit job was already draining: detected
+        # (the node is out), neither timed nor recovered on their own
+        "on_a_node_already_draining": dict(sorted(out_already.items())),
         "recover_s": {k: _p50_p95(v) for k, v in sorted(recover.items())},
         # fault -> no live rank of the hit job's attempt left on the faulted node (fenced by
         # its agent, killed by Slurm, or dead with the host), hosts in namespaces only

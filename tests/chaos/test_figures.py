@@ -1,0 +1,42 @@
+"""The soak's figures on constructed histories (benchmarks/chaos/figures.py)."""
+
+from __future__ import annotations
+
+from support.chaos_history import fault, history, job, recovery
+
+from benchmarks.chaos.figures import figures
+
+
+def test_a_fault_on_a_node_an_in_flight_recovery_drains_is_detected_and_not_timed() -> None:
+    """A host crash on node3 eight seconds into a recovery that drains node3: the node was on
+    its way out, the job's next recovery (for a later fault) answers nothing of it."""
+    first = recovery(at=100.0, drained_nodes=["node3"], running_again_at=140.0)
+    later = recovery(at=181.0, drained_nodes=["node4"], workflow_id="recovery/c/1/1")
+    seen = figures(
+        history(
+            jobs=[job()],
+            faults=[
+                fault("host_crash", 108.0, node="node3"),
+                fault("partition", 178.0, node="node4"),
+            ],
+            recoveries=[first, later],
+        )
+    )
+    assert seen["on_a_node_already_draining"] == {"host_crash": 1}
+    assert "host_crash" not in seen["detect_s"]
+    assert seen["detect_s"]["partition"]["n"] == 1
+    assert seen["detected_share"] == 1.0
+
+
+def test_a_fault_after_the_job_runs_again_is_answered_by_the_next_recovery() -> None:
+    first = recovery(at=100.0, drained_nodes=["node3"], running_again_at=120.0)
+    later = recovery(at=190.0, drained_nodes=["node3"], workflow_id="recovery/c/1/1")
+    seen = figures(
+        history(
+            jobs=[job()],
+            faults=[fault("host_crash", 186.0, node="node3")],
+            recoveries=[first, later],
+        )
+    )
+    assert seen["on_a_node_already_draining"] == {}
+    assert seen["detect_s"]["host_crash"]["p50"] == 4.0
