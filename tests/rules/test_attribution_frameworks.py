@@ -1100,7 +1100,7 @@ def test_horovods_one_line_stall_report_names_the_ranks_missing_from_most_tensor
 
 
 @pytest.mark.parametrize(
-    ("log", "expected"),
+    ("log", "expected", "outlived"),
     [
         (  # a container's start-up shell step, then a watchdog timeout in training
             "mkdir: cannot create directory '/workspace/.triton': Read-only file system\n"
@@ -1109,12 +1109,14 @@ def test_horovods_one_line_stall_report_names_the_ranks_missing_from_most_tensor
             " NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600012 milliseconds before"
             " timing out.",
             FaultClass.COLLECTIVE_TIMEOUT,
+            True,
         ),
         (  # an entrypoint script's line, then a device fault
             "/entrypoint.sh: line 7: /etc/ld.so.conf.d/cuda.conf: Read-only file system\n"
             "epoch 1 step 10 loss 2.3\n"
             "RuntimeError: CUDA error: an illegal memory access was encountered",
             FaultClass.CUDA_ERROR,
+            True,
         ),
         (  # a Python warning about a cache directory, then a segfault
             "/opt/conda/lib/python3.10/site-packages/torch/hub.py:600: UserWarning: could not"
@@ -1122,40 +1124,42 @@ def test_horovods_one_line_stall_report_names_the_ranks_missing_from_most_tensor
             "step 100 loss 1.2\n"
             "Fatal Python error: Segmentation fault",
             FaultClass.PROCESS_CRASH,
+            True,
         ),
         (  # a staging copy that ran out of room, then the device OOM that stopped the job
             "cp: error writing '/scratch/shard-0001.bin': No space left on device\n"
             "step 5 loss 3.1\n"
             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
             FaultClass.MEMORY_DEVICE_OOM,
+            True,
+        ),
+        (  # the job's own save refused, the other ranks' timeouts after it: root and cascade
+            "[rank0]: OSError: [Errno 30] Read-only file system: '/ckpt/step_1000/model.pt'\n"
+            "[rank1]:[E1010 12:20:05.315197062 ProcessGroupNCCL.cpp:565] [Rank 1] Watchdog caught"
+            " collective operation timeout: WorkNCCL(SeqNum=812, OpType=ALLREDUCE, NumelIn=1,"
+            " NumelOut=1, Timeout(ms)=1800000) ran for 1800012 milliseconds before timing out.",
+            FaultClass.STORAGE_ERROR,
+            False,
+        ),
+        (  # a shell step's refusal with nothing after it ended the job
+            "rm: cannot remove '/ckpt/old': Read-only file system",
+            FaultClass.STORAGE_ERROR,
+            False,
+        ),
+        (  # a shell step's refusal, then the job's own storage failure: one storage fault
+            "mkdir: cannot create directory '/ckpt/step_9': Read-only file system\n"
+            "OSError: [Errno 30] Read-only file system: '/ckpt/step_9/model.pt'",
+            FaultClass.STORAGE_ERROR,
+            False,
         ),
     ],
 )
-def test_a_set_up_refusal_the_job_outlived_loses_to_the_failure_after_it(
-    log: str, expected: FaultClass
+def test_a_set_up_refusal_roots_only_a_storage_failure_the_job_did_not_outlive(
+    log: str, expected: FaultClass, outlived: bool
 ) -> None:
     d = diag(log)
     assert d.fault_class is expected
-    assert "outlived a set-up refusal" in d.summary
-
-
-@pytest.mark.parametrize(
-    "log",
-    [
-        # the job's own save refused, the other ranks' timeouts after it: the classic cascade
-        "[rank0]: OSError: [Errno 30] Read-only file system: '/ckpt/step_1000/model.pt'\n"
-        "[rank1]:[E1010 12:20:05.315197062 ProcessGroupNCCL.cpp:565] [Rank 1] Watchdog caught"
-        " collective operation timeout: WorkNCCL(SeqNum=812, OpType=ALLREDUCE, NumelIn=1,"
-        " NumelOut=1, Timeout(ms)=1800000) ran for 1800012 milliseconds before timing out.",
-        # a shell step's refusal with nothing after it
-        "rm: cannot remove '/ckpt/old': Read-only file system",
-        # a shell step's refusal, then the job's own storage failure
-        "mkdir: cannot create directory '/ckpt/step_9': Read-only file system\n"
-        "OSError: [Errno 30] Read-only file system: '/ckpt/step_9/model.pt'",
-    ],
-)
-def test_a_refusal_that_ended_the_job_stays_the_storage_fault(log: str) -> None:
-    assert diag(log).fault_class is FaultClass.STORAGE_ERROR
+    assert ("outlived a set-up refusal" in d.summary) is outlived
 
 
 # -- Ray's reports of a worker process that died -------------------------------------------
@@ -1220,85 +1224,85 @@ def test_the_cause_a_ray_log_shows_beats_the_workers_death(
 
 
 @pytest.mark.parametrize(
-    "log",
+    ("log", "expected"),
     [
-        # XRT's client (PyTorch/XLA on a TPU host): the master's RunStep lost the session
-        "Exception in device=TPU:2: Aborted: Session 3d9e0c17a2b45f88 is not found.\n"
-        "terminate called after throwing an instance of 'std::runtime_error'\n"
-        "  what():  tensorflow/compiler/xla/xla_client/xrt_computation_client.cc:1110 : Check"
-        " failed: session->session()->Run( feed_inputs, {}, {cached_node.operations[0]},"
-        " &outputs ) == ::tensorflow::Status::OK() (Aborted: Session 3d9e0c17a2b45f88 is not"
-        " found. vs. OK)",
-        # the coordination service (XLA/PJRT) sees a task come back under a new incarnation
-        "jaxlib.xla_extension.XlaRuntimeError: ABORTED: /job:jax_worker/replica:0/task:6"
-        " unexpectedly tried to connect with a different incarnation. It has likely"
-        " restarted.\n"
-        "F0101 00:00:00.000000 1234 client.cc:81] Terminating process because the JAX"
-        " distributed service detected fatal errors.",
+        (  # XRT's client (PyTorch/XLA on a TPU host): the master's RunStep lost the session
+            "Exception in device=TPU:2: Aborted: Session 3d9e0c17a2b45f88 is not found.\n"
+            "terminate called after throwing an instance of 'std::runtime_error'\n"
+            "  what():  tensorflow/compiler/xla/xla_client/xrt_computation_client.cc:1110 : Check"
+            " failed: session->session()->Run( feed_inputs, {}, {cached_node.operations[0]},"
+            " &outputs ) == ::tensorflow::Status::OK() (Aborted: Session 3d9e0c17a2b45f88 is not"
+            " found. vs. OK)",
+            FaultClass.NODE_LOST,
+        ),
+        (  # the coordination service (XLA/PJRT) sees a task come back under a new incarnation
+            "jaxlib.xla_extension.XlaRuntimeError: ABORTED: /job:jax_worker/replica:0/task:6"
+            " unexpectedly tried to connect with a different incarnation. It has likely"
+            " restarted.\n"
+            "F0101 00:00:00.000000 1234 client.cc:81] Terminating process because the JAX"
+            " distributed service detected fatal errors.",
+            FaultClass.NODE_LOST,
+        ),
+        (  # the cause the log shows for the lost session decides
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB\n"
+            "Exception in device=TPU:0: Aborted: Session 3d9e0c17a2b45f88 is not found.",
+            FaultClass.MEMORY_DEVICE_OOM,
+        ),
+        (  # a session handle missing from a cache is the program's, no lost node
+            "tensorflow.python.framework.errors_impl.InvalidArgumentError: Session handle is"
+            " not found in the cache",
+            FaultClass.APP_ERROR,
+        ),
     ],
 )
-def test_a_session_or_task_lost_under_the_job_is_a_node_that_went_away(log: str) -> None:
-    assert diag(log).fault_class is FaultClass.NODE_LOST
-
-
-def test_a_session_handle_missing_from_a_cache_is_no_lost_node() -> None:
-    d = diag(
-        "tensorflow.python.framework.errors_impl.InvalidArgumentError: Session handle is"
-        " not found in the cache"
-    )
-    assert d.fault_class is not FaultClass.NODE_LOST
-
-
-def test_the_oom_behind_a_lost_session_decides() -> None:
-    d = diag(
-        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB\n"
-        "Exception in device=TPU:0: Aborted: Session 3d9e0c17a2b45f88 is not found."
-    )
-    assert d.fault_class is FaultClass.MEMORY_DEVICE_OOM
+def test_a_session_or_task_lost_under_the_job_is_a_node_that_went_away(
+    log: str, expected: FaultClass
+) -> None:
+    assert diag(log).fault_class is expected
 
 
 # -- which rank a collective timeout blames ------------------------------------------------
 
 
 @pytest.mark.parametrize(
-    "log",
+    ("log", "ranks"),
     [
-        # one rank's watchdog: that rank waited on the others
-        "[rank5]:[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:607] [Rank 5] Watchdog caught"
-        " collective operation timeout: WorkNCCL(SeqNum=77, OpType=ALLGATHER, NumelIn=8,"
-        " NumelOut=64, Timeout(ms)=600000) ran for 600061 milliseconds before timing out.",
-        # the same, inside the what() of the DistBackendError that aborts the process
-        "terminate called after throwing an instance of 'c10::DistBackendError'\n"
-        "  what():  [PG ID 0 PG GUID 0(default_pg) Rank 6] Process group watchdog thread"
-        " terminated with exception: [Rank 6] Watchdog caught collective operation timeout:"
-        " WorkNCCL(SeqNum=9, OpType=BROADCAST, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran"
-        " for 1800083 milliseconds before timing out.",
-        # a heartbeat monitor finding its own watchdog stuck
-        "[rank12]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 12] Heartbeat monitor timed out!"
-        " Process will be terminated after dumping debug info.",
+        (  # one rank's watchdog: that rank waited on the others
+            "[rank5]:[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:607] [Rank 5] Watchdog caught"
+            " collective operation timeout: WorkNCCL(SeqNum=77, OpType=ALLGATHER, NumelIn=8,"
+            " NumelOut=64, Timeout(ms)=600000) ran for 600061 milliseconds before timing out.",
+            [],
+        ),
+        (  # the same, inside the what() of the DistBackendError that aborts the process
+            "terminate called after throwing an instance of 'c10::DistBackendError'\n"
+            "  what():  [PG ID 0 PG GUID 0(default_pg) Rank 6] Process group watchdog thread"
+            " terminated with exception: [Rank 6] Watchdog caught collective operation timeout:"
+            " WorkNCCL(SeqNum=9, OpType=BROADCAST, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran"
+            " for 1800083 milliseconds before timing out.",
+            [],
+        ),
+        (  # a heartbeat monitor finding its own watchdog stuck
+            "[rank12]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 12] Heartbeat monitor timed out!"
+            " Process will be terminated after dumping debug info.",
+            [],
+        ),
+        (  # the service compared its tasks and names the one it stopped hearing
+            "E0101 00:10:00.000000 77 coordination_service.cc:1170]"
+            " /job:jax_worker/replica:0/task:5 has been set to ERROR in coordination service:"
+            " UNAVAILABLE: Task /job:jax_worker/replica:0/task:5 heartbeat timeout. This"
+            " indicates that the remote task has failed, got preempted, or crashed unexpectedly.",
+            [5],
+        ),
+        (  # a one-process job's task 0: no other task to single it out from
+            "UNAVAILABLE: Task /job:jax_worker/replica:0/task:0 heartbeat timeout. This indicates"
+            " that the remote task has failed, got preempted, or crashed unexpectedly.",
+            [],
+        ),
     ],
 )
-def test_a_lone_ranks_collective_timeout_names_no_culprit(log: str) -> None:
+def test_a_collective_timeout_blames_only_a_rank_that_comparing_ranks_singles_out(
+    log: str, ranks: list[int]
+) -> None:
     d = diag(log)
     assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT
-    assert d.culprit_ranks == []
-
-
-def test_the_task_a_coordination_service_stopped_hearing_is_the_culprit() -> None:
-    d = diag(
-        "E0101 00:10:00.000000 77 coordination_service.cc:1170] /job:jax_worker/replica:0/task:5"
-        " has been set to ERROR in coordination service: UNAVAILABLE: Task"
-        " /job:jax_worker/replica:0/task:5 heartbeat timeout. This indicates that the remote"
-        " task has failed, got preempted, or crashed unexpectedly."
-    )
-    assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT
-    assert d.culprit_ranks == [5]
-
-
-def test_a_one_process_jobs_task_0_in_error_singles_out_nobody() -> None:
-    d = diag(
-        "UNAVAILABLE: Task /job:jax_worker/replica:0/task:0 heartbeat timeout. This indicates"
-        " that the remote task has failed, got preempted, or crashed unexpectedly."
-    )
-    assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT
-    assert d.culprit_ranks == []
+    assert d.culprit_ranks == ranks
