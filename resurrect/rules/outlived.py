@@ -33,11 +33,11 @@ _SHELL_STEP = re.compile(
 """A shell utility's or a script's complaint: ``prog: message`` (coreutils' form), ``bash:
 /path: ...`` or ``entrypoint.sh: line 3: ...``, the program name bare or with its path."""
 _WARNING = re.compile(
-    r"(?:\[?W(?:ARN(?:ING)?)?\b[\]:]?|[Ww]arning:|\[?W[0-9]{4} [0-9:.]{8,15}"
-    r"|(?:[^\s:]{1,200}:[0-9]{1,6}: )?[\w.]{0,80}Warning:)"
+    r"(?:\[W[ 0-9]|WARN(?:ING)?\b|[Ww]arning:|(?:[^\s:]{1,200}:[0-9]{1,6}: )?[\w.]{0,80}Warning:)"
 )
-"""A line a program logged as a warning: ``WARNING``, ``[W ...]``, ``Warning:``, a glog ``W1010
-11:39:41``, a Python warning (``path.py:600: UserWarning:``)."""
+"""A line a program logged as a warning: ``WARNING``/``WARN``, c10's ``[W ...]``, ``Warning:``, a
+Python warning (``path.py:600: UserWarning:``). A glog ``W`` line is not one: TensorFlow and XLA log
+an op that failed (``W ... OP_REQUIRES failed at ...``) at that level."""
 
 
 def setup_shaped(ev: Evidence) -> bool:

@@ -1141,6 +1141,17 @@ def test_horovods_one_line_stall_report_names_the_ranks_missing_from_most_tensor
             FaultClass.STORAGE_ERROR,
             False,
         ),
+        (  # TensorFlow logs a failed save at glog's W level: no warning the job outlived
+            "2023-01-01 10:00:00.000000: W tensorflow/core/framework/op_kernel.cc:1830]"
+            " OP_REQUIRES failed at save_restore_v2_ops.cc:160 : RESOURCE_EXHAUSTED:"
+            " /ckpt/model.ckpt-100_temp/part-00000-of-00001.data-00000-of-00001; No space left"
+            " on device\n"
+            "[rank1]:[E1010 12:20:05.315197062 ProcessGroupNCCL.cpp:565] [Rank 1] Watchdog caught"
+            " collective operation timeout: WorkNCCL(SeqNum=812, OpType=ALLREDUCE, NumelIn=1,"
+            " NumelOut=1, Timeout(ms)=1800000) ran for 1800012 milliseconds before timing out.",
+            FaultClass.STORAGE_ERROR,
+            False,
+        ),
         (  # a shell step's refusal with nothing after it ended the job
             "rm: cannot remove '/ckpt/old': Read-only file system",
             FaultClass.STORAGE_ERROR,
