@@ -61,6 +61,7 @@ PARTS = (
     "validation-frameworks-13",
     "validation-frameworks-14",
     "validation-frameworks-15",
+    "validation-frameworks-16",
 )
 
 

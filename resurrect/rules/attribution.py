@@ -5,7 +5,9 @@ The rules say what each line means on its own; attribution weighs them together:
 1. **Root beats cascade.** The primary class is chosen among ``root`` evidence: per class the
    highest rule confidence, ties going to the class observed first. Cascade evidence
    (collective timeouts, communicator aborts, SIGABRT teardown, launcher summaries, interrupts)
-   decides only when there is no root evidence at all.
+   decides only when there is no root evidence at all. A storage refusal printed by a shell
+   step or as a warning, with a failure of another class after it, is one the job outlived
+   (:mod:`.outlived`): it roots nothing.
 2. **Launcher reports.** torchelastic's "Root Cause (first observed failure)" record gives the
    failing rank, its host and exit code. Records become a rank-to-host map; a root-cause record
    that died of a signal is evidence in its own right (SIGSEGV/SIGBUS/... crash; SIGKILL a
@@ -61,6 +63,7 @@ from resurrect.rules.launcher_records import (
     process_hosts,
     record_evidence,
 )
+from resurrect.rules.outlived import outlived_refusals
 from resurrect.rules.refinements import BLOCKING_FRAME_RULE, Refinement, refine
 from resurrect.rules.unrecognised import fatal_shape, first_unrecognised
 
@@ -300,6 +303,9 @@ def weigh(
     gathered = _gather(evidence, rank_to_host)
     all_ev = gathered.evidence
     roots = [e for e in all_ev if e.role == "root" and e.fault_class is not None]
+    outlived = outlived_refusals(roots, all_ev)
+    set_aside = {id(e) for e in outlived}
+    roots = [e for e in roots if id(e) not in set_aside]
     cascades = [e for e in all_ev if e.role == "cascade"]
     classed_cascades = [e for e in cascades if e.fault_class is not None]
     root_candidates = _candidates(roots, "root", conf)
@@ -312,6 +318,11 @@ def weigh(
         choice.winner.fault_class, choice.score, choice.primary, all_ev
     )
     notes = [r.reason for r in refinements]
+    if outlived:
+        notes.append(
+            "the job outlived a set-up refusal before the failure: "
+            + outlived[0].text[:120].strip()
+        )
     confidence = _corroborated(score, choice.primary)
     culprits = find_culprits(
         fault_class,

@@ -75,12 +75,32 @@ def horovod_stalled_ranks(timeouts: Sequence[Evidence]) -> list[int]:
     ]
 
 
+def coordination_silent_tasks(timeouts: Sequence[Evidence]) -> list[int]:
+    """The tasks a coordination service (XLA/PJRT, TensorFlow) set to ERROR or stopped hearing
+    heartbeats from: the service watches every task and names the ones that stopped. Named
+    tasks single out nobody when the log shows no other task (a one-process job's task 0, or
+    every task there is); task N implies tasks 0 to N."""
+    named = {
+        int(value)
+        for e in timeouts
+        for value in (e.fields.get("silent", ""), e.fields.get("in_error", ""))
+        if is_ascii_digits(value)
+    }
+    if not named:
+        return []
+    known = set(range(max(named) + 1)) | {e.rank for e in timeouts if e.rank is not None}
+    return sorted(named) if known - named else []
+
+
 def collective_culprits(evidence: Sequence[Evidence], cascades: Sequence[Evidence]) -> list[int]:
     """The rank(s) that stopped participating in a timed-out collective, when identifiable."""
     timeouts = [e for e in cascades if e.fault_class is FaultClass.COLLECTIVE_TIMEOUT]
     stalled = horovod_stalled_ranks(timeouts)
     if stalled:
         return stalled
+    silent = coordination_silent_tasks(timeouts)
+    if silent:
+        return silent
     # The desync report names the lagging ranks directly.
     named: set[int] = set()
     for e in timeouts:

@@ -1094,3 +1094,226 @@ def test_horovods_one_line_stall_report_names_the_ranks_missing_from_most_tensor
     d = diag(HOROVOD_STALL_WARNING + stalled_ops)
     assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT, d.summary
     assert d.culprit_ranks == ranks
+
+
+# -- a file-system refusal the job outlived ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("log", "expected", "outlived"),
+    [
+        (  # a container's start-up shell step, then a watchdog timeout in training
+            "mkdir: cannot create directory '/workspace/.triton': Read-only file system\n"
+            "[rank3]:[E1010 11:50:05.315197062 ProcessGroupNCCL.cpp:565] [Rank 3] Watchdog"
+            " caught collective operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE,"
+            " NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600012 milliseconds before"
+            " timing out.",
+            FaultClass.COLLECTIVE_TIMEOUT,
+            True,
+        ),
+        (  # an entrypoint script's line, then a device fault
+            "/entrypoint.sh: line 7: /etc/ld.so.conf.d/cuda.conf: Read-only file system\n"
+            "epoch 1 step 10 loss 2.3\n"
+            "RuntimeError: CUDA error: an illegal memory access was encountered",
+            FaultClass.CUDA_ERROR,
+            True,
+        ),
+        (  # a Python warning about a cache directory, then a segfault
+            "/opt/conda/lib/python3.10/site-packages/torch/hub.py:600: UserWarning: could not"
+            " create cache dir /root/.cache/torch: [Errno 30] Read-only file system\n"
+            "step 100 loss 1.2\n"
+            "Fatal Python error: Segmentation fault",
+            FaultClass.PROCESS_CRASH,
+            True,
+        ),
+        (  # a staging copy that ran out of room, then the device OOM that stopped the job
+            "cp: error writing '/scratch/shard-0001.bin': No space left on device\n"
+            "step 5 loss 3.1\n"
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+            FaultClass.MEMORY_DEVICE_OOM,
+            True,
+        ),
+        (  # the job's own save refused, the other ranks' timeouts after it: root and cascade
+            "[rank0]: OSError: [Errno 30] Read-only file system: '/ckpt/step_1000/model.pt'\n"
+            "[rank1]:[E1010 12:20:05.315197062 ProcessGroupNCCL.cpp:565] [Rank 1] Watchdog caught"
+            " collective operation timeout: WorkNCCL(SeqNum=812, OpType=ALLREDUCE, NumelIn=1,"
+            " NumelOut=1, Timeout(ms)=1800000) ran for 1800012 milliseconds before timing out.",
+            FaultClass.STORAGE_ERROR,
+            False,
+        ),
+        (  # TensorFlow logs a failed save at glog's W level: no warning the job outlived
+            "2023-01-01 10:00:00.000000: W tensorflow/core/framework/op_kernel.cc:1830]"
+            " OP_REQUIRES failed at save_restore_v2_ops.cc:160 : RESOURCE_EXHAUSTED:"
+            " /ckpt/model.ckpt-100_temp/part-00000-of-00001.data-00000-of-00001; No space left"
+            " on device\n"
+            "[rank1]:[E1010 12:20:05.315197062 ProcessGroupNCCL.cpp:565] [Rank 1] Watchdog caught"
+            " collective operation timeout: WorkNCCL(SeqNum=812, OpType=ALLREDUCE, NumelIn=1,"
+            " NumelOut=1, Timeout(ms)=1800000) ran for 1800012 milliseconds before timing out.",
+            FaultClass.STORAGE_ERROR,
+            False,
+        ),
+        (  # a shell step's refusal with nothing after it ended the job
+            "rm: cannot remove '/ckpt/old': Read-only file system",
+            FaultClass.STORAGE_ERROR,
+            False,
+        ),
+        (  # a shell step's refusal, then the job's own storage failure: one storage fault
+            "mkdir: cannot create directory '/ckpt/step_9': Read-only file system\n"
+            "OSError: [Errno 30] Read-only file system: '/ckpt/step_9/model.pt'",
+            FaultClass.STORAGE_ERROR,
+            False,
+        ),
+    ],
+)
+def test_a_set_up_refusal_roots_only_a_storage_failure_the_job_did_not_outlive(
+    log: str, expected: FaultClass, outlived: bool
+) -> None:
+    d = diag(log)
+    assert d.fault_class is expected
+    assert ("outlived a set-up refusal" in d.summary) is outlived
+
+
+# -- Ray's reports of a worker process that died -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "The actor is dead because its worker process has died.",
+        "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR"
+        " Worker exit detail: Worker exits unexpectedly. Worker exits with an exit code None.",
+        "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+        "(raylet) A worker died or was killed while executing a task by an unexpected system"
+        " error. To troubleshoot the problem, check the logs for the dead worker. RayTask ID:"
+        " ffffffffffffffff Worker ID: 5e1c Node ID: 0a9d Worker IP address: 10.0.0.4",
+        "ray.exceptions.WorkerCrashedError: The worker died unexpectedly while executing this"
+        " task. Check python-core-worker-*.log files for more information.",
+    ],
+)
+def test_rays_report_of_a_worker_that_died_is_a_crash(line: str) -> None:
+    d = diag(line)
+    assert d.fault_class is FaultClass.PROCESS_CRASH
+    assert not d.culprit_hosts  # a weak reading names nothing to drain
+
+
+def test_a_ray_worker_that_exited_on_purpose_is_no_crash() -> None:
+    d = diag(
+        "The actor is dead because its worker process has died. Worker exit type:"
+        " INTENDED_USER_EXIT Worker exit detail: Worker exits by a user request. exit_actor()"
+        " is called."
+    )
+    assert d.fault_class is not FaultClass.PROCESS_CRASH
+
+
+@pytest.mark.parametrize(
+    ("cause", "expected"),
+    [
+        (
+            "(RayTrainWorker pid=412, ip=10.0.0.7) RuntimeError: CUDA error: an illegal memory"
+            " access was encountered",
+            FaultClass.CUDA_ERROR,
+        ),
+        (
+            "Memory on the node (IP: 10.0.0.7, ID: 3f2a) where the actor (actor ID: 0a1b,"
+            " name=RayTrainWorker.__init__, pid=912) was running was 61.2GB / 64.0GB (0.956;"
+            " threshold 0.95). Ray killed this worker",
+            FaultClass.MEMORY_HOST_OOM,
+        ),
+    ],
+)
+def test_the_cause_a_ray_log_shows_beats_the_workers_death(
+    cause: str, expected: FaultClass
+) -> None:
+    d = diag(
+        f"{cause}\nray.exceptions.ActorDiedError: The actor died unexpectedly before finishing"
+        " this task.\nThe actor is dead because its worker process has died."
+    )
+    assert d.fault_class is expected
+
+
+# -- a runtime session or task lost under the job, in other clients' words ----------------
+
+
+@pytest.mark.parametrize(
+    ("log", "expected"),
+    [
+        (  # XRT's client (PyTorch/XLA on a TPU host): the master's RunStep lost the session
+            "Exception in device=TPU:2: Aborted: Session 3d9e0c17a2b45f88 is not found.\n"
+            "terminate called after throwing an instance of 'std::runtime_error'\n"
+            "  what():  tensorflow/compiler/xla/xla_client/xrt_computation_client.cc:1110 : Check"
+            " failed: session->session()->Run( feed_inputs, {}, {cached_node.operations[0]},"
+            " &outputs ) == ::tensorflow::Status::OK() (Aborted: Session 3d9e0c17a2b45f88 is not"
+            " found. vs. OK)",
+            FaultClass.NODE_LOST,
+        ),
+        (  # the coordination service (XLA/PJRT) sees a task come back under a new incarnation
+            "jaxlib.xla_extension.XlaRuntimeError: ABORTED: /job:jax_worker/replica:0/task:6"
+            " unexpectedly tried to connect with a different incarnation. It has likely"
+            " restarted.\n"
+            "F0101 00:00:00.000000 1234 client.cc:81] Terminating process because the JAX"
+            " distributed service detected fatal errors.",
+            FaultClass.NODE_LOST,
+        ),
+        (  # the cause the log shows for the lost session decides
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB\n"
+            "Exception in device=TPU:0: Aborted: Session 3d9e0c17a2b45f88 is not found.",
+            FaultClass.MEMORY_DEVICE_OOM,
+        ),
+        (  # a session handle missing from a cache is the program's, no lost node
+            "tensorflow.python.framework.errors_impl.InvalidArgumentError: Session handle is"
+            " not found in the cache",
+            FaultClass.APP_ERROR,
+        ),
+    ],
+)
+def test_a_session_or_task_lost_under_the_job_is_a_node_that_went_away(
+    log: str, expected: FaultClass
+) -> None:
+    assert diag(log).fault_class is expected
+
+
+# -- which rank a collective timeout blames ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("log", "ranks"),
+    [
+        (  # one rank's watchdog: that rank waited on the others
+            "[rank5]:[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:607] [Rank 5] Watchdog caught"
+            " collective operation timeout: WorkNCCL(SeqNum=77, OpType=ALLGATHER, NumelIn=8,"
+            " NumelOut=64, Timeout(ms)=600000) ran for 600061 milliseconds before timing out.",
+            [],
+        ),
+        (  # the same, inside the what() of the DistBackendError that aborts the process
+            "terminate called after throwing an instance of 'c10::DistBackendError'\n"
+            "  what():  [PG ID 0 PG GUID 0(default_pg) Rank 6] Process group watchdog thread"
+            " terminated with exception: [Rank 6] Watchdog caught collective operation timeout:"
+            " WorkNCCL(SeqNum=9, OpType=BROADCAST, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran"
+            " for 1800083 milliseconds before timing out.",
+            [],
+        ),
+        (  # a heartbeat monitor finding its own watchdog stuck
+            "[rank12]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 12] Heartbeat monitor timed out!"
+            " Process will be terminated after dumping debug info.",
+            [],
+        ),
+        (  # the service compared its tasks and names the one it stopped hearing
+            "E0101 00:10:00.000000 77 coordination_service.cc:1170]"
+            " /job:jax_worker/replica:0/task:5 has been set to ERROR in coordination service:"
+            " UNAVAILABLE: Task /job:jax_worker/replica:0/task:5 heartbeat timeout. This"
+            " indicates that the remote task has failed, got preempted, or crashed unexpectedly.",
+            [5],
+        ),
+        (  # a one-process job's task 0: no other task to single it out from
+            "UNAVAILABLE: Task /job:jax_worker/replica:0/task:0 heartbeat timeout. This indicates"
+            " that the remote task has failed, got preempted, or crashed unexpectedly.",
+            [],
+        ),
+    ],
+)
+def test_a_collective_timeout_blames_only_a_rank_that_comparing_ranks_singles_out(
+    log: str, ranks: list[int]
+) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT
+    assert d.culprit_ranks == ranks
