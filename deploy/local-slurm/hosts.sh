@@ -213,6 +213,12 @@ host_freeze() {  # HOST FROZEN|THAWED
     # stragglers that entered the namespace without the cgroup join it first
     for pid in $(host_pids "$host"); do echo "$pid" >"$CGROUP_DIR/$host/cgroup.procs" 2>/dev/null || true; done
     echo "$state" >"$CGROUP_DIR/$host/freezer.state"
+    # the freezer reports FREEZING until every task has stopped: return once it has
+    local waited=0
+    while [ "$state" = FROZEN ] && [ "$(cat "$CGROUP_DIR/$host/freezer.state")" != FROZEN ]; do
+      [ "$waited" -lt 100 ] || ls_die "host $host still $(cat "$CGROUP_DIR/$host/freezer.state") after 10 s"
+      sleep 0.1; waited=$((waited + 1))
+    done
     return 0
   fi
   sig=STOP; [ "$state" = THAWED ] && sig=CONT
