@@ -64,7 +64,7 @@ def test_a_seeded_soak_on_hosts_in_namespaces_breaks_no_invariant(tmp_path: Path
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     # (rss_stable compares RSS from a third of the run on: in 2.5 minutes that is start-up;
-    # the suite's 3-minute soak and the benchmarks keep it)
+    # the suite's other soak and the benchmarks keep it)
     broken = [
         line
         for line in result["invariants"]
