@@ -59,13 +59,13 @@ def figures(history: History) -> dict[str, Any]:
     should_detect = detected = should_recover = recovered = alone_due = alone = 0
     for fault in injected:
         kind = BY_NAME[fault.kind]
-        answer = answering_recovery(history, fault)
         needs_answer = kind.expect in ("recover", "stop")
         if needs_answer and draining_already(history, fault) is not None:
             should_detect += 1
             detected += 1
             out_already[fault.kind] += 1
             continue
+        answer = answering_recovery(history, fault)
         if needs_answer:
             should_detect += 1
             if answer is not None:

@@ -10,12 +10,12 @@ counted by kind: workflow queries, history fetches, visibility lists and counts,
 starts, updates, describes, and the bytes one call of each kind sent) and the in-memory
 cluster (its calls counted by method, and the rows its list reads return); the lemon scores
 the worker computes are counted too (a recovery that scored every node on record would cost
-CPU in the fleet's size without a single call more). One recovery runs first, alone: what a process reads once and
-keeps (the cluster's shape, the drain census, the lemon board, the checkpoint advice's
-cluster rates) is read then, as a running worker has it, and kept through the burst (those
-are read again per interval of time, never per recovery); the counts are of the burst after
-it. Any figure a recovery reads across recoveries falls under these counts: a feature that
-reads it per recovery makes them grow."""
+CPU in the fleet's size without a single call more). One recovery runs first, alone: what a
+process reads once and keeps (the cluster's shape, the drain census, the lemon board, the
+checkpoint advice's cluster rates) is read then, as a running worker has it, and kept through
+the burst (those are read again per interval of time, never per recovery); the counts are of
+the burst after it. Any figure a recovery reads across recoveries falls under these counts: a
+feature that reads it per recovery makes them grow."""
 
 from __future__ import annotations
 
