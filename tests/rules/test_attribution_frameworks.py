@@ -1317,3 +1317,226 @@ def test_a_collective_timeout_blames_only_a_rank_that_comparing_ranks_singles_ou
     d = diag(log)
     assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT
     assert d.culprit_ranks == ranks
+
+
+def test_a_rank_behind_in_its_group_is_blamed_where_a_later_line_omits_the_group() -> None:
+    # PyTorch 2.5 follows the watchdog's progress report with "Timeout at NCCL work" under the
+    # same [PG ...] prefix; a paste (or a release) may drop it. Both lines are about the same
+    # work of the same group, so rank 0 (last completed 41) is behind rank 1 (45).
+    log = """
+[rank0]:[E0301 10:00:00.1 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank 0] Exception (either an error or timeout) detected by watchdog at work: 42, last enqueued NCCL work: 44, last completed NCCL work: 41.
+[rank1]:[E0301 10:00:01.1 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank 1] Exception (either an error or timeout) detected by watchdog at work: 46, last enqueued NCCL work: 47, last completed NCCL work: 45.
+[rank1]:[E0301 10:00:02.1 ProcessGroupNCCL.cpp:1834] Rank 1] Timeout at NCCL work: 46, last enqueued NCCL work: 47, last completed NCCL work: 45.
+"""
+    d = diag(log)
+    assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT
+    assert d.culprit_ranks == [0]
+
+
+def test_ranks_of_different_groups_are_still_not_compared() -> None:
+    log = """
+[rank0]:[E0301 10:00:00.1 ProcessGroupNCCL.cpp:1785] [PG ID 1 PG GUID 1 Rank 0] Exception (either an error or timeout) detected by watchdog at work: 12, last enqueued NCCL work: 12, last completed NCCL work: 11.
+[rank1]:[E0301 10:00:01.1 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank 1] Exception (either an error or timeout) detected by watchdog at work: 46, last enqueued NCCL work: 47, last completed NCCL work: 45.
+[rank1]:[E0301 10:00:02.1 ProcessGroupNCCL.cpp:1834] Rank 1] Timeout at NCCL work: 46, last enqueued NCCL work: 47, last completed NCCL work: 45.
+"""
+    assert diag(log).culprit_ranks == []
+
+
+# -- the coordination service's key-value store timing out (XLA, TensorFlow) ---------------
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # PJRT publishing an NCCL clique id at the first collective; the payload comes last
+        "E0301 00:00:00.000000 1 pjrt_stream_executor_client.cc:3072] Execution of replica 1"
+        " failed: DEADLINE_EXCEEDED: GetKeyValue() timed out with key: devices=[0,1,2,3,4,5,6,7];"
+        " stream=0; groups=[[0,1,2,3,4,5,6,7]]; root_device=0; num_local_participants=4 and"
+        " duration: 30m [type.googleapis.com/tensorflow.CoordinationServiceError='']",
+        # jax.distributed.initialize exchanging the local topologies
+        "jaxlib._jax.XlaRuntimeError: INTERNAL: Getting local topologies failed: Error 1:"
+        " GetKeyValue() timed out with key: cuda:local_topology/cuda/3 and duration: 2m",
+        # TensorFlow's agent, raised in Python
+        "tensorflow.python.framework.errors_impl.DeadlineExceededError: GetKeyValue() timed out"
+        " with key: worker_config/2 and duration: 5m",
+        # the service's payload on a deadline without the agent's words
+        "jax.errors.JaxRuntimeError: DEADLINE_EXCEEDED: Deadline Exceeded"
+        " [type.googleapis.com/tensorflow.CoordinationServiceError='']",
+    ],
+)
+def test_a_coordination_key_value_wait_that_ran_out_is_a_collective_timeout(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT
+    assert d.culprit_ranks == []
+
+
+def test_the_failure_that_kept_a_task_from_publishing_its_key_decides() -> None:
+    log = """
+E0301 00:00:00.000000 1 pjrt_stream_executor_client.cc:3072] Execution of replica 0 failed: DEADLINE_EXCEEDED: GetKeyValue() timed out with key: devices=[0,1]; stream=0 and duration: 10m
+jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 17179869184 bytes.
+"""
+    assert diag(log).fault_class is FaultClass.MEMORY_DEVICE_OOM
+
+
+# -- MPI programs that broke the standard ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("log", "hosts", "ranks"),
+    [
+        (  # Open MPI: a call before MPI_Init, and the host of the process that aborted
+            "*** The MPI_Comm_size() function was called before MPI_INIT was invoked.\n"
+            "*** This is disallowed by the MPI standard.\n"
+            "*** Your MPI job will now abort.\n"
+            "[gpu-node-07:31337] Local abort before MPI_INIT completed completed successfully,"
+            " but am not able to aggregate error messages, and not able to guarantee that all"
+            " other processes were killed!",
+            ["gpu-node-07"],
+            [],
+        ),
+        (  # Open MPI: a destructor calling MPI after MPI_Finalize
+            "*** The MPI_Comm_free() function was called after MPI_FINALIZE was invoked.\n"
+            "*** This is disallowed by the MPI standard.\n"
+            "*** Your MPI job will now abort.\n"
+            "[cn042.cluster.local:7781] Local abort after MPI_FINALIZE started completed"
+            " successfully, but am not able to aggregate error messages, and not able to"
+            " guarantee that all other processes were killed!",
+            ["cn042.cluster.local"],
+            [],
+        ),
+        (  # MPICH under mpi4py imported without initialising MPI
+            "Attempting to use an MPI routine (internal_Comm_rank) before initializing or after"
+            " finalizing MPICH",
+            [],
+            [],
+        ),
+        (  # Open MPI's fatal error handler rejecting the program's arguments
+            "[worker3:2194] *** An error occurred in MPI_Recv\n"
+            "[worker3:2194] *** reported by process [1590624257,1]\n"
+            "[worker3:2194] *** on communicator MPI_COMM_WORLD\n"
+            "[worker3:2194] *** MPI_ERR_TRUNCATE: message truncated\n"
+            "[worker3:2194] *** MPI_ERRORS_ARE_FATAL (processes in this communicator will now"
+            " abort,\n"
+            "[worker3:2194] ***    and potentially your MPI job)",
+            ["worker3"],
+            [],
+        ),
+        (  # MPICH naming the rank whose call it rejected
+            "Abort(537553414) on node 1 (rank 1 in comm 0): Fatal error in internal_Send:"
+            " Invalid rank, error stack:\n"
+            "internal_Send(124): MPI_Send(buf=0x7ffd7768d3f4, count=1, MPI_INT, 2, 0,"
+            " MPI_COMM_WORLD) failed\n"
+            "internal_Send(78).: Invalid rank has value 2 but must be nonnegative and less than 2",
+            [],
+            [1],
+        ),
+        (  # mpi4py raising Open MPI's error class
+            "Traceback (most recent call last):\n"
+            '  File "train.py", line 40, in <module>\n'
+            "    comm.Recv(buf, source=0)\n"
+            '  File "mpi4py/MPI/Comm.pyx", line 312, in mpi4py.MPI.Comm.Recv\n'
+            "mpi4py.MPI.Exception: MPI_ERR_TRUNCATE: message truncated",
+            [],
+            [],
+        ),
+    ],
+)
+def test_an_mpi_program_that_broke_the_standard_is_an_application_error(
+    log: str, hosts: list[str], ranks: list[int]
+) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.culprit_hosts == hosts
+    assert d.culprit_ranks == ranks
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # an MPI library failing in itself, not the program's arguments
+        "[n1:77] *** An error occurred in MPI_Allreduce\n[n1:77] *** MPI_ERR_INTERN: internal error",
+        "Fatal error in PMPI_Barrier: Other MPI error, error stack:",
+        # Open MPI's abort note alone: MPI_Init can fail for the network's reasons too
+        "[n1:77] Local abort before MPI_INIT completed completed successfully, but am not able to"
+        " aggregate error messages, and not able to guarantee that all other processes were"
+        " killed!",
+    ],
+)
+def test_an_mpi_failure_that_is_not_the_programs_use_is_no_application_error(log: str) -> None:
+    assert diag(log).fault_class is not FaultClass.APP_ERROR
+
+
+def test_a_python_exceptions_dotted_name_with_a_digit_is_no_host_prefix() -> None:
+    d = diag("mpi4py.MPI.Exception: Invalid communicator, error stack:")
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.culprit_hosts == []
+
+
+# -- a device the job's binding does not give it ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # torch.cuda.set_device(local_rank) with more ranks per node than visible GPUs
+        "[rank5]: Traceback (most recent call last):\n"
+        '[rank5]:   File "train.py", line 21, in <module>\n'
+        "[rank5]:     torch.cuda.set_device(local_rank)\n"
+        "[rank5]: RuntimeError: CUDA error: invalid device ordinal\n"
+        "[rank5]: Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",
+        # NCCL under the same mistake
+        "gpu-3:1201:1201 [4] NCCL WARN Cuda failure 'invalid device ordinal'",
+        # TensorFlow/XLA's StreamExecutor given a device index the process does not have
+        "2024-03-01 10:00:00.000000: F external/xla/xla/stream_executor/cuda/cuda_platform.cc:52]"
+        " Invalid device ordinal value (2). Valid range is [0, 0].",
+        # JAX with one GPU per task bound the wrong way
+        "jaxlib.xla_extension.XlaRuntimeError: Unable to initialize backend 'cuda': INTERNAL:"
+        " no supported devices found for platform CUDA (you may need to uninstall the failing"
+        " plugin package, or set JAX_PLATFORMS=cpu to skip this backend.)",
+        "RuntimeError: Unable to initialize backend 'rocm': INTERNAL: no supported devices found"
+        " for platform ROCM",
+        # no device left to the process at all
+        "RuntimeError: No CUDA GPUs are available",
+        "RuntimeError: No HIP GPUs are available",
+        "RuntimeError: CUDA error: no CUDA-capable device is detected",
+        # a checkpoint mapped to a device index the process does not have
+        "RuntimeError: Attempting to deserialize object on CUDA device 3 but"
+        " torch.cuda.device_count() is 1. Please use torch.load with map_location to map your"
+        " storages to an existing device.",
+    ],
+)
+def test_a_device_the_jobs_binding_does_not_give_it_is_the_jobs_configuration(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.action is not RecoveryAction.DRAIN_AND_RESTART
+
+
+@pytest.mark.parametrize(
+    ("log", "expected"),
+    [
+        (  # the device left the bus: the hardware, not the binding
+            "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.\n"
+            "RuntimeError: CUDA error: no CUDA-capable device is detected",
+            FaultClass.GPU_HARDWARE,
+        ),
+        (  # context creation ran out of device memory (another process holds the GPU)
+            "E0301 cuda_driver.cc:266] failed call to cuDevicePrimaryCtxRetain:"
+            " CUDA_ERROR_OUT_OF_MEMORY: out of memory; total memory reported: 25396838400\n"
+            "RuntimeError: Unable to initialize backend 'cuda': INTERNAL: no supported devices"
+            " found for platform CUDA",
+            FaultClass.MEMORY_DEVICE_OOM,
+        ),
+    ],
+)
+def test_a_fault_that_explains_a_missing_device_outranks_the_binding(
+    log: str, expected: FaultClass
+) -> None:
+    assert diag(log).fault_class is expected
+
+
+def test_tensorflows_start_up_warning_of_no_device_is_no_binding_error() -> None:
+    d = diag(
+        "E tensorflow/stream_executor/cuda/cuda_driver.cc:271] failed call to cuInit:"
+        " CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected"
+    )
+    assert d.fault_class is not FaultClass.APP_ERROR
