@@ -1540,3 +1540,143 @@ def test_tensorflows_start_up_warning_of_no_device_is_no_binding_error() -> None
         " CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected"
     )
     assert d.fault_class is not FaultClass.APP_ERROR
+
+
+# -- object-store writes refused, in the clients' other words ---------------------------------
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # botocore's connection errors re-raised by a wrapper, in their own messages
+        '{"simapp_exception": {"function": "save_to_store", "message": "Exception [Connection was'
+        ' closed before we received a valid response from endpoint URL: \\"http://minio:9000/b/'
+        'ckpt.data?uploadId=1&partNumber=3\\".] occured while uploading files on S3"}}',
+        "RuntimeError: checkpoint upload failed: Could not connect to the endpoint URL:"
+        ' "https://bucket.s3.eu-west-1.amazonaws.com/run/step_400/optim.pt"',
+        'ValueError: Read timeout on endpoint URL: "https://bucket.s3.amazonaws.com/run/model.pt"',
+        # the store refusing a request signed with a clock it does not trust, or a conflict
+        "botocore.exceptions.ClientError: An error occurred (RequestTimeTooSkewed) when calling"
+        " the UploadPart operation: The difference between the request time and the server's"
+        " time is too large.",
+        "botocore.exceptions.ClientError: An error occurred (OperationAborted) when calling the"
+        " PutObject operation: A conflicting conditional operation is currently in progress",
+        # TensorFlow's GCS file system, any status on its write paths
+        "Permission denied: Error executing an HTTP request: HTTP response code 403 with body"
+        " 'rate limited' when initiating an upload to gs://bkt/ckpt/model.ckpt-10.index",
+        "\t when uploading gs://bkt/models/model.ckpt-8000_temp_aa3d8a/",
+        "Unavailable: Upload to gs://bkt/models/ckpt-9.data-00000-of-00001 failed, caused by: Not"
+        " found: Error executing an HTTP request: HTTP response code 410",
+    ],
+)
+def test_an_object_store_refusing_a_write_in_its_clients_words_is_storage(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.STORAGE_ERROR
+    assert d.action is not RecoveryAction.DRAIN_AND_RESTART
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        "An error occurred (AccessDenied) when calling the PutObject operation: Access Denied",
+        "INFO Upload to gs://bkt/run/ckpt-100.index complete",
+        "Could not connect to the database at db:5432",
+    ],
+)
+def test_a_refused_permission_or_a_finished_upload_is_no_storage_failure(log: str) -> None:
+    assert diag(log).fault_class is not FaultClass.STORAGE_ERROR
+
+
+# -- a file operation refused by the file system, in TensorFlow/absl's "PATH; strerror" -------
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        "W tensorflow/core/framework/op_kernel.cc:1622] OP_REQUIRES failed at"
+        " save_restore_v2_ops.cc:137 : Invalid argument: /dbfs/mnt/x/ckpt-3_temp/part-00001-of-"
+        "00002.data-00000-of-00001.tempstate946; Invalid argument",
+        "tensorflow.python.framework.errors_impl.UnknownError: /lustre/run/ckpt-12_temp/part-0;"
+        " Input/output error [Op:SaveV2]",
+        "tensorflow.python.framework.errors_impl.UnavailableError: /mnt/gcsfuse/ckpt/ckpt-7.index;"
+        " Transport endpoint is not connected",
+        "E0301 checkpoint.cc:88] Internal: /nfs/home/u/run/events.out.tfevents.1.n3; Stale file"
+        " handle",
+    ],
+)
+def test_a_tensorflow_file_operation_the_file_system_refused_is_storage(log: str) -> None:
+    assert diag(log).fault_class is FaultClass.STORAGE_ERROR
+
+
+@pytest.mark.parametrize(
+    ("log", "expected"),
+    [
+        (  # a path the job named that is not there: its own configuration
+            "tensorflow.python.framework.errors_impl.NotFoundError: /data/train-00001.tfrecord;"
+            " No such file or directory",
+            FaultClass.APP_ERROR,
+        ),
+        (  # Python's OSError words it differently, and a bad argument is the program's
+            "InvalidArgumentError: Incompatible shapes: [32,10] vs. [64,10]",
+            FaultClass.APP_ERROR,
+        ),
+    ],
+)
+def test_a_missing_path_or_a_bad_argument_is_the_jobs_own(log: str, expected: FaultClass) -> None:
+    assert diag(log).fault_class is expected
+
+
+# -- ranks that ran different collectives -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("log", "ranks"),
+    [
+        (  # PyTorch's checker; the fingerprint's words (memory_format, device) decide nothing
+            "[rank2]: RuntimeError: Detected mismatch between collectives on ranks. Rank 2 is"
+            " running collective: CollectiveFingerPrint(SequenceNumber=40, OpType=ALLGATHER,"
+            " TensorShape=[16], TensorDtypes=Float, TensorDeviceTypes=TensorOptions(dtype=float"
+            " (default), device=cuda, layout=Strided (default), requires_grad=false (default),"
+            " pinned_memory=false (default), memory_format=(nullopt))), but Rank 0 is running"
+            " collective: CollectiveFingerPrint(SequenceNumber=40, OpType=BROADCAST).",
+            [2],
+        ),
+        (  # DeepSpeed ZeRO-3's parameter trace differing between ranks
+            "[rank6]: RuntimeError: disagreement between rank0 and rank6: rank0: [0, 1, 2, 3],"
+            " rank6: [0, 1, 3]",
+            [6],
+        ),
+    ],
+)
+def test_ranks_that_ran_different_collectives_are_a_program_error(
+    log: str, ranks: list[int]
+) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.culprit_ranks == ranks
+
+
+# -- XLA refusing the program: a cut pass context, a broken invariant -------------------------
+
+
+@pytest.mark.parametrize(
+    ("log", "expected"),
+    [
+        (
+            "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: during context [pre-optimization]",
+            FaultClass.APP_ERROR,
+        ),
+        (
+            "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: RET_CHECK failure"
+            " (external/xla/xla/service/spmd/spmd_partitioner.cc:512) sharding.IsTuple()",
+            FaultClass.APP_ERROR,
+        ),
+        (  # a RET_CHECK on a device stream's state is the device's, not the program's
+            "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: RET_CHECK failure"
+            " (xla/stream_executor/cuda/cuda_driver.cc:1210) stream->ok() CUDA_ERROR_ILLEGAL_ADDRESS",
+            FaultClass.CUDA_ERROR,
+        ),
+    ],
+)
+def test_xla_refusing_the_program_is_an_application_error(log: str, expected: FaultClass) -> None:
+    assert diag(log).fault_class is expected
