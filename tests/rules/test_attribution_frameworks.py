@@ -1512,6 +1512,28 @@ def test_a_device_the_jobs_binding_does_not_give_it_is_the_jobs_configuration(lo
 
 
 @pytest.mark.parametrize(
+    "log",
+    [
+        "RuntimeError: No CUDA GPUs are available",
+        "RuntimeError: CUDA error: no CUDA-capable device is detected",
+        "RuntimeError: Unable to initialize backend 'cuda': INTERNAL: no supported devices found"
+        " for platform CUDA",
+    ],
+)
+def test_no_device_at_all_is_too_weak_to_stop_the_job(log: str) -> None:
+    # the binding most often, but a node whose GPUs or driver went away reads the same
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.action is RecoveryAction.RESTART
+
+
+def test_a_device_index_the_binding_does_not_have_stops_the_job() -> None:
+    d = diag("[rank3]: RuntimeError: CUDA error: invalid device ordinal")
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.action is RecoveryAction.STOP
+
+
+@pytest.mark.parametrize(
     ("log", "expected"),
     [
         (  # the device left the bus: the hardware, not the binding
