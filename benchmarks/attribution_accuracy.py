@@ -62,6 +62,7 @@ PARTS = (
     "validation-frameworks-14",
     "validation-frameworks-15",
     "validation-frameworks-16",
+    "validation-frameworks-17",
 )
 
 

@@ -36,10 +36,12 @@ BEHIND_RULES = frozenset({"flight_recorder.behind", "nccl_ras.rank"})
 NO_CULPRIT_CLASSES = frozenset(
     {FaultClass.JOB_TIME_LIMIT, FaultClass.JOB_PREEMPTED, FaultClass.JOB_CANCELLED}
 )
-REPORT_HOST_RULE = "node.mpi_report_host"
+REPORT_HOST_RULES = frozenset({"node.mpi_report_host", "mpi.local_abort"})
 REPORT_HOST_LINES = 4
-"""Open MPI's help-message reports name the node on an indented line of their own, this close
-after the headline ("ORTE has lost communication with its daemon located on node:")."""
+"""Open MPI's reports name the node on a line of their own, this close after the headline: a
+help message's indented ``hostname:`` line ("ORTE has lost communication with its daemon located
+on node:"), the ``[host:pid] Local abort before MPI_INIT ...`` note after a process's own report
+of why it aborted."""
 ABORTED_LIST_RULES = frozenset({"launcher.paddle_trainers_aborted"})
 """Launcher reports that list every rank that failed."""
 _RANK_LIST = re.compile(r"[0-9]+")
@@ -92,6 +94,25 @@ def coordination_silent_tasks(timeouts: Sequence[Evidence]) -> list[int]:
     return sorted(named) if known - named else []
 
 
+def _group(e: Evidence) -> str:
+    return e.fields.get("pg_guid") or e.fields.get("pg") or ""
+
+
+def _work(e: Evidence) -> str:
+    return e.fields.get("seq") or e.fields.get("seq2") or ""
+
+
+def _groups_by_work(timeouts: Sequence[Evidence]) -> dict[tuple[int, str], str]:
+    """The process group of each rank's timed-out work, from the lines that name one: a line
+    that does not (a release's "Timeout at NCCL work: N" after the watchdog's report, a paste
+    cut before its ``[PG ...]`` prefix) is about the same work of the same group."""
+    return {
+        (e.rank, _work(e)): _group(e)
+        for e in timeouts
+        if e.rank is not None and _work(e) and _group(e)
+    }
+
+
 def collective_culprits(evidence: Sequence[Evidence], cascades: Sequence[Evidence]) -> list[int]:
     """The rank(s) that stopped participating in a timed-out collective, when identifiable."""
     timeouts = [e for e in cascades if e.fault_class is FaultClass.COLLECTIVE_TIMEOUT]
@@ -115,11 +136,12 @@ def collective_culprits(evidence: Sequence[Evidence], cascades: Sequence[Evidenc
     # one process group (each group numbers its own collectives).
     last: dict[int, int] = {}
     groups: set[str] = set()
+    named_groups = _groups_by_work(timeouts)
     for e in timeouts:
         value = e.fields.get("last_completed") or e.fields.get("last_completed2")
         if e.rank is not None and value is not None and is_ascii_digits(value.lstrip("-")):
             last[e.rank] = min(int(value), last.get(e.rank, int(value)))
-            groups.add(e.fields.get("pg_guid") or e.fields.get("pg") or "")
+            groups.add(_group(e) or named_groups.get((e.rank, _work(e)), ""))
     if len(last) >= 2 and len(groups) == 1:
         low = min(last.values())
         lowest = [r for r, v in last.items() if v == low]
@@ -191,7 +213,7 @@ def reported_host(line: Evidence, evidence: Sequence[Evidence]) -> str | None:
         (
             e.host
             for e in evidence
-            if e.rule == REPORT_HOST_RULE
+            if e.rule in REPORT_HOST_RULES
             and e.host
             and e.file == line.file
             and e.line is not None
@@ -199,6 +221,12 @@ def reported_host(line: Evidence, evidence: Sequence[Evidence]) -> str | None:
         ),
         None,
     )
+
+
+def reported_hosts(lines: Sequence[Evidence], evidence: Sequence[Evidence]) -> list[str]:
+    """The hosts reports print on a line of their own just after ``lines``, once each."""
+    found = ordered_unique([reported_host(line, evidence) for line in lines])
+    return [h for h in found if isinstance(h, str)]
 
 
 def aborted_ranks(evidence: Sequence[Evidence]) -> list[int]:
@@ -363,6 +391,7 @@ def _decisive_culprits(
         hosts_named(decisive, hosts)
         or hosts_named(ordered, hosts)
         or hosts_of(ranks, evidence, hosts)
+        or reported_hosts(decisive, evidence)
     )
     if ranks and len(culprit_hosts) > 1:
         culprit_hosts = hosts_of(ranks, ordered, hosts) or culprit_hosts

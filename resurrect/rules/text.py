@@ -99,7 +99,9 @@ _PREFIX = re.compile(
     # "python3.10"); a plain word+number is no counter, tool or device ("epoch3", "python3",
     # "mlx5", "eth0", "enp94s0").
     r"|(?P<host_f>(?:[0-9]{1,3}\.){3}[0-9]{1,3}"
-    r"|(?=[A-Za-z][\w-]{0,62}[0-9])(?!(?i:rank|epoch|step|iter|layer|batch|stage|block|round|phase"
+    # nor a Python exception's dotted name ("mpi4py.MPI.Exception: ", "h5py.x.OSError: ")
+    r"|(?![\w.-]{0,200}(?:Error|Exception|Warning): )"
+    r"(?=[A-Za-z][\w-]{0,62}[0-9])(?!(?i:rank|epoch|step|iter|layer|batch|stage|block|round|phase"
     r"|part|test|cuda|device|gpu|python|line|task|process|utf"
     r"|eth|ib|mlx|nvme|sd|bond|hsn|hfi|cxi|md|dm|veth|docker)[-_]?[0-9]{1,9}: "
     # nor an Ascend CANN error code ("EZ9999: Inner Error!", "EI0006: ...", "E39999: ...")

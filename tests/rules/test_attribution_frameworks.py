@@ -1317,3 +1317,388 @@ def test_a_collective_timeout_blames_only_a_rank_that_comparing_ranks_singles_ou
     d = diag(log)
     assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT
     assert d.culprit_ranks == ranks
+
+
+def test_a_rank_behind_in_its_group_is_blamed_where_a_later_line_omits_the_group() -> None:
+    # PyTorch 2.5 follows the watchdog's progress report with "Timeout at NCCL work" under the
+    # same [PG ...] prefix; a paste (or a release) may drop it. Both lines are about the same
+    # work of the same group, so rank 0 (last completed 41) is behind rank 1 (45).
+    log = """
+[rank0]:[E0301 10:00:00.1 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank 0] Exception (either an error or timeout) detected by watchdog at work: 42, last enqueued NCCL work: 44, last completed NCCL work: 41.
+[rank1]:[E0301 10:00:01.1 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank 1] Exception (either an error or timeout) detected by watchdog at work: 46, last enqueued NCCL work: 47, last completed NCCL work: 45.
+[rank1]:[E0301 10:00:02.1 ProcessGroupNCCL.cpp:1834] Rank 1] Timeout at NCCL work: 46, last enqueued NCCL work: 47, last completed NCCL work: 45.
+"""
+    d = diag(log)
+    assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT
+    assert d.culprit_ranks == [0]
+
+
+def test_ranks_of_different_groups_are_still_not_compared() -> None:
+    log = """
+[rank0]:[E0301 10:00:00.1 ProcessGroupNCCL.cpp:1785] [PG ID 1 PG GUID 1 Rank 0] Exception (either an error or timeout) detected by watchdog at work: 12, last enqueued NCCL work: 12, last completed NCCL work: 11.
+[rank1]:[E0301 10:00:01.1 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank 1] Exception (either an error or timeout) detected by watchdog at work: 46, last enqueued NCCL work: 47, last completed NCCL work: 45.
+[rank1]:[E0301 10:00:02.1 ProcessGroupNCCL.cpp:1834] Rank 1] Timeout at NCCL work: 46, last enqueued NCCL work: 47, last completed NCCL work: 45.
+"""
+    assert diag(log).culprit_ranks == []
+
+
+# -- the coordination service's key-value store timing out (XLA, TensorFlow) ---------------
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # PJRT publishing an NCCL clique id at the first collective; the payload comes last
+        "E0301 00:00:00.000000 1 pjrt_stream_executor_client.cc:3072] Execution of replica 1"
+        " failed: DEADLINE_EXCEEDED: GetKeyValue() timed out with key: devices=[0,1,2,3,4,5,6,7];"
+        " stream=0; groups=[[0,1,2,3,4,5,6,7]]; root_device=0; num_local_participants=4 and"
+        " duration: 30m [type.googleapis.com/tensorflow.CoordinationServiceError='']",
+        # jax.distributed.initialize exchanging the local topologies
+        "jaxlib._jax.XlaRuntimeError: INTERNAL: Getting local topologies failed: Error 1:"
+        " GetKeyValue() timed out with key: cuda:local_topology/cuda/3 and duration: 2m",
+        # TensorFlow's agent, raised in Python
+        "tensorflow.python.framework.errors_impl.DeadlineExceededError: GetKeyValue() timed out"
+        " with key: worker_config/2 and duration: 5m",
+        # the service's payload on a deadline without the agent's words
+        "jax.errors.JaxRuntimeError: DEADLINE_EXCEEDED: Deadline Exceeded"
+        " [type.googleapis.com/tensorflow.CoordinationServiceError='']",
+    ],
+)
+def test_a_coordination_key_value_wait_that_ran_out_is_a_collective_timeout(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT
+    assert d.culprit_ranks == []
+
+
+def test_the_failure_that_kept_a_task_from_publishing_its_key_decides() -> None:
+    log = """
+E0301 00:00:00.000000 1 pjrt_stream_executor_client.cc:3072] Execution of replica 0 failed: DEADLINE_EXCEEDED: GetKeyValue() timed out with key: devices=[0,1]; stream=0 and duration: 10m
+jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 17179869184 bytes.
+"""
+    assert diag(log).fault_class is FaultClass.MEMORY_DEVICE_OOM
+
+
+# -- MPI programs that broke the standard ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("log", "hosts", "ranks"),
+    [
+        (  # Open MPI: a call before MPI_Init, and the host of the process that aborted
+            "*** The MPI_Comm_size() function was called before MPI_INIT was invoked.\n"
+            "*** This is disallowed by the MPI standard.\n"
+            "*** Your MPI job will now abort.\n"
+            "[gpu-node-07:31337] Local abort before MPI_INIT completed completed successfully,"
+            " but am not able to aggregate error messages, and not able to guarantee that all"
+            " other processes were killed!",
+            ["gpu-node-07"],
+            [],
+        ),
+        (  # Open MPI: a destructor calling MPI after MPI_Finalize
+            "*** The MPI_Comm_free() function was called after MPI_FINALIZE was invoked.\n"
+            "*** This is disallowed by the MPI standard.\n"
+            "*** Your MPI job will now abort.\n"
+            "[cn042.cluster.local:7781] Local abort after MPI_FINALIZE started completed"
+            " successfully, but am not able to aggregate error messages, and not able to"
+            " guarantee that all other processes were killed!",
+            ["cn042.cluster.local"],
+            [],
+        ),
+        (  # MPICH under mpi4py imported without initialising MPI
+            "Attempting to use an MPI routine (internal_Comm_rank) before initializing or after"
+            " finalizing MPICH",
+            [],
+            [],
+        ),
+        (  # Open MPI's fatal error handler rejecting the program's arguments
+            "[worker3:2194] *** An error occurred in MPI_Recv\n"
+            "[worker3:2194] *** reported by process [1590624257,1]\n"
+            "[worker3:2194] *** on communicator MPI_COMM_WORLD\n"
+            "[worker3:2194] *** MPI_ERR_TRUNCATE: message truncated\n"
+            "[worker3:2194] *** MPI_ERRORS_ARE_FATAL (processes in this communicator will now"
+            " abort,\n"
+            "[worker3:2194] ***    and potentially your MPI job)",
+            ["worker3"],
+            [],
+        ),
+        (  # MPICH naming the rank whose call it rejected
+            "Abort(537553414) on node 1 (rank 1 in comm 0): Fatal error in internal_Send:"
+            " Invalid rank, error stack:\n"
+            "internal_Send(124): MPI_Send(buf=0x7ffd7768d3f4, count=1, MPI_INT, 2, 0,"
+            " MPI_COMM_WORLD) failed\n"
+            "internal_Send(78).: Invalid rank has value 2 but must be nonnegative and less than 2",
+            [],
+            [1],
+        ),
+        (  # mpi4py raising Open MPI's error class
+            "Traceback (most recent call last):\n"
+            '  File "train.py", line 40, in <module>\n'
+            "    comm.Recv(buf, source=0)\n"
+            '  File "mpi4py/MPI/Comm.pyx", line 312, in mpi4py.MPI.Comm.Recv\n'
+            "mpi4py.MPI.Exception: MPI_ERR_TRUNCATE: message truncated",
+            [],
+            [],
+        ),
+    ],
+)
+def test_an_mpi_program_that_broke_the_standard_is_an_application_error(
+    log: str, hosts: list[str], ranks: list[int]
+) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.culprit_hosts == hosts
+    assert d.culprit_ranks == ranks
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # an MPI library failing in itself, not the program's arguments
+        "[n1:77] *** An error occurred in MPI_Allreduce\n[n1:77] *** MPI_ERR_INTERN: internal error",
+        "Fatal error in PMPI_Barrier: Other MPI error, error stack:",
+        # Open MPI's abort note alone: MPI_Init can fail for the network's reasons too
+        "[n1:77] Local abort before MPI_INIT completed completed successfully, but am not able to"
+        " aggregate error messages, and not able to guarantee that all other processes were"
+        " killed!",
+    ],
+)
+def test_an_mpi_failure_that_is_not_the_programs_use_is_no_application_error(log: str) -> None:
+    assert diag(log).fault_class is not FaultClass.APP_ERROR
+
+
+def test_a_python_exceptions_dotted_name_with_a_digit_is_no_host_prefix() -> None:
+    d = diag("mpi4py.MPI.Exception: Invalid communicator, error stack:")
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.culprit_hosts == []
+
+
+# -- a device the job's binding does not give it ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # torch.cuda.set_device(local_rank) with more ranks per node than visible GPUs
+        "[rank5]: Traceback (most recent call last):\n"
+        '[rank5]:   File "train.py", line 21, in <module>\n'
+        "[rank5]:     torch.cuda.set_device(local_rank)\n"
+        "[rank5]: RuntimeError: CUDA error: invalid device ordinal\n"
+        "[rank5]: Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",
+        # NCCL under the same mistake
+        "gpu-3:1201:1201 [4] NCCL WARN Cuda failure 'invalid device ordinal'",
+        # TensorFlow/XLA's StreamExecutor given a device index the process does not have
+        "2024-03-01 10:00:00.000000: F external/xla/xla/stream_executor/cuda/cuda_platform.cc:52]"
+        " Invalid device ordinal value (2). Valid range is [0, 0].",
+        # JAX with one GPU per task bound the wrong way
+        "jaxlib.xla_extension.XlaRuntimeError: Unable to initialize backend 'cuda': INTERNAL:"
+        " no supported devices found for platform CUDA (you may need to uninstall the failing"
+        " plugin package, or set JAX_PLATFORMS=cpu to skip this backend.)",
+        "RuntimeError: Unable to initialize backend 'rocm': INTERNAL: no supported devices found"
+        " for platform ROCM",
+        # no device left to the process at all
+        "RuntimeError: No CUDA GPUs are available",
+        "RuntimeError: No HIP GPUs are available",
+        "RuntimeError: CUDA error: no CUDA-capable device is detected",
+        # a checkpoint mapped to a device index the process does not have
+        "RuntimeError: Attempting to deserialize object on CUDA device 3 but"
+        " torch.cuda.device_count() is 1. Please use torch.load with map_location to map your"
+        " storages to an existing device.",
+    ],
+)
+def test_a_device_the_jobs_binding_does_not_give_it_is_the_jobs_configuration(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.action is not RecoveryAction.DRAIN_AND_RESTART
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        "RuntimeError: No CUDA GPUs are available",
+        "RuntimeError: CUDA error: no CUDA-capable device is detected",
+        "RuntimeError: Unable to initialize backend 'cuda': INTERNAL: no supported devices found"
+        " for platform CUDA",
+    ],
+)
+def test_no_device_at_all_is_too_weak_to_stop_the_job(log: str) -> None:
+    # the binding most often, but a node whose GPUs or driver went away reads the same
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.action is RecoveryAction.RESTART
+
+
+def test_a_device_index_the_binding_does_not_have_stops_the_job() -> None:
+    d = diag("[rank3]: RuntimeError: CUDA error: invalid device ordinal")
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.action is RecoveryAction.STOP
+
+
+@pytest.mark.parametrize(
+    ("log", "expected"),
+    [
+        (  # the device left the bus: the hardware, not the binding
+            "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.\n"
+            "RuntimeError: CUDA error: no CUDA-capable device is detected",
+            FaultClass.GPU_HARDWARE,
+        ),
+        (  # context creation ran out of device memory (another process holds the GPU)
+            "E0301 cuda_driver.cc:266] failed call to cuDevicePrimaryCtxRetain:"
+            " CUDA_ERROR_OUT_OF_MEMORY: out of memory; total memory reported: 25396838400\n"
+            "RuntimeError: Unable to initialize backend 'cuda': INTERNAL: no supported devices"
+            " found for platform CUDA",
+            FaultClass.MEMORY_DEVICE_OOM,
+        ),
+    ],
+)
+def test_a_fault_that_explains_a_missing_device_outranks_the_binding(
+    log: str, expected: FaultClass
+) -> None:
+    assert diag(log).fault_class is expected
+
+
+def test_tensorflows_start_up_warning_of_no_device_is_no_binding_error() -> None:
+    d = diag(
+        "E tensorflow/stream_executor/cuda/cuda_driver.cc:271] failed call to cuInit:"
+        " CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected"
+    )
+    assert d.fault_class is not FaultClass.APP_ERROR
+
+
+# -- object-store writes refused, in the clients' other words ---------------------------------
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # botocore's connection errors re-raised by a wrapper, in their own messages
+        '{"simapp_exception": {"function": "save_to_store", "message": "Exception [Connection was'
+        ' closed before we received a valid response from endpoint URL: \\"http://minio:9000/b/'
+        'ckpt.data?uploadId=1&partNumber=3\\".] occured while uploading files on S3"}}',
+        "RuntimeError: checkpoint upload failed: Could not connect to the endpoint URL:"
+        ' "https://bucket.s3.eu-west-1.amazonaws.com/run/step_400/optim.pt"',
+        'ValueError: Read timeout on endpoint URL: "https://bucket.s3.amazonaws.com/run/model.pt"',
+        # the store refusing a request signed with a clock it does not trust, or a conflict
+        "botocore.exceptions.ClientError: An error occurred (RequestTimeTooSkewed) when calling"
+        " the UploadPart operation: The difference between the request time and the server's"
+        " time is too large.",
+        "botocore.exceptions.ClientError: An error occurred (OperationAborted) when calling the"
+        " PutObject operation: A conflicting conditional operation is currently in progress",
+        # TensorFlow's GCS file system, any status on its write paths
+        "Permission denied: Error executing an HTTP request: HTTP response code 403 with body"
+        " 'rate limited' when initiating an upload to gs://bkt/ckpt/model.ckpt-10.index",
+        "\t when uploading gs://bkt/models/model.ckpt-8000_temp_aa3d8a/",
+        "Unavailable: Upload to gs://bkt/models/ckpt-9.data-00000-of-00001 failed, caused by: Not"
+        " found: Error executing an HTTP request: HTTP response code 410",
+    ],
+)
+def test_an_object_store_refusing_a_write_in_its_clients_words_is_storage(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.STORAGE_ERROR
+    assert d.action is not RecoveryAction.DRAIN_AND_RESTART
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        "An error occurred (AccessDenied) when calling the PutObject operation: Access Denied",
+        "INFO Upload to gs://bkt/run/ckpt-100.index complete",
+        "Could not connect to the database at db:5432",
+    ],
+)
+def test_a_refused_permission_or_a_finished_upload_is_no_storage_failure(log: str) -> None:
+    assert diag(log).fault_class is not FaultClass.STORAGE_ERROR
+
+
+# -- a file operation refused by the file system, in TensorFlow/absl's "PATH; strerror" -------
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        "W tensorflow/core/framework/op_kernel.cc:1622] OP_REQUIRES failed at"
+        " save_restore_v2_ops.cc:137 : Invalid argument: /dbfs/mnt/x/ckpt-3_temp/part-00001-of-"
+        "00002.data-00000-of-00001.tempstate946; Invalid argument",
+        "tensorflow.python.framework.errors_impl.UnknownError: /lustre/run/ckpt-12_temp/part-0;"
+        " Input/output error [Op:SaveV2]",
+        "tensorflow.python.framework.errors_impl.UnavailableError: /mnt/gcsfuse/ckpt/ckpt-7.index;"
+        " Transport endpoint is not connected",
+        "E0301 checkpoint.cc:88] Internal: /nfs/home/u/run/events.out.tfevents.1.n3; Stale file"
+        " handle",
+    ],
+)
+def test_a_tensorflow_file_operation_the_file_system_refused_is_storage(log: str) -> None:
+    assert diag(log).fault_class is FaultClass.STORAGE_ERROR
+
+
+@pytest.mark.parametrize(
+    ("log", "expected"),
+    [
+        (  # a path the job named that is not there: its own configuration
+            "tensorflow.python.framework.errors_impl.NotFoundError: /data/train-00001.tfrecord;"
+            " No such file or directory",
+            FaultClass.APP_ERROR,
+        ),
+        (  # Python's OSError words it differently, and a bad argument is the program's
+            "InvalidArgumentError: Incompatible shapes: [32,10] vs. [64,10]",
+            FaultClass.APP_ERROR,
+        ),
+    ],
+)
+def test_a_missing_path_or_a_bad_argument_is_the_jobs_own(log: str, expected: FaultClass) -> None:
+    assert diag(log).fault_class is expected
+
+
+# -- ranks that ran different collectives -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("log", "ranks"),
+    [
+        (  # PyTorch's checker; the fingerprint's words (memory_format, device) decide nothing
+            "[rank2]: RuntimeError: Detected mismatch between collectives on ranks. Rank 2 is"
+            " running collective: CollectiveFingerPrint(SequenceNumber=40, OpType=ALLGATHER,"
+            " TensorShape=[16], TensorDtypes=Float, TensorDeviceTypes=TensorOptions(dtype=float"
+            " (default), device=cuda, layout=Strided (default), requires_grad=false (default),"
+            " pinned_memory=false (default), memory_format=(nullopt))), but Rank 0 is running"
+            " collective: CollectiveFingerPrint(SequenceNumber=40, OpType=BROADCAST).",
+            [2],
+        ),
+        (  # DeepSpeed ZeRO-3's parameter trace differing between ranks
+            "[rank6]: RuntimeError: disagreement between rank0 and rank6: rank0: [0, 1, 2, 3],"
+            " rank6: [0, 1, 3]",
+            [6],
+        ),
+    ],
+)
+def test_ranks_that_ran_different_collectives_are_a_program_error(
+    log: str, ranks: list[int]
+) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.culprit_ranks == ranks
+
+
+# -- XLA refusing the program: a cut pass context, a broken invariant -------------------------
+
+
+@pytest.mark.parametrize(
+    ("log", "expected"),
+    [
+        (
+            "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: during context [pre-optimization]",
+            FaultClass.APP_ERROR,
+        ),
+        (
+            "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: RET_CHECK failure"
+            " (external/xla/xla/service/spmd/spmd_partitioner.cc:512) sharding.IsTuple()",
+            FaultClass.APP_ERROR,
+        ),
+        (  # a RET_CHECK on a device stream's state is the device's, not the program's
+            "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: RET_CHECK failure"
+            " (xla/stream_executor/cuda/cuda_driver.cc:1210) stream->ok() CUDA_ERROR_ILLEGAL_ADDRESS",
+            FaultClass.CUDA_ERROR,
+        ),
+    ],
+)
+def test_xla_refusing_the_program_is_an_application_error(log: str, expected: FaultClass) -> None:
+    assert diag(log).fault_class is expected
