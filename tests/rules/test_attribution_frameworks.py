@@ -1861,3 +1861,80 @@ def test_near_misses_of_the_stack_wordings_decide_nothing_of_theirs(text: str) -
         FaultClass.STORAGE_ERROR,
         FaultClass.NETWORK_FABRIC,
     ), d.summary
+
+
+# -- validation-frameworks-18's misses, generalised --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # the toolkit's link-time libcuda loaded instead of the driver's, in each reporter's words
+        "gpu3:9120:9144 [1] init.cc:1401 NCCL WARN Cuda failure 'CUDA driver is a stub library'",
+        "RuntimeError: CUDA error: CUDA driver is a stub library\nCUDA kernel errors might be"
+        " asynchronously reported at some other API call",
+        "E0301 10:00:00.000000 77 cuda_driver.cc:152] failed call to cuInit:"
+        " CUDA_ERROR_STUB_LIBRARY: CUDA driver is a stub library",
+        # NCCL refusing the job's use of it, as Horovod and XLA put NCCL's error string after the call
+        "[1,5]<stderr>:horovod.common.exceptions.HorovodInternalError: ncclCommInitRank failed:"
+        " invalid usage",
+        "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: NCCL operation ncclReduceScatter(send,"
+        " recv, count, dtype, op, comm, stream) failed: invalid argument",
+        # a C++ library's uncaught standard logic error, whatever launcher reports the abort
+        "terminate called after throwing an instance of 'std::length_error'\n  what():  "
+        "vector::_M_default_append\n[n1:4242] *** Process received signal ***",
+    ],
+)
+def test_the_jobs_own_stack_refused_in_cuda_nccl_or_cpp_words_is_an_app_error(text: str) -> None:
+    assert diag(text).fault_class is FaultClass.APP_ERROR
+
+
+def test_horovods_nccl_refusal_names_the_rank_that_printed_it() -> None:
+    d = diag("[1,3]<stderr>:RuntimeError: ncclCommInitRank failed: invalid usage")
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.culprit_ranks == [3]
+
+
+@pytest.mark.parametrize(
+    ("text", "fault_class"),
+    [
+        # NCCL's system and CUDA errors after the call stay the infrastructure's
+        ("ncclCommInitRank failed: unhandled system error", FaultClass.NETWORK_FABRIC),
+        # a runtime error or an allocation failure thrown by C++ is not a logic error
+        (
+            "terminate called after throwing an instance of 'std::bad_alloc'\n  what():  "
+            "std::bad_alloc",
+            FaultClass.MEMORY_HOST_OOM,
+        ),
+    ],
+)
+def test_near_misses_of_the_jobs_own_stack_keep_their_class(
+    text: str, fault_class: FaultClass
+) -> None:
+    assert diag(text).fault_class is fault_class
+
+
+@pytest.mark.parametrize(
+    ("text", "rank"),
+    [
+        # -9 kept in an unsigned byte by the launcher, and the plain 137, both name the process
+        ("Process 4 exit with status code 247.", 4),
+        ("worker 2 exited with exit code 137", 2),
+    ],
+)
+def test_a_launchers_sigkill_status_is_a_weak_host_oom_on_the_process_it_names(
+    text: str, rank: int
+) -> None:
+    d = diag(text)
+    assert d.fault_class is FaultClass.MEMORY_HOST_OOM
+    assert d.culprit_ranks == [rank]
+    assert d.action is RecoveryAction.RESTART
+
+
+def test_an_aligned_host_allocation_refused_with_enomem_is_a_host_oom() -> None:
+    d = diag(
+        "paddle.fluid.core.EnforceNotMet: Enforce failed. Expected posix_memalign(&p, alignment,"
+        " size) == 0, but received posix_memalign(&p, alignment, size):12 != 0:0.\n"
+        "Alloc 1073741824 error! at [/paddle/paddle/fluid/memory/detail/system_allocator.cc:51]"
+    )
+    assert d.fault_class is FaultClass.MEMORY_HOST_OOM
