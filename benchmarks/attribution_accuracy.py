@@ -63,6 +63,7 @@ PARTS = (
     "validation-frameworks-15",
     "validation-frameworks-16",
     "validation-frameworks-17",
+    "validation-frameworks-18",
 )
 
 

@@ -1702,3 +1702,239 @@ def test_ranks_that_ran_different_collectives_are_a_program_error(
 )
 def test_xla_refusing_the_program_is_an_application_error(log: str, expected: FaultClass) -> None:
     assert diag(log).fault_class is expected
+
+
+# -- the proactive families pass: each stack's own fatal wordings, read from its source -----
+
+
+STACK_WORDINGS_BY_CLASS = [
+    # TensorFlow: the BFC allocator's failing line (TSL's format) and a device copy it could
+    # not allocate
+    (
+        "W external/local_tsl/tsl/framework/bfc_allocator.cc:485] Allocator (GPU_2_bfc) ran"
+        " out of memory trying to allocate 6.50GiB (rounded to 6979321856)requested by op"
+        " StatefulPartitionedCall/dense/MatMul",
+        FaultClass.MEMORY_DEVICE_OOM,
+    ),
+    (
+        "tensorflow.python.framework.errors_impl.InternalError: Failed copying input tensor from"
+        " /job:localhost/replica:0/task:0/device:CPU:0 to /job:localhost/replica:0/task:0/"
+        "device:GPU:1 in order to run _EagerConst: Dst tensor is not initialized.",
+        FaultClass.MEMORY_DEVICE_OOM,
+    ),
+    # TensorFlow's event manager aborting on a failed CUDA event
+    (
+        "2021-03-02 11:12:13.000001: F tensorflow/core/common_runtime/gpu/gpu_event_mgr.cc:273]"
+        " Unexpected Event status: 1",
+        FaultClass.CUDA_ERROR,
+    ),
+    # TensorFlow's collectives aborted by a peer's failure, under another status
+    (
+        "tensorflow.python.framework.errors_impl.DeadlineExceededError: Collective ops is aborted"
+        " by: Deadline exceeded [Op:CollectiveReduceV2]",
+        FaultClass.COLLECTIVE_TIMEOUT,
+    ),
+    # TensorFlow's reader finding a checkpoint's checksum broken
+    (
+        "tensorflow.python.framework.errors_impl.DataLossError: Checksum does not match: stored"
+        " 2381523 vs. calculated on the restored bytes 918273",
+        FaultClass.STORAGE_ERROR,
+    ),
+    # Horovod's coordinator refusing requests the ranks disagree on
+    (
+        "[1]<stderr>:horovod.common.exceptions.HorovodInternalError: Mismatched data types: One"
+        " rank had type float32, but another rank had type int64.",
+        FaultClass.APP_ERROR,
+    ),
+    (
+        "RuntimeError: Mismatched MPI operations: One rank did an allgather, but another rank"
+        " did a broadcast.",
+        FaultClass.APP_ERROR,
+    ),
+    # NCCL: two ranks on one GPU; the socket transport's own progress error
+    (
+        "gpu7:4410:4500 [1] NCCL WARN Duplicate GPU detected : rank 3 and rank 2 both on CUDA"
+        " device 4f000",
+        FaultClass.APP_ERROR,
+    ),
+    (
+        "gpu7:4410:4500 [1] NCCL WARN NET/Socket : socket progress error",
+        FaultClass.NETWORK_FABRIC,
+    ),
+    # MPI transports: Open MPI's TCP help text, openib, UCX, MPICH's OFI netmod (whose errno
+    # is the provider's, not a file system's)
+    (
+        "A process or daemon was unable to complete a TCP connection\nto another process:\n"
+        "  Local host:    cn12\n  Remote host:   cn14",
+        FaultClass.NETWORK_FABRIC,
+    ),
+    (
+        "[cn12][[4242,1],5][btl_openib_component.c:3645:handle_wc] from cn12 to: cn14 error"
+        " polling HP CQ with status WORK REQUEST FLUSHED ERROR status number 5 for wr_id 77"
+        " opcode 128  vendor error 244 qp_idx 3",
+        FaultClass.NETWORK_FABRIC,
+    ),
+    (
+        "[cn12:9001:0:9001] ib_mlx5_log.c:177  Transport retry count exceeded on mlx5_1:1/RoCE"
+        " (synd 0x15 vend 0x81 hw_synd 0/0)",
+        FaultClass.NETWORK_FABRIC,
+    ),
+    (
+        "Fatal error in PMPI_Allreduce: Other MPI error, error stack:\n"
+        "MPIDI_OFI_handle_cq_error(1062): OFI poll failed"
+        " (ofi_events.c:1064:MPIDI_OFI_handle_cq_error:Input/output error)",
+        FaultClass.NETWORK_FABRIC,
+    ),
+    # storage during saves: google-resumable-media, Arrow's S3 (Ray Train), gcsfs, ETIMEDOUT on
+    # a mounted path, a Lustre client's RPC timeout
+    (
+        "google.resumable_media.common.InvalidResponse: ('Request failed with status code', 429,"
+        " 'Expected one of', <HTTPStatus.OK: 200>, <HTTPStatus.PERMANENT_REDIRECT: 308>)",
+        FaultClass.STORAGE_ERROR,
+    ),
+    (
+        "(RayTrainWorker pid=811) OSError: When uploading part for key 'exp/checkpoint_000004/"
+        "model.pt' in bucket 'runs': AWS Error SERVICE_UNAVAILABLE during UploadPart operation:"
+        " Please reduce your request rate.",
+        FaultClass.STORAGE_ERROR,
+    ),
+    ("gcsfs.retry.HttpError: Backend Error, 502", FaultClass.STORAGE_ERROR),
+    (
+        "OSError: [Errno 110] Connection timed out: '/mnt/filestore/ckpt/step_900/optimizer.pt'",
+        FaultClass.STORAGE_ERROR,
+    ),
+    (
+        "LustreError: 2201:0:(client.c:2300:ptlrpc_expire_one_request()) @@@ Request sent has"
+        " timed out for sent delay: [sent 1700000001/real 0] req@ffff9 x17/t0(0)"
+        " o4->work-OST0011-osc@10.2.0.4@o2ib:6/4",
+        FaultClass.STORAGE_ERROR,
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "fault_class"), STACK_WORDINGS_BY_CLASS)
+def test_each_stacks_own_wording_names_its_class(text: str, fault_class: FaultClass) -> None:
+    d = diag(text)
+    assert d.fault_class is fault_class, d.summary
+
+
+def test_horovods_mismatch_names_no_rank_and_stops_the_job() -> None:
+    d = diag(
+        "horovod.common.exceptions.HorovodInternalError: Mismatched allreduce tensor shapes: One"
+        " rank sent a tensor of shape [10, 20], but another rank sent a tensor of shape [10, 21]."
+    )
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.culprit_ranks == []
+    assert d.action is RecoveryAction.STOP
+
+
+def test_duplicate_gpu_names_the_rank_nccl_refused() -> None:
+    d = diag(
+        "n3:77:90 [0] init.cc:1423 NCCL WARN Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1000"
+    )
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.culprit_ranks == [1]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # the allocator saying it is not a failure, in its newer words
+        "Allocator (GPU_0_bfc) ran out of memory trying to allocate 2.16GiB with"
+        " freed_by_count=0. The caller indicates that this is not a failure, but this may mean"
+        " that there could be performance gains if more memory were available.",
+        # an object store refusing a request the job made wrongly
+        "google.resumable_media.common.InvalidResponse: ('Request failed with status code', 403,"
+        " 'Expected one of', <HTTPStatus.OK: 200>)",
+        "OSError: When getting information for key 'ckpt' in bucket 'b': AWS Error ACCESS_DENIED"
+        " during HeadObject operation: No response body.",
+        # a socket (no path) timing out is no file system
+        "requests.exceptions.ConnectionError: [Errno 110] Connection timed out",
+        # a UCX transport merely unavailable
+        "UCX  WARN  transport 'rc_mlx5' is not available, please use one or more of: tcp",
+    ],
+)
+def test_near_misses_of_the_stack_wordings_decide_nothing_of_theirs(text: str) -> None:
+    d = diag(text)
+    assert d.fault_class not in (
+        FaultClass.MEMORY_DEVICE_OOM,
+        FaultClass.STORAGE_ERROR,
+        FaultClass.NETWORK_FABRIC,
+    ), d.summary
+
+
+# -- validation-frameworks-18's misses, generalised --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # the toolkit's link-time libcuda loaded instead of the driver's, in each reporter's words
+        "gpu3:9120:9144 [1] init.cc:1401 NCCL WARN Cuda failure 'CUDA driver is a stub library'",
+        "RuntimeError: CUDA error: CUDA driver is a stub library\nCUDA kernel errors might be"
+        " asynchronously reported at some other API call",
+        "E0301 10:00:00.000000 77 cuda_driver.cc:152] failed call to cuInit:"
+        " CUDA_ERROR_STUB_LIBRARY: CUDA driver is a stub library",
+        # NCCL refusing the job's use of it, as Horovod and XLA put NCCL's error string after the call
+        "[1,5]<stderr>:horovod.common.exceptions.HorovodInternalError: ncclCommInitRank failed:"
+        " invalid usage",
+        "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: NCCL operation ncclReduceScatter(send,"
+        " recv, count, dtype, op, comm, stream) failed: invalid argument",
+        # a C++ library's uncaught standard logic error, whatever launcher reports the abort
+        "terminate called after throwing an instance of 'std::length_error'\n  what():  "
+        "vector::_M_default_append\n[n1:4242] *** Process received signal ***",
+    ],
+)
+def test_the_jobs_own_stack_refused_in_cuda_nccl_or_cpp_words_is_an_app_error(text: str) -> None:
+    assert diag(text).fault_class is FaultClass.APP_ERROR
+
+
+def test_horovods_nccl_refusal_names_the_rank_that_printed_it() -> None:
+    d = diag("[1,3]<stderr>:RuntimeError: ncclCommInitRank failed: invalid usage")
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.culprit_ranks == [3]
+
+
+@pytest.mark.parametrize(
+    ("text", "fault_class"),
+    [
+        # NCCL's system and CUDA errors after the call stay the infrastructure's
+        ("ncclCommInitRank failed: unhandled system error", FaultClass.NETWORK_FABRIC),
+        # a runtime error or an allocation failure thrown by C++ is not a logic error
+        (
+            "terminate called after throwing an instance of 'std::bad_alloc'\n  what():  "
+            "std::bad_alloc",
+            FaultClass.MEMORY_HOST_OOM,
+        ),
+    ],
+)
+def test_near_misses_of_the_jobs_own_stack_keep_their_class(
+    text: str, fault_class: FaultClass
+) -> None:
+    assert diag(text).fault_class is fault_class
+
+
+@pytest.mark.parametrize(
+    ("text", "rank"),
+    [
+        # -9 kept in an unsigned byte by the launcher, and the plain 137, both name the process
+        ("Process 4 exit with status code 247.", 4),
+        ("worker 2 exited with exit code 137", 2),
+    ],
+)
+def test_a_launchers_sigkill_status_is_a_weak_host_oom_on_the_process_it_names(
+    text: str, rank: int
+) -> None:
+    d = diag(text)
+    assert d.fault_class is FaultClass.MEMORY_HOST_OOM
+    assert d.culprit_ranks == [rank]
+    assert d.action is RecoveryAction.RESTART
+
+
+def test_an_aligned_host_allocation_refused_with_enomem_is_a_host_oom() -> None:
+    d = diag(
+        "paddle.fluid.core.EnforceNotMet: Enforce failed. Expected posix_memalign(&p, alignment,"
+        " size) == 0, but received posix_memalign(&p, alignment, size):12 != 0:0.\n"
+        "Alloc 1073741824 error! at [/paddle/paddle/fluid/memory/detail/system_allocator.cc:51]"
+    )
+    assert d.fault_class is FaultClass.MEMORY_HOST_OOM
