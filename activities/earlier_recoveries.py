@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from temporalio.client import Client, WorkflowExecution
 from temporalio.exceptions import ApplicationError
 
-from resurrect.contracts import AttemptRecord, RecoveryContext
+from resurrect.contracts import AttemptRecord, FaultClass, RecoveryContext
 from resurrect.contracts.workflow_names import RECOVERY_WORKFLOW
 from resurrect.job_incarnation import Incarnation, incarnation_of, split_by_incarnation
 from resurrect.numbers import is_ascii_digits
@@ -32,6 +32,8 @@ class EarlierRecoveries:
     charged: int = 0
     # attempts of which only recoveries of other jobs that had the id were read
     others: set[int] = field(default_factory=set)
+    # nodes an earlier attempt lost, as its recovery recorded them (:func:`lost_nodes`)
+    lost_nodes: frozenset[str] = frozenset()
 
     def another_jobs(self, restart_count: int) -> bool:
         """Whether the recovery of attempt ``restart_count`` read was another job's only."""
@@ -62,7 +64,11 @@ async def read_earlier_recoveries(
         f"{query} AND {of_incarnation(incarnation)} AND ResurrectBudgetCharged = true"
     )
     return EarlierRecoveries(
-        incarnation, [records[n] for n in sorted(records)], int(count.count), others
+        incarnation,
+        [records[n] for n in sorted(records)],
+        int(count.count),
+        others,
+        lost_nodes(split.own),
     )
 
 
@@ -86,6 +92,22 @@ def of_incarnation(incarnation: Incarnation) -> str:
 def free_restarts(attempts: Sequence[AttemptRecord]) -> int:
     """The free restarts among the job's earlier recoveries (requeued, not charged)."""
     return sum(1 for a in attempts if a.requeued and not a.charged)
+
+
+def lost_nodes(executions: Sequence[WorkflowExecution]) -> frozenset[str]:
+    """The nodes of the attempts whose recovery found them lost: class ``node.lost``, the job
+    requeued, the restart not charged (so a node agent or Slurm confirmed the loss, not the
+    job's output alone: :func:`resurrect.plans.decide.decide`'s charging rule)."""
+    found: set[str] = set()
+    for execution in executions:
+        attributes = execution.typed_search_attributes
+        if (
+            attributes.get(sa.FAULT_CLASS) == FaultClass.NODE_LOST.value
+            and attributes.get(sa.OUTCOME) in REQUEUED_OUTCOMES
+            and not attributes.get(sa.BUDGET_CHARGED)
+        ):
+            found.update(attributes.get(sa.NODES) or ())
+    return frozenset(found)
 
 
 def attempt_record(execution: WorkflowExecution) -> AttemptRecord | None:

@@ -61,6 +61,7 @@ from resurrect.errors import JobNotFound, NeedsMoreTime, failure_of
 from resurrect.evidence_trust import (
     INDEPENDENT_SOURCES,
     NODE_CLASSES,
+    earlier_attempts_leftover,
     evidence_source,
     independent_evidence,
     match_job_nodes,
@@ -121,12 +122,17 @@ class OutputReading:
     last_step: int | None = None
 
 
-def _this_attempts(found: list[Evidence], bundle: RecoveryContext) -> tuple[list[Evidence], str]:
+def _this_attempts(
+    found: list[Evidence], bundle: RecoveryContext, earlier: EarlierRecoveries | None
+) -> tuple[list[Evidence], str]:
     """The output's findings without the lines of an earlier attempt that the interrupted
     attempt shares the file with (a node lost that this attempt never ran on,
     :func:`~resurrect.evidence_trust.names_a_node_the_attempt_lacks`), which say nothing of
-    why this attempt ended; and a note on those left out ("" when none). Its nodes: as the
-    report saw them, else the job's now."""
+    why this attempt ended - unless they are how it ended: an earlier attempt's leftovers on
+    a node that attempt lost cancelled this attempt's step
+    (:func:`~resurrect.evidence_trust.earlier_attempts_leftover`, a finding added then; not
+    when the attempt ended cancelled, a person's word); and a note on those left out ("" when
+    none). Its nodes: as the report saw them, else the job's now."""
     nodes = bundle.interruption.nodes or bundle.job.nodes
     kept: list[Evidence] = []
     dropped: list[Evidence] = []
@@ -134,6 +140,18 @@ def _this_attempts(found: list[Evidence], bundle: RecoveryContext) -> tuple[list
         (dropped if names_a_node_the_attempt_lacks(evidence, nodes) else kept).append(evidence)
     if not dropped:
         return kept, ""
+    lost_before = earlier.lost_nodes if earlier is not None else frozenset()
+    leftover = (
+        earlier_attempts_leftover(dropped, kept, nodes, lost_before)
+        if attempt_end_state(bundle) is not JobState.CANCELLED
+        else None
+    )
+    if leftover is not None:
+        return [*kept, leftover], (
+            f"attempt {bundle.interruption.restart_count} (on {','.join(nodes)}) was ended by"
+            f" an earlier attempt's leftovers on {leftover.host}, a node that attempt lost:"
+            f" {len(dropped)} line(s) of it, e.g. {dropped[0].text[:160]!r}"
+        )
     return kept, (
         f"not a fault of attempt {bundle.interruption.restart_count} (on {','.join(nodes)}):"
         f" {len(dropped)} line(s) of an earlier attempt, e.g. {dropped[0].text[:160]!r}"
@@ -354,7 +372,7 @@ class RecoveryActivities:
         """
         attempt = await self._attempt_output(bundle, earlier)
         output = await self._read_job_output(bundle.job, quick_s, attempt)
-        found, earlier_lines = _this_attempts(output.found, bundle)
+        found, earlier_lines = _this_attempts(output.found, bundle, earlier)
         notes = [*output.notes, earlier_lines] if earlier_lines else output.notes
         found.extend(e for e in reported if e.kind is not SignalKind.SCHEDULER_STATE)
         agent_found, watching = await self._agent_evidence(bundle)

@@ -292,6 +292,60 @@ def names_a_node_the_attempt_lacks(evidence: Evidence, attempt_nodes: Sequence[s
     return any(not match_job_nodes([n], attempt_nodes)[0] for n in named)
 
 
+# The rule of the finding that an earlier attempt's leftovers ended this one.
+EARLIER_ATTEMPT_LEFTOVER_RULE = "recovery.earlier_attempt_leftover"
+
+
+def earlier_attempts_leftover(
+    dropped: Sequence[Evidence],
+    kept: Sequence[Evidence],
+    attempt_nodes: Sequence[str],
+    lost_before: Collection[str],
+) -> Evidence | None:
+    """The attempt ended by what an earlier attempt left running: a node-lost line of a node
+    this attempt never ran on (``dropped``, :func:`names_a_node_the_attempt_lacks`), that node
+    one an earlier attempt of the job lost by resurrect's own record (``lost_before``), and a
+    step daemon of this attempt's own nodes reporting its step cancelled (``kept``). Slurm
+    numbers a requeued job's steps from 0 again, so the earlier attempt's ``srun``, thawed on
+    a frozen host or back from a partition before its fence, hears of its node's failure and
+    cancels "its" step: the step of that number the new attempt runs. The result (None when
+    any part is missing) is a root ``node.lost`` finding naming that earlier node, the
+    record's word rather than the job's; it drains nothing of this attempt."""
+    if not dropped or not attempt_nodes or not lost_before:
+        return None
+    cancelled = next(
+        (
+            e
+            for e in kept
+            if (daemon := _STEP_DAEMON_NODE.search(e.text)) is not None
+            and match_job_nodes([daemon["node"]], attempt_nodes)[0]
+        ),
+        None,
+    )
+    if cancelled is None:
+        return None
+    for line in dropped:
+        daemon = _STEP_DAEMON_NODE.search(line.text)
+        for named in (line.fields.get("host"), daemon and daemon["node"]):
+            lost, _ = match_job_nodes([named], lost_before) if named else ([], [])
+            if lost:
+                return Evidence(
+                    kind=SignalKind.SCHEDULER_STATE,
+                    source="scheduler",
+                    rule=EARLIER_ATTEMPT_LEFTOVER_RULE,
+                    role="root",
+                    fault_class=FaultClass.NODE_LOST,
+                    confidence=0.95,
+                    host=lost[0],
+                    text=(
+                        f"{lost[0]} was lost under an earlier attempt (its recovery's record);"
+                        f" that attempt's leftovers there ended this one: {line.text[:120]!r},"
+                        f" then {cancelled.text[:120]!r}"
+                    ),
+                )
+    return None
+
+
 def hardware_evidence(evidence: Iterable[Evidence], host: str) -> list[Evidence]:
     """What the node agent or Slurm says is wrong with ``host``'s hardware (rule 7): root or
     diagnostic findings of a hardware class, or of the hardware slowing a GPU down."""

@@ -107,6 +107,8 @@ def figures(history: History) -> dict[str, Any]:
         # fault -> no live rank of the hit job's attempt left on the faulted node (fenced by
         # its agent, killed by Slurm, or dead with the host), hosts in namespaces only
         "fence_s": {k: _p50_p95(v) for k, v in sorted(fence.items())},
+        # attempts ended by an earlier attempt's srun (leftovers.py): Slurm's step numbers
+        "attempts_ended_by_leftovers": sum(len(j.leftover_cancellations) for j in history.jobs),
         "false_drains": len(NoFalseDrain().check(history)),
         "lost_jobs": len(lost),
         **goodput_figures(history),

@@ -38,6 +38,8 @@ class JobRun:
     restart_count: int = 0
     final_sha: str | None = None
     reference_sha: str | None = None
+    # (node an earlier attempt lost, node whose step its srun cancelled): ``leftovers.py``
+    leftover_cancellations: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass

@@ -78,6 +78,7 @@ from .inject import INJECTORS, Skip, crash_with_traceback
 from .inject_hosts import HOST_INJECTORS, RETURN_WAIT_S
 from .invariants import check_all
 from .jobs import SHAPES, JobShape, Submitted, fault_free_sha, submit
+from .leftovers import read_leftover_cancellations
 from .processes import Supervised
 from .relay import LivenessRelay
 from .schedule import Injection, build_schedule
@@ -635,6 +636,7 @@ class Soak:
                 run.final_state = info.state.value if info.state in TERMINAL else None
                 run.ended_at = time.time() if info.state in TERMINAL else None
             job = self.submitted[run.job_id]
+            run.leftover_cancellations = read_leftover_cancellations(job.output)
             if job.ckpt_dir is not None:
                 run.reference_sha = self.references.get(run.shape)
                 sha = job.ckpt_dir / "final.sha256"

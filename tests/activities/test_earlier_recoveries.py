@@ -165,3 +165,17 @@ async def test_where_the_attempt_began_is_not_taken_from_another_jobs_recovery(
     diagnosis, _ = await activities.read_and_attribute(bundle, earlier=earlier)
     other = recovery_workflow_id(records.cluster, JOB, 0)
     assert f"{other} is another job's" in diagnosis.summary, diagnosis.summary
+
+
+async def test_the_nodes_an_earlier_attempt_lost_are_those_of_its_free_node_loss_recovery(
+    records: Records, counted: Client
+) -> None:
+    """A node counts as lost by an earlier attempt when that attempt's recovery recorded
+    ``node.lost``, requeued the job and charged nothing (a node agent or Slurm confirmed it);
+    a loss resting on the job's output alone (charged) or another class names no node."""
+    await records.add(JOB, 0, FIRST, charged=False, fault_class="node.lost", nodes=["n3"])
+    await records.add(JOB, 1, FIRST, charged=True, fault_class="node.lost", nodes=["n5"])
+    await records.add(JOB, 2, FIRST, charged=False, fault_class="gpu.hardware", nodes=["n6"])
+    await records.visible()
+    read = await read_as_recovery(records, counted, 3, FIRST_SUBMIT, OWNER)
+    assert read.lost_nodes == frozenset({"n3"})

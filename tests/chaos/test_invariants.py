@@ -100,6 +100,25 @@ def test_two_requeues_for_one_fault_is_a_violation_even_if_only_a_sample_saw_it(
     assert "requeued 2 times for 1 faults" in found
 
 
+def test_an_attempt_the_faulted_nodes_leftover_srun_ended_counts_against_that_fault() -> None:
+    """node3 froze under attempt 0; once thawed, its srun cancelled attempt 1's step on
+    node5 (Slurm's step numbers start again at each requeue): two requeues, one fault."""
+    h = history(
+        jobs=[job(restart_count=2, leftover_cancellations=[("node3", "node5")])],
+        faults=[fault("host_freeze", 50.0, node="node3")],
+    )
+    assert OneRequeuePerFault().check(h) == []
+
+
+def test_a_leftover_of_a_node_no_fault_hit_excuses_nothing() -> None:
+    h = history(
+        jobs=[job(restart_count=2, leftover_cancellations=[("node4", "node5")])],
+        faults=[fault("host_freeze", 50.0, node="node3")],
+    )
+    [found] = OneRequeuePerFault().check(h)
+    assert "requeued 2 times for 1 faults" in found
+
+
 def test_a_skipped_fault_does_not_count() -> None:
     skipped = fault("node_loss", 50.0)
     skipped.skipped = "no running job"

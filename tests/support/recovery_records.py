@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Sequence
 from datetime import timedelta
 
 from temporalio.client import Client
@@ -36,14 +37,21 @@ class Records:
         *,
         charged: bool = True,
         outcome: str = "recovered",
+        fault_class: str | None = None,
+        nodes: Sequence[str] = (),
     ) -> str:
         """A record of the recovery of attempt ``restart`` of ``job_id`` naming
-        ``incarnation`` (None: none, as before records named one); returns its id."""
+        ``incarnation`` (None: none, as before records named one), with the fault class and
+        nodes its recovery recorded (none by default); returns its id."""
         pairs: list[SearchAttributePair[object]] = [
             SearchAttributePair(sa.JOB_ID, job_id),
             SearchAttributePair(sa.CLUSTER, self.cluster),
             SearchAttributePair(sa.OUTCOME, outcome),
         ]
+        if fault_class is not None:
+            pairs.append(SearchAttributePair(sa.FAULT_CLASS, fault_class))
+        if nodes:
+            pairs.append(SearchAttributePair(sa.NODES, list(nodes)))
         if charged:
             pairs.append(SearchAttributePair(sa.BUDGET_CHARGED, True))
         if incarnation is not None:
