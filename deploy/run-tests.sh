@@ -16,7 +16,9 @@ case ${1:-} in -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{
 deploy/install.sh
 export RESURRECT_REQUIRE_SLURM=1   # the real-cluster tests fail (not skip) if Slurm is missing
 export PYTHONUNBUFFERED=1
-deploy/check-code.sh  # ruff, mypy
+# ruff, mypy, lint-imports (RESURRECT_SKIP_CODE_CHECKS=1: already run on this tree, as
+# .ci/run's second pytest step does after its first)
+[ "${RESURRECT_SKIP_CODE_CHECKS:-0}" = 1 ] || deploy/check-code.sh
 # Three processes (RESURRECT_TEST_PROCS), whole files to each, each starting its own cluster.
 # The real-daemon tests mostly wait on daemons and timeouts: with two processes the 2 cores
 # were 55-70 % busy (17 min of pytest); with three, 12 min, every test passing.

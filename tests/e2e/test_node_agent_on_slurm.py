@@ -213,9 +213,10 @@ async def test_silent_agent_and_dead_slurmd_are_detected_before_slurm_marks_the_
         assert any(f"not draining {victim}" in n for n in outcome.notes), outcome.notes
 
 
-# a job of about 90 s, long enough for the wait to read it through controller restarts
-NINETY_SECONDS = """#!/bin/bash
-srun bash -c 'for i in $(seq 1 180); do echo "[$SLURMD_NODENAME] step $i"; sleep 0.5; done'
+# a job of at most 90 s, long enough for the wait to read it through controller restarts;
+# it ends earlier, completed, once the file named in its working directory appears
+UNTIL_TOLD = """#!/bin/bash
+srun bash -c 'for i in $(seq 1 180); do [ -e {stop} ] && break; echo "[$SLURMD_NODENAME] step $i"; sleep 0.5; done'
 """
 
 
@@ -255,7 +256,8 @@ async def test_a_slurmctld_restart_after_an_agent_was_killed_drains_nothing(
     label, config = with_collector(*own_label_config(cluster, temporal_server, tmp_path))
     scheduler = cluster.scheduler()
     async with running_service(config, temporal_client, scheduler):
-        job = await submit_running(cluster, scheduler, NINETY_SECONDS)
+        stop = f"done-{uuid.uuid4().hex}"  # in the job's working directory (cluster.out_dir)
+        job = await submit_running(cluster, scheduler, UNTIL_TOLD.format(stop=stop))
         job_id, victim = job.job_id, job.nodes[0]
         async with heartbeating_agent(temporal_client, config, victim, tmp_path) as agent:
             killed_at = time.monotonic()
@@ -279,6 +281,7 @@ async def test_a_slurmctld_restart_after_an_agent_was_killed_drains_nothing(
                 if seen:
                     break
             assert seen is not None, "no read of the recovery fell in the restart's blip"
+            (cluster.out_dir / stop).touch()  # the job ends as it would have, only sooner
             outcome = await outcome_of(temporal_client, workflow_id)
     print(f"\nslurmctld restarted {restarted_at:.0f} s after the agent was killed; {seen}")
     assert (outcome.outcome, outcome.drained_nodes, outcome.excluded_nodes) == (
