@@ -37,11 +37,18 @@ NO_CULPRIT_CLASSES = frozenset(
     {FaultClass.JOB_TIME_LIMIT, FaultClass.JOB_PREEMPTED, FaultClass.JOB_CANCELLED}
 )
 REPORT_HOST_RULES = frozenset({"node.mpi_report_host", "mpi.local_abort"})
+ACTOR_HOST_RULES = frozenset({"node.ray_actor_ip_field"})
+ACTOR_HOST_LINES = 8
+"""Ray prints an actor error's fields (``\tip: X`` among them) just before the death reason."""
 REPORT_HOST_LINES = 4
 """Open MPI's reports name the node on a line of their own, this close after the headline: a
 help message's indented ``hostname:`` line ("ORTE has lost communication with its daemon located
 on node:"), the ``[host:pid] Local abort before MPI_INIT ...`` note after a process's own report
 of why it aborted."""
+CRASH_HANDLER_RULES = frozenset({"python.signal_handler_backtrace"})
+"""A fatal-signal handler framing a process's own backtrace (Open MPI's): that process crashed."""
+TEARDOWN_SIGNAL_RULES = frozenset({"python.abort"})
+"""A rank that aborted was torn down (or failed a check): its handler's frame is no crash."""
 ABORTED_LIST_RULES = frozenset({"launcher.paddle_trainers_aborted"})
 """Launcher reports that list every rank that failed."""
 _RANK_LIST = re.compile(r"[0-9]+")
@@ -196,6 +203,7 @@ def lost_node_culprits(
                     e.host
                     or hosts.get(e.rank if e.rank is not None else -1)
                     or reported_host(e, evidence)
+                    or actor_host(e, evidence)
                     for e in direct
                 ]
             )
@@ -221,6 +229,22 @@ def reported_host(line: Evidence, evidence: Sequence[Evidence]) -> str | None:
         ),
         None,
     )
+
+
+def actor_host(line: Evidence, evidence: Sequence[Evidence]) -> str | None:
+    """The host of the Ray actor whose field block ends just before ``line`` (its last ``ip:``)."""
+    if line.line is None:
+        return None
+    fields = [
+        e.host
+        for e in print_order(evidence)
+        if e.rule in ACTOR_HOST_RULES
+        and e.host
+        and e.file == line.file
+        and e.line is not None
+        and 0 < line.line - e.line <= ACTOR_HOST_LINES
+    ]
+    return fields[-1] if fields else None
 
 
 def reported_hosts(lines: Sequence[Evidence], evidence: Sequence[Evidence]) -> list[str]:
@@ -259,6 +283,19 @@ def traceback_ranks(decisive: Sequence[Evidence], evidence: Sequence[Evidence]) 
             and abs(e.line - line.line) <= TRACEBACK_NEIGHBOUR_LINES
         )
     return sorted(found) if len(found) == 1 else []
+
+
+def crashed_handler_ranks(evidence: Sequence[Evidence]) -> list[int]:
+    """The ranks whose own fatal-signal handler framed a backtrace (``[1,2]<stderr>:[host:pid]
+    *** End of error message ***``), in print order - each crashed itself, whatever the launcher
+    reported first; a rank that also aborted is left out (an abort is a teardown or a failed
+    check, not the crash)."""
+    aborted = {e.rank for e in evidence if e.rule in TEARDOWN_SIGNAL_RULES}
+    return [
+        r
+        for r in ranks_named([e for e in print_order(evidence) if e.rule in CRASH_HANDLER_RULES])
+        if r not in aborted
+    ]
 
 
 def ranks_named(evidence: Sequence[Evidence]) -> list[int]:
@@ -354,6 +391,10 @@ def find_culprits(
         found.ranks, found.hosts = _decisive_culprits(
             ordered, evidence, records, hosts, weight, teardown
         )
+        if fault_class is FaultClass.PROCESS_CRASH and found.ranks:
+            # every rank whose own handler framed a crash failed too, beside the decisive one
+            crashed = [r for r in crashed_handler_ranks(evidence) if r not in found.ranks]
+            found.ranks = [*found.ranks, *crashed]
     found.gpus = [g for g in ordered_unique([e.gpu for e in ordered]) if isinstance(g, str)]
     return found
 
