@@ -49,6 +49,8 @@ CRASH_HANDLER_RULES = frozenset({"python.signal_handler_backtrace"})
 """A fatal-signal handler framing a process's own backtrace (Open MPI's): that process crashed."""
 TEARDOWN_SIGNAL_RULES = frozenset({"python.abort"})
 """A rank that aborted was torn down (or failed a check): its handler's frame is no crash."""
+WATCHDOG_TIMEOUT_RULES = frozenset({"nccl.watchdog_timeout"})
+"""ProcessGroupNCCL's watchdog naming the work that timed out (its sequence number and type)."""
 ABORTED_LIST_RULES = frozenset({"launcher.paddle_trainers_aborted"})
 """Launcher reports that list every rank that failed."""
 _RANK_LIST = re.compile(r"[0-9]+")
@@ -154,6 +156,9 @@ def collective_culprits(evidence: Sequence[Evidence], cascades: Sequence[Evidenc
         lowest = [r for r, v in last.items() if v == low]
         if len(lowest) == 1 and len(lowest) < len(last):
             return lowest
+    behind = _rank_behind_in_timed_out_work(timeouts)
+    if behind is not None:
+        return [behind]
     # A rank that never reported while the others did.
     world = 0
     for e in evidence:
@@ -165,6 +170,27 @@ def collective_culprits(evidence: Sequence[Evidence], cascades: Sequence[Evidenc
     if len(reporters) >= 2 and missing and len(missing) < len(reporters):
         return sorted(missing)
     return []
+
+
+def _rank_behind_in_timed_out_work(timeouts: Sequence[Evidence]) -> int | None:
+    """The one rank whose watchdog timed out on an earlier collective of the same kind than every
+    other reporter's ("[Rank 0] ... SeqNum=7559, OpType=_ALLGATHER_BASE" while rank 1 is at
+    7561): it is behind the others. Compared only where each reporter names exactly one timed-out
+    work, all of one operation type and one process group; a rank reporting several works (one
+    per group) makes the numbers incomparable."""
+    works: dict[int, set[tuple[int, str, str]]] = {}
+    for e in timeouts:
+        seq, op = e.fields.get("seq", ""), e.fields.get("op", "")
+        if e.rule in WATCHDOG_TIMEOUT_RULES and e.rank is not None and is_ascii_digits(seq) and op:
+            works.setdefault(e.rank, set()).add((int(seq), op, _group(e)))
+    if len(works) < 2 or any(len(w) != 1 for w in works.values()):
+        return None
+    single = {rank: next(iter(w)) for rank, w in works.items()}
+    if len({(op, group) for _, op, group in single.values()}) != 1:
+        return None
+    low = min(seq for seq, _, _ in single.values())
+    lowest = [rank for rank, (seq, _, _) in single.items() if seq == low]
+    return lowest[0] if len(lowest) == 1 else None
 
 
 def fabric_culprits(roots: Sequence[Evidence]) -> list[str]:
