@@ -64,6 +64,7 @@ PARTS = (
     "validation-frameworks-16",
     "validation-frameworks-17",
     "validation-frameworks-18",
+    "validation-frameworks-19",
 )
 
 

@@ -37,11 +37,20 @@ NO_CULPRIT_CLASSES = frozenset(
     {FaultClass.JOB_TIME_LIMIT, FaultClass.JOB_PREEMPTED, FaultClass.JOB_CANCELLED}
 )
 REPORT_HOST_RULES = frozenset({"node.mpi_report_host", "mpi.local_abort"})
+ACTOR_HOST_RULES = frozenset({"node.ray_actor_ip_field"})
+ACTOR_HOST_LINES = 8
+"""Ray prints an actor error's fields (``\tip: X`` among them) just before the death reason."""
 REPORT_HOST_LINES = 4
 """Open MPI's reports name the node on a line of their own, this close after the headline: a
 help message's indented ``hostname:`` line ("ORTE has lost communication with its daemon located
 on node:"), the ``[host:pid] Local abort before MPI_INIT ...`` note after a process's own report
 of why it aborted."""
+CRASH_HANDLER_RULES = frozenset({"python.signal_handler_backtrace"})
+"""A fatal-signal handler framing a process's own backtrace (Open MPI's): that process crashed."""
+TEARDOWN_SIGNAL_RULES = frozenset({"python.abort"})
+"""A rank that aborted was torn down (or failed a check): its handler's frame is no crash."""
+WATCHDOG_TIMEOUT_RULES = frozenset({"nccl.watchdog_timeout"})
+"""ProcessGroupNCCL's watchdog naming the work that timed out (its sequence number and type)."""
 ABORTED_LIST_RULES = frozenset({"launcher.paddle_trainers_aborted"})
 """Launcher reports that list every rank that failed."""
 _RANK_LIST = re.compile(r"[0-9]+")
@@ -147,6 +156,9 @@ def collective_culprits(evidence: Sequence[Evidence], cascades: Sequence[Evidenc
         lowest = [r for r, v in last.items() if v == low]
         if len(lowest) == 1 and len(lowest) < len(last):
             return lowest
+    behind = _rank_behind_in_timed_out_work(timeouts)
+    if behind is not None:
+        return [behind]
     # A rank that never reported while the others did.
     world = 0
     for e in evidence:
@@ -158,6 +170,27 @@ def collective_culprits(evidence: Sequence[Evidence], cascades: Sequence[Evidenc
     if len(reporters) >= 2 and missing and len(missing) < len(reporters):
         return sorted(missing)
     return []
+
+
+def _rank_behind_in_timed_out_work(timeouts: Sequence[Evidence]) -> int | None:
+    """The one rank whose watchdog timed out on an earlier collective of the same kind than every
+    other reporter's ("[Rank 0] ... SeqNum=7559, OpType=_ALLGATHER_BASE" while rank 1 is at
+    7561): it is behind the others. Compared only where each reporter names exactly one timed-out
+    work, all of one operation type and one process group; a rank reporting several works (one
+    per group) makes the numbers incomparable."""
+    works: dict[int, set[tuple[int, str, str]]] = {}
+    for e in timeouts:
+        seq, op = e.fields.get("seq", ""), e.fields.get("op", "")
+        if e.rule in WATCHDOG_TIMEOUT_RULES and e.rank is not None and is_ascii_digits(seq) and op:
+            works.setdefault(e.rank, set()).add((int(seq), op, _group(e)))
+    if len(works) < 2 or any(len(w) != 1 for w in works.values()):
+        return None
+    single = {rank: next(iter(w)) for rank, w in works.items()}
+    if len({(op, group) for _, op, group in single.values()}) != 1:
+        return None
+    low = min(seq for seq, _, _ in single.values())
+    lowest = [rank for rank, (seq, _, _) in single.items() if seq == low]
+    return lowest[0] if len(lowest) == 1 else None
 
 
 def fabric_culprits(roots: Sequence[Evidence]) -> list[str]:
@@ -196,6 +229,7 @@ def lost_node_culprits(
                     e.host
                     or hosts.get(e.rank if e.rank is not None else -1)
                     or reported_host(e, evidence)
+                    or actor_host(e, evidence)
                     for e in direct
                 ]
             )
@@ -221,6 +255,22 @@ def reported_host(line: Evidence, evidence: Sequence[Evidence]) -> str | None:
         ),
         None,
     )
+
+
+def actor_host(line: Evidence, evidence: Sequence[Evidence]) -> str | None:
+    """The host of the Ray actor whose field block ends just before ``line`` (its last ``ip:``)."""
+    if line.line is None:
+        return None
+    fields = [
+        e.host
+        for e in print_order(evidence)
+        if e.rule in ACTOR_HOST_RULES
+        and e.host
+        and e.file == line.file
+        and e.line is not None
+        and 0 < line.line - e.line <= ACTOR_HOST_LINES
+    ]
+    return fields[-1] if fields else None
 
 
 def reported_hosts(lines: Sequence[Evidence], evidence: Sequence[Evidence]) -> list[str]:
@@ -259,6 +309,19 @@ def traceback_ranks(decisive: Sequence[Evidence], evidence: Sequence[Evidence]) 
             and abs(e.line - line.line) <= TRACEBACK_NEIGHBOUR_LINES
         )
     return sorted(found) if len(found) == 1 else []
+
+
+def crashed_handler_ranks(evidence: Sequence[Evidence]) -> list[int]:
+    """The ranks whose own fatal-signal handler framed a backtrace (``[1,2]<stderr>:[host:pid]
+    *** End of error message ***``), in print order - each crashed itself, whatever the launcher
+    reported first; a rank that also aborted is left out (an abort is a teardown or a failed
+    check, not the crash)."""
+    aborted = {e.rank for e in evidence if e.rule in TEARDOWN_SIGNAL_RULES}
+    return [
+        r
+        for r in ranks_named([e for e in print_order(evidence) if e.rule in CRASH_HANDLER_RULES])
+        if r not in aborted
+    ]
 
 
 def ranks_named(evidence: Sequence[Evidence]) -> list[int]:
@@ -354,6 +417,10 @@ def find_culprits(
         found.ranks, found.hosts = _decisive_culprits(
             ordered, evidence, records, hosts, weight, teardown
         )
+        if fault_class is FaultClass.PROCESS_CRASH and found.ranks:
+            # every rank whose own handler framed a crash failed too, beside the decisive one
+            crashed = [r for r in crashed_handler_ranks(evidence) if r not in found.ranks]
+            found.ranks = [*found.ranks, *crashed]
     found.gpus = [g for g in ordered_unique([e.gpu for e in ordered]) if isinstance(g, str)]
     return found
 

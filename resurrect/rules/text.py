@@ -19,8 +19,10 @@ Everything a rule sees has passed through here:
   ``(Worker pid=12, ip=10.0.0.3)`` and ``(pid=12, ip=...)`` (Ray; the ip names the host),
   ``worker-1: `` / ``10.0.0.5: `` (pdsh, as DeepSpeed's multi-node launcher runs it; an Ascend
   error code such as ``EZ9999: `` is none) and
-  ``> `` quoting. :func:`split_prefixes` removes them and reports the rank/host (and NCCL's
-  pid) they name, so rule patterns match the message body and need not know every launcher.
+  ``> `` quoting; where mpirun interleaved two ranks' output, a ``[1,0]<stderr>:`` tag inside a
+  line starts the second rank's text. :func:`split_prefixes` removes them and reports the
+  rank/host (and NCCL's pid) they name, so rule patterns match the message body and need not
+  know every launcher.
   Without a rank prefix, ProcessGroupNCCL's own ``[Rank 3]`` tag (default group), a formatter's
   ``[rank=3]``, JAX/Orbax's ``[process=3]`` (the process index) or torch_npu/CANN's
   ``(PID:12, Device:3, RankID:3)`` error header names the rank.
@@ -122,6 +124,9 @@ _PG_RANK = re.compile(
     # torch_npu / CANN's error header "(PID:927000, Device:3, RankID:3)" (RankID:-1: none)
     r"|\(PID:[0-9]{1,10}, Device:[0-9]{1,4}, RankID:(?P<rank_id>[0-9]{1,6})\)"
 )
+_MIDLINE_TAG = re.compile(r"\[(?:[0-9]{1,6},)?[0-9]{1,6}\]<std(?:out|err)>:")
+"""mpirun's ``--tag-output`` tag where it appears inside a line's body (interleaved output)."""
+_MIDLINE_TAG_MARK = "]<std"
 PG_RANK_WINDOW = 200
 _RANK_TAG_MARKS = ("Rank ", "[rank", "[process", "RankID:")
 """Cheap tests for a rank tag in a line's body before :data:`_PG_RANK` runs."""
@@ -196,6 +201,17 @@ def split_prefixes(text: str) -> LinePrefix:
             host = found_host
             pid = m["pid_a"]
         body = body[m.end() :]
+    if _MIDLINE_TAG_MARK in body:
+        # mpirun interleaves its ranks' output: a tag inside the body starts another rank's text
+        # ("[1,2]<stderr>:[h:1] [ 0] [1,0]<stderr>:  what(): ..."); the rest is that rank's, and
+        # keeps the host of the line's start only where the tag names the same rank
+        tags = list(_MIDLINE_TAG.finditer(body))
+        if tags:
+            last = tags[-1]
+            rest = split_prefixes(body[last.start() :])
+            if rest.rank == rank and rest.host is None:
+                return LinePrefix(body=rest.body, rank=rank, host=host, pid=pid)
+            return rest
     window = body[:PG_RANK_WINDOW]
     if rank is None and any(mark in window for mark in _RANK_TAG_MARKS):
         tag = _PG_RANK.search(body, 0, PG_RANK_WINDOW)

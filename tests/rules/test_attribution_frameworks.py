@@ -1938,3 +1938,77 @@ def test_an_aligned_host_allocation_refused_with_enomem_is_a_host_oom() -> None:
         "Alloc 1073741824 error! at [/paddle/paddle/fluid/memory/detail/system_allocator.cc:51]"
     )
     assert d.fault_class is FaultClass.MEMORY_HOST_OOM
+
+
+# -- validation-frameworks-19's misses, generalised --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "host", "ranks"),
+    [
+        # the monitor's kill report cut right after its task description, with a rank in the name
+        (
+            "Memory on the node (IP: 10.4.0.12, ID: 9c1e77aa) where the task (task ID: 5d2a,"
+            " name=trainer, rank=3,, pid=811, memory used",
+            "10.4.0.12",
+            [3],
+        ),
+        # an actor, whole, without a rank
+        (
+            "Memory on the node (IP: 172.31.5.9, ID: 77e0) where the actor (actor ID: 0a1b,"
+            " name=RayTrainWorker.__init__, pid=912, memory used=30.1GB) was running was"
+            " 61.2GB / 64.0GB (0.956), which exceeds the memory usage threshold of 0.95.",
+            "172.31.5.9",
+            [],
+        ),
+    ],
+)
+def test_rays_memory_monitor_names_the_node_and_a_named_rank_even_cut(
+    line: str, host: str, ranks: list[int]
+) -> None:
+    d = diag(line)
+    assert d.fault_class is FaultClass.MEMORY_HOST_OOM
+    assert (d.culprit_hosts, d.culprit_ranks) == ([host], ranks)
+
+
+def test_rays_legacy_memory_monitor_is_the_hosts_memory_not_a_devices() -> None:
+    d = diag(
+        "ray.memory_monitor.RayOutOfMemoryError: More than 95% of the memory on node gpu-3 is"
+        " used (58.1 / 61.0 GB). The top 5 memory consumers are:"
+    )
+    assert d.fault_class is FaultClass.MEMORY_HOST_OOM
+    # a device's own OOM keeps its class
+    assert diag("torch.OutOfMemoryError: CUDA out of memory.").fault_class is (
+        FaultClass.MEMORY_DEVICE_OOM
+    )
+
+
+def _watchdog(rank: int, seq: int, op: str = "_ALLGATHER_BASE") -> str:
+    return (
+        f"[E ProcessGroupNCCL.cpp:719] [Rank {rank}] Watchdog caught collective operation"
+        f" timeout: WorkNCCL(SeqNum={seq}, OpType={op}, Timeout(ms)=1800000) ran for"
+        " 1806456 milliseconds before timing out."
+    )
+
+
+@pytest.mark.parametrize(
+    ("lines", "ranks"),
+    [
+        # rank 0 still on an earlier collective than ranks 1 and 2: it is behind
+        ([_watchdog(1, 7561), _watchdog(0, 7559), _watchdog(2, 7561)], [0]),
+        # every rank on the same work: all waited, nobody singled out
+        ([_watchdog(0, 316), _watchdog(3, 316)], []),
+        # a rank reporting works of several groups: the numbers do not compare
+        ([_watchdog(3, 33), _watchdog(0, 257), _watchdog(0, 1032)], []),
+        # different kinds of collective: not one sequence
+        ([_watchdog(0, 12, "BROADCAST"), _watchdog(1, 40, "ALLREDUCE")], []),
+        # one reporter alone names nobody
+        ([_watchdog(5, 9)], []),
+    ],
+)
+def test_the_rank_whose_watchdog_timed_out_on_an_earlier_collective_is_behind(
+    lines: list[str], ranks: list[int]
+) -> None:
+    d = diag("\n".join(lines))
+    assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT
+    assert d.culprit_ranks == ranks

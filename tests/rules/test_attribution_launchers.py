@@ -322,3 +322,84 @@ the job to be terminated. The first process to do so was:
 """)
     assert d.fault_class is FaultClass.UNKNOWN
     assert d.culprit_ranks == [3]
+
+
+# -- mpirun's interleaved output and the ranks its signal handlers frame ----------------------
+
+
+def test_a_tag_inside_a_line_hands_the_rest_of_it_to_that_rank() -> None:
+    interleaved = split_prefixes(
+        "[1,2]<stderr>:[hpc-03:18405] [ 0] [1,0]<stderr>:  what():  cudaEventQuery failed"
+    )
+    assert (interleaved.rank, interleaved.host) == (0, None)
+    assert interleaved.body == " what():  cudaEventQuery failed"
+    timestamped = split_prefixes("Thu Aug 29 16:41:02 2019[3]<stderr>:x [5]<stdout>:RuntimeError")
+    assert (timestamped.rank, timestamped.body) == (5, "RuntimeError")
+    # the same rank's tag again: the line's host is still that process's
+    same = split_prefixes("[1,3]<stderr>:[mlc-23:3070] [ 8] [1,3]<stderr>:/lib/libc.so(+0x25)")
+    assert (same.rank, same.host, same.body) == (3, "mlc-23", "/lib/libc.so(+0x25)")
+    # a word that only looks like the tag's end is no tag
+    assert split_prefixes("[1,4]<stderr>:reading [2]<stdin> failed").rank == 4
+
+
+def test_every_rank_an_interleaved_device_error_reaches_is_named() -> None:
+    d = diag("""
+[1,0]<stderr>:terminate called after throwing an instance of 'std::logic_error'
+[1,2]<stderr>:terminate called after throwing an instance of 'std::logic_error'
+[1,2]<stderr>:  what():  cudaEventQuery failed: an illegal memory access was encountered
+[1,2]<stderr>:[hpc-03:18405] *** Process received signal ***
+[1,2]<stderr>:[hpc-03:18405] Signal: Aborted (6)
+[1,2]<stderr>:[hpc-03:18405] [ 0] [1,0]<stderr>:  what():  cudaEventQuery failed: an illegal memory access was encountered
+[1,0]<stderr>:[hpc-03:18363] *** Process received signal ***
+""")
+    assert d.fault_class is FaultClass.CUDA_ERROR
+    assert sorted(d.culprit_ranks) == [0, 2]
+    assert d.culprit_hosts == ["hpc-03"]
+
+
+def test_ranks_whose_own_handler_framed_a_crash_join_mpiruns_first_failure() -> None:
+    d = diag("""
+[1,2]<stderr>:[gn05:194927] [20] [1,2]<stderr>:/usr/lib64/libc.so.6(__libc_start_main+0xf5)[0x2a]
+[1,2]<stderr>:[gn05:194927] *** End of error message ***
+[1,5]<stderr>:[gn05:194990] *** Process received signal ***
+[1,5]<stderr>:[gn05:194990] Signal: Aborted (6)
+[1,5]<stderr>:[gn05:194990] *** End of error message ***
+--------------------------------------------------------------------------
+mpirun noticed that process rank 1 with PID 0 on node gn05 exited on signal 11 (Segmentation fault).
+--------------------------------------------------------------------------
+""")
+    assert d.fault_class is FaultClass.PROCESS_CRASH
+    # rank 5 aborted (a teardown): its handler's frame is no crash of its own
+    assert d.culprit_ranks == [1, 2]
+    assert d.culprit_hosts == ["gn05"]
+
+
+def test_a_crash_named_by_no_rank_gains_none_from_handler_frames() -> None:
+    d = diag("""
+[gn05:194927] *** Process received signal ***
+[gn05:194927] Signal: Segmentation fault (11)
+[gn05:194927] *** End of error message ***
+""")
+    assert d.fault_class is FaultClass.PROCESS_CRASH
+    assert d.culprit_ranks == []
+
+
+def test_a_ray_actor_lost_with_its_node_names_the_ip_its_field_block_prints() -> None:
+    d = diag("""
+ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task.
+\tclass_name: RayTrainWorker
+\tactor_id: 4473bb2424de8ebfec88acc402000000
+\tpid: 6420
+\tip: 10.72.56.3
+The actor is dead because its node has died. Node Id: 677df2a9020c5db45e755b0078c469e2
+""")
+    assert d.fault_class is FaultClass.NODE_LOST
+    assert d.culprit_hosts == ["10.72.56.3"]
+    # a field block far above the death reason belongs to another report
+    far = diag(
+        "\tip: 10.0.0.9\n"
+        + "step 1 loss 0.5\n" * 12
+        + "The actor is dead because its node has died."
+    )
+    assert far.fault_class is FaultClass.NODE_LOST
+    assert far.culprit_hosts == []
