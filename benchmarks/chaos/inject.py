@@ -63,21 +63,27 @@ def fake_xid_line(pid: int) -> str:
 
 
 # ------------------------------------------------------------------ targets
-def running_jobs(soak: Soak, *, opted_in: bool) -> dict[str, JobInfo]:
+def running_jobs(soak: Soak, *, opted_in: bool, min_world: int = 1) -> dict[str, JobInfo]:
     return {
         jid: info
         for jid, info in soak.job_info.items()
         if info.state is JobState.RUNNING
         and soak.submitted[jid].shape.opted_in == opted_in
+        and soak.submitted[jid].shape.world >= min_world
         and not set(soak.faulted_nodes).intersection(info.nodes)
     }
 
 
-def pick_job(soak: Soak, injection: Injection, *, opted_in: bool = True) -> JobInfo:
-    jobs = running_jobs(soak, opted_in=opted_in)
+def pick_job(
+    soak: Soak, injection: Injection, *, opted_in: bool = True, min_world: int = 1
+) -> JobInfo:
+    """The running job ``injection`` hits: opted in or not, with at least ``min_world`` ranks
+    (a fault of one rank among its peers needs peers)."""
+    jobs = running_jobs(soak, opted_in=opted_in, min_world=min_world)
     chosen = injection.choose(list(jobs))
     if chosen is None:
-        raise Skip("no running job " + ("opted in" if opted_in else "that is not opted in"))
+        ranks = f" of {min_world} ranks or more" if min_world > 1 else ""
+        raise Skip("no running job " + ("opted in" if opted_in else "that is not opted in") + ranks)
     return jobs[chosen]
 
 
@@ -140,7 +146,9 @@ async def gpu_fatal(soak: Soak, injection: Injection, record: FaultRecord) -> No
 
 
 async def rank_hang(soak: Soak, injection: Injection, record: FaultRecord) -> None:
-    job = pick_job(soak, injection)
+    # its peers block in a collective: a lone rank stopped is a silent job, which resurrect
+    # judges only after progress.hang_unconfirmed_s (15 minutes)
+    job = pick_job(soak, injection, min_world=2)
     pid, node = await asyncio.to_thread(rank_on, soak, job)
     record.job_id, record.node, record.affected_jobs = job.job_id, node, [job.job_id]
     os.kill(pid, signal.SIGSTOP)
@@ -149,7 +157,7 @@ async def rank_hang(soak: Soak, injection: Injection, record: FaultRecord) -> No
 
 
 async def straggler(soak: Soak, injection: Injection, record: FaultRecord) -> None:
-    job = pick_job(soak, injection)
+    job = pick_job(soak, injection, min_world=2)  # slower than its peers: it needs peers
     pid, node = await asyncio.to_thread(rank_on, soak, job)
     record.job_id, record.node, record.affected_jobs = job.job_id, node, [job.job_id]
     duty = asyncio.create_task(duty_cycle(pid))

@@ -8,7 +8,8 @@ as separate processes it can SIGKILL and restart: ``resurrect worker``, ``resurr
 a node (``agent_host.py``: ``resurrect agent run`` over simulated GPUs), the agents'
 heartbeats passing a UDP relay (``relay.py``) the liveness fault drops. resurrect's state
 directory is a small tmpfs the disk-full fault fills. It keeps one job of each
-:data:`~.jobs.SHAPES` running (a new one when one ends) until the injections stop, then
+:data:`~.jobs.SHAPES` running (a new one when one ends) until the last injection has fired
+(a job submitted after it would meet no fault), then, once the soak's minutes are over,
 waits for every job to end and every recovery to close, reads the recoveries and each
 job's goodput, and checks the invariants on the :class:`History`.
 """
@@ -173,6 +174,8 @@ class Soak:
             sampler = asyncio.create_task(self._sample_forever())
             keeper = asyncio.create_task(self._keep_slots(done_submitting))
             injections = await self._inject(schedule, t0)
+            if schedule:  # a job submitted after the last injection meets no fault: it
+                done_submitting.set()  # would only make the end wait longer
             await asyncio.sleep(max(0.0, t0 + s.minutes * 60 - time.time()))
             done_submitting.set()
             await keeper
