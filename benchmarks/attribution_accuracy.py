@@ -65,6 +65,7 @@ PARTS = (
     "validation-frameworks-17",
     "validation-frameworks-18",
     "validation-frameworks-19",
+    "validation-frameworks-20",
 )
 
 

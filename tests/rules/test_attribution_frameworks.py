@@ -2012,3 +2012,85 @@ def test_the_rank_whose_watchdog_timed_out_on_an_earlier_collective_is_behind(
     d = diag("\n".join(lines))
     assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT
     assert d.culprit_ranks == ranks
+
+
+# -- validation-frameworks-20's misses, generalised --------------------------------------------
+
+_HOROVOD_STALL = (
+    "[2023-06-26 07:23:58.477178: W horovod/common/stall_inspector.cc:107] One or more tensors were"
+    " submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for"
+    " remainder of ranks for more than 60 seconds. This may indicate that different ranks are"
+    " trying to submit different tensors or that only subset of ranks is submitting tensors,"
+    " which will cause deadlock."
+)
+
+
+@pytest.mark.parametrize(
+    ("rank_lines", "ranks"),
+    [
+        # Horovod's PyTorch binding names a request "<collective>.<tensor>", behind horovodrun's tag
+        (
+            [
+                "[0] Missing ranks:",
+                "[0] 0: [broadcast.conv1.bias, broadcast.conv1.weight ...]",
+                "[0] 2: [broadcast.conv1.bias, broadcast.conv1.weight ...]",
+            ],
+            [0, 2],
+        ),
+        # an unnamed request and the "!" the inspector adds when it will shut the rank down
+        (
+            [
+                "[1,0]<stderr>:Missing ranks:",
+                "[1,0]<stderr>:3!: [allreduce.noname.12, allreduce.noname.13]",
+            ],
+            [3],
+        ),
+        # Gloo's horovodrun tag with its stream
+        (["[0]<stderr>:Stalled ranks:", "[0]<stderr>:5: [allgather.embeddings]"], [5]),
+    ],
+)
+def test_horovods_stall_lists_name_ranks_whatever_binding_named_the_tensors(
+    rank_lines: list[str], ranks: list[int]
+) -> None:
+    d = diag("\n".join([_HOROVOD_STALL, *rank_lines]))
+    assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT
+    assert d.culprit_ranks == ranks
+
+
+def test_a_rank_label_before_a_bracket_that_is_no_horovod_tensor_names_nobody() -> None:
+    # srun -l labels and ordinary bracketed text are no stall list
+    d = diag(
+        "\n".join(
+            [
+                _HOROVOD_STALL,
+                "0: [broadcast] sending 12 tensors",
+                "1: [allreduce_time_ms=12.5]",
+            ]
+        )
+    )
+    assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT
+    assert d.culprit_ranks == []
+
+
+@pytest.mark.parametrize(
+    "report",
+    [
+        # the paste starts at the report, below the ResourceExhaustedError's own line
+        "Current usage from device: /job:localhost/replica:0/task:0/device:GPU:0, allocator:"
+        " GPU_0_bfc\n  450.14MiB from shared_model/unet_01/BiasAdd\n  450.00MiB from"
+        " shared_model/unet_00/Conv2D",
+        # a multi-worker job's report for another task's accelerator
+        "Current usage from device: /job:worker/replica:0/task:1/device:GPU:3, allocator:"
+        " GPU_3_bfc\n  3.81GiB from test_random2/RandomStandardNormal",
+    ],
+)
+def test_tensorflows_oom_allocation_report_is_a_device_oom(report: str) -> None:
+    assert diag(report).fault_class is FaultClass.MEMORY_DEVICE_OOM
+
+
+def test_tensorflows_allocation_report_for_the_host_cpu_is_no_device_oom() -> None:
+    d = diag(
+        "Current usage from device: /job:localhost/replica:0/task:0/device:CPU:0, allocator:"
+        " cpu\n  2.00GiB from input_pipeline/Batch"
+    )
+    assert d.fault_class is not FaultClass.MEMORY_DEVICE_OOM
