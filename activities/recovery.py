@@ -34,6 +34,7 @@ from temporalio.client import (
 from temporalio.service import RPCError
 
 from resurrect.activities.agent_health import WATCHING_STATUSES, agent_health
+from resurrect.activities.attempt_lines import attempt_end_state, this_attempts
 from resurrect.activities.earlier_recoveries import (
     EarlierRecoveries,
     free_restarts,
@@ -45,7 +46,6 @@ from resurrect.contracts import (
     Evidence,
     Interruption,
     JobInfo,
-    JobState,
     OutputMark,
     RecoveryContext,
     RecoveryOutcome,
@@ -54,18 +54,15 @@ from resurrect.contracts import (
 )
 from resurrect.contracts.assessment import Assessment, AssessRequest
 from resurrect.contracts.node_health import NodeHealth
-from resurrect.contracts.scheduler import FINISHED_JOB_STATES
 from resurrect.contracts.workflow_ids import recovery_workflow_id
 from resurrect.contracts.workflow_names import Activity
 from resurrect.errors import JobNotFound, NeedsMoreTime, failure_of
 from resurrect.evidence_trust import (
     INDEPENDENT_SOURCES,
     NODE_CLASSES,
-    earlier_attempts_leftover,
     evidence_source,
     independent_evidence,
     match_job_nodes,
-    names_a_node_the_attempt_lacks,
 )
 from resurrect.job_incarnation import incarnation_of
 from resurrect.lemons.board import BoardRead, board_for
@@ -120,42 +117,6 @@ class OutputReading:
     found: list[Evidence] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     last_step: int | None = None
-
-
-def _this_attempts(
-    found: list[Evidence], bundle: RecoveryContext, earlier: EarlierRecoveries | None
-) -> tuple[list[Evidence], str]:
-    """The output's findings without the lines of an earlier attempt that the interrupted
-    attempt shares the file with (a node lost that this attempt never ran on,
-    :func:`~resurrect.evidence_trust.names_a_node_the_attempt_lacks`), which say nothing of
-    why this attempt ended - unless they are how it ended: an earlier attempt's leftovers on
-    a node that attempt lost cancelled this attempt's step
-    (:func:`~resurrect.evidence_trust.earlier_attempts_leftover`, a finding added then; not
-    when the attempt ended cancelled, a person's word); and a note on those left out ("" when
-    none). Its nodes: as the report saw them, else the job's now."""
-    nodes = bundle.interruption.nodes or bundle.job.nodes
-    kept: list[Evidence] = []
-    dropped: list[Evidence] = []
-    for evidence in found:
-        (dropped if names_a_node_the_attempt_lacks(evidence, nodes) else kept).append(evidence)
-    if not dropped:
-        return kept, ""
-    lost_before = earlier.lost_nodes if earlier is not None else frozenset()
-    leftover = (
-        earlier_attempts_leftover(dropped, kept, nodes, lost_before)
-        if attempt_end_state(bundle) is not JobState.CANCELLED
-        else None
-    )
-    if leftover is not None:
-        return [*kept, leftover], (
-            f"attempt {bundle.interruption.restart_count} (on {','.join(nodes)}) was ended by"
-            f" an earlier attempt's leftovers on {leftover.host}, a node that attempt lost:"
-            f" {len(dropped)} line(s) of it, e.g. {dropped[0].text[:160]!r}"
-        )
-    return kept, (
-        f"not a fault of attempt {bundle.interruption.restart_count} (on {','.join(nodes)}):"
-        f" {len(dropped)} line(s) of an earlier attempt, e.g. {dropped[0].text[:160]!r}"
-    )
 
 
 class RecoveryActivities:
@@ -372,7 +333,7 @@ class RecoveryActivities:
         """
         attempt = await self._attempt_output(bundle, earlier)
         output = await self._read_job_output(bundle.job, quick_s, attempt)
-        found, earlier_lines = _this_attempts(output.found, bundle, earlier)
+        found, earlier_lines = this_attempts(output.found, bundle, earlier)
         notes = [*output.notes, earlier_lines] if earlier_lines else output.notes
         found.extend(e for e in reported if e.kind is not SignalKind.SCHEDULER_STATE)
         agent_found, watching = await self._agent_evidence(bundle)
@@ -580,16 +541,6 @@ def _keeping_independent(diagnosis: Diagnosis, found: Sequence[Evidence]) -> Dia
     if not missing:
         return diagnosis
     return diagnosis.model_copy(update={"evidence": [*diagnosis.evidence, *missing]})
-
-
-def attempt_end_state(bundle: RecoveryContext) -> JobState | None:
-    """How the interrupted attempt ended, as known now: the job's state when the job read is
-    still that attempt and has finished (a report sent while it ran, a node agent's silence,
-    is answered by Slurm's final word later); otherwise the state the report saw."""
-    job, report = bundle.job, bundle.interruption
-    if job.restart_count == report.restart_count and job.state in FINISHED_JOB_STATES:
-        return job.state
-    return report.job_state or job.state
 
 
 def as_interrupted(job: JobInfo, interruption: Interruption) -> JobInfo:

@@ -411,11 +411,13 @@ class Soak:
             return False
         return described.status not in (None, WorkflowExecutionStatus.RUNNING)
 
-    async def jobs_recovering(self) -> list[str]:
-        """Opted-in jobs with a recovery workflow still running."""
+    async def jobs_recovering(self, *, ended_too: bool = False) -> list[str]:
+        """Opted-in jobs with a recovery workflow still running; with ``ended_too``, jobs
+        that have ended too (a recovery may close after its job did: the soak's end waits
+        for it)."""
         found = []
         for jid, info in list(self.job_info.items()):
-            if not self.submitted[jid].shape.opted_in or info.state in TERMINAL:
+            if not self.submitted[jid].shape.opted_in or (info.state in TERMINAL and not ended_too):
                 continue
             for attempt in {max(0, info.restart_count - 1), info.restart_count}:
                 wid = recovery_workflow_id(self.label, jid, attempt)
@@ -601,7 +603,7 @@ class Soak:
                 (info := self.job_info.get(jid)) is not None and info.state in TERMINAL
                 for jid in self.submitted
             )
-            if ended and not self._background and not await self.jobs_recovering():
+            if ended and not self._background and not await self.jobs_recovering(ended_too=True):
                 return
             await asyncio.sleep(self.settings.sample_s)
         self.say("stopped waiting: some jobs or recoveries had not ended")

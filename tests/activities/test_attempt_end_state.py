@@ -10,7 +10,8 @@ from pathlib import Path
 from support.builders import recovery_context
 from temporalio.testing import ActivityEnvironment
 
-from resurrect.activities.recovery import RecoveryActivities, attempt_end_state
+from resurrect.activities.attempt_lines import attempt_end_state
+from resurrect.activities.recovery import RecoveryActivities
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import FaultClass, Interruption, JobInfo, JobState, RecoveryContext
 from resurrect.rules.engine import default_engine
