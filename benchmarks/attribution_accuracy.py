@@ -66,6 +66,7 @@ PARTS = (
     "validation-frameworks-18",
     "validation-frameworks-19",
     "validation-frameworks-20",
+    "validation-frameworks-21",
 )
 
 

@@ -2094,3 +2094,37 @@ def test_tensorflows_allocation_report_for_the_host_cpu_is_no_device_oom() -> No
         " cpu\n  2.00GiB from input_pipeline/Batch"
     )
     assert d.fault_class is not FaultClass.MEMORY_DEVICE_OOM
+
+
+# -- validation-frameworks-21's misses, generalised --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        # PyTorch/XLA's XRT client: the TPU worker's task prefix ends the status's first line
+        "RuntimeError: Resource exhausted: From /job:tpu_worker/replica:0/task:0:\n"
+        "Attempting to reserve 3.95G at the bottom of memory. That was not possible. There are"
+        " 1.92G free, 0B reserved, and 1.92G reservable.; \nHBM capacity 8.00G:",
+        # TensorFlow's TPU session: the same split behind a numbered root error
+        "  (0) Resource exhausted: From /job:worker/replica:0/task:0:\n"
+        "  Attempting to allocate 512.00M. That was not possible. There are 301.25M free. Due to"
+        " fragmentation, the largest contiguous region of free memory is 120.00M.; (0x0x0_HBM0)",
+    ],
+)
+def test_the_tpu_runtimes_failed_reservation_on_its_own_line_is_a_device_oom(status: str) -> None:
+    assert diag(status).fault_class is FaultClass.MEMORY_DEVICE_OOM
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # a scheduler's slot reservation, in the same words but for no memory
+        "INFO attempting to reserve 2 slots for the job. That was not possible. There are 1 free"
+        " hosts",
+        # the attempt alone, before the runtime says whether it worked
+        "Attempting to reserve 3.95G at the bottom of memory.",
+    ],
+)
+def test_a_reservation_that_is_no_failed_tpu_allocation_is_no_device_oom(line: str) -> None:
+    assert diag(line).fault_class is not FaultClass.MEMORY_DEVICE_OOM
