@@ -287,9 +287,14 @@ def names_a_node_the_attempt_lacks(evidence: Evidence, attempt_nodes: Sequence[s
     nothing."""
     if evidence.fault_class is not FaultClass.NODE_LOST or not attempt_nodes:
         return False
+    return any(not match_job_nodes([n], attempt_nodes)[0] for n in _nodes_named(evidence))
+
+
+def _nodes_named(evidence: Evidence) -> list[str]:
+    """The nodes a node-lost line names: the node lost (its ``host`` field), then the node
+    of the step daemon printing it."""
     daemon = _STEP_DAEMON_NODE.search(evidence.text)
-    named = [n for n in (evidence.fields.get("host"), daemon and daemon["node"]) if n]
-    return any(not match_job_nodes([n], attempt_nodes)[0] for n in named)
+    return [n for n in (evidence.fields.get("host"), daemon and daemon["node"]) if n]
 
 
 # The rule of the finding that an earlier attempt's leftovers ended this one.
@@ -325,24 +330,22 @@ def earlier_attempts_leftover(
     if cancelled is None:
         return None
     for line in dropped:
-        daemon = _STEP_DAEMON_NODE.search(line.text)
-        for named in (line.fields.get("host"), daemon and daemon["node"]):
-            lost, _ = match_job_nodes([named], lost_before) if named else ([], [])
-            if lost:
-                return Evidence(
-                    kind=SignalKind.SCHEDULER_STATE,
-                    source="scheduler",
-                    rule=EARLIER_ATTEMPT_LEFTOVER_RULE,
-                    role="root",
-                    fault_class=FaultClass.NODE_LOST,
-                    confidence=0.95,
-                    host=lost[0],
-                    text=(
-                        f"{lost[0]} was lost under an earlier attempt (its recovery's record);"
-                        f" that attempt's leftovers there ended this one: {line.text[:120]!r},"
-                        f" then {cancelled.text[:120]!r}"
-                    ),
-                )
+        lost, _ = match_job_nodes(_nodes_named(line), lost_before)
+        if lost:
+            return Evidence(
+                kind=SignalKind.SCHEDULER_STATE,
+                source="scheduler",
+                rule=EARLIER_ATTEMPT_LEFTOVER_RULE,
+                role="root",
+                fault_class=FaultClass.NODE_LOST,
+                confidence=0.95,
+                host=lost[0],
+                text=(
+                    f"{lost[0]} was lost under an earlier attempt (its recovery's record);"
+                    f" that attempt's leftovers there ended this one: {line.text[:120]!r},"
+                    f" then {cancelled.text[:120]!r}"
+                ),
+            )
     return None
 
 
