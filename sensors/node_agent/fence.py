@@ -19,6 +19,15 @@ lost now) is fenced with the opted-in ones unless it runs as root: what it is ca
 known, and a job left running on a node the controller side has given up on may run twice.
 A job never seen while the lease held is left alone.
 
+Each job's processes here hold the lease from no earlier than their start: a job is fenced
+only once its oldest process here (the kernel's start time) has run longer than the lease
+without a renewal. An attempt Slurm started on this node after the lease ran out (a healed
+link, before the first renewal came back) was started by a controller that reached the node,
+so it is the current attempt, not one a recovery may have requeued: fencing it would end the
+job the recovery just restarted. Such an attempt is fenced only if no renewal comes within a
+lease of its start. Once a job is fenced, it stays fenced until the lease is renewed, so a
+process its old attempt started during the kill is not spared for being young.
+
 A frozen host thaws all at once: its processes run again in the same instant as the agent,
 and an old attempt's ``srun``, told by its step daemon to stop, cancels its step through
 slurmctld - the step of the same number of the attempt now running elsewhere. A rescan of
@@ -87,6 +96,12 @@ def boot_ticks() -> int:
     return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK"))
 
 
+def process_age_s(pid: int) -> float | None:
+    """How long ``pid`` has run, in seconds (the kernel's start time), or None when gone."""
+    started = _start_ticks(pid)
+    return None if started is None else (boot_ticks() - started) / os.sysconf("SC_CLK_TCK")
+
+
 def _start_ticks(pid: int) -> int | None:
     """When ``pid`` started, in clock ticks since boot (``/proc/PID/stat`` field 22)."""
     try:
@@ -151,6 +166,7 @@ class SelfFence:
         scan: Scan = scan_job_processes,
         kill: Callable[[int, int], None] = os.kill,
         handles: PidHandles | None = None,
+        age_s: Callable[[int], float | None] = process_age_s,
     ) -> None:
         self.settings = settings
         self.node = node
@@ -160,6 +176,8 @@ class SelfFence:
         self._scan = scan
         self._kill = kill
         self._handles = handles
+        self._age_s = age_s
+        self._fenced: set[str] = set()  # jobs fenced since the lease last held
         self._armed: dict[int, tuple[int, str]] = {}  # pid -> (handle, "job/attempt")
         self.known: OrderedDict[str, tuple[bool, int | None]] = OrderedDict()  # id -> (in, uid)
         # jobs with processes here whose lookup failed (as a set, oldest first)
@@ -231,20 +249,45 @@ class SelfFence:
                 self._handles.close(handle)
         self._armed.clear()
 
+    def _outlived_lease(self, pids_by_job: dict[str, list[int]]) -> set[str]:
+        """The jobs of ``pids_by_job`` fenced already, or whose oldest live process has run
+        longer than the lease (the others started after it ran out)."""
+        return {
+            job_id
+            for job_id, pids in pids_by_job.items()
+            if job_id in self._fenced
+            or max((self._age_s(pid) or 0.0 for pid in pids), default=0.0) > self.lease.lease_s
+        }
+
     def fence_if_expired(self) -> FenceAction | None:
-        """Kill every local process of opted-in jobs when the lease has expired."""
+        """Kill every local process of opted-in jobs when the lease has expired (of each job
+        that has run longer than the lease, see the module)."""
         expired_for = self.lease.expired_for()
         if expired_for <= 0:
+            self._fenced.clear()
             return None
         action = FenceAction(at=time.time(), expired_for_s=expired_for)
         killed: set[int] = set()
         if self._handles is not None:  # first what is known: no scan stands in the way
+            armed: dict[str, list[int]] = {}
+            for pid, (_, key) in self._armed.items():
+                armed.setdefault(key.partition("/")[0], []).append(pid)
+            self._fenced |= self._outlived_lease(armed)
             for pid, (handle, key) in list(self._armed.items()):
-                if self._handles.kill(handle):
+                if key.partition("/")[0] in self._fenced and self._handles.kill(handle):
                     action.killed.setdefault(key, []).append(pid)
                     killed.add(pid)
-        for member in self._local(self._scan()):
-            if not self._fenceable(member) or member.process.pid in killed:
+        left = [
+            m
+            for m in self._local(self._scan())
+            if self._fenceable(m) and m.process.pid not in killed
+        ]
+        by_job: dict[str, list[int]] = {}
+        for member in left:
+            by_job.setdefault(member.job_id, []).append(member.process.pid)
+        self._fenced |= self._outlived_lease(by_job)
+        for member in left:
+            if member.job_id not in self._fenced:
                 continue
             with contextlib.suppress(ProcessLookupError):
                 self._kill(member.process.pid, signal.SIGKILL)

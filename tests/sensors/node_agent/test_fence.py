@@ -5,6 +5,7 @@ those."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 
 from resurrect.config import FencingSettings
@@ -31,8 +32,16 @@ def rank(
 GONE = {"404"}  # jobs Slurm answers it does not know
 
 
-def fence_with(ranks: list[JobRank], jobs: dict[str, JobInfo], clock: Clock):  # type: ignore[no-untyped-def]
+def fence_with(  # type: ignore[no-untyped-def]
+    ranks: list[JobRank],
+    jobs: dict[str, JobInfo],
+    clock: Clock,
+    ages: dict[int, float] | None = None,
+):
+    """A fence over ``ranks`` with a lease of 10 s on ``clock``; ``ages``: how long each pid
+    has run (those not named: an hour, older than any lease)."""
     killed: list[tuple[int, int]] = []
+    ages = {} if ages is None else ages
 
     async def look_up(job_id: str) -> JobInfo:
         if job_id in GONE:
@@ -49,6 +58,7 @@ def fence_with(ranks: list[JobRank], jobs: dict[str, JobInfo], clock: Clock):  #
         opted_in=lambda job: job.comment == "in",
         scan=lambda: ranks,
         kill=lambda pid, sig: killed.append((pid, sig)),
+        age_s=lambda pid: ages.get(pid, 3600.0),
     )
     return fence, killed
 
@@ -105,8 +115,6 @@ def test_a_node_cut_off_past_its_lease_kills_its_ranks_of_opted_in_jobs_only() -
 
 def test_a_rank_of_no_known_node_is_local_when_it_shares_the_agents_network() -> None:
     clock = Clock()
-    import os
-
     me = os.getpid()
     fence, killed = fence_with([rank("7", me, node=None)], {"7": job("7", "in")}, clock)
     asyncio.run(fence.learn())
@@ -250,3 +258,94 @@ def test_a_job_slurm_says_it_does_not_know_is_left_alone() -> None:
     assert fence.known == {"404": (False, None)} and not fence.unconfirmed
     clock.now += 11
     assert fence.fence_if_expired() is None and killed == []
+
+
+def test_an_attempt_started_after_the_lease_ran_out_is_not_fenced_for_it() -> None:
+    """A healed link: Slurm starts the job's next attempt on the node before the first
+    renewal comes back. That attempt was started by a controller that reached the node; it
+    is the one a recovery just restarted, and fencing it would end it (the host soak, seed 22:
+    job 22's attempt 1 killed 1.6 s after its start on node1, 1 s after node1's partition
+    healed). It is fenced only if no renewal comes within a lease of its own start."""
+    clock = Clock()
+    ages = {220: 1.5, 221: 1.4}
+    fence, killed = fence_with([rank("22", 220, attempt="1"), rank("22", 221, attempt="1")],
+                               {"22": job("22", "in")}, clock, ages)  # fmt: skip
+    asyncio.run(fence.learn())
+    clock.now += 48.6  # cut at 100, healed, the attempt started 1.5 s ago
+    assert fence.fence_if_expired() is None and killed == []
+    clock.now += 9
+    ages.update({220: 10.5, 221: 10.4})  # a lease of its own, run out without a renewal
+    action = fence.fence_if_expired()
+    assert action is not None and action.killed == {"22/1": [220, 221]}
+
+
+def test_a_renewal_within_a_young_attempts_lease_spares_it_for_good() -> None:
+    clock = Clock()
+    ages = {220: 2.0}
+    fence, killed = fence_with([rank("22", 220, attempt="1")], {"22": job("22", "in")}, clock, ages)
+    asyncio.run(fence.learn())
+    clock.now += 30
+    assert fence.fence_if_expired() is None
+    fence.lease.renew(clock.now - 0.5)  # the first heartbeat after the heal
+    ages[220] = 60.0
+    clock.now += 5
+    assert fence.fence_if_expired() is None and killed == []
+
+
+def test_a_fenced_job_stays_fenced_so_a_child_its_old_attempt_starts_dies_too() -> None:
+    """A launcher restarting its workers during the kill: the new worker is young, but its
+    job was fenced in this expiry, so it dies with the rest."""
+    clock = Clock()
+    ranks = [rank("7", 70)]
+    ages = {70: 40.0}
+    fence, killed = fence_with(ranks, {"7": job("7", "in")}, clock, ages)
+    asyncio.run(fence.learn())
+    clock.now += 11
+    assert fence.fence_if_expired() is not None
+    ranks[:] = [rank("7", 77)]  # the old one is gone; a worker it started a moment ago
+    ages[77] = 0.2
+    clock.now += 0.5
+    action = fence.fence_if_expired()
+    assert action is not None and action.killed == {"7/0": [77]}
+    assert [pid for pid, _ in killed] == [70, 77]
+
+
+def test_a_gone_process_makes_no_job_old() -> None:
+    """A young attempt's short-lived process that ended (its age unreadable) does not get the
+    attempt fenced."""
+    clock = Clock()
+    ranks = [rank("22", 220), rank("22", 229)]
+    fence, killed = fence_with(ranks, {"22": job("22", "in")}, clock, {220: 1.0})
+    fence._age_s = lambda pid: {220: 1.0}.get(pid)  # 229 has ended
+    asyncio.run(fence.learn())
+    clock.now += 30
+    assert fence.fence_if_expired() is None and killed == []
+
+
+def test_a_real_process_age_comes_from_the_kernel() -> None:
+    import subprocess
+
+    from resurrect.sensors.node_agent.fence import process_age_s
+
+    child = subprocess.Popen(["sleep", "60"])
+    try:
+        age = process_age_s(child.pid)
+        assert age is not None and 0 <= age < 5
+        assert process_age_s(os.getpid()) > age  # type: ignore[operator]
+    finally:
+        child.kill()
+        child.wait()
+    assert process_age_s(child.pid) is None
+
+
+def test_a_young_attempts_process_held_by_handle_is_not_killed_through_it() -> None:
+    clock = Clock()
+    fence, killed = fence_with([rank("22", 220, attempt="1")], {"22": job("22", "in")}, clock,
+                               {220: 1.0})  # fmt: skip
+    handles = FakeHandles()
+    fence._handles = handles
+    asyncio.run(fence.learn())
+    assert list(handles.open_handles.values()) == [220]
+    clock.now += 30
+    assert fence.fence_if_expired() is None
+    assert handles.killed == [] and killed == []
