@@ -19,14 +19,14 @@ lost now) is fenced with the opted-in ones unless it runs as root: what it is ca
 known, and a job left running on a node the controller side has given up on may run twice.
 A job never seen while the lease held is left alone.
 
-Each job's processes here hold the lease from no earlier than their start: a job is fenced
-only once its oldest process here (the kernel's start time) has run longer than the lease
-without a renewal. An attempt Slurm started on this node after the lease ran out (a healed
-link, before the first renewal came back) was started by a controller that reached the node,
-so it is the current attempt, not one a recovery may have requeued: fencing it would end the
-job the recovery just restarted. Such an attempt is fenced only if no renewal comes within a
-lease of its start. Once a job is fenced, it stays fenced until the lease is renewed, so a
-process its old attempt started during the kill is not spared for being young.
+A job whose oldest process here (the kernel's start time) started before the lease ran out
+is fenced the moment it runs out. One that started after (a healed link, Slurm starting the
+job's next attempt before the first renewal came back) was started by a controller that
+reached the node: it is the current attempt, not one a recovery may have requeued, and
+fencing it would end the job the recovery just restarted. It holds a lease of its own from its
+start, and is fenced only if no renewal comes within it. Once a job is fenced, it stays fenced
+until the lease is renewed, so a process its old attempt started during the kill is not
+spared for being young.
 
 A frozen host thaws all at once: its processes run again in the same instant as the agent,
 and an old attempt's ``srun``, told by its step daemon to stop, cancels its step through
@@ -249,19 +249,21 @@ class SelfFence:
                 self._handles.close(handle)
         self._armed.clear()
 
-    def _outlived_lease(self, pids_by_job: dict[str, list[int]]) -> set[str]:
-        """The jobs of ``pids_by_job`` fenced already, or whose oldest live process has run
-        longer than the lease (the others started after it ran out)."""
+    def _to_fence(self, pids_by_job: dict[str, list[int]], expired_for: float) -> set[str]:
+        """The jobs of ``pids_by_job`` fenced already, or whose oldest live process started
+        before the lease ran out (``expired_for`` seconds ago) or has run longer than a lease
+        of its own."""
+        bound = min(expired_for, self.lease.lease_s)
         return {
             job_id
             for job_id, pids in pids_by_job.items()
             if job_id in self._fenced
-            or max((self._age_s(pid) or 0.0 for pid in pids), default=0.0) > self.lease.lease_s
+            or max((self._age_s(pid) or 0.0 for pid in pids), default=0.0) > bound
         }
 
     def fence_if_expired(self) -> FenceAction | None:
-        """Kill every local process of opted-in jobs when the lease has expired (of each job
-        that has run longer than the lease, see the module)."""
+        """Kill every local process of opted-in jobs when the lease has expired (but of a job
+        started since, see the module)."""
         expired_for = self.lease.expired_for()
         if expired_for <= 0:
             self._fenced.clear()
@@ -272,7 +274,7 @@ class SelfFence:
             armed: dict[str, list[int]] = {}
             for pid, (_, key) in self._armed.items():
                 armed.setdefault(key.partition("/")[0], []).append(pid)
-            self._fenced |= self._outlived_lease(armed)
+            self._fenced |= self._to_fence(armed, expired_for)
             for pid, (handle, key) in list(self._armed.items()):
                 if key.partition("/")[0] in self._fenced and self._handles.kill(handle):
                     action.killed.setdefault(key, []).append(pid)
@@ -285,7 +287,7 @@ class SelfFence:
         by_job: dict[str, list[int]] = {}
         for member in left:
             by_job.setdefault(member.job_id, []).append(member.process.pid)
-        self._fenced |= self._outlived_lease(by_job)
+        self._fenced |= self._to_fence(by_job, expired_for)
         for member in left:
             if member.job_id not in self._fenced:
                 continue

@@ -279,6 +279,19 @@ def test_an_attempt_started_after_the_lease_ran_out_is_not_fenced_for_it() -> No
     assert action is not None and action.killed == {"22/1": [220, 221]}
 
 
+def test_an_attempt_started_after_the_cut_but_before_the_lease_ran_out_dies_at_once() -> None:
+    """Slurm started a job on the node 2.8 s after its link was cut (seen in a soak): it
+    began before the lease ran out, so the requeue's bound (from the last contact) holds for
+    it, and it is fenced the moment the lease runs out, young as it is."""
+    clock = Clock()
+    fence, killed = fence_with([rank("10", 100)], {}, clock, {100: 8.0})  # lookup fails
+    asyncio.run(fence.learn())
+    clock.now += 10.5
+    action = fence.fence_if_expired()
+    assert action is not None and action.killed == {"10/0": [100]}
+    assert killed == [(100, signal.SIGKILL)]
+
+
 def test_a_renewal_within_a_young_attempts_lease_spares_it_for_good() -> None:
     clock = Clock()
     ages = {220: 2.0}
