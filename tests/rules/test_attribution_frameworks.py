@@ -2128,3 +2128,46 @@ def test_the_tpu_runtimes_failed_reservation_on_its_own_line_is_a_device_oom(sta
 )
 def test_a_reservation_that_is_no_failed_tpu_allocation_is_no_device_oom(line: str) -> None:
     assert diag(line).fault_class is not FaultClass.MEMORY_DEVICE_OOM
+
+
+# -- validation-frameworks-22's misses, generalised --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        # a failed Ray job's tail: the memory monitor's top users and its advice, the report's
+        # first line lost to the 20,000-character truncation
+        "Status message: Job entrypoint command failed with exit code 1, last available logs"
+        " (truncated to 20,000 chars):\n95412   14.05   ray::LLMRayActor\n95410   13.86   ray::LLMRayActor\n"
+        "Refer to the documentation on how to address the out of memory issue:"
+        " https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html. Consider"
+        " provisioning more memory on this node or reducing task parallelism by requesting more CPUs"
+        " per task. Set max_restarts and max_task_retries to enable retry when the task crashes due"
+        " to OOM.",
+        # the raylet's summary, behind the driver's (raylet) prefix, kept without its header line
+        "(raylet) \n(raylet) Refer to the documentation on how to address the out of memory issue:"
+        " https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html. Consider"
+        " provisioning more memory on this node or reducing task parallelism by requesting more CPUs"
+        " per task. To adjust the kill threshold, set the environment variable"
+        " `RAY_memory_usage_threshold` when starting Ray.",
+    ],
+)
+def test_rays_oom_kill_advice_alone_is_a_host_oom(tail: str) -> None:
+    d = diag(tail)
+    assert d.fault_class is FaultClass.MEMORY_HOST_OOM
+    assert not d.culprit_hosts
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # the documentation page named where nothing was killed
+        "INFO memory monitor enabled, see https://docs.ray.io/en/latest/ray-core/scheduling/"
+        "ray-oom-prevention.html to tune RAY_memory_usage_threshold",
+        # the advice's opening words cut before the page they point to
+        "Refer to the documentation on how to address the out of memory issue",
+    ],
+)
+def test_the_oom_prevention_page_without_the_kill_advice_is_no_host_oom(line: str) -> None:
+    assert diag(line).fault_class is not FaultClass.MEMORY_HOST_OOM
