@@ -68,6 +68,7 @@ PARTS = (
     "validation-frameworks-20",
     "validation-frameworks-21",
     "validation-frameworks-22",
+    "validation-frameworks-23",
 )
 
 
