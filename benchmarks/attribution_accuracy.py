@@ -67,6 +67,8 @@ PARTS = (
     "validation-frameworks-19",
     "validation-frameworks-20",
     "validation-frameworks-21",
+    "validation-frameworks-22",
+    "validation-frameworks-23",
 )
 
 

@@ -2128,3 +2128,92 @@ def test_the_tpu_runtimes_failed_reservation_on_its_own_line_is_a_device_oom(sta
 )
 def test_a_reservation_that_is_no_failed_tpu_allocation_is_no_device_oom(line: str) -> None:
     assert diag(line).fault_class is not FaultClass.MEMORY_DEVICE_OOM
+
+
+# -- validation-frameworks-22's misses, generalised --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        # a failed Ray job's tail: the memory monitor's top users and its advice, the report's
+        # first line lost to the 20,000-character truncation
+        "Status message: Job entrypoint command failed with exit code 1, last available logs"
+        " (truncated to 20,000 chars):\n95412   14.05   ray::LLMRayActor\n95410   13.86   ray::LLMRayActor\n"
+        "Refer to the documentation on how to address the out of memory issue:"
+        " https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html. Consider"
+        " provisioning more memory on this node or reducing task parallelism by requesting more CPUs"
+        " per task. Set max_restarts and max_task_retries to enable retry when the task crashes due"
+        " to OOM.",
+        # the raylet's summary, behind the driver's (raylet) prefix, kept without its header line
+        "(raylet) \n(raylet) Refer to the documentation on how to address the out of memory issue:"
+        " https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html. Consider"
+        " provisioning more memory on this node or reducing task parallelism by requesting more CPUs"
+        " per task. To adjust the kill threshold, set the environment variable"
+        " `RAY_memory_usage_threshold` when starting Ray.",
+    ],
+)
+def test_rays_oom_kill_advice_alone_is_a_host_oom(tail: str) -> None:
+    d = diag(tail)
+    assert d.fault_class is FaultClass.MEMORY_HOST_OOM
+    assert not d.culprit_hosts
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # the documentation page named where nothing was killed
+        "INFO memory monitor enabled, see https://docs.ray.io/en/latest/ray-core/scheduling/"
+        "ray-oom-prevention.html to tune RAY_memory_usage_threshold",
+        # the advice's opening words cut before the page they point to
+        "Refer to the documentation on how to address the out of memory issue",
+    ],
+)
+def test_the_oom_prevention_page_without_the_kill_advice_is_no_host_oom(line: str) -> None:
+    assert diag(line).fault_class is not FaultClass.MEMORY_HOST_OOM
+
+
+# -- validation-frameworks-23's misses, generalised --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # T5X (JAX) on a TPU VM: the loader's fatal check, then Python's abort
+        "2022-08-20 21:51:52.172999: F external/org_tensorflow/tensorflow/core/tpu/"
+        "tpu_library_init_fns.inc:100] TpuEmbeddingEngine_CollateMemory not available in this"
+        " library.\nFatal Python error: Aborted",
+        # JAX training behind a shell that reports the abort
+        "2022-02-23 17:35:25.749201: F external/org_tensorflow/tensorflow/core/tpu/"
+        "tpu_library_init_fns.inc:104] TpuEmbeddingEngine_WriteParameters not available in this"
+        " library.\nAborted (core dumped)",
+        # PyTorch/XLA: the same loader, then the abort's own stack report
+        "2022-10-18 09:11:20.075933: F ./tensorflow/core/tpu/tpu_library_init_fns.inc:100]"
+        " TpuEmbeddingEngine_CollateMemory not available in this library.\n"
+        "*** SIGABRT received by PID 31731 (TID 31731) on cpu 47 from PID 31731; stack trace: ***\n"
+        "PC: @     0x7fba61c0600b  (unknown)  raise",
+        # an older loader that only logs the missing function before failing
+        "E tensorflow/core/tpu/tpu_api_dlsym_initializer.cc:41] TpuCompile_CompileAndBuild not"
+        " available in this library.",
+    ],
+)
+def test_a_libtpu_missing_the_frameworks_functions_is_a_setup_error_not_a_crash(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.action is RecoveryAction.STOP
+    assert not d.culprit_hosts and not d.culprit_ranks
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # the same words from software that is no TPU library loader
+        "The demo player is not available in this library.",
+        "Error: Not available in this library. Use @grpc/proto-loader and loadPackageDefinition"
+        " instead",
+        # the loader's other refusal names no missing function
+        "Unimplemented: You must statically link in a TPU library.",
+    ],
+)
+def test_not_available_in_this_library_outside_the_tpu_loader_is_no_setup_error(line: str) -> None:
+    assert diag(line).fault_class is not FaultClass.APP_ERROR
