@@ -33,6 +33,9 @@ from resurrect.evidence_trust import (
     slurm_marked,
 )
 
+SRUN_TOOK_STEP_DOWN = "slurm.srun_took_step_down"
+"""srun ending its own step: the STEP ... CANCELLED lines after it are its, no person's."""
+
 STATE_CLASS: dict[JobState, FaultClass] = {
     JobState.NODE_FAIL: FaultClass.NODE_LOST,
     JobState.BOOT_FAIL: FaultClass.NODE_LOST,
@@ -149,15 +152,33 @@ def cancel_claims_checked(found: Sequence[Evidence], state: JobState | None) -> 
 
     slurmstepd prints ``*** STEP n ON host CANCELLED AT ... ***`` too when srun takes a step
     down after one task failed (``--kill-on-bad-exit``), and a launcher prints the SIGTERM it
-    got on the way down: only Slurm's own job state says a person cancelled the job.
+    got on the way down: only Slurm's own job state says a person cancelled the job. While
+    the job is still COMPLETING (a node whose slurmd died holds it there) Slurm has not said
+    yet; then a step's cancel line is demoted only when srun's own take-down of that step
+    (``_step_signal: Terminating StepId=n``) came before it in the same file.
     """
-    if state not in FAILED_JOB_STATES:
+    if state not in FAILED_JOB_STATES and state is not JobState.COMPLETING:
         return list(found)
+    taken_down = {
+        (e.file, e.fields["step"]): e.line or 0
+        for e in found
+        if e.rule == SRUN_TOOK_STEP_DOWN and "step" in e.fields
+    }
+
+    def disproved(e: Evidence) -> bool:
+        if state in FAILED_JOB_STATES:
+            return True
+        # still completing (its end not yet Slurm's word): a step's cancel that srun's own
+        # take-down of that step came before is no person's
+        ended = taken_down.get((e.file, e.fields.get("job", "")))
+        return ended is not None and ended < (e.line or 0)
+
     return [
         e.model_copy(update={"role": "cascade"})
         if e.fault_class is FaultClass.JOB_CANCELLED
         and e.role == "root"
         and e.kind is not SignalKind.SCHEDULER_STATE
+        and disproved(e)
         else e
         for e in found
     ]

@@ -77,3 +77,40 @@ async def test_a_cancelled_attempt_is_a_cancel(tmp_path: Path) -> None:
     bundle = silence_then(out, JobState.CANCELLED)
     diagnosis, _ = await ActivityEnvironment().run(activities.read_and_attribute, bundle)
     assert diagnosis.fault_class is FaultClass.JOB_CANCELLED, diagnosis
+
+
+async def test_a_step_srun_took_down_is_no_cancel_while_the_job_is_still_completing(
+    tmp_path: Path,
+) -> None:
+    """The 60-minute host soak, seed 21, job 95: node6's slurmd and ranks killed, srun took
+    the step down, and the recovery's second source read the job COMPLETING (node6's dead
+    slurmd held it there): the step's CANCELLED line had stood as a person's cancel, the
+    recovery did nothing and the job ended FAILED, lost."""
+    out = tmp_path / "job-7.out"
+    out.write_text(TORN_DOWN)
+    activities = RecoveryActivities(
+        FakeScheduler.with_nodes(4), ResurrectConfig(), default_engine()
+    )
+    bundle = silence_then(out, JobState.COMPLETING)
+    diagnosis, _ = await ActivityEnvironment().run(activities.read_and_attribute, bundle)
+    assert diagnosis.fault_class is not FaultClass.JOB_CANCELLED, diagnosis
+    assert diagnosis.action.value != "none", diagnosis
+
+
+async def test_a_completing_jobs_cancel_with_no_take_down_before_it_stays_a_cancel(
+    tmp_path: Path,
+) -> None:
+    """A person's scancel read while the job is still completing: no srun take-down of the
+    step came before the cancel lines, so nothing disproves them."""
+    out = tmp_path / "job-7.out"
+    out.write_text(
+        "slurmstepd-node3: error: *** JOB 7 ON node3 CANCELLED AT 2026-12-03T18:53:21 ***\n"
+        "slurmstepd-node3: error: *** STEP 7.0 ON node3 CANCELLED AT 2026-12-03T18:53:21 ***\n"
+        "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.\n"
+    )
+    activities = RecoveryActivities(
+        FakeScheduler.with_nodes(4), ResurrectConfig(), default_engine()
+    )
+    bundle = silence_then(out, JobState.COMPLETING)
+    diagnosis, _ = await ActivityEnvironment().run(activities.read_and_attribute, bundle)
+    assert diagnosis.fault_class is FaultClass.JOB_CANCELLED, diagnosis
