@@ -13,7 +13,15 @@ from temporalio.testing import ActivityEnvironment
 from resurrect.activities.attempt_lines import attempt_end_state
 from resurrect.activities.recovery import RecoveryActivities
 from resurrect.config import ResurrectConfig
-from resurrect.contracts import FaultClass, Interruption, JobInfo, JobState, RecoveryContext
+from resurrect.contracts import (
+    Diagnosis,
+    FaultClass,
+    Interruption,
+    JobInfo,
+    JobState,
+    RecoveryAction,
+    RecoveryContext,
+)
 from resurrect.rules.engine import default_engine
 from resurrect.testing import FakeScheduler
 
@@ -57,25 +65,25 @@ def test_the_attempt_ended_as_slurm_says_once_it_has() -> None:
     assert attempt_end_state(silence_then(out, JobState.PENDING, 1)) is JobState.RUNNING
 
 
-async def test_a_failed_attempts_teardown_line_is_no_cancel(tmp_path: Path) -> None:
-    out = tmp_path / "job-7.out"
-    out.write_text(TORN_DOWN)
+async def diagnosed(out: Path, output: str, state: JobState) -> Diagnosis:
+    """How the recovery reads an agent's silence on job 7 whose output is ``output`` and
+    whose attempt Slurm now shows ``state``."""
+    out.write_text(output)
     activities = RecoveryActivities(
         FakeScheduler.with_nodes(4), ResurrectConfig(), default_engine()
     )
-    bundle = silence_then(out, JobState.FAILED)
+    bundle = silence_then(out, state)
     diagnosis, _ = await ActivityEnvironment().run(activities.read_and_attribute, bundle)
+    return diagnosis
+
+
+async def test_a_failed_attempts_teardown_line_is_no_cancel(tmp_path: Path) -> None:
+    diagnosis = await diagnosed(tmp_path / "job-7.out", TORN_DOWN, JobState.FAILED)
     assert diagnosis.fault_class is not FaultClass.JOB_CANCELLED, diagnosis
 
 
 async def test_a_cancelled_attempt_is_a_cancel(tmp_path: Path) -> None:
-    out = tmp_path / "job-7.out"
-    out.write_text(TORN_DOWN)
-    activities = RecoveryActivities(
-        FakeScheduler.with_nodes(4), ResurrectConfig(), default_engine()
-    )
-    bundle = silence_then(out, JobState.CANCELLED)
-    diagnosis, _ = await ActivityEnvironment().run(activities.read_and_attribute, bundle)
+    diagnosis = await diagnosed(tmp_path / "job-7.out", TORN_DOWN, JobState.CANCELLED)
     assert diagnosis.fault_class is FaultClass.JOB_CANCELLED, diagnosis
 
 
@@ -86,15 +94,9 @@ async def test_a_step_srun_took_down_is_no_cancel_while_the_job_is_still_complet
     the step down, and the recovery's second source read the job COMPLETING (node6's dead
     slurmd held it there): the step's CANCELLED line had stood as a person's cancel, the
     recovery did nothing and the job ended FAILED, lost."""
-    out = tmp_path / "job-7.out"
-    out.write_text(TORN_DOWN)
-    activities = RecoveryActivities(
-        FakeScheduler.with_nodes(4), ResurrectConfig(), default_engine()
-    )
-    bundle = silence_then(out, JobState.COMPLETING)
-    diagnosis, _ = await ActivityEnvironment().run(activities.read_and_attribute, bundle)
+    diagnosis = await diagnosed(tmp_path / "job-7.out", TORN_DOWN, JobState.COMPLETING)
     assert diagnosis.fault_class is not FaultClass.JOB_CANCELLED, diagnosis
-    assert diagnosis.action.value != "none", diagnosis
+    assert diagnosis.action is not RecoveryAction.NONE, diagnosis
 
 
 async def test_a_completing_jobs_cancel_with_no_take_down_before_it_stays_a_cancel(
@@ -102,15 +104,10 @@ async def test_a_completing_jobs_cancel_with_no_take_down_before_it_stays_a_canc
 ) -> None:
     """A person's scancel read while the job is still completing: no srun take-down of the
     step came before the cancel lines, so nothing disproves them."""
-    out = tmp_path / "job-7.out"
-    out.write_text(
+    scancelled = (
         "slurmstepd-node3: error: *** JOB 7 ON node3 CANCELLED AT 2026-12-03T18:53:21 ***\n"
         "slurmstepd-node3: error: *** STEP 7.0 ON node3 CANCELLED AT 2026-12-03T18:53:21 ***\n"
         "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.\n"
     )
-    activities = RecoveryActivities(
-        FakeScheduler.with_nodes(4), ResurrectConfig(), default_engine()
-    )
-    bundle = silence_then(out, JobState.COMPLETING)
-    diagnosis, _ = await ActivityEnvironment().run(activities.read_and_attribute, bundle)
+    diagnosis = await diagnosed(tmp_path / "job-7.out", scancelled, JobState.COMPLETING)
     assert diagnosis.fault_class is FaultClass.JOB_CANCELLED, diagnosis
