@@ -88,7 +88,8 @@ class NodeHealthActivities:
             interruption = Interruption(
                 cluster=report.cluster,
                 job_id=job.job_id,
-                restart_count=job.restart_count,
+                # the attempt on the node: a requeue's teardown still runs the one before
+                restart_count=job.attempt_on_nodes,
                 source="node_agent",
                 reason=report.reason,
                 observed_at=report.observed_at,

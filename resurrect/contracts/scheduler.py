@@ -86,6 +86,22 @@ class JobInfo(Contract):
     notes: list[str] = Field(default_factory=list)
     submit_time: datetime | None = None
 
+    @property
+    def requeued_while_completing(self) -> bool:
+        """Requeued while its attempt is still torn down on its nodes: COMPLETING with
+        ``Restarts`` already counting the requeue and no end time (Slurm clears it with the
+        requeue and sets StartTime to that moment; an attempt that ended by itself shows
+        when it ended)."""
+        return (
+            self.state is JobState.COMPLETING and self.restart_count > 0 and self.end_time is None
+        )
+
+    @property
+    def attempt_on_nodes(self) -> int:
+        """The restart count of the attempt whose processes hold the job's nodes now: the one
+        before ``restart_count`` while a requeue's teardown runs."""
+        return self.restart_count - 1 if self.requeued_while_completing else self.restart_count
+
 
 class NodeInfo(Contract):
     """What the scheduler knows about one node."""

@@ -419,7 +419,10 @@ def parse_job(job: JsonObj, naming: StepdNaming | None = None) -> JobInfo:
     if num_nodes is None:
         num_nodes = len(nodes)
     start = timestamp(job.get("start_time")) if state is not JobState.PENDING else None
-    end = timestamp(job.get("end_time")) if state in FINISHED_JOB_STATES else None
+    # a COMPLETING job's end time tells an attempt that ended from one requeued while it is
+    # torn down (Slurm clears the end time with the requeue: JobInfo.requeued_while_completing)
+    ended = state in FINISHED_JOB_STATES or state is JobState.COMPLETING
+    end = timestamp(job.get("end_time")) if ended else None
     return JobInfo(
         job_id=info["job_id"],
         name=info["name"],

@@ -331,3 +331,24 @@ async def test_a_non_ascii_pad_width_costs_no_other_job(slurm: LocalSlurm) -> No
     while not path.is_file():  # slurmstepd opens it as the batch step starts
         assert time.monotonic() < deadline, f"{path} never appeared"
         await asyncio.sleep(0.2)
+
+
+async def test_a_job_requeued_while_its_attempt_is_torn_down_names_the_attempt_on_its_nodes(
+    slurm: LocalSlurm,
+) -> None:
+    """A requeue whose teardown a silent node holds up: Slurm shows the job COMPLETING with
+    ``Restarts`` already counting the requeue and no end time, so the processes still on its
+    nodes are the attempt before."""
+    sched = slurm.scheduler()
+    job_id = slurm.submit(SLEEP_JOB, nodes=2, name="req-teardown")
+    await wait_running(slurm, job_id)
+    node = (await sched.get_job(job_id)).nodes[1]
+    slurm.freeze_node(node)
+    try:
+        slurm.run(["scontrol", "requeue", job_id])
+        tearing_down = await sched.get_job(job_id)
+    finally:
+        slurm.thaw_node(node)
+    assert (tearing_down.state, tearing_down.restart_count) == (JobState.COMPLETING, 1)
+    assert tearing_down.requeued_while_completing and tearing_down.attempt_on_nodes == 0
+    await sched.cancel_job(job_id)

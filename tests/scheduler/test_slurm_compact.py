@@ -16,7 +16,7 @@ from resurrect.contracts import JobState
 from resurrect.scheduler import slurm_compact as compact
 from resurrect.scheduler.slurm_cli import BULK_OWNER_READ, SlurmCli
 from resurrect.scheduler.slurm_exec import CommandResult, CommandRunner
-from resurrect.scheduler.slurm_json import parse_jobs, parse_nodes
+from resurrect.scheduler.slurm_json import parse_job, parse_jobs, parse_nodes
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm-json"
 JOBS_22 = json.loads((FIXTURES / "squeue-22.05.json").read_text())
@@ -193,6 +193,17 @@ def test_exit_codes_and_times_read_like_the_json() -> None:
     assert signalled.json_fields()["exit_code"] == 9
     line = job_row_line(running(5, "")).replace("|100|1|1||", "|100|1|1|3:0|")
     assert compact.parse_job_row(line).json_fields()["exit_code"] == 3 << 8
+
+
+def test_a_requeue_still_torn_down_is_told_from_an_attempt_that_ended() -> None:
+    """squeue 22.05 during a requeue's teardown: COMPLETING, RestartCnt 1, EndTime NONE (the
+    requeue clears it); an attempt that ended by itself keeps its end time."""
+    requeued = running(6, "", job_state="COMPLETING", restart_cnt=1, end_time=0)
+    tearing_down = parse_job(compact.parse_job_row(job_row_line(requeued)).json_fields())
+    assert tearing_down.requeued_while_completing and tearing_down.attempt_on_nodes == 0
+    ended = running(7, "", job_state="COMPLETING", restart_cnt=1, end_time=1795981400)
+    finished = parse_job(compact.parse_job_row(job_row_line(ended)).json_fields())
+    assert not finished.requeued_while_completing and finished.attempt_on_nodes == 1
 
 
 def test_owner_field_output_is_one_value() -> None:

@@ -51,8 +51,13 @@ async def test_reports_running_opted_in_jobs_on_the_node_only() -> None:
         JobInfo(job_id="1", state=JobState.RUNNING, nodes=["n2", "n3"], comment=OPT_IN),
         JobInfo(job_id="2", state=JobState.RUNNING, nodes=["n3"]),
         JobInfo(job_id="3", state=JobState.PENDING, nodes=[], comment=OPT_IN),
-        JobInfo(
-            job_id="4", state=JobState.COMPLETING, nodes=["n3"], comment=OPT_IN, restart_count=1
+        JobInfo(  # its attempt 1 ended by itself and is torn down
+            job_id="4",
+            state=JobState.COMPLETING,
+            nodes=["n3"],
+            comment=OPT_IN,
+            restart_count=1,
+            end_time=datetime(2026, 11, 29, 19, 59, tzinfo=UTC),
         ),
         JobInfo(job_id="5", state=JobState.RUNNING, nodes=["n30"], comment=OPT_IN),
     ]
@@ -68,6 +73,20 @@ async def test_reports_running_opted_in_jobs_on_the_node_only() -> None:
         FaultClass.NODE_LOST,
     )
     assert first.job_state is JobState.RUNNING and first.nodes == ["n2", "n3"]
+
+
+async def test_a_fault_during_a_requeues_teardown_is_the_earlier_attempts() -> None:
+    """Slurm requeued job 8 (Restarts 1) while its attempt 0 is still torn down on n3: the
+    node's fault goes to attempt 0's recovery, never to the attempt that has not run."""
+    recorder = Recorder()
+    jobs = [
+        JobInfo(
+            job_id="8", state=JobState.COMPLETING, nodes=["n3"], comment=OPT_IN, restart_count=1
+        )
+    ]
+    result = await ActivityEnvironment().run(activities(jobs, recorder).report_node_fault, report())
+    assert result.reported == ["recover/c1/8/0"]
+    assert recorder.sent[0][0].restart_count == 0
 
 
 async def test_partition_default_opts_jobs_in() -> None:
