@@ -69,6 +69,7 @@ PARTS = (
     "validation-frameworks-21",
     "validation-frameworks-22",
     "validation-frameworks-23",
+    "validation-frameworks-25",
 )
 
 
