@@ -70,6 +70,7 @@ PARTS = (
     "validation-frameworks-22",
     "validation-frameworks-23",
     "validation-frameworks-24",
+    "validation-frameworks-25",
 )
 
 

@@ -2381,3 +2381,96 @@ def test_cudnn_statuses_that_are_no_refused_call_keep_their_reading(
     assert d.fault_class is not FaultClass.APP_ERROR
     if fault_class is not None:
         assert d.fault_class is fault_class
+
+
+# -- validation-frameworks-25's misses, generalised --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # OpenRLHF-style save under deepspeed: the zip writer's own refusal after its frames
+        '  File "/opt/conda/lib/python3.10/site-packages/torch/serialization.py", line 652, in'
+        " save\n    with _open_zipfile_writer(f) as opened_zipfile:\n"
+        "RuntimeError: Parent directory /mnt/ckpt/actor/global_step40 does not exist.",
+        # a rank prefix, a relative path
+        "[rank7]: RuntimeError: Parent directory ./outputs/run-3/checkpoint-1200 does not exist.",
+        # the message printed first and the frames after it, as a PR quotes it
+        "RuntimeError: Parent directory /scratch/u12/ckpts/d26 does not exist.\n"
+        '  File "trainer/checkpoint.py", line 51, in save_checkpoint\n'
+        "    torch.save(optimizer_state, path)",
+    ],
+)
+def test_torch_saving_into_a_missing_directory_is_the_jobs_path(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert not d.culprit_hosts
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # the Trainer's staging rename onto a directory another rank already filled
+        "[rank2]: OSError: [Errno 39] Directory not empty: '/shared/out/tmp-checkpoint-c1x9'"
+        " -> '/shared/out/checkpoint-400'",
+        # checkpoint rotation racing a writer, shutil.rmtree's own frame
+        '  File "/usr/lib/python3.11/shutil.py", line 763, in rmtree\n'
+        "    os.rmdir(path, dir_fd=dir_fd)\n"
+        "OSError: [Errno 39] Directory not empty: 'checkpoint-1000'",
+        # macOS/BSD numbering
+        "OSError: [Errno 66] Directory not empty: 'ckpt/tmp' -> 'ckpt/epoch_3'",
+    ],
+)
+def test_a_checkpoint_directory_not_empty_is_the_jobs_state_not_storage(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.action is not RecoveryAction.DRAIN_AND_RESTART
+
+
+def test_a_directory_not_empty_names_the_rank_that_raised_it() -> None:
+    d = diag(
+        "[rank6]: OSError: [Errno 39] Directory not empty: 'o/tmp-checkpoint-9' -> 'o/checkpoint-9'"
+    )
+    assert d.culprit_ranks == [6]
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # DeepSpeed's pdsh runner to a worker whose key is not authorised
+        "[2025-02-11 08:01:13,410] [INFO] [runner.py:571:main] cmd = pdsh -S -f 1024 -w"
+        " gpu-a,gpu-b export PYTHONPATH=/work; cd /work; python -u -m"
+        " deepspeed.launcher.launch --world_info=eyJn --node_rank=%n train.py\n"
+        "gpu-b: trainer@gpu-b: Permission denied (publickey,gssapi-keyex,gssapi-with-mic).\n"
+        "pdsh@gpu-a: gpu-b: ssh exited with exit code 255",
+        # an unknown host key under StrictHostKeyChecking
+        "gpu-b: Host key verification failed.\npdsh@gpu-a: gpu-b: ssh exited with exit code 255",
+        # pdsh's prefix alone names the host that refused, which is not blamed
+        "node-07: Host key verification failed.",
+        # mpirun's ssh launch of its daemon
+        "Permission denied (publickey,password).\n"
+        "--------------------------------------------------------------------------\n"
+        "ORTE was unable to reliably start one or more daemons.",
+    ],
+)
+def test_ssh_refusing_the_launchers_login_is_a_setup_error_not_a_lost_node(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.fault_class is not FaultClass.NODE_LOST
+    assert not d.culprit_hosts
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # the same words from the job's own file access: not ssh
+        "PermissionError: [Errno 13] Permission denied: '/data/ckpt/model.pt'",
+        "rm: cannot remove 'ckpt/step_9': Permission denied",
+        # pdsh's report alone, or a refused TCP connection: a host that is down prints them too
+        "pdsh@node-01: node-07: ssh exited with exit code 255",
+        "node-07: ssh: connect to host node-07 port 22: No route to host",
+    ],
+)
+def test_other_permission_and_connection_words_are_no_ssh_setup_error(line: str) -> None:
+    d = diag(line)
+    assert not any(e.rule == "launcher.ssh_auth_refused" for e in [*d.evidence, *d.cascade])
