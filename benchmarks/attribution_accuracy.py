@@ -69,6 +69,8 @@ PARTS = (
     "validation-frameworks-21",
     "validation-frameworks-22",
     "validation-frameworks-23",
+    "validation-frameworks-24",
+    "validation-frameworks-25",
 )
 
 

@@ -2217,3 +2217,260 @@ def test_a_libtpu_missing_the_frameworks_functions_is_a_setup_error_not_a_crash(
 )
 def test_not_available_in_this_library_outside_the_tpu_loader_is_no_setup_error(line: str) -> None:
     assert diag(line).fault_class is not FaultClass.APP_ERROR
+
+
+# -- validation-frameworks-24's misses, generalised --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # XGBoost's distributed training: dmlc's check raised as the framework's exception
+        "xgboost.core.XGBoostError: [10:12:13] /workspace/src/learner.cc:1024: Check failed:"
+        " mparam_.num_feature != 0 (0 vs. 0) : 0 feature is supplied.  Are you using raw"
+        " Booster interface?",
+        # MXNet under mpirun: a rank's kvstore check, Open MPI's tag names the rank
+        "[1,3]<stderr>:mxnet.base.MXNetError: [02:31:09] src/kvstore/./kvstore_dist.h:205:"
+        " Check failed: !(num_servers == 0 && num_workers == 1) dist_sync with one worker and no"
+        " server is not supported",
+        # a ps-lite server: the uncaught dmlc::Error's what(), then C++'s terminate
+        "terminate called after throwing an instance of 'dmlc::Error'\n"
+        "  what():  [10:41:05] src/kvstore/kvstore_dist_server.h:312: Check failed: updater_ ",
+        # dmlc's own print of a failed check, before the exception reaches Python
+        "[18:20:22] src/io/local_filesys.cc:199: Check failed: allow_null  LocalFileSystem::Open"
+        ' "data/train.rec": No such file or directory',
+        # TVM's runtime, the same header
+        "tvm._ffi.base.TVMError: [09:00:01] /tvm/src/runtime/module.cc:88: Check  notnull:"
+        " f Loader of so(runtime.module.loadfile_so) is not presented.",
+    ],
+)
+def test_a_failed_dmlc_check_is_an_error_of_the_job(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.action is RecoveryAction.STOP
+    assert not d.culprit_hosts
+
+
+def test_a_dmlc_check_names_the_rank_its_launcher_tags() -> None:
+    d = diag(
+        "[1,3]<stderr>:mxnet.base.MXNetError: [02:31:09] src/kvstore/./kvstore_dist.h:205:"
+        " Check failed: !(num_servers == 0 && num_workers == 1) dist_sync with one worker and no"
+        " server is not supported"
+    )
+    assert d.culprit_ranks == [3]
+
+
+@pytest.mark.parametrize(
+    ("log", "fault_class"),
+    [
+        # the device's words inside the framework's exception keep their class
+        (
+            "mxnet.base.MXNetError: [09:13:35] src/storage/./pooled_storage_manager.h:157:"
+            " cudaMalloc failed: out of memory",
+            FaultClass.MEMORY_DEVICE_OOM,
+        ),
+        (
+            "MXNetError: [07:14:22] src/engine/threaded_engine.cc:328: Check failed: e =="
+            " cudaSuccess CUDA: an illegal memory access was encountered",
+            FaultClass.CUDA_ERROR,
+        ),
+    ],
+)
+def test_a_dmlc_check_that_names_the_device_keeps_the_devices_class(
+    log: str, fault_class: FaultClass
+) -> None:
+    assert diag(log).fault_class is fault_class
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # dmlc's other fatal messages say nothing about whose fault it was
+        "xgboost.core.XGBoostError: [10:12:13] /workspace/src/collective/socket.h:100: Failed to"
+        " connect to 10.0.0.2:9091: Connection refused",
+        # dmlc's informational lines carry the same header
+        "[12:00:01] src/io/iter_image_recordio_2.cc:172: ImageRecordIOParser2: data/train.rec,"
+        " use 4 threads for decoding..",
+        "[08:41:20] Start training with [gpu(0), gpu(1)]",
+    ],
+)
+def test_dmlc_lines_that_are_no_failed_check_are_no_error_of_the_job(line: str) -> None:
+    assert diag(line).fault_class is not FaultClass.APP_ERROR
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # MXNet asked for a GPU context on a CPU-only build
+        "mxnet.base.MXNetError: [11:02:37] src/storage/storage.cc:78: Compile with USE_CUDA=1"
+        " to enable GPU usage",
+        # Caffe's tools, a glog fatal naming the switch
+        "F0101 12:00:00.000000  1234 convert_imageset.cpp:150] This tool requires OpenCV;"
+        " compile with USE_OPENCV.",
+        # a dist kvstore on a build without it, dmlc's fatal log with its stack
+        "[08:41:24] /opt/mxnet/dmlc-core/include/dmlc/./logging.h:300: [08:41:24]"
+        " src/kvstore/kvstore.cc:37: compile with USE_DIST_KVSTORE=1 to use dist_async\n"
+        "\n"
+        "Stack trace returned 10 entries:\n"
+        "[bt] (0) /opt/mxnet/lib/libmxnet.so(_ZN4dmlc15LogMessageFatalD1Ev+0x29) [0x7f3c89b1]",
+    ],
+)
+def test_a_framework_built_without_the_feature_the_job_uses_is_a_setup_error(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.action is RecoveryAction.STOP
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["cmake -DUSE_CUDA=1 -DUSE_DIST_KVSTORE=1 ..", "export USE_CUDA=1 USE_NCCL=1"],
+)
+def test_build_switches_named_without_a_refusal_are_no_setup_error(line: str) -> None:
+    assert diag(line).fault_class is not FaultClass.APP_ERROR
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # PyTorch's conv on a layout cuDNN does not take
+        "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you"
+        " passed in a non-contiguous input.",
+        # PaddlePaddle's fused conv kernel
+        "ExternalError: CUDNN error(9), CUDNN_STATUS_NOT_SUPPORTED. \n"
+        "  [Hint: 'CUDNN_STATUS_NOT_SUPPORTED'.  The functionality requested is not presently"
+        " supported by cuDNN.  ] (at ../paddle/phi/kernels/fusion/gpu/fused_conv2d_add_act_kernel"
+        ".cu:610)",
+        # Caffe2's enforce, the status as a number and a name
+        "terminate called after throwing an instance of 'caffe2::EnforceNotMet'\n"
+        "  what():  [enforce fail at conv_op_cudnn.cc:580] status == CUDNN_STATUS_SUCCESS. 9 vs"
+        " 0. , Error at: /src/caffe2/operators/conv_op_cudnn.cc:580: CUDNN_STATUS_NOT_SUPPORTED"
+        " Error from operator:",
+        # a glog check with the number only, then the abort
+        "F0612 10:00:00.000000 77 cudnn_conv_layer.cpp:52] Check failed: status =="
+        " CUDNN_STATUS_SUCCESS (9 vs. 0)\n*** Check failure stack trace: ***\nAborted (core"
+        " dumped)",
+        # a cuBLAS call the GPU's architecture cannot run
+        "RuntimeError: cuDNN error: CUDNN_STATUS_ARCH_MISMATCH",
+    ],
+)
+def test_cudnn_refusing_the_calls_parameters_is_an_error_of_the_job(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.action is RecoveryAction.STOP
+    assert not d.culprit_hosts
+
+
+@pytest.mark.parametrize(
+    ("line", "fault_class"),
+    [
+        # the cuDNN frontend's notes on plans it skips are no failure
+        (
+            "UserWarning: Plan failed with a cudnnException: CUDNN_BACKEND_EXECUTION_PLAN_"
+            "DESCRIPTOR: cudnnFinalize Descriptor Failed cudnn_status: CUDNN_STATUS_NOT_SUPPORTED"
+            " (Triggered internally at ../aten/src/ATen/native/cudnn/Conv_v8.cpp:919.)",
+            None,
+        ),
+        # a kernel that failed on the device stays a CUDA error
+        ("RuntimeError: cuDNN error: CUDNN_STATUS_EXECUTION_FAILED", FaultClass.CUDA_ERROR),
+    ],
+)
+def test_cudnn_statuses_that_are_no_refused_call_keep_their_reading(
+    line: str, fault_class: FaultClass | None
+) -> None:
+    d = diag(line)
+    assert d.fault_class is not FaultClass.APP_ERROR
+    if fault_class is not None:
+        assert d.fault_class is fault_class
+
+
+# -- validation-frameworks-25's misses, generalised --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # OpenRLHF-style save under deepspeed: the zip writer's own refusal after its frames
+        '  File "/opt/conda/lib/python3.10/site-packages/torch/serialization.py", line 652, in'
+        " save\n    with _open_zipfile_writer(f) as opened_zipfile:\n"
+        "RuntimeError: Parent directory /mnt/ckpt/actor/global_step40 does not exist.",
+        # a rank prefix, a relative path
+        "[rank7]: RuntimeError: Parent directory ./outputs/run-3/checkpoint-1200 does not exist.",
+        # the message printed first and the frames after it, as a PR quotes it
+        "RuntimeError: Parent directory /scratch/u12/ckpts/d26 does not exist.\n"
+        '  File "trainer/checkpoint.py", line 51, in save_checkpoint\n'
+        "    torch.save(optimizer_state, path)",
+    ],
+)
+def test_torch_saving_into_a_missing_directory_is_the_jobs_path(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert not d.culprit_hosts
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # the Trainer's staging rename onto a directory another rank already filled
+        "[rank2]: OSError: [Errno 39] Directory not empty: '/shared/out/tmp-checkpoint-c1x9'"
+        " -> '/shared/out/checkpoint-400'",
+        # checkpoint rotation racing a writer, shutil.rmtree's own frame
+        '  File "/usr/lib/python3.11/shutil.py", line 763, in rmtree\n'
+        "    os.rmdir(path, dir_fd=dir_fd)\n"
+        "OSError: [Errno 39] Directory not empty: 'checkpoint-1000'",
+        # macOS/BSD numbering
+        "OSError: [Errno 66] Directory not empty: 'ckpt/tmp' -> 'ckpt/epoch_3'",
+    ],
+)
+def test_a_checkpoint_directory_not_empty_is_the_jobs_state_not_storage(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.action is not RecoveryAction.DRAIN_AND_RESTART
+
+
+def test_a_directory_not_empty_names_the_rank_that_raised_it() -> None:
+    d = diag(
+        "[rank6]: OSError: [Errno 39] Directory not empty: 'o/tmp-checkpoint-9' -> 'o/checkpoint-9'"
+    )
+    assert d.culprit_ranks == [6]
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # DeepSpeed's pdsh runner to a worker whose key is not authorised
+        "[2025-02-11 08:01:13,410] [INFO] [runner.py:571:main] cmd = pdsh -S -f 1024 -w"
+        " gpu-a,gpu-b export PYTHONPATH=/work; cd /work; python -u -m"
+        " deepspeed.launcher.launch --world_info=eyJn --node_rank=%n train.py\n"
+        "gpu-b: trainer@gpu-b: Permission denied (publickey,gssapi-keyex,gssapi-with-mic).\n"
+        "pdsh@gpu-a: gpu-b: ssh exited with exit code 255",
+        # an unknown host key under StrictHostKeyChecking
+        "gpu-b: Host key verification failed.\npdsh@gpu-a: gpu-b: ssh exited with exit code 255",
+        # pdsh's prefix alone names the host that refused, which is not blamed
+        "node-07: Host key verification failed.",
+        # mpirun's ssh launch of its daemon
+        "Permission denied (publickey,password).\n"
+        "--------------------------------------------------------------------------\n"
+        "ORTE was unable to reliably start one or more daemons.",
+    ],
+)
+def test_ssh_refusing_the_launchers_login_is_a_setup_error_not_a_lost_node(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.fault_class is not FaultClass.NODE_LOST
+    assert not d.culprit_hosts
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # the same words from the job's own file access: not ssh
+        "PermissionError: [Errno 13] Permission denied: '/data/ckpt/model.pt'",
+        "rm: cannot remove 'ckpt/step_9': Permission denied",
+        # pdsh's report alone, or a refused TCP connection: a host that is down prints them too
+        "pdsh@node-01: node-07: ssh exited with exit code 255",
+        "node-07: ssh: connect to host node-07 port 22: No route to host",
+    ],
+)
+def test_other_permission_and_connection_words_are_no_ssh_setup_error(line: str) -> None:
+    d = diag(line)
+    assert not any(e.rule == "launcher.ssh_auth_refused" for e in [*d.evidence, *d.cascade])
