@@ -61,6 +61,12 @@ MAX_FINDINGS_KEPT = 64
 # stalled (server or worker down): the agent gets a fresh threshold instead of a report.
 STALL_SLACK_S = 3.0
 MAX_REPORTED_KEPT = 32
+# An agent back in contact sends its first heartbeats both to the collector and directly
+# (it has not heard the collector's acknowledgement yet); the direct copy can arrive after
+# the collector's forwarded one. Such a stale direct beat (sent no later than the last
+# forwarded one) no longer takes the watch back from the collector: it armed a silence timer
+# that then reported a false silence, and left the collector's next real one ignored.
+STALE_DIRECT_BEAT_KEEPS_COLLECTOR = "stale-direct-beat-keeps-collector"
 REPORT_TIMEOUT = timedelta(seconds=60)
 # The report is retried without a maximum (a controller or Temporal outage can last): the
 # workflow must never end over it, or the node's state (findings, heartbeat watch) is lost.
@@ -93,6 +99,8 @@ class NodeHealthWorkflow:
         )
         self._pending_roots: list[Evidence] = []
         self._collector_silence: NodeSilent | None = None
+        # when the agent sent the last heartbeat the collector forwarded (this run)
+        self._forwarded_sent_at: datetime | None = None
 
     # -- signals and query ---------------------------------------------------------------
 
@@ -100,6 +108,10 @@ class NodeHealthWorkflow:
     def heartbeat(self, beat: NodeHeartbeat) -> None:
         self._signals += 1
         health = self._health
+        if beat.watched_by_collector:
+            self._forwarded_sent_at = beat.sent_at
+        elif self._stale_direct(beat) and workflow.patched(STALE_DIRECT_BEAT_KEEPS_COLLECTOR):
+            return
         if beat.seq < health.last_seq or health.status == "stopped":
             # a new agent process (restart, node reboot): old findings are history
             health.findings = []
@@ -115,6 +127,17 @@ class NodeHealthWorkflow:
         self._beats += 1
         self._forget_old_findings()
         health.status = self._status_from_findings()
+
+    def _stale_direct(self, beat: NodeHeartbeat) -> bool:
+        """A direct heartbeat the agent sent no later than one the collector already
+        forwarded, while the collector watches the node: the agent had not yet heard the
+        collector answer, and the collector's watch stands."""
+        forwarded = self._forwarded_sent_at
+        return (
+            self._health.watched_by_collector
+            and forwarded is not None
+            and beat.sent_at <= forwarded
+        )
 
     @workflow.signal(name=FINDINGS_SIGNAL)
     def findings(self, found: NodeFindings) -> None:

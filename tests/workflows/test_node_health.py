@@ -45,10 +45,13 @@ from resurrect.contracts import (
 )
 from resurrect.contracts.node_health import (
     HEALTH_QUERY,
+    HEARTBEAT_SIGNAL,
+    NODE_SILENT_SIGNAL,
     AgentStopped,
     NodeFindings,
     NodeHealth,
     NodeHeartbeat,
+    NodeSilent,
 )
 from resurrect.sensors.node_agent.reporters import DeliveryError, TemporalReporter
 from resurrect.testing import FakeScheduler
@@ -269,6 +272,45 @@ async def test_silence_is_reported_once_and_a_deliberate_stop_is_not(
 
 
 @pytest.mark.temporal
+async def test_a_direct_heartbeat_older_than_the_collectors_leaves_the_watch_to_the_collector(
+    time_skipping: WorkflowEnvironment,
+) -> None:
+    """An agent back in contact sends its first heartbeats to the collector and directly; the
+    direct copy of the beat the collector already forwarded arrives last. The collector keeps
+    the watch: no silence timer of the workflow's own reports the agent that no longer beats
+    directly, and the collector's next silence verdict is reported."""
+    client, config, report = time_skipping.client, make_config(), Reported()
+    agent = reporter(client, config, "gpu-b")
+    handle = client.get_workflow_handle(agent.workflow_id)
+    async with worker(client, config, "gpu-b", report):
+        await agent.heartbeat(beat("gpu-b", 1))  # fell back: directly
+        back = beat("gpu-b", 2)
+        forwarded = back.model_copy(update={"watched_by_collector": True})
+        await handle.signal(HEARTBEAT_SIGNAL, forwarded)  # the collector heard it first
+        await agent.heartbeat(back)  # the same beat, directly, arriving after
+        await until(client, agent.workflow_id, lambda h: h.last_seq == 2, "seq 2")
+        await time_skipping.sleep(5.0)  # past the 2 s threshold: the agent beats the collector
+        assert report.calls == []
+        state = await health(client, agent.workflow_id)
+        assert state.watched_by_collector and state.status != "silent"
+        silent = NodeSilent(
+            node="gpu-b",
+            last_heartbeat_at=datetime.now(UTC),
+            last_seq=9,
+            silent_for_s=3.0,
+            silence_threshold_s=3.0,
+        )
+        await handle.signal(NODE_SILENT_SIGNAL, silent)
+        await until(client, agent.workflow_id, lambda h: h.faults_reported == 1, "reported")
+        history = await handle.fetch_history()
+    await Replayer(
+        workflows=[NodeHealthWorkflow], data_converter=pydantic_data_converter
+    ).replay_workflow(history)
+    keep("stale-direct-beat-keeps-collector", history)
+    assert len(report.calls) == 1
+    assert report.calls[0][1].evidence[0].rule == "node_agent.heartbeat_silence"
+
+
 async def test_history_stays_bounded_with_continue_as_new(temporal_client: Client) -> None:
     client, config = temporal_client, make_config()
     out = reporter(client, config, "gpu-c", max_signals_per_run=10)
