@@ -67,6 +67,10 @@ MAX_REPORTED_KEPT = 32
 # forwarded one) no longer takes the watch back from the collector: it armed a silence timer
 # that then reported a false silence, and left the collector's next real one ignored.
 STALE_DIRECT_BEAT_KEEPS_COLLECTOR = "stale-direct-beat-keeps-collector"
+# A silence reported after the agent was heard again (the collector's verdict and the agent's
+# return in one workflow task) no longer marks the node silent: it stayed so while it beat,
+# and the collector's next silence verdict was ignored.
+SILENCE_AFTER_RETURN_KEEPS_HEALTH = "silence-after-return-keeps-health"
 REPORT_TIMEOUT = timedelta(seconds=60)
 # The report is retried without a maximum (a controller or Temporal outage can last): the
 # workflow must never end over it, or the node's state (findings, heartbeat watch) is lost.
@@ -272,8 +276,11 @@ class NodeHealthWorkflow:
     async def _report_silence(self, last: datetime) -> None:
         now = workflow.now()
         health = self._health
-        health.status = "silent"
-        health.silent_since = last
+        heard = health.last_heartbeat_at
+        back = heard is not None and heard > last  # heard again since the silence began
+        if not (back and workflow.patched(SILENCE_AFTER_RETURN_KEEPS_HEALTH)):
+            health.status = "silent"
+            health.silent_since = last
         silent_for = (now - last).total_seconds()
         evidence = Evidence(
             kind=SignalKind.HEARTBEAT,

@@ -50,6 +50,7 @@ from resurrect.contracts.node_health import (
     AgentStopped,
     NodeFindings,
     NodeHealth,
+    NodeHealthInput,
     NodeHeartbeat,
     NodeSilent,
 )
@@ -309,6 +310,47 @@ async def test_a_direct_heartbeat_older_than_the_collectors_leaves_the_watch_to_
     keep("stale-direct-beat-keeps-collector", history)
     assert len(report.calls) == 1
     assert report.calls[0][1].evidence[0].rule == "node_agent.heartbeat_silence"
+
+
+async def test_a_silence_reported_after_the_agent_was_heard_again_leaves_the_node_watched(
+    time_skipping: WorkflowEnvironment,
+) -> None:
+    """The collector's silence verdict and the agent's return reach the workflow together:
+    the silence is reported, the node is not left marked silent, and the collector's next
+    silence verdict is reported too."""
+    client, config, report = time_skipping.client, make_config(), Reported()
+    handle = client.get_workflow_handle(reporter(client, config, "gpu-r").workflow_id)
+    first = beat("gpu-r", 1).model_copy(update={"watched_by_collector": True})
+    await client.start_workflow(
+        NodeHealthWorkflow.run,
+        NodeHealthInput(cluster=config.cluster.name, node="gpu-r", silence_threshold_s=2.0),
+        id=handle.id,
+        task_queue=config.temporal.task_queue,
+        start_signal=HEARTBEAT_SIGNAL,
+        start_signal_args=[first],
+    )
+
+    def silence(seq: int) -> NodeSilent:
+        at = datetime.now(UTC)
+        return NodeSilent(
+            node="gpu-r", last_heartbeat_at=at, last_seq=seq, silent_for_s=3.0,
+            silence_threshold_s=2.0,
+        )  # fmt: skip
+
+    await handle.signal(NODE_SILENT_SIGNAL, silence(1))
+    back = beat("gpu-r", 2).model_copy(update={"watched_by_collector": True})
+    await handle.signal(HEARTBEAT_SIGNAL, back)
+    async with worker(client, config, "gpu-r", report):
+        await until(client, handle.id, lambda h: h.faults_reported == 1, "the first reported")
+        assert (await health(client, handle.id)).status != "silent"
+        await handle.signal(NODE_SILENT_SIGNAL, silence(2))
+        await until(client, handle.id, lambda h: h.faults_reported == 2, "the second reported")
+        history = await handle.fetch_history()
+    await Replayer(
+        workflows=[NodeHealthWorkflow], data_converter=pydantic_data_converter
+    ).replay_workflow(history)
+    keep("silence-after-return-keeps-health", history)
+    assert len(report.calls) == 2
 
 
 async def test_history_stays_bounded_with_continue_as_new(temporal_client: Client) -> None:
