@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from support.builders import OPT_IN, make_config
 from support.histories import keep
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
@@ -175,6 +175,25 @@ async def until(
     raise AssertionError(f"{workflow_id}: never {what}; last {state}")
 
 
+async def replayed_and_kept(name: str, history: WorkflowHistory) -> None:
+    """Today's code replays ``history``, which issued the commands of the stored one."""
+    await Replayer(
+        workflows=[NodeHealthWorkflow], data_converter=pydantic_data_converter
+    ).replay_workflow(history)
+    keep(name, history)
+
+
+def collector_silence(node: str, seq: int) -> NodeSilent:
+    """The collector's verdict that ``node``'s agent fell silent after beat ``seq``."""
+    return NodeSilent(
+        node=node,
+        last_heartbeat_at=datetime.now(UTC),
+        last_seq=seq,
+        silent_for_s=3.0,
+        silence_threshold_s=3.0,
+    )
+
+
 async def test_root_finding_starts_recovery_of_opted_in_jobs_on_the_node(
     time_skipping: WorkflowEnvironment,
 ) -> None:
@@ -206,10 +225,7 @@ async def test_root_finding_starts_recovery_of_opted_in_jobs_on_the_node(
     assert interruption.reason == f"node agent: xid.fallen_off_bus on {node} GPU 3"
     assert (state.status, state.faults_reported, state.last_seq) == ("faulty", 1, 1)
     assert state.reported_jobs == [f"recover/{config.cluster.name}/11/2"]
-    await Replayer(
-        workflows=[NodeHealthWorkflow], data_converter=pydantic_data_converter
-    ).replay_workflow(history)
-    keep("root-finding", history)
+    await replayed_and_kept("root-finding", history)
 
 
 async def test_the_same_finding_is_reported_again_after_the_dedup_window(
@@ -256,10 +272,7 @@ async def test_silence_is_reported_once_and_a_deliberate_stop_is_not(
         await silent.heartbeat(beat("gpu-s", 0))  # the agent is back (restarted)
         back = await until(client, silent.workflow_id, lambda h: h.status != "silent", "back")
         history = await client.get_workflow_handle(silent.workflow_id).fetch_history()
-    await Replayer(
-        workflows=[NodeHealthWorkflow], data_converter=pydantic_data_converter
-    ).replay_workflow(history)
-    keep("silence", history)
+    await replayed_and_kept("silence", history)
     assert len(report.calls) == 1
     interruption = report.calls[0][1]
     assert interruption.fault_hint is FaultClass.NODE_LOST
@@ -294,20 +307,10 @@ async def test_a_direct_heartbeat_older_than_the_collectors_leaves_the_watch_to_
         assert report.calls == []
         state = await health(client, agent.workflow_id)
         assert state.watched_by_collector and state.status != "silent"
-        silent = NodeSilent(
-            node="gpu-b",
-            last_heartbeat_at=datetime.now(UTC),
-            last_seq=9,
-            silent_for_s=3.0,
-            silence_threshold_s=3.0,
-        )
-        await handle.signal(NODE_SILENT_SIGNAL, silent)
+        await handle.signal(NODE_SILENT_SIGNAL, collector_silence("gpu-b", 9))
         await until(client, agent.workflow_id, lambda h: h.faults_reported == 1, "reported")
         history = await handle.fetch_history()
-    await Replayer(
-        workflows=[NodeHealthWorkflow], data_converter=pydantic_data_converter
-    ).replay_workflow(history)
-    keep("stale-direct-beat-keeps-collector", history)
+    await replayed_and_kept("stale-direct-beat-keeps-collector", history)
     assert len(report.calls) == 1
     assert report.calls[0][1].evidence[0].rule == "node_agent.heartbeat_silence"
 
@@ -329,27 +332,16 @@ async def test_a_silence_reported_after_the_agent_was_heard_again_leaves_the_nod
         start_signal=HEARTBEAT_SIGNAL,
         start_signal_args=[first],
     )
-
-    def silence(seq: int) -> NodeSilent:
-        at = datetime.now(UTC)
-        return NodeSilent(
-            node="gpu-r", last_heartbeat_at=at, last_seq=seq, silent_for_s=3.0,
-            silence_threshold_s=2.0,
-        )  # fmt: skip
-
-    await handle.signal(NODE_SILENT_SIGNAL, silence(1))
+    await handle.signal(NODE_SILENT_SIGNAL, collector_silence("gpu-r", 1))
     back = beat("gpu-r", 2).model_copy(update={"watched_by_collector": True})
     await handle.signal(HEARTBEAT_SIGNAL, back)
     async with worker(client, config, "gpu-r", report):
         await until(client, handle.id, lambda h: h.faults_reported == 1, "the first reported")
         assert (await health(client, handle.id)).status != "silent"
-        await handle.signal(NODE_SILENT_SIGNAL, silence(2))
+        await handle.signal(NODE_SILENT_SIGNAL, collector_silence("gpu-r", 2))
         await until(client, handle.id, lambda h: h.faults_reported == 2, "the second reported")
         history = await handle.fetch_history()
-    await Replayer(
-        workflows=[NodeHealthWorkflow], data_converter=pydantic_data_converter
-    ).replay_workflow(history)
-    keep("silence-after-return-keeps-health", history)
+    await replayed_and_kept("silence-after-return-keeps-health", history)
     assert len(report.calls) == 2
 
 
