@@ -50,11 +50,12 @@ def this_attempts(
 def attempt_end_state(bundle: RecoveryContext) -> JobState | None:
     """How the interrupted attempt ended, as known now: the job's state when the job read is
     still that attempt and has finished (a report sent while it ran, a node agent's silence,
-    is answered by Slurm's final word later) or is ending (COMPLETING: its final word still to
-    come); otherwise the state the report saw."""
+    is answered by Slurm's final word later) or is ending (COMPLETING: the state its reason
+    already says, :attr:`~resurrect.contracts.JobInfo.ending_state`, else COMPLETING, its
+    final word still to come); otherwise the state the report saw."""
     job, report = bundle.job, bundle.interruption
     if job.restart_count == report.restart_count and (
         job.state in FINISHED_JOB_STATES or job.state is JobState.COMPLETING
     ):
-        return job.state
+        return job.ending_state
     return report.job_state or job.state

@@ -46,6 +46,17 @@ FAILED_JOB_STATES = frozenset(
 )
 # The job has ended (a requeue starts a new attempt of it).
 FINISHED_JOB_STATES = FAILED_JOB_STATES | {JobState.COMPLETED, JobState.CANCELLED}
+# The state a job shown COMPLETING alone (Slurm 22.05's job state string) is ending in, by
+# the reason slurmctld set when it ended the job (later releases print that base state
+# beside the COMPLETING flag). A person's scancel leaves the reason as it was ("None").
+ENDING_STATE_BY_REASON: dict[str, JobState] = {
+    "NonZeroExitCode": JobState.FAILED,
+    "RaisedSignal": JobState.FAILED,
+    "JobLaunchFailure": JobState.FAILED,
+    "NodeDown": JobState.NODE_FAIL,
+    "OutOfMemory": JobState.OUT_OF_MEMORY,
+    "TimeLimit": JobState.TIMEOUT,
+}
 # The job's ranks run (COMPLETING: its steps are still being torn down).
 RUNNING_JOB_STATES = frozenset({JobState.RUNNING, JobState.COMPLETING})
 # The job still holds its nodes: running, being torn down, or suspended on them.
@@ -95,6 +106,15 @@ class JobInfo(Contract):
         return (
             self.state is JobState.COMPLETING and self.restart_count > 0 and self.end_time is None
         )
+
+    @property
+    def ending_state(self) -> JobState:
+        """The job's state, or for an attempt still being torn down (COMPLETING) the state
+        its reason says it is ending in (:data:`ENDING_STATE_BY_REASON`); COMPLETING when
+        the reason does not say, or when the teardown is a requeue's."""
+        if self.state is not JobState.COMPLETING or self.requeued_while_completing:
+            return self.state
+        return ENDING_STATE_BY_REASON.get(self.state_reason, JobState.COMPLETING)
 
     @property
     def attempt_on_nodes(self) -> int:

@@ -34,7 +34,8 @@ from resurrect.evidence_trust import (
 )
 
 SRUN_TOOK_STEP_DOWN = "slurm.srun_took_step_down"
-"""srun ending its own step: the STEP ... CANCELLED lines after it are its, no person's."""
+"""srun ending its own step (a task failed, a launch failed): the STEP ... CANCELLED lines
+after it are its, no person's."""
 
 STATE_CLASS: dict[JobState, FaultClass] = {
     JobState.NODE_FAIL: FaultClass.NODE_LOST,
@@ -154,16 +155,17 @@ def cancel_claims_checked(found: Sequence[Evidence], state: JobState | None) -> 
     down after one task failed (``--kill-on-bad-exit``), and a launcher prints the SIGTERM it
     got on the way down: only Slurm's own job state says a person cancelled the job. While
     the job is still COMPLETING (a node whose slurmd died holds it there) Slurm has not said
-    yet; then a step's cancel line is demoted only when srun's own take-down of that step
-    (``_step_signal: Terminating StepId=n``) came before it in the same file.
+    yet; then a step's cancel line is demoted only when srun's first take-down of that step
+    (``_step_signal: Terminating StepId=n``, a failed task launch) came before it in the same
+    file.
     """
     if state not in FAILED_JOB_STATES and state is not JobState.COMPLETING:
         return list(found)
-    taken_down = {
-        (e.file, e.fields["step"]): e.line or 0
-        for e in found
-        if e.rule == SRUN_TOOK_STEP_DOWN and "step" in e.fields
-    }
+    taken_down: dict[tuple[str | None, str], int] = {}
+    for e in found:
+        if e.rule == SRUN_TOOK_STEP_DOWN and "step" in e.fields:
+            step = (e.file, e.fields["step"])
+            taken_down[step] = min(taken_down.get(step, e.line or 0), e.line or 0)
 
     def disproved(e: Evidence) -> bool:
         if state in FAILED_JOB_STATES:
