@@ -40,3 +40,21 @@ def test_a_fault_after_the_job_runs_again_is_answered_by_the_next_recovery() -> 
     )
     assert seen["on_a_node_already_draining"] == {}
     assert seen["detect_s"]["host_crash"]["p50"] == 4.0
+
+
+def test_a_fault_answered_by_a_job_started_on_the_node_after_it_is_timed_apart() -> None:
+    """A host crash on node6 just after its job ended: Slurm started the next job there
+    before it knew, and that job's recovery (Slurm's own detection, 15 s) is the first
+    answer. It is timed as a detection after placement, not as the crash's detection."""
+    crash = fault("host_crash", 200.0, node="node6")
+    crash.affected_jobs = ["1", "2"]  # job 2 had a step on node6, after the crash
+    seen = figures(
+        history(
+            jobs=[job(), job("2", submitted_at=203.0)],
+            faults=[crash, fault("host_crash", 400.0)],
+            recoveries=[recovery("2", at=215.0), recovery(at=403.0)],
+        )
+    )
+    assert seen["detected_share"] == 1.0
+    assert seen["detect_s"]["host_crash"] == {"n": 1, "p50": 3.0, "p95": 3.0}
+    assert seen["detect_after_placement_s"]["host_crash"] == {"n": 1, "p50": 15.0, "p95": 15.0}
