@@ -2474,3 +2474,168 @@ def test_ssh_refusing_the_launchers_login_is_a_setup_error_not_a_lost_node(log: 
 def test_other_permission_and_connection_words_are_no_ssh_setup_error(line: str) -> None:
     d = diag(line)
     assert not any(e.rule == "launcher.ssh_auth_refused" for e in [*d.evidence, *d.cascade])
+
+
+# -- validation-frameworks-26's misses, generalised --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # a deprecated GPU flag under JAX 0.4.28: one flag, XLA's own file and line
+        "F0513 18:16:20.774312 139735000650880 parse_flags_from_env.cc:234] Unknown flag in"
+        " XLA_FLAGS: --xla_gpu_enable_async_all_reduce=true\nFatal Python error: Aborted",
+        # TensorFlow's own variable, the alternative suggested on the next line
+        "2021-03-02 10:11:12.000000: F tensorflow/compiler/xla/parse_flags_from_env.cc:189]"
+        " Unknown flags in TF_XLA_FLAGS: --xla_gpu_cuda_data_dir=/usr/local/cuda\n"
+        "Perhaps you meant to specify these on the XLA_FLAGS envvar?",
+        # the variable holds neither flags nor a readable file
+        "F external/xla/xla/parse_flags_from_env.cc:157] Could not open file"
+        ' "xla_dump_to=/tmp/hlo" to read flags for environment variable "XLA_FLAGS".',
+    ],
+)
+def test_xla_refusing_the_jobs_flags_is_a_setup_error(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert any(e.rule == "python.xla_flags_unknown" for e in d.evidence)
+    assert not d.culprit_hosts
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "FATAL Flags parsing error: Unknown command line flag 'learning_rat'",
+        "WARNING: Unknown flags in hydra overrides: trainer.devices=8",
+        "export XLA_FLAGS=--xla_force_host_platform_device_count=8",
+    ],
+)
+def test_other_unknown_flag_words_are_not_xla_s_parser(line: str) -> None:
+    d = diag(line)
+    assert not any(e.rule == "python.xla_flags_unknown" for e in [*d.evidence, *d.cascade])
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # MultiWorkerMirroredStrategy's all-reduce after a dataset without repeat()
+        "2020-02-10 09:14:21.031507: W tensorflow/core/common_runtime/base_collective_executor."
+        "cc:217] BaseCollectiveExecutor::StartAbort Out of range: End of sequence\n"
+        "\t [[{{node IteratorGetNext}}]]\n"
+        "2020-02-10 09:14:21.031600: E tensorflow/core/common_runtime/ring_alg.cc:279] Aborting"
+        " RingGather with Out of range: End of sequence",
+        # TensorFlow 2.4's wording of the same abort, raised as the step's error
+        "tensorflow.python.framework.errors_impl.OutOfRangeError: 3 root error(s) found.\n"
+        "  (0) Out of range:  Collective ops is aborted by: [_Derived_]End of sequence\n"
+        "The error could be from a previous operation. Restart your program to reset.",
+    ],
+)
+def test_a_collective_aborted_by_the_end_of_the_input_is_the_jobs_pipeline(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.action is not RecoveryAction.DRAIN_AND_RESTART
+    assert not d.culprit_hosts
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # a collective aborted by a peer, not by the data
+        "W tensorflow/core/common_runtime/base_collective_executor.cc:217]"
+        " BaseCollectiveExecutor::StartAbort Unavailable: Connection reset by peer",
+        # the end of the input outside a collective: a loop's normal end
+        "INFO:tensorflow:Reached end of input: OutOfRangeError: End of sequence",
+    ],
+)
+def test_other_aborts_and_ends_of_sequence_are_not_the_input_exhausted(line: str) -> None:
+    d = diag(line)
+    assert not any(
+        e.rule == "python.tf_collective_input_exhausted" for e in [*d.evidence, *d.cascade]
+    )
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # a Keras generator raising inside tf.data's py_function: Unknown, new spelling
+        "2023-08-01 12:00:01.000001: W tensorflow/core/framework/op_kernel.cc:1828]"
+        " UNKNOWN: IndexError: list index out of range\nTraceback (most recent call last):\n\n"
+        '  File "/usr/local/lib/python3.10/dist-packages/tensorflow/python/ops/script_ops.py",'
+        " line 268, in __call__\n    ret = func(*args)",
+        # TypeError as InvalidArgument, raised as the step's error under a strategy
+        "tensorflow.python.framework.errors_impl.InvalidArgumentError: 2 root error(s) found.\n"
+        "  (0) Invalid argument:  TypeError: 'NoneType' object is not subscriptable",
+    ],
+)
+def test_a_python_exception_inside_a_tensorflow_op_is_the_jobs_code(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert not d.culprit_hosts
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "W tensorflow/core/framework/op_kernel.cc:1741] Unknown: MemoryError: Unable to allocate"
+        " 8.00 GiB for an array with shape (1073741824,) and data type float64",
+        "W tensorflow/core/framework/op_kernel.cc:1741] Unknown: ConnectionResetError: [Errno 104]"
+        " Connection reset by peer",
+        "  (0) Unknown:  ResourceExhaustedError: OOM when allocating tensor with shape[64,1024]",
+    ],
+)
+def test_host_memory_sockets_and_tensorflow_errors_through_a_py_function_are_not_read_so(
+    line: str,
+) -> None:
+    d = diag(line)
+    assert not any(e.rule == "python.tf_pyfunc_exception" for e in [*d.evidence, *d.cascade])
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # XLA on GPU: no handle before any kernel ran, a library that does not match the build
+        "2023-05-20 20:08:18.894443: E external/xla/xla/stream_executor/cuda/cuda_dnn.cc:439]"
+        " Could not create cudnn handle: CUDNN_STATUS_NOT_INITIALIZED\n"
+        "2023-05-20 20:08:18.894540: E external/xla/xla/stream_executor/cuda/cuda_dnn.cc:443]"
+        " Memory usage: 707198976 bytes free, 4231397376 bytes total.",
+        # TensorFlow's cuBLAS handle at start-up
+        "E tensorflow/stream_executor/cuda/cuda_blas.cc:238] failed to create cublas handle:"
+        " CUBLAS_STATUS_NOT_INITIALIZED",
+    ],
+)
+def test_a_gpu_library_handle_that_cannot_be_created_is_the_jobs_setup(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.fault_class is not FaultClass.CUDA_ERROR
+
+
+def test_a_handle_allocation_failure_stays_the_devices_memory_and_a_kernel_failure_cuda() -> None:
+    assert diag("Could not create cudnn handle: CUDNN_STATUS_ALLOC_FAILED").fault_class is (
+        FaultClass.MEMORY_DEVICE_OOM
+    )
+    assert diag("RuntimeError: cuDNN error: CUDNN_STATUS_INTERNAL_ERROR").fault_class is (
+        FaultClass.CUDA_ERROR
+    )
+
+
+def test_a_gpu_kernel_launch_out_of_memory_names_every_rank_that_printed_it() -> None:
+    d = diag(
+        "[1,3]<stderr>:2021-05-04 22:39:11.526981: F ./tensorflow/core/kernels/reduction_gpu_"
+        "kernels.cu.h:646] Non-OK-status: GpuLaunchKernel(BlockReduceKernel<T*, OUT_T,"
+        " num_threads, Op>, num_blocks, num_threads, 0, cu_stream, in, out, in_size, op, init)"
+        " status: INTERNAL: out of memory\n"
+        "[1,5]<stderr>:2021-05-04 22:39:12.000101: W tensorflow/core/framework/op_kernel.cc:"
+        "1767] OP_REQUIRES failed at random_op.cc:77 : Resource exhausted: OOM when allocating"
+        " tensor with shape[4096,4096] and type float on /job:localhost/replica:0/task:0/"
+        "device:GPU:0 by allocator GPU_0_bfc"
+    )
+    assert d.fault_class is FaultClass.MEMORY_DEVICE_OOM
+    assert d.culprit_ranks == [3, 5]
+
+
+def test_another_gpu_kernel_launch_failure_is_not_an_out_of_memory() -> None:
+    d = diag(
+        "F ./tensorflow/core/kernels/split_lib_gpu.cu.cc:216] Non-OK-status:"
+        " GpuLaunchKernel(SplitOpKernel<T>, config.block_count, config.thread_per_block, 0,"
+        " d.stream(), input) status: Internal: misaligned address"
+    )
+    assert d.fault_class is not FaultClass.MEMORY_DEVICE_OOM
