@@ -71,6 +71,7 @@ PARTS = (
     "validation-frameworks-23",
     "validation-frameworks-24",
     "validation-frameworks-25",
+    "validation-frameworks-27",
 )
 
 
