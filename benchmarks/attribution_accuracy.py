@@ -72,6 +72,7 @@ PARTS = (
     "validation-frameworks-24",
     "validation-frameworks-25",
     "validation-frameworks-26",
+    "validation-frameworks-27",
 )
 
 

@@ -2639,3 +2639,132 @@ def test_another_gpu_kernel_launch_failure_is_not_an_out_of_memory() -> None:
         " d.stream(), input) status: Internal: misaligned address"
     )
     assert d.fault_class is not FaultClass.MEMORY_DEVICE_OOM
+
+
+# -- validation-frameworks-27's misses, generalised --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # PRRTE (Open MPI 5) asked for more processes than the hostfile's slots
+        "--------------------------------------------------------------------------\n"
+        "There are not enough slots available in the system to satisfy the 16\n"
+        "slots that were requested by the application:\n"
+        "\n"
+        "  /opt/venv/bin/python\n"
+        "\n"
+        "Either request fewer slots for your application, or make more slots\n"
+        "available for use.",
+        # a binary present on the launching node only; the block names the node that lacked it
+        "mpirun was unable to launch the specified application as it could not access\n"
+        "or execute an executable:\n"
+        "\n"
+        "Executable: ./attention-mpi\n"
+        "Node: rdma5\n"
+        "\n"
+        "while attempting to start process rank 8.",
+        # an option misspelt, taken as the program
+        "mpiexec was unable to find the specified executable file, and therefore\n"
+        "did not launch the job.  This error was first reported for process\n"
+        "rank 0; it may have occurred for other processes as well.\n"
+        "Node:       gpu-node-03\n"
+        "Executable: --bind-too",
+        # MPICH's hydra on a script without its execute bit
+        "[proxy:0:1@cn0412.cluster] HYDU_create_process (lib/utils/launch.c:73): execvp error"
+        " on file ./train_hvd.py (Permission denied)",
+    ],
+)
+def test_the_mpi_launcher_refusing_the_jobs_command_line_is_a_setup_error(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.action is RecoveryAction.STOP
+    assert not d.culprit_hosts
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # dash as the remote login shell, PRRTE's daemon off its PATH
+        "sh: 1: prted: not found\n"
+        "--------------------------------------------------------------------------\n"
+        "PRTE was unable to reliably start one or more daemons.",
+        # zsh, MPICH's proxy
+        "zsh:1: command not found: hydra_pmi_proxy",
+        # Open MPI installed at another prefix on the remote host
+        "bash: /opt/openmpi-4.1.5/bin/orted: No such file or directory\n"
+        "--------------------------------------------------------------------------\n"
+        "ORTE was unable to reliably start one or more daemons.",
+        # pdsh's prefix: DeepSpeed's launcher starting a conda interpreter absent on worker-2
+        "worker-2: bash: /opt/conda/envs/ds/bin/python: No such file or directory\n"
+        "pdsh@worker-1: worker-2: ssh exited with exit code 127",
+        # horovodrun's task launch over ssh
+        "Launching horovod task function was not successful:\n"
+        "bash: line 1: /home/u/.venv/bin/python3.11: No such file or directory",
+    ],
+)
+def test_a_launchers_program_missing_on_a_remote_host_is_a_setup_error_not_a_lost_node(
+    log: str,
+) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.fault_class is not FaultClass.NODE_LOST
+    assert not d.culprit_hosts
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # the daemons' banner alone, a refused connection: a host that is down prints them too
+        "ORTE was unable to reliably start one or more daemons.",
+        "ssh: connect to host node-17 port 22: Connection refused",
+        # the advice lines of the help texts, and other programs the shells miss
+        "Either request fewer slots for your application, or make more slots available",
+        "bash: nvidia-smi: command not found",
+        "bash: /data/run_pretrain.sh: No such file or directory",
+        "python: can't open file '/work/train.py': [Errno 2] No such file or directory",
+    ],
+)
+def test_launch_words_that_name_no_refused_launch_are_not_read_as_one(line: str) -> None:
+    d = diag(line)
+    assert not any(
+        e.rule in {"launcher.mpi_launch_refused", "launcher.remote_program_missing"}
+        for e in [*d.evidence, *d.cascade]
+    )
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # Paddle 2.x raising the place its build lacks
+        "Traceback (most recent call last):\n"
+        '  File "tools/train.py", line 172, in <module>\n'
+        "    main()\n"
+        "NotImplementedError: (Unimplemented) CUDAPlace is not supported. Please re-compile with"
+        " WITH_GPU option. (at /paddle/paddle/fluid/platform/device_context.cc:152)",
+        # Paddle 1.x under its core module's enforce
+        "paddle.fluid.core_avx.EnforceNotMet: 'Place' is not supported, Please re-compile with"
+        " WITH_GPU option at [/paddle/paddle/fluid/platform/device_context.cc:32]",
+        # the Python side's refusal of an IPU strategy on a build without it
+        "RuntimeError: Can not use IpuStrategy in non IPU compiled environment, please re-compile"
+        " with WITH_IPU=ON.",
+    ],
+)
+def test_paddle_refusing_what_its_build_lacks_is_a_setup_error(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.action is RecoveryAction.STOP
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # the same words as Paddle's start-up warnings, after which it runs on
+        "W0117 18:10:04.852438  2572 init.cc:56] 'GPU' is not supported, Please re-compile with"
+        " WITH_GPU option",
+        "W0301 09:00:00.000000   111 analysis_predictor.cc:600] 'MKLDNN' is not supported, Please"
+        " re-compile with WITH_MKLDNN option",
+    ],
+)
+def test_paddles_warning_about_a_missing_build_switch_is_no_failure(line: str) -> None:
+    assert diag(line).fault_class is not FaultClass.APP_ERROR
