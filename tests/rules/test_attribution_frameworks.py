@@ -2768,3 +2768,60 @@ def test_paddle_refusing_what_its_build_lacks_is_a_setup_error(log: str) -> None
 )
 def test_paddles_warning_about_a_missing_build_switch_is_no_failure(line: str) -> None:
     assert diag(line).fault_class is not FaultClass.APP_ERROR
+
+
+# -- validation-frameworks-28's misses, generalised --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # Intel VT-d on a 5.x kernel (PASID tag, hexadecimal reason), dmesg's time stamp in front
+        "[Tue Mar  5 10:12:01 2024] DMAR: DRHD: handling fault status reg 3\n"
+        "[Tue Mar  5 10:12:01 2024] DMAR: [DMA Read NO_PASID] Request device [3b:00.0] fault"
+        " addr 0x7f4000 [fault reason 0x06] PTE Read access is not set",
+        # an old kernel's two-line form, no space after the prefix
+        "DMAR:[DMA Write] Request device [04:00.0] fault addr 1ff0000 \n"
+        "DMAR:[fault reason 05] PTE Write access is not set",
+        # AMD-Vi, the device in the event and in the GPU driver's prefix
+        "[ 8123.442210] iommu ivhd0: AMD-Vi: Event logged [IO_PAGE_FAULT device=0000:41:00.0"
+        " domain=0x000e address=0xfd000000 flags=0x0020]",
+        "[ 8123.442210] nvidia 0000:41:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x000e"
+        " address=0xfd000000 flags=0x0020]",
+    ],
+)
+def test_an_iommu_refusing_the_gpus_dma_is_a_hang_of_the_job(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.JOB_HANG
+    assert d.culprit_hosts == []
+
+
+def test_an_iommu_fault_leaves_an_error_the_job_printed_its_reading() -> None:
+    fault = (
+        "DMAR: [DMA Write] Request device [02:00.0] fault addr cd139000 [fault reason 05] PTE"
+        " Write access is not set\n"
+    )
+    timeout = (
+        "[rank1]:[E ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation"
+        " timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1,"
+        " Timeout(ms)=1800000) ran for 1800086 milliseconds before timing out."
+    )
+    assert diag(fault + timeout).fault_class is FaultClass.COLLECTIVE_TIMEOUT
+    illegal = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    assert diag(fault + illegal).fault_class is FaultClass.CUDA_ERROR
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # the IOMMU's start-up lines and an interrupt-remapping fault are no refused DMA
+        "[    0.000000] DMAR: IOMMU enabled",
+        "[    0.000000] DMAR-IR: Enabled IRQ remapping in x2apic mode",
+        "DMAR: [INTR-REMAP] Request device [f0:1f.0] fault index 0x0 [fault reason 0x25] Blocked"
+        " a compatibility format interrupt request",
+        "pci 0000:00:00.2: AMD-Vi: Found IOMMU cap 0x40",
+        "AMD-Vi: AMD IOMMUv2 loaded and initialized",
+    ],
+)
+def test_iommu_lines_that_are_no_refused_dma_are_not_a_hang(line: str) -> None:
+    assert diag(line).fault_class is not FaultClass.JOB_HANG
