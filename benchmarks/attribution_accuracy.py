@@ -73,6 +73,7 @@ PARTS = (
     "validation-frameworks-25",
     "validation-frameworks-26",
     "validation-frameworks-27",
+    "validation-frameworks-29",
 )
 
 
