@@ -74,6 +74,7 @@ PARTS = (
     "validation-frameworks-26",
     "validation-frameworks-27",
     "validation-frameworks-28",
+    "validation-frameworks-29",
 )
 
 

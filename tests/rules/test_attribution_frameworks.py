@@ -2825,3 +2825,168 @@ def test_an_iommu_fault_leaves_an_error_the_job_printed_its_reading() -> None:
 )
 def test_iommu_lines_that_are_no_refused_dma_are_not_a_hang(line: str) -> None:
     assert diag(line).fault_class is not FaultClass.JOB_HANG
+
+
+# -- validation-frameworks-29's misses, generalised --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # Spark 3's wording, as the failed task's reason
+        "23/02/11 04:13:55 WARN TaskSetManager: Lost task 12.0 in stage 4.0 (TID 91) (node5"
+        " executor 3): ExecutorLostFailure (executor 3 exited caused by one of the running tasks)"
+        " Reason: Container killed by YARN for exceeding physical memory limits. 11.1 GB of 11 GB"
+        " physical memory used. Consider boosting spark.executor.memoryOverhead.",
+        # Hadoop 2's NodeManager in the application master's diagnostics
+        "Application application_1438831879245_0001 failed 2 times due to AM Container for"
+        " appattempt_1438831879245_0001_000002 exited with exitCode: 143 due to: Container\n"
+        "[pid=44545,containerID=container_1438831879245_0001_02_000001] is running beyond"
+        " physical memory limits. Current usage: 1.0 GB of 1 GB physical memory used; 1.8 GB of"
+        " 2.1 GB virtual memory used. Killing container.",
+        # Hadoop 3's wording, the virtual limit
+        "Container [pid=3730,containerID=container_1725006692302_0009_01_000003] is running"
+        " 1723304448B beyond the 'VIRTUAL' memory limit. Current usage: 348.4 MB of 1 GB physical"
+        " memory used; 3.7 GB of 2.1 GB virtual memory used. Killing container.",
+    ],
+)
+def test_yarn_killing_a_container_over_its_memory_limit_is_host_memory(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.MEMORY_HOST_OOM
+    assert d.action is RecoveryAction.STOP
+
+
+def test_yarn_names_the_executors_host_when_its_scheduler_reports_the_loss() -> None:
+    d = diag(
+        "19/07/02 11:20:31 ERROR YarnClusterScheduler: Lost executor 4 on dn-12.prod.example:"
+        " Container killed by YARN for exceeding memory limits. 6.1 GB of 6 GB physical memory"
+        " used. Consider boosting spark.yarn.executor.memoryOverhead or disabling"
+        " yarn.nodemanager.vmem-check-enabled because of YARN-4714."
+    )
+    assert d.fault_class is FaultClass.MEMORY_HOST_OOM
+    assert d.culprit_hosts == ["dn-12.prod.example"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Container killed on request. Exit code is 143",
+        "INFO YarnAllocator: Will request 4 executor container(s), each with 2 core(s) and 6144 MB"
+        " memory (including 1024 MB of overhead)",
+    ],
+)
+def test_yarn_containers_killed_for_other_reasons_are_not_host_memory(line: str) -> None:
+    assert diag(line).fault_class is not FaultClass.MEMORY_HOST_OOM
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # the qualified name alone, its message cut by a paste
+        "    raise value\nray.exceptions.OutOfMemoryError: Me",
+        # under Ray Train's controller prefix
+        "(TrainController pid=3312) ray.exceptions.OutOfMemoryError: Memory on the node (IP:"
+        " 10.4.2.17, ID: 9c0e) where the lease (actor ID: 77ab, name=RayTrainWorker.__init__,"
+        " pid=4021) was running was 249.1GB / 251.6GB (0.990021), which exceeds the memory usage"
+        " threshold of 0.95.",
+    ],
+)
+def test_rays_out_of_memory_exception_is_host_memory_whatever_its_message(log: str) -> None:
+    assert diag(log).fault_class is FaultClass.MEMORY_HOST_OOM
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # NCCL 2.7's shm.h under Horovod's mpirun tags
+        "[1,2]<stderr>:gpu-a:2211:2534 [2] include/shm.h:28 NCCL WARN Call to posix_fallocate"
+        " failed : No space left on device\n"
+        "[1,2]<stderr>:gpu-a:2211:2534 [2] include/shm.h:48 NCCL WARN Error while creating shared"
+        " memory segment nccl-shm-recv-1462445a6f01cbfc-1-2-3 (size 9637888)",
+        # NCCL 2.18+'s shmutils.cc: the segment could not be grown
+        "trainer-0:412:530 [3] misc/shmutils.cc:77 NCCL WARN Error: failed to extend"
+        " /dev/shm/nccl-Q2w3E4 to 9637892 bytes, error: No space left on device (28)",
+        # as PyTorch's last error, which the fabric rule would otherwise read
+        "torch.distributed.DistBackendError: NCCL error in:"
+        " ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled system error (run"
+        " with NCCL_DEBUG=INFO for details), NCCL version 2.19.3\n"
+        "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or"
+        " device error.\n"
+        "Last error:\n"
+        "Error while creating shared memory segment /dev/shm/nccl-7fKq2Z (size 7340384)",
+        # ranks in containers that do not share an IPC namespace
+        "node-a:77:91 [1] misc/shmutils.cc:87 NCCL WARN Error while attaching to shared memory"
+        " segment /dev/shm/nccl-Zt81Pq (size 4194656), error: No such file or directory (2)",
+    ],
+)
+def test_nccls_shared_memory_segment_failing_is_the_containers_setup(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.action is RecoveryAction.STOP
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "OSError: [Errno 28] No space left on device: '/mnt/ckpt/global_step4000/mp_rank_00.pt'",
+        "RuntimeError: [enforce fail at inline_container.cc:595] . unexpected pos 4096 vs 0 ..."
+        " No space left on device",
+    ],
+)
+def test_a_full_file_system_outside_nccls_segment_is_still_storage(line: str) -> None:
+    assert diag(line).fault_class is FaultClass.STORAGE_ERROR
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # dmlc-core's stream under MXNet, as the framework's exception
+        "mxnet.base.MXNetError: [09:12:55] src/io/local_filesys.cc:38: Check failed:"
+        " std::fwrite(ptr, 1, size, fp_) == size FileStream.Write incomplete",
+        # TVM's copy of the stream
+        "tvm._ffi.base.TVMError: Traceback (most recent call last):\n"
+        '  File "/opt/tvm/src/runtime/file_utils.h", line 120\n'
+        "TVMError: Check failed: std::fwrite(ptr, 1, size, fp_) == size:"
+        " SimpleBinaryFileStream.Write incomplete",
+    ],
+)
+def test_a_short_write_in_dmlcs_file_stream_is_storage(log: str) -> None:
+    assert diag(log).fault_class is FaultClass.STORAGE_ERROR
+
+
+def test_dmlcs_other_checks_stay_the_jobs_error() -> None:
+    d = diag(
+        "[18:20:22] src/io/local_filesys.cc:199: Check failed: allow_null  LocalFileSystem::Open"
+        ' "data/val.rec": No such file or directory'
+    )
+    assert d.fault_class is FaultClass.APP_ERROR
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        "[rank0]: deepspeed.runtime.zero.utils.ZeRORuntimeException: You are using ZeRO-Offload"
+        " with a client provided optimizer (<class 'torch.optim.adamw.AdamW'>) which in most cases"
+        " will yield poor performance.",
+        "deepspeed.runtime.zero.utils.ZeRORuntimeException: The checkpoint being loaded used a DP"
+        " world size of 64 but the current world size is 32. Automatic adjustment of ZeRO's"
+        " optimizer state partitioning with a new world size is not currently supported.",
+    ],
+)
+def test_zero_refusing_the_jobs_setup_is_the_jobs_error(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.action is RecoveryAction.STOP
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[rank=3] RuntimeError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!",
+        "[rank1]: ValueError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!",
+    ],
+)
+def test_a_gpu_process_group_without_a_visible_gpu_is_a_weak_setup_error(line: str) -> None:
+    d = diag(line)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert not d.culprit_hosts
