@@ -2990,3 +2990,128 @@ def test_a_gpu_process_group_without_a_visible_gpu_is_a_weak_setup_error(line: s
     d = diag(line)
     assert d.fault_class is FaultClass.APP_ERROR
     assert not d.culprit_hosts
+
+
+# -- validation-frameworks-30's misses, generalised --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("log", "rank", "host"),
+    [
+        # PALS' host prefix (Aurora), a bus error without a core
+        (
+            "x4102c6s3b0n0: rank 17 died from signal 7\nx4102c6s3b0n0: rank 16 died from signal 15",
+            17,
+            "x4102c6s3b0n0",
+        ),
+        # the fully qualified host (Polaris), the SIGSEGV first, the teardown's SIGKILL after it
+        (
+            "x3006c0s19b1n0.hsn.cm.polaris.alcf.anl.gov: rank 2 died from signal 11 and dumped core\n"
+            "x3006c0s1b0n0.hsn.cm.polaris.alcf.anl.gov: rank 5 died from signal 9",
+            2,
+            "x3006c0s19b1n0.hsn.cm.polaris.alcf.anl.gov",
+        ),
+        # without the host prefix
+        ("rank 6 died from signal 4 and dumped core\nrank 0 died from signal 15", 6, None),
+    ],
+)
+def test_pals_names_the_rank_that_died_of_a_fatal_signal(
+    log: str, rank: int, host: str | None
+) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.PROCESS_CRASH
+    assert d.culprit_ranks == [rank]
+    assert d.culprit_hosts == ([host] if host else [])
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # a walltime kill's SIGTERM to every rank, and an abort: no crash of their own
+        "x1921c0s7b0n0: rank 3 died from signal 15\nx1921c0s7b0n0: rank 4 died from signal 15",
+        "x3006c0s19b1n0.hsn.cm.polaris.alcf.anl.gov: rank 0 died from signal 6 and dumped core",
+    ],
+)
+def test_pals_teardown_deaths_are_not_read_as_a_ranks_crash(log: str) -> None:
+    rules = {e.rule for e in ENGINE.scan_lines(log.splitlines())}
+    assert "launcher.pals_rank_signal_crash" not in rules
+    assert "launcher.pals_rank_signal_crash" in {
+        e.rule for e in ENGINE.scan_lines(["x4102c6s3b0n0: rank 17 died from signal 7"])
+    }
+
+
+@pytest.mark.parametrize(
+    ("log", "ranks"),
+    [
+        # the endRanks form: the rank stopped between two collectives - it died
+        (
+            "*** SIGSEGV received at time=1712345678 on cpu 3 ***\n"
+            "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=88, OpType=ALLREDUCE,"
+            " NumelIn=1024, NumelOut=1024, Timeout(ms)=600000) ran for 600031 milliseconds before timing"
+            " out.\n"
+            "\t - To our best knowledge, the lagging/dead/mismatched ranks that caused the desync are:\n"
+            "\t     [2] finished collective #87, but didn't join collective #88 (count from 1)",
+            [2],
+        ),
+        # the missing-ranks form
+        (
+            "Segmentation fault (core dumped)\n"
+            "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=BROADCAST,"
+            " NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800002 milliseconds before timing out.\n"
+            "\t - To our best knowledge, ranks [3] are the lagging ranks that caused this timeout. They"
+            " never joined any collectives",
+            [3],
+        ),
+    ],
+)
+def test_a_crash_with_no_rank_takes_the_rank_the_desync_report_says_stopped(
+    log: str, ranks: list[int]
+) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.PROCESS_CRASH
+    assert d.culprit_ranks == ranks
+
+
+def test_a_desync_report_listing_every_reporting_rank_singles_out_nobody_for_a_crash() -> None:
+    d = diag(
+        "Segmentation fault (core dumped)\n"
+        "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE,"
+        " NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600010 milliseconds before timing out.\n"
+        "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE,"
+        " NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600012 milliseconds before timing out.\n"
+        "\t   - [0, 1] joined but didn't finish collective #9 (count from 1)"
+    )
+    assert d.fault_class is FaultClass.PROCESS_CRASH
+    assert d.culprit_ranks == []
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # a DataLoader worker forked after CUDA was initialised, under torchrun's rank prefix
+        "[rank3]: terminate called after throwing an instance of 'c10::Error'\n"
+        "[rank3]:   what():  CUDA error: initialization error\n"
+        "[rank3]: RuntimeError: DataLoader worker (pid 88121) is killed by signal: Aborted.",
+        # PyTorch's lazy-init check refusing it
+        "RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with"
+        " multiprocessing, you must use the 'spawn' start method",
+        # old THC's wording
+        "RuntimeError: cuda runtime error (3) : initialization error at"
+        " /opt/conda/conda-bld/pytorch_1518244421288/work/torch/lib/THC/THCGeneral.c:70",
+    ],
+)
+def test_cuda_used_in_a_forked_process_is_the_jobs_start_method(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.action is RecoveryAction.STOP
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "RuntimeError: CUDA driver initialization failed, you might not have a CUDA gpu.",
+        "RuntimeError: DataLoader worker (pid 3345) is killed by signal: Segmentation fault.",
+    ],
+)
+def test_a_driver_that_cannot_start_or_a_crashed_worker_is_not_a_fork_error(line: str) -> None:
+    assert diag(line).fault_class is not FaultClass.APP_ERROR
