@@ -75,6 +75,7 @@ PARTS = (
     "validation-frameworks-27",
     "validation-frameworks-28",
     "validation-frameworks-29",
+    "validation-frameworks-31",
 )
 
 
