@@ -76,6 +76,7 @@ PARTS = (
     "validation-frameworks-28",
     "validation-frameworks-29",
     "validation-frameworks-30",
+    "validation-frameworks-31",
 )
 
 

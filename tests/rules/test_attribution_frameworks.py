@@ -3115,3 +3115,78 @@ def test_cuda_used_in_a_forked_process_is_the_jobs_start_method(log: str) -> Non
 )
 def test_a_driver_that_cannot_start_or_a_crashed_worker_is_not_a_fork_error(line: str) -> None:
     assert diag(line).fault_class is not FaultClass.APP_ERROR
+
+
+# -- validation-frameworks-31's misses, generalised --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # cuDF/cuML through Python, the CUDA allocation's own error named (older RMM)
+        '  File "cudf/_lib/column.pyx", line 92, in cudf._lib.column.Column.__init__\n'
+        "MemoryError: std::bad_alloc: out_of_memory: CUDA error at:"
+        " /opt/conda/envs/rapids/include/rmm/mr/device/cuda_memory_resource.hpp:70:"
+        " cudaErrorMemoryAllocation out of memory",
+        # the pool sub-allocator that cannot grow, under a Dask worker's prefix
+        "distributed.worker - ERROR - std::bad_alloc: out_of_memory: RMM failure at:"
+        "/opt/conda/include/rmm/mr/device/pool_memory_resource.hpp:183: Maximum pool size exceeded",
+        # newer RMM's wording with the size, from the async resource in a C++ abort
+        "terminate called after throwing an instance of 'rmm::out_of_memory'\n"
+        "  what():  std::bad_alloc: out_of_memory: CUDA error (failed to allocate 34359738368"
+        " bytes) at: /usr/local/include/rmm/mr/device/cuda_async_view_memory_resource.hpp:109:"
+        " cudaErrorMemoryAllocation out of memory",
+    ],
+)
+def test_rmm_running_out_of_device_memory_is_the_devices(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.MEMORY_DEVICE_OOM
+    assert d.action is RecoveryAction.STOP
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # RCCL on a ROCm node, a launcher that gave the last rank the world size
+        "gpu-n3:5521:5521 [0] init.cc:1402 NCCL WARN Invalid rank requested : 8/8",
+        # as the Last error of PyTorch's exception, behind the rank prefix
+        "[rank8]: torch.distributed.DistBackendError: NCCL error in:"
+        " ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, invalid argument (run with"
+        " NCCL_DEBUG=WARN for details), NCCL version 2.20.5\n"
+        "[rank8]: ncclInvalidArgument: Invalid value for an argument.\n"
+        "[rank8]: Last error:\n"
+        "[rank8]: Invalid rank requested : 8/8",
+    ],
+)
+def test_nccl_refusing_a_rank_outside_the_communicator_is_the_jobs_launch(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.action is RecoveryAction.STOP
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # the locked-memory limit of a container (ENOMEM), host memory
+        "ip-10-0-87-143:149:298 [5] register_mr_buffers:465 NCCL WARN NET/OFI Unable to register"
+        " memory (type = 1) for device 0. RC: 12, Error: Cannot allocate memory",
+        # a CUDA buffer refused with EINVAL, under a Ray Train worker's prefix
+        "(RayTrainWorker pid=2210, ip=10.1.4.7) ip-10-1-4-7:2210:2301 [3] register_mr_buffers:544"
+        " NCCL WARN NET/OFI Unable to register memory (type = 2) for device 0. RC: -22, Error:"
+        " Invalid argument",
+    ],
+)
+def test_the_efa_plugin_refusing_a_memory_registration_is_not_the_fabric(log: str) -> None:
+    # a registration is local: the node's software stack or its limits (ENOMEM may also be read
+    # as the host's memory), stop either way, never a drain
+    d = diag(log)
+    assert d.fault_class is not FaultClass.NETWORK_FABRIC
+    assert d.action is RecoveryAction.STOP
+
+
+def test_the_efa_plugin_failing_a_request_is_still_the_fabric() -> None:
+    d = diag(
+        "ip-10-0-1-5:77:99 [3] NCCL WARN NET/OFI Request 0x7f32a4 completed with error. RC: 21."
+        " Error: unknown error. Completed length: 0, Request: { buffer_index: 255, dev: 0 }"
+    )
+    assert d.fault_class is FaultClass.NETWORK_FABRIC
