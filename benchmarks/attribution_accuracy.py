@@ -77,6 +77,7 @@ PARTS = (
     "validation-frameworks-29",
     "validation-frameworks-30",
     "validation-frameworks-31",
+    "validation-frameworks-33",
 )
 
 
