@@ -78,6 +78,7 @@ PARTS = (
     "validation-frameworks-30",
     "validation-frameworks-31",
     "validation-frameworks-32",
+    "validation-frameworks-33",
 )
 
 

@@ -3190,3 +3190,35 @@ def test_the_efa_plugin_failing_a_request_is_still_the_fabric() -> None:
         " Error: unknown error. Completed length: 0, Request: { buffer_index: 255, dev: 0 }"
     )
     assert d.fault_class is FaultClass.NETWORK_FABRIC
+
+
+# -- validation-frameworks-33's misses, generalised --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # a plain pickle given to torch.load under a DDP rank's prefix, with the frame above it
+        '[rank1]:   File "/opt/conda/lib/python3.10/site-packages/torch/serialization.py",'
+        " line 1033, in _legacy_load\n"
+        '[rank1]:     raise RuntimeError("Invalid magic number; corrupt file?")\n'
+        "[rank1]: RuntimeError: Invalid magic number; corrupt file?",
+        # the second check of the legacy header: a pickle whose second object is not torch's protocol
+        "Traceback (most recent call last):\n"
+        '  File "resume.py", line 40, in <module>\n'
+        '    state = torch.load(args.resume, map_location="cpu")\n'
+        "RuntimeError: Invalid protocol version: 4",
+    ],
+)
+def test_torch_load_of_a_file_that_is_not_a_torch_save_is_the_jobs(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.action is RecoveryAction.STOP
+
+
+def test_a_truncated_torch_checkpoint_is_still_storage() -> None:
+    d = diag(
+        '  File "/usr/lib/python3/dist-packages/torch/serialization.py", line 1246, in _load\n'
+        "RuntimeError: PytorchStreamReader failed reading file data/3: file read failed"
+    )
+    assert d.fault_class is FaultClass.STORAGE_ERROR
