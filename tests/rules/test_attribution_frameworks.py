@@ -3222,3 +3222,61 @@ def test_a_truncated_torch_checkpoint_is_still_storage() -> None:
         "RuntimeError: PytorchStreamReader failed reading file data/3: file read failed"
     )
     assert d.fault_class is FaultClass.STORAGE_ERROR
+
+
+# -- validation-frameworks-34's misses, generalised --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # Gaudi's PyTorch bridge: a device-memory allocation under the rank prefix it prints
+        '[rank3]:   File "/usr/local/lib/python3.10/dist-packages/optimum/habana/transformers/trainer.py",'
+        " line 845, in _inner_training_loop\n"
+        "[rank3]: RuntimeError: [Rank:3] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for size::1073741824"
+        " (1024)MB",
+        # Gaudi's graph workspace, in a backward pass
+        '  File "/usr/local/lib/python3.10/dist-packages/torch/autograd/__init__.py", line 251, in backward\n'
+        "RuntimeError: FATAL ERROR :: MODULE:SYNHELPER workspace Allocation of size ::8589934592 failed!",
+        # the Neuron runtime's TDRV report of an exhausted NeuronCore, on another core and usage
+        "2025-Jun-11 03:22:41.551092 19022:19101 ERROR  TDRV:log_dev_mem                             Failed to"
+        " allocate 2.000GB (usage: model shared scratchpad) on ND 5:NC 0, current utilization:\n"
+        "\t* total: 23.912GB\n",
+        "2025-Jun-11 03:22:41.560311 19022:19101 ERROR  TDRV:tensor_allocate                         Failed to"
+        " allocate 33554432 bytes on DEVICE for tensor UNKNOWN.",
+        # the NRT API's status for the same allocation
+        'RuntimeError: nrt_tensor_allocate status=4 message="Allocation Failure"',
+    ],
+)
+def test_a_non_cuda_runtimes_device_allocation_failure_is_device_oom(log: str) -> None:
+    assert diag(log).fault_class is FaultClass.MEMORY_DEVICE_OOM
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # a host-side Neuron allocation is not the device
+        "2025-Jun-11 03:22:41.560311 19022:19101 ERROR  TDRV:tensor_allocate                         Failed to"
+        " allocate 4096 bytes on HOST for tensor UNKNOWN.",
+        # a Gaudi already held by another process: not its memory
+        "RuntimeError: synStatus=20 [Device already acquired] Device acquire failed.",
+    ],
+)
+def test_other_accelerator_runtime_failures_are_not_device_oom(log: str) -> None:
+    assert diag(log).fault_class is not FaultClass.MEMORY_DEVICE_OOM
+
+
+def test_rocm_hsa_gpu_hang_is_a_gpu_runtime_error() -> None:
+    d = diag(
+        " 12%|#2        | 118/960 [1:02:11<7:23:40, 31.62s/it]HW Exception by GPU node-3 (Agent handle:"
+        " 0x5581c2e0b4f0) reason :GPU Hang\n"
+        "Aborted (core dumped)"
+    )
+    assert d.fault_class is FaultClass.CUDA_ERROR
+
+
+def test_rocm_hsa_ecc_exception_is_the_gpu() -> None:
+    d = diag(
+        "HW Exception by GPU node-4 (Agent handle: 0x7f3a9c0d2e10) reason :ECC\nAborted (core dumped)"
+    )
+    assert d.fault_class is FaultClass.GPU_HARDWARE
