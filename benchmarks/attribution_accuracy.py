@@ -79,6 +79,7 @@ PARTS = (
     "validation-frameworks-31",
     "validation-frameworks-32",
     "validation-frameworks-33",
+    "validation-frameworks-35",
 )
 
 
