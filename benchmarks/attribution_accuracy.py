@@ -80,6 +80,7 @@ PARTS = (
     "validation-frameworks-32",
     "validation-frameworks-33",
     "validation-frameworks-34",
+    "validation-frameworks-35",
 )
 
 

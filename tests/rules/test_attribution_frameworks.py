@@ -3280,3 +3280,71 @@ def test_rocm_hsa_ecc_exception_is_the_gpu() -> None:
         "HW Exception by GPU node-4 (Agent handle: 0x7f3a9c0d2e10) reason :ECC\nAborted (core dumped)"
     )
     assert d.fault_class is FaultClass.GPU_HARDWARE
+
+
+# -- validation-frameworks-35's misses, generalised --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # a store client already connected, waiting past a 10-minute timeout under a rank prefix
+        "[rank5]:[W1107 02:11:40.123456789 socket.cpp:489] [c10d] waitForInput: socket"
+        " SocketImpl(fd=41, addr=[gpu-node-2]:51022, remote=[gpu-node-1]:29500) timed out after"
+        " 600000ms",
+        # the poll that precedes it, from an older build without the rank prefix
+        "[W socket.cpp:464] [c10d] waitForInput: poll for socket SocketImpl(fd=12,"
+        " addr=[::ffff:10.0.0.5]:40112, remote=[::ffff:10.0.0.4]:23456) returned 0, likely a timeout",
+        # DeepEP's host-side waits
+        "[rank12]: RuntimeError: DeepEP error: timeout (combine CPU)",
+        "RuntimeError: DeepEP error: CPU recv timeout",
+        # DeepEP's device barrier on another rank and slot
+        "DeepEP timeout check failed: rank = 13, thread = 2, value = 1024)",
+    ],
+)
+def test_a_store_wait_or_a_deepep_barrier_timing_out_is_a_collective_timeout(log: str) -> None:
+    assert diag(log).fault_class is FaultClass.COLLECTIVE_TIMEOUT
+
+
+def test_a_monitored_barrier_names_the_ranks_that_never_arrived() -> None:
+    d = diag(
+        "[rank0]:[E1203 10:01:02.000000000 ProcessGroupGloo.cpp:143] [Rank 0]: Ranks 3, 5 failed to"
+        " pass monitoredBarrier in 600000 ms\n"
+        "[rank1]:[E1203 10:01:02.000000000 ProcessGroupGloo.cpp:143] Rank 1 successfully reached"
+        " monitoredBarrier, but received errors while waiting for send/recv from rank 0. Please"
+        " check rank 0 logs for faulty rank."
+    )
+    assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT
+    assert d.culprit_ranks == [3, 5]
+
+
+def test_a_pyspy_dump_with_the_main_thread_idle_is_a_hang() -> None:
+    d = diag(
+        "Process 48121: python train.py --config cfg.yaml\n"
+        "Python v3.11.9 (/opt/venv/bin/python3.11)\n"
+        "\n"
+        'Thread 0x7F3E2C1B5740 (idle): "MainThread"\n'
+        "    _recv_bytes (multiprocessing/connection.py:430)\n"
+        "    recv (multiprocessing/connection.py:250)\n"
+        "    _next_data (torch/utils/data/dataloader.py:1448)"
+    )
+    assert d.fault_class is FaultClass.JOB_HANG
+
+
+def test_a_pyspy_dump_with_the_main_thread_running_is_no_hang() -> None:
+    d = diag(
+        'Thread 0x7F3E2C1B5740 (active): "MainThread"\n'
+        "    forward (model.py:88)\n"
+        'Thread 0x7F3E1A2B3700 (idle): "pin_memory_thread"\n'
+        "    get (queue.py:180)"
+    )
+    assert d.fault_class is not FaultClass.JOB_HANG
+
+
+def test_an_error_before_a_deepep_timeout_wins() -> None:
+    d = diag(
+        "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has"
+        " a total capacity of 79.10 GiB of which 1.02 GiB is free.\n"
+        "DeepEP timeout check failed: rank = 5, thread = 3, value = 1024)"
+    )
+    assert d.fault_class is FaultClass.MEMORY_DEVICE_OOM
