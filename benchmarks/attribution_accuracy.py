@@ -71,6 +71,16 @@ PARTS = (
     "validation-frameworks-23",
     "validation-frameworks-24",
     "validation-frameworks-25",
+    "validation-frameworks-26",
+    "validation-frameworks-27",
+    "validation-frameworks-28",
+    "validation-frameworks-29",
+    "validation-frameworks-30",
+    "validation-frameworks-31",
+    "validation-frameworks-32",
+    "validation-frameworks-33",
+    "validation-frameworks-34",
+    "validation-frameworks-35",
 )
 
 

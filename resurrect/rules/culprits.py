@@ -53,6 +53,8 @@ WATCHDOG_TIMEOUT_RULES = frozenset({"nccl.watchdog_timeout"})
 """ProcessGroupNCCL's watchdog naming the work that timed out (its sequence number and type)."""
 ABORTED_LIST_RULES = frozenset({"launcher.paddle_trainers_aborted"})
 """Launcher reports that list every rank that failed."""
+DESYNC_REPORT_RULE = "nccl.desync_report"
+"""PyTorch's desync report: the ranks behind a timed-out collective."""
 _RANK_LIST = re.compile(r"[0-9]+")
 _READY_LISTS = re.compile(r"(?:^|\[ready ranks: )([0-9][0-9, ]*)")
 """Each tensor's ready-rank list in a ``horovod.ready_ranks`` field: the first leads it, the
@@ -132,15 +134,10 @@ def collective_culprits(evidence: Sequence[Evidence], cascades: Sequence[Evidenc
     if silent:
         return silent
     # The desync report names the lagging ranks directly.
-    named: set[int] = set()
-    for e in timeouts:
-        if e.rule == "nccl.desync_report":
-            named.update(int(x) for x in _RANK_LIST.findall(e.fields.get("ranks", "")))
+    named = desync_ranks(timeouts)
     reporters = {e.rank for e in timeouts if e.rank is not None}
     if named:
-        if reporters and reporters <= named:
-            return []  # every reporter is in the list: all joined, nobody singled out
-        return sorted(named)
+        return lagging_ranks(named, reporters)
     # The rank whose last completed sequence number is strictly lowest - comparable only within
     # one process group (each group numbers its own collectives).
     last: dict[int, int] = {}
@@ -277,6 +274,38 @@ def reported_hosts(lines: Sequence[Evidence], evidence: Sequence[Evidence]) -> l
     """The hosts reports print on a line of their own just after ``lines``, once each."""
     found = ordered_unique([reported_host(line, evidence) for line in lines])
     return [h for h in found if isinstance(h, str)]
+
+
+def desync_ranks(evidence: Sequence[Evidence]) -> set[int]:
+    """Every rank PyTorch's desync report lists as lagging, dead or mismatched."""
+    named: set[int] = set()
+    for e in evidence:
+        if e.rule == DESYNC_REPORT_RULE:
+            named.update(int(x) for x in _RANK_LIST.findall(e.fields.get("ranks", "")))
+    return named
+
+
+def lagging_ranks(named: set[int], reporters: set[int]) -> list[int]:
+    """The desync report's ranks, unless every rank whose timeout was reported is among them
+    (all joined: nobody is singled out)."""
+    if reporters and reporters <= named:
+        return []
+    return sorted(named)
+
+
+def stopped_ranks(evidence: Sequence[Evidence]) -> list[int]:
+    """The ranks a desync report names as behind a timed-out collective, for a failure whose
+    own lines name no rank (a native crash's handler prints none): the rank that stopped is
+    the one that failed; none when the report lists every rank that timed out."""
+    named = desync_ranks(evidence)
+    reporters = {
+        e.rank
+        for e in evidence
+        if e.fault_class is FaultClass.COLLECTIVE_TIMEOUT
+        and e.rule != DESYNC_REPORT_RULE
+        and e.rank is not None
+    }
+    return lagging_ranks(named, reporters) if named else []
 
 
 def aborted_ranks(evidence: Sequence[Evidence]) -> list[int]:
@@ -453,7 +482,7 @@ def _decisive_culprits(
         ranks = [first[0]]
         if first[1]:
             hosts.setdefault(first[0], first[1])
-    ranks = ranks or aborted_ranks(evidence)
+    ranks = ranks or aborted_ranks(evidence) or stopped_ranks(evidence)
     culprit_hosts = (
         hosts_named(decisive, hosts)
         or hosts_named(ordered, hosts)

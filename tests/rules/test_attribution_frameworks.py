@@ -2474,3 +2474,877 @@ def test_ssh_refusing_the_launchers_login_is_a_setup_error_not_a_lost_node(log: 
 def test_other_permission_and_connection_words_are_no_ssh_setup_error(line: str) -> None:
     d = diag(line)
     assert not any(e.rule == "launcher.ssh_auth_refused" for e in [*d.evidence, *d.cascade])
+
+
+# -- validation-frameworks-26's misses, generalised --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # a deprecated GPU flag under JAX 0.4.28: one flag, XLA's own file and line
+        "F0513 18:16:20.774312 139735000650880 parse_flags_from_env.cc:234] Unknown flag in"
+        " XLA_FLAGS: --xla_gpu_enable_async_all_reduce=true\nFatal Python error: Aborted",
+        # TensorFlow's own variable, the alternative suggested on the next line
+        "2021-03-02 10:11:12.000000: F tensorflow/compiler/xla/parse_flags_from_env.cc:189]"
+        " Unknown flags in TF_XLA_FLAGS: --xla_gpu_cuda_data_dir=/usr/local/cuda\n"
+        "Perhaps you meant to specify these on the XLA_FLAGS envvar?",
+        # the variable holds neither flags nor a readable file
+        "F external/xla/xla/parse_flags_from_env.cc:157] Could not open file"
+        ' "xla_dump_to=/tmp/hlo" to read flags for environment variable "XLA_FLAGS".',
+    ],
+)
+def test_xla_refusing_the_jobs_flags_is_a_setup_error(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert any(e.rule == "python.xla_flags_unknown" for e in d.evidence)
+    assert not d.culprit_hosts
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "FATAL Flags parsing error: Unknown command line flag 'learning_rat'",
+        "WARNING: Unknown flags in hydra overrides: trainer.devices=8",
+        "export XLA_FLAGS=--xla_force_host_platform_device_count=8",
+    ],
+)
+def test_other_unknown_flag_words_are_not_xla_s_parser(line: str) -> None:
+    d = diag(line)
+    assert not any(e.rule == "python.xla_flags_unknown" for e in [*d.evidence, *d.cascade])
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # MultiWorkerMirroredStrategy's all-reduce after a dataset without repeat()
+        "2020-02-10 09:14:21.031507: W tensorflow/core/common_runtime/base_collective_executor."
+        "cc:217] BaseCollectiveExecutor::StartAbort Out of range: End of sequence\n"
+        "\t [[{{node IteratorGetNext}}]]\n"
+        "2020-02-10 09:14:21.031600: E tensorflow/core/common_runtime/ring_alg.cc:279] Aborting"
+        " RingGather with Out of range: End of sequence",
+        # TensorFlow 2.4's wording of the same abort, raised as the step's error
+        "tensorflow.python.framework.errors_impl.OutOfRangeError: 3 root error(s) found.\n"
+        "  (0) Out of range:  Collective ops is aborted by: [_Derived_]End of sequence\n"
+        "The error could be from a previous operation. Restart your program to reset.",
+    ],
+)
+def test_a_collective_aborted_by_the_end_of_the_input_is_the_jobs_pipeline(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.action is not RecoveryAction.DRAIN_AND_RESTART
+    assert not d.culprit_hosts
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # a collective aborted by a peer, not by the data
+        "W tensorflow/core/common_runtime/base_collective_executor.cc:217]"
+        " BaseCollectiveExecutor::StartAbort Unavailable: Connection reset by peer",
+        # the end of the input outside a collective: a loop's normal end
+        "INFO:tensorflow:Reached end of input: OutOfRangeError: End of sequence",
+    ],
+)
+def test_other_aborts_and_ends_of_sequence_are_not_the_input_exhausted(line: str) -> None:
+    d = diag(line)
+    assert not any(
+        e.rule == "python.tf_collective_input_exhausted" for e in [*d.evidence, *d.cascade]
+    )
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # a Keras generator raising inside tf.data's py_function: Unknown, new spelling
+        "2023-08-01 12:00:01.000001: W tensorflow/core/framework/op_kernel.cc:1828]"
+        " UNKNOWN: IndexError: list index out of range\nTraceback (most recent call last):\n\n"
+        '  File "/usr/local/lib/python3.10/dist-packages/tensorflow/python/ops/script_ops.py",'
+        " line 268, in __call__\n    ret = func(*args)",
+        # TypeError as InvalidArgument, raised as the step's error under a strategy
+        "tensorflow.python.framework.errors_impl.InvalidArgumentError: 2 root error(s) found.\n"
+        "  (0) Invalid argument:  TypeError: 'NoneType' object is not subscriptable",
+    ],
+)
+def test_a_python_exception_inside_a_tensorflow_op_is_the_jobs_code(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert not d.culprit_hosts
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "W tensorflow/core/framework/op_kernel.cc:1741] Unknown: MemoryError: Unable to allocate"
+        " 8.00 GiB for an array with shape (1073741824,) and data type float64",
+        "W tensorflow/core/framework/op_kernel.cc:1741] Unknown: ConnectionResetError: [Errno 104]"
+        " Connection reset by peer",
+        "  (0) Unknown:  ResourceExhaustedError: OOM when allocating tensor with shape[64,1024]",
+    ],
+)
+def test_host_memory_sockets_and_tensorflow_errors_through_a_py_function_are_not_read_so(
+    line: str,
+) -> None:
+    d = diag(line)
+    assert not any(e.rule == "python.tf_pyfunc_exception" for e in [*d.evidence, *d.cascade])
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # XLA on GPU: no handle before any kernel ran, a library that does not match the build
+        "2023-05-20 20:08:18.894443: E external/xla/xla/stream_executor/cuda/cuda_dnn.cc:439]"
+        " Could not create cudnn handle: CUDNN_STATUS_NOT_INITIALIZED\n"
+        "2023-05-20 20:08:18.894540: E external/xla/xla/stream_executor/cuda/cuda_dnn.cc:443]"
+        " Memory usage: 707198976 bytes free, 4231397376 bytes total.",
+        # TensorFlow's cuBLAS handle at start-up
+        "E tensorflow/stream_executor/cuda/cuda_blas.cc:238] failed to create cublas handle:"
+        " CUBLAS_STATUS_NOT_INITIALIZED",
+    ],
+)
+def test_a_gpu_library_handle_that_cannot_be_created_is_the_jobs_setup(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.fault_class is not FaultClass.CUDA_ERROR
+
+
+def test_a_handle_allocation_failure_stays_the_devices_memory_and_a_kernel_failure_cuda() -> None:
+    assert diag("Could not create cudnn handle: CUDNN_STATUS_ALLOC_FAILED").fault_class is (
+        FaultClass.MEMORY_DEVICE_OOM
+    )
+    assert diag("RuntimeError: cuDNN error: CUDNN_STATUS_INTERNAL_ERROR").fault_class is (
+        FaultClass.CUDA_ERROR
+    )
+
+
+def test_a_gpu_kernel_launch_out_of_memory_names_every_rank_that_printed_it() -> None:
+    d = diag(
+        "[1,3]<stderr>:2021-05-04 22:39:11.526981: F ./tensorflow/core/kernels/reduction_gpu_"
+        "kernels.cu.h:646] Non-OK-status: GpuLaunchKernel(BlockReduceKernel<T*, OUT_T,"
+        " num_threads, Op>, num_blocks, num_threads, 0, cu_stream, in, out, in_size, op, init)"
+        " status: INTERNAL: out of memory\n"
+        "[1,5]<stderr>:2021-05-04 22:39:12.000101: W tensorflow/core/framework/op_kernel.cc:"
+        "1767] OP_REQUIRES failed at random_op.cc:77 : Resource exhausted: OOM when allocating"
+        " tensor with shape[4096,4096] and type float on /job:localhost/replica:0/task:0/"
+        "device:GPU:0 by allocator GPU_0_bfc"
+    )
+    assert d.fault_class is FaultClass.MEMORY_DEVICE_OOM
+    assert d.culprit_ranks == [3, 5]
+
+
+def test_another_gpu_kernel_launch_failure_is_not_an_out_of_memory() -> None:
+    d = diag(
+        "F ./tensorflow/core/kernels/split_lib_gpu.cu.cc:216] Non-OK-status:"
+        " GpuLaunchKernel(SplitOpKernel<T>, config.block_count, config.thread_per_block, 0,"
+        " d.stream(), input) status: Internal: misaligned address"
+    )
+    assert d.fault_class is not FaultClass.MEMORY_DEVICE_OOM
+
+
+# -- validation-frameworks-27's misses, generalised --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # PRRTE (Open MPI 5) asked for more processes than the hostfile's slots
+        "--------------------------------------------------------------------------\n"
+        "There are not enough slots available in the system to satisfy the 16\n"
+        "slots that were requested by the application:\n"
+        "\n"
+        "  /opt/venv/bin/python\n"
+        "\n"
+        "Either request fewer slots for your application, or make more slots\n"
+        "available for use.",
+        # a binary present on the launching node only; the block names the node that lacked it
+        "mpirun was unable to launch the specified application as it could not access\n"
+        "or execute an executable:\n"
+        "\n"
+        "Executable: ./attention-mpi\n"
+        "Node: rdma5\n"
+        "\n"
+        "while attempting to start process rank 8.",
+        # an option misspelt, taken as the program
+        "mpiexec was unable to find the specified executable file, and therefore\n"
+        "did not launch the job.  This error was first reported for process\n"
+        "rank 0; it may have occurred for other processes as well.\n"
+        "Node:       gpu-node-03\n"
+        "Executable: --bind-too",
+        # MPICH's hydra on a script without its execute bit
+        "[proxy:0:1@cn0412.cluster] HYDU_create_process (lib/utils/launch.c:73): execvp error"
+        " on file ./train_hvd.py (Permission denied)",
+    ],
+)
+def test_the_mpi_launcher_refusing_the_jobs_command_line_is_a_setup_error(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.action is RecoveryAction.STOP
+    assert not d.culprit_hosts
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # dash as the remote login shell, PRRTE's daemon off its PATH
+        "sh: 1: prted: not found\n"
+        "--------------------------------------------------------------------------\n"
+        "PRTE was unable to reliably start one or more daemons.",
+        # zsh, MPICH's proxy
+        "zsh:1: command not found: hydra_pmi_proxy",
+        # Open MPI installed at another prefix on the remote host
+        "bash: /opt/openmpi-4.1.5/bin/orted: No such file or directory\n"
+        "--------------------------------------------------------------------------\n"
+        "ORTE was unable to reliably start one or more daemons.",
+        # pdsh's prefix: DeepSpeed's launcher starting a conda interpreter absent on worker-2
+        "worker-2: bash: /opt/conda/envs/ds/bin/python: No such file or directory\n"
+        "pdsh@worker-1: worker-2: ssh exited with exit code 127",
+        # horovodrun's task launch over ssh
+        "Launching horovod task function was not successful:\n"
+        "bash: line 1: /home/u/.venv/bin/python3.11: No such file or directory",
+    ],
+)
+def test_a_launchers_program_missing_on_a_remote_host_is_a_setup_error_not_a_lost_node(
+    log: str,
+) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.fault_class is not FaultClass.NODE_LOST
+    assert not d.culprit_hosts
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # the daemons' banner alone, a refused connection: a host that is down prints them too
+        "ORTE was unable to reliably start one or more daemons.",
+        "ssh: connect to host node-17 port 22: Connection refused",
+        # the advice lines of the help texts, and other programs the shells miss
+        "Either request fewer slots for your application, or make more slots available",
+        "bash: nvidia-smi: command not found",
+        "bash: /data/run_pretrain.sh: No such file or directory",
+        "python: can't open file '/work/train.py': [Errno 2] No such file or directory",
+    ],
+)
+def test_launch_words_that_name_no_refused_launch_are_not_read_as_one(line: str) -> None:
+    d = diag(line)
+    assert not any(
+        e.rule in {"launcher.mpi_launch_refused", "launcher.remote_program_missing"}
+        for e in [*d.evidence, *d.cascade]
+    )
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # Paddle 2.x raising the place its build lacks
+        "Traceback (most recent call last):\n"
+        '  File "tools/train.py", line 172, in <module>\n'
+        "    main()\n"
+        "NotImplementedError: (Unimplemented) CUDAPlace is not supported. Please re-compile with"
+        " WITH_GPU option. (at /paddle/paddle/fluid/platform/device_context.cc:152)",
+        # Paddle 1.x under its core module's enforce
+        "paddle.fluid.core_avx.EnforceNotMet: 'Place' is not supported, Please re-compile with"
+        " WITH_GPU option at [/paddle/paddle/fluid/platform/device_context.cc:32]",
+        # the Python side's refusal of an IPU strategy on a build without it
+        "RuntimeError: Can not use IpuStrategy in non IPU compiled environment, please re-compile"
+        " with WITH_IPU=ON.",
+    ],
+)
+def test_paddle_refusing_what_its_build_lacks_is_a_setup_error(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.action is RecoveryAction.STOP
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # the same words as Paddle's start-up warnings, after which it runs on
+        "W0117 18:10:04.852438  2572 init.cc:56] 'GPU' is not supported, Please re-compile with"
+        " WITH_GPU option",
+        "W0301 09:00:00.000000   111 analysis_predictor.cc:600] 'MKLDNN' is not supported, Please"
+        " re-compile with WITH_MKLDNN option",
+    ],
+)
+def test_paddles_warning_about_a_missing_build_switch_is_no_failure(line: str) -> None:
+    assert diag(line).fault_class is not FaultClass.APP_ERROR
+
+
+# -- validation-frameworks-28's misses, generalised --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # Intel VT-d on a 5.x kernel (PASID tag, hexadecimal reason), dmesg's time stamp in front
+        "[Tue Mar  5 10:12:01 2024] DMAR: DRHD: handling fault status reg 3\n"
+        "[Tue Mar  5 10:12:01 2024] DMAR: [DMA Read NO_PASID] Request device [3b:00.0] fault"
+        " addr 0x7f4000 [fault reason 0x06] PTE Read access is not set",
+        # an old kernel's two-line form, no space after the prefix
+        "DMAR:[DMA Write] Request device [04:00.0] fault addr 1ff0000 \n"
+        "DMAR:[fault reason 05] PTE Write access is not set",
+        # AMD-Vi, the device in the event and in the GPU driver's prefix
+        "[ 8123.442210] iommu ivhd0: AMD-Vi: Event logged [IO_PAGE_FAULT device=0000:41:00.0"
+        " domain=0x000e address=0xfd000000 flags=0x0020]",
+        "[ 8123.442210] nvidia 0000:41:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x000e"
+        " address=0xfd000000 flags=0x0020]",
+    ],
+)
+def test_an_iommu_refusing_the_gpus_dma_is_a_hang_of_the_job(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.JOB_HANG
+    assert d.culprit_hosts == []
+
+
+def test_an_iommu_fault_leaves_an_error_the_job_printed_its_reading() -> None:
+    fault = (
+        "DMAR: [DMA Write] Request device [02:00.0] fault addr cd139000 [fault reason 05] PTE"
+        " Write access is not set\n"
+    )
+    timeout = (
+        "[rank1]:[E ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation"
+        " timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1,"
+        " Timeout(ms)=1800000) ran for 1800086 milliseconds before timing out."
+    )
+    assert diag(fault + timeout).fault_class is FaultClass.COLLECTIVE_TIMEOUT
+    illegal = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    assert diag(fault + illegal).fault_class is FaultClass.CUDA_ERROR
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # the IOMMU's start-up lines and an interrupt-remapping fault are no refused DMA
+        "[    0.000000] DMAR: IOMMU enabled",
+        "[    0.000000] DMAR-IR: Enabled IRQ remapping in x2apic mode",
+        "DMAR: [INTR-REMAP] Request device [f0:1f.0] fault index 0x0 [fault reason 0x25] Blocked"
+        " a compatibility format interrupt request",
+        "pci 0000:00:00.2: AMD-Vi: Found IOMMU cap 0x40",
+        "AMD-Vi: AMD IOMMUv2 loaded and initialized",
+    ],
+)
+def test_iommu_lines_that_are_no_refused_dma_are_not_a_hang(line: str) -> None:
+    assert diag(line).fault_class is not FaultClass.JOB_HANG
+
+
+# -- validation-frameworks-29's misses, generalised --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # Spark 3's wording, as the failed task's reason
+        "23/02/11 04:13:55 WARN TaskSetManager: Lost task 12.0 in stage 4.0 (TID 91) (node5"
+        " executor 3): ExecutorLostFailure (executor 3 exited caused by one of the running tasks)"
+        " Reason: Container killed by YARN for exceeding physical memory limits. 11.1 GB of 11 GB"
+        " physical memory used. Consider boosting spark.executor.memoryOverhead.",
+        # Hadoop 2's NodeManager in the application master's diagnostics
+        "Application application_1438831879245_0001 failed 2 times due to AM Container for"
+        " appattempt_1438831879245_0001_000002 exited with exitCode: 143 due to: Container\n"
+        "[pid=44545,containerID=container_1438831879245_0001_02_000001] is running beyond"
+        " physical memory limits. Current usage: 1.0 GB of 1 GB physical memory used; 1.8 GB of"
+        " 2.1 GB virtual memory used. Killing container.",
+        # Hadoop 3's wording, the virtual limit
+        "Container [pid=3730,containerID=container_1725006692302_0009_01_000003] is running"
+        " 1723304448B beyond the 'VIRTUAL' memory limit. Current usage: 348.4 MB of 1 GB physical"
+        " memory used; 3.7 GB of 2.1 GB virtual memory used. Killing container.",
+    ],
+)
+def test_yarn_killing_a_container_over_its_memory_limit_is_host_memory(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.MEMORY_HOST_OOM
+    assert d.action is RecoveryAction.STOP
+
+
+def test_yarn_names_the_executors_host_when_its_scheduler_reports_the_loss() -> None:
+    d = diag(
+        "19/07/02 11:20:31 ERROR YarnClusterScheduler: Lost executor 4 on dn-12.prod.example:"
+        " Container killed by YARN for exceeding memory limits. 6.1 GB of 6 GB physical memory"
+        " used. Consider boosting spark.yarn.executor.memoryOverhead or disabling"
+        " yarn.nodemanager.vmem-check-enabled because of YARN-4714."
+    )
+    assert d.fault_class is FaultClass.MEMORY_HOST_OOM
+    assert d.culprit_hosts == ["dn-12.prod.example"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Container killed on request. Exit code is 143",
+        "INFO YarnAllocator: Will request 4 executor container(s), each with 2 core(s) and 6144 MB"
+        " memory (including 1024 MB of overhead)",
+    ],
+)
+def test_yarn_containers_killed_for_other_reasons_are_not_host_memory(line: str) -> None:
+    assert diag(line).fault_class is not FaultClass.MEMORY_HOST_OOM
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # the qualified name alone, its message cut by a paste
+        "    raise value\nray.exceptions.OutOfMemoryError: Me",
+        # under Ray Train's controller prefix
+        "(TrainController pid=3312) ray.exceptions.OutOfMemoryError: Memory on the node (IP:"
+        " 10.4.2.17, ID: 9c0e) where the lease (actor ID: 77ab, name=RayTrainWorker.__init__,"
+        " pid=4021) was running was 249.1GB / 251.6GB (0.990021), which exceeds the memory usage"
+        " threshold of 0.95.",
+    ],
+)
+def test_rays_out_of_memory_exception_is_host_memory_whatever_its_message(log: str) -> None:
+    assert diag(log).fault_class is FaultClass.MEMORY_HOST_OOM
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # NCCL 2.7's shm.h under Horovod's mpirun tags
+        "[1,2]<stderr>:gpu-a:2211:2534 [2] include/shm.h:28 NCCL WARN Call to posix_fallocate"
+        " failed : No space left on device\n"
+        "[1,2]<stderr>:gpu-a:2211:2534 [2] include/shm.h:48 NCCL WARN Error while creating shared"
+        " memory segment nccl-shm-recv-1462445a6f01cbfc-1-2-3 (size 9637888)",
+        # NCCL 2.18+'s shmutils.cc: the segment could not be grown
+        "trainer-0:412:530 [3] misc/shmutils.cc:77 NCCL WARN Error: failed to extend"
+        " /dev/shm/nccl-Q2w3E4 to 9637892 bytes, error: No space left on device (28)",
+        # as PyTorch's last error, which the fabric rule would otherwise read
+        "torch.distributed.DistBackendError: NCCL error in:"
+        " ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled system error (run"
+        " with NCCL_DEBUG=INFO for details), NCCL version 2.19.3\n"
+        "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or"
+        " device error.\n"
+        "Last error:\n"
+        "Error while creating shared memory segment /dev/shm/nccl-7fKq2Z (size 7340384)",
+        # ranks in containers that do not share an IPC namespace
+        "node-a:77:91 [1] misc/shmutils.cc:87 NCCL WARN Error while attaching to shared memory"
+        " segment /dev/shm/nccl-Zt81Pq (size 4194656), error: No such file or directory (2)",
+    ],
+)
+def test_nccls_shared_memory_segment_failing_is_the_containers_setup(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.action is RecoveryAction.STOP
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "OSError: [Errno 28] No space left on device: '/mnt/ckpt/global_step4000/mp_rank_00.pt'",
+        "RuntimeError: [enforce fail at inline_container.cc:595] . unexpected pos 4096 vs 0 ..."
+        " No space left on device",
+    ],
+)
+def test_a_full_file_system_outside_nccls_segment_is_still_storage(line: str) -> None:
+    assert diag(line).fault_class is FaultClass.STORAGE_ERROR
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # dmlc-core's stream under MXNet, as the framework's exception
+        "mxnet.base.MXNetError: [09:12:55] src/io/local_filesys.cc:38: Check failed:"
+        " std::fwrite(ptr, 1, size, fp_) == size FileStream.Write incomplete",
+        # TVM's copy of the stream
+        "tvm._ffi.base.TVMError: Traceback (most recent call last):\n"
+        '  File "/opt/tvm/src/runtime/file_utils.h", line 120\n'
+        "TVMError: Check failed: std::fwrite(ptr, 1, size, fp_) == size:"
+        " SimpleBinaryFileStream.Write incomplete",
+    ],
+)
+def test_a_short_write_in_dmlcs_file_stream_is_storage(log: str) -> None:
+    assert diag(log).fault_class is FaultClass.STORAGE_ERROR
+
+
+def test_dmlcs_other_checks_stay_the_jobs_error() -> None:
+    d = diag(
+        "[18:20:22] src/io/local_filesys.cc:199: Check failed: allow_null  LocalFileSystem::Open"
+        ' "data/val.rec": No such file or directory'
+    )
+    assert d.fault_class is FaultClass.APP_ERROR
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        "[rank0]: deepspeed.runtime.zero.utils.ZeRORuntimeException: You are using ZeRO-Offload"
+        " with a client provided optimizer (<class 'torch.optim.adamw.AdamW'>) which in most cases"
+        " will yield poor performance.",
+        "deepspeed.runtime.zero.utils.ZeRORuntimeException: The checkpoint being loaded used a DP"
+        " world size of 64 but the current world size is 32. Automatic adjustment of ZeRO's"
+        " optimizer state partitioning with a new world size is not currently supported.",
+    ],
+)
+def test_zero_refusing_the_jobs_setup_is_the_jobs_error(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.action is RecoveryAction.STOP
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[rank=3] RuntimeError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!",
+        "[rank1]: ValueError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!",
+    ],
+)
+def test_a_gpu_process_group_without_a_visible_gpu_is_a_weak_setup_error(line: str) -> None:
+    d = diag(line)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert not d.culprit_hosts
+
+
+# -- validation-frameworks-30's misses, generalised --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("log", "rank", "host"),
+    [
+        # PALS' host prefix (Aurora), a bus error without a core
+        (
+            "x4102c6s3b0n0: rank 17 died from signal 7\nx4102c6s3b0n0: rank 16 died from signal 15",
+            17,
+            "x4102c6s3b0n0",
+        ),
+        # the fully qualified host (Polaris), the SIGSEGV first, the teardown's SIGKILL after it
+        (
+            "x3006c0s19b1n0.hsn.cm.polaris.alcf.anl.gov: rank 2 died from signal 11 and dumped core\n"
+            "x3006c0s1b0n0.hsn.cm.polaris.alcf.anl.gov: rank 5 died from signal 9",
+            2,
+            "x3006c0s19b1n0.hsn.cm.polaris.alcf.anl.gov",
+        ),
+        # without the host prefix
+        ("rank 6 died from signal 4 and dumped core\nrank 0 died from signal 15", 6, None),
+    ],
+)
+def test_pals_names_the_rank_that_died_of_a_fatal_signal(
+    log: str, rank: int, host: str | None
+) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.PROCESS_CRASH
+    assert d.culprit_ranks == [rank]
+    assert d.culprit_hosts == ([host] if host else [])
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # a walltime kill's SIGTERM to every rank, and an abort: no crash of their own
+        "x1921c0s7b0n0: rank 3 died from signal 15\nx1921c0s7b0n0: rank 4 died from signal 15",
+        "x3006c0s19b1n0.hsn.cm.polaris.alcf.anl.gov: rank 0 died from signal 6 and dumped core",
+    ],
+)
+def test_pals_teardown_deaths_are_not_read_as_a_ranks_crash(log: str) -> None:
+    rules = {e.rule for e in ENGINE.scan_lines(log.splitlines())}
+    assert "launcher.pals_rank_signal_crash" not in rules
+    assert "launcher.pals_rank_signal_crash" in {
+        e.rule for e in ENGINE.scan_lines(["x4102c6s3b0n0: rank 17 died from signal 7"])
+    }
+
+
+@pytest.mark.parametrize(
+    ("log", "ranks"),
+    [
+        # the endRanks form: the rank stopped between two collectives - it died
+        (
+            "*** SIGSEGV received at time=1712345678 on cpu 3 ***\n"
+            "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=88, OpType=ALLREDUCE,"
+            " NumelIn=1024, NumelOut=1024, Timeout(ms)=600000) ran for 600031 milliseconds before timing"
+            " out.\n"
+            "\t - To our best knowledge, the lagging/dead/mismatched ranks that caused the desync are:\n"
+            "\t     [2] finished collective #87, but didn't join collective #88 (count from 1)",
+            [2],
+        ),
+        # the missing-ranks form
+        (
+            "Segmentation fault (core dumped)\n"
+            "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=BROADCAST,"
+            " NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800002 milliseconds before timing out.\n"
+            "\t - To our best knowledge, ranks [3] are the lagging ranks that caused this timeout. They"
+            " never joined any collectives",
+            [3],
+        ),
+    ],
+)
+def test_a_crash_with_no_rank_takes_the_rank_the_desync_report_says_stopped(
+    log: str, ranks: list[int]
+) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.PROCESS_CRASH
+    assert d.culprit_ranks == ranks
+
+
+def test_a_desync_report_listing_every_reporting_rank_singles_out_nobody_for_a_crash() -> None:
+    d = diag(
+        "Segmentation fault (core dumped)\n"
+        "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE,"
+        " NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600010 milliseconds before timing out.\n"
+        "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE,"
+        " NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600012 milliseconds before timing out.\n"
+        "\t   - [0, 1] joined but didn't finish collective #9 (count from 1)"
+    )
+    assert d.fault_class is FaultClass.PROCESS_CRASH
+    assert d.culprit_ranks == []
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # a DataLoader worker forked after CUDA was initialised, under torchrun's rank prefix
+        "[rank3]: terminate called after throwing an instance of 'c10::Error'\n"
+        "[rank3]:   what():  CUDA error: initialization error\n"
+        "[rank3]: RuntimeError: DataLoader worker (pid 88121) is killed by signal: Aborted.",
+        # PyTorch's lazy-init check refusing it
+        "RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with"
+        " multiprocessing, you must use the 'spawn' start method",
+        # old THC's wording
+        "RuntimeError: cuda runtime error (3) : initialization error at"
+        " /opt/conda/conda-bld/pytorch_1518244421288/work/torch/lib/THC/THCGeneral.c:70",
+    ],
+)
+def test_cuda_used_in_a_forked_process_is_the_jobs_start_method(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.action is RecoveryAction.STOP
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "RuntimeError: CUDA driver initialization failed, you might not have a CUDA gpu.",
+        "RuntimeError: DataLoader worker (pid 3345) is killed by signal: Segmentation fault.",
+    ],
+)
+def test_a_driver_that_cannot_start_or_a_crashed_worker_is_not_a_fork_error(line: str) -> None:
+    assert diag(line).fault_class is not FaultClass.APP_ERROR
+
+
+# -- validation-frameworks-31's misses, generalised --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # cuDF/cuML through Python, the CUDA allocation's own error named (older RMM)
+        '  File "cudf/_lib/column.pyx", line 92, in cudf._lib.column.Column.__init__\n'
+        "MemoryError: std::bad_alloc: out_of_memory: CUDA error at:"
+        " /opt/conda/envs/rapids/include/rmm/mr/device/cuda_memory_resource.hpp:70:"
+        " cudaErrorMemoryAllocation out of memory",
+        # the pool sub-allocator that cannot grow, under a Dask worker's prefix
+        "distributed.worker - ERROR - std::bad_alloc: out_of_memory: RMM failure at:"
+        "/opt/conda/include/rmm/mr/device/pool_memory_resource.hpp:183: Maximum pool size exceeded",
+        # newer RMM's wording with the size, from the async resource in a C++ abort
+        "terminate called after throwing an instance of 'rmm::out_of_memory'\n"
+        "  what():  std::bad_alloc: out_of_memory: CUDA error (failed to allocate 34359738368"
+        " bytes) at: /usr/local/include/rmm/mr/device/cuda_async_view_memory_resource.hpp:109:"
+        " cudaErrorMemoryAllocation out of memory",
+    ],
+)
+def test_rmm_running_out_of_device_memory_is_the_devices(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.MEMORY_DEVICE_OOM
+    assert d.action is RecoveryAction.STOP
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # RCCL on a ROCm node, a launcher that gave the last rank the world size
+        "gpu-n3:5521:5521 [0] init.cc:1402 NCCL WARN Invalid rank requested : 8/8",
+        # as the Last error of PyTorch's exception, behind the rank prefix
+        "[rank8]: torch.distributed.DistBackendError: NCCL error in:"
+        " ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, invalid argument (run with"
+        " NCCL_DEBUG=WARN for details), NCCL version 2.20.5\n"
+        "[rank8]: ncclInvalidArgument: Invalid value for an argument.\n"
+        "[rank8]: Last error:\n"
+        "[rank8]: Invalid rank requested : 8/8",
+    ],
+)
+def test_nccl_refusing_a_rank_outside_the_communicator_is_the_jobs_launch(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.action is RecoveryAction.STOP
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # the locked-memory limit of a container (ENOMEM), host memory
+        "ip-10-0-87-143:149:298 [5] register_mr_buffers:465 NCCL WARN NET/OFI Unable to register"
+        " memory (type = 1) for device 0. RC: 12, Error: Cannot allocate memory",
+        # a CUDA buffer refused with EINVAL, under a Ray Train worker's prefix
+        "(RayTrainWorker pid=2210, ip=10.1.4.7) ip-10-1-4-7:2210:2301 [3] register_mr_buffers:544"
+        " NCCL WARN NET/OFI Unable to register memory (type = 2) for device 0. RC: -22, Error:"
+        " Invalid argument",
+    ],
+)
+def test_the_efa_plugin_refusing_a_memory_registration_is_not_the_fabric(log: str) -> None:
+    # a registration is local: the node's software stack or its limits (ENOMEM may also be read
+    # as the host's memory), stop either way, never a drain
+    d = diag(log)
+    assert d.fault_class is not FaultClass.NETWORK_FABRIC
+    assert d.action is RecoveryAction.STOP
+
+
+def test_the_efa_plugin_failing_a_request_is_still_the_fabric() -> None:
+    d = diag(
+        "ip-10-0-1-5:77:99 [3] NCCL WARN NET/OFI Request 0x7f32a4 completed with error. RC: 21."
+        " Error: unknown error. Completed length: 0, Request: { buffer_index: 255, dev: 0 }"
+    )
+    assert d.fault_class is FaultClass.NETWORK_FABRIC
+
+
+# -- validation-frameworks-33's misses, generalised --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # a plain pickle given to torch.load under a DDP rank's prefix, with the frame above it
+        '[rank1]:   File "/opt/conda/lib/python3.10/site-packages/torch/serialization.py",'
+        " line 1033, in _legacy_load\n"
+        '[rank1]:     raise RuntimeError("Invalid magic number; corrupt file?")\n'
+        "[rank1]: RuntimeError: Invalid magic number; corrupt file?",
+        # the second check of the legacy header: a pickle whose second object is not torch's protocol
+        "Traceback (most recent call last):\n"
+        '  File "resume.py", line 40, in <module>\n'
+        '    state = torch.load(args.resume, map_location="cpu")\n'
+        "RuntimeError: Invalid protocol version: 4",
+    ],
+)
+def test_torch_load_of_a_file_that_is_not_a_torch_save_is_the_jobs(log: str) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.action is RecoveryAction.STOP
+
+
+def test_a_truncated_torch_checkpoint_is_still_storage() -> None:
+    d = diag(
+        '  File "/usr/lib/python3/dist-packages/torch/serialization.py", line 1246, in _load\n'
+        "RuntimeError: PytorchStreamReader failed reading file data/3: file read failed"
+    )
+    assert d.fault_class is FaultClass.STORAGE_ERROR
+
+
+# -- validation-frameworks-34's misses, generalised --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # Gaudi's PyTorch bridge: a device-memory allocation under the rank prefix it prints
+        '[rank3]:   File "/usr/local/lib/python3.10/dist-packages/optimum/habana/transformers/trainer.py",'
+        " line 845, in _inner_training_loop\n"
+        "[rank3]: RuntimeError: [Rank:3] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for size::1073741824"
+        " (1024)MB",
+        # Gaudi's graph workspace, in a backward pass
+        '  File "/usr/local/lib/python3.10/dist-packages/torch/autograd/__init__.py", line 251, in backward\n'
+        "RuntimeError: FATAL ERROR :: MODULE:SYNHELPER workspace Allocation of size ::8589934592 failed!",
+        # the Neuron runtime's TDRV report of an exhausted NeuronCore, on another core and usage
+        "2025-Jun-11 03:22:41.551092 19022:19101 ERROR  TDRV:log_dev_mem                             Failed to"
+        " allocate 2.000GB (usage: model shared scratchpad) on ND 5:NC 0, current utilization:\n"
+        "\t* total: 23.912GB\n",
+        "2025-Jun-11 03:22:41.560311 19022:19101 ERROR  TDRV:tensor_allocate                         Failed to"
+        " allocate 33554432 bytes on DEVICE for tensor UNKNOWN.",
+        # the NRT API's status for the same allocation
+        'RuntimeError: nrt_tensor_allocate status=4 message="Allocation Failure"',
+    ],
+)
+def test_a_non_cuda_runtimes_device_allocation_failure_is_device_oom(log: str) -> None:
+    assert diag(log).fault_class is FaultClass.MEMORY_DEVICE_OOM
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # a host-side Neuron allocation is not the device
+        "2025-Jun-11 03:22:41.560311 19022:19101 ERROR  TDRV:tensor_allocate                         Failed to"
+        " allocate 4096 bytes on HOST for tensor UNKNOWN.",
+        # a Gaudi already held by another process: not its memory
+        "RuntimeError: synStatus=20 [Device already acquired] Device acquire failed.",
+    ],
+)
+def test_other_accelerator_runtime_failures_are_not_device_oom(log: str) -> None:
+    assert diag(log).fault_class is not FaultClass.MEMORY_DEVICE_OOM
+
+
+def test_rocm_hsa_gpu_hang_is_a_gpu_runtime_error() -> None:
+    d = diag(
+        " 12%|#2        | 118/960 [1:02:11<7:23:40, 31.62s/it]HW Exception by GPU node-3 (Agent handle:"
+        " 0x5581c2e0b4f0) reason :GPU Hang\n"
+        "Aborted (core dumped)"
+    )
+    assert d.fault_class is FaultClass.CUDA_ERROR
+
+
+def test_rocm_hsa_ecc_exception_is_the_gpu() -> None:
+    d = diag(
+        "HW Exception by GPU node-4 (Agent handle: 0x7f3a9c0d2e10) reason :ECC\nAborted (core dumped)"
+    )
+    assert d.fault_class is FaultClass.GPU_HARDWARE
+
+
+# -- validation-frameworks-35's misses, generalised --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # a store client already connected, waiting past a 10-minute timeout under a rank prefix
+        "[rank5]:[W1107 02:11:40.123456789 socket.cpp:489] [c10d] waitForInput: socket"
+        " SocketImpl(fd=41, addr=[gpu-node-2]:51022, remote=[gpu-node-1]:29500) timed out after"
+        " 600000ms",
+        # the poll that precedes it, from an older build without the rank prefix
+        "[W socket.cpp:464] [c10d] waitForInput: poll for socket SocketImpl(fd=12,"
+        " addr=[::ffff:10.0.0.5]:40112, remote=[::ffff:10.0.0.4]:23456) returned 0, likely a timeout",
+        # DeepEP's host-side waits
+        "[rank12]: RuntimeError: DeepEP error: timeout (combine CPU)",
+        "RuntimeError: DeepEP error: CPU recv timeout",
+        # DeepEP's device barrier on another rank and slot
+        "DeepEP timeout check failed: rank = 13, thread = 2, value = 1024)",
+    ],
+)
+def test_a_store_wait_or_a_deepep_barrier_timing_out_is_a_collective_timeout(log: str) -> None:
+    assert diag(log).fault_class is FaultClass.COLLECTIVE_TIMEOUT
+
+
+def test_a_monitored_barrier_names_the_ranks_that_never_arrived() -> None:
+    d = diag(
+        "[rank0]:[E1203 10:01:02.000000000 ProcessGroupGloo.cpp:143] [Rank 0]: Ranks 3, 5 failed to"
+        " pass monitoredBarrier in 600000 ms\n"
+        "[rank1]:[E1203 10:01:02.000000000 ProcessGroupGloo.cpp:143] Rank 1 successfully reached"
+        " monitoredBarrier, but received errors while waiting for send/recv from rank 0. Please"
+        " check rank 0 logs for faulty rank."
+    )
+    assert d.fault_class is FaultClass.COLLECTIVE_TIMEOUT
+    assert d.culprit_ranks == [3, 5]
+
+
+def test_a_pyspy_dump_with_the_main_thread_idle_is_a_hang() -> None:
+    d = diag(
+        "Process 48121: python train.py --config cfg.yaml\n"
+        "Python v3.11.9 (/opt/venv/bin/python3.11)\n"
+        "\n"
+        'Thread 0x7F3E2C1B5740 (idle): "MainThread"\n'
+        "    _recv_bytes (multiprocessing/connection.py:430)\n"
+        "    recv (multiprocessing/connection.py:250)\n"
+        "    _next_data (torch/utils/data/dataloader.py:1448)"
+    )
+    assert d.fault_class is FaultClass.JOB_HANG
+
+
+def test_a_pyspy_dump_with_the_main_thread_running_is_no_hang() -> None:
+    d = diag(
+        'Thread 0x7F3E2C1B5740 (active): "MainThread"\n'
+        "    forward (model.py:88)\n"
+        'Thread 0x7F3E1A2B3700 (idle): "pin_memory_thread"\n'
+        "    get (queue.py:180)"
+    )
+    assert d.fault_class is not FaultClass.JOB_HANG
+
+
+def test_an_error_before_a_deepep_timeout_wins() -> None:
+    d = diag(
+        "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has"
+        " a total capacity of 79.10 GiB of which 1.02 GiB is free.\n"
+        "DeepEP timeout check failed: rank = 5, thread = 3, value = 1024)"
+    )
+    assert d.fault_class is FaultClass.MEMORY_DEVICE_OOM
