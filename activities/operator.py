@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 from temporalio import activity
 
 from resurrect.config import ResurrectConfig
+from resurrect.contracts import NodeInfo
 from resurrect.contracts.workflow_names import (
     OperatorActivity,
 )
@@ -27,6 +29,8 @@ from resurrect.operator.models import (
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX, Scheduler
 
 log = logging.getLogger(__name__)
+
+REGISTRATION_POLL_S = 2.0
 
 
 class OperatorActivities:
@@ -65,7 +69,12 @@ class OperatorActivities:
 
     @activity.defn(name=OperatorActivity.CHECK_NODE)
     async def check_node(self, node: str) -> NodeCheck:
-        """Is ``node`` still drained by resurrect, and does its health check pass?"""
+        """Is ``node`` still drained by resurrect, does Slurm hear its slurmd, and does its
+        health check pass? A node whose slurmd has not registered again (NOT_RESPONDING) is
+        not returned: its registration reports the steps it still holds (an attempt cut off
+        with it), which slurmctld ends only on a node it keeps out; returned before that, the
+        node can be given the requeued job whose old step it still holds (Slurm's "Duplicate
+        jobid": the node drained by Slurm, the job held after a failed launch)."""
         try:
             info = await self.scheduler.get_node(node)
         except NodeNotFound as exc:
@@ -76,6 +85,17 @@ class OperatorActivities:
         )
         if not ours:
             return check
+        try:
+            registered = await self._registered(info)
+        except NodeNotFound as exc:
+            raise failure_of(exc) from exc
+        if not registered:
+            wait = self.config.repair.registration_wait_s
+            return check.model_copy(
+                update={
+                    "detail": f"Slurm does not hear its slurmd (NOT_RESPONDING after {wait:g} s)"
+                }
+            )
         argv = self.config.isolation.health_check_argv
         if not argv:
             return check.model_copy(
@@ -83,6 +103,17 @@ class OperatorActivities:
             )
         verdict = await run_health_check(argv, node, self.config.repair.check_timeout_s)
         return check.model_copy(update={"healthy": verdict.healthy, "detail": verdict.detail})
+
+    async def _registered(self, info: NodeInfo) -> bool:
+        """Whether Slurm hears the node's slurmd, waiting up to ``repair.registration_wait_s``
+        (read every 2 s) for one that has just come back to register."""
+        deadline = time.monotonic() + self.config.repair.registration_wait_s
+        while "NOT_RESPONDING" in info.flags:
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(min(REGISTRATION_POLL_S, self.config.repair.registration_wait_s))
+            info = await self.scheduler.get_node(info.name)
+        return True
 
     @activity.defn(name=OperatorActivity.RESUME_NODE)
     async def resume_node(self, node: str) -> str:

@@ -212,6 +212,10 @@ class RepairSettings(Section):
     enabled: bool = True
     cool_down_s: float = Field(default=300.0, ge=0)
     check_timeout_s: float = Field(default=120.0, gt=0, le=3600)
+    # A node Slurm does not hear (NOT_RESPONDING) is waited for this long within a check to
+    # register again before the check counts as failed (inside the check's activity time,
+    # check_timeout_s + 30 s, beside the health check itself).
+    registration_wait_s: float = Field(default=20.0, ge=0, le=25)
     # A failed check is repeated after this long, at most max_checks times in all.
     recheck_interval_s: float = Field(default=1800.0, gt=0)
     max_checks: int = Field(default=3, ge=1, le=100)

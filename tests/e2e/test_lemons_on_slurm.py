@@ -56,7 +56,13 @@ async def test_two_jobs_losing_one_node_make_it_a_listed_lemon_kept_out(
 ) -> None:
     config = cluster_config(
         isolation={"max_drain_fraction": 0.5, "health_check_argv": cluster.health_check_argv},
-        repair={"enabled": True, "cool_down_s": 2, "probation_s": 0},
+        repair={
+            "enabled": True,
+            "cool_down_s": 2,
+            "recheck_interval_s": 5,
+            "max_checks": 30,
+            "probation_s": 0,
+        },
         lemons={"lemon_score": 1.5, "drain_incidents": 2},
         policy={"default": {"enabled": False, "lemon_action": "drain"}},
     )

@@ -82,6 +82,7 @@ async def repair(tmp_path: Path) -> AsyncIterator[Repair]:
             "temporal": {"task_queue": f"q-{uuid.uuid4().hex}", "state_dir": str(tmp_path)},
             "isolation": {"health_check_argv": ["test", "!", "-e", f"{tmp_path}/{{node}}.bad"]},
             "repair": {
+                "registration_wait_s": 0,
                 "cool_down_s": 300,
                 "recheck_interval_s": 1800,
                 "max_checks": 2,
@@ -132,6 +133,32 @@ async def test_an_unhealthy_node_stays_drained_and_is_flagged_after_its_checks(
     assert repair.scheduler.nodes["node2"].drained
     notices = (repair.config.temporal.state_dir / "notifications.jsonl").read_text()
     assert '"kind": "node_flagged"' in notices and "node2" in notices
+
+
+async def test_a_node_whose_slurmd_has_not_registered_again_is_not_returned_yet(
+    repair: Repair,
+) -> None:
+    """The sixth 60-minute host soak (seed 21): node1, cut off with job 110's step on it, was
+    returned 0.5 s before its slurmd registered again; Slurm gave it the requeued job 110,
+    whose old step it still held ("Duplicate jobid"): node1 drained by Slurm, job 110 held
+    after the failed launch. The node is returned once Slurm hears it."""
+    await repair.drain("node1")
+    cut_off = repair.scheduler.nodes["node1"]
+    repair.scheduler.nodes["node1"] = cut_off.model_copy(
+        update={"flags": [*cut_off.flags, "NOT_RESPONDING"]}
+    )
+    await repair.settle(400)
+    state = await repair.state("node1")
+    assert state.status == "drained_unhealthy" and state.checks == 1
+    assert "NOT_RESPONDING" in state.events[-1].detail, state.events
+    assert repair.scheduler.nodes["node1"].drained
+    repair.scheduler.nodes["node1"] = repair.scheduler.nodes["node1"].model_copy(
+        update={"flags": cut_off.flags}
+    )
+    await repair.settle(1900)
+    state = await repair.state("node1")
+    assert state.status == "in_service" and state.checks == 2
+    assert not repair.scheduler.nodes["node1"].drained
 
 
 async def test_a_node_failing_again_on_probation_stays_out_and_is_flagged(
