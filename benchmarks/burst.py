@@ -330,10 +330,6 @@ async def burst(jobs: int, variant: Variant, state: Path) -> dict[str, Any]:
                 for h in histories
                 for e in h.events
             )
-            kinds = Counter(
-                EventType.Name(e.event_type).removeprefix("EVENT_TYPE_")
-                for e in histories[0].events
-            )
             # the same server's ceiling, measured right after: an empty workflow reported the
             # same way (what a recovery cannot beat; on a shared machine, the load's measure)
             empty = await measure_floor(
@@ -348,7 +344,11 @@ async def burst(jobs: int, variant: Variant, state: Path) -> dict[str, Any]:
             "empty_workflows_per_s": empty["workflows_per_s"],
             "vs_empty": round(len(unique) / seconds / empty["workflows_per_s"], 3),
             "events_per_recovery": round(statistics.mean(events), 1),
-            "events_by_type": dict(kinds.most_common()),
+            # per recovery, over every history of the burst (the first alone is no sample:
+            # it starts while the rest of the burst arrives)
+            "events_by_type": {
+                k: round(n / len(histories), 2) for k, n in every_kind.most_common()
+            },
             "server_cpu_s_per_recovery": round(cpu / len(unique), 4),
             # the workers, the three sensors' reports, the in-memory scheduler
             "worker_cpu_s_per_recovery": round(own / len(unique), 4),
