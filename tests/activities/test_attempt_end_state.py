@@ -108,6 +108,12 @@ async def diagnosed(
     return diagnosis
 
 
+def assert_a_fault_to_recover(diagnosis: Diagnosis) -> None:
+    """No person's cancel: the recovery acts on it."""
+    assert diagnosis.fault_class is not FaultClass.JOB_CANCELLED, diagnosis
+    assert diagnosis.action is not RecoveryAction.NONE, diagnosis
+
+
 async def test_a_failed_attempts_teardown_line_is_no_cancel(tmp_path: Path) -> None:
     diagnosis = await diagnosed(tmp_path / "job-7.out", TORN_DOWN, JobState.FAILED)
     assert diagnosis.fault_class is not FaultClass.JOB_CANCELLED, diagnosis
@@ -126,8 +132,7 @@ async def test_a_step_srun_took_down_is_no_cancel_while_the_job_is_still_complet
     slurmd held it there): the step's CANCELLED line had stood as a person's cancel, the
     recovery did nothing and the job ended FAILED, lost."""
     diagnosis = await diagnosed(tmp_path / "job-7.out", TORN_DOWN, JobState.COMPLETING)
-    assert diagnosis.fault_class is not FaultClass.JOB_CANCELLED, diagnosis
-    assert diagnosis.action is not RecoveryAction.NONE, diagnosis
+    assert_a_fault_to_recover(diagnosis)
 
 
 async def test_a_completing_jobs_cancel_with_no_take_down_before_it_stays_a_cancel(
@@ -154,8 +159,7 @@ async def test_a_step_srun_took_down_first_is_no_cancel_though_srun_ends_it_agai
     stood as a person's: the recovery did nothing and the job was lost."""
     output = (CHAOS / "fenced-rank-step-taken-down-twice.log").read_text()
     diagnosis = await diagnosed(tmp_path / "job-106.out", output, JobState.COMPLETING)
-    assert diagnosis.fault_class is not FaultClass.JOB_CANCELLED, diagnosis
-    assert diagnosis.action is not RecoveryAction.NONE, diagnosis
+    assert_a_fault_to_recover(diagnosis)
 
 
 async def test_a_launch_that_failed_on_an_unreachable_node_is_that_nodes_loss(
