@@ -55,6 +55,19 @@ def draining_already(history: History, fault: FaultRecord) -> Recovery | None:
     return None
 
 
+def in_flight_answer(history: History, fault: FaultRecord) -> Recovery | None:
+    """A recovery of the hit job open when the fault came: the fault landed on an attempt
+    whose recovery was already running (a second fault is injected so; an exception the job
+    printed can reach the log follower before the soak stamps its injection), which takes it
+    in: no later recovery answers it, and there is no time to detect it."""
+    if fault.job_id is None:
+        return None
+    for r in history.recoveries_of(fault.job_id):
+        if r.started_at <= fault.at and (r.closed_at is None or r.closed_at > fault.at):
+            return r
+    return None
+
+
 def figures(history: History) -> dict[str, Any]:
     injected = [f for f in history.faults if f.skipped is None]
     by_kind: Counter[str] = Counter(f.kind for f in injected)
@@ -64,6 +77,7 @@ def figures(history: History) -> dict[str, Any]:
     recover: dict[str, list[float]] = defaultdict(list)
     fence: dict[str, list[float]] = defaultdict(list)
     out_already: Counter[str] = Counter()  # hit a node a recovery in flight was draining
+    in_flight: Counter[str] = Counter()  # answered by the hit job's recovery already open
     should_detect = detected = should_recover = recovered = alone_due = alone = 0
     for fault in injected:
         kind = BY_NAME[fault.kind]
@@ -80,6 +94,9 @@ def figures(history: History) -> dict[str, Any]:
                 detected += 1
                 timing = placed_after if submitted_after(history, answer, fault) else detect
                 timing[fault.kind].append(answer.started_at - fault.at)
+            elif in_flight_answer(history, fault) is not None:
+                detected += 1
+                in_flight[fault.kind] += 1
         # (a fault that needs no recovery ends its node's watch early: nothing to fence)
         gone = old_ranks_gone_after(history, fault) if kind.expect == "recover" else None
         if gone is not None:
@@ -116,6 +133,9 @@ def figures(history: History) -> dict[str, Any]:
         # faults on a node an in-flight recovery of the hit job was already draining: detected
         # (the node is out), neither timed nor recovered on their own
         "on_a_node_already_draining": dict(sorted(out_already.items())),
+        # faults taken in by the hit job's recovery already open (in_flight_answer): detected,
+        # not timed
+        "answered_in_flight": dict(sorted(in_flight.items())),
         "recover_s": {k: _p50_p95(v) for k, v in sorted(recover.items())},
         # fault -> no live rank of the hit job's attempt left on the faulted node (fenced by
         # its agent, killed by Slurm, or dead with the host), hosts in namespaces only

@@ -58,3 +58,30 @@ def test_a_fault_answered_by_a_job_started_on_the_node_after_it_is_timed_apart()
     assert seen["detected_share"] == 1.0
     assert seen["detect_s"]["host_crash"] == {"n": 1, "p50": 3.0, "p95": 3.0}
     assert seen["detect_after_placement_s"]["host_crash"] == {"n": 1, "p50": 15.0, "p95": 15.0}
+
+
+def test_a_second_fault_on_an_attempt_whose_recovery_is_open_is_answered_by_it() -> None:
+    """The soak injects a second fault just after a recovery of the hit job started: that
+    recovery takes it in; it is detected, and not timed (no later recovery answers it)."""
+    seen = figures(
+        history(
+            jobs=[job()],
+            faults=[fault("second_fault", 100.5, node="node5")],
+            recoveries=[recovery(at=100.0)],
+        )
+    )
+    assert seen["detected_share"] == 1.0
+    assert seen["answered_in_flight"] == {"second_fault": 1}
+    assert "second_fault" not in seen["detect_s"]
+
+
+def test_a_fault_after_the_jobs_recovery_closed_is_not_answered_by_it() -> None:
+    seen = figures(
+        history(
+            jobs=[job()],
+            faults=[fault("host_crash", 200.0, node="node5")],
+            recoveries=[recovery(at=100.0)],  # closed at 130
+        )
+    )
+    assert seen["detected_share"] == 0.0
+    assert seen["answered_in_flight"] == {}
