@@ -41,31 +41,34 @@ def submitted_after(history: History, answer: Recovery, fault: FaultRecord) -> b
     return job is not None and job.submitted_at > fault.at
 
 
+def in_flight(history: History, fault: FaultRecord) -> list[Recovery]:
+    """The recoveries of the hit job in flight when the fault came: started, and its job not
+    running again yet (nor the recovery closed)."""
+    if fault.job_id is None:
+        return []
+    return [
+        r
+        for r in history.recoveries_of(fault.job_id)
+        if r.started_at <= fault.at
+        and ((ends := r.running_again_at or r.closed_at) is None or ends > fault.at)
+    ]
+
+
 def draining_already(history: History, fault: FaultRecord) -> Recovery | None:
-    """A recovery of the hit job, in flight when the fault came (its job not running again
-    yet), that drains the faulted node: the node was on its way out before the fault, so no
-    later recovery answers the fault and there is no time to detect it."""
-    if fault.node is None or fault.job_id is None:
+    """A recovery of the hit job in flight when the fault came that drains the faulted node:
+    the node was on its way out before the fault, so no later recovery answers the fault and
+    there is no time to detect it."""
+    if fault.node is None:
         return None
-    for r in history.recoveries_of(fault.job_id):
-        ends = r.running_again_at or r.closed_at
-        if r.started_at <= fault.at and (ends is None or ends > fault.at):
-            if fault.node in r.drained_nodes:
-                return r
-    return None
+    return next((r for r in in_flight(history, fault) if fault.node in r.drained_nodes), None)
 
 
 def in_flight_answer(history: History, fault: FaultRecord) -> Recovery | None:
-    """A recovery of the hit job open when the fault came: the fault landed on an attempt
-    whose recovery was already running (a second fault is injected so; an exception the job
-    printed can reach the log follower before the soak stamps its injection), which takes it
-    in: no later recovery answers it, and there is no time to detect it."""
-    if fault.job_id is None:
-        return None
-    for r in history.recoveries_of(fault.job_id):
-        if r.started_at <= fault.at and (r.closed_at is None or r.closed_at > fault.at):
-            return r
-    return None
+    """A recovery of the hit job in flight when the fault came: the fault landed on an
+    attempt whose recovery was already running (a second fault is injected so; an exception
+    the job printed can reach the log follower before the soak stamps its injection), which
+    takes it in: no later recovery answers it, and there is no time to detect it."""
+    return next(iter(in_flight(history, fault)), None)
 
 
 def figures(history: History) -> dict[str, Any]:
