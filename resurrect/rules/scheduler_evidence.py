@@ -164,8 +164,8 @@ def cancel_claims_checked(found: Sequence[Evidence], state: JobState | None) -> 
     taken_down: dict[tuple[str | None, str], int] = {}
     for e in found:
         if e.rule == SRUN_TOOK_STEP_DOWN and "step" in e.fields:
-            step = (e.file, e.fields["step"])
-            taken_down[step] = min(taken_down.get(step, e.line or 0), e.line or 0)
+            step, line = (e.file, e.fields["step"]), e.line or 0
+            taken_down[step] = min(line, taken_down.get(step, line))
 
     def disproved(e: Evidence) -> bool:
         if state in FAILED_JOB_STATES:
