@@ -42,7 +42,7 @@ from resurrect.rules.text import (
     MAX_LINE_BYTES,
     LineSplitter,
     clean,
-    is_placeholder_host,
+    names_no_host,
     split_prefixes,
     truncate,
 )
@@ -253,8 +253,8 @@ class RuleEngine:
                 fields["pid"] = prefix.pid
             if rule.capture_previous and (before := previous()):
                 fields["previous_line"] = truncate(before, 512)
-            for key in HOST_FIELDS:  # a masked name ("xxxxxxxx", "HOSTNAME") names no host
-                if key in fields and is_placeholder_host(fields[key]):
+            for key in HOST_FIELDS:  # a masked or loopback name names no host
+                if key in fields and names_no_host(fields[key]):
                     del fields[key]
             rank_text = fields.get("rank")
             rank = (
@@ -265,7 +265,7 @@ class RuleEngine:
             ranks: list[int | None] = [rank]
             if rank_text is None:
                 ranks = list(listed_ranks(fields.get("rank_list", ""))) or ranks
-            named = prefix.host if prefix.host and not is_placeholder_host(prefix.host) else None
+            named = prefix.host if prefix.host and not names_no_host(prefix.host) else None
             reporter = None if rule.reports_another_node else named or state.host
             host = fields.get("host") or reporter or state.context_host
             if rule.sets_host and fields.get("host"):

@@ -38,6 +38,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from resurrect.loopback import is_loopback_host
+
 MAX_LINE_BYTES = 16 * 1024
 """A line is cut to this many bytes before decoding and matching."""
 
@@ -135,6 +137,17 @@ _PLACEHOLDER_HOST = re.compile(
     r"|(?i:(?:your[-_ ]?|some[-_ ]?)?(?:host[-_ ]?name|node[-_ ]?name|redacted|masked|hidden))"
 )
 """What a reporter writes in place of a host name when masking it."""
+_LOOPBACK_NAMES = frozenset(
+    {
+        "localhost",
+        "localhost.localdomain",
+        "localhost4",
+        "localhost6",
+        "ip6-localhost",
+        "ip6-loopback",
+    }
+)
+"""The names distributions give the loopback interface in /etc/hosts."""
 """The ProcessGroupNCCL rank tag is looked for this far into a line's body."""
 
 
@@ -223,10 +236,16 @@ def split_prefixes(text: str) -> LinePrefix:
     return LinePrefix(body=body, rank=rank, host=host, pid=pid)
 
 
-def is_placeholder_host(name: str) -> bool:
-    """Whether ``name`` is a host name the reporter masked ("xxxxxxxx", "***", "HOSTNAME",
-    "<node>", "your_hostname"): it names no host."""
-    return _PLACEHOLDER_HOST.fullmatch(name) is not None
+def names_no_host(name: str) -> bool:
+    """Whether ``name`` names no host of a cluster: a name the reporter masked ("xxxxxxxx",
+    "***", "HOSTNAME", "<node>", "your_hostname"), or the reporting machine's own loopback
+    name or address ("localhost", which torchrun's failure table prints on a single node,
+    "127.0.0.1", "::1"), which every node calls itself."""
+    return (
+        _PLACEHOLDER_HOST.fullmatch(name) is not None
+        or name.lower() in _LOOPBACK_NAMES
+        or is_loopback_host(name)
+    )
 
 
 def truncate(text: str, limit: int = MAX_EVIDENCE_CHARS) -> str:

@@ -137,6 +137,19 @@ def driver_message(record: KernelRecord, gpu_pcis: Collection[str]) -> str | Non
     return message
 
 
+def names_no_gpu(record: KernelRecord) -> bool:
+    """Whether ``record`` is a kernel-facility ``NVRM:`` line naming no GPU and no Xid: the
+    driver's context lines (``NVRM: GPU Board Serial Number: ...`` beside an Xid, its
+    load-time banner), which carry nothing the agent reads, so passing them by is no refusal."""
+    message = record.message
+    return (
+        record.facility == KERNEL_FACILITY
+        and message.startswith(DRIVER_PREFIX)
+        and _ANY_PCI.search(message) is None
+        and "xid" not in message.lower()
+    )
+
+
 def xid_header(message: str) -> tuple[str, int] | None:
     """``(pci, code)`` of a message with the driver's Xid header (PCI in the kernel's form,
     lower case), else None."""
@@ -206,6 +219,8 @@ class KernelLogSource:
             return None
         message = driver_message(record, self._gpu_pcis())
         if message is None:
+            if names_no_gpu(record):
+                return None
             self.refused += 1
             _REFUSED.note(origin, f"kernel record refused, not the driver's: {record.message}")
             return None

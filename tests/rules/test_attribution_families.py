@@ -5,7 +5,7 @@ from __future__ import annotations
 from resurrect.contracts import Diagnosis, FaultClass, RecoveryAction
 from resurrect.rules import diagnose_lines, load_engine
 from resurrect.rules.scheduler_evidence import WEAK_LOG_CONFIDENCE
-from resurrect.rules.text import is_placeholder_host
+from resurrect.rules.text import names_no_host
 
 ENGINE = load_engine()
 
@@ -490,11 +490,20 @@ def test_a_masked_node_names_the_rank_but_no_host() -> None:
     assert (placeholder.culprit_ranks, placeholder.culprit_hosts) == ([2], [])
 
 
-def test_placeholders_are_told_from_host_names() -> None:
+def test_masked_and_loopback_names_are_told_from_host_names() -> None:
     for masked in ("xxxxxxxx", "XXX.XXX.XXX.XXX", "***", "HOSTNAME", "<node>", "your_hostname"):
-        assert is_placeholder_host(masked), masked
+        assert names_no_host(masked), masked
+    for loopback in (
+        "localhost",
+        "LOCALHOST",
+        "localhost.localdomain",
+        "ip6-localhost",
+        "127.0.1.1",
+        "::1",
+    ):
+        assert names_no_host(loopback), loopback
     for real in ("gpu-3", "node12", "10.0.0.7", "x1", "hostile-04", "ip-10-1-2-3.ec2.internal"):
-        assert not is_placeholder_host(real), real
+        assert not names_no_host(real), real
 
 
 # -- a rank named by the traceback around the decisive line ---------------------------------------

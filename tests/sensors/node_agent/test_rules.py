@@ -207,3 +207,27 @@ def test_kernel_fallen_off_bus_line(engine: RuleEngine) -> None:
     assert reading is not None
     [found] = classify(engine, reading, node="n1")
     assert (found.rule, found.fault_class, found.role) == ("gpu.fallen_off_bus", HW, "root")
+
+
+H200_DMESG = Path(__file__).parents[2] / "fixtures" / "gpu-h200" / "dmesg.log"
+
+
+def test_a_real_drivers_lines_around_a_jobs_xids(engine: RuleEngine) -> None:
+    """An H200's driver (580.159.04) as it printed a device assert (Xid 43) and an illegal
+    address (Xid 31): each Xid is the job's own (cuda.error, no drain); the driver's context
+    lines (the GPU's UUID, its board serial number, its load-time banner) are no refusal."""
+    source = KernelLogSource(gpu_of_pci=lambda pci: "0" if pci == "0000:00:06" else None)
+    source.bind_inventory(lambda: {"0000:00:06"})
+    found = []
+    for line in H200_DMESG.read_text().splitlines():
+        reading = source.reading(kernel(line.split("] ", 1)[1]), "kmsg")
+        if reading is not None:
+            found.extend(
+                (e.fields.get("xid"), e.fault_class) for e in classify(engine, reading, node="vm")
+            )
+    assert found == [("43", FaultClass.CUDA_ERROR), ("31", FaultClass.CUDA_ERROR)]
+    assert source.refused == 0
+    forged = source.reading(
+        kernel("NVRM: Xid (PCI:0000:00:06) 79, pid=1, GPU has fallen off the bus."), "kmsg"
+    )
+    assert forged is None and source.refused == 1
