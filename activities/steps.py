@@ -441,6 +441,16 @@ async def wait_running(ctx: StepContext, params: WaitParams) -> StepResult:
                 notes=notes,
                 next_attempt_output=marks,
             )
+        if last.held_after_failed_launch:
+            # slurmctld requeued and held the restart itself: a new interruption of the job,
+            # which the Slurm watcher reports and whose recovery releases the hold
+            on = f" on {','.join(last.nodes)}" if last.nodes else ""
+            return StepResult(
+                ok=False,
+                running_again=False,
+                detail=f"job {last.job_id}'s restart failed to launch{on}: slurmctld requeued"
+                f" and held it ({last.state_reason}, restart {last.restart_count})",
+            )
         pending = last if last.state is JobState.PENDING else None
         if pending is not None and taken is not None:
             marks = taken  # pending before and after: no attempt was writing

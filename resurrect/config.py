@@ -253,6 +253,9 @@ class WatcherSettings(Section):
     # not at all this long after the controller was unreachable (nodes re-register then).
     not_responding_grace_s: float = Field(default=NOT_RESPONDING_GRACE_S, ge=0)
     controller_grace_s: float = Field(default=30.0, ge=0)
+    # A job the watcher saw requeued stays in its view this long, or until it runs again or
+    # ends, so a restart whose launch fails (Slurm holds it) is seen although it never ran.
+    watch_requeued_s: float = Field(default=900.0, ge=0)
     # Slurm hooks (deploy/hooks/kick-watcher.sh) make the watcher poll at once through this
     # socket; its directory must belong to the watcher's user and be writable by no one else.
     kick_hooks: bool = True

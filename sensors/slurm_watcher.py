@@ -8,16 +8,20 @@ once) and reports, for opted-in jobs only:
 * a running job one of whose nodes went DOWN / NOT_RESPONDING (a suspected node loss, often
   seconds before the job itself is failed);
 * a job slurmctld requeued by itself (its restart count went up while we watched it run):
-  the attempt we saw running was interrupted.
+  the attempt we saw running was interrupted;
+* a requeued job whose next launch failed, which slurmctld requeued again and held
+  (``launch failed requeued held``, :attr:`JobInfo.held_after_failed_launch`): the attempt
+  that never started was interrupted, and its recovery releases Slurm's hold. A requeued job
+  stays in the watcher's view (``watcher.watch_requeued_s``) until it runs again or ends.
 
 Each report is an :class:`Interruption` handed to ``report`` (normally
 :func:`sensors.report.report_interruption`); the workflow id is per (cluster, job, attempt),
 so reporting twice is harmless. The watcher never touches the scheduler itself.
 
 Each poll reads only what can matter (the backend's view, :mod:`resurrect.scheduler.base`):
-running and recently failed jobs, the jobs it saw running last time (a requeued job is
-pending again), and the nodes that are not healthy, so its cost follows what runs, not what
-is queued.
+running and recently failed jobs, the jobs it saw running last time or requeued since (a
+requeued job is pending again), and the nodes that are not healthy, so its cost follows what
+runs and what was interrupted, not what is queued.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from datetime import UTC, datetime
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import (
     FAILED_JOB_STATES,
+    FINISHED_JOB_STATES,
     RUNNING_JOB_STATES,
     FaultClass,
     Interruption,
@@ -51,6 +56,9 @@ log = logging.getLogger(__name__)
 
 
 MIN_POLL_GAP_S = 0.5
+# At most this many requeued jobs are kept in the view (the longest kept let go first), so a
+# burst of requeues adds a bounded number of rows to each poll.
+MAX_REQUEUED_IN_VIEW = 1024
 
 
 class SlurmWatcher:
@@ -63,6 +71,8 @@ class SlurmWatcher:
         self.config = config
         self.report = report
         self._last_jobs: dict[str, JobInfo] = {}
+        # requeued jobs kept in the view until they run again or end, or until this time
+        self._requeued: dict[str, float] = {}
         self._reported: set[str] = set()
         self._unavailability = UnavailabilityReads()
         # each job's policy, kept while the scheduler hands back the same JobInfo object
@@ -72,6 +82,12 @@ class SlurmWatcher:
         self.polls = 0
         self.kicks = 0
         self.notes = JobNotes(log)
+
+    @property
+    def requeued_in_view(self) -> frozenset[str]:
+        """The requeued jobs kept in the view (until they run again or end, at most
+        ``watcher.watch_requeued_s``)."""
+        return frozenset(self._requeued)
 
     def kick(self) -> None:
         """Poll now (Slurm hooks call this through :mod:`sensors.watcher_kick`)."""
@@ -127,7 +143,9 @@ class SlurmWatcher:
     ) -> list[Interruption]:
         """The interruptions this snapshot shows (no I/O; ``now`` is a monotonic time)."""
         found: list[Interruption] = []
-        bad_nodes = self._lost_nodes(nodes, time.monotonic() if now is None else now)
+        now = time.monotonic() if now is None else now
+        bad_nodes = self._lost_nodes(nodes, now)
+        self._follow_requeued(jobs, now)
         for job in jobs:
             if (
                 job.state is JobState.RUNNING
@@ -146,6 +164,32 @@ class SlurmWatcher:
             if job_id in self._last_jobs
         }
         return [i for i in found if i.workflow_id not in self._reported]
+
+    def _follow_requeued(self, jobs: list[JobInfo], now: float) -> None:
+        """Keep in the view each job seen running before and requeued now; let go of those
+        running again, ended, gone from Slurm or kept past ``watcher.watch_requeued_s``."""
+        shown = {job.job_id: job for job in jobs}
+        for job_id, job in shown.items():
+            before = self._last_jobs.get(job_id)
+            if (
+                before is not None
+                and before.state in RUNNING_JOB_STATES
+                and job.restart_count > before.restart_count
+            ):
+                self._requeued[job_id] = now + self.config.watcher.watch_requeued_s
+        for job_id, until in list(self._requeued.items()):
+            now_shown = shown.get(job_id)
+            if (
+                now_shown is None
+                or now >= until
+                or now_shown.state is JobState.RUNNING
+                or now_shown.state in FINISHED_JOB_STATES
+            ):
+                del self._requeued[job_id]
+        if len(self._requeued) > MAX_REQUEUED_IN_VIEW:
+            kept_longest = sorted(self._requeued, key=self._requeued.__getitem__)
+            for job_id in kept_longest[: len(self._requeued) - MAX_REQUEUED_IN_VIEW]:
+                del self._requeued[job_id]
 
     def _detect_job(self, job: JobInfo, bad_nodes: dict[str, NodeInfo]) -> list[Interruption]:
         """The interruption ``job`` shows in this snapshot, if it is opted in."""
@@ -190,6 +234,21 @@ class SlurmWatcher:
                     hint=FaultClass.NODE_LOST,
                 )
             )
+        elif job.held_after_failed_launch and job.restart_count > 0:
+            # the attempt before the hold never started; the node it was launched on (shown
+            # while its launch is torn down) was drained by slurmctld itself
+            attempt = job.model_copy(update={"restart_count": job.restart_count - 1})
+            launched_on = ", ".join(job.nodes) or "a node Slurm no longer shows"
+            found.append(
+                self._interruption(
+                    attempt,
+                    set(job.nodes),
+                    reason=f"slurmctld held the job after its launch on {launched_on} failed "
+                    f"(reason {job.state_reason}, restart {job.restart_count})",
+                    state=None,
+                    hint=FaultClass.NODE_LOST if job.nodes else None,
+                )
+            )
         elif (
             before is not None
             and before.state in RUNNING_JOB_STATES
@@ -211,7 +270,7 @@ class SlurmWatcher:
 
     async def poll_once(self) -> list[Interruption]:
         was_running = [j.job_id for j in self._last_jobs.values() if j.state in RUNNING_JOB_STATES]
-        jobs = await self.scheduler.list_active_jobs(also=was_running)
+        jobs = await self.scheduler.list_active_jobs(also=[*was_running, *self._requeued])
         nodes = await self.scheduler.list_unhealthy_nodes()
         track_drained_nodes(self.config.cluster.name, nodes)
         self.polls += 1

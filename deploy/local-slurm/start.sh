@@ -24,6 +24,9 @@
 #                          from a cached Debian userland (userland.sh)    [host's]
 #   --cache-dir DIR        where userland.sh keeps those userlands         [/var/cache/resurrect]
 #   --slurmctld-parameters L  SlurmctldParameters=L (e.g. enable_expedited_requeue on 25.11+)
+#   --prolog PATH          Prolog=PATH: run by each node's slurmd (as root) before a job starts
+#                          there; a failing one makes Slurm drain the node and requeue the
+#                          job held ("launch failed requeued held")
 #   --restd                also start slurmrestd (auth/jwt; 24.11 / 26.05 userlands, or the
 #                          host's slurmrestd package) as user --restd-user, on the unix socket
 #                          DIR/restd/slurmrestd.socket and 127.0.0.1:--restd-port; writes the
@@ -38,7 +41,7 @@
 # LOCAL_SLURM_NODES, LOCAL_SLURM_NODE_PREFIX, LOCAL_SLURM_CPUS, LOCAL_SLURM_CTLD_PORT,
 # LOCAL_SLURM_SLURMD_PORT, LOCAL_SLURM_SLURMD_TIMEOUT, LOCAL_SLURM_JOBCOMP_SCRIPT,
 # LOCAL_SLURM_MAX_JOBS, LOCAL_SLURM_DEMO_USER, LOCAL_SLURM_NO_INSTALL=1, LOCAL_SLURM_VERSION,
-# LOCAL_SLURM_CACHE_DIR, LOCAL_SLURM_SLURMCTLD_PARAMETERS, LOCAL_SLURM_RESTD=1,
+# LOCAL_SLURM_CACHE_DIR, LOCAL_SLURM_SLURMCTLD_PARAMETERS, LOCAL_SLURM_PROLOG, LOCAL_SLURM_RESTD=1,
 # LOCAL_SLURM_RESTD_PORT, LOCAL_SLURM_RESTD_USER, LOCAL_SLURM_HOSTS.
 #
 # A previous cluster in the same state dir is stopped (by pidfile) and its state wiped.
@@ -64,6 +67,7 @@ WAIT_TIMEOUT=60
 WANT_VERSION=${LOCAL_SLURM_VERSION:-}
 CACHE_DIR=${LOCAL_SLURM_CACHE_DIR:-/var/cache/resurrect}
 CTLD_PARAMS=${LOCAL_SLURM_SLURMCTLD_PARAMETERS:-}
+PROLOG=${LOCAL_SLURM_PROLOG:-}
 RESTD=${LOCAL_SLURM_RESTD:-0}
 RESTD_PORT=${LOCAL_SLURM_RESTD_PORT:-6820}
 RESTD_USER=${LOCAL_SLURM_RESTD_USER:-resurrect-restd}
@@ -87,6 +91,7 @@ while [ $# -gt 0 ]; do
     --slurm) WANT_VERSION=$2; shift 2 ;;
     --cache-dir) CACHE_DIR=$2; shift 2 ;;
     --slurmctld-parameters) CTLD_PARAMS=$2; shift 2 ;;
+    --prolog) PROLOG=$2; shift 2 ;;
     --restd) RESTD=1; shift ;;
     --restd-port) RESTD_PORT=$2; shift 2 ;;
     --restd-user) RESTD_USER=$2; shift 2 ;;
@@ -292,6 +297,7 @@ MinJobAge=300
 MaxJobCount=$MAX_JOBS
 ${PLUGIN_DIR:+PluginDir=$PLUGIN_DIR
 }${CTLD_PARAMS:+SlurmctldParameters=$CTLD_PARAMS
+}${PROLOG:+Prolog=$PROLOG
 }${JWT_CONF:+$JWT_CONF
 }$NODE_LINES
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=EXCLUSIVE

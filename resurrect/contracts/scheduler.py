@@ -57,6 +57,12 @@ ENDING_STATE_BY_REASON: dict[str, JobState] = {
     "OutOfMemory": JobState.OUT_OF_MEMORY,
     "TimeLimit": JobState.TIMEOUT,
 }
+# The reason slurmctld gives a job it requeued and held because its launch failed on a node
+# (a failing Prolog, a slurmd reporting the job's old step: "Duplicate jobid"), in scontrol's
+# and squeue's spellings. Slurm drains that node itself; the hold waits for an operator.
+LAUNCH_FAILED_HELD_REASONS = frozenset(
+    {"launch_failed_requeued_held", "launch failed requeued held"}
+)
 # The job's ranks run (COMPLETING: its steps are still being torn down).
 RUNNING_JOB_STATES = frozenset({JobState.RUNNING, JobState.COMPLETING})
 # The job still holds its nodes: running, being torn down, or suspended on them.
@@ -115,6 +121,12 @@ class JobInfo(Contract):
         if self.state is not JobState.COMPLETING or self.requeued_while_completing:
             return self.state
         return ENDING_STATE_BY_REASON.get(self.state_reason, JobState.COMPLETING)
+
+    @property
+    def held_after_failed_launch(self) -> bool:
+        """slurmctld requeued and held the job because its launch failed on a node
+        (:data:`LAUNCH_FAILED_HELD_REASONS`): a hold of Slurm's own, not a person's."""
+        return self.held and self.state_reason in LAUNCH_FAILED_HELD_REASONS
 
     @property
     def attempt_on_nodes(self) -> int:

@@ -460,6 +460,7 @@ def start_local_slurm(
     slurmctld_parameters: str | None = None,
     restd: bool = False,
     hosts: str = "local",
+    prolog: str | None = None,
 ) -> LocalSlurm:
     """Start a cluster via deploy/local-slurm/start.sh on free ports, in ``state_dir``
     (wiped first) or a fresh ``/tmp/resurrect-slurm-*``.
@@ -471,6 +472,7 @@ def start_local_slurm(
     unix socket and a free port, with a root token (:meth:`LocalSlurm.rest_scheduler`).
     ``hosts``: ``local`` (every daemon on this host's network) or ``netns`` (each node its own
     network and UTS namespace, the controller another: deploy/local-slurm/hosts.sh).
+    ``prolog``: ``Prolog=`` of the cluster (e.g. deploy/local-slurm/prolog-fail-marked.sh).
     """
     version = slurm_version or requested_slurm_version()
     if state_dir is None:
@@ -506,6 +508,8 @@ def start_local_slurm(
         argv += ["--slurm", version]
     if slurmctld_parameters:
         argv += ["--slurmctld-parameters", slurmctld_parameters]
+    if prolog:
+        argv += ["--prolog", prolog]
     if restd:
         restd_port = free_port_block(1)
         while slurmd_port <= restd_port < slurmd_port + nodes or restd_port == ctld_port:

@@ -127,3 +127,67 @@ async def test_held_or_completing_job_is_not_a_new_node_loss() -> None:
         update={"state": JobState.COMPLETING, "held": True, "restart_count": 1}
     )
     assert await SlurmWatcher(s, CONFIG, Collector()).poll_once() == []
+
+
+LAUNCH_FAILED = {"held": True, "state_reason": "launch failed requeued held"}
+
+
+async def test_a_requeued_job_whose_next_launch_fails_is_an_interruption_of_that_attempt() -> None:
+    s = FakeScheduler.with_nodes(4)
+    s.jobs["10"] = running("10")
+    report = Collector()
+    watcher = SlurmWatcher(s, CONFIG, report)
+    await watcher.poll_once()
+    pending = {"state": JobState.PENDING, "nodes": [], "restart_count": 1}
+    s.jobs["10"] = s.jobs["10"].model_copy(update=pending)
+    [requeued] = await watcher.poll_once()  # slurmctld requeued the attempt we saw run
+    assert await watcher.poll_once() == []  # pending: still in the view, nothing new
+    # the next launch fails on node3 at once: requeued again and held, never seen running
+    s.jobs["10"] = s.jobs["10"].model_copy(
+        update={
+            "state": JobState.COMPLETING,
+            "nodes": ["node3"],
+            "restart_count": 2,
+            **LAUNCH_FAILED,
+        }
+    )
+    [failed] = await watcher.poll_once()
+    assert (requeued.restart_count, failed.restart_count) == (0, 1)
+    assert failed.suspect_nodes == ["node3"] and failed.fault_hint is FaultClass.NODE_LOST
+    assert "launch on node3 failed" in failed.reason
+    s.jobs["10"] = s.jobs["10"].model_copy(update={"state": JobState.PENDING, "nodes": []})
+    assert await watcher.poll_once() == []  # the same held attempt: reported once
+
+
+async def test_a_failed_launch_seen_only_once_pending_names_no_node() -> None:
+    s = FakeScheduler.with_nodes(4)
+    s.jobs["11"] = running("11")
+    report = Collector()
+    watcher = SlurmWatcher(s, CONFIG, report)
+    await watcher.poll_once()
+    s.jobs["11"] = s.jobs["11"].model_copy(
+        update={"state": JobState.PENDING, "nodes": [], "restart_count": 2, **LAUNCH_FAILED}
+    )
+    [failed] = await watcher.poll_once()
+    assert failed.restart_count == 1 and failed.suspect_nodes == [] and failed.fault_hint is None
+
+
+async def test_a_requeued_job_leaves_the_view_when_it_runs_again_or_its_watch_ends() -> None:
+    s = FakeScheduler.with_nodes(4)
+    s.jobs["12"] = running("12")
+    short = CONFIG.model_copy(
+        update={"watcher": CONFIG.watcher.model_copy(update={"watch_requeued_s": 5.0})}
+    )
+    watcher = SlurmWatcher(s, short, Collector())
+    jobs = list(s.jobs.values())
+    watcher.detect(jobs, [], now=0.0)
+    requeued = [jobs[0].model_copy(update={"state": JobState.PENDING, "restart_count": 1})]
+    watcher.detect(requeued, [], now=1.0)
+    assert watcher.requeued_in_view == {"12"}
+    watcher.detect(requeued, [], now=7.0)
+    assert watcher.requeued_in_view == set()
+    watcher.detect([jobs[0]], [], now=8.0)
+    watcher.detect(requeued, [], now=9.0)
+    assert watcher.requeued_in_view == {"12"}
+    watcher.detect([requeued[0].model_copy(update={"state": JobState.RUNNING})], [], now=10.0)
+    assert watcher.requeued_in_view == set()

@@ -63,9 +63,11 @@ def local_slurm_fixture(
     name: str = "local_slurm",
     jobcomp_script: str | None = None,
     restd: bool = False,
+    prolog: str | None = None,
 ) -> Any:
     """Build a pytest fixture that yields a running :class:`LocalSlurm` (``restd``: with
-    slurmrestd; skipped where the Slurm version has none, unless required)."""
+    slurmrestd; skipped where the Slurm version has none, unless required; ``prolog``: the
+    cluster's ``Prolog=``)."""
 
     @pytest.fixture(scope=scope, name=name)
     def _fixture() -> Iterator[LocalSlurm]:
@@ -76,7 +78,9 @@ def local_slurm_fixture(
         # as root in CI, start.sh installs what is missing; otherwise: fail in CI, skip here
         if reason is not None and not (required() and os.geteuid() == 0):
             missing(reason)
-        cluster = start_local_slurm(nodes=nodes, jobcomp_script=jobcomp_script, restd=restd)
+        cluster = start_local_slurm(
+            nodes=nodes, jobcomp_script=jobcomp_script, restd=restd, prolog=prolog
+        )
         path_before = os.environ.get("PATH", "")
         wanted = requested_slurm_version()
         if wanted is not None:
