@@ -8,37 +8,49 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from temporalio import activity
 
 from resurrect.config import ResurrectConfig
-from resurrect.contracts import NodeInfo
+from resurrect.contracts import JobState, NodeInfo
 from resurrect.contracts.workflow_names import (
     OperatorActivity,
 )
-from resurrect.errors import NodeNotFound, SchedulerRefused, failure_of
+from resurrect.errors import NodeNotFound, SchedulerError, SchedulerRefused, failure_of
 from resurrect.operator.health_check import run_health_check
 from resurrect.operator.models import (
     BudgetTripNotice,
     NodeCheck,
     NodeFlag,
+    NodeRepairState,
 )
+from resurrect.operator.repair_client import node_state
 from resurrect.scheduler.base import DRAIN_REASON_PREFIX, Scheduler
 
 log = logging.getLogger(__name__)
 
 REGISTRATION_POLL_S = 2.0
+# A node back in service is given back to at most this many pending jobs it was excluded from.
+MAX_JOBS_GIVEN_BACK = 64
 
 
 class OperatorActivities:
     """What the budget and repair workflows (and the recovery's approval gate) call."""
 
-    def __init__(self, scheduler: Scheduler, config: ResurrectConfig) -> None:
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        config: ResurrectConfig,
+        repair_state: Callable[[str], Awaitable[NodeRepairState | None]] | None = None,
+    ) -> None:
+        """``repair_state``: a node's repair state (tests); by default its repair workflow's
+        answer to a query."""
         self.scheduler = scheduler
         self.config = config
+        self._repair_state = repair_state
 
     def all(self) -> list[Callable[..., Any]]:
         return [self.notify, self.check_node, self.resume_node, self.flag_node]
@@ -117,12 +129,52 @@ class OperatorActivities:
 
     @activity.defn(name=OperatorActivity.RESUME_NODE)
     async def resume_node(self, node: str) -> str:
-        """Return ``node`` to service (refused unless resurrect drained it)."""
+        """Return ``node`` to service (refused unless resurrect drained it), and give it back
+        to the pending jobs resurrect excluded it from (:meth:`_give_back`)."""
         try:
             mutation = await self.scheduler.resume_node(node)
         except (SchedulerRefused, NodeNotFound) as exc:
             raise failure_of(exc) from exc
-        return mutation.detail if mutation.changed else f"not resumed: {mutation.detail}"
+        if not mutation.changed:
+            return f"not resumed: {mutation.detail}"
+        given = await self._give_back(node)
+        if given:
+            return f"{mutation.detail}; no longer excluded from pending job(s) {', '.join(given)}"
+        return mutation.detail
+
+    async def _give_back(self, node: str) -> list[str]:
+        """The pending jobs resurrect excluded ``node`` from (its repair workflow's record)
+        that get it back now that its health check passed: each job not held, still pending
+        and still excluding it, at most :data:`MAX_JOBS_GIVEN_BACK`, the longest excluded
+        first. Without this a job whose exclusions, with nodes out of service, leave it fewer
+        nodes than it needs waits for ever (its next requeue would give them back, but a
+        pending job has none). One job's failure is logged and the others go on."""
+        excluded = await self._exclusions_of(node)
+        given: list[str] = []
+        for job_id in sorted(excluded, key=excluded.__getitem__)[:MAX_JOBS_GIVEN_BACK]:
+            try:
+                job = await self.scheduler.get_job(job_id)
+                if job.state is not JobState.PENDING or job.held or node not in job.excluded_nodes:
+                    continue
+                await self.scheduler.requeue_excluding(job_id, [], drop=[node])
+            except SchedulerError as exc:
+                log.warning("node %s not given back to job %s: %s", node, job_id, exc)
+                continue
+            given.append(job_id)
+        return given
+
+    async def _exclusions_of(self, node: str) -> dict[str, datetime]:
+        """job id -> when resurrect excluded ``node`` from it, from the node's repair
+        workflow (the one running this activity); {} when there is none."""
+        if self._repair_state is not None:
+            state = await self._repair_state(node)
+        else:
+            try:
+                client = activity.client()
+            except RuntimeError:  # not in an activity with a client: nothing recorded here
+                return {}
+            state = await node_state(client, self.config.cluster.name, node, self.config)
+        return dict(state.exclusions) if state is not None else {}
 
     @activity.defn(name=OperatorActivity.FLAG_NODE)
     async def flag_node(self, flag: NodeFlag) -> None:

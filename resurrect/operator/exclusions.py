@@ -10,7 +10,8 @@ requeue, :func:`plan_exclusions` decides:
   the oldest nodes resurrect added are removed until it fits, with a note.
 
 Nodes implicated now, and nodes the job's owner or an administrator excluded, are never
-removed.
+removed. A pending job is also given a node back when the node's repair workflow returns it
+to service (``OperatorActivities.resume_node``): it may have no requeue coming.
 """
 
 from __future__ import annotations
