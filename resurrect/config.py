@@ -256,6 +256,9 @@ class WatcherSettings(Section):
     # A job the watcher saw requeued stays in its view this long, or until it runs again or
     # ends, so a restart whose launch fails (Slurm holds it) is seen although it never ran.
     watch_requeued_s: float = Field(default=900.0, ge=0)
+    # Every so often the watcher also looks through the pending queue for jobs slurmctld held
+    # after a failed launch (a new job's first launch too, which it never saw run); 0: never.
+    held_scan_interval_s: float = Field(default=30.0, ge=0)
     # Slurm hooks (deploy/hooks/kick-watcher.sh) make the watcher poll at once through this
     # socket; its directory must belong to the watcher's user and be writable by no one else.
     kick_hooks: bool = True

@@ -12,7 +12,9 @@ once) and reports, for opted-in jobs only:
 * a requeued job whose next launch failed, which slurmctld requeued again and held
   (``launch failed requeued held``, :attr:`JobInfo.held_after_failed_launch`): the attempt
   that never started was interrupted, and its recovery releases Slurm's hold. A requeued job
-  stays in the watcher's view (``watcher.watch_requeued_s``) until it runs again or ends.
+  stays in the watcher's view (``watcher.watch_requeued_s``) until it runs again or ends, and
+  every ``watcher.held_scan_interval_s`` a look at the pending queue brings in the jobs held
+  so that it never saw run (a new job whose first launch failed).
 
 Each report is an :class:`Interruption` handed to ``report`` (normally
 :func:`sensors.report.report_interruption`); the workflow id is per (cluster, job, attempt),
@@ -29,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Container
+from collections.abc import Callable, Container
 from datetime import UTC, datetime
 
 from resurrect.config import ResurrectConfig
@@ -65,14 +67,20 @@ class SlurmWatcher:
     """Polls the scheduler and reports interruptions of opted-in jobs."""
 
     def __init__(
-        self, scheduler: Scheduler, config: ResurrectConfig, report: ReportInterruption
+        self,
+        scheduler: Scheduler,
+        config: ResurrectConfig,
+        report: ReportInterruption,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        self.clock = clock  # monotonic seconds
         self.scheduler = scheduler
         self.config = config
         self.report = report
         self._last_jobs: dict[str, JobInfo] = {}
         # requeued jobs kept in the view until they run again or end, or until this time
         self._requeued: dict[str, float] = {}
+        self._next_held_scan: float | None = None  # monotonic; the first one interval in
         self._reported: set[str] = set()
         self._unavailability = UnavailabilityReads()
         # each job's policy, kept while the scheduler hands back the same JobInfo object
@@ -134,7 +142,7 @@ class SlurmWatcher:
 
     def controller_unreachable(self, now: float | None = None) -> None:
         """The controller did not answer: when it is back, give nodes time to re-register."""
-        now = time.monotonic() if now is None else now
+        now = self.clock() if now is None else now
         self._quiet_until = now + self.config.watcher.controller_grace_s
         self._unavailability.forget()
 
@@ -143,7 +151,7 @@ class SlurmWatcher:
     ) -> list[Interruption]:
         """The interruptions this snapshot shows (no I/O; ``now`` is a monotonic time)."""
         found: list[Interruption] = []
-        now = time.monotonic() if now is None else now
+        now = self.clock() if now is None else now
         bad_nodes = self._lost_nodes(nodes, now)
         self._follow_requeued(jobs, now)
         for job in jobs:
@@ -191,6 +199,22 @@ class SlurmWatcher:
             for job_id in kept_longest[: len(self._requeued) - MAX_REQUEUED_IN_VIEW]:
                 del self._requeued[job_id]
 
+    async def _scan_held(self) -> None:
+        """Every ``watcher.held_scan_interval_s``, put the pending jobs slurmctld held after a
+        failed launch in the view (as requeued jobs): a job whose first launch failed was
+        never seen running, so nothing else brings it there."""
+        interval = self.config.watcher.held_scan_interval_s
+        now = self.clock()
+        if interval <= 0:
+            return
+        if self._next_held_scan is None:
+            self._next_held_scan = now + interval
+        if now < self._next_held_scan:
+            return
+        self._next_held_scan = now + interval
+        for job_id in await self.scheduler.list_held_after_failed_launch():
+            self._requeued.setdefault(job_id, now + self.config.watcher.watch_requeued_s)
+
     def _detect_job(self, job: JobInfo, bad_nodes: dict[str, NodeInfo]) -> list[Interruption]:
         """The interruption ``job`` shows in this snapshot, if it is opted in."""
         found: list[Interruption] = []
@@ -203,6 +227,7 @@ class SlurmWatcher:
             for problem in resolution.problems:
                 self.notes.note(job.job_id, problem)
         if not resolution.opted_in:
+            self._requeued.pop(job.job_id, None)  # nothing to watch it for
             return found
         before = self._last_jobs.get(job.job_id)
         if job.state in FAILED_JOB_STATES:
@@ -269,6 +294,7 @@ class SlurmWatcher:
         return found
 
     async def poll_once(self) -> list[Interruption]:
+        await self._scan_held()
         was_running = [j.job_id for j in self._last_jobs.values() if j.state in RUNNING_JOB_STATES]
         jobs = await self.scheduler.list_active_jobs(also=[*was_running, *self._requeued])
         nodes = await self.scheduler.list_unhealthy_nodes()

@@ -195,6 +195,17 @@ KINDS: tuple[FaultKind, ...] = (
         "drop every datagram to the liveness collector for a while (tc netem on lo)",
     ),
     FaultKind(
+        "launch_failure",
+        "node",
+        "opted_in",
+        "recover",
+        True,
+        60,
+        0,  # drawn when named (--kinds): it would change the suite's seeded schedules
+        "an idle node's Prolog fails for a while: the job launched there is requeued and held"
+        " by slurmctld and the node drained by it; then the operator mends the prolog",
+    ),
+    FaultKind(
         "state_disk_full",
         "service",
         "none",

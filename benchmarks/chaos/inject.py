@@ -18,10 +18,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from resurrect.contracts import JobInfo, JobState
+from resurrect.contracts import RUNNING_JOB_STATES, JobInfo, JobState
 from resurrect.demo.scenarios.checkpoint_damage import damage_newest_checkpoint
 from resurrect.demo.scenarios.straggler import duty_cycle
 from resurrect.demo.stage import checkpoint_steps
+from resurrect.errors import ResurrectError
 from resurrect.stacks.processes import job_rank_processes
 
 from .faults import BY_NAME
@@ -254,6 +255,71 @@ def pick_healthy_node(soak: Soak, injection: Injection) -> str:
     return node
 
 
+async def launch_failure(soak: Soak, injection: Injection, record: FaultRecord) -> None:
+    """An idle node's Prolog fails for a while (deploy/local-slurm/prolog-fail-marked.sh):
+    the job Slurm launches there meanwhile, a restart or a new job, is requeued and held by
+    slurmctld ("launch failed requeued held") and the node drained by it ("Prolog error").
+    Then the operator mends the prolog: resumes the node and releases the jobs Slurm still
+    holds after a failed launch there that no one else will (those not opted in)."""
+    busy = {
+        n for info in soak.job_info.values() if info.state in RUNNING_JOB_STATES for n in info.nodes
+    }
+    node = injection.choose(
+        [n for n in soak.cluster.nodes if n not in soak.faulted_nodes and n not in busy]
+    )
+    if node is None:
+        raise Skip("no idle healthy node")
+    record.node = node
+    marks = soak.cluster.state_dir / "prolog-fail"
+    marks.mkdir(exist_ok=True)
+    marker = marks / node
+    soak.faulted_nodes[node] = record  # jobs that land there are the ones it hits
+    marker.touch()
+    try:
+        await asyncio.sleep(BY_NAME["launch_failure"].duration_s)
+    finally:
+        marker.unlink(missing_ok=True)
+    refused_log = marks / f"{node}.refused"
+    lines = refused_log.read_text().splitlines() if refused_log.exists() else []
+    refusals = [(job_id, float(at)) for job_id, at in (line.split() for line in lines)]
+    refused = list(dict.fromkeys(job_id for job_id, _ in refusals))
+    opted_in = [
+        (j, at) for j, at in refusals if j in soak.submitted and soak.submitted[j].shape.opted_in
+    ]
+    record.detail = f"launches refused: {', '.join(refused) or 'none'}"
+    if opted_in:
+        # timed from the refused launch of the opted-in job it hit, not from the marking
+        record.job_id, record.at = opted_in[0]
+        record.affected_jobs = sorted({j for j, _ in opted_in})
+    else:
+        record.affected_jobs = []
+        record.skipped = "no opted-in job was launched there while its prolog failed" + (
+            f" (refused, not opted in: {', '.join(refused)}: released by the operator)"
+            if refused
+            else ""
+        )
+    scheduler = soak.cluster.scheduler()
+    with contextlib.suppress(ResurrectError):
+        if (await scheduler.get_node(node)).reason.startswith("Prolog error"):
+            await asyncio.to_thread(
+                soak.cluster.run,
+                ["scontrol", "update", f"NodeName={node}", "State=RESUME"],
+                check=False,
+            )
+    for job_id in refused:
+        shape = soak.submitted.get(job_id)
+        if shape is None or shape.shape.opted_in:
+            continue
+        with contextlib.suppress(ResurrectError):
+            if (await scheduler.get_job(job_id)).held_after_failed_launch:
+                await asyncio.to_thread(
+                    soak.cluster.run, ["scontrol", "release", job_id], check=False
+                )
+    if soak.faulted_nodes.get(node) is record:
+        soak.faulted_nodes.pop(node, None)
+    record.ended_at = time.time()
+
+
 async def agent_kill(soak: Soak, injection: Injection, record: FaultRecord) -> None:
     node = pick_healthy_node(soak, injection)
     record.node = node
@@ -345,4 +411,5 @@ INJECTORS: dict[str, Injector] = {
     "slurmctld_restart": slurmctld_restart,
     "liveness_drop": liveness_drop,
     "state_disk_full": state_disk_full,
+    "launch_failure": launch_failure,
 }

@@ -47,6 +47,7 @@ from resurrect.demo.host_namespaces import (
     hosts_up,
 )
 from resurrect.demo.local_cluster import (
+    DEPLOY_DIR,
     LocalSlurm,
     rendezvous_port_base,
     start_local_slurm,
@@ -217,6 +218,7 @@ class Soak:
         cluster_start = asyncio.create_task(asyncio.to_thread(
             start_local_slurm, nodes=s.nodes, cluster_name=self.label,
             state_dir=self.root / "slurm", slurm_version=s.slurm_version, hosts=s.hosts,
+            prolog=str(DEPLOY_DIR / "prolog-fail-marked.sh"),
         ))  # fmt: skip
         references = asyncio.gather(
             *(asyncio.to_thread(fault_free_sha, s.python, shape, self.root) for shape in shapes)

@@ -112,6 +112,12 @@ class Scheduler(Protocol):
         """How many nodes the cluster has, and the drained (or draining) ones."""
         ...
 
+    async def list_held_after_failed_launch(self) -> list[str]:
+        """The ids of the pending jobs slurmctld requeued and held because their launch failed
+        (:attr:`JobInfo.held_after_failed_launch`): a look at the whole pending queue, so
+        the watcher makes it rarely (``watcher.held_scan_interval_s``)."""
+        ...
+
 
 # Pending and normally ended jobs never make an interruption by themselves.
 _IDLE_STATES = frozenset({JobState.PENDING, JobState.COMPLETED, JobState.CANCELLED})
@@ -150,6 +156,10 @@ class SchedulerBase(ABC):
     async def list_unhealthy_nodes(self) -> list[NodeInfo]:
         """Nodes that are down, failed, not responding, unknown or future."""
         return [node for node in await self.list_nodes() if node.unavailable]
+
+    async def list_held_after_failed_launch(self) -> list[str]:
+        """The pending jobs slurmctld held after a failed launch."""
+        return [job.job_id for job in await self.list_jobs() if job.held_after_failed_launch]
 
     async def list_nodes_named(self, names: Collection[str]) -> list[NodeInfo]:
         """The nodes of ``names`` that exist."""

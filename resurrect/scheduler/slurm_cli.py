@@ -20,7 +20,9 @@ from collections.abc import Callable, Collection
 from typing import Any, TypeVar
 
 from resurrect.contracts import JobInfo, NodeInfo
+from resurrect.contracts.scheduler import LAUNCH_FAILED_HELD_REASONS
 from resurrect.errors import JobNotFound, NodeNotFound, SchedulerError, SchedulerUnavailable
+from resurrect.numbers import is_ascii_digits
 from resurrect.scheduler import slurm_compact as compact
 from resurrect.scheduler.slurm_exec import CommandRunner, classify_text
 from resurrect.scheduler.slurm_json import (
@@ -374,6 +376,18 @@ class SlurmCli(VerifiedScheduler):
                 compact.note_unreadable(row.job_id, f"fields not read: {why_unreadable(result)}")
                 continue
             self._owner_fields[(row.job_id, row.restart_count)] = result
+
+    async def list_held_after_failed_launch(self) -> list[str]:
+        """The pending jobs slurmctld held after a failed launch: one ``squeue`` of the
+        pending queue printing only each job's id and reason (Slurm's words, none a job
+        owner writes)."""
+        argv = ["squeue", "-h", "--states=PENDING", "-o", "%i %r"]
+        found = []
+        for line in (await self.runner.check(argv)).stdout.splitlines():
+            job_id, _, reason = line.strip().partition(" ")
+            if reason in LAUNCH_FAILED_HELD_REASONS and is_ascii_digits(job_id):
+                found.append(job_id)
+        return found
 
     async def list_unhealthy_nodes(self) -> list[NodeInfo]:
         """Nodes that are down, failed, not responding, unknown or future; nothing else."""

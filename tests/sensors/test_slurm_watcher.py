@@ -191,3 +191,27 @@ async def test_a_requeued_job_leaves_the_view_when_it_runs_again_or_its_watch_en
     assert watcher.requeued_in_view == {"12"}
     watcher.detect([requeued[0].model_copy(update={"state": JobState.RUNNING})], [], now=10.0)
     assert watcher.requeued_in_view == set()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_new_job_held_after_its_first_launch_failed_is_found_by_the_periodic_scan() -> None:
+    s = FakeScheduler.with_nodes(4)
+    s.jobs["13"] = running("13").model_copy(
+        update={"state": JobState.PENDING, "nodes": [], "restart_count": 1, **LAUNCH_FAILED}
+    )
+    s.jobs["14"] = s.jobs["13"].model_copy(update={"job_id": "14", "comment": ""})
+    clock = Clock()
+    report = Collector()
+    watcher = SlurmWatcher(s, CONFIG, report, clock=clock)
+    assert await watcher.poll_once() == []  # never seen running: not in the view
+    clock.now += CONFIG.watcher.held_scan_interval_s
+    [failed] = await watcher.poll_once()
+    assert (failed.job_id, failed.restart_count) == ("13", 0)
+    assert watcher.requeued_in_view == {"13"}  # the job not opted in is let go

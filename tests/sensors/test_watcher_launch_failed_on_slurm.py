@@ -44,6 +44,7 @@ async def test_a_restart_slurm_held_after_its_failed_launch_is_reported_and_rele
     prolog_slurm: LocalSlurm,
 ) -> None:
     slurm = prolog_slurm
+    slurm.reset()
     job_id = slurm.submit(["sleep", "600"], nodes=1, comment=OPT_IN, exclude=["node2"])
     await asyncio.to_thread(slurm.wait_job_state, job_id, ["RUNNING"], 60)
     sched = slurm.scheduler()
@@ -62,6 +63,7 @@ async def test_a_restart_slurm_held_after_its_failed_launch_is_reported_and_rele
     assert "launch failed requeued held" in failed.reason, failed.reason
     held = await sched.get_job(job_id)
     assert held.held_after_failed_launch
+    assert await sched.list_held_after_failed_launch() == [job_id]
     assert "Prolog error" in slurm.node("node1")["Reason"]
     if failed.suspect_nodes:  # seen while its launch was torn down
         assert failed.suspect_nodes == ["node1"] and failed.fault_hint is FaultClass.NODE_LOST
@@ -71,3 +73,30 @@ async def test_a_restart_slurm_held_after_its_failed_launch_is_reported_and_rele
     assert result.changed, result.detail
     record = await asyncio.to_thread(slurm.wait_job_state, job_id, ["RUNNING"], 60)
     assert record["NodeList"] == "node2"
+
+
+async def test_a_new_job_whose_first_launch_fails_is_found_by_the_scan_of_the_queue(
+    prolog_slurm: LocalSlurm,
+) -> None:
+    slurm = prolog_slurm
+    slurm.reset()
+    marker = slurm.state_dir / "prolog-fail" / "node2"
+    marker.parent.mkdir(exist_ok=True)
+    marker.touch()
+    try:
+        job_id = slurm.submit(["sleep", "600"], nodes=1, comment=OPT_IN, exclude=["node1"])
+        sched = slurm.scheduler()
+        deadline = time.monotonic() + 60
+        while not (await sched.get_job(job_id)).held_after_failed_launch:
+            assert time.monotonic() < deadline, slurm.job(job_id)
+            await asyncio.sleep(0.5)
+    finally:
+        marker.unlink()
+    reports = Reports()
+    config = ResurrectConfig.model_validate(
+        {"cluster": {"name": slurm.cluster_name}, "watcher": {"held_scan_interval_s": 0.5}}
+    )
+    watcher = SlurmWatcher(sched, config, reports)
+    [failed] = await poll_until(watcher, reports, 1)
+    assert (failed.job_id, failed.restart_count) == (job_id, 0)
+    assert "launch failed requeued held" in failed.reason
