@@ -3348,3 +3348,86 @@ def test_an_error_before_a_deepep_timeout_wins() -> None:
         "DeepEP timeout check failed: rank = 5, thread = 3, value = 1024)"
     )
     assert d.fault_class is FaultClass.MEMORY_DEVICE_OOM
+
+
+# -- validation-frameworks-36's misses, generalised --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # cuBLAS's handle, under a torchrun rank prefix
+        "[rank3]: RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling"
+        " `cublasCreate(handle)`",
+        # cuBLASLt's and cuSOLVER's, in the same PyTorch wrapper
+        "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasLtCreate(&handle)`",
+        "RuntimeError: CUDA error: CUSOLVER_STATUS_ALLOC_FAILED when calling"
+        " `cusolverDnCreate(handle)`",
+    ],
+)
+def test_a_gpu_library_allocation_in_pytorchs_cuda_error_is_a_device_oom(log: str) -> None:
+    assert diag(log).fault_class is FaultClass.MEMORY_DEVICE_OOM
+
+
+def test_a_gpu_library_kernel_failure_in_pytorchs_cuda_error_stays_a_cuda_error() -> None:
+    d = diag(
+        "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle,"
+        " opa, opb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc)`"
+    )
+    assert d.fault_class is FaultClass.CUDA_ERROR
+
+
+@pytest.mark.parametrize(
+    ("log", "host"),
+    [
+        # the older report, naming the node
+        (
+            "2023-03-02 08:12:44,101\tWARNING worker.py:1866 -- Raylet is terminated:"
+            " ip=10.12.0.31, id=9f1e2d3c4b5a69788796a5b4c3d2e1f00112233445566778899aabbc."
+            " Termination is unexpected. Possible reasons include: (1) SIGKILL by the user or"
+            " system OOM killer, (2) Invalid memory access from Raylet causing SIGSEGV or SIGBUS,"
+            " (3) Other termination signals. Last 20 lines of the Raylet logs:",
+            "10.12.0.31",
+        ),
+        # the newer one, forwarded by the driver with the agent's tag and no address
+        (
+            "(raylet, ip=10.12.0.44) Raylet is terminated. Termination is unexpected. Possible"
+            " reasons include: (1) SIGKILL by the user or system OOM killer, (2) Invalid memory"
+            " access from Raylet causing SIGSEGV or SIGBUS, (3) Other termination signals. Last 20"
+            " lines of the Raylet logs:",
+            None,
+        ),
+    ],
+)
+def test_a_raylet_terminated_unexpectedly_is_a_lost_node(log: str, host: str | None) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.NODE_LOST
+    assert d.culprit_hosts == ([host] if host else [])
+
+
+def test_a_raylet_stopped_gracefully_is_no_lost_node() -> None:
+    d = diag("(raylet) Raylet is terminated. Termination is graceful.")
+    assert d.fault_class is not FaultClass.NODE_LOST
+
+
+def test_the_raylets_oom_killer_report_outranks_its_death() -> None:
+    d = diag(
+        "(raylet) [2024-05-02 11:00:01,000 E 811 811] (raylet) node_manager.cc:3069: 3 Workers"
+        " (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other"
+        " reasons at node (ID: 5c1d, IP: 10.12.0.31) over the last time period. To see more"
+        " information about the Workers killed on this node, use `ray logs raylet.out -ip"
+        " 10.12.0.31`\n"
+        "(raylet, ip=10.12.0.31) Raylet is terminated. Termination is unexpected. Possible reasons"
+        " include: (1) SIGKILL by the user or system OOM killer, (2) Invalid memory access from"
+        " Raylet causing SIGSEGV or SIGBUS, (3) Other termination signals. Last 20 lines of the"
+        " Raylet logs:"
+    )
+    assert d.fault_class is FaultClass.MEMORY_HOST_OOM
+
+
+def test_the_signals_a_ray_report_lists_as_suspects_are_no_crash() -> None:
+    d = diag(
+        "OOM killer, (2) Invalid memory access from Raylet causing SIGSEGV or SIGBUS, (3) Other"
+        " termination signals. Last 20 lines of the Raylet logs:"
+    )
+    assert d.fault_class is not FaultClass.PROCESS_CRASH
