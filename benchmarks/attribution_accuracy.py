@@ -82,6 +82,7 @@ PARTS = (
     "validation-frameworks-34",
     "validation-frameworks-35",
     "validation-frameworks-36",
+    "validation-frameworks-37",
 )
 
 
