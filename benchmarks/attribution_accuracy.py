@@ -81,6 +81,8 @@ PARTS = (
     "validation-frameworks-33",
     "validation-frameworks-34",
     "validation-frameworks-35",
+    "validation-frameworks-36",
+    "validation-frameworks-37",
 )
 
 

@@ -26,9 +26,11 @@ LOCAL_FABRIC_RULES = ("nccl.ib_verbs_failure", "nccl.ib_link_down", "xid.", "gpu
 """Fabric evidence about the reporting host's own adapter or NVLink (not a two-ended link)."""
 PROBE_KINDS = frozenset({SignalKind.STACK_DUMP, SignalKind.PROGRESS})
 """Evidence from resurrect's own probes of the ranks (their stacks, their progress)."""
-RANK_CONTEXT_RULES = frozenset({"python.rank_traceback", "ascend.error_header"})
+RANK_CONTEXT_RULES = frozenset(
+    {"python.rank_traceback", "ascend.error_header", "mpi.errhandler_reporter"}
+)
 """Lines that only say which rank is talking: a ``[rankN]:`` traceback, CANN's ``(PID:..,
-Device:.., RankID:N)`` error header."""
+Device:.., RankID:N)`` error header, Open MPI's ``*** reported by process [jobid,rank]``."""
 TRACEBACK_NEIGHBOUR_LINES = 5
 """Such a line this close to a decisive line without a rank is that line's rank's."""
 BEHIND_RULES = frozenset({"flight_recorder.behind", "nccl_ras.rank"})

@@ -54,7 +54,8 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 # One anchored, bounded alternation of every launcher prefix, applied repeatedly (a line can
 # carry several: "3: [rank3]:[E1206 ...]" from srun -l around torchrun).
 _PREFIX = re.compile(
-    r"(?:(?P<rank_a>[0-9]{1,6}): "  # srun -l
+    # srun -l, its labels right-aligned to the widest task id ("  0: ", " 764: ")
+    r"(?: {0,5}(?P<rank_a>[0-9]{1,6}): "
     # mpirun --tag-output "[1,3]<stderr>:", horovodrun's gloo launcher "[3]<stderr>:"
     r"|\[(?:[0-9]{1,6},)?(?P<rank_c>[0-9]{1,6})\]<std(?:out|err)>: ?"
     # a ctime stamp glued to such a tag (mpirun --timestamp-output, horovodrun):
@@ -183,6 +184,10 @@ def clean(text: str | bytes, limit: int = MAX_LINE_BYTES) -> str:
     return text
 
 
+_STEPD_MARK = "slurmstepd"
+"""slurmstepd's own lines, which a task label in front of them does not make that task's."""
+
+
 def split_prefixes(text: str) -> LinePrefix:
     """Remove launcher prefixes from a cleaned line; report the rank and host they name."""
     rank: int | None = None
@@ -225,6 +230,12 @@ def split_prefixes(text: str) -> LinePrefix:
             if rest.rank == rank and rest.host is None:
                 return LinePrefix(body=rest.body, rank=rank, host=host, pid=pid)
             return rest
+    if rank is not None and body.lstrip().startswith(_STEPD_MARK):
+        # srun -l labels slurmstepd's own step-level lines ("0: slurmstepd: error: Detected 1
+        # oom_kill event in StepId=...", "*** STEP ... CANCELLED ***") with the stream they
+        # arrive on, task 0's: the label names no task that failed
+        rank = None
+        local_rank = None
     window = body[:PG_RANK_WINDOW]
     if rank is None and any(mark in window for mark in _RANK_TAG_MARKS):
         tag = _PG_RANK.search(body, 0, PG_RANK_WINDOW)

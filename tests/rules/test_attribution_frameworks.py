@@ -1419,7 +1419,7 @@ jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while tr
             " abort,\n"
             "[worker3:2194] ***    and potentially your MPI job)",
             ["worker3"],
-            [],
+            [1],  # the banner's [jobid,vpid]: rank 1 in MPI_COMM_WORLD
         ),
         (  # MPICH naming the rank whose call it rejected
             "Abort(537553414) on node 1 (rank 1 in comm 0): Fatal error in internal_Send:"
@@ -3348,3 +3348,162 @@ def test_an_error_before_a_deepep_timeout_wins() -> None:
         "DeepEP timeout check failed: rank = 5, thread = 3, value = 1024)"
     )
     assert d.fault_class is FaultClass.MEMORY_DEVICE_OOM
+
+
+# -- validation-frameworks-36's misses, generalised --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # cuBLAS's handle, under a torchrun rank prefix
+        "[rank3]: RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling"
+        " `cublasCreate(handle)`",
+        # cuBLASLt's and cuSOLVER's, in the same PyTorch wrapper
+        "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasLtCreate(&handle)`",
+        "RuntimeError: CUDA error: CUSOLVER_STATUS_ALLOC_FAILED when calling"
+        " `cusolverDnCreate(handle)`",
+    ],
+)
+def test_a_gpu_library_allocation_in_pytorchs_cuda_error_is_a_device_oom(log: str) -> None:
+    assert diag(log).fault_class is FaultClass.MEMORY_DEVICE_OOM
+
+
+def test_a_gpu_library_kernel_failure_in_pytorchs_cuda_error_stays_a_cuda_error() -> None:
+    d = diag(
+        "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle,"
+        " opa, opb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc)`"
+    )
+    assert d.fault_class is FaultClass.CUDA_ERROR
+
+
+@pytest.mark.parametrize(
+    ("log", "host"),
+    [
+        # the older report, naming the node
+        (
+            "2023-03-02 08:12:44,101\tWARNING worker.py:1866 -- Raylet is terminated:"
+            " ip=10.12.0.31, id=9f1e2d3c4b5a69788796a5b4c3d2e1f00112233445566778899aabbc."
+            " Termination is unexpected. Possible reasons include: (1) SIGKILL by the user or"
+            " system OOM killer, (2) Invalid memory access from Raylet causing SIGSEGV or SIGBUS,"
+            " (3) Other termination signals. Last 20 lines of the Raylet logs:",
+            "10.12.0.31",
+        ),
+        # the newer one, forwarded by the driver with the agent's tag and no address
+        (
+            "(raylet, ip=10.12.0.44) Raylet is terminated. Termination is unexpected. Possible"
+            " reasons include: (1) SIGKILL by the user or system OOM killer, (2) Invalid memory"
+            " access from Raylet causing SIGSEGV or SIGBUS, (3) Other termination signals. Last 20"
+            " lines of the Raylet logs:",
+            None,
+        ),
+    ],
+)
+def test_a_raylet_terminated_unexpectedly_is_a_lost_node(log: str, host: str | None) -> None:
+    d = diag(log)
+    assert d.fault_class is FaultClass.NODE_LOST
+    assert d.culprit_hosts == ([host] if host else [])
+
+
+def test_a_raylet_stopped_gracefully_is_no_lost_node() -> None:
+    d = diag("(raylet) Raylet is terminated. Termination is graceful.")
+    assert d.fault_class is not FaultClass.NODE_LOST
+
+
+def test_the_raylets_oom_killer_report_outranks_its_death() -> None:
+    d = diag(
+        "(raylet) [2024-05-02 11:00:01,000 E 811 811] (raylet) node_manager.cc:3069: 3 Workers"
+        " (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other"
+        " reasons at node (ID: 5c1d, IP: 10.12.0.31) over the last time period. To see more"
+        " information about the Workers killed on this node, use `ray logs raylet.out -ip"
+        " 10.12.0.31`\n"
+        "(raylet, ip=10.12.0.31) Raylet is terminated. Termination is unexpected. Possible reasons"
+        " include: (1) SIGKILL by the user or system OOM killer, (2) Invalid memory access from"
+        " Raylet causing SIGSEGV or SIGBUS, (3) Other termination signals. Last 20 lines of the"
+        " Raylet logs:"
+    )
+    assert d.fault_class is FaultClass.MEMORY_HOST_OOM
+
+
+def test_the_signals_a_ray_report_lists_as_suspects_are_no_crash() -> None:
+    d = diag(
+        "OOM killer, (2) Invalid memory access from Raylet causing SIGSEGV or SIGBUS, (3) Other"
+        " termination signals. Last 20 lines of the Raylet logs:"
+    )
+    assert d.fault_class is not FaultClass.PROCESS_CRASH
+
+
+# -- validation-frameworks-37's misses, generalised --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # UCX's UD transport giving up on a silent peer, under srun -l and UCX's own prefix
+        "57: [cn0412:88213:0:88213] ud_ep.c:271 Fatal: UD endpoint 0x1c2f3a0 to <no debug data>:"
+        " unhandled timeout error",
+        # a debug build naming the peer
+        "[gpu-a17:5120:0:5120]       ud_ep.c:283  Fatal: UD endpoint 0x7f01 to gpu-a18:6611:"
+        " unhandled timeout error",
+        # the paste wrapped mid-line: the fatal's head alone
+        "[r3n05:4021:0:4021]       ud_ep.c:280  Fatal: UD endpoint 0x203e6d10 to <no de",
+    ],
+)
+def test_ucx_giving_up_on_a_ud_endpoint_is_the_fabric(log: str) -> None:
+    assert diag(log).fault_class is FaultClass.NETWORK_FABRIC
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        "[cn0412:88213:0:88213] ud_ep.c:1025 UCX  DEBUG created ep ep=0x1c2f3a0 iface=0x1b00 id=3",
+        "UD endpoint 0x1c2f3a0 to cn0413:2231 connected",
+    ],
+)
+def test_ud_endpoint_lines_that_report_no_failure_are_not_the_fabric(log: str) -> None:
+    assert diag(log).fault_class is not FaultClass.NETWORK_FABRIC
+
+
+@pytest.mark.parametrize("label", ["0: ", "  0: ", "12: "])
+def test_slurmstepd_s_own_line_under_an_srun_label_names_no_rank(label: str) -> None:
+    d = diag(
+        f"{label}slurmstepd: error: Detected 2 oom_kill events in StepId=88121.0. Some of the step"
+        " tasks have been OOM Killed."
+    )
+    assert d.fault_class is FaultClass.MEMORY_HOST_OOM
+    assert d.culprit_ranks == []
+
+
+def test_a_right_aligned_srun_label_names_its_task() -> None:
+    d = diag(
+        " 913: Traceback (most recent call last):\n"
+        ' 913:   File "train.py", line 88, in <module>\n'
+        " 913: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a"
+        " total capacity of 79.10 GiB of which 1.02 GiB is free."
+    )
+    assert d.fault_class is FaultClass.MEMORY_DEVICE_OOM
+    assert d.culprit_ranks == [913]
+
+
+def test_open_mpi_s_fatal_banner_names_the_rank_that_hit_the_error() -> None:
+    d = diag(
+        "[cn118:40211] *** An error occurred in MPI_Allgatherv\n"
+        "[cn118:40211] *** reported by process [3044671489,57]\n"
+        "[cn118:40211] *** on communicator MPI_COMM_WORLD\n"
+        "[cn118:40211] *** MPI_ERR_COUNT: invalid count argument\n"
+        "[cn118:40211] *** MPI_ERRORS_ARE_FATAL (processes in this communicator will now abort,\n"
+        "[cn118:40211] ***    and potentially your MPI job)"
+    )
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.culprit_ranks == [57]
+    assert d.culprit_hosts == ["cn118"]
+
+
+def test_a_garbled_reporter_pair_names_no_rank() -> None:
+    d = diag(
+        "[cn118:40211] *** An error occurred in MPI_Waitall\n"
+        "[cn118:40211] *** reported by process [4461265905046126592,4461274545734550268]\n"
+        "[cn118:40211] *** MPI_ERR_TRUNCATE: message truncated"
+    )
+    assert d.fault_class is FaultClass.APP_ERROR
+    assert d.culprit_ranks == []
