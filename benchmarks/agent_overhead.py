@@ -9,11 +9,12 @@ Three processes run side by side for the same window, measured from /proc:
   every 2 s, Xid event wait in 1 s slices) over :class:`FakeNvml` with 8 GPUs and 18 NVLinks
   each, the shipped rule packs, and a reporter that drops what it is given.
 
-The fake NVML answers from memory; real NVML calls cost more (ioctl into the driver), so on
-hardware the CPU figure is higher by (calls per second) x (cost per call); the calls per
-second are reported for that estimate.
+The fake NVML answers from memory; real NVML calls cost more (ioctl into the driver). With
+``--nvml real`` (on a GPU node, nvidia-ml-py installed) the agent watches this machine's real
+GPUs through pynvml instead, its calls counted, and a fourth process times the agent's poll
+alone (every reading of every GPU, ``NvmlSource.poll``) as wall and CPU ms per poll.
 
-    python benchmarks/agent_overhead.py [--duration 30] [--json]
+    python benchmarks/agent_overhead.py [--duration 30] [--nvml fake|real] [--json]
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -75,11 +78,44 @@ def child_idle_imports() -> None:
     signal.sigwait({signal.SIGTERM})
 
 
+class CountingNvml:
+    """The real pynvml, each call counted by name (as :class:`FakeNvml` counts its own)."""
+
+    def __init__(self, module: Any) -> None:
+        self._module = module
+        self.calls: Counter[str] = Counter()
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self._module, name)
+        if not (name.startswith("nvml") and callable(found)):
+            return found
+
+        def counted(*args: Any) -> Any:
+            self.calls[name] += 1
+            return found(*args)
+
+        return counted
+
+
+def nvml_for(kind: str) -> Any:
+    """8 fake GPUs, or this machine's GPUs through pynvml, counting calls either way."""
+    if kind == "real":
+        from resurrect.sensors.node_agent.nvml_api import load_pynvml
+
+        module = load_pynvml()
+        if module is None:
+            raise SystemExit("--nvml real needs nvidia-ml-py (pynvml)")
+        return CountingNvml(module)
+    from resurrect.sensors.node_agent import FakeNvml
+
+    return FakeNvml.with_gpus(8)
+
+
 def child_agent() -> None:
     from resurrect.rules.engine import load_engine
-    from resurrect.sensors.node_agent import AgentSettings, FakeNvml, NodeAgent
+    from resurrect.sensors.node_agent import AgentSettings, NodeAgent
 
-    nvml = FakeNvml.with_gpus(8)
+    nvml = nvml_for(os.environ.get("AGENT_OVERHEAD_NVML", "fake"))
     settings = AgentSettings(node_name="bench", kernel_log=False)
     agent = NodeAgent(settings, nvml=nvml, engine=load_engine(), reporter=DropReporter())
 
@@ -93,14 +129,47 @@ def child_agent() -> None:
     print(json.dumps({"nvml_calls": calls, "polls": agent.polls, "readings": agent.readings_seen}))
 
 
-CHILDREN = {"idle": child_idle, "idle_imports": child_idle_imports, "agent": child_agent}
+def child_poll_timing() -> None:
+    """Time the agent's poll alone: every reading of every GPU, ``POLLS`` times."""
+    from resurrect.sensors.node_agent.nvml_source import NvmlSource
+
+    source = NvmlSource(nvml_for(os.environ.get("AGENT_OVERHEAD_NVML", "fake")))
+    status = source.open()
+    readings = len(source.poll())  # the first poll (NVLink link discovery) is not timed
+    wall, cpu = time.perf_counter(), time.process_time()
+    for _ in range(POLLS):
+        source.poll()
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    print(
+        json.dumps(
+            {
+                "gpus": len(source.gpus),
+                "driver": status.driver,
+                "readings_per_poll": readings,
+                "poll_wall_ms": round(1000 * wall / POLLS, 3),
+                "poll_cpu_ms": round(1000 * cpu / POLLS, 3),
+            }
+        )
+    )
+    signal.sigwait({signal.SIGTERM})
+
+
+POLLS = 200
+CHILDREN = {
+    "idle": child_idle,
+    "idle_imports": child_idle_imports,
+    "agent": child_agent,
+    "poll_timing": child_poll_timing,
+}
 
 
 # -- the measurement ---------------------------------------------------------------------
 
 
-def measure(duration: float, warmup: float) -> dict[str, object]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+def measure(duration: float, warmup: float, nvml: str = "fake") -> dict[str, object]:
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "AGENT_OVERHEAD_NVML": nvml}
+    names = [n for n in CHILDREN if nvml == "real" or n != "poll_timing"]
     procs = {
         name: subprocess.Popen(
             [sys.executable, __file__, "--child", name],
@@ -108,7 +177,7 @@ def measure(duration: float, warmup: float) -> dict[str, object]:
             stdout=subprocess.PIPE,
             text=True,
         )
-        for name in CHILDREN
+        for name in names
     }
     time.sleep(warmup)
     start_wall = time.monotonic()
@@ -135,12 +204,15 @@ def measure(duration: float, warmup: float) -> dict[str, object]:
         if out.strip():
             extra = json.loads(out.strip().splitlines()[-1])
             entry.update(extra)
-            entry["nvml_calls_per_s"] = round(extra["nvml_calls"] / (wall + warmup), 1)
+            if "nvml_calls" in extra:
+                entry["nvml_calls_per_s"] = round(extra["nvml_calls"] / (wall + warmup), 1)
         results[name] = entry
     agent, idle, imports = results["agent"], results["idle"], results["idle_imports"]
     assert isinstance(agent, dict) and isinstance(idle, dict) and isinstance(imports, dict)
+    timing = results.get("poll_timing")
     return {
-        "gpus": 8,
+        "nvml": nvml,
+        "gpus": timing["gpus"] if isinstance(timing, dict) else 8,
         "interval_s": 5.0,
         "heartbeat_interval_s": 2.0,
         "window_s": round(wall, 1),
@@ -158,12 +230,15 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=30.0, help="measured window (s)")
     parser.add_argument("--warmup", type=float, default=4.0, help="start-up to skip (s)")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON line")
+    parser.add_argument(
+        "--nvml", choices=["fake", "real"], default="fake", help="8 fake GPUs or this machine's"
+    )
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         CHILDREN[args.child]()
         return 0
-    result = measure(args.duration, args.warmup)
+    result = measure(args.duration, args.warmup, args.nvml)
     if args.json:
         print(json.dumps(result))  # one line, like the other benchmarks
     else:
