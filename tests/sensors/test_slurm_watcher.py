@@ -30,6 +30,16 @@ def running(
     return JobInfo(job_id=job_id, state=JobState.RUNNING, comment=comment, nodes=list(nodes))
 
 
+async def watching(job_id: str) -> tuple[FakeScheduler, Collector, SlurmWatcher]:
+    """A watcher that has seen opted-in job ``job_id`` running on node1 and node2."""
+    s = FakeScheduler.with_nodes(4)
+    s.jobs[job_id] = running(job_id)
+    report = Collector()
+    watcher = SlurmWatcher(s, CONFIG, report)
+    await watcher.poll_once()
+    return s, report, watcher
+
+
 async def test_failed_states_of_opted_in_jobs_are_reported_once() -> None:
     s = FakeScheduler.with_nodes(4)
     s.jobs["1"] = running("1").model_copy(update={"state": JobState.NODE_FAIL})
@@ -61,11 +71,7 @@ async def test_running_job_on_a_down_node_is_reported_with_the_suspect() -> None
 
 
 async def test_requeue_by_slurmctld_is_an_interruption_of_the_attempt_we_saw() -> None:
-    s = FakeScheduler.with_nodes(4)
-    s.jobs["6"] = running("6")
-    report = Collector()
-    watcher = SlurmWatcher(s, CONFIG, report)
-    await watcher.poll_once()
+    s, _, watcher = await watching("6")
     s.jobs["6"] = s.jobs["6"].model_copy(
         update={"state": JobState.PENDING, "restart_count": 1, "state_reason": "BeginTime"}
     )
@@ -133,11 +139,7 @@ LAUNCH_FAILED = {"held": True, "state_reason": "launch failed requeued held"}
 
 
 async def test_a_requeued_job_whose_next_launch_fails_is_an_interruption_of_that_attempt() -> None:
-    s = FakeScheduler.with_nodes(4)
-    s.jobs["10"] = running("10")
-    report = Collector()
-    watcher = SlurmWatcher(s, CONFIG, report)
-    await watcher.poll_once()
+    s, _, watcher = await watching("10")
     pending = {"state": JobState.PENDING, "nodes": [], "restart_count": 1}
     s.jobs["10"] = s.jobs["10"].model_copy(update=pending)
     [requeued] = await watcher.poll_once()  # slurmctld requeued the attempt we saw run
@@ -160,11 +162,7 @@ async def test_a_requeued_job_whose_next_launch_fails_is_an_interruption_of_that
 
 
 async def test_a_failed_launch_seen_only_once_pending_names_no_node() -> None:
-    s = FakeScheduler.with_nodes(4)
-    s.jobs["11"] = running("11")
-    report = Collector()
-    watcher = SlurmWatcher(s, CONFIG, report)
-    await watcher.poll_once()
+    s, _, watcher = await watching("11")
     s.jobs["11"] = s.jobs["11"].model_copy(
         update={"state": JobState.PENDING, "nodes": [], "restart_count": 2, **LAUNCH_FAILED}
     )
