@@ -129,8 +129,9 @@ class NotOptedInUntouched(Invariant):
                 continue
             seen = [s.jobs[job.job_id] for s in history.samples if job.job_id in s.jobs]
             requeued = job.restart_count > 0 or any(s.restarts > 0 for s in seen)
-            # slurmctld requeues a batch job whose node it lost ("per user/system request")
-            lost_node = any(f.kind in NODE_LOSS_KINDS for f in history.faults_on(job.job_id))
+            # slurmctld requeues a batch job whose node it lost, or whose batch step could not
+            # reach it from a cut-off node ("per user/system request")
+            lost_node = any(f.kind in SLURM_LOSES_NODE_KINDS for f in history.faults_on(job.job_id))
             if requeued and not lost_node:
                 found.append(f"job {job.job_id} (not opted in) was requeued")
             if any(s.held for s in seen):
@@ -247,6 +248,9 @@ FOREVER_KINDS = frozenset({"partition_forever"})
 HOST_NODE_KINDS = frozenset(
     {"partition", "partition_one_way", "partition_forever", "host_freeze", "host_crash"}
 )
+# Faults after which slurmctld may requeue a job on the node itself: the node killed, cut off
+# or frozen past SlurmdTimeout, or a batch step unable to reach slurmctld from it.
+SLURM_LOSES_NODE_KINDS = NODE_LOSS_KINDS | HOST_NODE_KINDS
 # Faults whose node the soak itself, as the operator, resumes once resurrect drained it
 # (soak.repair_later): a drain they caused ends without the repair workflow.
 OPERATOR_REPAIRED_KINDS = NODE_LOSS_KINDS | {"gpu_fatal"}

@@ -318,3 +318,21 @@ def test_slurm_requeueing_a_job_not_opted_in_off_a_lost_node_is_not_resurrect_to
         faults=[fault("gpu_fatal", 5.0, job_id="1", node="node6")],
     )
     assert NotOptedInUntouched().check(no_loss) == ["job 1 (not opted in) was requeued"]
+
+
+def test_slurm_requeueing_a_job_not_opted_in_on_a_node_cut_off_is_not_resurrect_touching_it() -> (
+    None
+):
+    """Seen in the seventh 60-minute host soak: job 189, not opted in, ended on node2 7 s into a
+    one-way partition of node2 and slurmctld requeued it at once ("per user/system request":
+    its batch step could not reach slurmctld); no recovery of the job existed."""
+    cut = history(
+        jobs=[job(opted_in=False, restart_count=1)],
+        faults=[fault("partition_one_way", 5.0, job_id="1", node="node2")],
+    )
+    assert NotOptedInUntouched().check(cut) == []
+    liveness_only = history(
+        jobs=[job(opted_in=False, restart_count=1)],
+        faults=[fault("agent_partition", 5.0, job_id="1", node="node2")],
+    )
+    assert NotOptedInUntouched().check(liveness_only) == ["job 1 (not opted in) was requeued"]
