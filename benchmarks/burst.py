@@ -330,6 +330,12 @@ async def burst(jobs: int, variant: Variant, state: Path) -> dict[str, Any]:
                 for h in histories
                 for e in h.events
             )
+            # what the recoveries carry: each event's serialized size, by type
+            bytes_by_kind: Counter[str] = Counter()
+            for h in histories:
+                for e in h.events:
+                    kind = EventType.Name(e.event_type).removeprefix("EVENT_TYPE_")
+                    bytes_by_kind[kind] += e.ByteSize()
             # the same server's ceiling, measured right after: an empty workflow reported the
             # same way (what a recovery cannot beat; on a shared machine, the load's measure)
             empty = await measure_floor(
@@ -348,6 +354,10 @@ async def burst(jobs: int, variant: Variant, state: Path) -> dict[str, Any]:
             # it starts while the rest of the burst arrives)
             "events_by_type": {
                 k: round(n / len(histories), 2) for k, n in every_kind.most_common()
+            },
+            "history_bytes_per_recovery": round(sum(bytes_by_kind.values()) / len(histories)),
+            "history_bytes_by_type": {
+                k: round(n / len(histories)) for k, n in bytes_by_kind.most_common()
             },
             "server_cpu_s_per_recovery": round(cpu / len(unique), 4),
             # the workers, the three sensors' reports, the in-memory scheduler
