@@ -149,6 +149,7 @@ _LOOPBACK_NAMES = frozenset(
     }
 )
 """The names distributions give the loopback interface in /etc/hosts."""
+_UNSPECIFIED_ADDRESSES = frozenset({"0.0.0.0", "::"})
 """The ProcessGroupNCCL rank tag is looked for this far into a line's body."""
 
 
@@ -251,11 +252,13 @@ def names_no_host(name: str) -> bool:
     """Whether ``name`` names no host of a cluster: a name the reporter masked ("xxxxxxxx",
     "***", "HOSTNAME", "<node>", "your_hostname"), or the reporting machine's own loopback
     name or address ("localhost", which torchrun's failure table prints on a single node,
-    "127.0.0.1", "::1"), which every node calls itself."""
+    "127.0.0.1", "::1"), which every node calls itself, or the unspecified address a server
+    binds to ("0.0.0.0", "::")."""
     return (
         _PLACEHOLDER_HOST.fullmatch(name) is not None
         or name.lower() in _LOOPBACK_NAMES
         or is_loopback_host(name)
+        or name.strip("[]") in _UNSPECIFIED_ADDRESSES
     )
 
 

@@ -490,7 +490,7 @@ def test_a_masked_node_names_the_rank_but_no_host() -> None:
     assert (placeholder.culprit_ranks, placeholder.culprit_hosts) == ([2], [])
 
 
-def test_masked_and_loopback_names_are_told_from_host_names() -> None:
+def test_masked_loopback_and_unspecified_names_are_told_from_host_names() -> None:
     for masked in ("xxxxxxxx", "XXX.XXX.XXX.XXX", "***", "HOSTNAME", "<node>", "your_hostname"):
         assert names_no_host(masked), masked
     for loopback in (
@@ -500,6 +500,8 @@ def test_masked_and_loopback_names_are_told_from_host_names() -> None:
         "ip6-localhost",
         "127.0.1.1",
         "::1",
+        "0.0.0.0",
+        "[::]",
     ):
         assert names_no_host(loopback), loopback
     for real in ("gpu-3", "node12", "10.0.0.7", "x1", "hostile-04", "ip-10-1-2-3.ec2.internal"):
