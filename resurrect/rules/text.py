@@ -34,6 +34,7 @@ read and cutting an over-long line without buffering it whole.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -131,6 +132,7 @@ _MIDLINE_TAG = re.compile(r"\[(?:[0-9]{1,6},)?[0-9]{1,6}\]<std(?:out|err)>:")
 """mpirun's ``--tag-output`` tag where it appears inside a line's body (interleaved output)."""
 _MIDLINE_TAG_MARK = "]<std"
 PG_RANK_WINDOW = 200
+"""The ProcessGroupNCCL rank tag is looked for this far into a line's body."""
 _RANK_TAG_MARKS = ("Rank ", "[rank", "[process", "RankID:")
 """Cheap tests for a rank tag in a line's body before :data:`_PG_RANK` runs."""
 _PLACEHOLDER_HOST = re.compile(
@@ -149,8 +151,6 @@ _LOOPBACK_NAMES = frozenset(
     }
 )
 """The names distributions give the loopback interface in /etc/hosts."""
-_UNSPECIFIED_ADDRESSES = frozenset({"0.0.0.0", "::"})
-"""The ProcessGroupNCCL rank tag is looked for this far into a line's body."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,8 +258,16 @@ def names_no_host(name: str) -> bool:
         _PLACEHOLDER_HOST.fullmatch(name) is not None
         or name.lower() in _LOOPBACK_NAMES
         or is_loopback_host(name)
-        or name.strip("[]") in _UNSPECIFIED_ADDRESSES
+        or _is_unspecified_address(name)
     )
+
+
+def _is_unspecified_address(name: str) -> bool:
+    """``name`` is the unspecified IPv4 or IPv6 address (with or without brackets)."""
+    try:
+        return ipaddress.ip_address(name.strip("[]")).is_unspecified
+    except ValueError:
+        return False
 
 
 def truncate(text: str, limit: int = MAX_EVIDENCE_CHARS) -> str:
