@@ -27,7 +27,7 @@ from resurrect.stacks.processes import job_rank_processes
 
 from .faults import BY_NAME
 from .history import FaultRecord
-from .jobs import append_line
+from .jobs import append_line as _append_line
 
 if TYPE_CHECKING:
     from .schedule import Injection
@@ -61,6 +61,15 @@ def gpu_line(node: str, pid: int) -> str:
 
 def fake_xid_line(pid: int) -> str:
     return f"NVRM: Xid (PCI:0000:3b:00): 79, pid={pid}, name=python, GPU has fallen off the bus."
+
+
+def append_line(path: Path, line: str) -> None:
+    """Print ``line`` into a job's output as the job would; a job that has not opened its
+    output yet is not hit (creating the file would lock the job's attempts out of it)."""
+    try:
+        _append_line(path, line)
+    except FileNotFoundError as exc:
+        raise Skip(f"the job has no output file yet ({path.name})") from exc
 
 
 # ------------------------------------------------------------------ targets

@@ -119,6 +119,9 @@ def fault_free_sha(python: str, shape: JobShape, scratch: Path) -> str:
 
 
 def append_line(path: Path, line: str) -> None:
-    """Append ``line`` to a job's output, as the job printing it would."""
-    with open(path, "a", encoding="utf-8") as out:
+    """Append ``line`` to a job's output, as the job printing it would. The file must exist:
+    one the soak created (as root) would be one the job's own attempts cannot open
+    (FileNotFoundError while the job has not started writing)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    with os.fdopen(fd, "a", encoding="utf-8") as out:
         out.write(line.rstrip("\n") + "\n")
