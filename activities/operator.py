@@ -15,7 +15,7 @@ from typing import Any
 from temporalio import activity
 
 from resurrect.config import ResurrectConfig
-from resurrect.contracts import JobState, NodeInfo
+from resurrect.contracts import NodeInfo
 from resurrect.contracts.workflow_names import (
     OperatorActivity,
 )
@@ -154,13 +154,14 @@ class OperatorActivities:
         for job_id in sorted(excluded, key=excluded.__getitem__)[:MAX_JOBS_GIVEN_BACK]:
             try:
                 job = await self.scheduler.get_job(job_id)
-                if job.state is not JobState.PENDING or job.held or node not in job.excluded_nodes:
+                if job.held:  # a recovery or a person is acting on it: theirs to decide
                     continue
-                await self.scheduler.requeue_excluding(job_id, [], drop=[node])
+                mutation = await self.scheduler.give_back_nodes(job_id, [node])
             except SchedulerError as exc:
                 log.warning("node %s not given back to job %s: %s", node, job_id, exc)
                 continue
-            given.append(job_id)
+            if mutation.changed:
+                given.append(job_id)
         return given
 
     async def _exclusions_of(self, node: str) -> dict[str, datetime]:

@@ -90,6 +90,11 @@ class Scheduler(Protocol):
 
     async def cancel_job(self, job_id: str) -> MutationResult: ...
 
+    async def give_back_nodes(self, job_id: str, nodes: Sequence[str]) -> MutationResult:
+        """Take ``nodes`` off a pending job's exclusion list without holding or requeueing
+        it; a job no longer pending is left as it is."""
+        ...
+
     async def release_stale_hold(self, job_id: str, bound_s: float) -> MutationResult:
         """Release ``job_id`` if resurrect has held it (its valid hold mark) for longer than
         ``bound_s``; any other hold is left alone."""

@@ -381,6 +381,34 @@ class VerifiedScheduler(SchedulerBase):
             ),
         )
 
+    async def give_back_nodes(self, job_id: str, nodes: Sequence[str]) -> MutationResult:
+        """Take ``nodes`` off a pending job's exclusion list, neither holding nor requeueing
+        it: a job no longer pending, or no longer excluding any of them, is left as it is
+        (Slurm refuses the update of a job that started meanwhile)."""
+        jid = validate_job_id(job_id)
+        giving = set(validate_node_names(list(nodes)))
+        job = await self.get_job(jid)
+        kept = [n for n in job.excluded_nodes if n not in giving]
+        if job.state is not JobState.PENDING or len(kept) == len(job.excluded_nodes):
+            return MutationResult(
+                target=jid,
+                operation="give_back",
+                changed=False,
+                detail=f"{job.state.value}, excluding {','.join(job.excluded_nodes) or 'nothing'}",
+            )
+        await self._act_exclude(jid, kept)
+
+        async def given_back() -> bool:
+            return not giving & set((await self.get_job(jid)).excluded_nodes)
+
+        await self._wait_for(f"job {jid} no longer excludes {sorted(giving)}", given_back)
+        return MutationResult(
+            target=jid,
+            operation="give_back",
+            changed=True,
+            detail=f"excluding {','.join(kept) or 'nothing'}",
+        )
+
     async def _settle_completing(self, jid: str) -> JobInfo:
         """Wait (at most verify_timeout) while the job's previous run is still COMPLETING, so
         callers do not mistake the old allocation for the new one. Not an error if it lasts:

@@ -51,7 +51,8 @@ async def test_a_returned_node_is_given_back_to_the_pending_jobs_it_was_kept_off
     assert not scheduler.nodes["node3"].drained
     assert "no longer excluded from pending job(s) 98" in detail
     assert scheduler.jobs["98"].excluded_nodes == ["node4"]
-    assert not scheduler.jobs["98"].held  # released: the fake starts it at once
+    assert scheduler.jobs["98"].state is JobState.PENDING and not scheduler.jobs["98"].held
+    assert [call for call in scheduler.calls if call[1] == "98"] == [("exclude", "98")]
     assert scheduler.jobs["99"].excluded_nodes == ["node3"]
     assert scheduler.jobs["100"].excluded_nodes == ["node3"] and scheduler.jobs["100"].held
     assert scheduler.jobs["101"].excluded_nodes == ["node4"]
@@ -76,3 +77,14 @@ async def test_a_resume_refused_gives_nothing_back() -> None:
     with pytest.raises(ApplicationError):
         await ActivityEnvironment().run(activities.resume_node, "node1")
     assert scheduler.jobs["7"].excluded_nodes == ["node1"] and asked == []
+
+
+async def test_a_job_that_started_meanwhile_is_neither_held_nor_requeued() -> None:
+    """The give-back edits a pending job's exclusion list and nothing else: a job Slurm
+    started between the repair's read and its act keeps running."""
+    scheduler = FakeScheduler.with_nodes(4)
+    scheduler.jobs["98"] = job("98", JobState.RUNNING, ["node3"], nodes=["node1", "node2"])
+    result = await scheduler.give_back_nodes("98", ["node3"])
+    assert not result.changed
+    assert scheduler.jobs["98"].state is JobState.RUNNING
+    assert scheduler.jobs["98"].restart_count == 0 and scheduler.calls == []
