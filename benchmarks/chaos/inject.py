@@ -292,9 +292,8 @@ async def launch_failure(soak: Soak, injection: Injection, record: FaultRecord) 
     lines = refused_log.read_text().splitlines() if refused_log.exists() else []
     refusals = [(job_id, float(at)) for job_id, at in (line.split() for line in lines)]
     refused = list(dict.fromkeys(job_id for job_id, _ in refusals))
-    opted_in = [
-        (j, at) for j, at in refusals if j in soak.submitted and soak.submitted[j].shape.opted_in
-    ]
+    ours = {j for j in refused if j in soak.submitted and soak.submitted[j].shape.opted_in}
+    opted_in = [(j, at) for j, at in refusals if j in ours]
     record.detail = f"launches refused: {', '.join(refused) or 'none'}"
     if opted_in:
         # timed from the refused launch of the opted-in job it hit, not from the marking
@@ -316,8 +315,7 @@ async def launch_failure(soak: Soak, injection: Injection, record: FaultRecord) 
                 check=False,
             )
     for job_id in refused:
-        shape = soak.submitted.get(job_id)
-        if shape is None or shape.shape.opted_in:
+        if job_id in ours or job_id not in soak.submitted:
             continue
         with contextlib.suppress(ResurrectError):
             if (await scheduler.get_job(job_id)).held_after_failed_launch:
