@@ -30,11 +30,13 @@ class Assessment(Contract):
 
     diagnosis: Diagnosis
     charged_restarts: int  # earlier recoveries of this job charged to its restart budget
-    plans: list[ResolvedPlan]  # the worker's checked plans, in match order
+    # The worker's checked plans that the decision looks up, in match order (every plan in
+    # histories recorded before: the decision is the same; plans/decide.plans_looked_up).
+    plans: list[ResolvedPlan]
     approvals: ApprovalSettings
     # Plan steps the recovery tries first as local activities (the worker's
-    # ``quick_steps``): they finish in seconds and are safe to run again from the
-    # start (check before act).
+    # ``quick_steps`` among those of ``plans``): they finish in seconds and are safe to run
+    # again from the start (check before act).
     quick_steps: list[str] = Field(default_factory=list)
     history: RestartHistory = Field(default_factory=RestartHistory)
     # The cluster's lemon nodes and the nodes this recovery implicated, scored with this

@@ -131,6 +131,8 @@ class Choice:
     notes: list[str] = field(default_factory=list)
     # Rule 8: nodes flagged for an operator to look at (not drained for it).
     suspect_nodes: list[str] = field(default_factory=list)
+    # The plans the decision found, one per lookup, in lookup order (:func:`plans_looked_up`)
+    found_plans: tuple[ResolvedPlan, ...] = ()
 
 
 def decide(
@@ -168,19 +170,36 @@ def decide(
     attempt = bundle.interruption.restart_count
     decision = _lemons(_charge(diagnosis, restart, None, budget, attempt), lemons, policy, job)
     plan = select_plan(plans, diagnosis, decision.action, job, mode)
+    found: tuple[ResolvedPlan | None, ...] = (plan,)
     override = plan.counts_against_budget if plan is not None else None
     if decision.requeue and override is not None and override != decision.counts_against_budget:
         decision = _charge(diagnosis, restart, override, budget, attempt)
         decision = _lemons(decision, lemons, policy, job)
         if not decision.requeue:  # the plan's charge spent the budget: the plan for stopping
             plan = select_plan(plans, diagnosis, decision.action, job, mode)
+            found = (*found, plan)
     suspects, suspect_notes = hang_suspects(diagnosis, reported, job)
     notes = [*decision.reasons, *suspect_notes]
     if plan is None:
         notes.append(f"no recovery plan matches action {decision.action.value}")
     else:
         notes.append(f"plan '{plan.name}' ({plan.source})")
-    return Choice(decision=decision, plan=plan, notes=notes, suspect_nodes=suspects)
+    return Choice(
+        decision=decision,
+        plan=plan,
+        notes=notes,
+        suspect_nodes=suspects,
+        found_plans=tuple(p for p in found if p is not None),
+    )
+
+
+def plans_looked_up(plans: Sequence[ResolvedPlan], choice: Choice) -> list[ResolvedPlan]:
+    """The plans among ``plans`` that ``choice`` found, in match order: :func:`decide` over
+    them, with the same other inputs, makes the same choice (each lookup's first match is
+    among them, and none of them before it matches that lookup). So a recovery's assessment
+    carries these, not every plan the worker has."""
+    found = {id(p) for p in choice.found_plans}
+    return [p for p in plans if id(p) in found]
 
 
 def _lemons(
