@@ -406,7 +406,10 @@ async def wait_running(ctx: StepContext, params: WaitParams) -> StepResult:
 
     The sizes of its output files taken between two reads that found it pending (its earlier
     run gone, the next not started) are the result's ``next_attempt_output``: where the next
-    recovery of the job starts reading them."""
+    recovery of the job starts reading them. A first attempt (``quick_s``) after a restart
+    charged to the job's budget does not wait: it gives way to an activity task at the first
+    read that finds the job not running, so the charge reaches visibility before the wait
+    (``StepInput.restart_charged``)."""
     if ctx.observe or not ctx.state.requeued:
         return StepResult(detail="job was not requeued: nothing to wait for", running_again=False)
     timeout = params.timeout_s or ctx.input.bundle.wait_running_timeout_s
@@ -461,6 +464,11 @@ async def wait_running(ctx: StepContext, params: WaitParams) -> StepResult:
                 detail=f"job {last.job_id} ended {last.state.value} before running",
             )
         ctx.heartbeat(f"job {last.job_id} {last.state.value}")  # still waiting
+        if ctx.quick_s is not None and ctx.input.restart_charged:
+            # the recovery publishes its charge before it waits for an activity task: a first
+            # attempt that waited here would hide it from the recovery of a next attempt that
+            # fails meanwhile, which would then count one restart too few
+            raise NeedsMoreTime(f"job {last.job_id} still {last.state.value}; restart charged")
         if ctx.quick_s is not None and time.monotonic() - started >= ctx.quick_s:
             raise NeedsMoreTime(f"job {last.job_id} still {last.state.value}")
         await asyncio.sleep(params.poll_interval_s)

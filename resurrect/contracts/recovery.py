@@ -267,6 +267,14 @@ class StepInput(Contract):
     # seconds or raise NeedsMoreTime (the recovery then runs the step as an activity task).
     quick_s: float | None = None
 
+    @property
+    def restart_charged(self) -> bool:
+        """This recovery requeued the job and charged the restart to the job's budget (the
+        recovery's ``ResurrectBudgetCharged``; observe mode requeues and charges nothing)."""
+        return (
+            bool(self.state.requeued) and self.decision.counts_against_budget and not self.observe
+        )
+
 
 # The ``StepResult.data`` keys that 0.2.0 and 0.2.1 stored for what are now fields.
 STORED_STEP_DATA_KEYS = ("approval_needed", "dropped_exclusions")

@@ -16,7 +16,7 @@ from resurrect.activities.steps import wait_running
 from resurrect.checkpoint.as_owner import run_helper
 from resurrect.checkpoint.helper import HelperRequest
 from resurrect.config import ResurrectConfig
-from resurrect.contracts import JobPolicy, JobState, RecoveryState, StepInput
+from resurrect.contracts import JobInfo, JobPolicy, JobState, RecoveryState, StepInput
 from resurrect.contracts.assessment import AssessRequest
 from resurrect.errors import NeedsMoreTime
 from resurrect.rules.engine import default_engine
@@ -35,7 +35,8 @@ def assert_needs_more_time(failure: ApplicationError, message: str) -> None:
 def waiting_for(
     job_state: JobState, quick_s: float | None, **params: float
 ) -> tuple[FakeScheduler, StepInput]:
-    """Job 42, requeued without node2, now ``job_state`` on node1 and node3."""
+    """Job 42, requeued without node2 (a free restart), now ``job_state`` on node1 and
+    node3."""
     scheduler = FakeScheduler.with_nodes(4, cluster_name="test")
     step_input = make_step_input(
         "recovery.wait_running",
@@ -45,7 +46,8 @@ def waiting_for(
     scheduler.jobs["42"] = step_input.bundle.job.model_copy(
         update={"state": job_state, "nodes": ["node1", "node3"]}
     )
-    return scheduler, step_input.model_copy(update={"quick_s": quick_s})
+    free = step_input.decision.model_copy(update={"counts_against_budget": False})
+    return scheduler, step_input.model_copy(update={"quick_s": quick_s, "decision": free})
 
 
 async def test_a_first_attempt_at_waiting_gives_up_after_its_seconds() -> None:
@@ -59,6 +61,42 @@ async def test_a_first_attempt_at_waiting_returns_a_job_that_runs_within_them() 
     scheduler, step_input = waiting_for(JobState.RUNNING, quick_s=0.2)
     result = await run_step(wait_running, scheduler=scheduler, step_input=step_input)
     assert result.running_again and result.detail == "job 42 RUNNING on node1,node3"
+
+
+def charged(step_input: StepInput) -> StepInput:
+    """The recovery charged its requeue to the job's restart budget."""
+    decision = step_input.decision.model_copy(update={"counts_against_budget": True})
+    return step_input.model_copy(update={"decision": decision})
+
+
+async def test_a_first_attempt_after_a_charged_restart_gives_way_at_the_first_read() -> None:
+    """The charge is published when the recovery waits for an activity task: waiting here
+    would hide it from the recovery of a next attempt that fails in the meantime."""
+    scheduler, step_input = waiting_for(JobState.PENDING, quick_s=30)
+    reads = 0
+
+    async def counted_get_job(job_id: str) -> JobInfo:
+        nonlocal reads
+        reads += 1
+        return await FakeScheduler.get_job(scheduler, job_id)
+
+    scheduler.get_job = counted_get_job  # type: ignore[method-assign]
+    with pytest.raises(ApplicationError) as raised:
+        await run_step(wait_running, scheduler=scheduler, step_input=charged(step_input))
+    assert_needs_more_time(raised.value, "job 42 still PENDING; restart charged")
+    assert reads == 1
+
+
+async def test_a_charged_restart_already_running_is_waited_for_no_longer() -> None:
+    scheduler, step_input = waiting_for(JobState.RUNNING, quick_s=30)
+    result = await run_step(wait_running, scheduler=scheduler, step_input=charged(step_input))
+    assert result.running_again
+
+
+async def test_the_task_attempt_after_a_charged_restart_waits_as_any_other() -> None:
+    scheduler, step_input = waiting_for(JobState.PENDING, quick_s=None, timeout_s=0.3)
+    result = await run_step(wait_running, scheduler=scheduler, step_input=charged(step_input))
+    assert not result.running_again and "not running after" in result.detail
 
 
 async def test_the_task_attempt_keeps_waiting_for_its_whole_timeout() -> None:

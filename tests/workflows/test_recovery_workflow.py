@@ -24,6 +24,7 @@ from support.builders import interruption as report_of
 from support.builders import job, make_config, opt_in
 from support.histories import keep
 from support.workers import resurrect_workers
+from temporalio import activity
 from temporalio.client import Client
 from temporalio.worker import Replayer
 
@@ -231,6 +232,47 @@ async def test_restart_budget_counts_only_charged_restarts(harness: Harness) -> 
             )
     assert [o.outcome for o in outcomes] == ["recovered", "recovered", "stopped"]
     assert any("restart budget spent" in note for note in outcomes[2].notes)
+
+
+async def test_a_restart_charged_while_its_recovery_waits_counts_for_the_next_attempt(
+    harness: Harness,
+) -> None:
+    """Attempt 1 of job 107 fails as soon as it is requeued, while the recovery of attempt 0,
+    which charged that restart, still waits for the job to run: the recovery of attempt 1
+    counts the charge (the suite's seed-4 soak once charged three restarts against a budget
+    of two: the charge stayed unpublished while the wait's first attempt ran locally)."""
+    s = harness.scheduler
+    s.start_requeued_jobs = False
+    crash_log = Path(harness.config.temporal.state_dir) / "crash-107.out"
+    crash_log.write_text("srun: error: node1: task 0: Segmentation fault (core dumped)\n")
+    s.jobs["107"] = job(
+        "107", state=JobState.FAILED, stdout=crash_log, comment=opt_in(max_restarts=2)
+    )
+    waits = 0  # the reads of recovery.wait_running
+    read_job = s.get_job
+
+    async def counting_waits(job_id: str) -> JobInfo:
+        nonlocal waits
+        waits += job_id == "107" and activity.info().activity_type == "recovery.wait_running"
+        return await read_job(job_id)
+
+    s.get_job = counting_waits  # type: ignore[method-assign]
+    first = asyncio.create_task(harness.recover(interruption(harness.config, s.jobs["107"])))
+    # requeued, and the wait for attempt 1 has found it pending twice: the earliest a real
+    # attempt could have started and failed (Slurm schedules it in a later cycle)
+    while waits < 2:
+        await asyncio.sleep(0.01)
+    s.jobs["107"] = s.jobs["107"].model_copy(update={"state": JobState.FAILED})
+    s.start_requeued_jobs = True  # attempt 2 runs once requeued
+    second = await harness.recover(interruption(harness.config, s.jobs["107"]))
+    assert second.outcome == "recovered"
+    assert any("restart charged to budget (2/2)" in n for n in second.notes), second.notes
+    earlier = await first
+    assert earlier.requeued and not earlier.job_running_again
+    assert any(
+        "recovery.wait_running: NeedsMoreTime: job 107 still PENDING; restart charged" in n
+        for n in earlier.notes
+    ), earlier.notes
 
 
 async def test_a_reused_job_id_gets_its_own_restart_budget(harness: Harness) -> None:
