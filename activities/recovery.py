@@ -77,7 +77,7 @@ from resurrect.lemons.records import (
     score_records,
 )
 from resurrect.log_reading import AttemptOutput, Budget, attempt_output, read_tail
-from resurrect.plans.decide import decide, plans_looked_up, restart_loop
+from resurrect.plans.decide import decide_assessed, plans_looked_up, restart_loop
 from resurrect.plans.models import ResolvedPlan
 from resurrect.policy import resolve_job_policy
 from resurrect.progress.parser import shipped_parser
@@ -402,27 +402,21 @@ class RecoveryActivities:
         if restart_loop(history, report.restart_count, bundle.policy) is not None:
             # only a newer checkpoint of this attempt that verifies can show progress now
             history.verified_step = await newest_verified_step(bundle, request.quick_s)
-        choice = decide(
-            bundle,
-            diagnosis,
-            self.plans,
-            recoveries.charged,
-            reported=request.reported,
-            history=history,
-            lemons=lemons,
-        )
-        plans = plans_looked_up(self.plans, choice)
-        steps = {step.activity for plan in plans for step in plan.steps}
-        return Assessment(
+        assessment = Assessment(
             diagnosis=diagnosis,
             charged_restarts=recoveries.charged,
-            plans=plans,
+            plans=self.plans,
             approvals=self.config.approvals,
-            quick_steps=[s for s in self.quick_steps if s in steps],
+            quick_steps=self.quick_steps,
             history=history,
             lemons=lemons,
             incarnation=recoveries.incarnation.key,
         )
+        # the recovery's history keeps only the plans its decision looks up
+        plans = plans_looked_up(self.plans, decide_assessed(bundle, assessment, request.reported))
+        steps = {step.activity for plan in plans for step in plan.steps}
+        quick = [s for s in self.quick_steps if s in steps]
+        return assessment.model_copy(update={"plans": plans, "quick_steps": quick})
 
     async def _attribute_after(
         self,

@@ -77,7 +77,7 @@ with workflow.unsafe.imports_passed_through():
         timeout_default,
     )
     from resurrect.operator.models import ApprovalInput
-    from resurrect.plans.decide import decide
+    from resurrect.plans.decide import decide_assessed
     from resurrect.plans.models import ResolvedPlan, ResolvedStep
     from resurrect.temporal import search_attributes as sa
     from resurrect.workflows.activity_calls import (
@@ -328,15 +328,7 @@ class RecoveryWorkflow:
     ) -> tuple[DecidedRecovery, ResolvedPlan | None]:
         """One decision (plans/decide.py) from the diagnosis, the restart budget used so far
         and the plans: what the plan's steps work on, and that plan (None: no plan matches)."""
-        choice = decide(
-            bundle,
-            assessment.diagnosis,
-            assessment.plans,
-            assessment.charged_restarts,
-            reported=self._reported_evidence,
-            history=assessment.history,
-            lemons=assessment.lemons,
-        )
+        choice = decide_assessed(bundle, assessment, self._reported_evidence)
         self._notes.extend(choice.notes)
         drain = choice.decision.drain_nodes
         nodes = sorted(set(interruption.nodes) | set(bundle.job.nodes) | set(drain))

@@ -63,6 +63,7 @@ from resurrect.contracts import (
     RecoveryMode,
     RestartHistory,
 )
+from resurrect.contracts.assessment import Assessment
 from resurrect.evidence_trust import (
     HANG_HISTORY_RULE,
     PROBED_CLASSES,
@@ -190,6 +191,23 @@ def decide(
         notes=notes,
         suspect_nodes=suspects,
         found_plans=tuple(p for p in found if p is not None),
+    )
+
+
+def decide_assessed(
+    bundle: RecoveryContext, assessment: Assessment, reported: Sequence[Evidence]
+) -> Choice:
+    """:func:`decide` from a recovery's assessment and the evidence of its reports: the one
+    call of the workflow, and of ``recovery.assess`` when it picks the plans the assessment
+    carries (:func:`plans_looked_up`), so both decide from the same inputs."""
+    return decide(
+        bundle,
+        assessment.diagnosis,
+        assessment.plans,
+        assessment.charged_restarts,
+        reported=reported,
+        history=assessment.history,
+        lemons=assessment.lemons,
     )
 
 

@@ -12,7 +12,7 @@ from resurrect.activities.recovery import RecoveryActivities
 from resurrect.config import ResurrectConfig
 from resurrect.contracts import JobPolicy, JobState
 from resurrect.contracts.assessment import AssessRequest
-from resurrect.plans.decide import decide
+from resurrect.plans.decide import decide, decide_assessed
 from resurrect.plans.loader import load_plans
 from resurrect.rules.engine import default_engine
 from resurrect.testing import FakeScheduler
@@ -46,13 +46,5 @@ async def test_an_application_error_carries_the_stop_plan_alone(tmp_path: Path) 
     assert [p.name for p in assessment.plans] == ["stop-and-notify"] and len(every) > 1
     assert assessment.quick_steps == ["recovery.notify"]  # the one step of that plan
     everything = decide(request.bundle, assessment.diagnosis, every, 0, reported=[])
-    carried = decide(
-        request.bundle,
-        assessment.diagnosis,
-        assessment.plans,
-        assessment.charged_restarts,
-        reported=request.reported,
-        history=assessment.history,
-        lemons=assessment.lemons,
-    )
+    carried = decide_assessed(request.bundle, assessment, request.reported)  # the workflow's
     assert (carried.decision, carried.plan) == (everything.decision, everything.plan)
