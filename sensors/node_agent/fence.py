@@ -13,11 +13,13 @@ argument the recovery's requeue relies on (``FencingSettings.fenced_within_s``).
 Which processes are a job's is the kernel's word (``scan_job_processes``: cgroup or
 step-daemon ancestry, the owner's uid), never a job's environment. Which jobs are opted in is
 the job's policy as Slurm reports its comment, learned while the node can still ask (one
-lookup per new job, remembered for a bounded set). A job whose lookup failed (the node
-already cut off: Slurm may have started it there just before the cut, and treats the node as
-lost now) is fenced with the opted-in ones unless it runs as root: what it is cannot be
-known, and a job left running on a node the controller side has given up on may run twice.
-A job never seen while the lease held is left alone.
+lookup per new job, remembered for a bounded set). A job whose lookup failed or has not
+answered yet (the node already cut off: Slurm may have started it there just before the cut,
+and treats the node as lost now) is fenced with the opted-in ones unless it runs as root:
+what it is cannot be known, and a job left running on a node the controller side has given
+up on may run twice. A job never seen while the lease held is left alone. The lookups run in
+a task of their own: one waiting on a controller out of reach never holds back the lease's
+next check.
 
 A job whose oldest process here (the kernel's start time) started before the lease ran out
 is fenced the moment it runs out. One that started after (a healed link, Slurm starting the
@@ -180,7 +182,7 @@ class SelfFence:
         self._fenced: set[str] = set()  # jobs fenced since the lease last held
         self._armed: dict[int, tuple[int, str]] = {}  # pid -> (handle, "job/attempt")
         self.known: OrderedDict[str, tuple[bool, int | None]] = OrderedDict()  # id -> (in, uid)
-        # jobs with processes here whose lookup failed (as a set, oldest first)
+        # jobs with processes here whose lookup failed or is under way (a set, oldest first)
         self.unconfirmed: OrderedDict[str, None] = OrderedDict()
         self.actions: list[FenceAction] = []
 
@@ -202,9 +204,10 @@ class SelfFence:
         hold a handle on each local process of an opted-in job."""
         scanned_at = boot_ticks()
         local = await asyncio.to_thread(lambda: self._local(self._scan()))
-        for job_id in dict.fromkeys(r.job_id for r in local):
-            if job_id in self.known:
-                continue
+        unknown = [j for j in dict.fromkeys(r.job_id for r in local) if j not in self.known]
+        for job_id in unknown:  # seen while the lease holds: unconfirmed until Slurm answers
+            _remember(self.unconfirmed, job_id, None)
+        for job_id in unknown:
             try:
                 job = await self._look_up(job_id)
             except JobNotFound:  # Slurm's word: no such job (not one of ours to fence)
@@ -213,8 +216,6 @@ class SelfFence:
                 continue
             except ResurrectError as exc:  # cut off, or Slurm busy: asked again next time
                 log.debug("fence: job %s not looked up: %s", job_id, exc)
-                for other in (r.job_id for r in local if r.job_id not in self.known):
-                    _remember(self.unconfirmed, other, None)
                 break
             self.unconfirmed.pop(job_id, None)
             _remember(self.known, job_id, (self._opted_in(job), job.user_id))
@@ -307,20 +308,35 @@ class SelfFence:
         return None
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Check the lease every ``check_interval_s``; learn jobs while it holds."""
+        """Check the lease every ``check_interval_s``; learn jobs while it holds, in a task of
+        its own (a lookup waiting on a controller out of reach must not delay a check)."""
         last_learn = float("-inf")
-        while not stop.is_set():
-            try:
-                if self.fence_if_expired() is None and (
-                    time.monotonic() - last_learn >= self.settings.learn_interval_s
-                ):
-                    last_learn = time.monotonic()
-                    await self.learn()
-            except Exception:  # one failed pass must never stop the fence
-                log.exception("fence check failed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=self.settings.check_interval_s)
-        self.disarm()
+        learning: asyncio.Task[None] | None = None
+        try:
+            while not stop.is_set():
+                try:
+                    if (
+                        self.fence_if_expired() is None
+                        and (learning is None or learning.done())
+                        and time.monotonic() - last_learn >= self.settings.learn_interval_s
+                    ):
+                        last_learn = time.monotonic()
+                        learning = asyncio.create_task(self.learn())
+                        learning.add_done_callback(_log_failed_learning)
+                except Exception:  # one failed pass must never stop the fence
+                    log.exception("fence check failed")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=self.settings.check_interval_s)
+        finally:
+            if learning is not None:
+                learning.cancel()  # it stops at the await it is in: it arms nothing after this
+            self.disarm()
+
+
+def _log_failed_learning(task: asyncio.Task[None]) -> None:
+    """A learning pass that failed is logged (the next one runs as usual)."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("fence: learning the node's jobs failed", exc_info=task.exception())
 
 
 def _remember(kept: OrderedDict[str, _V], key: str, value: _V) -> None:

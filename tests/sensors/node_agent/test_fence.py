@@ -362,3 +362,39 @@ def test_a_young_attempts_process_held_by_handle_is_not_killed_through_it() -> N
     clock.now += 30
     assert fence.fence_if_expired() is None
     assert handles.killed == [] and killed == []
+
+
+async def test_a_lookup_waiting_on_a_controller_out_of_reach_holds_back_no_check() -> None:
+    """A job's first lookup hangs (the node was cut off just after the job started there) and
+    the lease runs out meanwhile: the next check kills the job's processes; it does not wait
+    for the lookup (the host slice, under load, fenced 3.8 s past the lease behind one)."""
+    clock, killed = Clock(), []
+    asked, answer = asyncio.Event(), asyncio.Event()
+
+    async def hanging_look_up(job_id: str) -> JobInfo:
+        asked.set()
+        await answer.wait()
+        raise SchedulerUnavailable("slurmctld is not responding")
+
+    fence = SelfFence(
+        FencingSettings(enabled=True, lease_s=10, check_interval_s=0.01),
+        "n1",
+        Lease(10, clock),
+        look_up=hanging_look_up,
+        opted_in=lambda job: job.comment == "in",
+        scan=lambda: [rank("7", 700)],
+        kill=lambda pid, sig: killed.append((pid, sig)),
+        age_s=lambda pid: 3600.0,
+    )
+    clock.now = 100.0
+    fence.lease.renew(100.0)
+    stop = asyncio.Event()
+    running = asyncio.create_task(fence.run(stop))
+    await asyncio.wait_for(asked.wait(), 5)  # the lookup is under way, and stays so
+    clock.now = 111.0  # the lease ran out 1 s ago
+    async with asyncio.timeout(5):
+        while not killed:
+            await asyncio.sleep(0.01)
+    assert killed[0] == (700, signal.SIGKILL) and not answer.is_set()
+    stop.set()
+    await asyncio.wait_for(running, 5)
