@@ -54,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
         RecoveryState,
         StepInput,
         StepResult,
+        restart_charged,
         step_phase,
     )
     from resurrect.contracts import (
@@ -406,7 +407,7 @@ class RecoveryWorkflow:
         self._notes.extend(result.notes)
         if result.detail:
             self._notes.append(f"{step.activity}: {result.detail}")
-        if result.requeued and recovery.decision.counts_against_budget and not recovery.observe:
+        if restart_charged(result.requeued, recovery.decision, recovery.observe):
             self._search.set(sa.BUDGET_CHARGED, True)
         if result.stop_recovery:
             return result.outcome or Kind.STOPPED

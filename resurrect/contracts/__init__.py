@@ -60,6 +60,7 @@ from resurrect.contracts.recovery import (
     RestartHistory,
     StepInput,
     StepResult,
+    restart_charged,
     step_phase,
 )
 from resurrect.contracts.scheduler import (
@@ -113,5 +114,6 @@ __all__ = [
     "SignalKind",
     "StepInput",
     "StepResult",
+    "restart_charged",
     "step_phase",
 ]

@@ -269,11 +269,14 @@ class StepInput(Contract):
 
     @property
     def restart_charged(self) -> bool:
-        """This recovery requeued the job and charged the restart to the job's budget (the
-        recovery's ``ResurrectBudgetCharged``; observe mode requeues and charges nothing)."""
-        return (
-            bool(self.state.requeued) and self.decision.counts_against_budget and not self.observe
-        )
+        """This recovery requeued the job and charged the restart to the job's budget."""
+        return restart_charged(self.state.requeued, self.decision, self.observe)
+
+
+def restart_charged(requeued: bool | None, decision: RecoveryDecision, observe: bool) -> bool:
+    """A requeue charged to the job's restart budget (the recovery's
+    ``ResurrectBudgetCharged``; observe mode requeues and charges nothing)."""
+    return bool(requeued) and decision.counts_against_budget and not observe
 
 
 # The ``StepResult.data`` keys that 0.2.0 and 0.2.1 stored for what are now fields.
