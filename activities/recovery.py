@@ -413,7 +413,8 @@ class RecoveryActivities:
             incarnation=recoveries.incarnation.key,
         )
         # the recovery's history keeps only the plans its decision looks up
-        plans = plans_looked_up(self.plans, decide_assessed(bundle, assessment, request.reported))
+        choice = decide_assessed(bundle, assessment, request.reported)
+        plans = plans_looked_up(assessment.plans, choice)  # the list the decision looked in
         steps = {step.activity for plan in plans for step in plan.steps}
         quick = [s for s in self.quick_steps if s in steps]
         return assessment.model_copy(update={"plans": plans, "quick_steps": quick})
