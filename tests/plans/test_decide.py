@@ -1,9 +1,8 @@
 from __future__ import annotations
 
-from support.decisions import decision_for
+from support.decisions import decision_for, diagnosis_of, seen
 
 from resurrect.contracts import (
-    DEFAULT_ACTION,
     Diagnosis,
     Evidence,
     FaultClass,
@@ -24,30 +23,12 @@ JOB = JobInfo(job_id="1", state=JobState.FAILED, nodes=["gpu-1", "gpu-2"], exclu
 POLICY = JobPolicy(max_restarts=2)
 
 
-def seen(fault: FaultClass, host: str | None, kind: SignalKind) -> Evidence:
-    return Evidence(kind=kind, text="x", role="root", fault_class=fault, host=host)
-
-
-def diag(
-    fault: FaultClass,
-    hosts: list[str] | None = None,
-    *,
-    kind: SignalKind = SignalKind.KERNEL_LOG,
-) -> Diagnosis:
-    """A diagnosis whose evidence (one root item per host) comes from ``kind``."""
-    evidence = [seen(fault, host, kind) for host in (hosts or [None])]
-    return Diagnosis(
-        fault_class=fault,
-        action=DEFAULT_ACTION[fault],
-        confidence=0.9,
-        culprit_hosts=hosts or [],
-        evidence=evidence,
-    )
-
-
 def test_gpu_fault_drains_the_culprit_and_keeps_earlier_exclusions() -> None:
     plan = decision_for(
-        diag(FaultClass.GPU_HARDWARE, ["gpu-2.cluster.local"]), JOB, POLICY, charged_restarts=9
+        diagnosis_of(FaultClass.GPU_HARDWARE, ["gpu-2.cluster.local"]),
+        JOB,
+        POLICY,
+        charged_restarts=9,
     )
     assert plan.action is RecoveryAction.DRAIN_AND_RESTART
     assert plan.drain_nodes == ["gpu-2"]
@@ -56,26 +37,28 @@ def test_gpu_fault_drains_the_culprit_and_keeps_earlier_exclusions() -> None:
 
 
 def test_hosts_the_job_did_not_use_are_never_drained() -> None:
-    plan = decision_for(diag(FaultClass.NODE_LOST, ["login-1"]), JOB, POLICY, charged_restarts=0)
+    plan = decision_for(
+        diagnosis_of(FaultClass.NODE_LOST, ["login-1"]), JOB, POLICY, charged_restarts=0
+    )
     assert plan.drain_nodes == [] and plan.action is RecoveryAction.RESTART
     assert any("login-1" in r for r in plan.reasons)
 
 
 def test_application_faults_stop() -> None:
     for fault in (FaultClass.APP_ERROR, FaultClass.MEMORY_DEVICE_OOM, FaultClass.MEMORY_HOST_OOM):
-        plan = decision_for(diag(fault), JOB, POLICY, charged_restarts=0)
+        plan = decision_for(diagnosis_of(fault), JOB, POLICY, charged_restarts=0)
         assert plan.action is RecoveryAction.STOP and not plan.requeue and not plan.drain_nodes
 
 
 def test_cancelled_job_is_left_alone() -> None:
-    plan = decision_for(diag(FaultClass.JOB_CANCELLED), JOB, POLICY, charged_restarts=0)
+    plan = decision_for(diagnosis_of(FaultClass.JOB_CANCELLED), JOB, POLICY, charged_restarts=0)
     assert plan.action is RecoveryAction.NONE and not plan.requeue
 
 
 def test_budget_counts_only_for_non_infrastructure_faults() -> None:
-    within = decision_for(diag(FaultClass.PROCESS_CRASH), JOB, POLICY, charged_restarts=1)
+    within = decision_for(diagnosis_of(FaultClass.PROCESS_CRASH), JOB, POLICY, charged_restarts=1)
     assert within.requeue and within.counts_against_budget
-    spent = decision_for(diag(FaultClass.PROCESS_CRASH), JOB, POLICY, charged_restarts=2)
+    spent = decision_for(diagnosis_of(FaultClass.PROCESS_CRASH), JOB, POLICY, charged_restarts=2)
     assert spent.action is RecoveryAction.STOP and not spent.requeue
     assert any("budget spent" in r for r in spent.reasons)
 
@@ -85,9 +68,11 @@ def test_a_running_job_is_requeued_like_an_ended_one() -> None:
     test_verified.py shows the requeue-hold doing it)."""
     running = JOB.model_copy(update={"state": JobState.RUNNING})
     plan = decision_for(
-        diag(FaultClass.GPU_HARDWARE, ["gpu-1"]), running, POLICY, charged_restarts=0
+        diagnosis_of(FaultClass.GPU_HARDWARE, ["gpu-1"]), running, POLICY, charged_restarts=0
     )
-    ended = decision_for(diag(FaultClass.GPU_HARDWARE, ["gpu-1"]), JOB, POLICY, charged_restarts=0)
+    ended = decision_for(
+        diagnosis_of(FaultClass.GPU_HARDWARE, ["gpu-1"]), JOB, POLICY, charged_restarts=0
+    )
     assert plan == ended
     assert (
         plan.requeue and plan.drain_nodes == ["gpu-1"] and plan.exclude_nodes == ["gpu-9", "gpu-1"]
@@ -99,7 +84,7 @@ def test_match_job_nodes_by_short_name() -> None:
 
 
 def test_a_hardware_fault_only_the_job_printed_drains_nothing_and_is_charged() -> None:
-    printed = diag(FaultClass.GPU_HARDWARE, ["gpu-2"], kind=SignalKind.JOB_LOG)
+    printed = diagnosis_of(FaultClass.GPU_HARDWARE, ["gpu-2"], kind=SignalKind.JOB_LOG)
     plan = decision_for(printed, JOB, POLICY, charged_restarts=0)
     assert plan.action is RecoveryAction.RESTART and plan.drain_nodes == []
     assert plan.requeue and plan.counts_against_budget
@@ -111,13 +96,13 @@ def test_a_hardware_fault_only_the_job_printed_drains_nothing_and_is_charged() -
 
 
 def test_a_plan_cannot_make_a_job_output_only_restart_free() -> None:
-    printed = diag(FaultClass.GPU_HARDWARE, ["gpu-2"], kind=SignalKind.JOB_LOG)
+    printed = diagnosis_of(FaultClass.GPU_HARDWARE, ["gpu-2"], kind=SignalKind.JOB_LOG)
     plan = decision_for(printed, JOB, POLICY, charged_restarts=0, counts_against_budget=False)
     assert plan.counts_against_budget
 
 
 def test_slurm_node_state_is_a_second_source() -> None:
-    printed = diag(FaultClass.GPU_HARDWARE, ["gpu-2"], kind=SignalKind.JOB_LOG)
+    printed = diagnosis_of(FaultClass.GPU_HARDWARE, ["gpu-2"], kind=SignalKind.JOB_LOG)
     for node in (
         NodeInfo(name="gpu-2", state="DOWN"),
         NodeInfo(name="gpu-2", state="IDLE", flags=["NOT_RESPONDING"]),
@@ -142,7 +127,7 @@ def test_slurm_node_state_is_a_second_source() -> None:
 
 
 def test_only_the_corroborated_culprit_is_drained() -> None:
-    printed = diag(FaultClass.GPU_HARDWARE, ["gpu-1", "gpu-2"], kind=SignalKind.JOB_LOG)
+    printed = diagnosis_of(FaultClass.GPU_HARDWARE, ["gpu-1", "gpu-2"], kind=SignalKind.JOB_LOG)
     agent = printed.model_copy(
         update={
             "evidence": [
@@ -184,7 +169,7 @@ RESTART = [RecoveryAction.RESTART, RecoveryAction.DRAIN_AND_RESTART]
 
 
 def test_decide_picks_the_first_plan_matching_the_decided_action() -> None:
-    gpu = diag(FaultClass.GPU_HARDWARE, ["gpu-2"])
+    gpu = diagnosis_of(FaultClass.GPU_HARDWARE, ["gpu-2"])
     choice = decide(bundle(), gpu, [STOP_PLAN, plan("restart", actions=RESTART)], 0)
     assert choice.decision.action is RecoveryAction.DRAIN_AND_RESTART
     assert choice.plan is not None and choice.plan.name == "restart"
@@ -192,7 +177,7 @@ def test_decide_picks_the_first_plan_matching_the_decided_action() -> None:
 
 
 def test_a_plan_charging_a_free_restart_over_budget_hands_over_to_the_stop_plan() -> None:
-    gpu = diag(FaultClass.GPU_HARDWARE, ["gpu-2"])
+    gpu = diagnosis_of(FaultClass.GPU_HARDWARE, ["gpu-2"])
     plans = [plan("charged", actions=RESTART, counts=True), STOP_PLAN]
     choice = decide(bundle(), gpu, plans, charged_restarts=2)
     assert choice.decision.action is RecoveryAction.STOP and not choice.decision.requeue
@@ -201,7 +186,7 @@ def test_a_plan_charging_a_free_restart_over_budget_hands_over_to_the_stop_plan(
 
 
 def test_a_plan_charging_a_free_restart_within_budget_keeps_the_plan() -> None:
-    gpu = diag(FaultClass.GPU_HARDWARE, ["gpu-2"])
+    gpu = diagnosis_of(FaultClass.GPU_HARDWARE, ["gpu-2"])
     plans = [plan("charged", actions=RESTART, counts=True), STOP_PLAN]
     choice = decide(bundle(), gpu, plans, charged_restarts=1)
     assert choice.plan is not None and choice.plan.name == "charged"
@@ -212,13 +197,13 @@ def test_a_plan_charging_a_free_restart_within_budget_keeps_the_plan() -> None:
 
 
 def test_a_plan_cannot_make_a_restart_resting_on_job_output_free() -> None:
-    printed = diag(FaultClass.GPU_HARDWARE, ["gpu-2"], kind=SignalKind.JOB_LOG)
+    printed = diagnosis_of(FaultClass.GPU_HARDWARE, ["gpu-2"], kind=SignalKind.JOB_LOG)
     choice = decide(bundle(), printed, [plan("free", actions=RESTART, counts=False)], 0)
     assert choice.decision.counts_against_budget and choice.decision.drain_nodes == []
 
 
 def test_no_matching_plan_is_a_note() -> None:
-    choice = decide(bundle(), diag(FaultClass.APP_ERROR), [plan("r", actions=RESTART)], 0)
+    choice = decide(bundle(), diagnosis_of(FaultClass.APP_ERROR), [plan("r", actions=RESTART)], 0)
     assert choice.plan is None
     assert choice.notes[-1] == "no recovery plan matches action stop"
 

@@ -7,11 +7,9 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from support.decisions import diagnosis_of
 
 from resurrect.contracts import (
-    DEFAULT_ACTION,
-    Diagnosis,
-    Evidence,
     FaultClass,
     JobInfo,
     JobPolicy,
@@ -42,20 +40,6 @@ def plan(name: str, counts: bool | None = None, **when: object) -> ResolvedPlan:
 def context(max_restarts: int) -> RecoveryContext:
     incident = make_step_input("recovery.requeue", job=JOB).bundle
     return incident.model_copy(update={"policy": JobPolicy(max_restarts=max_restarts)})
-
-
-def diagnosis(fault: FaultClass, hosts: list[str], kind: SignalKind) -> Diagnosis:
-    evidence = [
-        Evidence(kind=kind, text="x", role="root", fault_class=fault, host=host)
-        for host in hosts or [None]
-    ]
-    return Diagnosis(
-        fault_class=fault,
-        action=DEFAULT_ACTION[fault],
-        confidence=0.7,
-        culprit_hosts=hosts,
-        evidence=evidence,
-    )
 
 
 PLAN_SETS = {
@@ -94,7 +78,7 @@ CASES = list(
 def test_the_plans_looked_up_make_the_same_choice_as_every_plan(
     plans: str, fault: FaultClass, hosts: list[str], kind: SignalKind, charged: int
 ) -> None:
-    bundle, found = context(max_restarts=2), diagnosis(fault, hosts, kind)
+    bundle, found = context(max_restarts=2), diagnosis_of(fault, hosts, kind=kind, confidence=0.7)
     every = PLAN_SETS[plans]
     choice = decide(bundle, found, every, charged)
     kept = plans_looked_up(every, choice)
@@ -107,7 +91,7 @@ def test_a_plan_charging_over_budget_keeps_both_plans_it_looked_up() -> None:
     charged = plan("charged", counts=True, actions=RESTARTS)
     stop = plan("stop", actions=["stop"])
     every = [plan("unused", actions=["none"]), charged, stop]
-    gpu = diagnosis(FaultClass.GPU_HARDWARE, ["gpu-2"], SignalKind.KERNEL_LOG)
+    gpu = diagnosis_of(FaultClass.GPU_HARDWARE, ["gpu-2"], confidence=0.7)
     choice = decide(context(max_restarts=2), gpu, every, charged_restarts=2)
     assert choice.plan is stop
     assert plans_looked_up(every, choice) == [charged, stop]
@@ -115,7 +99,9 @@ def test_a_plan_charging_over_budget_keeps_both_plans_it_looked_up() -> None:
 
 def test_a_node_loss_under_the_default_plans_carries_one_plan() -> None:
     every = load_plans()
-    lost = diagnosis(FaultClass.NODE_LOST, ["gpu-2"], SignalKind.SCHEDULER_STATE)
+    lost = diagnosis_of(
+        FaultClass.NODE_LOST, ["gpu-2"], kind=SignalKind.SCHEDULER_STATE, confidence=0.7
+    )
     choice = decide(context(max_restarts=2), lost, every, 0)
     assert [p.name for p in plans_looked_up(every, choice)] == [choice.plan and choice.plan.name]
     assert len(every) > 1
@@ -123,6 +109,6 @@ def test_a_node_loss_under_the_default_plans_carries_one_plan() -> None:
 
 def test_no_plan_matching_carries_none() -> None:
     every = [plan("restarts", actions=RESTARTS)]
-    app = diagnosis(FaultClass.APP_ERROR, [], SignalKind.JOB_LOG)
+    app = diagnosis_of(FaultClass.APP_ERROR, [], kind=SignalKind.JOB_LOG, confidence=0.7)
     choice = decide(context(max_restarts=2), app, every, 0)
     assert choice.plan is None and plans_looked_up(every, choice) == []

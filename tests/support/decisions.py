@@ -7,16 +7,43 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from resurrect.contracts import (
+    DEFAULT_ACTION,
     Diagnosis,
     Evidence,
+    FaultClass,
     JobInfo,
     JobPolicy,
     NodeInfo,
     RecoveryDecision,
+    SignalKind,
 )
 from resurrect.plans.decide import decide
 from resurrect.plans.models import ResolvedPlan, WhenSpec
 from resurrect.testing.steps import make_step_input
+
+
+def seen(fault: FaultClass, host: str | None, kind: SignalKind) -> Evidence:
+    """One root item of evidence about ``host`` from ``kind``."""
+    return Evidence(kind=kind, text="x", role="root", fault_class=fault, host=host)
+
+
+def diagnosis_of(
+    fault: FaultClass,
+    hosts: list[str] | None = None,
+    *,
+    kind: SignalKind = SignalKind.KERNEL_LOG,
+    confidence: float = 0.9,
+) -> Diagnosis:
+    """A diagnosis of ``fault`` naming ``hosts``, its evidence (one root item per host) from
+    ``kind``."""
+    evidence = [seen(fault, host, kind) for host in (hosts or [None])]
+    return Diagnosis(
+        fault_class=fault,
+        action=DEFAULT_ACTION[fault],
+        confidence=confidence,
+        culprit_hosts=hosts or [],
+        evidence=evidence,
+    )
 
 
 def decision_for(
