@@ -9,6 +9,8 @@ Importing it puts the tests' folder on ``sys.path`` too, so benchmarks share the
   benchmark's docstring, with the ``--json`` switch every benchmark takes.
 * :func:`print_result`: the result as one JSON line (``--json``, what ``run_all.sh``
   collects), or one aligned ``key value`` line per field for a person.
+* :func:`machine_loop_s`: how fast the machine runs Python now (a fixed loop's CPU seconds),
+  beside a figure that moves with it: a shared machine slows by tens of percent for minutes.
 
 A benchmark's ``main`` is then::
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -40,6 +43,23 @@ def benchmark_parser(doc: str | None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=summary)
     parser.add_argument("--json", action="store_true", help="print the result as one JSON line")
     return parser
+
+
+# The loop :func:`machine_loop_s` times: about 0.1 CPU-s on the 2-core development machine.
+CALIBRATION_ITERATIONS = 3_000_000
+
+
+def machine_loop_s() -> float:
+    """CPU seconds of a fixed pure-Python loop in this process, now: how fast this machine
+    runs Python at the moment. Timed before and after a measurement, it tells a run that was
+    slow because the machine was (a neighbour's load, a slower core) from one that was slow
+    because the code was: the CPU seconds of a recovery move with it in proportion."""
+    started = time.process_time()
+    total = 0
+    for i in range(CALIBRATION_ITERATIONS):
+        total += i * i
+    assert total > 0
+    return round(time.process_time() - started, 4)
 
 
 def print_result(result: Mapping[str, Any], *, as_json: bool, summary: str | None = None) -> None:

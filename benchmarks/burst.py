@@ -36,7 +36,10 @@ bounds the throughput; what the worker asked per recovery of Temporal (RPCs by k
 own client: not the reports) and of the scheduler (calls, and rows its list reads returned);
 the figures not read in time (``records not read`` notes) and the activities cancelled; and
 when the recoveries had closed (``closed_by_s``: seconds from the first report until half, 90 %,
-99 % and all of them had), which tells a slow tail from a slow whole.
+99 % and all of them had), which tells a slow tail from a slow whole; and how fast the machine
+ran Python before and after (``machine``: a fixed loop's CPU seconds, ``_common.machine_loop_s``),
+which tells a slow machine from slow code: on a shared machine the same tree's rate moves with
+it, by as much as a fifth between runs minutes apart.
 
     python benchmarks/burst.py [--jobs 200] [--levers] [--lever NAME] [--skip-baseline] [--json]
 """
@@ -59,7 +62,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _common import benchmark_parser, print_result
+from _common import benchmark_parser, machine_loop_s, print_result
 from support.burst_processes import next_line, spawn_worker
 from support.node_loss import SOURCES, lost_node_cluster, node_loss_reports
 from support.shared_scheduler import serving
@@ -279,6 +282,7 @@ class ReportRetries:
 
 
 async def burst(jobs: int, variant: Variant, state: Path) -> dict[str, Any]:
+    loop_before = machine_loop_s()
     server = EmbeddedTemporal(
         state_dir=state,
         port=free_port(),
@@ -351,6 +355,7 @@ async def burst(jobs: int, variant: Variant, state: Path) -> dict[str, Any]:
             empty = await measure_floor(
                 client, server.process.pid, jobs, 0, local=True, sandboxed=False
             )
+        loop_after = machine_loop_s()
         requeues = Counter(j for op, j in scheduler.calls if op == "requeuehold")
         drains = Counter(n for op, n in scheduler.calls if op == "drain")
         return {
@@ -394,6 +399,9 @@ async def burst(jobs: int, variant: Variant, state: Path) -> dict[str, Any]:
             # lemon scores computed (one per node scored)
             "lemon_scores_per_recovery": round(scores.calls["lemon_score"] / len(unique), 2),
             "scheduler_calls_per_recovery": _rounded(scheduler_each),
+            # how fast the machine ran Python before and after (``machine_loop_s``): the CPU
+            # per recovery and the rate move with it, the code unchanged
+            "machine": {"loop_s_before": loop_before, "loop_s_after": loop_after},
         }
     finally:
         server.stop()

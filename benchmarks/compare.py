@@ -37,7 +37,7 @@ RECORD_DIR = ROOT / "benchmarks" / "record"
 
 # Paths (dotted) holding these components are not figures of the code measured.
 NOT_JUDGED = frozenset(
-    {"targets", "variants", "recorded", "sqlite_pragmas", "events_by_type", "benchmark"}
+    {"targets", "variants", "recorded", "sqlite_pragmas", "events_by_type", "benchmark", "machine"}
 )
 # Figures that are inputs or context, not results.
 INPUTS = frozenset(
