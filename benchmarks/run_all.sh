@@ -28,7 +28,9 @@ record_file=/dev/null
 if $record; then
   mkdir -p benchmarks/record
   # RECORD_FILE: add to that record instead (e.g. a quick burst beside a full run)
-  record_file=${RECORD_FILE:-"benchmarks/record/$(date -u +%Y%m%dT%H%M%SZ)-${commit}$($quick && echo -quick).jsonl"}
+  suffix=""
+  if $quick; then suffix="-quick"; fi
+  record_file=${RECORD_FILE:-"benchmarks/record/$(date -u +%Y%m%dT%H%M%SZ)-${commit}${suffix}.jsonl"}
   echo "== recording to $record_file" >&2
 fi
 
