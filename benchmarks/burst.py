@@ -282,7 +282,16 @@ class ReportRetries:
 
 
 async def burst(jobs: int, variant: Variant, state: Path) -> dict[str, Any]:
-    loop_before = machine_loop_s()
+    """One variant's burst, with how fast the machine ran Python just before and just after
+    (``machine_loop_s``, with no server or worker running: their threads would slow it)."""
+    before = machine_loop_s()
+    measured = await _burst(jobs, variant, state)
+    # the CPU per recovery and the rate move with it, the code unchanged
+    measured["machine"] = {"loop_s_before": before, "loop_s_after": machine_loop_s()}
+    return measured
+
+
+async def _burst(jobs: int, variant: Variant, state: Path) -> dict[str, Any]:
     server = EmbeddedTemporal(
         state_dir=state,
         port=free_port(),
@@ -355,7 +364,6 @@ async def burst(jobs: int, variant: Variant, state: Path) -> dict[str, Any]:
             empty = await measure_floor(
                 client, server.process.pid, jobs, 0, local=True, sandboxed=False
             )
-        loop_after = machine_loop_s()
         requeues = Counter(j for op, j in scheduler.calls if op == "requeuehold")
         drains = Counter(n for op, n in scheduler.calls if op == "drain")
         return {
@@ -399,9 +407,6 @@ async def burst(jobs: int, variant: Variant, state: Path) -> dict[str, Any]:
             # lemon scores computed (one per node scored)
             "lemon_scores_per_recovery": round(scores.calls["lemon_score"] / len(unique), 2),
             "scheduler_calls_per_recovery": _rounded(scheduler_each),
-            # how fast the machine ran Python before and after (``machine_loop_s``): the CPU
-            # per recovery and the rate move with it, the code unchanged
-            "machine": {"loop_s_before": loop_before, "loop_s_after": loop_after},
         }
     finally:
         server.stop()
