@@ -63,6 +63,9 @@ def table(lines: list[dict[str, Any]], source: str) -> str:
         recorded = line.get("recorded", {})
         figure, baseline = headline(line)
         when = f"{str(recorded.get('at', ''))[:10]} {recorded.get('commit', '')}".strip()
+        machine = line.get("machine", {})
+        if "loop_s_before" in machine:  # how fast the machine ran Python (_common.machine_loop_s)
+            when += f"; calibration loop {machine['loop_s_before']:g} s"
         rows.append(
             f"| {line.get('benchmark')} | `{recorded.get('args', '') or '-'}` | {figure}"
             f" | {baseline} | {when} |"
