@@ -37,6 +37,11 @@ slurmctld - the step of the same number of the attempt now running elsewhere. A 
 (:class:`PidHandles`: a pidfd, opened only on a process that started before the scan that
 found it, so a reused pid is never reached) on each process it would kill, refreshed with
 each ``learn``; on expiry it kills through those first, then rescans for the rest.
+
+Each process is sent its SIGKILL once per expiry (told apart from a later one with its pid by
+its kernel start time): one that outlives it (in uninterruptible sleep on a file system that
+went with the link, or a zombie its step daemon has not reaped yet) dies when it can, and the
+checks that follow neither signal it again nor log it again, however long the link stays cut.
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ import logging
 import os
 import signal
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -62,6 +67,8 @@ _V = TypeVar("_V")
 
 MAX_JOBS_REMEMBERED = 4096
 MAX_HANDLES = 4096
+MAX_SIGNALLED = 4096  # processes remembered as killed in one expiry (beyond: signalled again)
+ACTIONS_KEPT = 64
 
 Scan = Callable[[], list[JobRank]]
 LookUp = Callable[[str], Awaitable[JobInfo]]
@@ -169,6 +176,7 @@ class SelfFence:
         kill: Callable[[int, int], None] = os.kill,
         handles: PidHandles | None = None,
         age_s: Callable[[int], float | None] = process_age_s,
+        started: Callable[[int], int | None] | None = None,
     ) -> None:
         self.settings = settings
         self.node = node
@@ -179,12 +187,15 @@ class SelfFence:
         self._kill = kill
         self._handles = handles
         self._age_s = age_s
+        self._started = _start_ticks if started is None else started
         self._fenced: set[str] = set()  # jobs fenced since the lease last held
+        # processes sent their SIGKILL since the lease last held: (pid, kernel start time)
+        self._signalled: set[tuple[int, int | None]] = set()
         self._armed: dict[int, tuple[int, str]] = {}  # pid -> (handle, "job/attempt")
         self.known: OrderedDict[str, tuple[bool, int | None]] = OrderedDict()  # id -> (in, uid)
         # jobs with processes here whose lookup failed or is under way (a set, oldest first)
         self.unconfirmed: OrderedDict[str, None] = OrderedDict()
-        self.actions: list[FenceAction] = []
+        self.actions: deque[FenceAction] = deque(maxlen=ACTIONS_KEPT)  # the latest
 
     def _local(self, scan: list[JobRank]) -> list[JobRank]:
         """The job processes on this node: their step daemon serves it, or (none known) they share
@@ -268,7 +279,10 @@ class SelfFence:
         expired_for = self.lease.expired_for()
         if expired_for <= 0:
             self._fenced.clear()
+            self._signalled.clear()
             return None
+        if len(self._signalled) > MAX_SIGNALLED:
+            self._signalled.clear()
         action = FenceAction(at=time.time(), expired_for_s=expired_for)
         killed: set[int] = set()
         if self._handles is not None:  # first what is known: no scan stands in the way
@@ -277,13 +291,19 @@ class SelfFence:
                 armed.setdefault(key.partition("/")[0], []).append(pid)
             self._fenced |= self._to_fence(armed, expired_for)
             for pid, (handle, key) in list(self._armed.items()):
-                if key.partition("/")[0] in self._fenced and self._handles.kill(handle):
+                if key.partition("/")[0] not in self._fenced:
+                    continue
+                process = (pid, self._started(pid))
+                if process not in self._signalled and self._handles.kill(handle):
                     action.killed.setdefault(key, []).append(pid)
                     killed.add(pid)
+                    self._signalled.add(process)
         left = [
             m
             for m in self._local(self._scan())
-            if self._fenceable(m) and m.process.pid not in killed
+            if self._fenceable(m)
+            and m.process.pid not in killed
+            and (m.process.pid, self._started(m.process.pid)) not in self._signalled
         ]
         by_job: dict[str, list[int]] = {}
         for member in left:
@@ -292,10 +312,13 @@ class SelfFence:
         for member in left:
             if member.job_id not in self._fenced:
                 continue
+            pid = member.process.pid
+            process = (pid, self._started(pid))
             with contextlib.suppress(ProcessLookupError):
-                self._kill(member.process.pid, signal.SIGKILL)
+                self._kill(pid, signal.SIGKILL)
                 key = f"{member.job_id}/{member.restart_count}"
-                action.killed.setdefault(key, []).append(member.process.pid)
+                action.killed.setdefault(key, []).append(pid)
+                self._signalled.add(process)
         if action.killed:
             self.actions.append(action)
             log.warning(

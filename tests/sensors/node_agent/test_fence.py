@@ -323,6 +323,73 @@ def test_a_fenced_job_stays_fenced_so_a_child_its_old_attempt_starts_dies_too() 
     assert [pid for pid, _ in killed] == [70, 77]
 
 
+def test_a_process_that_outlives_its_sigkill_is_signalled_and_logged_once_per_expiry() -> None:
+    """A rank in uninterruptible sleep on a file system the cut took with it (or a zombie its
+    step daemon has not reaped) stays after its SIGKILL: the checks that follow, every
+    ``check_interval_s`` for as long as the link stays cut, neither signal it again nor report
+    it again; a process that took its pid since (another start time) is a new one. Once the
+    lease has held again, a next expiry fences anew."""
+    clock = Clock()
+    ranks = [rank("7", 70), rank("7", 71)]
+    starts = {70: 5_000, 71: 5_001}
+    fence, killed = fence_with(ranks, {"7": job("7", "in")}, clock)
+    fence._started = starts.get
+    handles = FakeHandles()  # the handles too: 70 and 71 never leave
+    fence._handles = handles
+    asyncio.run(fence.learn())
+    clock.now += 11
+    first = fence.fence_if_expired()
+    assert first is not None and first.killed == {"7/0": [70, 71]}
+    for _ in range(100):  # 50 s more of checks, the processes still there
+        clock.now += 0.5
+        assert fence.fence_if_expired() is None
+    assert handles.killed == [70, 71] and killed == [] and list(fence.actions) == [first]
+    starts[71] = 9_000  # 71 was reaped; a process of the old attempt took its pid
+    handles.gone.add(71)
+    again = fence.fence_if_expired()
+    assert again is not None and again.killed == {"7/0": [71]} and killed == [(71, signal.SIGKILL)]
+    fence.lease.renew(clock.now)  # the link is back: the next expiry fences anew
+    assert fence.fence_if_expired() is None
+    clock.now += 11
+    anew = fence.fence_if_expired()
+    assert anew is not None and anew.killed == {"7/0": [70, 71]}
+
+
+def test_a_real_zombie_is_killed_once_through_its_handle() -> None:
+    """The kernel's side of the above: SIGKILL through a pidfd reaches a zombie (it is not
+    reaped until its parent waits), and its start time stays readable, so the fence tells it
+    is the process it signalled already."""
+    import subprocess
+    import time
+
+    from resurrect.sensors.node_agent.fence import PidHandles
+
+    clock = Clock()
+    child = subprocess.Popen(["sleep", "60"])
+    try:
+        fence, killed = fence_with([rank("7", child.pid)], {"7": job("7", "in")}, clock)
+        fence._handles = PidHandles()
+        asyncio.run(fence.learn())
+        clock.now += 11
+        action = fence.fence_if_expired()
+        assert action is not None and action.killed == {"7/0": [child.pid]}
+        deadline = time.monotonic() + 10
+        while _state(child.pid) != "Z":  # dead, not yet waited for
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        clock.now += 0.5
+        assert fence.fence_if_expired() is None and killed == []
+        fence.disarm()
+    finally:
+        child.kill()
+        child.wait()
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rsplit(")", 1)[1].split()[0]
+
+
 def test_a_gone_process_makes_no_job_old() -> None:
     """A young attempt's short-lived process that ended (its age unreadable) does not get the
     attempt fenced."""
