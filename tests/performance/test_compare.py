@@ -22,6 +22,7 @@ RECORDED = {
     "records_not_read": 0,
     "cancelled_activities": {},
     "temporal_calls_per_recovery": {"query": 3.2, "history": 1.1},
+    "scheduler_calls_per_recovery": {"get_job": 9.0},
     "targets": {"recoveries_per_s": 30},
 }
 
@@ -65,6 +66,12 @@ def test_the_regression_of_issue_32_is_named_and_a_small_wobble_is_not() -> None
     assert worse["cancelled_activities.cancelled recovery.assess"] == 40
     assert "temporal_calls_per_recovery.history" not in worse
     wobble = {**RECORDED, "recoveries_per_s": 19.8, "events_per_recovery": 15.0}
+    # a read made once per interval of time, in a burst that ran longer on a busier machine
+    wobble["scheduler_calls_per_recovery"] = {
+        "get_job": 9.0,
+        "drain_census": 0.03,
+        "drain_census rows": 0.62,
+    }
     assert not [c for c in compare(wobble, RECORDED) if c.factor > 1.2]
     broken = {**RECORDED, "requeued_exactly_once": False}
     assert [c.figure for c in compare(broken, RECORDED) if c.factor > 3] == [
