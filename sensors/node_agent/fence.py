@@ -176,7 +176,7 @@ class SelfFence:
         kill: Callable[[int, int], None] = os.kill,
         handles: PidHandles | None = None,
         age_s: Callable[[int], float | None] = process_age_s,
-        started: Callable[[int], int | None] | None = None,
+        started: Callable[[int], int | None] = _start_ticks,
     ) -> None:
         self.settings = settings
         self.node = node
@@ -187,7 +187,7 @@ class SelfFence:
         self._kill = kill
         self._handles = handles
         self._age_s = age_s
-        self._started = _start_ticks if started is None else started
+        self._started = started
         self._fenced: set[str] = set()  # jobs fenced since the lease last held
         # processes sent their SIGKILL since the lease last held: (pid, kernel start time)
         self._signalled: set[tuple[int, int | None]] = set()
@@ -284,7 +284,6 @@ class SelfFence:
         if len(self._signalled) > MAX_SIGNALLED:
             self._signalled.clear()
         action = FenceAction(at=time.time(), expired_for_s=expired_for)
-        killed: set[int] = set()
         if self._handles is not None:  # first what is known: no scan stands in the way
             armed: dict[str, list[int]] = {}
             for pid, (_, key) in self._armed.items():
@@ -296,24 +295,23 @@ class SelfFence:
                 process = (pid, self._started(pid))
                 if process not in self._signalled and self._handles.kill(handle):
                     action.killed.setdefault(key, []).append(pid)
-                    killed.add(pid)
                     self._signalled.add(process)
-        left = [
-            m
-            for m in self._local(self._scan())
-            if self._fenceable(m)
-            and m.process.pid not in killed
-            and (m.process.pid, self._started(m.process.pid)) not in self._signalled
-        ]
+        # the rest, each with its identity (pid, kernel start time): those just killed through
+        # a handle are among the signalled
+        left: list[tuple[JobRank, tuple[int, int | None]]] = []
+        for member in self._local(self._scan()):
+            if self._fenceable(member):
+                process = (member.process.pid, self._started(member.process.pid))
+                if process not in self._signalled:
+                    left.append((member, process))
         by_job: dict[str, list[int]] = {}
-        for member in left:
-            by_job.setdefault(member.job_id, []).append(member.process.pid)
+        for member, (pid, _) in left:
+            by_job.setdefault(member.job_id, []).append(pid)
         self._fenced |= self._to_fence(by_job, expired_for)
-        for member in left:
+        for member, process in left:
             if member.job_id not in self._fenced:
                 continue
             pid = member.process.pid
-            process = (pid, self._started(pid))
             with contextlib.suppress(ProcessLookupError):
                 self._kill(pid, signal.SIGKILL)
                 key = f"{member.job_id}/{member.restart_count}"
