@@ -116,7 +116,7 @@ def floor_of(path: str, run: float, recorded: float) -> float:
     return 1.0 if float(run).is_integer() and float(recorded).is_integer() else 0.1
 
 
-def worse_factor(how: str, run: float, recorded: float, floor: float = 0.1) -> float:
+def worse_factor(how: str, run: float, recorded: float, floor: float) -> float:
     """How many times worse ``run`` is than ``recorded`` (< 1: better); a lower-is-better
     figure is compared above ``floor``."""
     if how == "higher":
